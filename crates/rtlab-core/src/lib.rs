@@ -1,0 +1,22 @@
+//! rtlab-core: the pure logic every part of rtlab shares — units, samples, the sink, the
+//! histogram, statistics, the result schema, warnings and terminal rendering.
+//!
+//! Contract: no `unsafe`, no syscalls beyond what `std` does for files, no printing; every
+//! function is testable without root and fast.
+#![forbid(unsafe_code)]
+
+pub mod cyclictest;
+pub mod histogram;
+pub mod raw;
+pub mod render;
+pub mod schema;
+pub mod sink;
+pub mod stats;
+pub mod units;
+pub mod warnings;
+pub mod windows;
+
+pub use histogram::Histogram;
+pub use sink::{Flow, Recorder, RecorderConfig, Sink};
+pub use stats::{Running, Summary};
+pub use units::Nanos;

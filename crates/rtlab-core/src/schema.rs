@@ -1,0 +1,127 @@
+//! The versioned result document that `--json` writes and the store keeps.
+//!
+//! Contract: field names are the words of DESIGN.md ("Result files"); every field is
+//! documented in `docs/result-schema.md` and locked by `tests/schema_lock.rs`. Changing a
+//! field means bumping [`SCHEMA_VERSION`], the doc and the lock together.
+
+use crate::histogram::HistogramData;
+use crate::stats::Summary;
+use crate::windows::WindowData;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Bumped on any incompatible change of the result document.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One result document: one probe run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResultDocument {
+    pub schema_version: u32,
+    pub tool: ToolInfo,
+    /// The command line as given (argv).
+    pub command_line: Vec<String>,
+    /// UTC start time, RFC 3339.
+    pub started_at: String,
+    /// Wall duration of the measurement, ns.
+    pub duration_ns: i64,
+    /// True when Ctrl-C (or a signal) ended the run before its planned end.
+    pub interrupted: bool,
+    /// `timer`, `udp` or `pubsub`.
+    pub probe: String,
+    pub environment: Environment,
+    /// The probe's full configuration (its `<Probe>Config`, as serialized).
+    pub config: serde_json::Value,
+    pub streams: Vec<Stream>,
+    pub warnings: Vec<Warning>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolInfo {
+    pub name: String,
+    pub version: String,
+}
+
+/// One measured stream of samples (a timer thread, a ping, a subscriber) or an aggregate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stream {
+    /// Unique within the document, e.g. `thread0`, `all`.
+    pub name: String,
+    /// What a sample is: `wakeup_latency`, `timer_error`, `cycle_jitter`, `rtt`, `one_way_latency`.
+    pub metric: String,
+    /// The definition of the metric in words (DESIGN.md "Definitions").
+    pub definition: String,
+    /// Free labels of the stream: thread, cpu, policy, priority, interval, ...
+    pub labels: BTreeMap<String, String>,
+    /// Samples above this are `missed`.
+    pub deadline_ns: i64,
+    pub stats: Summary,
+    pub histogram: HistogramData,
+    pub windows: WindowData,
+    /// Path of the raw-sample file of this stream, when asked for.
+    pub raw_file: Option<String>,
+    /// Samples that did not reach the raw file (writer fell behind); they are in the stats.
+    pub raw_dropped: Option<u64>,
+}
+
+/// What the machine was: everything that changes how a latency should be read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Environment {
+    pub hostname: String,
+    /// `uname -r`.
+    pub kernel_release: String,
+    /// `uname -v`.
+    pub kernel_version: String,
+    /// `none`, `voluntary`, `full`, `lazy`, `rt`, or `unknown`.
+    pub preemption_model: String,
+    /// How the model was found (`/sys/kernel/debug/sched/preempt`, `cmdline preempt=`, `config`...).
+    pub preemption_source: String,
+    pub preempt_dynamic: bool,
+    pub preempt_rt: bool,
+    /// CONFIG_HZ, when the kernel config is readable.
+    pub hz: Option<u32>,
+    /// `hres_active` from /proc/timer_list (None: unreadable).
+    pub high_res_timers: Option<bool>,
+    /// `kvm`, `xen`, `vmware`, `hyperv`, `hypervisor` (unknown kind) or None (bare metal).
+    pub virtualization: Option<String>,
+    pub cpuidle_driver: Option<String>,
+    pub cpuidle_governor: Option<String>,
+    /// cpufreq governor of cpu0 (None: no cpufreq on this machine).
+    pub cpufreq_governor: Option<String>,
+    /// /sys/devices/system/cpu/isolated (empty: none).
+    pub isolcpus: String,
+    /// /sys/devices/system/cpu/nohz_full (None: not built in).
+    pub nohz_full: Option<String>,
+    /// Kernel threads IRQs (`threadirqs` or PREEMPT_RT).
+    pub threaded_irqs: bool,
+    pub cpus_online: String,
+    pub cpu_model: String,
+    /// /proc/cmdline.
+    pub cmdline: String,
+    /// RT throttling: /proc/sys/kernel/sched_rt_runtime_us (-1: off).
+    pub sched_rt_runtime_us: Option<i64>,
+    /// The value rtlab held on /dev/cpu_dma_latency during the run (None: not held).
+    pub cpu_dma_latency_us: Option<i32>,
+    /// Whether mlockall(MCL_CURRENT|MCL_FUTURE) succeeded.
+    pub memory_locked: bool,
+}
+
+/// Something that weakens the measurement, with what to do about it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Warning {
+    /// Stable identifier, e.g. `not-preempt-rt`.
+    pub code: String,
+    pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_round_trips() {
+        let e = Environment { hz: Some(250), preempt_dynamic: true, ..Default::default() };
+        let v = serde_json::to_string(&e).unwrap();
+        let back: Environment = serde_json::from_str(&v).unwrap();
+        assert_eq!(back, e);
+    }
+}

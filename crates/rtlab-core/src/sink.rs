@@ -1,0 +1,141 @@
+//! The push-model sink every probe engine records into, and [`Recorder`], the standard one.
+//!
+//! Contract: an engine calls [`Sink::record`] once per sample from its hot loop. A sink
+//! must not allocate, lock, block, log or print there; it may answer [`Flow::Stop`].
+//! [`Recorder`] allocates everything in [`Recorder::new`] and keeps: exact running moments,
+//! the log-linear histogram, missed deadlines, per-window maxima, an optional 1-us
+//! cyclictest histogram and an optional raw-sample ring.
+//! (Model: ripgrep's `crates/searcher/src/sink.rs`.)
+
+use crate::cyclictest::UsHistogram;
+use crate::histogram::Histogram;
+use crate::raw::{RawProducer, RawSample};
+use crate::stats::{Running, Summary};
+use crate::windows::WindowMaxima;
+
+/// What a sink tells the engine after a sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Stop,
+}
+
+/// Where an engine pushes its samples.
+pub trait Sink {
+    /// One sample: its 0-based index, when it happened (ns since the stream started) and
+    /// its value in ns (signed).
+    fn record(&mut self, index: u64, at_ns: i64, value_ns: i64) -> Flow;
+    /// `n` periods were skipped because their slot had already passed.
+    fn overrun(&mut self, n: u64);
+}
+
+/// How a [`Recorder`] is set up.
+#[derive(Clone, Debug)]
+pub struct RecorderConfig {
+    /// Samples above this count as missed deadlines.
+    pub deadline_ns: i64,
+    /// Width of a max-over-time window.
+    pub window_ns: i64,
+    /// Windows preallocated (the width doubles if the run outlasts them).
+    pub window_capacity: usize,
+    /// Stop after this many samples (None: never from here).
+    pub max_samples: Option<u64>,
+    /// 1-us bins of a cyclictest-format histogram (None: not kept).
+    pub us_histogram_buckets: Option<usize>,
+}
+
+/// The standard sink: statistics, histogram, deadlines, windows, optional extras.
+pub struct Recorder {
+    pub deadline_ns: i64,
+    pub running: Running,
+    pub histogram: Histogram,
+    pub windows: WindowMaxima,
+    pub missed: u64,
+    pub overruns: u64,
+    pub us_histogram: Option<UsHistogram>,
+    raw: Option<RawProducer>,
+    max_samples: Option<u64>,
+}
+
+impl Recorder {
+    pub fn new(cfg: &RecorderConfig, raw: Option<RawProducer>) -> Self {
+        Recorder {
+            deadline_ns: cfg.deadline_ns,
+            running: Running::default(),
+            histogram: Histogram::new(),
+            windows: WindowMaxima::new(cfg.window_ns, cfg.window_capacity),
+            missed: 0,
+            overruns: 0,
+            us_histogram: cfg.us_histogram_buckets.map(UsHistogram::new),
+            raw,
+            max_samples: cfg.max_samples,
+        }
+    }
+
+    /// The summary with `missed` and `overruns` filled in.
+    pub fn summary(&self) -> Summary {
+        let mut s = Summary::from_parts(&self.running, &self.histogram);
+        s.missed = Some(self.missed);
+        s.overruns = Some(self.overruns);
+        s
+    }
+
+    pub fn count(&self) -> u64 {
+        self.running.count
+    }
+}
+
+impl Sink for Recorder {
+    #[inline]
+    fn record(&mut self, index: u64, at_ns: i64, value_ns: i64) -> Flow {
+        self.running.record(index, at_ns, value_ns);
+        self.histogram.record(value_ns);
+        self.windows.record(at_ns, value_ns);
+        if value_ns > self.deadline_ns {
+            self.missed += 1;
+        }
+        if let Some(h) = self.us_histogram.as_mut() {
+            h.record(index, value_ns);
+        }
+        if let Some(r) = self.raw.as_ref() {
+            r.push(RawSample { index, at_ns, value_ns });
+        }
+        match self.max_samples {
+            Some(m) if self.running.count >= m => Flow::Stop,
+            _ => Flow::Continue,
+        }
+    }
+
+    #[inline]
+    fn overrun(&mut self, n: u64) {
+        self.overruns += n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorder_counts_deadlines_and_stops() {
+        let cfg = RecorderConfig {
+            deadline_ns: 100,
+            window_ns: 1_000,
+            window_capacity: 16,
+            max_samples: Some(3),
+            us_histogram_buckets: Some(10),
+        };
+        let mut r = Recorder::new(&cfg, None);
+        assert_eq!(r.record(0, 0, 50), Flow::Continue);
+        assert_eq!(r.record(1, 1_000, 101), Flow::Continue);
+        r.overrun(2);
+        assert_eq!(r.record(2, 2_000, 100), Flow::Stop);
+        let s = r.summary();
+        assert_eq!(s.count, 3);
+        assert_eq!(s.missed, Some(1));
+        assert_eq!(s.overruns, Some(2));
+        assert_eq!(s.max_ns, Some(101));
+        assert_eq!(s.max_index, Some(1));
+        assert_eq!(r.windows.to_data().max_ns, vec![Some(50), Some(101), Some(100)]);
+    }
+}

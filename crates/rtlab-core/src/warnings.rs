@@ -1,0 +1,107 @@
+//! Typed warnings: what weakens a measurement and what the user can do about it.
+//! (Model: hyperfine's `src/output/warnings.rs`.)
+
+use crate::schema::{Environment, Warning};
+
+/// Everything rtlab warns about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Warn {
+    NotPreemptRt { model: String },
+    Virtualized { kind: String },
+    RunTooShort { samples: u64, wanted: u64 },
+    NoRtPrivilege,
+    MemoryNotLocked { why: String },
+    NotHighResTimers,
+    RtThrottling { runtime_us: i64 },
+    CpuDmaLatencyUnavailable { why: String },
+    Interrupted,
+    RawSamplesDropped { dropped: u64 },
+}
+
+impl Warn {
+    pub fn code(&self) -> &'static str {
+        match self {
+            Warn::NotPreemptRt { .. } => "not-preempt-rt",
+            Warn::Virtualized { .. } => "virtualized",
+            Warn::RunTooShort { .. } => "run-too-short",
+            Warn::NoRtPrivilege => "no-rt-privilege",
+            Warn::MemoryNotLocked { .. } => "memory-not-locked",
+            Warn::NotHighResTimers => "no-high-res-timers",
+            Warn::RtThrottling { .. } => "rt-throttling",
+            Warn::CpuDmaLatencyUnavailable { .. } => "cpu-dma-latency-unavailable",
+            Warn::Interrupted => "interrupted",
+            Warn::RawSamplesDropped { .. } => "raw-samples-dropped",
+        }
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            Warn::NotPreemptRt { model } => format!(
+                "the kernel is not PREEMPT_RT (preemption model: {model}): worst cases of milliseconds are expected under load; boot a PREEMPT_RT kernel for bounded latency"
+            ),
+            Warn::Virtualized { kind } => format!(
+                "running in a {kind} virtual machine: the hypervisor can delay any wake-up (steal time); measure on the robot's own hardware for figures that count"
+            ),
+            Warn::RunTooShort { samples, wanted } => format!(
+                "only {samples} samples: rare spikes need long runs (the studies ran hours); use at least {wanted} samples for a p99.99 that means something"
+            ),
+            Warn::NoRtPrivilege => "the threads ran without a real-time policy: run as root or grant CAP_SYS_NICE / an rtprio limit".to_string(),
+            Warn::MemoryNotLocked { why } => format!(
+                "mlockall failed ({why}): page faults can add latency; run as root or raise the memlock limit (ulimit -l)"
+            ),
+            Warn::NotHighResTimers => "high-resolution timers are not active: wake-ups are rounded to the tick".to_string(),
+            Warn::RtThrottling { runtime_us } => format!(
+                "RT throttling is on (sched_rt_runtime_us = {runtime_us}): a busy real-time thread is stopped for the rest of each second; set it to -1 for long RT bursts"
+            ),
+            Warn::CpuDmaLatencyUnavailable { why } => format!("could not hold /dev/cpu_dma_latency: {why}"),
+            Warn::Interrupted => "the run was interrupted: the figures cover only what was measured before the stop".to_string(),
+            Warn::RawSamplesDropped { dropped } => format!(
+                "{dropped} raw samples did not reach the raw file (the writer fell behind); the statistics still include them"
+            ),
+        }
+    }
+
+    pub fn to_warning(&self) -> Warning {
+        Warning { code: self.code().to_string(), message: self.message() }
+    }
+}
+
+/// The warnings that follow from the environment alone.
+pub fn environment_warnings(env: &Environment) -> Vec<Warn> {
+    let mut w = Vec::new();
+    if !env.preempt_rt {
+        w.push(Warn::NotPreemptRt { model: env.preemption_model.clone() });
+    }
+    if let Some(kind) = &env.virtualization {
+        w.push(Warn::Virtualized { kind: kind.clone() });
+    }
+    if env.high_res_timers == Some(false) {
+        w.push(Warn::NotHighResTimers);
+    }
+    if !env.memory_locked {
+        w.push(Warn::MemoryNotLocked { why: "not requested or refused".into() });
+    }
+    w
+}
+
+/// A run shorter than this many samples cannot say much about p99.99.
+pub const MIN_SAMPLES_FOR_TAIL: u64 = 100_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warnings_follow_the_environment() {
+        let env = Environment {
+            preemption_model: "none".into(),
+            virtualization: Some("kvm".into()),
+            high_res_timers: Some(true),
+            memory_locked: true,
+            ..Default::default()
+        };
+        let codes: Vec<_> = environment_warnings(&env).iter().map(|w| w.code()).collect();
+        assert_eq!(codes, vec!["not-preempt-rt", "virtualized"]);
+        assert!(Warn::NotPreemptRt { model: "none".into() }.message().contains("none"));
+    }
+}

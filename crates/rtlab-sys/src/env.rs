@@ -1,0 +1,200 @@
+//! Reading what the machine is (kernel, preemption model, HZ, timers, virtualization, idle,
+//! frequency, isolation) from procfs and sysfs under a root directory.
+//!
+//! Contract: read-only; every function takes `root` (`/` on a real machine, a fake tree in
+//! tests) and never fails: what cannot be read is None / "unknown". Sources:
+//! Documentation/admin-guide/kernel-parameters.txt (`preempt=`, `isolcpus=`, `nohz_full=`,
+//! `threadirqs`), /sys/kernel/debug/sched/preempt (dynamic preemption), /proc/timer_list.
+
+use rtlab_core::schema::Environment;
+use std::io::Read;
+use std::path::Path;
+
+fn read(root: &Path, rel: &str) -> Option<String> {
+    std::fs::read_to_string(root.join(rel)).ok().map(|s| s.trim().to_string())
+}
+
+/// The kernel's build configuration: /proc/config.gz, else /boot/config-<release>.
+pub fn kernel_config(root: &Path, release: &str) -> Option<String> {
+    if let Ok(bytes) = std::fs::read(root.join("proc/config.gz")) {
+        let mut s = String::new();
+        if flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut s).is_ok() {
+            return Some(s);
+        }
+    }
+    std::fs::read_to_string(root.join(format!("boot/config-{release}"))).ok()
+}
+
+fn config_value<'a>(config: &'a str, key: &str) -> Option<&'a str> {
+    config.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+}
+
+fn cmdline_value<'a>(cmdline: &'a str, key: &str) -> Option<&'a str> {
+    cmdline.split_whitespace().find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// (model, source, dynamic, rt) of the preemption model.
+pub fn preemption(root: &Path, version: &str, cmdline: &str, config: Option<&str>) -> (String, String, bool, bool) {
+    let rt = version.contains("PREEMPT_RT")
+        || read(root, "sys/kernel/realtime").as_deref() == Some("1")
+        || config.and_then(|c| config_value(c, "CONFIG_PREEMPT_RT")) == Some("y");
+    let dynamic = version.contains("PREEMPT_DYNAMIC") || config.and_then(|c| config_value(c, "CONFIG_PREEMPT_DYNAMIC")) == Some("y");
+    if rt {
+        return ("rt".into(), "PREEMPT_RT".into(), dynamic, true);
+    }
+    // debugfs shows the dynamic model in force, e.g. "none voluntary (full) lazy"
+    if let Some(s) = read(root, "sys/kernel/debug/sched/preempt") {
+        if let Some(m) = s.split_whitespace().find(|w| w.starts_with('(')) {
+            return (m.trim_matches(|c| c == '(' || c == ')').to_string(), "/sys/kernel/debug/sched/preempt".into(), dynamic, false);
+        }
+    }
+    if dynamic {
+        if let Some(m) = cmdline_value(cmdline, "preempt") {
+            return (m.to_string(), "cmdline preempt=".into(), true, false);
+        }
+    }
+    if let Some(c) = config {
+        for (key, model) in [
+            ("CONFIG_PREEMPT_NONE", "none"),
+            ("CONFIG_PREEMPT_VOLUNTARY", "voluntary"),
+            ("CONFIG_PREEMPT_LAZY", "lazy"),
+            ("CONFIG_PREEMPT", "full"),
+        ] {
+            if config_value(c, key) == Some("y") {
+                return (model.into(), "kernel config".into(), dynamic, false);
+            }
+        }
+    }
+    if version.contains("PREEMPT") {
+        return ("full".into(), "uname -v".into(), dynamic, false);
+    }
+    ("unknown".into(), "none readable".into(), dynamic, false)
+}
+
+/// The kind of virtual machine, or None on bare metal.
+pub fn virtualization(root: &Path) -> Option<String> {
+    let vendor = read(root, "sys/class/dmi/id/sys_vendor").unwrap_or_default().to_ascii_lowercase();
+    let product = read(root, "sys/class/dmi/id/product_name").unwrap_or_default().to_ascii_lowercase();
+    let clocksource = read(root, "sys/devices/system/clocksource/clocksource0/current_clocksource").unwrap_or_default();
+    let hv = read(root, "sys/hypervisor/type").unwrap_or_default();
+    let cpuinfo = read(root, "proc/cpuinfo").unwrap_or_default();
+    let hypervisor_flag = cpuinfo.lines().any(|l| l.starts_with("flags") && l.split_whitespace().any(|w| w == "hypervisor"));
+    if vendor.contains("qemu") || product.contains("kvm") || clocksource == "kvm-clock" {
+        Some("kvm".into())
+    } else if hv == "xen" || clocksource == "xen" {
+        Some("xen".into())
+    } else if vendor.contains("vmware") {
+        Some("vmware".into())
+    } else if vendor.contains("microsoft") || clocksource.starts_with("hyperv") {
+        Some("hyperv".into())
+    } else if hypervisor_flag {
+        Some("hypervisor".into())
+    } else {
+        None
+    }
+}
+
+/// Read the whole environment under `root`. `cpu_dma_latency_us` and `memory_locked`
+/// are what the caller did, filled in by it.
+pub fn detect(root: &Path) -> Environment {
+    let release = read(root, "proc/sys/kernel/osrelease").unwrap_or_default();
+    let version = read(root, "proc/sys/kernel/version").unwrap_or_default();
+    let cmdline = read(root, "proc/cmdline").unwrap_or_default();
+    let config = kernel_config(root, &release);
+    let (model, source, dynamic, rt) = preemption(root, &version, &cmdline, config.as_deref());
+    let hz = config.as_deref().and_then(|c| config_value(c, "CONFIG_HZ")).and_then(|v| v.parse().ok());
+    let high_res = read(root, "proc/timer_list").and_then(|t| {
+        t.lines().find_map(|l| l.trim().strip_prefix(".hres_active").map(|v| v.trim_start_matches([' ', ':']).trim() == "1"))
+    });
+    let cpuinfo = read(root, "proc/cpuinfo").unwrap_or_default();
+    let cpu_model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string()))
+        .unwrap_or_default();
+    Environment {
+        hostname: read(root, "proc/sys/kernel/hostname").unwrap_or_default(),
+        kernel_release: release,
+        kernel_version: version,
+        preemption_model: model,
+        preemption_source: source,
+        preempt_dynamic: dynamic,
+        preempt_rt: rt,
+        hz,
+        high_res_timers: high_res,
+        virtualization: virtualization(root),
+        cpuidle_driver: read(root, "sys/devices/system/cpu/cpuidle/current_driver"),
+        cpuidle_governor: read(root, "sys/devices/system/cpu/cpuidle/current_governor")
+            .or_else(|| read(root, "sys/devices/system/cpu/cpuidle/current_governor_ro")),
+        cpufreq_governor: read(root, "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        isolcpus: read(root, "sys/devices/system/cpu/isolated").unwrap_or_default(),
+        nohz_full: read(root, "sys/devices/system/cpu/nohz_full"),
+        threaded_irqs: rt || cmdline.split_whitespace().any(|w| w == "threadirqs"),
+        cpus_online: read(root, "sys/devices/system/cpu/online").unwrap_or_default(),
+        cpu_model,
+        cmdline,
+        sched_rt_runtime_us: read(root, "proc/sys/kernel/sched_rt_runtime_us").and_then(|v| v.parse().ok()),
+        cpu_dma_latency_us: None,
+        memory_locked: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn put(root: &Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn a_fake_rt_machine() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        put(r, "proc/sys/kernel/osrelease", "6.6.0-rt15\n");
+        put(r, "proc/sys/kernel/version", "#1 SMP PREEMPT_RT Tue\n");
+        put(r, "proc/cmdline", "quiet isolcpus=1 nohz_full=1\n");
+        put(r, "boot/config-6.6.0-rt15", "CONFIG_HZ=1000\nCONFIG_PREEMPT_RT=y\n");
+        put(r, "proc/timer_list", "cpu: 0\n  .hres_active    : 1\n");
+        put(r, "sys/devices/system/cpu/isolated", "1\n");
+        put(r, "proc/cpuinfo", "processor\t: 0\nmodel name\t: Cortex\nflags\t\t: fpu sse\n");
+        put(r, "proc/sys/kernel/sched_rt_runtime_us", "-1\n");
+        let e = detect(r);
+        assert_eq!(e.preemption_model, "rt");
+        assert!(e.preempt_rt && e.threaded_irqs);
+        assert_eq!(e.hz, Some(1000));
+        assert_eq!(e.high_res_timers, Some(true));
+        assert_eq!(e.isolcpus, "1");
+        assert_eq!(e.virtualization, None);
+        assert_eq!(e.cpu_model, "Cortex");
+        assert_eq!(e.sched_rt_runtime_us, Some(-1));
+    }
+
+    #[test]
+    fn a_fake_dynamic_vm() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        put(r, "proc/sys/kernel/osrelease", "6.18.0\n");
+        put(r, "proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC\n");
+        put(r, "proc/cmdline", "preempt=none\n");
+        put(r, "sys/devices/system/clocksource/clocksource0/current_clocksource", "kvm-clock\n");
+        put(r, "proc/cpuinfo", "flags\t\t: fpu hypervisor\n");
+        let e = detect(r);
+        assert_eq!((e.preemption_model.as_str(), e.preemption_source.as_str()), ("none", "cmdline preempt="));
+        assert!(e.preempt_dynamic && !e.preempt_rt && !e.threaded_irqs);
+        assert_eq!(e.virtualization.as_deref(), Some("kvm"));
+        assert_eq!(e.hz, None);
+        // debugfs wins over the command line
+        put(r, "sys/kernel/debug/sched/preempt", "none voluntary (full) lazy\n");
+        assert_eq!(detect(r).preemption_model, "full");
+    }
+
+    #[test]
+    fn this_machine_is_readable() {
+        let e = detect(Path::new("/"));
+        assert!(!e.kernel_release.is_empty());
+        assert_ne!(e.preemption_model, "");
+    }
+}

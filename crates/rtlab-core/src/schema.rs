@@ -63,6 +63,30 @@ pub struct Stream {
     pub raw_dropped: Option<u64>,
 }
 
+impl Stream {
+    /// A stream from a [`crate::sink::Recorder`]'s statistics, histogram and windows.
+    pub fn from_recorder(
+        name: impl Into<String>,
+        metric: &str,
+        definition: &str,
+        labels: BTreeMap<String, String>,
+        r: &crate::sink::Recorder,
+    ) -> Stream {
+        Stream {
+            name: name.into(),
+            metric: metric.into(),
+            definition: definition.into(),
+            labels,
+            deadline_ns: r.deadline_ns,
+            stats: r.summary(),
+            histogram: r.histogram.to_data(),
+            windows: r.windows.to_data(),
+            raw_file: None,
+            raw_dropped: None,
+        }
+    }
+}
+
 /// What the machine was: everything that changes how a latency should be read.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Environment {

@@ -10,6 +10,7 @@ pub enum Warn {
     Virtualized { kind: String },
     RunTooShort { samples: u64, wanted: u64 },
     NoRtPrivilege,
+    NotRealtimePolicy,
     MemoryNotLocked { why: String },
     NotHighResTimers,
     RtThrottling { runtime_us: i64 },
@@ -25,6 +26,7 @@ impl Warn {
             Warn::Virtualized { .. } => "virtualized",
             Warn::RunTooShort { .. } => "run-too-short",
             Warn::NoRtPrivilege => "no-rt-privilege",
+            Warn::NotRealtimePolicy => "not-realtime-policy",
             Warn::MemoryNotLocked { .. } => "memory-not-locked",
             Warn::NotHighResTimers => "no-high-res-timers",
             Warn::RtThrottling { .. } => "rt-throttling",
@@ -49,6 +51,7 @@ impl Warn {
             Warn::MemoryNotLocked { why } => format!(
                 "mlockall failed ({why}): page faults can add latency; run as root or raise the memlock limit (ulimit -l)"
             ),
+            Warn::NotRealtimePolicy => "the threads ran with SCHED_OTHER: use --policy fifo for real-time figures".to_string(),
             Warn::NotHighResTimers => "high-resolution timers are not active: wake-ups are rounded to the tick".to_string(),
             Warn::RtThrottling { runtime_us } => format!(
                 "RT throttling is on (sched_rt_runtime_us = {runtime_us}): a busy real-time thread is stopped for the rest of each second; set it to -1 for long RT bursts"

@@ -1,1 +1,6 @@
-//! placeholder
+//! rtlab-probes: the measurement engines. Engines never print; they push samples into
+//! sinks (rtlab-core) and return outcomes that the CLI renders and stores.
+
+pub mod clock;
+pub mod timer;
+pub mod timer_run;

@@ -76,10 +76,13 @@ pub fn virtualization(root: &Path) -> Option<String> {
     let vendor = read(root, "sys/class/dmi/id/sys_vendor").unwrap_or_default().to_ascii_lowercase();
     let product = read(root, "sys/class/dmi/id/product_name").unwrap_or_default().to_ascii_lowercase();
     let clocksource = read(root, "sys/devices/system/clocksource/clocksource0/current_clocksource").unwrap_or_default();
+    let available = read(root, "sys/devices/system/clocksource/clocksource0/available_clocksource").unwrap_or_default();
+    let idle = read(root, "sys/devices/system/cpu/cpuidle/current_driver").unwrap_or_default();
     let hv = read(root, "sys/hypervisor/type").unwrap_or_default();
     let cpuinfo = read(root, "proc/cpuinfo").unwrap_or_default();
     let hypervisor_flag = cpuinfo.lines().any(|l| l.starts_with("flags") && l.split_whitespace().any(|w| w == "hypervisor"));
-    if vendor.contains("qemu") || product.contains("kvm") || clocksource == "kvm-clock" {
+    // kvm-clock offered as a clocksource, or the haltpoll idle driver, exist only in KVM guests
+    if vendor.contains("qemu") || product.contains("kvm") || available.split_whitespace().any(|c| c == "kvm-clock") || idle == "haltpoll" {
         Some("kvm".into())
     } else if hv == "xen" || clocksource == "xen" {
         Some("xen".into())

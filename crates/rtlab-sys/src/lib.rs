@@ -8,8 +8,10 @@ pub mod clock;
 pub mod cpus;
 pub mod env;
 pub mod memory;
+pub mod net;
 pub mod pmqos;
 pub mod sched;
+pub mod tune_sys;
 
 /// Errors of the system layer.
 #[derive(Debug, thiserror::Error)]

@@ -91,9 +91,15 @@ pub struct RtThread<T> {
     tid: libc::pthread_t,
     rx: mpsc::Receiver<T>,
     joined: bool,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl<T> RtThread<T> {
+    /// True once the closure has returned (or panicked).
+    pub fn is_finished(&self) -> bool {
+        self.done.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Wait for the thread; Err(()) if its closure panicked.
     pub fn join(mut self) -> Result<T, ()> {
         // SAFETY: tid came from a successful pthread_create and is joined exactly once.
@@ -131,7 +137,17 @@ where
     spec.policy.check_priority(spec.priority)?;
     let (tx, rx) = mpsc::sync_channel::<T>(1);
     let name = spec.name.clone();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done_in = done.clone();
     let body: Boxed = Box::new(move || {
+        /// Raises the flag also when `f` panics.
+        struct Done(std::sync::Arc<std::sync::atomic::AtomicBool>);
+        impl Drop for Done {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::Release);
+            }
+        }
+        let _done = Done(done_in);
         set_current_thread_name(&name);
         let _ = tx.send(f());
     });
@@ -161,7 +177,7 @@ where
                 e => SysError::os(format!("creating thread '{}' ({} {}, cpus {:?})", spec.name, spec.policy.name(), spec.priority, spec.cpus), e),
             });
         }
-        Ok(RtThread { tid, rx, joined: false })
+        Ok(RtThread { tid, rx, joined: false, done })
     }
 }
 

@@ -1,1 +1,45 @@
-fn main() {}
+//! rtlab: a lab in one command for the real-time behaviour of robot communications on Linux.
+//!
+//! The binary is thin: it parses flags into `<Probe>Config`s (in one place per command),
+//! runs the engines, renders and writes results. Exit codes: 0 ok, 1 a threshold the user
+//! set was exceeded, 2 an error (bad input, missing tool, no privilege), with one line on
+//! stderr naming what and where. (Model: ripgrep's `crates/core/main.rs`.)
+
+mod cli;
+mod cmd;
+mod document;
+mod progress;
+
+use clap::Parser;
+use std::io::Write;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args = match cli::Cli::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            // help and version are not errors
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match cmd::dispatch(args) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            if is_broken_pipe(&e) {
+                return ExitCode::SUCCESS;
+            }
+            let mut msg = format!("{e}");
+            for cause in e.chain().skip(1) {
+                msg.push_str(&format!(": {cause}"));
+            }
+            let _ = writeln!(std::io::stderr(), "rtlab: error: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}

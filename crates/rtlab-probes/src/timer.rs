@@ -1,0 +1,239 @@
+//! The timer probe: periodic wake-up latency (like cyclictest), the ROS-style relative
+//! timer error, and the cycle jitter of S2.
+//!
+//! Contract:
+//! - `abs` mode sleeps with `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)` on a grid
+//!   anchored at the start: slot k is at `start + k*T`. The sample is `woke - slot` (>= 0).
+//! - `rel` mode keeps the same grid of expected times but waits the way ROS timers do:
+//!   it reads "now" and sleeps *relative* for `expected - now`. The sample is the signed
+//!   `woke - expected` (it may be negative with a clock that fires early).
+//! - In both modes a slot already past when the thread is ready for it is skipped and
+//!   counted as an overrun: no drift, no catch-up burst (cyclictest keeps every slot and
+//!   bursts; a naive `sleep(T)` loop drifts).
+//! - Cycle jitter (S2): `d_k = t_k - k*T` (measured from the start) and
+//!   `P_k = t_(k+1) - t_k - T = d_(k+1) - d_k` between consecutive measured cycles; when slots were
+//!   skipped, `P = d_next - d_prev` still holds on the grid.
+//! - The loop never allocates, locks, logs or prints: it pushes into two preallocated sinks
+//!   and reads one atomic stop flag and writes one atomic progress counter.
+
+use crate::clock::Clock;
+use rtlab_core::sink::{Flow, Sink};
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// How the timer waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimerMode {
+    /// Absolute wake-ups on the grid (clock_nanosleep TIMER_ABSTIME).
+    Abs,
+    /// Relative sleeps to the expected time, like ROS timers.
+    Rel,
+}
+
+impl TimerMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            TimerMode::Abs => "abs",
+            TimerMode::Rel => "rel",
+        }
+    }
+    /// The metric name of the primary sample in this mode.
+    pub fn metric(self) -> &'static str {
+        match self {
+            TimerMode::Abs => "wakeup_latency",
+            TimerMode::Rel => "timer_error",
+        }
+    }
+    pub fn definition(self) -> &'static str {
+        match self {
+            TimerMode::Abs => "actual wake time - scheduled absolute time (CLOCK_MONOTONIC, clock_nanosleep TIMER_ABSTIME)",
+            TimerMode::Rel => "actual wake time - expected time, signed; each wait is a relative sleep to the expected time (ROS-style timer)",
+        }
+    }
+}
+
+/// Why a loop ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoopEnd {
+    /// The sink said stop (the planned number of loops).
+    Count,
+    /// The planned duration was reached.
+    Duration,
+    /// The stop flag was raised (Ctrl-C).
+    Interrupted,
+}
+
+/// The schedule of one timer loop.
+#[derive(Clone, Copy, Debug)]
+pub struct Schedule {
+    pub mode: TimerMode,
+    pub interval_ns: i64,
+    /// Slots at or after `start + duration` are not taken (None: no limit).
+    pub duration_ns: Option<i64>,
+}
+
+/// Run one timer loop from `start` (slot 0 is `start`; the first wake-up is slot 1).
+/// `latency` receives `d_k` (the wake-up latency or timer error) for every measured
+/// cycle, `jitter` receives `P_k` from the second cycle on. Returns why it ended.
+pub fn run_loop<C: Clock, L: Sink, J: Sink>(
+    clock: &mut C,
+    sched: Schedule,
+    start: i64,
+    latency: &mut L,
+    jitter: &mut J,
+    stop: &AtomicBool,
+    progress: &AtomicU64,
+) -> LoopEnd {
+    let t = sched.interval_ns;
+    let end = sched.duration_ns.map(|d| start + d);
+    let mut k: i64 = 1;
+    let mut index: u64 = 0;
+    let mut prev_d: Option<i64> = None;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return LoopEnd::Interrupted;
+        }
+        let slot = start + k * t;
+        if let Some(end) = end {
+            if slot > end {
+                return LoopEnd::Duration;
+            }
+        }
+        match sched.mode {
+            TimerMode::Abs => clock.sleep_until(slot),
+            TimerMode::Rel => {
+                let now = clock.now();
+                clock.sleep_for(slot - now);
+            }
+        }
+        let woke = clock.now();
+        let d = woke - slot;
+        let at = woke - start;
+        let flow = latency.record(index, at, d);
+        if let Some(p) = prev_d {
+            jitter.record(index - 1, at, d - p);
+        }
+        prev_d = Some(d);
+        index += 1;
+        progress.store(index, Ordering::Relaxed);
+        if flow == Flow::Stop {
+            return LoopEnd::Count;
+        }
+        // the next slot; those already past are skipped and counted
+        let next = k + 1;
+        let ready = clock.now();
+        let first_future = (ready - start).div_euclid(t) + 1;
+        if first_future > next {
+            latency.overrun((first_future - next) as u64);
+            k = first_future;
+        } else {
+            k = next;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::FakeClock;
+
+    /// A sink that keeps everything (tests only; it allocates).
+    #[derive(Default)]
+    struct Keep {
+        samples: Vec<(u64, i64, i64)>,
+        overruns: u64,
+        stop_after: Option<usize>,
+    }
+    impl Sink for Keep {
+        fn record(&mut self, index: u64, at_ns: i64, value_ns: i64) -> Flow {
+            self.samples.push((index, at_ns, value_ns));
+            match self.stop_after {
+                Some(n) if self.samples.len() >= n => Flow::Stop,
+                _ => Flow::Continue,
+            }
+        }
+        fn overrun(&mut self, n: u64) {
+            self.overruns += n;
+        }
+    }
+
+    fn run(mode: TimerMode, lateness: &[i64], loops: usize) -> (FakeClock, Keep, Keep, LoopEnd) {
+        let mut c = FakeClock::new(1_000_000, lateness);
+        let mut lat = Keep { stop_after: Some(loops), ..Default::default() };
+        let mut jit = Keep::default();
+        let stop = AtomicBool::new(false);
+        let progress = AtomicU64::new(0);
+        let sched = Schedule { mode, interval_ns: 1_000, duration_ns: None };
+        let end = run_loop(&mut c, sched, 1_000_000, &mut lat, &mut jit, &stop, &progress);
+        assert_eq!(progress.load(Ordering::Relaxed), lat.samples.len() as u64);
+        (c, lat, jit, end)
+    }
+
+    #[test]
+    fn abs_mode_sleeps_on_the_grid_and_measures_lateness() {
+        let (c, lat, jit, end) = run(TimerMode::Abs, &[10, 30, 5], 4);
+        assert_eq!(end, LoopEnd::Count);
+        let targets: Vec<_> = c.sleeps.iter().map(|s| s.1 - 1_000_000).collect();
+        assert_eq!(targets, vec![1_000, 2_000, 3_000, 4_000]);
+        assert!(c.sleeps.iter().all(|s| s.0 == "abs"));
+        let vals: Vec<_> = lat.samples.iter().map(|s| s.2).collect();
+        assert_eq!(vals, vec![10, 30, 5, 0]);
+        // P_k = d_(k+1) - d_k
+        let p: Vec<_> = jit.samples.iter().map(|s| s.2).collect();
+        assert_eq!(p, vec![20, -25, -5]);
+        assert_eq!(lat.overruns, 0);
+        // at_ns is the wake time since the start
+        assert_eq!(lat.samples[1].1, 2_030);
+    }
+
+    #[test]
+    fn a_slot_already_past_is_skipped_and_counted_no_burst_no_drift() {
+        // the 2nd wake-up is 2.5 periods late: slots 3 and 4 have passed when it is ready
+        let (c, lat, jit, _) = run(TimerMode::Abs, &[0, 2_500, 0, 0], 4);
+        let targets: Vec<_> = c.sleeps.iter().map(|s| s.1 - 1_000_000).collect();
+        assert_eq!(targets, vec![1_000, 2_000, 5_000, 6_000]);
+        assert_eq!(lat.overruns, 2);
+        let vals: Vec<_> = lat.samples.iter().map(|s| s.2).collect();
+        assert_eq!(vals, vec![0, 2_500, 0, 0]);
+        let p: Vec<_> = jit.samples.iter().map(|s| s.2).collect();
+        assert_eq!(p, vec![2_500, -2_500, 0]);
+    }
+
+    #[test]
+    fn a_wake_exactly_on_the_next_slot_skips_it() {
+        let (c, lat, _, _) = run(TimerMode::Abs, &[1_000, 0], 2);
+        let targets: Vec<_> = c.sleeps.iter().map(|s| s.1 - 1_000_000).collect();
+        assert_eq!(targets, vec![1_000, 3_000]);
+        assert_eq!(lat.overruns, 1);
+    }
+
+    #[test]
+    fn rel_mode_sleeps_relative_to_the_expected_time_and_signs_the_error() {
+        // a negative lateness stands for a clock that fires early
+        let (c, lat, _, _) = run(TimerMode::Rel, &[40, -15, 0], 3);
+        assert!(c.sleeps.iter().all(|s| s.0 == "rel"));
+        // first sleep is the whole period, the second is shortened by the first's lateness
+        let durations: Vec<_> = c.sleeps.iter().map(|s| s.1).collect();
+        assert_eq!(durations, vec![1_000, 960, 1_015]);
+        let vals: Vec<_> = lat.samples.iter().map(|s| s.2).collect();
+        assert_eq!(vals, vec![40, -15, 0]);
+    }
+
+    #[test]
+    fn duration_and_stop_flag_end_the_loop() {
+        let mut c = FakeClock::new(0, &[]);
+        let mut lat = Keep::default();
+        let mut jit = Keep::default();
+        let stop = AtomicBool::new(false);
+        let p = AtomicU64::new(0);
+        let sched = Schedule { mode: TimerMode::Abs, interval_ns: 100, duration_ns: Some(1_000) };
+        assert_eq!(run_loop(&mut c, sched, 0, &mut lat, &mut jit, &stop, &p), LoopEnd::Duration);
+        assert_eq!(lat.samples.len(), 10);
+        stop.store(true, Ordering::Relaxed);
+        let mut lat2 = Keep::default();
+        assert_eq!(run_loop(&mut c, sched, 0, &mut lat2, &mut jit, &stop, &p), LoopEnd::Interrupted);
+        assert!(lat2.samples.is_empty());
+    }
+}

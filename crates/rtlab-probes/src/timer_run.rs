@@ -1,0 +1,390 @@
+//! Running the timer probe: N threads, each created already pinned and with its policy,
+//! memory locked, optional /dev/cpu_dma_latency held, raw samples streamed off the hot path.
+//!
+//! Contract: everything a thread records into is allocated before the thread is created;
+//! the threads run [`crate::timer::run_loop`] only. Ctrl-C raises the stop flag; the threads
+//! end their current cycle and everything measured is returned. Every system change made
+//! here (mlockall, cpu_dma_latency) is a guard undone on drop. Nothing here prints.
+
+use crate::clock::MonotonicClock;
+use crate::timer::{run_loop, LoopEnd, Schedule, TimerMode};
+use rtlab_core::raw::{raw_ring, RawConsumer};
+use rtlab_core::schema::Stream;
+use rtlab_core::sink::{Recorder, RecorderConfig};
+use rtlab_core::{Histogram, Running};
+use rtlab_sys::memory::{prefault_stack, MemoryLock};
+use rtlab_sys::pmqos::CpuDmaLatency;
+use rtlab_sys::sched::{current_affinity, current_policy, spawn_rt, Policy, ThreadSpec};
+use rtlab_sys::SysError;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// One timer thread.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimerThreadConfig {
+    pub interval_ns: i64,
+    /// `fifo`, `rr` or `other`.
+    pub policy: String,
+    pub priority: i32,
+    /// The CPU the thread is pinned to (None: not pinned).
+    pub cpu: Option<usize>,
+    /// Samples above it are missed deadlines.
+    pub deadline_ns: i64,
+}
+
+/// The whole timer probe.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimerConfig {
+    pub mode: TimerMode,
+    pub threads: Vec<TimerThreadConfig>,
+    pub duration_ns: Option<i64>,
+    pub loops: Option<u64>,
+    /// Width of a max-over-time window.
+    pub window_ns: i64,
+    pub mlockall: bool,
+    /// Hold /dev/cpu_dma_latency at this value (us) during the run.
+    pub cpu_dma_latency_us: Option<i32>,
+    /// Stack bytes touched before the loop starts.
+    pub stack_prefault_bytes: usize,
+    /// Keep a cyclictest-format 1-us histogram with this many bins.
+    pub histogram_us_buckets: Option<usize>,
+    /// Stream raw samples (CSV) to this file.
+    pub raw_file: Option<String>,
+}
+
+/// Errors that stop the probe before it measures.
+#[derive(Debug, thiserror::Error)]
+pub enum TimerError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Sys(#[from] SysError),
+    #[error("raw sample file '{path}': {source}")]
+    RawFile { path: String, source: std::io::Error },
+}
+
+/// What one thread measured.
+pub struct TimerThreadResult {
+    pub config: TimerThreadConfig,
+    pub latency: Recorder,
+    pub jitter: Recorder,
+    pub end: LoopEnd,
+    /// Policy and priority the thread saw itself run with.
+    pub policy_seen: (Option<Policy>, i32),
+    pub cpus_seen: Vec<usize>,
+}
+
+/// What the probe measured.
+pub struct TimerOutcome {
+    pub threads: Vec<TimerThreadResult>,
+    pub interrupted: bool,
+    pub duration_ns: i64,
+    /// Ok, or why mlockall failed (None: not asked).
+    pub memory_lock: Option<Result<(), String>>,
+    /// The held value, or why it could not be held (None: not asked).
+    pub cpu_dma_latency: Option<Result<i32, String>>,
+    pub raw_dropped: u64,
+}
+
+const STACK_BYTES: usize = 1024 * 1024;
+const RAW_RING: usize = 1 << 16;
+
+impl TimerConfig {
+    /// Check what can be checked before anything runs; `online` is the list of online CPUs.
+    pub fn validate(&self, online: &[usize]) -> Result<(), TimerError> {
+        if self.threads.is_empty() {
+            return Err(TimerError::Invalid("--threads: at least one thread is needed".into()));
+        }
+        if self.duration_ns.is_none() && self.loops.is_none() {
+            return Err(TimerError::Invalid("give --duration or --loops".into()));
+        }
+        if self.loops == Some(0) {
+            return Err(TimerError::Invalid("--loops: must be at least 1".into()));
+        }
+        if matches!(self.duration_ns, Some(d) if d <= 0) {
+            return Err(TimerError::Invalid("--duration: must be above zero".into()));
+        }
+        if self.window_ns <= 0 {
+            return Err(TimerError::Invalid("--window: must be above zero".into()));
+        }
+        for (i, t) in self.threads.iter().enumerate() {
+            if t.interval_ns <= 0 {
+                return Err(TimerError::Invalid(format!("--interval: thread {i} has interval {} ns; must be above zero", t.interval_ns)));
+            }
+            let p = Policy::parse(&t.policy)
+                .ok_or_else(|| TimerError::Invalid(format!("--policy: '{}' is not fifo, rr or other", t.policy)))?;
+            p.check_priority(t.priority).map_err(|e| TimerError::Invalid(format!("--priority: {e}")))?;
+            if let Some(c) = t.cpu {
+                if !online.contains(&c) {
+                    return Err(TimerError::Invalid(format!("--cpus: CPU {c} (thread {i}) is not online (online: {online:?})")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn planned_samples(&self, t: &TimerThreadConfig) -> u64 {
+        match (self.loops, self.duration_ns) {
+            (Some(l), Some(d)) => l.min((d / t.interval_ns) as u64),
+            (Some(l), None) => l,
+            (None, Some(d)) => (d / t.interval_ns) as u64,
+            (None, None) => 0,
+        }
+    }
+}
+
+/// Run the probe. `on_progress(done, planned)` is called about every 100 ms from the
+/// calling thread (never from a measuring thread).
+pub fn run(cfg: &TimerConfig, stop: Arc<AtomicBool>, mut on_progress: impl FnMut(u64, u64)) -> Result<TimerOutcome, TimerError> {
+    let (online, _) = rtlab_sys::cpus::online_cpus(Path::new("/"));
+    cfg.validate(&online)?;
+
+    let memory_lock_guard;
+    let memory_lock = if cfg.mlockall {
+        match MemoryLock::lock_all() {
+            Ok(g) => {
+                memory_lock_guard = Some(g);
+                Some(Ok(()))
+            }
+            Err(e) => {
+                memory_lock_guard = None;
+                Some(Err(e.to_string()))
+            }
+        }
+    } else {
+        memory_lock_guard = None;
+        None
+    };
+    let dma_guard;
+    let cpu_dma_latency = match cfg.cpu_dma_latency_us {
+        Some(v) => match CpuDmaLatency::hold(Path::new("/dev/cpu_dma_latency"), v) {
+            Ok(g) => {
+                dma_guard = Some(g);
+                Some(Ok(v))
+            }
+            Err(e) => {
+                dma_guard = None;
+                Some(Err(format!("/dev/cpu_dma_latency: {e}")))
+            }
+        },
+        None => {
+            dma_guard = None;
+            None
+        }
+    };
+
+    // the raw writer: one CSV, drained off the hot path
+    let mut consumers: Vec<(String, RawConsumer)> = Vec::new();
+    let mut producers = Vec::new();
+    for i in 0..cfg.threads.len() {
+        if cfg.raw_file.is_some() {
+            let (p, c) = raw_ring(RAW_RING);
+            producers.push(Some(p));
+            consumers.push((format!("thread{i}"), c));
+        } else {
+            producers.push(None);
+        }
+    }
+    let writer_stop = Arc::new(AtomicBool::new(false));
+    let writer = match &cfg.raw_file {
+        Some(path) => {
+            let file = std::fs::File::create(path).map_err(|e| TimerError::RawFile { path: path.clone(), source: e })?;
+            let ws = writer_stop.clone();
+            Some(std::thread::spawn(move || raw_writer(file, consumers, ws)))
+        }
+        None => None,
+    };
+
+    let progress: Vec<Arc<AtomicU64>> = cfg.threads.iter().map(|_| Arc::new(AtomicU64::new(0))).collect();
+    let planned: u64 = cfg.threads.iter().map(|t| cfg.planned_samples(t)).sum();
+    let window_capacity = {
+        let longest = cfg.threads.iter().map(|t| cfg.planned_samples(t) as i64 * t.interval_ns).max().unwrap_or(0);
+        ((longest / cfg.window_ns) as usize + 2).clamp(16, 1 << 16)
+    };
+
+    let t0 = rtlab_sys::clock::monotonic_ns();
+    let mut handles = Vec::new();
+    let mut spawn_error = None;
+    for (i, (t, raw)) in cfg.threads.iter().zip(producers).enumerate() {
+        let policy = Policy::parse(&t.policy).expect("validated");
+        let rc = RecorderConfig {
+            deadline_ns: t.deadline_ns,
+            window_ns: cfg.window_ns,
+            window_capacity,
+            max_samples: cfg.loops,
+            us_histogram_buckets: cfg.histogram_us_buckets,
+        };
+        let mut latency = Recorder::new(&rc, raw);
+        let jrc = RecorderConfig { max_samples: None, us_histogram_buckets: None, ..rc.clone() };
+        let mut jitter = Recorder::new(&jrc, None);
+        let spec = ThreadSpec {
+            name: format!("rtlab-timer{i}"),
+            policy,
+            priority: t.priority,
+            cpus: t.cpu.map(|c| vec![c]),
+            stack_bytes: STACK_BYTES,
+        };
+        let sched = Schedule { mode: cfg.mode, interval_ns: t.interval_ns, duration_ns: cfg.duration_ns };
+        let stop = stop.clone();
+        let prog = progress[i].clone();
+        let prefault = cfg.stack_prefault_bytes.min(STACK_BYTES / 2);
+        let thread_cfg = t.clone();
+        let h = spawn_rt(&spec, move || {
+            prefault_stack(prefault);
+            let policy_seen = current_policy();
+            let cpus_seen = current_affinity();
+            let mut clock = MonotonicClock;
+            let start = rtlab_sys::clock::monotonic_ns();
+            let end = run_loop(&mut clock, sched, start, &mut latency, &mut jitter, &stop, &prog);
+            TimerThreadResult { config: thread_cfg, latency, jitter, end, policy_seen, cpus_seen }
+        });
+        match h {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                spawn_error = Some(e);
+                break;
+            }
+        }
+    }
+    if let Some(e) = spawn_error {
+        stop.store(true, Ordering::Relaxed);
+        for h in handles {
+            let _ = h.join();
+        }
+        writer_stop.store(true, Ordering::Relaxed);
+        if let Some(w) = writer {
+            let _ = w.join();
+        }
+        return Err(e.into());
+    }
+
+    // watch from the calling thread until every measuring thread is done
+    loop {
+        let done: u64 = progress.iter().map(|p| p.load(Ordering::Relaxed)).sum();
+        on_progress(done, planned);
+        if handles.iter().all(|h| h.is_finished()) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let mut threads = Vec::new();
+    for h in handles {
+        match h.join() {
+            Ok(r) => threads.push(r),
+            Err(()) => return Err(TimerError::Invalid("a timer thread panicked".into())),
+        }
+    }
+    let duration_ns = rtlab_sys::clock::monotonic_ns() - t0;
+    on_progress(threads.iter().map(|t| t.latency.count()).sum(), planned);
+    writer_stop.store(true, Ordering::Relaxed);
+    let raw_dropped = writer.map(|w| w.join().unwrap_or(0)).unwrap_or(0);
+    drop(dma_guard);
+    drop(memory_lock_guard);
+    let interrupted = threads.iter().any(|t| t.end == LoopEnd::Interrupted);
+    Ok(TimerOutcome { threads, interrupted, duration_ns, memory_lock, cpu_dma_latency, raw_dropped })
+}
+
+/// Drain the rings to CSV until told to stop, then once more. Returns samples dropped.
+fn raw_writer(file: std::fs::File, consumers: Vec<(String, RawConsumer)>, stop: Arc<AtomicBool>) -> u64 {
+    let mut w = std::io::BufWriter::new(file);
+    let _ = writeln!(w, "stream,index,at_ns,value_ns");
+    loop {
+        let last = stop.load(Ordering::Acquire);
+        for (name, c) in &consumers {
+            c.drain(|s| {
+                let _ = writeln!(w, "{name},{},{},{}", s.index, s.at_ns, s.value_ns);
+            });
+        }
+        if last {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = w.flush();
+    consumers.iter().map(|(_, c)| c.dropped()).sum()
+}
+
+impl TimerOutcome {
+    /// The result streams: per thread its latency (or timer error) and cycle jitter, and
+    /// with several threads an `all` stream over every thread's latency.
+    pub fn streams(&self, cfg: &TimerConfig) -> Vec<Stream> {
+        let mut out = Vec::new();
+        for (i, t) in self.threads.iter().enumerate() {
+            let mut labels = BTreeMap::new();
+            labels.insert("thread".into(), i.to_string());
+            labels.insert("mode".into(), cfg.mode.name().into());
+            labels.insert("interval_ns".into(), t.config.interval_ns.to_string());
+            labels.insert("policy".into(), t.config.policy.clone());
+            labels.insert("priority".into(), t.config.priority.to_string());
+            labels.insert("cpu".into(), t.config.cpu.map(|c| c.to_string()).unwrap_or_else(|| "any".into()));
+            labels.insert("policy_seen".into(), t.policy_seen.0.map(|p| p.name()).unwrap_or("unknown").into());
+            labels.insert("priority_seen".into(), t.policy_seen.1.to_string());
+            let mut s = Stream::from_recorder(format!("thread{i}"), cfg.mode.metric(), cfg.mode.definition(), labels.clone(), &t.latency);
+            if cfg.raw_file.is_some() {
+                s.raw_file = cfg.raw_file.clone();
+                s.raw_dropped = Some(self.raw_dropped);
+            }
+            out.push(s);
+            let mut j = Stream::from_recorder(
+                format!("thread{i}.jitter"),
+                "cycle_jitter",
+                "P_k = t_(k+1) - t_k - T between consecutive measured cycles (S2); d_k = t_k - k*T is the thread's main stream",
+                labels,
+                &t.jitter,
+            );
+            j.stats.overruns = None;
+            j.stats.missed = None;
+            out.push(j);
+        }
+        if self.threads.len() > 1 {
+            let mut r = Running::default();
+            let mut h = Histogram::new();
+            let mut missed = 0;
+            let mut overruns = 0;
+            for t in &self.threads {
+                r.merge(&t.latency.running);
+                h.merge(&t.latency.histogram);
+                missed += t.latency.missed;
+                overruns += t.latency.overruns;
+            }
+            let mut stats = rtlab_core::Summary::from_parts(&r, &h);
+            stats.missed = Some(missed);
+            stats.overruns = Some(overruns);
+            let mut labels = BTreeMap::new();
+            labels.insert("threads".into(), self.threads.len().to_string());
+            labels.insert("mode".into(), cfg.mode.name().into());
+            // windows of the first thread stand for the set only if widths agree; merge maxima
+            let mut windows = self.threads[0].latency.windows.to_data();
+            for t in &self.threads[1..] {
+                let w = t.latency.windows.to_data();
+                if w.width_ns == windows.width_ns {
+                    if w.max_ns.len() > windows.max_ns.len() {
+                        windows.max_ns.resize(w.max_ns.len(), None);
+                        windows.count.resize(w.count.len(), 0);
+                    }
+                    for (k, m) in w.max_ns.iter().enumerate() {
+                        windows.max_ns[k] = windows.max_ns[k].max(*m);
+                        windows.count[k] += w.count[k];
+                    }
+                }
+            }
+            out.push(Stream {
+                name: "all".into(),
+                metric: cfg.mode.metric().into(),
+                definition: format!("{} (every thread together; max_index is the index within its thread)", cfg.mode.definition()),
+                labels,
+                deadline_ns: self.threads.iter().map(|t| t.config.deadline_ns).min().unwrap_or(0),
+                stats,
+                histogram: h.to_data(),
+                windows,
+                raw_file: None,
+                raw_dropped: None,
+            });
+        }
+        out
+    }
+}

@@ -1,0 +1,1 @@
+//! rtlab-pubsub: placeholder until its issue lands.

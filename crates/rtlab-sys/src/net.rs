@@ -1,0 +1,1 @@
+//! Socket options for the UDP probe (placeholder until the UDP issue lands).

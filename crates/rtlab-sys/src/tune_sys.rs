@@ -1,0 +1,1 @@
+//! System calls the tune crate needs (placeholder until the profiles issue lands).

@@ -1,0 +1,1 @@
+//! rtlab-tune: placeholder until its issue lands.

@@ -1,0 +1,119 @@
+//! The command line: flags only. Turning flags into configs happens in `cmd/`.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(name = "rtlab", version, about = "Measure, explain and improve the real-time behaviour of robot communications on Linux", long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Timer wake-up latency (like cyclictest), ROS-style timer error and cycle jitter.
+    Timer(TimerArgs),
+    /// UDP round trips to a reflector (S1): `udp reflect` and `udp ping`.
+    Udp(crate::cmd::udp::UdpArgs),
+    /// Two hosts on one machine: network namespaces joined by veth.
+    Netns(crate::cmd::netns::NetnsArgs),
+    /// Message latency through real middleware transports (S2, S3).
+    Pubsub(crate::cmd::pubsub::PubsubArgs),
+    /// The loads on their own (stress-ng, iperf3, a command).
+    Load(crate::cmd::load::LoadArgs),
+    /// Check, apply, show and restore real-time profiles.
+    Tune(crate::cmd::tune::TuneArgs),
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModeArg {
+    /// clock_nanosleep(TIMER_ABSTIME) on a grid anchored at the start.
+    Abs,
+    /// Relative sleeps to the expected time, like a ROS timer; signed error.
+    Rel,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyArg {
+    Fifo,
+    Rr,
+    Other,
+}
+
+impl PolicyArg {
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyArg::Fifo => "fifo",
+            PolicyArg::Rr => "rr",
+            PolicyArg::Other => "other",
+        }
+    }
+}
+
+/// Flags every real-time thread of rtlab takes.
+#[derive(Args, Debug, Clone)]
+pub struct RtArgs {
+    /// Scheduling policy of the measuring threads.
+    #[arg(long, value_enum, default_value = "fifo")]
+    pub policy: PolicyArg,
+    /// Priority (fifo/rr: 1-99, other: 0). A comma list gives one per thread.
+    #[arg(long, default_value = "80", value_delimiter = ',')]
+    pub priority: Vec<i32>,
+    /// CPUs to pin to (e.g. 0,1 or 2-3); threads take them in turn. Default: not pinned.
+    #[arg(long)]
+    pub cpus: Option<String>,
+    /// Do not lock memory (mlockall is on by default).
+    #[arg(long)]
+    pub no_mlockall: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct TimerArgs {
+    /// Number of measuring threads.
+    #[arg(long, short = 't', default_value_t = 1)]
+    pub threads: usize,
+    /// Interval with a unit (250us, 1ms). A comma list gives one per thread.
+    #[arg(long, short = 'i', default_value = "1ms", value_delimiter = ',')]
+    pub interval: Vec<String>,
+    /// Added to the interval of each further thread (cyclictest -d), e.g. 500us.
+    #[arg(long)]
+    pub distance: Option<String>,
+    /// How the timer waits.
+    #[arg(long, value_enum, default_value = "abs")]
+    pub mode: ModeArg,
+    #[command(flatten)]
+    pub rt: RtArgs,
+    /// How long to measure (e.g. 30s, 5m). Default 30s unless --loops is given.
+    #[arg(long, short = 'D')]
+    pub duration: Option<String>,
+    /// How many wake-ups per thread.
+    #[arg(long, short = 'l')]
+    pub loops: Option<u64>,
+    /// Samples above this are missed deadlines. Default: the thread's interval.
+    #[arg(long)]
+    pub deadline: Option<String>,
+    /// Width of a max-over-time window.
+    #[arg(long, default_value = "1s")]
+    pub window: String,
+    /// Hold /dev/cpu_dma_latency at this many us during the run (0 = no deep C-states).
+    #[arg(long, num_args = 0..=1, default_missing_value = "0", value_name = "US")]
+    pub cpu_dma_latency: Option<i32>,
+    /// Write the result document (JSON); - for stdout.
+    #[arg(long)]
+    pub json: Option<String>,
+    /// Write a cyclictest -h format histogram (1 us bins) to this file.
+    #[arg(long)]
+    pub histogram_file: Option<String>,
+    /// Range of the cyclictest-format histogram (its -h N, as a duration).
+    #[arg(long, default_value = "1000us")]
+    pub histogram_max: String,
+    /// Stream every raw sample (CSV: stream,index,at_ns,value_ns) to this file.
+    #[arg(long)]
+    pub raw_file: Option<String>,
+    /// Print a terminal histogram of each thread.
+    #[arg(long)]
+    pub histogram: bool,
+    /// Print nothing but errors (the JSON still goes where --json says).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}

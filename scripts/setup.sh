@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Set up rtlab on a fresh Debian machine (as root): the Debian packages rtlab drives or
+# builds against, then the release build. `--deps-only` installs the packages and stops.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential pkg-config cmake libclang-dev   # C parts of the middleware crates (Cyclone DDS)
+  iproute2                                        # ip netns, veth, tc: two hosts on one machine
+  rt-tests                                        # cyclictest: the anchor of the timer probe
+  stress-ng iperf3                                # loads
+  sockperf cyclonedds-tools                       # anchors of the udp and dds probes
+  trace-cmd                                       # spike evidence
+)
+
+need=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
+if ((${#need[@]})); then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "rtlab setup: error: missing Debian packages (${need[*]}) and not root to install them" >&2
+    exit 2
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+[ "${1:-}" = "--deps-only" ] && exit 0
+cargo build --release --locked -p rtlab
+echo "rtlab setup: built target/release/rtlab"

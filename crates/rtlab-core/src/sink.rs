@@ -13,6 +13,25 @@ use crate::raw::{RawProducer, RawSample};
 use crate::stats::{Running, Summary};
 use crate::windows::WindowMaxima;
 
+/// Raised (once) by a [`Recorder`] when a sample exceeds its spike threshold, so that a
+/// watcher thread off the hot path can act on it (mark and snapshot a kernel trace).
+/// Only atomics: the hot loop never blocks on it.
+#[derive(Debug, Default)]
+pub struct SpikeFlag {
+    pub hit: std::sync::atomic::AtomicBool,
+    pub index: std::sync::atomic::AtomicU64,
+    pub at_ns: std::sync::atomic::AtomicI64,
+    pub value_ns: std::sync::atomic::AtomicI64,
+}
+
+impl SpikeFlag {
+    /// (index, at_ns, value_ns) of the first spike, if any.
+    pub fn get(&self) -> Option<(u64, i64, i64)> {
+        use std::sync::atomic::Ordering::Acquire;
+        self.hit.load(Acquire).then(|| (self.index.load(Acquire), self.at_ns.load(Acquire), self.value_ns.load(Acquire)))
+    }
+}
+
 /// What a sink tells the engine after a sample.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flow {
@@ -42,6 +61,8 @@ pub struct RecorderConfig {
     pub max_samples: Option<u64>,
     /// 1-us bins of a cyclictest-format histogram (None: not kept).
     pub us_histogram_buckets: Option<usize>,
+    /// Raise the spike flag (given to [`Recorder::with_spike`]) on the first sample above this.
+    pub spike_threshold_ns: Option<i64>,
 }
 
 /// The standard sink: statistics, histogram, deadlines, windows, optional extras.
@@ -55,6 +76,7 @@ pub struct Recorder {
     pub us_histogram: Option<UsHistogram>,
     raw: Option<RawProducer>,
     max_samples: Option<u64>,
+    spike: Option<(i64, std::sync::Arc<SpikeFlag>)>,
 }
 
 impl Recorder {
@@ -69,7 +91,14 @@ impl Recorder {
             us_histogram: cfg.us_histogram_buckets.map(UsHistogram::new),
             raw,
             max_samples: cfg.max_samples,
+            spike: None,
         }
+    }
+
+    /// Raise `flag` on the first sample above `cfg.spike_threshold_ns` (no-op without a threshold).
+    pub fn with_spike(mut self, cfg: &RecorderConfig, flag: std::sync::Arc<SpikeFlag>) -> Self {
+        self.spike = cfg.spike_threshold_ns.map(|t| (t, flag));
+        self
     }
 
     /// The summary with `missed` and `overruns` filled in.
@@ -100,6 +129,15 @@ impl Sink for Recorder {
         if let Some(r) = self.raw.as_ref() {
             r.push(RawSample { index, at_ns, value_ns });
         }
+        if let Some((threshold, flag)) = self.spike.as_ref() {
+            if value_ns > *threshold && !flag.hit.load(std::sync::atomic::Ordering::Relaxed) {
+                use std::sync::atomic::Ordering::Release;
+                flag.index.store(index, Release);
+                flag.at_ns.store(at_ns, Release);
+                flag.value_ns.store(value_ns, Release);
+                flag.hit.store(true, Release);
+            }
+        }
         match self.max_samples {
             Some(m) if self.running.count >= m => Flow::Stop,
             _ => Flow::Continue,
@@ -124,12 +162,16 @@ mod tests {
             window_capacity: 16,
             max_samples: Some(3),
             us_histogram_buckets: Some(10),
+            spike_threshold_ns: Some(100),
         };
-        let mut r = Recorder::new(&cfg, None);
+        let flag = std::sync::Arc::new(SpikeFlag::default());
+        let mut r = Recorder::new(&cfg, None).with_spike(&cfg, flag.clone());
         assert_eq!(r.record(0, 0, 50), Flow::Continue);
+        assert_eq!(flag.get(), None);
         assert_eq!(r.record(1, 1_000, 101), Flow::Continue);
         r.overrun(2);
         assert_eq!(r.record(2, 2_000, 100), Flow::Stop);
+        assert_eq!(flag.get(), Some((1, 1_000, 101)), "the first spike is kept");
         let s = r.summary();
         assert_eq!(s.count, 3);
         assert_eq!(s.missed, Some(1));

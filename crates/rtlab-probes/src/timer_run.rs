@@ -217,6 +217,7 @@ pub fn run(cfg: &TimerConfig, stop: Arc<AtomicBool>, mut on_progress: impl FnMut
             window_capacity,
             max_samples: cfg.loops,
             us_histogram_buckets: cfg.histogram_us_buckets,
+            spike_threshold_ns: None,
         };
         let mut latency = Recorder::new(&rc, raw);
         let jrc = RecorderConfig { max_samples: None, us_histogram_buckets: None, ..rc.clone() };

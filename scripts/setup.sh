@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential pkg-config cmake libclang-dev   # C parts of the middleware crates (Cyclone DDS)
   iproute2                                        # ip netns, veth, tc: two hosts on one machine
+  procps util-linux                               # kill, setpriv (tests)
   rt-tests                                        # cyclictest: the anchor of the timer probe
   stress-ng iperf3                                # loads
   sockperf cyclonedds-tools                       # anchors of the udp and dds probes

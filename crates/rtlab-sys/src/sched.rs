@@ -174,6 +174,13 @@ where
             drop(Box::from_raw(arg as *mut Boxed));
             return Err(match rc {
                 libc::EPERM => SysError::RtRefused { policy: spec.policy.name(), priority: spec.priority },
+                libc::EAGAIN => SysError::Os {
+                    what: format!(
+                        "creating thread '{}' (EAGAIN: the locked-memory limit (ulimit -l) or the thread limit was reached; raise it, or run with --no-mlockall)",
+                        spec.name
+                    ),
+                    source: std::io::Error::from_raw_os_error(libc::EAGAIN),
+                },
                 e => SysError::os(format!("creating thread '{}' ({} {}, cpus {:?})", spec.name, spec.policy.name(), spec.priority, spec.cpus), e),
             });
         }

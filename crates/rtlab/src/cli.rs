@@ -57,7 +57,7 @@ pub struct RtArgs {
     #[arg(long, value_enum, default_value = "fifo")]
     pub policy: PolicyArg,
     /// Priority (fifo/rr: 1-99, other: 0). A comma list gives one per thread.
-    #[arg(long, default_value = "80", value_delimiter = ',')]
+    #[arg(long, short = 'p', default_value = "80", value_delimiter = ',')]
     pub priority: Vec<i32>,
     /// CPUs to pin to (e.g. 0,1 or 2-3); threads take them in turn. Default: not pinned.
     #[arg(long)]
@@ -76,7 +76,7 @@ pub struct TimerArgs {
     #[arg(long, short = 'i', default_value = "1ms", value_delimiter = ',')]
     pub interval: Vec<String>,
     /// Added to the interval of each further thread (cyclictest -d), e.g. 500us.
-    #[arg(long)]
+    #[arg(long, short = 'd')]
     pub distance: Option<String>,
     /// How the timer waits.
     #[arg(long, value_enum, default_value = "abs")]

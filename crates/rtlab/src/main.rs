@@ -19,9 +19,12 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => {
             // help and version are not errors
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
+            if !e.use_stderr() {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            let _ = writeln!(std::io::stderr(), "rtlab: {}", one_line(&e.render().to_string()));
+            return ExitCode::from(2);
         }
     };
     match cmd::dispatch(args) {
@@ -37,6 +40,21 @@ fn main() -> ExitCode {
             let _ = writeln!(std::io::stderr(), "rtlab: error: {msg}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// clap's multi-line error as one line: the message, then its hints in parentheses.
+fn one_line(text: &str) -> String {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let head = lines.next().unwrap_or("error").to_string();
+    let hints: Vec<String> = lines
+        .filter(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .map(|l| l.trim_start_matches('[').trim_end_matches(']').to_string())
+        .collect();
+    if hints.is_empty() {
+        head
+    } else {
+        format!("{head} ({})", hints.join("; "))
     }
 }
 

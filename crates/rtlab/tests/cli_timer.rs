@@ -1,0 +1,134 @@
+//! `rtlab timer` through the binary: bad input, outputs, Ctrl-C, privileges.
+
+mod common;
+use common::*;
+use serde_json::Value;
+
+fn read_json(path: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    assert_error(&["timer", "--interval", "0ms", "--loops", "5"], &["--interval", "above zero"]);
+    assert_error(&["timer", "--interval", "abc", "--loops", "5"], &["--interval", "'abc'"]);
+    assert_error(&["timer", "--interval", "1000", "--loops", "5"], &["--interval", "unit"]);
+    assert_error(&["timer", "--priority", "120", "--loops", "5"], &["--priority", "1..=99"]);
+    assert_error(&["timer", "--policy", "other", "--priority", "5", "--loops", "5"], &["--priority", "other"]);
+    assert_error(&["timer", "--cpus", "99", "--loops", "5"], &["--cpus", "CPU 99", "not online"]);
+    assert_error(&["timer", "--cpus", "x", "--loops", "5"], &["--cpus", "'x'"]);
+    assert_error(&["timer", "--loops", "0"], &["--loops"]);
+    assert_error(&["timer", "--duration", "0s"], &["--duration"]);
+    assert_error(&["timer", "-t", "2", "--interval", "1ms,2ms,3ms", "--loops", "5"], &["--interval", "3 values for 2 threads"]);
+    assert_error(&["timer", "--policy", "deadline", "--loops", "5"], &["--policy"]);
+    assert_error(&["timer", "--loops", "5", "--json", "/nonexistent-dir/x.json"], &["--json", "does not exist"]);
+}
+
+#[test]
+fn a_short_run_writes_every_output() {
+    let d = tempfile::tempdir().unwrap();
+    let json = d.path().join("t.json");
+    let hist = d.path().join("h.txt");
+    let raw = d.path().join("raw.csv");
+    let o = run(&[
+        "timer", "-t", "2", "--interval", "200us", "--loops", "200", "--policy", if is_root() { "fifo" } else { "other" },
+        "--json", json.to_str().unwrap(), "--histogram-file", hist.to_str().unwrap(), "--histogram-max", "100us",
+        "--raw-file", raw.to_str().unwrap(), "--histogram",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("thread0") && out.contains("thread1") && out.contains("all"), "{out}");
+    assert!(out.contains("cycle jitter") && out.contains("histogram"), "{out}");
+
+    let v = read_json(&json);
+    assert_eq!(v["probe"], "timer");
+    assert_eq!(v["interrupted"], false);
+    let names: Vec<_> = v["streams"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(names, ["thread0", "thread0.jitter", "thread1", "thread1.jitter", "all"]);
+    let s0 = &v["streams"][0];
+    assert_eq!(s0["stats"]["count"], 200);
+    assert_eq!(s0["metric"], "wakeup_latency");
+    assert_eq!(s0["deadline_ns"], 200_000);
+    assert!(s0["stats"]["min_ns"].as_i64().unwrap() >= 0, "abs-mode latency is never negative");
+    assert!(s0["stats"]["p99_99_ns"].as_i64() <= s0["stats"]["max_ns"].as_i64());
+    assert_eq!(v["streams"][1]["stats"]["count"], 199);
+    assert_eq!(v["streams"][4]["stats"]["count"], 400);
+    let bucket_total: u64 = s0["histogram"]["buckets"].as_array().unwrap().iter().map(|b| b["count"].as_u64().unwrap()).sum();
+    assert_eq!(bucket_total + s0["histogram"]["overflow_high"].as_u64().unwrap(), 200);
+
+    let h = std::fs::read_to_string(&hist).unwrap();
+    let lines: Vec<_> = h.lines().collect();
+    assert_eq!(lines[0], "# Histogram");
+    assert_eq!(lines[1].split_whitespace().count(), 3, "bin + one column per thread: {}", lines[1]);
+    assert_eq!(lines.iter().filter(|l| !l.starts_with('#')).count(), 100);
+    assert!(h.contains("# Max Latencies:") && h.contains("# Thread 1:"));
+
+    let r = std::fs::read_to_string(&raw).unwrap();
+    let dropped = s0["raw_dropped"].as_u64().unwrap();
+    assert_eq!(r.lines().next(), Some("stream,index,at_ns,value_ns"));
+    assert_eq!(r.lines().filter(|l| l.starts_with("thread0,")).count() as u64 + dropped, 200);
+}
+
+#[test]
+fn s2_threads_and_rel_mode() {
+    let d = tempfile::tempdir().unwrap();
+    let json = d.path().join("t.json");
+    let o = run(&["timer", "-t", "5", "-i", "1000us", "-d", "500us", "--loops", "3", "--mode", "rel", "--policy", "other", "-q", "--json", json.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty(), "-q prints nothing");
+    let v = read_json(&json);
+    let intervals: Vec<_> = v["config"]["threads"].as_array().unwrap().iter().map(|t| t["interval_ns"].as_i64().unwrap()).collect();
+    assert_eq!(intervals, [1_000_000, 1_500_000, 2_000_000, 2_500_000, 3_000_000]);
+    assert_eq!(v["config"]["mode"], "rel");
+    assert_eq!(v["streams"][0]["metric"], "timer_error");
+    let codes: Vec<_> = v["warnings"].as_array().unwrap().iter().map(|w| w["code"].as_str().unwrap().to_string()).collect();
+    assert!(codes.contains(&"run-too-short".to_string()), "{codes:?}");
+}
+
+#[test]
+fn json_to_stdout_is_pure_json() {
+    let o = run(&["timer", "--loops", "5", "--interval", "100us", "--policy", "other", "--json", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("stdout is one JSON document");
+    assert_eq!(v["schema_version"], 1);
+}
+
+#[test]
+fn ctrl_c_stops_cleanly_and_keeps_what_was_measured() {
+    let d = tempfile::tempdir().unwrap();
+    let json = d.path().join("t.json");
+    let child = rtlab()
+        .args(["timer", "--duration", "60s", "--interval", "1ms", "--policy", "other", "--json", json.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SIGINT, as Ctrl-C sends it
+    let rc = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(rc.success());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = read_json(&json);
+    assert_eq!(v["interrupted"], true);
+    let n = v["streams"][0]["stats"]["count"].as_u64().unwrap();
+    assert!(n > 0 && n < 60_000, "measured {n} before the stop");
+    assert!(v["warnings"].as_array().unwrap().iter().any(|w| w["code"] == "interrupted"));
+}
+
+#[test]
+fn root_fifo_refused_without_privilege_is_exit_2() {
+    if !is_root() {
+        eprintln!("skipped: needs root to drop to the nobody user (CI runs as root)");
+        return;
+    }
+    // as nobody (no CAP_SYS_NICE, RLIMIT_RTPRIO 0) the kernel refuses SCHED_FIFO at thread creation
+    let o = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_rtlab"), "timer", "--loops", "5", "--no-mlockall"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("refused fifo priority 80") && err.contains("EPERM"), "{err}");
+}

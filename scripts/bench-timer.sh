@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# rtlab timer vs Debian's cyclictest on the same configuration, in one run:
+# 1 thread, SCHED_FIFO 80, 1 ms interval, mlockall, idle and under
+# `stress-ng --cpu 2 --cpu-method fft`. Prints a Markdown table for BENCHMARKS.md.
+# Usage: bash scripts/bench-timer.sh [SECONDS per case, default 30]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-30}
+rtlab=./target/release/rtlab
+[ -x "$rtlab" ] || cargo build --release -p rtlab >/dev/null
+command -v cyclictest >/dev/null || { echo "bench-timer: cyclictest missing (Debian package rt-tests)" >&2; exit 2; }
+command -v stress-ng >/dev/null || { echo "bench-timer: stress-ng missing (Debian package stress-ng)" >&2; exit 2; }
+out=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$out"' EXIT
+
+one_case() { # $1 = label
+  cyclictest -t1 -p80 -i1000 -m -n -q -D "${secs}s" -h 20000 >"$out/$1.cyclictest" 2>/dev/null
+  "$rtlab" timer -t 1 -p 80 --interval 1ms --duration "${secs}s" -q --json "$out/$1.rtlab.json"
+}
+
+one_case idle
+stress-ng --cpu 2 --cpu-method fft --quiet &
+sleep 2
+one_case load
+kill %1 2>/dev/null || true
+wait 2>/dev/null || true
+
+python3 - "$out" "$secs" <<'PY'
+import json, math, sys
+out, secs = sys.argv[1], sys.argv[2]
+def cyc(path):
+    hist, overflow, mx, mn, avg = [], 0, None, None, None
+    for line in open(path):
+        if line.startswith("# Max Latencies:"): mx = int(line.split(":")[1])
+        elif line.startswith("# Min Latencies:"): mn = int(line.split(":")[1])
+        elif line.startswith("# Avg Latencies:"): avg = int(line.split(":")[1])
+        elif line.startswith("# Histogram Overflows:"): overflow = int(line.split(":")[1])
+        elif line[:1].isdigit():
+            b, c = line.split()[:2]; hist.append((int(b), int(c)))
+    n = sum(c for _, c in hist) + overflow
+    def q(p):
+        rank, seen = max(1, math.ceil(p * n)), 0
+        for b, c in hist:
+            seen += c
+            if seen >= rank: return b
+        return mx
+    return dict(n=n, min=mn, avg=avg, p50=q(.5), p99=q(.99), max=mx)
+def rt(path):
+    s = json.load(open(path))["streams"][0]["stats"]
+    us = lambda k: s[k] / 1000
+    return dict(n=s["count"], min=us("min_ns"), avg=us("mean_ns"), p50=us("p50_ns"), p99=us("p99_ns"), max=us("max_ns"))
+print(f"| load | tool | samples | min us | avg us | p50 us | p99 us | max us | p50 ratio rtlab/cyclictest | p99 ratio |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for case in ["idle", "load"]:
+    c, r = cyc(f"{out}/{case}.cyclictest"), rt(f"{out}/{case}.rtlab.json")
+    print(f"| {case} | cyclictest | {c['n']} | {c['min']} | {c['avg']} | {c['p50']} | {c['p99']} | {c['max']} | | |")
+    ratio = lambda a, b: f"{a / b:.2f}" if b else "n/a"
+    print(f"| {case} | rtlab timer | {r['n']} | {r['min']:.1f} | {r['avg']:.1f} | {r['p50']:.1f} | {r['p99']:.1f} | {r['max']:.1f} | {ratio(r['p50'], c['p50'])} | {ratio(r['p99'], c['p99'])} |")
+print(f"\n(cyclictest bins are 1 us, floor; rtlab is ns-exact; {secs} s per case; load = stress-ng --cpu 2 --cpu-method fft)")
+PY

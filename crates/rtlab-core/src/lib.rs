@@ -9,6 +9,7 @@ pub mod cyclictest;
 pub mod histogram;
 pub mod raw;
 pub mod render;
+pub mod run;
 pub mod schema;
 pub mod sink;
 pub mod stats;

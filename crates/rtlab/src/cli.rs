@@ -23,6 +23,16 @@ pub enum Command {
     Load(crate::cmd::load::LoadArgs),
     /// Check, apply, show and restore real-time profiles.
     Tune(crate::cmd::tune::TuneArgs),
+    /// Run a scenario or a preset (`rtlab run quick` is the main job).
+    Run(crate::cmd::run::RunArgs),
+    /// List the stored runs.
+    Runs(crate::cmd::runs::RunsArgs),
+    /// Render stored runs in the terminal or as one HTML file.
+    Report(crate::cmd::report::ReportArgs),
+    /// Compare two stored runs case by case; exit 1 on a regression beyond a threshold.
+    Compare(crate::cmd::compare::CompareArgs),
+    /// Export stored runs to JSON or CSV.
+    Export(crate::cmd::export::ExportArgs),
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

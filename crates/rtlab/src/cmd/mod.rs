@@ -4,9 +4,14 @@ use crate::cli::{Cli, Command};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+pub mod compare;
+pub mod export;
 pub mod load;
 pub mod netns;
 pub mod pubsub;
+pub mod report;
+pub mod run;
+pub mod runs;
 pub mod timer;
 pub mod tune;
 pub mod udp;
@@ -19,6 +24,11 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Pubsub(a) => pubsub::run(a),
         Command::Load(a) => load::run(a),
         Command::Tune(a) => tune::run(a),
+        Command::Run(a) => run::run(a),
+        Command::Runs(a) => runs::run(a),
+        Command::Report(a) => report::run(a),
+        Command::Compare(a) => compare::run(a),
+        Command::Export(a) => export::run(a),
     }
 }
 

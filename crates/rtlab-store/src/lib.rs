@@ -1,0 +1,1 @@
+//! rtlab-store: placeholder until its issue lands.

@@ -10,6 +10,7 @@ pub mod histogram;
 pub mod raw;
 pub mod render;
 pub mod run;
+pub mod scenario;
 pub mod schema;
 pub mod sink;
 pub mod stats;

@@ -9,6 +9,7 @@ mod cli;
 mod cmd;
 mod document;
 mod progress;
+mod runner;
 
 use clap::Parser;
 use std::io::Write;

@@ -1,0 +1,210 @@
+//! Running a scenario: every case in order, each set up and torn down by an executor,
+//! each stored as soon as it ends; progress with ETA; Ctrl-C keeps finished cases and marks
+//! the run interrupted; a failed case is recorded with its error and the run goes on.
+//!
+//! Contract: the runner never loses a finished case (it is handed to the [`RunSink`] before
+//! the next case starts) and never stops on a case's error. The executor owns everything a
+//! case changes (load, profile, namespaces) and must have put it back when `run_case`
+//! returns, whatever happened.
+
+use rtlab_core::run::{CaseRecord, CaseStatus, RunInfo, RunStatus};
+use rtlab_core::scenario::{CaseSpec, Scenario};
+use rtlab_core::schema::ResultDocument;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// What one case produced.
+#[derive(Debug, Default)]
+pub struct CaseResult {
+    /// None = Ok.
+    pub status: Option<CaseStatus>,
+    pub document: Option<ResultDocument>,
+    pub load_report: Option<serde_json::Value>,
+    pub profile_report: Option<serde_json::Value>,
+    pub spike_evidence: Option<serde_json::Value>,
+}
+
+impl CaseResult {
+    pub fn failed(error: impl Into<String>) -> CaseResult {
+        CaseResult { status: Some(CaseStatus::Failed { error: error.into() }), ..Default::default() }
+    }
+    pub fn skipped(reason: impl Into<String>) -> CaseResult {
+        CaseResult { status: Some(CaseStatus::Skipped { reason: reason.into() }), ..Default::default() }
+    }
+}
+
+/// Sets up, measures and tears down one case (model: hyperfine's executor, mockable).
+pub trait CaseExecutor {
+    fn run_case(&mut self, case: &CaseSpec, stop: &Arc<AtomicBool>) -> CaseResult;
+}
+
+/// Where runs and cases go (the SQLite store; a vector in tests).
+pub trait RunSink {
+    fn begin_run(&mut self, info: &RunInfo) -> anyhow::Result<i64>;
+    fn add_case(&mut self, run: i64, case: &CaseRecord) -> anyhow::Result<()>;
+    fn finish_run(&mut self, run: i64, status: RunStatus) -> anyhow::Result<()>;
+}
+
+/// Progress of the whole run (called between and during cases, never from a probe thread).
+pub trait RunProgress {
+    fn case_started(&mut self, case: &CaseSpec, done_ns: i64, planned_ns: i64);
+    fn case_finished(&mut self, case: &CaseRecord);
+}
+
+/// Run every case of `scenario`; returns the run id and how it ended.
+pub fn run_scenario(
+    scenario: &Scenario,
+    info: &RunInfo,
+    exec: &mut dyn CaseExecutor,
+    sink: &mut dyn RunSink,
+    progress: &mut dyn RunProgress,
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<(i64, RunStatus)> {
+    let run = sink.begin_run(info)?;
+    let planned = scenario.planned_ns();
+    let mut done_ns = 0;
+    let mut status = RunStatus::Complete;
+    for case in scenario.cases() {
+        if stop.load(Ordering::Relaxed) {
+            status = RunStatus::Interrupted;
+            break;
+        }
+        progress.case_started(case, done_ns, planned);
+        let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        let t0 = std::time::Instant::now();
+        let r = exec.run_case(case, stop);
+        let interrupted = stop.load(Ordering::Relaxed) || r.document.as_ref().is_some_and(|d| d.interrupted);
+        let case_status = match r.status {
+            Some(s) => s,
+            None if interrupted => CaseStatus::Interrupted,
+            None => CaseStatus::Ok,
+        };
+        let record = CaseRecord {
+            index: case.index,
+            name: case.name.clone(),
+            probe: case.probe.clone(),
+            load: case.load.clone(),
+            profile: case.profile.clone(),
+            params: case.params.clone(),
+            repetition: case.repetition,
+            status: case_status,
+            document: r.document,
+            load_report: r.load_report,
+            profile_report: r.profile_report,
+            spike_evidence: r.spike_evidence,
+            published: case.published.clone(),
+            started_at,
+            duration_ns: t0.elapsed().as_nanos() as i64,
+        };
+        sink.add_case(run, &record)?;
+        progress.case_finished(&record);
+        done_ns += case.planned_ns();
+        if interrupted {
+            status = RunStatus::Interrupted;
+            break;
+        }
+    }
+    sink.finish_run(run, status)?;
+    Ok((run, status))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCENARIO: &str = r#"
+name = "mini"
+duration = "1s"
+loads = ["idle", "cpu"]
+[[probe]]
+kind = "timer"
+interval = ["1ms", "2ms"]
+"#;
+
+    /// Fails one named case, raises the stop flag during another, records what it saw.
+    struct MockExec {
+        fail: &'static str,
+        stop_at: Option<&'static str>,
+        seen: Vec<String>,
+    }
+    impl CaseExecutor for MockExec {
+        fn run_case(&mut self, case: &CaseSpec, stop: &Arc<AtomicBool>) -> CaseResult {
+            self.seen.push(case.name.clone());
+            if case.name == self.fail {
+                return CaseResult::failed("stress-ng: not found (Debian package stress-ng)");
+            }
+            if Some(case.name.as_str()) == self.stop_at {
+                stop.store(true, Ordering::Relaxed);
+            }
+            CaseResult::default()
+        }
+    }
+
+    #[derive(Default)]
+    struct MemSink {
+        cases: Vec<CaseRecord>,
+        status: Option<RunStatus>,
+    }
+    impl RunSink for MemSink {
+        fn begin_run(&mut self, _: &RunInfo) -> anyhow::Result<i64> {
+            Ok(7)
+        }
+        fn add_case(&mut self, run: i64, c: &CaseRecord) -> anyhow::Result<()> {
+            assert_eq!(run, 7);
+            self.cases.push(c.clone());
+            Ok(())
+        }
+        fn finish_run(&mut self, _: i64, s: RunStatus) -> anyhow::Result<()> {
+            self.status = Some(s);
+            Ok(())
+        }
+    }
+    struct NoProgress;
+    impl RunProgress for NoProgress {
+        fn case_started(&mut self, _: &CaseSpec, _: i64, _: i64) {}
+        fn case_finished(&mut self, _: &CaseRecord) {}
+    }
+
+    fn info() -> RunInfo {
+        RunInfo {
+            scenario: "mini".into(),
+            source: "test".into(),
+            scenario_text: SCENARIO.into(),
+            scale: 1.0,
+            command_line: vec![],
+            started_at: String::new(),
+            tool_version: String::new(),
+            environment: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_failed_case_is_recorded_and_the_run_goes_on() {
+        let s = Scenario::parse("mini.toml", SCENARIO, 1.0).unwrap();
+        let mut exec = MockExec { fail: "timer/cpu/no-rt/interval=1ms", stop_at: None, seen: vec![] };
+        let mut sink = MemSink::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (id, status) = run_scenario(&s, &info(), &mut exec, &mut sink, &mut NoProgress, &stop).unwrap();
+        assert_eq!((id, status), (7, RunStatus::Complete));
+        assert_eq!(sink.cases.len(), 4);
+        assert_eq!(exec.seen.len(), 4);
+        let failed: Vec<_> = sink.cases.iter().filter(|c| matches!(c.status, CaseStatus::Failed { .. })).map(|c| c.name.as_str()).collect();
+        assert_eq!(failed, ["timer/cpu/no-rt/interval=1ms"]);
+        assert_eq!(sink.status, Some(RunStatus::Complete));
+    }
+
+    #[test]
+    fn ctrl_c_keeps_finished_cases_and_marks_the_run_interrupted() {
+        let s = Scenario::parse("mini.toml", SCENARIO, 1.0).unwrap();
+        let mut exec = MockExec { fail: "", stop_at: Some("timer/cpu/no-rt/interval=1ms"), seen: vec![] };
+        let mut sink = MemSink::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (_, status) = run_scenario(&s, &info(), &mut exec, &mut sink, &mut NoProgress, &stop).unwrap();
+        assert_eq!(status, RunStatus::Interrupted);
+        assert_eq!(sink.cases.len(), 2, "the finished case and the interrupted one are kept");
+        assert_eq!(sink.cases[0].status, CaseStatus::Ok);
+        assert_eq!(sink.cases[1].status, CaseStatus::Interrupted);
+        assert_eq!(exec.seen.len(), 2, "nothing runs after the stop");
+        assert_eq!(sink.status, Some(RunStatus::Interrupted));
+    }
+}

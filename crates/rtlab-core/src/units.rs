@@ -201,6 +201,18 @@ pub fn format_duration_exact(n: Nanos) -> String {
     format!("{v}ns")
 }
 
+/// A rounded human length: `45s`, `12m30s`, `3h05m`, `51h52m`.
+pub fn format_duration_human(n: Nanos) -> String {
+    let s = (n.0.max(0) + 500_000_000) / 1_000_000_000;
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    }
+}
+
 /// Microseconds as a decimal string with one digit (for tables in the studies' unit).
 pub fn us_1(ns: i64) -> String {
     let neg = ns < 0;
@@ -256,6 +268,9 @@ mod tests {
         assert_eq!(format_duration_exact(Nanos(1_000_000)), "1ms");
         assert_eq!(format_duration_exact(Nanos(1_500_000)), "1500us");
         assert_eq!(us_1(12_345), "12.3");
+        assert_eq!(format_duration_human(Nanos::from_secs(110)), "1m50s");
+        assert_eq!(format_duration_human(Nanos::from_secs(186_750)), "51h52m");
+        assert_eq!(format_duration_human(Nanos::from_ms(4_400)), "4s");
         assert_eq!(us_1(-50), "-0.1");
     }
 }

@@ -9,7 +9,9 @@ mod cli;
 mod cmd;
 mod document;
 mod progress;
+mod executor;
 mod runner;
+mod store_sink;
 
 use clap::Parser;
 use std::io::Write;

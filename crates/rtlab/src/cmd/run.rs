@@ -1,10 +1,183 @@
-//! `rtlab run`: not built yet (placeholder until its issue lands).
+//! `rtlab run PRESET|FILE`: validate the scenario, run every case with progress and ETA,
+//! store each case as it ends, and say where the report is.
 
+use super::stop_flag;
+use crate::executor::LiveExecutor;
+use crate::runner::{run_scenario, RunProgress};
+use anyhow::Context;
 use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rtlab_core::run::{CaseRecord, CaseStatus, RunInfo, RunStatus};
+use rtlab_core::scenario::{preset, CaseSpec, Scenario, PRESETS};
+use rtlab_core::units::{format_duration_exact, format_duration_human, us_1, Nanos};
+use std::io::IsTerminal;
 
 #[derive(Args, Debug)]
-pub struct RunArgs {}
-
-pub fn run(_a: RunArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("rtlab run: not built yet")
+pub struct RunArgs {
+    /// A preset (quick, s1-udp-linux, s2-ros2-rt, s3-ros2-rtt, s4-timer) or a scenario file (TOML).
+    pub scenario: Option<String>,
+    /// Multiply every duration and count (0.01 turns S1's 3 hours into 2 minutes).
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// The results store.
+    #[arg(long, default_value = "results/rtlab.db")]
+    pub db: String,
+    /// Where to write the HTML report of this run (default: next to the store, run-<ID>.html).
+    #[arg(long)]
+    pub html: Option<String>,
+    /// Print the cases and stop.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// List the presets and stop.
+    #[arg(long)]
+    pub list: bool,
+    /// Print only errors and the report's path.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
+
+/// Read a scenario: a preset by name, else a file.
+pub fn load_scenario(name: &str, scale: f64) -> anyhow::Result<Scenario> {
+    if let Some(text) = preset(name) {
+        return Ok(Scenario::parse(&format!("preset {name}"), text, scale)?);
+    }
+    let path = std::path::Path::new(name);
+    if !path.exists() {
+        let names: Vec<_> = PRESETS.iter().map(|(n, _)| *n).collect();
+        anyhow::bail!("'{name}' is neither a preset ({}) nor a scenario file", names.join(", "));
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading scenario {name}"))?;
+    Ok(Scenario::parse(name, &text, scale)?)
+}
+
+pub fn run(a: RunArgs) -> anyhow::Result<u8> {
+    if a.list {
+        for (name, text) in PRESETS {
+            let s = Scenario::parse(name, text, 1.0)?;
+            println!("{name:14} {:4} cases, {:>8} at scale 1: {}", s.cases().len(), format_duration_human(Nanos(s.planned_ns())), s.description);
+        }
+        return Ok(0);
+    }
+    let name = a.scenario.as_deref().unwrap_or("quick");
+    if !(a.scale > 0.0 && a.scale.is_finite()) {
+        anyhow::bail!("--scale {}: must be a number above zero", a.scale);
+    }
+    let scenario = load_scenario(name, a.scale)?;
+    if a.dry_run {
+        for c in scenario.cases() {
+            let length = c.duration_ns.map(|d| format_duration_exact(Nanos(d))).or(c.count.map(|n| format!("{n} samples"))).unwrap_or_default();
+            println!("{:4} {:60} {}", c.index, c.name, length);
+        }
+        println!("{} cases, about {} of measuring", scenario.cases().len(), format_duration_human(Nanos(scenario.planned_ns())));
+        return Ok(0);
+    }
+    let mut sink = crate::store_sink::open(&a.db)?;
+    let stop = stop_flag()?;
+    let info = RunInfo {
+        scenario: scenario.name.clone(),
+        source: if preset(name).is_some() { "preset".into() } else { name.to_string() },
+        scenario_text: scenario.text.clone(),
+        scale: a.scale,
+        command_line: std::env::args().collect(),
+        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        environment: rtlab_sys::env::detect(std::path::Path::new("/")),
+    };
+    if !a.quiet {
+        println!(
+            "rtlab run {}: {} cases, about {} of measuring; store {}",
+            scenario.name,
+            scenario.cases().len(),
+            format_duration_human(Nanos(scenario.planned_ns())),
+            a.db
+        );
+    }
+    let mut progress = TermProgress::new(scenario.cases().len(), scenario.planned_ns(), a.quiet);
+    let mut exec = LiveExecutor::new();
+    let (run_id, status) = run_scenario(&scenario, &info, &mut exec, sink.as_mut(), &mut progress, &stop)?;
+    progress.finish();
+    let report = crate::store_sink::render_report(&a.db, run_id, a.html.as_deref())?;
+    if !a.quiet {
+        println!("run {run_id} {}: {} of {} cases ({} failed, {} skipped)", status.name(), progress.finished, scenario.cases().len(), progress.failed, progress.skipped);
+    }
+    println!("report: {report}");
+    Ok(if status == RunStatus::Failed { 2 } else { 0 })
+}
+
+/// Progress over the whole run, with a line per finished case.
+struct TermProgress {
+    bar: Option<ProgressBar>,
+    total: usize,
+    finished: usize,
+    failed: usize,
+    skipped: usize,
+    quiet: bool,
+}
+
+impl TermProgress {
+    fn new(total: usize, planned_ns: i64, quiet: bool) -> TermProgress {
+        let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
+            let b = ProgressBar::with_draw_target(Some((planned_ns / 1_000_000).max(1) as u64), ProgressDrawTarget::stderr_with_hz(4));
+            b.set_style(
+                ProgressStyle::with_template("{msg} [{wide_bar}] ETA {eta}").unwrap_or_else(|_| ProgressStyle::default_bar()).progress_chars("=> "),
+            );
+            b.enable_steady_tick(std::time::Duration::from_millis(250));
+            b
+        });
+        TermProgress { bar, total, finished: 0, failed: 0, skipped: 0, quiet }
+    }
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl RunProgress for TermProgress {
+    fn case_started(&mut self, case: &CaseSpec, done_ns: i64, _planned_ns: i64) {
+        if let Some(b) = &self.bar {
+            b.set_position((done_ns / 1_000_000) as u64);
+            b.set_message(format!("[{}/{}] {}", case.index + 1, self.total, case.name));
+        }
+    }
+
+    fn case_finished(&mut self, c: &CaseRecord) {
+        self.finished += 1;
+        let line = match &c.status {
+            CaseStatus::Failed { error } => {
+                self.failed += 1;
+                format!("failed: {error}")
+            }
+            CaseStatus::Skipped { reason } => {
+                self.skipped += 1;
+                format!("skipped: {reason}")
+            }
+            s => {
+                let main = c.document.as_ref().and_then(|d| d.streams.first());
+                let mut t = match main {
+                    Some(m) => format!(
+                        "{} p50 {} p99.9 {} max {} us, missed {}/{}",
+                        m.metric,
+                        m.stats.p50_ns.map(us_1).unwrap_or_default(),
+                        m.stats.p99_9_ns.map(us_1).unwrap_or_default(),
+                        m.stats.max_ns.map(us_1).unwrap_or_default(),
+                        m.stats.missed.unwrap_or(0),
+                        m.stats.count
+                    ),
+                    None => "no stream".into(),
+                };
+                if *s == CaseStatus::Interrupted {
+                    t.push_str(" (interrupted)");
+                }
+                t
+            }
+        };
+        let text = format!("[{}/{}] {:44} {line}", c.index + 1, self.total, c.name);
+        match &self.bar {
+            Some(b) => b.println(text),
+            None if !self.quiet => println!("{text}"),
+            None => {}
+        }
+    }
+}
+

@@ -129,37 +129,7 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
         Err(e) => return Err(e.into()),
     };
 
-    let mut doc: ResultDocument = new_document("timer", started, env, serde_json::to_value(&cfg)?);
-    doc.duration_ns = outcome.duration_ns;
-    doc.interrupted = outcome.interrupted;
-    doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
-    doc.environment.cpu_dma_latency_us = outcome.cpu_dma_latency.as_ref().and_then(|r| r.as_ref().ok().copied());
-    doc.streams = outcome.streams(&cfg);
-
-    let mut warns = environment_warnings(&doc.environment);
-    warns.retain(|w| !matches!(w, Warn::MemoryNotLocked { .. }));
-    if let Some(Err(why)) = &outcome.memory_lock {
-        warns.push(Warn::MemoryNotLocked { why: why.clone() });
-    } else if outcome.memory_lock.is_none() {
-        warns.push(Warn::MemoryNotLocked { why: "--no-mlockall".into() });
-    }
-    if let Some(Err(why)) = &outcome.cpu_dma_latency {
-        warns.push(Warn::CpuDmaLatencyUnavailable { why: why.clone() });
-    }
-    if cfg.threads.iter().any(|t| t.policy == "other") {
-        warns.push(if rtlab_sys::sched::may_use_realtime() { Warn::NotRealtimePolicy } else { Warn::NoRtPrivilege });
-    }
-    let fewest = outcome.threads.iter().map(|t| t.latency.count()).min().unwrap_or(0);
-    if fewest < MIN_SAMPLES_FOR_TAIL {
-        warns.push(Warn::RunTooShort { samples: fewest, wanted: MIN_SAMPLES_FOR_TAIL });
-    }
-    if outcome.raw_dropped > 0 {
-        warns.push(Warn::RawSamplesDropped { dropped: outcome.raw_dropped });
-    }
-    if outcome.interrupted {
-        warns.push(Warn::Interrupted);
-    }
-    doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
+    let doc = document(&cfg, &outcome, env, started)?;
 
     // outputs that keep what was measured come first
     if let Some(path) = &a.json {
@@ -211,6 +181,43 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
         }
     }
     Ok(0)
+}
+
+/// The result document of a timer run, with its warnings.
+pub fn document(cfg: &TimerConfig, outcome: &timer_run::TimerOutcome, env: rtlab_core::schema::Environment, started: std::time::SystemTime) -> anyhow::Result<ResultDocument> {
+    let mut doc: ResultDocument = new_document("timer", started, env, serde_json::to_value(cfg)?);
+    doc.duration_ns = outcome.duration_ns;
+    doc.interrupted = outcome.interrupted;
+    doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
+    doc.environment.cpu_dma_latency_us = outcome.cpu_dma_latency.as_ref().and_then(|r| r.as_ref().ok().copied());
+    doc.streams = outcome.streams(cfg);
+
+    let mut warns = environment_warnings(&doc.environment);
+    warns.retain(|w| !matches!(w, Warn::MemoryNotLocked { .. }));
+    if let Some(Err(why)) = &outcome.memory_lock {
+        warns.push(Warn::MemoryNotLocked { why: why.clone() });
+    } else if outcome.memory_lock.is_none() {
+        warns.push(Warn::MemoryNotLocked { why: "--no-mlockall".into() });
+    }
+    if let Some(Err(why)) = &outcome.cpu_dma_latency {
+        warns.push(Warn::CpuDmaLatencyUnavailable { why: why.clone() });
+    }
+    if cfg.threads.iter().any(|t| t.policy == "other") {
+        warns.push(if rtlab_sys::sched::may_use_realtime() { Warn::NotRealtimePolicy } else { Warn::NoRtPrivilege });
+    }
+    let fewest = outcome.threads.iter().map(|t| t.latency.count()).min().unwrap_or(0);
+    if fewest < MIN_SAMPLES_FOR_TAIL {
+        warns.push(Warn::RunTooShort { samples: fewest, wanted: MIN_SAMPLES_FOR_TAIL });
+    }
+    if outcome.raw_dropped > 0 {
+        warns.push(Warn::RawSamplesDropped { dropped: outcome.raw_dropped });
+    }
+    if outcome.interrupted {
+        warns.push(Warn::Interrupted);
+    }
+    doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
+
+    Ok(doc)
 }
 
 fn headline(cfg: &TimerConfig) -> String {

@@ -1,0 +1,154 @@
+//! The live case executor: turns a [`CaseSpec`] into a probe configuration under the case's
+//! profile, starts the case's load, runs the probe, stops the load and puts the profile back.
+//!
+//! Contract: whatever happens inside a case (a missing tool, a refused priority, a probe
+//! error), `run_case` returns a [`CaseResult`] — it never panics the run away — and every
+//! change it made to the machine is undone before it returns (guards dropped in reverse).
+
+use crate::runner::{CaseExecutor, CaseResult};
+use rtlab_core::scenario::CaseSpec;
+use rtlab_core::units::parse_duration;
+use rtlab_probes::timer::TimerMode;
+use rtlab_probes::timer_run::{self, TimerConfig, TimerThreadConfig};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// The process side of a profile: how the probe's own threads run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessSettings {
+    pub policy: &'static str,
+    pub priority: i32,
+    /// CPU the measuring threads are pinned to.
+    pub cpu: Option<usize>,
+    pub mlockall: bool,
+}
+
+/// The probe threads' settings under a profile (S1/S3): `no-rt` is SCHED_OTHER without
+/// memory lock; every rt-* profile runs them SCHED_FIFO 80 with mlockall (S1, S3 Test 4:
+/// app 80); `rt-affinities` and `rt-isolation` pin them to the last online CPU (S1 pins the
+/// client and the RT queue's IRQ to CPU 1). A `policy` parameter (S4: rr or fifo) overrides
+/// the RT policy.
+pub fn process_settings(profile: &str, policy_param: Option<&str>, online: &[usize]) -> ProcessSettings {
+    let last = online.last().copied();
+    let rt_policy = match policy_param {
+        Some("rr") => "rr",
+        Some("other") => "other",
+        _ => "fifo",
+    };
+    let rt = |cpu| ProcessSettings {
+        policy: rt_policy,
+        priority: if rt_policy == "other" { 0 } else { 80 },
+        cpu,
+        mlockall: true,
+    };
+    match profile {
+        "no-rt" => ProcessSettings { policy: "other", priority: 0, cpu: None, mlockall: false },
+        "rt-affinities" | "rt-isolation" => rt(last),
+        _ => rt(None),
+    }
+}
+
+/// Build the timer probe's configuration of a case.
+pub fn timer_config(case: &CaseSpec, ps: &ProcessSettings) -> anyhow::Result<TimerConfig> {
+    let interval = parse_duration(case.params.get("interval").map(String::as_str).unwrap_or("1ms"))?.0;
+    let distance = case.params.get("distance").map(|d| parse_duration(d)).transpose()?.map(|n| n.0).unwrap_or(0);
+    let threads: usize = case.params.get("threads").map(|t| t.parse()).transpose()?.unwrap_or(1);
+    let mode = match case.params.get("mode").map(String::as_str) {
+        Some("rel") => TimerMode::Rel,
+        _ => TimerMode::Abs,
+    };
+    Ok(TimerConfig {
+        mode,
+        threads: (0..threads)
+            .map(|i| {
+                let iv = interval + distance * i as i64;
+                TimerThreadConfig {
+                    interval_ns: iv,
+                    policy: ps.policy.into(),
+                    priority: ps.priority,
+                    cpu: ps.cpu,
+                    deadline_ns: case.deadline_ns.unwrap_or(iv),
+                }
+            })
+            .collect(),
+        duration_ns: case.duration_ns,
+        loops: case.count,
+        window_ns: 1_000_000_000,
+        mlockall: ps.mlockall,
+        cpu_dma_latency_us: None,
+        stack_prefault_bytes: 256 * 1024,
+        histogram_us_buckets: None,
+        raw_file: None,
+    })
+}
+
+/// Runs cases for real on this machine.
+pub struct LiveExecutor {
+    online: Vec<usize>,
+}
+
+impl LiveExecutor {
+    pub fn new() -> LiveExecutor {
+        let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
+        LiveExecutor { online }
+    }
+
+    fn timer(&self, case: &CaseSpec, stop: &Arc<AtomicBool>) -> CaseResult {
+        let ps = process_settings(&case.profile, case.params.get("policy").map(String::as_str), &self.online);
+        let cfg = match timer_config(case, &ps) {
+            Ok(c) => c,
+            Err(e) => return CaseResult::failed(format!("timer configuration: {e}")),
+        };
+        let env = rtlab_sys::env::detect(std::path::Path::new("/"));
+        let started = std::time::SystemTime::now();
+        match timer_run::run(&cfg, stop.clone(), |_, _| {}) {
+            Ok(outcome) => match crate::cmd::timer::document(&cfg, &outcome, env, started) {
+                Ok(doc) => CaseResult { document: Some(doc), ..Default::default() },
+                Err(e) => CaseResult::failed(format!("timer result: {e}")),
+            },
+            Err(e) => CaseResult::failed(format!("timer: {e}")),
+        }
+    }
+}
+
+impl CaseExecutor for LiveExecutor {
+    fn run_case(&mut self, case: &CaseSpec, stop: &Arc<AtomicBool>) -> CaseResult {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match case.probe.as_str() {
+            "timer" => self.timer(case, stop),
+            other => CaseResult::skipped(format!("the {other} probe is not available in this build")),
+        }));
+        outcome.unwrap_or_else(|_| CaseResult::failed("the case panicked (a bug in rtlab: please report it)"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles_set_the_probe_threads() {
+        let online = [0, 1];
+        assert_eq!(process_settings("no-rt", None, &online), ProcessSettings { policy: "other", priority: 0, cpu: None, mlockall: false });
+        assert_eq!(process_settings("rt-normal", None, &online), ProcessSettings { policy: "fifo", priority: 80, cpu: None, mlockall: true });
+        assert_eq!(process_settings("rt-affinities", Some("rr"), &online).cpu, Some(1));
+        assert_eq!(process_settings("rt-normal", Some("rr"), &online).policy, "rr");
+        assert_eq!(process_settings("no-rt", Some("fifo"), &online).policy, "other", "no-rt stays normal");
+    }
+
+    #[test]
+    fn a_timer_case_becomes_a_timer_config() {
+        let s = rtlab_core::scenario::Scenario::parse(
+            "t",
+            "name='t'\ncount=100\n[[probe]]\nkind='timer'\nthreads=5\ninterval='1000us'\ndistance='500us'\nmode='rel'\n",
+            1.0,
+        )
+        .unwrap();
+        let ps = process_settings("rt-normal", None, &[0, 1]);
+        let c = timer_config(&s.cases()[0], &ps).unwrap();
+        assert_eq!(c.threads.iter().map(|t| t.interval_ns).collect::<Vec<_>>(), [1_000_000, 1_500_000, 2_000_000, 2_500_000, 3_000_000]);
+        assert_eq!(c.mode, TimerMode::Rel);
+        assert_eq!(c.loops, Some(100));
+        assert_eq!(c.threads[4].deadline_ns, 3_000_000);
+        assert!(c.mlockall);
+    }
+}

@@ -13,6 +13,10 @@ use rtlab_probes::timer_run::{self, TimerConfig, TimerThreadConfig};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+mod pubsub;
+mod setup;
+mod udp;
+
 /// The process side of a profile: how the probe's own threads run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProcessSettings {
@@ -93,9 +97,8 @@ impl LiveExecutor {
         LiveExecutor { online }
     }
 
-    fn timer(&self, case: &CaseSpec, stop: &Arc<AtomicBool>) -> CaseResult {
-        let ps = process_settings(&case.profile, case.params.get("policy").map(String::as_str), &self.online);
-        let cfg = match timer_config(case, &ps) {
+    fn timer(&self, case: &CaseSpec, ps: &ProcessSettings, stop: &Arc<AtomicBool>) -> CaseResult {
+        let cfg = match timer_config(case, ps) {
             Ok(c) => c,
             Err(e) => return CaseResult::failed(format!("timer configuration: {e}")),
         };
@@ -113,9 +116,22 @@ impl LiveExecutor {
 
 impl CaseExecutor for LiveExecutor {
     fn run_case(&mut self, case: &CaseSpec, stop: &Arc<AtomicBool>) -> CaseResult {
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match case.probe.as_str() {
-            "timer" => self.timer(case, stop),
-            other => CaseResult::skipped(format!("the {other} probe is not available in this build")),
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut setup = match setup::CaseSetup::start(case) {
+                Ok(s) => s,
+                Err(e) => return CaseResult::skipped(e),
+            };
+            let ps = process_settings(&case.profile, case.params.get("policy").map(String::as_str), &self.online);
+            let mut r = match case.probe.as_str() {
+                "timer" => self.timer(case, &ps, stop),
+                "udp" => udp::run(case, &ps, stop),
+                "pubsub" => pubsub::run(case, &ps, stop),
+                other => CaseResult::failed(format!("unknown probe {other}")),
+            };
+            setup.finish();
+            r.load_report = setup.load_report.take();
+            r.profile_report = setup.profile_report.take();
+            r
         }));
         outcome.unwrap_or_else(|_| CaseResult::failed("the case panicked (a bug in rtlab: please report it)"))
     }

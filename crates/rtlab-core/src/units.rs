@@ -103,8 +103,8 @@ pub fn parse_duration(s: &str) -> Result<Nanos, UnitError> {
         .map_err(|_| unit_error("duration", s, "too large", DURATION_UNITS))
 }
 
-/// Parse a rate such as `100hz` or `1khz` into a period.
-pub fn parse_rate_hz(s: &str) -> Result<f64, UnitError> {
+/// A rate such as `100hz` or `1khz` in millihertz (exact), above zero.
+fn parse_milli_hz(s: &str) -> Result<u128, UnitError> {
     let (num, unit) = split_number(s);
     let scale: u128 = match unit.as_str() {
         "hz" => 1_000,
@@ -115,23 +115,18 @@ pub fn parse_rate_hz(s: &str) -> Result<f64, UnitError> {
     if milli_hz == 0 {
         return Err(unit_error("rate", s, "must be above zero", RATE_UNITS));
     }
-    Ok(milli_hz as f64 / 1000.0)
+    Ok(milli_hz)
+}
+
+/// Parse a rate such as `100hz` or `1khz` into hertz.
+pub fn parse_rate_hz(s: &str) -> Result<f64, UnitError> {
+    Ok(parse_milli_hz(s)? as f64 / 1000.0)
 }
 
 /// The period of a rate given in hertz, in integer nanoseconds (rounded).
 pub fn period_of_rate(s: &str) -> Result<Nanos, UnitError> {
-    let (num, unit) = split_number(s);
-    let scale: u128 = match unit.as_str() {
-        "hz" => 1_000,
-        "khz" => 1_000_000,
-        _ => return Err(unit_error("rate", s, "unknown or missing unit", RATE_UNITS)),
-    };
-    let milli_hz = scaled(num, scale).ok_or_else(|| unit_error("rate", s, "not a number", RATE_UNITS))?;
-    if milli_hz == 0 {
-        return Err(unit_error("rate", s, "must be above zero", RATE_UNITS));
-    }
-    let ns = (1_000_000_000_000u128 + milli_hz / 2) / milli_hz;
-    Ok(Nanos(ns as i64))
+    let milli_hz = parse_milli_hz(s)?;
+    Ok(Nanos(((1_000_000_000_000u128 + milli_hz / 2) / milli_hz) as i64))
 }
 
 /// Parse a size in bytes: `64`, `4kb` (1000), `4kib` (1024), `16mb`, `1mib`.

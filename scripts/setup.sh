@@ -12,6 +12,7 @@ PACKAGES=(
   stress-ng iperf3                                # loads
   sockperf cyclonedds-tools                       # anchors of the udp and dds probes
   trace-cmd                                       # spike evidence
+  chromium                                        # HTML report test (headless screenshot)
 )
 
 need=()

@@ -1,1 +1,19 @@
-//! rtlab-report: placeholder until its issue lands.
+//! rtlab-report: renders stored runs — a terminal report and one self-contained HTML file.
+//!
+//! Contract: pure functions from [`rtlab_core::run::Run`]s to text. Depends on rtlab-core
+//! only: the CLI loads runs from the store and hands them over, so a report never re-runs
+//! anything and never needs a probe. The HTML is one file that opens offline: no CDN, no
+//! external JS, CSS or fonts; every plot is inline SVG generated here. Every case is shown,
+//! failed and skipped ones with their error or reason; environment and warnings are on every
+//! case. Never prints: the caller writes the text.
+
+#![forbid(unsafe_code)]
+
+pub mod compare;
+pub mod html;
+pub mod model;
+pub mod svg;
+pub mod terminal;
+
+pub use html::render_html;
+pub use terminal::render_terminal;

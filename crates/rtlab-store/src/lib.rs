@@ -1,1 +1,713 @@
-//! rtlab-store: placeholder until its issue lands.
+//! rtlab-store: every run kept in one embedded SQLite file (default `results/rtlab.db`).
+//!
+//! Contract:
+//! - The schema is versioned with `PRAGMA user_version` and brought forward by the
+//!   [`MIGRATIONS`] in order; a file written by a NEWER rtlab is refused with
+//!   [`StoreError::NewerSchema`] before anything is written to it.
+//! - [`Store::begin_run`] stores the run (status `running`); [`Store::add_case`] commits each
+//!   case in its own transaction, so a Ctrl-C or a crash keeps every finished case;
+//!   [`Store::finish_run`] records how the run ended.
+//! - [`Store::load_run`] gives back every [`CaseRecord`] exactly as it was added (tested).
+//! - Statistics are one row per stream with the result-schema keys as columns
+//!   (`count, min_ns, ..., p99_9_ns, ..., missed, lost, ...`), so the file can be queried
+//!   with plain SQL; histograms, per-window maxima, warnings, spike evidence and raw samples
+//!   have their own tables (see `docs/store.md`).
+//! - Never used in a hot loop: a case is stored after it has been measured.
+
+#![forbid(unsafe_code)]
+
+pub mod export;
+
+use rtlab_core::histogram::{HistogramBucket, HistogramData};
+use rtlab_core::run::{CaseRecord, CaseStatus, Published, Run, RunInfo, RunStatus, RunSummary};
+use rtlab_core::schema::{Environment, ResultDocument, Stream, ToolInfo, Warning};
+use rtlab_core::stats::Summary;
+use rtlab_core::windows::WindowData;
+use rusqlite::{params, Connection, OptionalExtension};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The default store file, relative to the working directory.
+pub const DEFAULT_DB: &str = "results/rtlab.db";
+
+/// Migration `i` brings a store from schema version `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[
+    // 0 -> 1: the first schema.
+    r#"
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    scenario TEXT NOT NULL,
+    source TEXT NOT NULL,
+    scenario_text TEXT NOT NULL,
+    scale REAL NOT NULL,
+    command_line TEXT NOT NULL,          -- JSON array
+    started_at TEXT NOT NULL,
+    tool_version TEXT NOT NULL,
+    status TEXT NOT NULL,
+    finished_at TEXT
+);
+-- The machine: one row for the run (case_id NULL) and one per measured case.
+CREATE TABLE environments (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    case_id INTEGER REFERENCES cases(id),
+    hostname TEXT NOT NULL,
+    kernel_release TEXT NOT NULL,
+    preemption_model TEXT NOT NULL,
+    preempt_rt INTEGER NOT NULL,
+    hz INTEGER,
+    virtualization TEXT,
+    cpu_model TEXT NOT NULL,
+    json TEXT NOT NULL                   -- the whole Environment
+);
+CREATE TABLE cases (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    idx INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    probe TEXT NOT NULL,
+    load TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    repetition INTEGER NOT NULL,
+    status TEXT NOT NULL,                -- ok | failed | skipped | interrupted
+    error TEXT,                          -- failed: the error; skipped: the reason
+    started_at TEXT NOT NULL,
+    duration_ns INTEGER NOT NULL,
+    load_report TEXT,                    -- JSON
+    profile_report TEXT,                 -- JSON
+    published TEXT,                      -- JSON (Published)
+    has_document INTEGER NOT NULL,
+    UNIQUE (run_id, name)
+);
+CREATE TABLE case_params (
+    case_id INTEGER NOT NULL REFERENCES cases(id),
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (case_id, key)
+);
+-- The result document of a case (one row per case that measured).
+CREATE TABLE documents (
+    case_id INTEGER PRIMARY KEY REFERENCES cases(id),
+    schema_version INTEGER NOT NULL,
+    tool_name TEXT NOT NULL,
+    tool_version TEXT NOT NULL,
+    command_line TEXT NOT NULL,          -- JSON array
+    started_at TEXT NOT NULL,
+    duration_ns INTEGER NOT NULL,
+    interrupted INTEGER NOT NULL,
+    probe TEXT NOT NULL
+);
+CREATE TABLE configurations (
+    case_id INTEGER PRIMARY KEY REFERENCES cases(id),
+    json TEXT NOT NULL
+);
+CREATE TABLE warnings (
+    case_id INTEGER NOT NULL REFERENCES cases(id),
+    pos INTEGER NOT NULL,
+    code TEXT NOT NULL,
+    message TEXT NOT NULL,
+    PRIMARY KEY (case_id, pos)
+);
+-- One row per stream: the statistics with the result-schema keys as columns.
+CREATE TABLE statistics (
+    id INTEGER PRIMARY KEY,
+    case_id INTEGER NOT NULL REFERENCES cases(id),
+    pos INTEGER NOT NULL,
+    stream TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    definition TEXT NOT NULL,
+    labels TEXT NOT NULL,                -- JSON object
+    deadline_ns INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    min_ns INTEGER, mean_ns INTEGER, stddev_ns INTEGER,
+    p50_ns INTEGER, p90_ns INTEGER, p99_ns INTEGER, p99_9_ns INTEGER, p99_99_ns INTEGER,
+    max_ns INTEGER, max_index INTEGER, max_at_ns INTEGER,
+    missed INTEGER, overruns INTEGER, lost INTEGER, late INTEGER,
+    duplicates INTEGER, out_of_order INTEGER, malformed INTEGER,
+    raw_file TEXT,
+    raw_dropped INTEGER,
+    hist_scheme TEXT NOT NULL,
+    hist_exact_below_ns INTEGER NOT NULL,
+    hist_buckets_per_octave INTEGER NOT NULL,
+    hist_limit_ns INTEGER NOT NULL,
+    hist_overflow_high INTEGER NOT NULL,
+    hist_overflow_low INTEGER NOT NULL,
+    window_width_ns INTEGER NOT NULL,
+    UNIQUE (case_id, pos)
+);
+CREATE TABLE histogram_buckets (
+    stream_id INTEGER NOT NULL REFERENCES statistics(id),
+    pos INTEGER NOT NULL,
+    low_ns INTEGER NOT NULL,
+    high_ns INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (stream_id, pos)
+);
+CREATE TABLE windows (
+    stream_id INTEGER NOT NULL REFERENCES statistics(id),
+    idx INTEGER NOT NULL,
+    max_ns INTEGER,                      -- NULL: no sample in the window
+    count INTEGER NOT NULL,
+    PRIMARY KEY (stream_id, idx)
+);
+CREATE TABLE spike_evidence (
+    case_id INTEGER PRIMARY KEY REFERENCES cases(id),
+    json TEXT NOT NULL
+);
+-- Raw samples, when the probe wrote a raw file (stream,index,at_ns,value_ns) and it was readable.
+CREATE TABLE raw_samples (
+    stream_id INTEGER NOT NULL REFERENCES statistics(id),
+    idx INTEGER NOT NULL,
+    at_ns INTEGER NOT NULL,
+    value_ns INTEGER NOT NULL
+);
+CREATE INDEX raw_samples_stream ON raw_samples(stream_id);
+CREATE INDEX cases_run ON cases(run_id);
+"#,
+];
+
+/// The schema version this rtlab writes.
+pub fn schema_version() -> u32 {
+    MIGRATIONS.len() as u32
+}
+
+/// What can go wrong with the store; every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: store schema version {found} is newer than this rtlab supports ({supported}); use a newer rtlab (nothing was changed)")]
+    NewerSchema { path: String, found: u32, supported: u32 },
+    #[error("{path}: no store here (run a scenario first, e.g. `rtlab run quick`, or give --db FILE)")]
+    Missing { path: String },
+    #[error("{path}: {what}")]
+    Sql { path: String, what: String },
+    #[error("{path}: no run with id {id} (see `rtlab runs`)")]
+    UnknownRun { path: String, id: i64 },
+    #[error("{path}: the store holds no run yet")]
+    Empty { path: String },
+    #[error("{path}: run {run}: a case named '{name}' is already stored")]
+    DuplicateCase { path: String, run: i64, name: String },
+    #[error("{path}: corrupt record: {what}")]
+    Corrupt { path: String, what: String },
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// An open store.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+impl Store {
+    /// Open the store at `path`, creating the file (and its directory) when missing, and
+    /// migrate it to the current schema. Refuses a store from a newer schema untouched.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
+        let path = path.as_ref();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Sql { path: path.display().to_string(), what: format!("cannot create the directory: {e}") })?;
+        }
+        Self::open_inner(path)
+    }
+
+    /// Open an existing store (for reading commands): a missing file is an error, not a new store.
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Store> {
+        let path = path.as_ref();
+        if !path.exists() {
+            return Err(StoreError::Missing { path: path.display().to_string() });
+        }
+        Self::open_inner(path)
+    }
+
+    fn open_inner(path: &Path) -> Result<Store> {
+        let p = path.display().to_string();
+        let conn = Connection::open(path).map_err(|e| StoreError::Sql { path: p.clone(), what: e.to_string() })?;
+        // a report read while `rtlab run` writes a case waits for it instead of failing
+        conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(|e| StoreError::Sql { path: p.clone(), what: e.to_string() })?;
+        let mut s = Store { conn, path: path.to_path_buf() };
+        s.migrate()?;
+        Ok(s)
+    }
+
+    /// The file of this store.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> StoreError {
+        StoreError::Sql { path: self.path.display().to_string(), what: e.to_string() }
+    }
+
+    fn corrupt(&self, what: impl std::fmt::Display) -> StoreError {
+        StoreError::Corrupt { path: self.path.display().to_string(), what: what.to_string() }
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        // reading the version is the first access: a non-database file fails here, untouched
+        let found: u32 = self.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| self.err(e))?;
+        let supported = schema_version();
+        if found > supported {
+            return Err(StoreError::NewerSchema { path: self.path.display().to_string(), found, supported });
+        }
+        self.conn.execute_batch("PRAGMA foreign_keys = ON;").map_err(|e| self.err(e))?;
+        for v in found..supported {
+            let tx = self.conn.transaction().map_err(|e| StoreError::Sql { path: self.path.display().to_string(), what: e.to_string() })?;
+            tx.execute_batch(MIGRATIONS[v as usize]).map_err(|e| StoreError::Sql { path: self.path.display().to_string(), what: format!("migration to schema {}: {e}", v + 1) })?;
+            tx.pragma_update(None, "user_version", v + 1).map_err(|e| StoreError::Sql { path: self.path.display().to_string(), what: e.to_string() })?;
+            tx.commit().map_err(|e| StoreError::Sql { path: self.path.display().to_string(), what: e.to_string() })?;
+        }
+        Ok(())
+    }
+
+    /// The schema version of the open file.
+    pub fn file_schema_version(&self) -> Result<u32> {
+        self.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| self.err(e))
+    }
+
+    /// Store a new run (status `running`) and return its id.
+    pub fn begin_run(&mut self, info: &RunInfo) -> Result<i64> {
+        let path = self.path.display().to_string();
+        let e = |e: rusqlite::Error| StoreError::Sql { path: path.clone(), what: e.to_string() };
+        let tx = self.conn.transaction().map_err(e)?;
+        tx.execute(
+            "INSERT INTO runs (scenario, source, scenario_text, scale, command_line, started_at, tool_version, status) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![info.scenario, info.source, info.scenario_text, info.scale, json(&info.command_line), info.started_at, info.tool_version, RunStatus::Running.name()],
+        )
+        .map_err(e)?;
+        let id = tx.last_insert_rowid();
+        insert_env(&tx, id, None, &info.environment).map_err(e)?;
+        tx.commit().map_err(e)?;
+        Ok(id)
+    }
+
+    /// Store one case of run `run_id`, in its own transaction.
+    pub fn add_case(&mut self, run_id: i64, c: &CaseRecord) -> Result<()> {
+        self.check_run(run_id)?;
+        let path = self.path.display().to_string();
+        let exists: Option<i64> = self
+            .conn
+            .query_row("SELECT id FROM cases WHERE run_id = ?1 AND name = ?2", params![run_id, c.name], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))?;
+        if exists.is_some() {
+            return Err(StoreError::DuplicateCase { path, run: run_id, name: c.name.clone() });
+        }
+        let e = |e: rusqlite::Error| StoreError::Sql { path: path.clone(), what: e.to_string() };
+        let tx = self.conn.transaction().map_err(e)?;
+        let (status, error) = match &c.status {
+            CaseStatus::Ok => ("ok", None),
+            CaseStatus::Failed { error } => ("failed", Some(error.as_str())),
+            CaseStatus::Skipped { reason } => ("skipped", Some(reason.as_str())),
+            CaseStatus::Interrupted => ("interrupted", None),
+        };
+        tx.execute(
+            "INSERT INTO cases (run_id, idx, name, probe, load, profile, repetition, status, error, started_at, duration_ns, load_report, profile_report, published, has_document)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            params![
+                run_id,
+                c.index,
+                c.name,
+                c.probe,
+                c.load,
+                c.profile,
+                c.repetition,
+                status,
+                error,
+                c.started_at,
+                c.duration_ns,
+                c.load_report.as_ref().map(json),
+                c.profile_report.as_ref().map(json),
+                c.published.as_ref().map(json),
+                c.document.is_some(),
+            ],
+        )
+        .map_err(e)?;
+        let case_id = tx.last_insert_rowid();
+        for (k, v) in &c.params {
+            tx.execute("INSERT INTO case_params (case_id, key, value) VALUES (?1, ?2, ?3)", params![case_id, k, v]).map_err(e)?;
+        }
+        if let Some(ev) = &c.spike_evidence {
+            tx.execute("INSERT INTO spike_evidence (case_id, json) VALUES (?1, ?2)", params![case_id, json(ev)]).map_err(e)?;
+        }
+        if let Some(d) = &c.document {
+            tx.execute(
+                "INSERT INTO documents (case_id, schema_version, tool_name, tool_version, command_line, started_at, duration_ns, interrupted, probe) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![case_id, d.schema_version, d.tool.name, d.tool.version, json(&d.command_line), d.started_at, d.duration_ns, d.interrupted, d.probe],
+            )
+            .map_err(e)?;
+            insert_env(&tx, run_id, Some(case_id), &d.environment).map_err(e)?;
+            tx.execute("INSERT INTO configurations (case_id, json) VALUES (?1, ?2)", params![case_id, json(&d.config)]).map_err(e)?;
+            for (i, w) in d.warnings.iter().enumerate() {
+                tx.execute("INSERT INTO warnings (case_id, pos, code, message) VALUES (?1, ?2, ?3, ?4)", params![case_id, i as i64, w.code, w.message]).map_err(e)?;
+            }
+            for (pos, s) in d.streams.iter().enumerate() {
+                insert_stream(&tx, case_id, pos, s).map_err(e)?;
+            }
+        }
+        tx.commit().map_err(e)?;
+        Ok(())
+    }
+
+    /// Record how run `run_id` ended (and when).
+    pub fn finish_run(&mut self, run_id: i64, status: RunStatus) -> Result<()> {
+        self.check_run(run_id)?;
+        self.conn
+            .execute("UPDATE runs SET status = ?1, finished_at = ?2 WHERE id = ?3", params![status.name(), now_rfc3339(), run_id])
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    fn check_run(&self, id: i64) -> Result<()> {
+        let n: i64 = self.conn.query_row("SELECT COUNT(*) FROM runs WHERE id = ?1", [id], |r| r.get(0)).map_err(|e| self.err(e))?;
+        if n == 0 {
+            return Err(StoreError::UnknownRun { path: self.path.display().to_string(), id });
+        }
+        Ok(())
+    }
+
+    /// Every run, oldest first.
+    pub fn runs(&self) -> Result<Vec<RunSummary>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT r.id, r.scenario, r.started_at, r.status,
+                        (SELECT COUNT(*) FROM cases c WHERE c.run_id = r.id),
+                        (SELECT COUNT(*) FROM cases c WHERE c.run_id = r.id AND c.status = 'failed'),
+                        e.hostname, e.kernel_release
+                 FROM runs r LEFT JOIN environments e ON e.run_id = r.id AND e.case_id IS NULL
+                 ORDER BY r.id",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, u32>(4)?, r.get::<_, u32>(5)?, r.get::<_, Option<String>>(6)?, r.get::<_, Option<String>>(7)?))
+            })
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, scenario, started_at, status, cases, failed, host, kernel) = row.map_err(|e| self.err(e))?;
+            out.push(RunSummary { id, scenario, started_at, status: self.run_status(&status)?, cases, failed, hostname: host.unwrap_or_default(), kernel_release: kernel.unwrap_or_default() });
+        }
+        Ok(out)
+    }
+
+    fn run_status(&self, s: &str) -> Result<RunStatus> {
+        Ok(match s {
+            "running" => RunStatus::Running,
+            "complete" => RunStatus::Complete,
+            "interrupted" => RunStatus::Interrupted,
+            "failed" => RunStatus::Failed,
+            other => return Err(self.corrupt(format!("unknown run status '{other}'"))),
+        })
+    }
+
+    /// The id of the newest run.
+    pub fn latest_run(&self) -> Result<i64> {
+        let id: Option<i64> = self.conn.query_row("SELECT MAX(id) FROM runs", [], |r| r.get(0)).map_err(|e| self.err(e))?;
+        id.ok_or_else(|| StoreError::Empty { path: self.path.display().to_string() })
+    }
+
+    /// A run with all its cases, in case order.
+    pub fn load_run(&self, id: i64) -> Result<Run> {
+        type RunRow = (String, String, String, f64, String, String, String, String, Option<String>);
+        let row: Option<RunRow> = self
+            .conn
+            .query_row(
+                "SELECT scenario, source, scenario_text, scale, command_line, started_at, tool_version, status, finished_at FROM runs WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let Some((scenario, source, scenario_text, scale, cmd, started_at, tool_version, status, finished_at)) = row else {
+            return Err(StoreError::UnknownRun { path: self.path.display().to_string(), id });
+        };
+        let environment = self.environment(id, None)?.unwrap_or_default();
+        let info = RunInfo { scenario, source, scenario_text, scale, command_line: self.parse(&cmd)?, started_at, tool_version, environment };
+        let status = self.run_status(&status)?;
+        let mut cases = Vec::new();
+        let ids: Vec<i64> = {
+            let mut st = self.conn.prepare("SELECT id FROM cases WHERE run_id = ?1 ORDER BY idx, id").map_err(|e| self.err(e))?;
+            let rows = st.query_map([id], |r| r.get(0)).map_err(|e| self.err(e))?;
+            rows.collect::<std::result::Result<_, _>>().map_err(|e| self.err(e))?
+        };
+        for cid in ids {
+            cases.push(self.load_case(id, cid)?);
+        }
+        Ok(Run { id, info, status, finished_at, cases })
+    }
+
+    fn parse<T: serde::de::DeserializeOwned>(&self, s: &str) -> Result<T> {
+        serde_json::from_str(s).map_err(|e| self.corrupt(e))
+    }
+
+    fn environment(&self, run_id: i64, case_id: Option<i64>) -> Result<Option<Environment>> {
+        let j: Option<String> = self
+            .conn
+            .query_row("SELECT json FROM environments WHERE run_id = ?1 AND case_id IS ?2", params![run_id, case_id], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))?;
+        j.map(|j| self.parse(&j)).transpose()
+    }
+
+    fn load_case(&self, run_id: i64, cid: i64) -> Result<CaseRecord> {
+        type CaseRow = (u32, String, String, String, String, u32, String, Option<String>, String, i64, Option<String>, Option<String>, Option<String>, bool);
+        let row: CaseRow = self
+            .conn
+            .query_row(
+                "SELECT idx, name, probe, load, profile, repetition, status, error, started_at, duration_ns, load_report, profile_report, published, has_document FROM cases WHERE id = ?1",
+                [cid],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?, r.get(11)?, r.get(12)?, r.get(13)?)),
+            )
+            .map_err(|e| self.err(e))?;
+        let (index, name, probe, load, profile, repetition, status, error, started_at, duration_ns, load_report, profile_report, published, has_document) = row;
+        let status = match status.as_str() {
+            "ok" => CaseStatus::Ok,
+            "failed" => CaseStatus::Failed { error: error.unwrap_or_default() },
+            "skipped" => CaseStatus::Skipped { reason: error.unwrap_or_default() },
+            "interrupted" => CaseStatus::Interrupted,
+            other => return Err(self.corrupt(format!("case {name}: unknown status '{other}'"))),
+        };
+        let mut params_map = BTreeMap::new();
+        {
+            let mut st = self.conn.prepare("SELECT key, value FROM case_params WHERE case_id = ?1").map_err(|e| self.err(e))?;
+            let rows = st.query_map([cid], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).map_err(|e| self.err(e))?;
+            for r in rows {
+                let (k, v) = r.map_err(|e| self.err(e))?;
+                params_map.insert(k, v);
+            }
+        }
+        let spike: Option<String> = self.conn.query_row("SELECT json FROM spike_evidence WHERE case_id = ?1", [cid], |r| r.get(0)).optional().map_err(|e| self.err(e))?;
+        let document = if has_document { Some(self.load_document(run_id, cid)?) } else { None };
+        Ok(CaseRecord {
+            index,
+            name,
+            probe,
+            load,
+            profile,
+            params: params_map,
+            repetition,
+            status,
+            document,
+            load_report: load_report.map(|j| self.parse(&j)).transpose()?,
+            profile_report: profile_report.map(|j| self.parse(&j)).transpose()?,
+            spike_evidence: spike.map(|j| self.parse(&j)).transpose()?,
+            published: published.map(|j| self.parse::<Published>(&j)).transpose()?,
+            started_at,
+            duration_ns,
+        })
+    }
+
+    fn load_document(&self, run_id: i64, cid: i64) -> Result<ResultDocument> {
+        type DocRow = (u32, String, String, String, String, i64, bool, String);
+        let (schema_version, tool_name, tool_version, cmd, started_at, duration_ns, interrupted, probe): DocRow = self
+            .conn
+            .query_row(
+                "SELECT schema_version, tool_name, tool_version, command_line, started_at, duration_ns, interrupted, probe FROM documents WHERE case_id = ?1",
+                [cid],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?)),
+            )
+            .map_err(|e| self.err(e))?;
+        let environment = self.environment(run_id, Some(cid))?.ok_or_else(|| self.corrupt(format!("case {cid}: no environment")))?;
+        let config: String = self.conn.query_row("SELECT json FROM configurations WHERE case_id = ?1", [cid], |r| r.get(0)).map_err(|e| self.err(e))?;
+        let mut warnings = Vec::new();
+        {
+            let mut st = self.conn.prepare("SELECT code, message FROM warnings WHERE case_id = ?1 ORDER BY pos").map_err(|e| self.err(e))?;
+            let rows = st.query_map([cid], |r| Ok(Warning { code: r.get(0)?, message: r.get(1)? })).map_err(|e| self.err(e))?;
+            for r in rows {
+                warnings.push(r.map_err(|e| self.err(e))?);
+            }
+        }
+        let streams = self.load_streams(cid)?;
+        Ok(ResultDocument {
+            schema_version,
+            tool: ToolInfo { name: tool_name, version: tool_version },
+            command_line: self.parse(&cmd)?,
+            started_at,
+            duration_ns,
+            interrupted,
+            probe,
+            environment,
+            config: self.parse(&config)?,
+            streams,
+            warnings,
+        })
+    }
+
+    fn load_streams(&self, cid: i64) -> Result<Vec<Stream>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT id, stream, metric, definition, labels, deadline_ns, count, min_ns, mean_ns, stddev_ns, p50_ns, p90_ns, p99_ns, p99_9_ns, p99_99_ns,
+                        max_ns, max_index, max_at_ns, missed, overruns, lost, late, duplicates, out_of_order, malformed, raw_file, raw_dropped,
+                        hist_scheme, hist_exact_below_ns, hist_buckets_per_octave, hist_limit_ns, hist_overflow_high, hist_overflow_low, window_width_ns
+                 FROM statistics WHERE case_id = ?1 ORDER BY pos",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map([cid], |r| {
+                let stats = Summary {
+                    count: r.get(6)?,
+                    min_ns: r.get(7)?,
+                    mean_ns: r.get(8)?,
+                    stddev_ns: r.get(9)?,
+                    p50_ns: r.get(10)?,
+                    p90_ns: r.get(11)?,
+                    p99_ns: r.get(12)?,
+                    p99_9_ns: r.get(13)?,
+                    p99_99_ns: r.get(14)?,
+                    max_ns: r.get(15)?,
+                    max_index: r.get(16)?,
+                    max_at_ns: r.get(17)?,
+                    missed: r.get(18)?,
+                    overruns: r.get(19)?,
+                    lost: r.get(20)?,
+                    late: r.get(21)?,
+                    duplicates: r.get(22)?,
+                    out_of_order: r.get(23)?,
+                    malformed: r.get(24)?,
+                };
+                let hist = HistogramData {
+                    scheme: r.get(27)?,
+                    exact_below_ns: r.get(28)?,
+                    buckets_per_octave: r.get(29)?,
+                    limit_ns: r.get(30)?,
+                    overflow_high: r.get(31)?,
+                    overflow_low: r.get(32)?,
+                    buckets: Vec::new(),
+                };
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?, r.get::<_, i64>(5)?, stats, r.get::<_, Option<String>>(25)?, r.get::<_, Option<u64>>(26)?, hist, r.get::<_, i64>(33)?))
+            })
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (sid, name, metric, definition, labels, deadline_ns, stats, raw_file, raw_dropped, mut histogram, width_ns) = row.map_err(|e| self.err(e))?;
+            let mut hb = self.conn.prepare_cached("SELECT low_ns, high_ns, count FROM histogram_buckets WHERE stream_id = ?1 ORDER BY pos").map_err(|e| self.err(e))?;
+            for b in hb.query_map([sid], |r| Ok(HistogramBucket { low_ns: r.get(0)?, high_ns: r.get(1)?, count: r.get(2)? })).map_err(|e| self.err(e))? {
+                histogram.buckets.push(b.map_err(|e| self.err(e))?);
+            }
+            let mut windows = WindowData { width_ns, max_ns: Vec::new(), count: Vec::new() };
+            let mut wq = self.conn.prepare_cached("SELECT max_ns, count FROM windows WHERE stream_id = ?1 ORDER BY idx").map_err(|e| self.err(e))?;
+            for w in wq.query_map([sid], |r| Ok((r.get::<_, Option<i64>>(0)?, r.get::<_, u64>(1)?))).map_err(|e| self.err(e))? {
+                let (m, c) = w.map_err(|e| self.err(e))?;
+                windows.max_ns.push(m);
+                windows.count.push(c);
+            }
+            out.push(Stream { name, metric, definition, labels: self.parse(&labels)?, deadline_ns, stats, histogram, windows, raw_file, raw_dropped });
+        }
+        Ok(out)
+    }
+
+    /// The raw samples stored for stream `stream` of case `case` of run `run_id`, as (index, at_ns, value_ns).
+    pub fn raw_samples(&self, run_id: i64, case: &str, stream: &str) -> Result<Vec<(u64, i64, i64)>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT r.idx, r.at_ns, r.value_ns FROM raw_samples r JOIN statistics s ON s.id = r.stream_id JOIN cases c ON c.id = s.case_id
+                 WHERE c.run_id = ?1 AND c.name = ?2 AND s.stream = ?3 ORDER BY r.rowid",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = st.query_map(params![run_id, case, stream], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).map_err(|e| self.err(e))?;
+        rows.collect::<std::result::Result<_, _>>().map_err(|e| self.err(e))
+    }
+}
+
+fn json<T: serde::Serialize + ?Sized>(v: &T) -> String {
+    serde_json::to_string(v).expect("plain serde data serializes")
+}
+
+fn insert_env(tx: &rusqlite::Transaction<'_>, run_id: i64, case_id: Option<i64>, e: &Environment) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO environments (run_id, case_id, hostname, kernel_release, preemption_model, preempt_rt, hz, virtualization, cpu_model, json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![run_id, case_id, e.hostname, e.kernel_release, e.preemption_model, e.preempt_rt, e.hz, e.virtualization, e.cpu_model, json(e)],
+    )?;
+    Ok(())
+}
+
+fn insert_stream(tx: &rusqlite::Transaction<'_>, case_id: i64, pos: usize, s: &Stream) -> rusqlite::Result<()> {
+    let st = &s.stats;
+    let h = &s.histogram;
+    tx.execute(
+        "INSERT INTO statistics (case_id, pos, stream, metric, definition, labels, deadline_ns, count, min_ns, mean_ns, stddev_ns, p50_ns, p90_ns, p99_ns, p99_9_ns, p99_99_ns,
+            max_ns, max_index, max_at_ns, missed, overruns, lost, late, duplicates, out_of_order, malformed, raw_file, raw_dropped,
+            hist_scheme, hist_exact_below_ns, hist_buckets_per_octave, hist_limit_ns, hist_overflow_high, hist_overflow_low, window_width_ns)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35)",
+        params![
+            case_id,
+            pos as i64,
+            s.name,
+            s.metric,
+            s.definition,
+            json(&s.labels),
+            s.deadline_ns,
+            st.count,
+            st.min_ns,
+            st.mean_ns,
+            st.stddev_ns,
+            st.p50_ns,
+            st.p90_ns,
+            st.p99_ns,
+            st.p99_9_ns,
+            st.p99_99_ns,
+            st.max_ns,
+            st.max_index,
+            st.max_at_ns,
+            st.missed,
+            st.overruns,
+            st.lost,
+            st.late,
+            st.duplicates,
+            st.out_of_order,
+            st.malformed,
+            s.raw_file,
+            s.raw_dropped,
+            h.scheme,
+            h.exact_below_ns,
+            h.buckets_per_octave,
+            h.limit_ns,
+            h.overflow_high,
+            h.overflow_low,
+            s.windows.width_ns,
+        ],
+    )?;
+    let sid = tx.last_insert_rowid();
+    {
+        let mut b = tx.prepare_cached("INSERT INTO histogram_buckets (stream_id, pos, low_ns, high_ns, count) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+        for (i, x) in h.buckets.iter().enumerate() {
+            b.execute(params![sid, i as i64, x.low_ns, x.high_ns, x.count])?;
+        }
+    }
+    {
+        let mut w = tx.prepare_cached("INSERT INTO windows (stream_id, idx, max_ns, count) VALUES (?1, ?2, ?3, ?4)")?;
+        let n = s.windows.max_ns.len().max(s.windows.count.len());
+        for i in 0..n {
+            w.execute(params![sid, i as i64, s.windows.max_ns.get(i).copied().flatten(), s.windows.count.get(i).copied().unwrap_or(0)])?;
+        }
+    }
+    if let Some(file) = &s.raw_file {
+        import_raw(tx, sid, &s.name, Path::new(file))?;
+    }
+    Ok(())
+}
+
+/// Raw samples of `stream` from a raw file (`stream,index,at_ns,value_ns`); a file that is
+/// gone or unreadable is skipped (its path stays in `statistics.raw_file`).
+fn import_raw(tx: &rusqlite::Transaction<'_>, sid: i64, stream: &str, file: &Path) -> rusqlite::Result<()> {
+    use std::io::BufRead;
+    let Ok(f) = std::fs::File::open(file) else { return Ok(()) };
+    let mut ins = tx.prepare_cached("INSERT INTO raw_samples (stream_id, idx, at_ns, value_ns) VALUES (?1, ?2, ?3, ?4)")?;
+    for line in std::io::BufReader::new(f).lines().map_while(|l| l.ok()) {
+        let mut it = line.split(',');
+        let (Some(name), Some(i), Some(at), Some(v)) = (it.next(), it.next(), it.next(), it.next()) else { continue };
+        if name != stream {
+            continue;
+        }
+        if let (Ok(i), Ok(at), Ok(v)) = (i.parse::<i64>(), at.parse::<i64>(), v.parse::<i64>()) {
+            ins.execute(params![sid, i, at, v])?;
+        }
+    }
+    Ok(())
+}

@@ -1,63 +1,42 @@
-//! Where `rtlab run` keeps its runs. TEMPORARY until the SQLite store lands: each run is
-//! one JSON document (rtlab_core::run::Run) beside the store path, rewritten after every
-//! case so that nothing finished is lost.
+//! Where `rtlab run` keeps its runs: the SQLite store, each case committed as it ends so
+//! that a Ctrl-C or a crash keeps every finished case; and the HTML report of a stored run.
 
 use crate::runner::RunSink;
-use rtlab_core::run::{CaseRecord, Run, RunInfo, RunStatus};
-use std::path::{Path, PathBuf};
+use anyhow::Context;
+use rtlab_core::run::{CaseRecord, RunInfo, RunStatus};
+use rtlab_store::Store;
+use std::path::Path;
 
-struct JsonRunSink {
-    dir: PathBuf,
-    run: Option<Run>,
-}
-
-pub fn open(db: &str) -> anyhow::Result<Box<dyn RunSink>> {
-    let dir = Path::new(db).parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
-    std::fs::create_dir_all(&dir).map_err(|e| anyhow::anyhow!("--db {db}: cannot create '{}': {e}", dir.display()))?;
-    Ok(Box::new(JsonRunSink { dir, run: None }))
-}
-
-impl JsonRunSink {
-    fn path(&self, id: i64) -> PathBuf {
-        self.dir.join(format!("run-{id}.json"))
-    }
-    fn save(&self) -> anyhow::Result<()> {
-        if let Some(r) = &self.run {
-            let tmp = self.path(r.id).with_extension("json.tmp");
-            std::fs::write(&tmp, serde_json::to_string_pretty(r)?)?;
-            std::fs::rename(tmp, self.path(r.id))?;
-        }
-        Ok(())
-    }
-}
-
-impl RunSink for JsonRunSink {
+impl RunSink for Store {
     fn begin_run(&mut self, info: &RunInfo) -> anyhow::Result<i64> {
-        let mut id = 1;
-        while self.path(id).exists() {
-            id += 1;
-        }
-        self.run = Some(Run { id, info: info.clone(), status: RunStatus::Running, finished_at: None, cases: vec![] });
-        self.save()?;
-        Ok(id)
+        Ok(Store::begin_run(self, info)?)
     }
-    fn add_case(&mut self, _run: i64, case: &CaseRecord) -> anyhow::Result<()> {
-        if let Some(r) = self.run.as_mut() {
-            r.cases.push(case.clone());
-        }
-        self.save()
+    fn add_case(&mut self, run: i64, case: &CaseRecord) -> anyhow::Result<()> {
+        Ok(Store::add_case(self, run, case)?)
     }
-    fn finish_run(&mut self, _run: i64, status: RunStatus) -> anyhow::Result<()> {
-        if let Some(r) = self.run.as_mut() {
-            r.status = status;
-            r.finished_at = Some(humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string());
-        }
-        self.save()
+    fn finish_run(&mut self, run: i64, status: RunStatus) -> anyhow::Result<()> {
+        Ok(Store::finish_run(self, run, status)?)
     }
 }
 
-/// Until reports land: the run's JSON is the report.
-pub fn render_report(db: &str, run: i64, _html: Option<&str>) -> anyhow::Result<String> {
-    let dir = Path::new(db).parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    Ok(dir.join(format!("run-{run}.json")).display().to_string())
+/// Open (creating if needed) the store at `db`.
+pub fn open(db: &str) -> anyhow::Result<Store> {
+    if let Some(dir) = Path::new(db).parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("--db {db}: cannot create '{}'", dir.display()))?;
+    }
+    Store::open(db).map_err(|e| anyhow::anyhow!("--db {db}: {e}"))
+}
+
+/// Render run `id` from the store to HTML (`html`, default `run-<ID>.html` beside the store).
+pub fn render_report(store: &Store, db: &str, id: i64, html: Option<&str>) -> anyhow::Result<String> {
+    let path = match html {
+        Some(p) => p.to_string(),
+        None => {
+            let dir = Path::new(db).parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            dir.join(format!("run-{id}.html")).display().to_string()
+        }
+    };
+    let run = store.load_run(id)?;
+    crate::document::write_text(&rtlab_report::render_html(&[run]), &path).with_context(|| format!("report {path}"))?;
+    Ok(path)
 }

@@ -47,5 +47,17 @@ fn a_small_matrix_runs_and_every_case_is_kept() {
     let out = stdout(&o);
     assert_eq!(out.lines().filter(|l| l.starts_with('[')).count(), 4, "{out}");
     let report = out.lines().find_map(|l| l.strip_prefix("report: ")).expect("the report's path is printed");
-    assert!(std::path::Path::new(report).exists(), "{report}");
+    let html = std::fs::read_to_string(report).unwrap();
+    for case in ["timer/idle/no-rt/interval=200us", "timer/idle/rt-normal/interval=300us"] {
+        assert!(html.contains(case), "{case} not in the report");
+    }
+    // the store holds the run and its 4 cases, re-rendered without re-running
+    let o = run(&["export", "latest", "--format", "json", "--db", db.to_str().unwrap(), "-o", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["cases"].as_array().unwrap().len(), 4);
+    assert_eq!(v["status"], "complete");
+    let o = run(&["report", "--db", db.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("timer/idle/rt-normal/interval=200us"));
 }

@@ -1,10 +1,65 @@
-//! `rtlab export`: not built yet (placeholder until its issue lands).
+//! `rtlab export RUN... --format json|csv [--what stats|histogram|windows] [-o FILE|-]`:
+//! stored runs as one JSON document or pandas-friendly long-format CSV.
 
-use clap::Args;
+use super::runs::{load_runs, open_store};
+use crate::document::{check_writable, write_text};
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use rtlab_store::export::{to_csv, to_json, CsvWhat};
+use rtlab_store::DEFAULT_DB;
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FormatArg {
+    Json,
+    Csv,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WhatArg {
+    /// One row per run / case / stream with the statistics columns.
+    Stats,
+    /// One row per histogram bucket.
+    Histogram,
+    /// One row per max-over-time window.
+    Windows,
+}
 
 #[derive(Args, Debug)]
-pub struct ExportArgs {}
+pub struct ExportArgs {
+    /// Runs to export: ids (see `rtlab runs`) or `latest`.
+    #[arg(value_name = "RUN", required = true)]
+    pub runs: Vec<String>,
+    /// The store (SQLite file).
+    #[arg(long, default_value = DEFAULT_DB, value_name = "FILE")]
+    pub db: String,
+    #[arg(long, value_enum)]
+    pub format: FormatArg,
+    /// What the CSV holds (JSON always holds everything).
+    #[arg(long, value_enum, default_value = "stats")]
+    pub what: WhatArg,
+    /// Output file; - for stdout.
+    #[arg(long, short = 'o', default_value = "-", value_name = "FILE")]
+    pub output: String,
+}
 
-pub fn run(_a: ExportArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("rtlab export: not built yet")
+pub fn run(a: ExportArgs) -> anyhow::Result<u8> {
+    if a.format == FormatArg::Json && a.what != WhatArg::Stats {
+        anyhow::bail!("--what applies to --format csv only (the JSON export holds everything)");
+    }
+    check_writable(&a.output, "--output")?;
+    let store = open_store(&a.db)?;
+    let runs = load_runs(&store, &a.runs)?;
+    let text = match a.format {
+        FormatArg::Json => to_json(&runs),
+        FormatArg::Csv => to_csv(
+            &runs,
+            match a.what {
+                WhatArg::Stats => CsvWhat::Stats,
+                WhatArg::Histogram => CsvWhat::Histogram,
+                WhatArg::Windows => CsvWhat::Windows,
+            },
+        ),
+    };
+    write_text(&text, &a.output).with_context(|| format!("--output {}", a.output))?;
+    Ok(0)
 }

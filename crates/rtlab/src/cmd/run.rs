@@ -20,7 +20,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
     /// The results store.
-    #[arg(long, default_value = "results/rtlab.db")]
+    #[arg(long, default_value = rtlab_store::DEFAULT_DB)]
     pub db: String,
     /// Where to write the HTML report of this run (default: next to the store, run-<ID>.html).
     #[arg(long)]
@@ -71,7 +71,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
         println!("{} cases, about {} of measuring", scenario.cases().len(), format_duration_human(Nanos(scenario.planned_ns())));
         return Ok(0);
     }
-    let mut sink = crate::store_sink::open(&a.db)?;
+    if let Some(h) = &a.html {
+        crate::document::check_writable(h, "--html")?;
+    }
+    let mut store = crate::store_sink::open(&a.db)?;
     let stop = stop_flag()?;
     let info = RunInfo {
         scenario: scenario.name.clone(),
@@ -94,9 +97,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
     }
     let mut progress = TermProgress::new(scenario.cases().len(), scenario.planned_ns(), a.quiet);
     let mut exec = LiveExecutor::new();
-    let (run_id, status) = run_scenario(&scenario, &info, &mut exec, sink.as_mut(), &mut progress, &stop)?;
+    let (run_id, status) = run_scenario(&scenario, &info, &mut exec, &mut store, &mut progress, &stop)?;
     progress.finish();
-    let report = crate::store_sink::render_report(&a.db, run_id, a.html.as_deref())?;
+    let report = crate::store_sink::render_report(&store, &a.db, run_id, a.html.as_deref())?;
     if !a.quiet {
         println!("run {run_id} {}: {} of {} cases ({} failed, {} skipped)", status.name(), progress.finished, scenario.cases().len(), progress.failed, progress.skipped);
     }

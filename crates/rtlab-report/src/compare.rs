@@ -1,0 +1,329 @@
+//! Comparing two runs case by case (`rtlab compare RUN_A RUN_B`).
+//!
+//! Cases are matched by name, streams by name inside a case; the streams compared are the
+//! headline metric's (`all`, threads, subscribers — not the derived jitter streams). For
+//! each pair: p50 / p99 / p99.9 / max differences in percent, missed and lost, and a
+//! two-sample Kolmogorov-Smirnov test on the stored histograms.
+//!
+//! The test: D = max |F_A(x) - F_B(x)| over the bucket edges of the two histograms (both
+//! use the same log-linear scheme, so their buckets coincide; overflow counts sit below or
+//! above every edge). The p-value is the asymptotic Kolmogorov distribution
+//! Q_KS(λ) = 2 Σ_{j≥1} (-1)^{j-1} exp(-2 j² λ²), λ = (√nₑ + 0.12 + 0.11/√nₑ) D,
+//! nₑ = n_A n_B / (n_A + n_B) — Press, Teukolsky, Vetterling, Flannery, "Numerical Recipes
+//! in C", 2nd ed., §14.3 (`kstwo`, `probks`). Caveats (stated in docs/reports.md): D from
+//! bucketed CDFs is at most the exact D (the test can only be more conservative), but
+//! latency samples of one run are not independent (bursts), which makes p optimistic; read
+//! p as a screen, not a proof.
+//!
+//! A stream REGRESSES when a threshold is set, the chosen metric grew by more than the
+//! threshold percent, and the KS test finds the distributions different (p < alpha).
+
+use crate::model::{headline, status};
+use crate::terminal::align;
+use rtlab_core::histogram::HistogramData;
+use rtlab_core::run::{CaseRecord, Run};
+use rtlab_core::schema::Stream;
+use rtlab_core::stats::Summary;
+use rtlab_core::units::us_1;
+use std::fmt::Write as _;
+
+/// The metric a threshold applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    P50,
+    P99,
+    P99_9,
+    Max,
+}
+
+impl Metric {
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::P50 => "p50",
+            Metric::P99 => "p99",
+            Metric::P99_9 => "p99.9",
+            Metric::Max => "max",
+        }
+    }
+    pub fn of(self, s: &Summary) -> Option<i64> {
+        match self {
+            Metric::P50 => s.p50_ns,
+            Metric::P99 => s.p99_ns,
+            Metric::P99_9 => s.p99_9_ns,
+            Metric::Max => s.max_ns,
+        }
+    }
+}
+
+/// How to decide.
+#[derive(Clone, Copy, Debug)]
+pub struct CompareConfig {
+    pub metric: Metric,
+    /// Percent growth of `metric` beyond which a significant difference is a regression.
+    pub threshold_pct: Option<f64>,
+    /// Significance level of the KS test.
+    pub alpha: f64,
+}
+
+/// The result of the two-sample KS test.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ks {
+    pub d: f64,
+    pub p: f64,
+    pub n_a: u64,
+    pub n_b: u64,
+}
+
+/// Q_KS(λ) (Numerical Recipes §14.3 `probks`).
+pub fn q_ks(lambda: f64) -> f64 {
+    if lambda < 1e-3 {
+        return 1.0;
+    }
+    let a2 = -2.0 * lambda * lambda;
+    let mut sum = 0.0;
+    let mut fac = 2.0;
+    let mut prev = 0.0f64;
+    for j in 1..=100 {
+        let term = fac * (a2 * (j * j) as f64).exp();
+        sum += term;
+        if term.abs() <= 1e-3 * prev || term.abs() <= 1e-8 * sum.abs() {
+            return sum.clamp(0.0, 1.0);
+        }
+        fac = -fac;
+        prev = term.abs();
+    }
+    1.0 // did not converge: only for tiny lambda, where p is 1
+}
+
+/// Two-sample KS test on two histograms of the same scheme (None: a side is empty or the
+/// schemes differ).
+pub fn ks_histograms(a: &HistogramData, b: &HistogramData) -> Option<Ks> {
+    if a.scheme != b.scheme || a.exact_below_ns != b.exact_below_ns || a.buckets_per_octave != b.buckets_per_octave {
+        return None;
+    }
+    let n_a = a.buckets.iter().map(|x| x.count).sum::<u64>() + a.overflow_low + a.overflow_high;
+    let n_b = b.buckets.iter().map(|x| x.count).sum::<u64>() + b.overflow_low + b.overflow_high;
+    if n_a == 0 || n_b == 0 {
+        return None;
+    }
+    let mut edges: Vec<i64> = a.buckets.iter().chain(&b.buckets).map(|x| x.high_ns).collect();
+    edges.sort_unstable();
+    edges.dedup();
+    let (mut ia, mut ib) = (0usize, 0usize);
+    let (mut ca, mut cb) = (a.overflow_low, b.overflow_low);
+    let mut d = (ca as f64 / n_a as f64 - cb as f64 / n_b as f64).abs();
+    for e in edges {
+        while ia < a.buckets.len() && a.buckets[ia].high_ns <= e {
+            ca += a.buckets[ia].count;
+            ia += 1;
+        }
+        while ib < b.buckets.len() && b.buckets[ib].high_ns <= e {
+            cb += b.buckets[ib].count;
+            ib += 1;
+        }
+        d = d.max((ca as f64 / n_a as f64 - cb as f64 / n_b as f64).abs());
+    }
+    let ne = (n_a as f64 * n_b as f64) / (n_a + n_b) as f64;
+    let sq = ne.sqrt();
+    let p = q_ks((sq + 0.12 + 0.11 / sq) * d);
+    Some(Ks { d, p, n_a, n_b })
+}
+
+/// One compared stream.
+#[derive(Clone, Debug)]
+pub struct StreamDiff {
+    pub case: String,
+    pub stream: String,
+    pub a: Summary,
+    pub b: Summary,
+    pub ks: Option<Ks>,
+    /// Percent change of the chosen metric (None when A's value is not above zero).
+    pub delta_pct: Option<f64>,
+    pub verdict: Verdict,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// No significant difference (p >= alpha) or no test possible.
+    Same,
+    Better,
+    Worse,
+    /// Worse beyond the threshold and significant.
+    Regression,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Same => "same",
+            Verdict::Better => "better",
+            Verdict::Worse => "worse",
+            Verdict::Regression => "REGRESSION",
+        }
+    }
+}
+
+/// The comparison of two runs.
+#[derive(Clone, Debug)]
+pub struct Comparison {
+    pub run_a: i64,
+    pub run_b: i64,
+    pub config: CompareConfig,
+    pub streams: Vec<StreamDiff>,
+    /// Cases only in A / only in B.
+    pub only_a: Vec<String>,
+    pub only_b: Vec<String>,
+    /// Matched cases where a side has nothing measured: (case, status A, status B).
+    pub unmeasured: Vec<(String, String, String)>,
+}
+
+impl Comparison {
+    pub fn regressions(&self) -> usize {
+        self.streams.iter().filter(|s| s.verdict == Verdict::Regression).count()
+    }
+}
+
+fn compared_streams(c: &CaseRecord) -> Vec<&Stream> {
+    let Some(h) = headline(c) else { return Vec::new() };
+    c.document.as_ref().map(|d| d.streams.iter().filter(|s| s.metric == h.metric).collect()).unwrap_or_default()
+}
+
+fn pct(a: Option<i64>, b: Option<i64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if a > 0 => Some((b - a) as f64 / a as f64 * 100.0),
+        _ => None,
+    }
+}
+
+/// Compare run `b` against run `a` (the reference).
+pub fn compare(a: &Run, b: &Run, cfg: CompareConfig) -> Comparison {
+    let mut out = Comparison { run_a: a.id, run_b: b.id, config: cfg, streams: Vec::new(), only_a: Vec::new(), only_b: Vec::new(), unmeasured: Vec::new() };
+    for ca in &a.cases {
+        let Some(cb) = b.cases.iter().find(|c| c.name == ca.name) else {
+            out.only_a.push(ca.name.clone());
+            continue;
+        };
+        let (sa, sb) = (compared_streams(ca), compared_streams(cb));
+        if sa.is_empty() || sb.is_empty() {
+            out.unmeasured.push((ca.name.clone(), status(ca).0.into(), status(cb).0.into()));
+            continue;
+        }
+        for x in sa {
+            let Some(y) = sb.iter().find(|s| s.name == x.name) else { continue };
+            let ks = ks_histograms(&x.histogram, &y.histogram);
+            let delta_pct = pct(cfg.metric.of(&x.stats), cfg.metric.of(&y.stats));
+            let significant = ks.is_some_and(|k| k.p < cfg.alpha);
+            let verdict = match (significant, delta_pct) {
+                (false, _) | (true, None) => Verdict::Same,
+                (true, Some(d)) if cfg.threshold_pct.is_some_and(|t| d > t) => Verdict::Regression,
+                (true, Some(d)) if d > 0.0 => Verdict::Worse,
+                (true, Some(_)) => Verdict::Better,
+            };
+            out.streams.push(StreamDiff { case: ca.name.clone(), stream: x.name.clone(), a: x.stats.clone(), b: y.stats.clone(), ks, delta_pct, verdict });
+        }
+    }
+    for cb in &b.cases {
+        if !a.cases.iter().any(|c| c.name == cb.name) {
+            out.only_b.push(cb.name.clone());
+        }
+    }
+    out
+}
+
+fn cell(a: Option<i64>, b: Option<i64>) -> String {
+    let f = |v: Option<i64>| v.map(us_1).unwrap_or_else(|| "-".into());
+    match pct(a, b) {
+        Some(p) => format!("{} -> {} ({:+.0}%)", f(a), f(b), p),
+        None => format!("{} -> {}", f(a), f(b)),
+    }
+}
+
+fn count(a: Option<u64>, b: Option<u64>) -> String {
+    match (a, b) {
+        (None, None) => "-".into(),
+        _ => format!("{} -> {}", a.map(|v| v.to_string()).unwrap_or_else(|| "-".into()), b.map(|v| v.to_string()).unwrap_or_else(|| "-".into())),
+    }
+}
+
+/// The comparison as a terminal table.
+pub fn render(c: &Comparison) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Run {} (A) -> run {} (B): {} stream(s) compared", c.run_a, c.run_b, c.streams.len());
+    let mut rows = vec![["case / stream", "verdict", "p50 (us)", "p99 (us)", "p99.9 (us)", "max (us)", "missed", "lost", "KS D", "KS p"].map(String::from).to_vec()];
+    for s in &c.streams {
+        rows.push(vec![
+            format!("{} / {}", s.case, s.stream),
+            s.verdict.name().into(),
+            cell(s.a.p50_ns, s.b.p50_ns),
+            cell(s.a.p99_ns, s.b.p99_ns),
+            cell(s.a.p99_9_ns, s.b.p99_9_ns),
+            cell(s.a.max_ns, s.b.max_ns),
+            count(s.a.missed, s.b.missed),
+            count(s.a.lost, s.b.lost),
+            s.ks.map(|k| format!("{:.3}", k.d)).unwrap_or_else(|| "-".into()),
+            s.ks.map(|k| if k.p < 1e-4 { "<1e-4".to_string() } else { format!("{:.4}", k.p) }).unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    out.push_str(&align(&rows));
+    for (n, a, b) in &c.unmeasured {
+        let _ = writeln!(out, "not compared: {n}: {a} in A, {b} in B");
+    }
+    for n in &c.only_a {
+        let _ = writeln!(out, "only in A: {n}");
+    }
+    for n in &c.only_b {
+        let _ = writeln!(out, "only in B: {n}");
+    }
+    let _ = writeln!(
+        out,
+        "(two-sample Kolmogorov-Smirnov test on the stored histograms, alpha {}; samples of a run are not independent, so read p as a screen)",
+        c.config.alpha
+    );
+    match c.config.threshold_pct {
+        Some(t) => {
+            let _ = writeln!(out, "{} regression(s): {} grew by more than {t}% with p < {}", c.regressions(), c.config.metric.name(), c.config.alpha);
+        }
+        None => out.push_str("no --threshold: nothing is judged a regression\n"),
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtlab_core::Histogram;
+
+    fn hist(xs: impl Iterator<Item = i64>) -> HistogramData {
+        let mut h = Histogram::new();
+        for x in xs {
+            h.record(x);
+        }
+        h.to_data()
+    }
+
+    #[test]
+    fn q_ks_matches_known_values() {
+        // Kolmogorov distribution: Q(1.36) ≈ 0.049, Q(1.63) ≈ 0.010 (standard KS tables)
+        assert!((q_ks(1.36) - 0.0494).abs() < 0.001, "{}", q_ks(1.36));
+        assert!((q_ks(1.63) - 0.0100).abs() < 0.001, "{}", q_ks(1.63));
+        assert_eq!(q_ks(0.0), 1.0);
+    }
+
+    #[test]
+    fn same_histogram_is_not_different_and_a_shift_is() {
+        let a = hist((0..5000).map(|i| 10_000 + (i * 7919) % 5000));
+        let k = ks_histograms(&a, &a).unwrap();
+        assert_eq!(k.d, 0.0);
+        assert_eq!(k.p, 1.0);
+        let b = hist((0..5000).map(|i| 13_000 + (i * 7919) % 5000));
+        let k = ks_histograms(&a, &b).unwrap();
+        assert!(k.d > 0.5 && k.p < 1e-6, "{k:?}");
+    }
+
+    #[test]
+    fn empty_side_gives_no_test() {
+        let a = hist(0..10);
+        let e = Histogram::new().to_data();
+        assert!(ks_histograms(&a, &e).is_none());
+    }
+}

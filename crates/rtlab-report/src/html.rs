@@ -1,0 +1,246 @@
+//! The HTML report: ONE self-contained file (inline CSS, inline SVG plots, no script, no
+//! external URL of any kind), so it opens offline and can be mailed or archived.
+//!
+//! Per run: the run and its machine; the studies' table (Min / Avg / Max / Missed x/N /
+//! Packet loss x/N per case, published figures beside the measured ones); the percentile
+//! table of every stream; the profile x load grid; payload and frequency sweeps; then per
+//! case: status (failed and skipped cases with their error or reason), parameters,
+//! environment differences, warnings, latency histogram (log counts), max over time with the
+//! deadline line, and per-stream fairness when the case has several streams.
+//!
+//! Contract: deterministic for a given input; every piece of text is escaped.
+
+use crate::model::{grids, headline, lost_of, missed_of, params_text, primary_streams, status, sweeps};
+use crate::svg::{self, esc};
+use crate::terminal::{env_diff, machine_line};
+use rtlab_core::run::{CaseRecord, Run};
+use rtlab_core::units::us_1;
+use std::fmt::Write as _;
+
+const CSS: &str = r#"
+body { font-family: sans-serif; margin: 24px; color: #1d1d1d; background: #ffffff; max-width: 1340px; }
+h1 { font-size: 22px; margin: 8px 0; } h2 { font-size: 18px; margin: 22px 0 8px; border-bottom: 2px solid #8aa0c0; }
+h3 { font-size: 15px; margin: 18px 0 6px; }
+table { border-collapse: collapse; margin: 6px 0 12px; font-size: 13px; }
+th { background: #dce6f4; text-align: left; } th, td { border: 1px solid #b9c3d0; padding: 3px 8px; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; }
+tr.published td { background: #fff4d6; font-style: italic; }
+tr.failed td, .status-failed { background: #fbe0e0; } tr.skipped td, .status-skipped { background: #eeeeee; }
+.status-ok { color: #1a7f37; } .status-interrupted { background: #fff0c8; }
+.case { border: 1px solid #ccd; border-radius: 6px; padding: 8px 14px; margin: 14px 0; }
+.plots { display: flex; flex-wrap: wrap; gap: 10px; }
+.warn { color: #8a4b00; } .err { color: #a00000; font-weight: bold; }
+.env { font-size: 12px; color: #444; }
+td.grid { text-align: right; }
+"#;
+
+fn us(v: Option<i64>) -> String {
+    v.map(us_1).unwrap_or_else(|| "-".into())
+}
+
+fn td(v: &str) -> String {
+    format!("<td class=\"n\">{}</td>", esc(v))
+}
+
+/// The studies' table of a run (a `<table class="studies">`).
+pub fn studies_table(run: &Run) -> String {
+    let mut o = String::from("<table class=\"studies\"><tr><th>#</th><th>case</th><th>status</th><th>Min (us)</th><th>Avg (us)</th><th>Max (us)</th><th>Missed deadlines</th><th>Packet loss</th></tr>\n");
+    for c in &run.cases {
+        let (st, why) = status(c);
+        let _ = write!(o, "<tr class=\"{st}\"><td class=\"n\">{}</td><td><a href=\"#run{}-case{}\">{}</a></td><td class=\"status-{st}\" title=\"{}\">{st}</td>", c.index, run.id, c.index, esc(&c.name), esc(why));
+        match headline(c) {
+            Some(s) => {
+                let _ = write!(o, "{}{}{}{}{}", td(&us(s.stats.min_ns)), td(&us(s.stats.mean_ns)), td(&us(s.stats.max_ns)), td(&missed_of(s)), td(&lost_of(s)));
+            }
+            None => o.push_str(&"<td class=\"n\">-</td>".repeat(5)),
+        }
+        o.push_str("</tr>\n");
+        if let Some(p) = &c.published {
+            let f = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
+            let of = |x: Option<u64>| x.map(|v| p.of.map(|n| format!("{v}/{n}")).unwrap_or_else(|| v.to_string())).unwrap_or_else(|| "-".into());
+            let _ = writeln!(o, "<tr class=\"published\"><td></td><td>published: {} <span class=\"env\">({})</span></td><td>published</td>{}{}{}{}{}</tr>", esc(&p.label), esc(&p.source), td(&f(p.min_us)), td(&f(p.avg_us)), td(&f(p.max_us)), td(&of(p.missed)), td(&of(p.lost)));
+        }
+    }
+    o.push_str("</table>\n<p class=\"env\">Headline stream of a case: its <code>all</code> stream, or its only / first stream. Missed = samples above the deadline / samples; packet loss = lost / (samples + lost).</p>\n");
+    o
+}
+
+/// The percentile table of every stream of every measured case.
+pub fn percentile_table(run: &Run) -> String {
+    let mut o = String::from("<table class=\"percentiles\"><tr><th>case</th><th>stream</th><th>metric</th><th>count</th><th>min</th><th>mean</th><th>stddev</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>p99.99</th><th>max</th><th>missed</th><th>lost</th><th>overruns</th></tr>\n");
+    for c in &run.cases {
+        let Some(d) = &c.document else { continue };
+        for s in &d.streams {
+            let t = &s.stats;
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td>{}{}{}{}{}{}{}{}{}{}{}{}{}</tr>",
+                esc(&c.name),
+                esc(&s.name),
+                esc(&s.metric),
+                td(&t.count.to_string()),
+                td(&us(t.min_ns)),
+                td(&us(t.mean_ns)),
+                td(&us(t.stddev_ns)),
+                td(&us(t.p50_ns)),
+                td(&us(t.p90_ns)),
+                td(&us(t.p99_ns)),
+                td(&us(t.p99_9_ns)),
+                td(&us(t.p99_99_ns)),
+                td(&us(t.max_ns)),
+                td(&missed_of(s)),
+                td(&lost_of(s)),
+                td(&t.overruns.map(|v| v.to_string()).unwrap_or_else(|| "-".into())),
+            );
+        }
+    }
+    o.push_str("</table><p class=\"env\">All values in us.</p>\n");
+    o
+}
+
+fn grid_html(run: &Run) -> String {
+    let mut o = String::new();
+    for g in grids(run) {
+        let top = g.cells.iter().flatten().flatten().map(|c| c.0).max().unwrap_or(1).max(1) as f64;
+        let bottom = g.cells.iter().flatten().flatten().map(|c| c.0).min().unwrap_or(1).max(1) as f64;
+        let _ = write!(o, "<h3>Profile x load: {} (max / p99.9, us; worst over the cell's cases)</h3><table class=\"grid\"><tr><th>profile \\ load</th>", esc(&g.probe));
+        for l in &g.loads {
+            let _ = write!(o, "<th>{}</th>", esc(l));
+        }
+        o.push_str("</tr>\n");
+        for (i, p) in g.profiles.iter().enumerate() {
+            let _ = write!(o, "<tr><th>{}</th>", esc(p));
+            for cell in &g.cells[i] {
+                match cell {
+                    Some((max, p999, n)) => {
+                        // shade by log(max) between the best and the worst cell
+                        let span = (top.ln() - bottom.ln()).max(1e-9);
+                        let f = if top > bottom { (((*max).max(1) as f64).ln() - bottom.ln()) / span } else { 1.0 };
+                        let light = (95.0 - 35.0 * f.clamp(0.0, 1.0)).round();
+                        let _ = write!(o, "<td class=\"grid\" style=\"background: hsl(0, 70%, {light}%)\" title=\"{n} case(s)\">{} / {}</td>", us_1(*max), us(*p999));
+                    }
+                    None => o.push_str("<td class=\"grid\">-</td>"),
+                }
+            }
+            o.push_str("</tr>\n");
+        }
+        o.push_str("</table>\n");
+    }
+    o
+}
+
+fn sweeps_html(run: &Run) -> String {
+    let mut o = String::new();
+    let sw = sweeps(run);
+    if sw.is_empty() {
+        return o;
+    }
+    o.push_str("<h2>Sweeps</h2><div class=\"plots\">");
+    for s in sw {
+        let pick = |f: fn(&rtlab_core::stats::Summary) -> Option<i64>| -> Vec<(f64, f64)> { s.points.iter().filter_map(|(x, c)| headline(c).and_then(|h| f(&h.stats)).map(|v| (*x, v as f64 / 1e3))).collect() };
+        let series = vec![("p50".to_string(), pick(|t| t.p50_ns)), ("p99".to_string(), pick(|t| t.p99_ns)), ("max".to_string(), pick(|t| t.max_ns))];
+        let xlabel = if s.axis == "payload" { "payload (bytes)" } else { "rate (Hz)" };
+        o.push_str(&svg::lines(&format!("latency vs {}: {}", s.axis, s.label), xlabel, "latency (us, log)", &series));
+    }
+    o.push_str("</div>\n");
+    o
+}
+
+fn case_html(run: &Run, c: &CaseRecord) -> String {
+    let mut o = String::new();
+    let (st, why) = status(c);
+    let _ = writeln!(o, "<div class=\"case\" id=\"run{}-case{}\"><h3>Case {}: {} <span class=\"status-{st}\">[{st}]</span></h3>", run.id, c.index, c.index, esc(&c.name));
+    let _ = writeln!(
+        o,
+        "<p>probe <b>{}</b> · load <b>{}</b> · profile <b>{}</b> · {} · repetition {} · started {} · {:.1} s</p>",
+        esc(&c.probe),
+        esc(&c.load),
+        esc(&c.profile),
+        esc(&if c.params.is_empty() { "no params".into() } else { params_text(c) }),
+        c.repetition,
+        esc(&c.started_at),
+        c.duration_ns as f64 / 1e9
+    );
+    if !why.is_empty() {
+        let _ = writeln!(o, "<p class=\"err\">{}: {}</p>", if st == "skipped" { "skipped" } else { "error" }, esc(why));
+    }
+    let Some(d) = &c.document else {
+        o.push_str("<p>Nothing was measured in this case.</p></div>\n");
+        return o;
+    };
+    let diff = env_diff(&run.info.environment, &d.environment);
+    if diff.is_empty() {
+        let _ = writeln!(o, "<p class=\"env\">Environment: as the run's ({})</p>", esc(&machine_line(&d.environment)));
+    } else {
+        let _ = writeln!(o, "<p class=\"env\">Environment: as the run's except {}</p>", esc(&diff.iter().map(|(k, a, b)| format!("{k}: {a} -> {b}")).collect::<Vec<_>>().join(", ")));
+    }
+    if d.warnings.is_empty() {
+        o.push_str("<p class=\"warn\">Warnings: none</p>\n");
+    } else {
+        o.push_str("<ul class=\"warn\">");
+        for w in &d.warnings {
+            let _ = write!(o, "<li><b>{}</b>: {}</li>", esc(&w.code), esc(&w.message));
+        }
+        o.push_str("</ul>\n");
+    }
+    if let Some(h) = headline(c) {
+        o.push_str("<div class=\"plots\">");
+        o.push_str(&svg::histogram(&format!("{}: {} histogram", h.name, h.metric), &h.histogram, Some(h.deadline_ns)));
+        o.push_str(&svg::max_over_time(&format!("{}: max over time", h.name), &h.windows, Some(h.deadline_ns)));
+        let prim = primary_streams(c);
+        if prim.len() > 1 {
+            let cats: Vec<String> = prim.iter().map(|s| s.name.clone()).collect();
+            let ser = |f: fn(&rtlab_core::stats::Summary) -> Option<i64>| prim.iter().map(|s| f(&s.stats).map(|v| v as f64 / 1e3)).collect::<Vec<_>>();
+            let series = vec![("p50".to_string(), ser(|t| t.p50_ns)), ("p99".to_string(), ser(|t| t.p99_ns)), ("max".to_string(), ser(|t| t.max_ns))];
+            let what = if c.probe == "pubsub" { "per subscriber" } else { "per stream" };
+            o.push_str(&svg::bars(&format!("fairness {what} ({})", h.metric), "latency (us, log)", &cats, &series));
+        }
+        o.push_str("</div>\n");
+    }
+    if c.spike_evidence.is_some() {
+        o.push_str("<p class=\"env\">Spike evidence is stored with this case (see <code>rtlab export --format json</code>).</p>\n");
+    }
+    o.push_str("</div>\n");
+    o
+}
+
+/// The whole report as one HTML document.
+pub fn render_html(runs: &[Run]) -> String {
+    let mut o = String::new();
+    let title = runs.iter().map(|r| format!("run {} ({})", r.id, r.info.scenario)).collect::<Vec<_>>().join(", ");
+    let _ = write!(o, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>rtlab report: {}</title><style>{CSS}</style></head><body>\n", esc(&title));
+    let _ = writeln!(o, "<h1>rtlab report: {}</h1>", esc(&title));
+    for run in runs {
+        let i = &run.info;
+        let _ = writeln!(o, "<section class=\"run\" id=\"run{}\"><h2>Run {}: {} ({})</h2>", run.id, run.id, esc(&i.scenario), esc(&i.source));
+        let _ = writeln!(
+            o,
+            "<table class=\"runinfo\"><tr><th>status</th><td>{}</td></tr><tr><th>started</th><td>{}</td></tr><tr><th>finished</th><td>{}</td></tr><tr><th>rtlab</th><td>{}</td></tr><tr><th>scale</th><td>{}</td></tr><tr><th>command</th><td><code>{}</code></td></tr><tr><th>machine</th><td>{}</td></tr><tr><th>kernel command line</th><td><code>{}</code></td></tr></table>",
+            run.status.name(),
+            esc(&i.started_at),
+            esc(run.finished_at.as_deref().unwrap_or("-")),
+            esc(&i.tool_version),
+            i.scale,
+            esc(&i.command_line.join(" ")),
+            esc(&machine_line(&i.environment)),
+            esc(&i.environment.cmdline)
+        );
+        let _ = writeln!(o, "<h2>Cases ({})</h2>", run.cases.len());
+        o.push_str(&studies_table(run));
+        o.push_str("<h2>Percentiles</h2>");
+        o.push_str(&percentile_table(run));
+        let g = grid_html(run);
+        if !g.is_empty() {
+            o.push_str("<h2>Profiles and loads</h2>");
+            o.push_str(&g);
+        }
+        o.push_str(&sweeps_html(run));
+        o.push_str("<h2>Case by case</h2>\n");
+        for c in &run.cases {
+            o.push_str(&case_html(run, c));
+        }
+        o.push_str("</section>\n");
+    }
+    o.push_str("</body></html>\n");
+    o
+}

@@ -1,0 +1,161 @@
+//! The terminal report: per run, the studies' table (Min / Avg / Max / Missed / Packet loss
+//! per case, the published figures beside), then per case its percentile table, its
+//! warnings, what differed in its environment, and the error or reason of a failed or
+//! skipped case.
+//!
+//! Contract: plain text (ANSI emphasis only when `color`), deterministic for a given run
+//! (snapshot-tested); every case of the run appears.
+
+use crate::model::{headline, lost_of, missed_of, params_text, status};
+use rtlab_core::render::{stats_table, Row};
+use rtlab_core::run::{CaseRecord, Published, Run};
+use rtlab_core::schema::Environment;
+use rtlab_core::units::us_1;
+use std::fmt::Write as _;
+
+fn us(v: Option<i64>) -> String {
+    v.map(us_1).unwrap_or_else(|| "-".into())
+}
+
+fn usf(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into())
+}
+
+/// Align a table: the first two columns left, the others right, two spaces apart.
+pub fn align(rows: &[Vec<String>]) -> String {
+    align_left(rows, &[0, 1])
+}
+
+/// Align a table: the columns in `left` left-aligned, the others right, two spaces apart.
+pub fn align_left(rows: &[Vec<String>], left: &[usize]) -> String {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..n).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|v| v.chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (c, v) in r.iter().enumerate() {
+            let pad = widths[c] - v.chars().count();
+            if c > 0 {
+                line.push_str("  ");
+            }
+            if left.contains(&c) {
+                let _ = write!(line, "{v}{}", " ".repeat(pad));
+            } else {
+                let _ = write!(line, "{}{v}", " ".repeat(pad));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The published figures as a table row (same columns as a measured row).
+pub fn published_row(p: &Published) -> Vec<String> {
+    let of = |x: Option<u64>| x.map(|v| match p.of { Some(n) => format!("{v}/{n}"), None => v.to_string() }).unwrap_or_else(|| "-".into());
+    vec![String::new(), format!("  published: {}", p.label), "published".into(), usf(p.min_us), usf(p.avg_us), usf(p.max_us), of(p.missed), of(p.lost)]
+}
+
+/// One studies-table row of a case: index, name, status, min, avg, max, missed x/N, lost x/N.
+pub fn case_row(c: &CaseRecord) -> Vec<String> {
+    let (st, _) = status(c);
+    match headline(c) {
+        Some(s) => vec![c.index.to_string(), c.name.clone(), st.into(), us(s.stats.min_ns), us(s.stats.mean_ns), us(s.stats.max_ns), missed_of(s), lost_of(s)],
+        None => vec![c.index.to_string(), c.name.clone(), st.into(), "-".into(), "-".into(), "-".into(), "-".into(), "-".into()],
+    }
+}
+
+/// The studies' table of a run.
+pub fn studies_table(run: &Run) -> String {
+    let mut rows = vec![["#", "case", "status", "min", "avg", "max", "missed", "lost"].map(String::from).to_vec()];
+    for c in &run.cases {
+        rows.push(case_row(c));
+        if let Some(p) = &c.published {
+            rows.push(published_row(p));
+        }
+    }
+    let mut out = align_left(&rows, &[0, 1, 2]);
+    let mut sources: Vec<&str> = Vec::new();
+    for p in run.cases.iter().filter_map(|c| c.published.as_ref()) {
+        if !sources.contains(&p.source.as_str()) {
+            sources.push(&p.source);
+        }
+    }
+    for s in sources {
+        let _ = writeln!(out, "published figures: {s}");
+    }
+    out.push_str("(us; the case's `all` stream, else its first stream; missed = samples above the deadline / samples; lost = lost / (samples + lost))\n");
+    out
+}
+
+/// Environment fields whose value differs between `a` (the run's) and `b` (the case's).
+pub fn env_diff(a: &Environment, b: &Environment) -> Vec<(String, String, String)> {
+    let (Ok(serde_json::Value::Object(va)), Ok(serde_json::Value::Object(vb))) = (serde_json::to_value(a), serde_json::to_value(b)) else { return Vec::new() };
+    let mut out = Vec::new();
+    for (k, x) in &vb {
+        let y = va.get(k).cloned().unwrap_or(serde_json::Value::Null);
+        if &y != x {
+            out.push((k.clone(), y.to_string(), x.to_string()));
+        }
+    }
+    out
+}
+
+/// One line describing the machine.
+pub fn machine_line(e: &Environment) -> String {
+    format!(
+        "{} · kernel {} · preemption {}{} · PREEMPT_RT {} · HZ {} · {} · CPUs {} · {}",
+        e.hostname,
+        e.kernel_release,
+        e.preemption_model,
+        if e.preempt_dynamic { " (dynamic)" } else { "" },
+        if e.preempt_rt { "yes" } else { "no" },
+        e.hz.map(|h| h.to_string()).unwrap_or_else(|| "?".into()),
+        e.virtualization.as_deref().unwrap_or("bare metal"),
+        e.cpus_online,
+        e.cpu_model
+    )
+}
+
+/// The terminal report of the runs.
+pub fn render_terminal(runs: &[Run], color: bool) -> String {
+    let mut out = String::new();
+    for run in runs {
+        let i = &run.info;
+        let _ = writeln!(out, "Run {} · {} ({}) · {} · started {}{}", run.id, i.scenario, i.source, run.status.name(), i.started_at, run.finished_at.as_deref().map(|f| format!(" · finished {f}")).unwrap_or_default());
+        let _ = writeln!(out, "Machine: {}", machine_line(&i.environment));
+        let _ = writeln!(out, "rtlab {} · scale {} · {}", i.tool_version, i.scale, i.command_line.join(" "));
+        let _ = writeln!(out, "\nCases ({})", run.cases.len());
+        out.push_str(&studies_table(run));
+        for c in &run.cases {
+            let (st, why) = status(c);
+            let _ = writeln!(out, "\n== Case {}: {} [{st}]", c.index, c.name);
+            let _ = writeln!(out, "probe {} · load {} · profile {} · {} · repetition {}", c.probe, c.load, c.profile, if c.params.is_empty() { "no params".into() } else { params_text(c) }, c.repetition);
+            if !why.is_empty() {
+                let _ = writeln!(out, "{}: {why}", if st == "skipped" { "reason" } else { "error" });
+            }
+            let Some(d) = &c.document else {
+                let _ = writeln!(out, "(nothing measured)");
+                continue;
+            };
+            let rows: Vec<Row<'_>> = d.streams.iter().map(|s| Row { label: format!("{} ({})", s.name, s.metric), summary: &s.stats }).collect();
+            out.push_str(&stats_table(&rows, color));
+            let diff = env_diff(&i.environment, &d.environment);
+            if diff.is_empty() {
+                let _ = writeln!(out, "environment: as the run's");
+            } else {
+                let _ = writeln!(out, "environment: as the run's except {}", diff.iter().map(|(k, a, b)| format!("{k} {a} -> {b}")).collect::<Vec<_>>().join(", "));
+            }
+            if d.warnings.is_empty() {
+                let _ = writeln!(out, "warnings: none");
+            } else {
+                let _ = writeln!(out, "warnings:");
+                for w in &d.warnings {
+                    let _ = writeln!(out, "  - {}: {}", w.code, w.message);
+                }
+            }
+        }
+        out.push('\n');
+    }
+    out
+}

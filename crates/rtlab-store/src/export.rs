@@ -1,0 +1,143 @@
+//! Export of stored runs: JSON (the [`Run`] as one document) and CSV in long format
+//! (pandas-friendly: one header line, one observation per row, empty cell = no value).
+//!
+//! Contract: pure functions from a [`Run`] to text; every case appears, failed and skipped
+//! ones too (with their status and error, and empty statistics).
+//! - `stats`: one row per run / case / stream with the result-schema statistics columns;
+//!   a case without streams gets one row with an empty `stream`.
+//! - `histogram`: one row per histogram bucket (`low_ns <= v <= high_ns`, `count`).
+//! - `windows`: one row per max-over-time window (`start_ns = window * width_ns`).
+//!
+//! The matrix parameters of the cases become `param_<key>` columns (the union over the runs).
+
+use rtlab_core::run::{CaseRecord, CaseStatus, Run};
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+/// What a CSV export holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CsvWhat {
+    Stats,
+    Histogram,
+    Windows,
+}
+
+/// The runs as one JSON document: a single run as an object, several as an array.
+pub fn to_json(runs: &[Run]) -> String {
+    let mut s = if runs.len() == 1 { serde_json::to_string_pretty(&runs[0]) } else { serde_json::to_string_pretty(runs) }.expect("plain serde data serializes");
+    s.push('\n');
+    s
+}
+
+/// Quote a CSV field when it needs it (RFC 4180).
+fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// `ok`, `failed`, `skipped`, `interrupted` and the error or reason.
+pub fn status_of(c: &CaseRecord) -> (&'static str, &str) {
+    match &c.status {
+        CaseStatus::Ok => ("ok", ""),
+        CaseStatus::Failed { error } => ("failed", error),
+        CaseStatus::Skipped { reason } => ("skipped", reason),
+        CaseStatus::Interrupted => ("interrupted", ""),
+    }
+}
+
+const STATS_COLS: [&str; 21] = [
+    "metric", "deadline_ns", "count", "min_ns", "mean_ns", "stddev_ns", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "p99_99_ns", "max_ns", "max_index", "max_at_ns", "missed", "overruns", "lost", "late", "duplicates",
+    "out_of_order", "malformed",
+];
+
+/// The runs as CSV (see the module doc for the columns).
+pub fn to_csv(runs: &[Run], what: CsvWhat) -> String {
+    let keys: BTreeSet<&str> = runs.iter().flat_map(|r| r.cases.iter().flat_map(|c| c.params.keys().map(String::as_str))).collect();
+    let mut out = String::new();
+    let mut head = vec!["run_id", "scenario", "case_index", "case", "probe", "load", "profile", "repetition", "status", "error"].into_iter().map(String::from).collect::<Vec<_>>();
+    head.extend(keys.iter().map(|k| format!("param_{k}")));
+    head.push("stream".into());
+    match what {
+        CsvWhat::Stats => head.extend(STATS_COLS.iter().map(|s| s.to_string())),
+        CsvWhat::Histogram => head.extend(["low_ns", "high_ns", "count"].map(String::from)),
+        CsvWhat::Windows => head.extend(["window", "start_ns", "width_ns", "max_ns", "count"].map(String::from)),
+    }
+    out.push_str(&head.iter().map(|h| field(h)).collect::<Vec<_>>().join(","));
+    out.push('\n');
+    for r in runs {
+        for c in &r.cases {
+            let (status, error) = status_of(c);
+            let mut pre = vec![r.id.to_string(), r.info.scenario.clone(), c.index.to_string(), c.name.clone(), c.probe.clone(), c.load.clone(), c.profile.clone(), c.repetition.to_string(), status.into(), error.into()];
+            pre.extend(keys.iter().map(|k| c.params.get(*k).cloned().unwrap_or_default()));
+            let prefix = pre.iter().map(|s| field(s)).collect::<Vec<_>>().join(",");
+            let streams = c.document.as_ref().map(|d| d.streams.as_slice()).unwrap_or(&[]);
+            if streams.is_empty() && what == CsvWhat::Stats {
+                let _ = writeln!(out, "{prefix},{}", ",".repeat(STATS_COLS.len()));
+                continue;
+            }
+            for s in streams {
+                let name = field(&s.name);
+                match what {
+                    CsvWhat::Stats => {
+                        let t = &s.stats;
+                        let cols = [
+                            field(&s.metric),
+                            s.deadline_ns.to_string(),
+                            t.count.to_string(),
+                            opt(t.min_ns),
+                            opt(t.mean_ns),
+                            opt(t.stddev_ns),
+                            opt(t.p50_ns),
+                            opt(t.p90_ns),
+                            opt(t.p99_ns),
+                            opt(t.p99_9_ns),
+                            opt(t.p99_99_ns),
+                            opt(t.max_ns),
+                            opt(t.max_index),
+                            opt(t.max_at_ns),
+                            opt(t.missed),
+                            opt(t.overruns),
+                            opt(t.lost),
+                            opt(t.late),
+                            opt(t.duplicates),
+                            opt(t.out_of_order),
+                            opt(t.malformed),
+                        ];
+                        let _ = writeln!(out, "{prefix},{name},{}", cols.join(","));
+                    }
+                    CsvWhat::Histogram => {
+                        for b in &s.histogram.buckets {
+                            let _ = writeln!(out, "{prefix},{name},{},{},{}", b.low_ns, b.high_ns, b.count);
+                        }
+                    }
+                    CsvWhat::Windows => {
+                        let w = &s.windows;
+                        for (i, m) in w.max_ns.iter().enumerate() {
+                            let _ = writeln!(out, "{prefix},{name},{i},{},{},{},{}", i as i64 * w.width_ns, w.width_ns, opt(*m), w.count.get(i).copied().unwrap_or(0));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_quoted_when_needed() {
+        assert_eq!(field("a,b"), "\"a,b\"");
+        assert_eq!(field("say \"x\""), "\"say \"\"x\"\"\"");
+        assert_eq!(field("plain"), "plain");
+    }
+}

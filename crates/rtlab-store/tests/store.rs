@@ -1,0 +1,177 @@
+//! The store against real result documents: exact round trip, crash safety, schema
+//! versioning, raw samples, queryable statistics and the CSV/JSON export.
+
+#[path = "../../rtlab-report/tests/fixture/mod.rs"]
+mod fixture;
+
+use rtlab_core::run::{RunStatus, Run};
+use rtlab_store::export::{to_csv, to_json, CsvWhat};
+use rtlab_store::{Store, StoreError};
+
+fn stored(dir: &tempfile::TempDir, run: &Run) -> (Store, i64) {
+    let mut s = Store::open(dir.path().join("results/rtlab.db")).unwrap();
+    let id = s.begin_run(&run.info).unwrap();
+    for c in &run.cases {
+        s.add_case(id, c).unwrap();
+    }
+    s.finish_run(id, RunStatus::Complete).unwrap();
+    (s, id)
+}
+
+#[test]
+fn a_run_round_trips_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = fixture::run();
+    let (s, id) = stored(&dir, &run);
+    let back = s.load_run(id).unwrap();
+    assert_eq!(back.info, run.info);
+    assert_eq!(back.status, RunStatus::Complete);
+    assert!(back.finished_at.is_some());
+    assert_eq!(back.cases.len(), run.cases.len());
+    for (a, b) in back.cases.iter().zip(&run.cases) {
+        assert_eq!(a, b, "case {} differs after the round trip", b.name);
+    }
+    assert_eq!(s.latest_run().unwrap(), id);
+    let list = s.runs().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!((list[0].cases, list[0].failed), (9, 1));
+    assert_eq!(list[0].hostname, run.info.environment.hostname);
+}
+
+#[test]
+fn finished_cases_survive_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = fixture::run();
+    let path = dir.path().join("r.db");
+    {
+        let mut s = Store::open(&path).unwrap();
+        let id = s.begin_run(&run.info).unwrap();
+        s.add_case(id, &run.cases[0]).unwrap();
+        s.add_case(id, &run.cases[1]).unwrap();
+        // dropped without finish_run: as after a crash
+    }
+    let s = Store::open_existing(&path).unwrap();
+    let back = s.load_run(s.latest_run().unwrap()).unwrap();
+    assert_eq!(back.status, RunStatus::Running);
+    assert_eq!(back.cases, run.cases[..2].to_vec());
+}
+
+#[test]
+fn a_store_from_a_newer_schema_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.db");
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch("CREATE TABLE future (x); PRAGMA user_version = 99;").unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+    match Store::open(&path) {
+        Err(e @ StoreError::NewerSchema { found: 99, .. }) => {
+            let msg = e.to_string();
+            assert!(msg.contains("new.db") && msg.contains("99") && !msg.contains('\n'), "{msg}");
+        }
+        other => panic!("expected NewerSchema, got {:?}", other.map(|_| ())),
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before, "the file was changed");
+}
+
+#[test]
+fn bad_files_and_ids_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.db");
+    std::fs::write(&junk, "this is not a database, it is a text file of some length........").unwrap();
+    let e = Store::open(&junk).err().expect("junk refused").to_string();
+    assert!(e.contains("junk.db"), "{e}");
+    assert!(matches!(Store::open_existing(dir.path().join("none.db")), Err(StoreError::Missing { .. })));
+    let (mut s, id) = stored(&dir, &fixture::run());
+    assert!(matches!(s.load_run(id + 41), Err(StoreError::UnknownRun { .. })));
+    let dup = s.add_case(id, &fixture::run().cases[0]);
+    assert!(matches!(dup, Err(StoreError::DuplicateCase { .. })), "{:?}", dup.err());
+    let empty = Store::open(dir.path().join("empty.db")).unwrap();
+    assert!(matches!(empty.latest_run(), Err(StoreError::Empty { .. })));
+    assert_eq!(empty.file_schema_version().unwrap(), rtlab_store::schema_version());
+}
+
+#[test]
+fn statistics_are_queryable_with_sql() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = fixture::run();
+    let (s, _) = stored(&dir, &run);
+    drop(s);
+    let c = rusqlite::Connection::open(dir.path().join("results/rtlab.db")).unwrap();
+    let want = run.cases[4].document.as_ref().unwrap().streams[0].stats.p99_9_ns;
+    let got: Option<i64> = c
+        .query_row("SELECT s.p99_9_ns FROM statistics s JOIN cases c ON c.id = s.case_id WHERE c.load = 'cpu' AND c.profile = 'no-rt' AND s.stream = 'thread0'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(got, want);
+    let buckets: i64 = c.query_row("SELECT COUNT(*) FROM histogram_buckets", [], |r| r.get(0)).unwrap();
+    let want_buckets: usize = run.cases.iter().filter_map(|c| c.document.as_ref()).flat_map(|d| &d.streams).map(|s| s.histogram.buckets.len()).sum();
+    assert_eq!(buckets as usize, want_buckets);
+}
+
+#[test]
+fn raw_samples_are_imported_when_the_file_is_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = fixture::run();
+    let mut d = fixture::doc("timer-raw.json");
+    let raw = fixture::data_dir().join("timer-raw.csv");
+    for s in d.streams.iter_mut().filter(|s| s.raw_file.is_some()) {
+        s.raw_file = Some(raw.display().to_string());
+    }
+    run.cases.truncate(1);
+    run.cases[0].document = Some(d);
+    let (s, id) = stored(&dir, &run);
+    let text = std::fs::read_to_string(&raw).unwrap();
+    let want: Vec<(u64, i64, i64)> = text
+        .lines()
+        .skip(1)
+        .filter(|l| l.starts_with("thread0,"))
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[1].parse().unwrap(), f[2].parse().unwrap(), f[3].parse().unwrap())
+        })
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(s.raw_samples(id, &run.cases[0].name, "thread0").unwrap(), want);
+    assert_eq!(s.load_run(id).unwrap().cases, run.cases);
+}
+
+#[test]
+fn csv_export_has_every_case_and_stream() {
+    let run = fixture::run();
+    let csv = to_csv(std::slice::from_ref(&run), CsvWhat::Stats);
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    for col in ["run_id", "case", "status", "param_interval", "param_payload", "stream", "p99_9_ns", "missed", "lost"] {
+        assert!(head.contains(&col), "{col} missing from {head:?}");
+    }
+    let streams: usize = run.cases.iter().map(|c| c.document.as_ref().map_or(1, |d| d.streams.len())).sum();
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), streams);
+    for r in &rows {
+        assert_eq!(csv_fields(r), head.len(), "ragged row {r}");
+    }
+    assert!(rows.iter().any(|r| r.contains(",failed,synthetic failure")));
+    let hist = to_csv(std::slice::from_ref(&run), CsvWhat::Histogram);
+    let buckets: usize = run.cases.iter().filter_map(|c| c.document.as_ref()).flat_map(|d| &d.streams).map(|s| s.histogram.buckets.len()).sum();
+    assert_eq!(hist.lines().count(), buckets + 1);
+    let win = to_csv(std::slice::from_ref(&run), CsvWhat::Windows);
+    let windows: usize = run.cases.iter().filter_map(|c| c.document.as_ref()).flat_map(|d| &d.streams).map(|s| s.windows.max_ns.len()).sum();
+    assert_eq!(win.lines().count(), windows + 1);
+    let back: Run = serde_json::from_str(&to_json(std::slice::from_ref(&run))).unwrap();
+    assert_eq!(back, run);
+}
+
+/// Number of fields of a CSV line (RFC 4180 quotes).
+fn csv_fields(line: &str) -> usize {
+    let mut n = 1;
+    let mut quoted = false;
+    for ch in line.chars() {
+        match ch {
+            '"' => quoted = !quoted,
+            ',' if !quoted => n += 1,
+            _ => {}
+        }
+    }
+    n
+}

@@ -17,6 +17,11 @@ pub enum Warn {
     CpuDmaLatencyUnavailable { why: String },
     Interrupted,
     RawSamplesDropped { dropped: u64 },
+    UdpForeignDatagrams { count: u64 },
+    UdpBusyPollInactive,
+    UdpFragmented { payload: usize },
+    UdpPacketLoss { lost: u64, sent: u64 },
+    UdpSenderLate { overruns: u64, max_late_ns: i64 },
 }
 
 impl Warn {
@@ -33,6 +38,11 @@ impl Warn {
             Warn::CpuDmaLatencyUnavailable { .. } => "cpu-dma-latency-unavailable",
             Warn::Interrupted => "interrupted",
             Warn::RawSamplesDropped { .. } => "raw-samples-dropped",
+            Warn::UdpForeignDatagrams { .. } => "udp-foreign-datagrams",
+            Warn::UdpBusyPollInactive => "udp-busy-poll-inactive",
+            Warn::UdpFragmented { .. } => "udp-fragmented",
+            Warn::UdpPacketLoss { .. } => "udp-packet-loss",
+            Warn::UdpSenderLate { .. } => "udp-sender-late",
         }
     }
 
@@ -60,6 +70,20 @@ impl Warn {
             Warn::Interrupted => "the run was interrupted: the figures cover only what was measured before the stop".to_string(),
             Warn::RawSamplesDropped { dropped } => format!(
                 "{dropped} raw samples did not reach the raw file (the writer fell behind); the statistics still include them"
+            ),
+            Warn::UdpForeignDatagrams { count } => format!(
+                "{count} datagrams that were not replies of this run arrived (malformed, another run id, or not what was sent): is another client using the reflector?"
+            ),
+            Warn::UdpBusyPollInactive => "SO_BUSY_POLL is set but net.core.busy_poll is 0, so poll(2) does not busy-poll: set sysctl net.core.busy_poll=50 (and use a NIC with NAPI)".to_string(),
+            Warn::UdpFragmented { payload } => format!(
+                "a {payload}-byte payload does not fit a 1500-byte MTU (1472 B over IPv4): every datagram travels as IP fragments, and losing one loses the datagram (S3)"
+            ),
+            Warn::UdpPacketLoss { lost, sent } => format!(
+                "{lost} of {sent} requests got no reply within the loss timeout: see the reflector's report for the forward path"
+            ),
+            Warn::UdpSenderLate { overruns, max_late_ns } => format!(
+                "{overruns} send slots were skipped, the sender was up to {} us late (stream ping.send_lateness): it was preempted, or blocked in send() on a full socket buffer because a queue ahead holds the probe's packets; try --sndbuf, --policy fifo, a priority path",
+                max_late_ns / 1_000
             ),
         }
     }

@@ -4,3 +4,5 @@
 pub mod clock;
 pub mod timer;
 pub mod timer_run;
+pub mod udp;
+pub mod netns;

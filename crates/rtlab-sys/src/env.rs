@@ -82,7 +82,7 @@ pub fn virtualization(root: &Path) -> Option<String> {
     let cpuinfo = read(root, "proc/cpuinfo").unwrap_or_default();
     let hypervisor_flag = cpuinfo.lines().any(|l| l.starts_with("flags") && l.split_whitespace().any(|w| w == "hypervisor"));
     // kvm-clock offered as a clocksource, or the haltpoll idle driver, exist only in KVM guests
-    if vendor.contains("qemu") || product.contains("kvm") || available.split_whitespace().any(|c| c == "kvm-clock") || idle == "haltpoll" {
+    if vendor.contains("qemu") || product.contains("kvm") || clocksource == "kvm-clock" || available.split_whitespace().any(|c| c == "kvm-clock") || idle == "haltpoll" {
         Some("kvm".into())
     } else if hv == "xen" || clocksource == "xen" {
         Some("xen".into())

@@ -1,1 +1,280 @@
-//! Socket options for the UDP probe (placeholder until the UDP issue lands).
+//! Sockets for the UDP probe: socket options (SO_PRIORITY, IP_TOS / IPV6_TCLASS,
+//! SO_BUSY_POLL, SO_RCVBUF / SO_SNDBUF), an absolute CLOCK_MONOTONIC timerfd and a
+//! poll(2) on a socket and that timer, sockets created inside a network namespace, and
+//! random run ids.
+//!
+//! Contract: the functions used in a hot loop ([`AbsTimer::arm`], [`wait2`], [`recv_dontwait`])
+//! never allocate. Every failure carries the option or path and the value it concerns;
+//! EPERM names the capability that is missing. [`socket_in_netns`] switches only a
+//! short-lived helper thread into the namespace, never the calling thread, so nothing
+//! has to be put back. (socket(7), ip(7), ipv6(7), timerfd_create(2), poll(2), setns(2))
+
+use crate::SysError;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: i32, what: &str) -> Result<(), SysError> {
+    let v: libc::c_int = value;
+    // SAFETY: v is a live c_int and its size is passed; fd is owned by the caller.
+    let rc = unsafe {
+        libc::setsockopt(fd, level, name, &v as *const libc::c_int as *const libc::c_void, std::mem::size_of::<libc::c_int>() as libc::socklen_t)
+    };
+    if rc != 0 {
+        let e = errno();
+        let what = if e == libc::EPERM { format!("{what} (needs CAP_NET_ADMIN: run as root)") } else { what.to_string() };
+        return Err(SysError::os(what, e));
+    }
+    Ok(())
+}
+
+fn get_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> Option<i32> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: v and len are live and sized for a c_int.
+    let rc = unsafe { libc::getsockopt(fd, level, name, &mut v as *mut libc::c_int as *mut libc::c_void, &mut len) };
+    (rc == 0).then_some(v)
+}
+
+/// SO_PRIORITY: the skb priority of what the socket sends (qdisc band / class, VLAN PCP).
+/// Values above 6 need CAP_NET_ADMIN.
+pub fn set_priority(fd: RawFd, priority: i32) -> Result<(), SysError> {
+    set_int(fd, libc::SOL_SOCKET, libc::SO_PRIORITY, priority, &format!("SO_PRIORITY {priority}"))
+}
+
+/// The socket's SO_PRIORITY now.
+pub fn priority(fd: RawFd) -> Option<i32> {
+    get_int(fd, libc::SOL_SOCKET, libc::SO_PRIORITY)
+}
+
+/// IP_TOS (IPv4) or IPV6_TCLASS (IPv6): the TOS / traffic class byte of sent packets.
+/// On IPv4 the kernel also derives SO_PRIORITY from it (ip(7)).
+pub fn set_tos(fd: RawFd, ipv6: bool, tos: u8) -> Result<(), SysError> {
+    if ipv6 {
+        set_int(fd, libc::IPPROTO_IPV6, libc::IPV6_TCLASS, tos as i32, &format!("IPV6_TCLASS {tos:#04x}"))
+    } else {
+        set_int(fd, libc::IPPROTO_IP, libc::IP_TOS, tos as i32, &format!("IP_TOS {tos:#04x}"))
+    }
+}
+
+/// The socket's TOS / traffic class now.
+pub fn tos(fd: RawFd, ipv6: bool) -> Option<i32> {
+    if ipv6 {
+        get_int(fd, libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
+    } else {
+        get_int(fd, libc::IPPROTO_IP, libc::IP_TOS)
+    }
+}
+
+/// SO_BUSY_POLL: busy-poll the device queue for up to `us` microseconds on a blocking
+/// receive (raising it needs CAP_NET_ADMIN).
+pub fn set_busy_poll(fd: RawFd, us: u32) -> Result<(), SysError> {
+    set_int(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, us.min(i32::MAX as u32) as i32, &format!("SO_BUSY_POLL {us}"))
+}
+
+/// The socket's SO_BUSY_POLL now (us).
+pub fn busy_poll(fd: RawFd) -> Option<i32> {
+    get_int(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL)
+}
+
+/// Which socket buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Buffer {
+    Receive,
+    Send,
+}
+
+/// Set a socket buffer size. The plain option is capped by net.core.{r,w}mem_max; as
+/// root the FORCE variant is tried first so that the size asked for is the size given.
+/// Returns the size the kernel reports afterwards (it doubles the value for bookkeeping).
+pub fn set_buffer(fd: RawFd, which: Buffer, bytes: u32) -> Result<i32, SysError> {
+    let (plain, force, name) = match which {
+        Buffer::Receive => (libc::SO_RCVBUF, libc::SO_RCVBUFFORCE, "SO_RCVBUF"),
+        Buffer::Send => (libc::SO_SNDBUF, libc::SO_SNDBUFFORCE, "SO_SNDBUF"),
+    };
+    let v = bytes.min(i32::MAX as u32) as i32;
+    if set_int(fd, libc::SOL_SOCKET, force, v, "").is_err() {
+        set_int(fd, libc::SOL_SOCKET, plain, v, &format!("{name} {bytes}"))?;
+    }
+    Ok(buffer(fd, which).unwrap_or(-1))
+}
+
+/// A socket buffer size as the kernel reports it.
+pub fn buffer(fd: RawFd, which: Buffer) -> Option<i32> {
+    get_int(fd, libc::SOL_SOCKET, if which == Buffer::Receive { libc::SO_RCVBUF } else { libc::SO_SNDBUF })
+}
+
+/// Receive one datagram without blocking (MSG_DONTWAIT). Ok(None): nothing queued.
+/// Errors queued on the socket (ECONNREFUSED after an ICMP port unreachable) come back as Err.
+#[inline]
+pub fn recv_dontwait(fd: RawFd, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
+    // SAFETY: buf is a live, writable slice of the length passed.
+    let n = unsafe { libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), libc::MSG_DONTWAIT) };
+    if n >= 0 {
+        return Ok(Some(n as usize));
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(None),
+        _ => Err(e),
+    }
+}
+
+/// A CLOCK_MONOTONIC timerfd armed at absolute times (TFD_TIMER_ABSTIME): it becomes
+/// readable exactly when the time is reached, with no timer slack (timerfd_create(2)).
+#[derive(Debug)]
+pub struct AbsTimer {
+    fd: OwnedFd,
+}
+
+impl AbsTimer {
+    pub fn new() -> Result<AbsTimer, SysError> {
+        // SAFETY: plain syscall; the returned fd is checked and owned below.
+        let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC | libc::TFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(SysError::os("timerfd_create(CLOCK_MONOTONIC)", errno()));
+        }
+        // SAFETY: fd is a fresh descriptor that nothing else owns.
+        Ok(AbsTimer { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+
+    /// Fire once at the absolute CLOCK_MONOTONIC time `t_ns` (a time already past fires at once).
+    #[inline]
+    pub fn arm(&self, t_ns: i64) {
+        let t = t_ns.max(1);
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: libc::timespec { tv_sec: t / 1_000_000_000, tv_nsec: t % 1_000_000_000 },
+        };
+        // SAFETY: spec is a valid itimerspec; the old value is not asked for.
+        unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
+    }
+
+    /// Consume an expiry so that the fd is no longer readable.
+    #[inline]
+    pub fn clear(&self) {
+        let mut n: u64 = 0;
+        // SAFETY: reads 8 bytes into a live u64; EAGAIN (not expired) is fine.
+        unsafe { libc::read(self.fd.as_raw_fd(), &mut n as *mut u64 as *mut libc::c_void, 8) };
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// What [`wait2`] saw ready.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ready {
+    pub a: bool,
+    pub b: bool,
+}
+
+/// Block until `a` or `b` is readable (or an error / hang-up is pending on it), or a
+/// signal arrives (then nothing is ready). `timeout_ms` < 0 waits forever.
+#[inline]
+pub fn wait2(a: RawFd, b: RawFd, timeout_ms: i32) -> Ready {
+    let mut fds = [
+        libc::pollfd { fd: a, events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd: b, events: libc::POLLIN, revents: 0 },
+    ];
+    // SAFETY: fds is a live array of two pollfd.
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) };
+    if rc <= 0 {
+        return Ready::default();
+    }
+    Ready { a: fds[0].revents != 0, b: fds[1].revents != 0 }
+}
+
+/// Run `f` on a helper thread that has entered the network namespace at `ns_path`
+/// (e.g. `/run/netns/NAME`); a socket created there stays in that namespace for its
+/// whole life, wherever it is used afterwards. The calling thread never changes namespace.
+pub fn socket_in_netns<T: Send + 'static>(ns_path: &str, f: impl FnOnce() -> T + Send + 'static) -> Result<T, SysError> {
+    let file = std::fs::File::open(ns_path).map_err(|e| SysError::Os { what: format!("opening network namespace {ns_path}"), source: e })?;
+    let path = ns_path.to_string();
+    let h = std::thread::spawn(move || -> Result<T, SysError> {
+        // SAFETY: file is an open namespace fd; setns changes only this helper thread,
+        // which ends right after `f`.
+        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        if rc != 0 {
+            let e = errno();
+            let what = if e == libc::EPERM { format!("entering network namespace {path} (needs CAP_SYS_ADMIN: run as root)") } else { format!("entering network namespace {path}") };
+            return Err(SysError::os(what, e));
+        }
+        Ok(f())
+    });
+    h.join().map_err(|_| SysError::Os { what: format!("helper thread in {ns_path}"), source: std::io::Error::other("panicked") })?
+}
+
+/// A random u64 from the kernel (getrandom(2)); falls back to time and pid if it fails.
+pub fn random_u64() -> u64 {
+    let mut v: u64 = 0;
+    // SAFETY: writes at most 8 bytes into a live u64.
+    let n = unsafe { libc::getrandom(&mut v as *mut u64 as *mut libc::c_void, 8, 0) };
+    if n == 8 {
+        return v;
+    }
+    let t = crate::clock::realtime_ns() as u64;
+    t ^ ((std::process::id() as u64) << 32) ^ 0x9e37_79b9_7f4a_7c15
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+
+    #[test]
+    fn options_are_set_and_read_back() {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let fd = s.as_raw_fd();
+        set_priority(fd, 5).unwrap();
+        assert_eq!(priority(fd), Some(5));
+        set_tos(fd, false, 0xb8).unwrap();
+        assert_eq!(tos(fd, false), Some(0xb8));
+        let got = set_buffer(fd, Buffer::Receive, 256 * 1024).unwrap();
+        assert!(got >= 4096, "{got}");
+        assert!(buffer(fd, Buffer::Send).unwrap() > 0);
+        // SO_PRIORITY above 6 without CAP_NET_ADMIN is refused; as root it is taken
+        if let Err(e) = set_priority(fd, 7) {
+            assert!(e.to_string().contains("CAP_NET_ADMIN"), "{e}");
+        }
+    }
+
+    #[test]
+    fn ipv6_traffic_class() {
+        let Ok(s) = UdpSocket::bind("[::1]:0") else { return }; // no IPv6 here
+        set_tos(s.as_raw_fd(), true, 0x10).unwrap();
+        assert_eq!(tos(s.as_raw_fd(), true), Some(0x10));
+    }
+
+    #[test]
+    fn timer_and_socket_wake_a_wait() {
+        let t = AbsTimer::new().unwrap();
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let now = crate::clock::monotonic_ns();
+        t.arm(now + 2_000_000);
+        let r = wait2(s.as_raw_fd(), t.fd(), 2_000);
+        assert_eq!(r, Ready { a: false, b: true });
+        assert!(crate::clock::monotonic_ns() >= now + 2_000_000);
+        t.clear();
+        s.send_to(b"hello", s.local_addr().unwrap()).unwrap();
+        let r = wait2(s.as_raw_fd(), t.fd(), 2_000);
+        assert!(r.a && !r.b);
+        let mut buf = [0u8; 16];
+        assert_eq!(recv_dontwait(s.as_raw_fd(), &mut buf).unwrap(), Some(5));
+        assert_eq!(recv_dontwait(s.as_raw_fd(), &mut buf).unwrap(), None);
+    }
+
+    #[test]
+    fn random_ids_differ() {
+        assert_ne!(random_u64(), random_u64());
+    }
+
+    #[test]
+    fn a_missing_namespace_is_named() {
+        let e = socket_in_netns("/run/netns/rtlab-no-such-ns", || ()).unwrap_err().to_string();
+        assert!(e.contains("rtlab-no-such-ns"), "{e}");
+    }
+}

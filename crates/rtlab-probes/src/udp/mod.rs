@@ -1,0 +1,19 @@
+//! The UDP probe (S1): `udp ping` sends requests to `udp reflect` and measures round trips,
+//! accounting for every datagram (on time, missed deadline, lost, late, duplicate, out of
+//! order, malformed / foreign).
+//!
+//! - `wire`: the datagram format and its parser (never panics).
+//! - `track`: the classification of every request and reply (pure, fake-clock tested).
+//! - `ping`: the engine (periodic on an absolute grid, or pingpong) over a [`ping::Link`].
+//! - `link`: the real link (UDP socket, poll, absolute timerfd).
+//! - `reflect`: the reflector's decision per datagram and what it saw.
+//! - `run`: configs, sockets and their options, threads, outcomes and result streams.
+//!
+//! The definitions are in `docs/udp.md`.
+
+pub mod link;
+pub mod ping;
+pub mod reflect;
+pub mod run;
+pub mod track;
+pub mod wire;

@@ -1,0 +1,142 @@
+//! `rtlab netns` and `rtlab udp` between namespaces, through the binary, as root. Every
+//! test uses its own names and removes them in a Drop guard, also when it fails.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+/// Removes NAME-a and NAME-b whatever happens to the test.
+struct Cleanup(String);
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for s in ["a", "b"] {
+            let _ = std::process::Command::new("ip").args(["netns", "del", &format!("{}-{s}", self.0)]).output();
+        }
+    }
+}
+
+fn exists(ns: &str) -> bool {
+    std::path::Path::new("/run/netns").join(ns).exists()
+}
+
+fn name(tag: &str) -> String {
+    format!("rtc{tag}{}", std::process::id() % 10_000)
+}
+
+#[test]
+fn netns_bad_input_is_one_line_and_exit_2() {
+    assert_error(&["netns", "up", "--name", "has space"], &["--name 'has space'"]);
+    assert_error(&["netns", "up", "--name", "rtcbad", "--addr-a", "198.18.0.1"], &["--addr-a '198.18.0.1'"]);
+    assert_error(&["netns", "up", "--name", "rtcbad", "--rate", "fast"], &["--rate"]);
+    assert_error(&["netns", "up", "--name", "rtcbad", "--priority-path", "class"], &["--priority-path class needs --rate"]);
+    assert_error(&["netns", "up", "--name", "rtcbad", "--prio-tos", "0x1ff"], &["--prio-tos"]);
+    assert!(!exists("rtcbad-a"));
+}
+
+#[test]
+fn root_netns_up_down_and_a_run_between_the_namespaces() {
+    if !is_root() {
+        eprintln!("skipped: needs root (CI runs as root)");
+        return;
+    }
+    let n = name("u");
+    let _guard = Cleanup(n.clone());
+    let o = run(&["netns", "up", "--name", &n, "--rate", "50mbit", "--priority-path", "band"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("--so-priority 6"), "{}", stdout(&o));
+    assert!(exists(&format!("{n}-a")) && exists(&format!("{n}-b")));
+    // a second up is refused and changes nothing
+    assert_error(&["netns", "up", "--name", &n], &["already exists", "rtlab netns down"]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let rjson = dir.path().join("r.json");
+    let mut refl = rtlab()
+        .args(["udp", "reflect", "--netns", &format!("{n}-b"), "--bind", "198.18.0.2:9200", "--drop-every", "25", "--count", "501"])
+        .args(["--policy", "other", "--json", rjson.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(refl.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.contains("listening on 198.18.0.2:9200 in netns"), "{line}");
+    let pjson = dir.path().join("p.json");
+    let o = run(&["udp", "ping", "--netns", &format!("{n}-a"), "--to", "198.18.0.2:9200", "--count", "500", "--so-priority", "6", "--policy", "other", "--json", pjson.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(refl.wait().unwrap().code(), Some(0));
+    let d: Value = serde_json::from_str(&std::fs::read_to_string(&pjson).unwrap()).unwrap();
+    let st = &d["streams"][0]["stats"];
+    assert_eq!(st["lost"], 20, "exactly the 20 requests the reflector dropped: {st}");
+    assert_eq!(st["count"], 480);
+    assert_eq!(d["streams"][0]["labels"]["so_priority"], "6");
+    assert!(d["streams"][0]["labels"]["from"].as_str().unwrap().starts_with("198.18.0.1:"));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&rjson).unwrap()).unwrap();
+    assert_eq!(r["streams"][0]["stats"]["lost"], 0, "nothing lost on the forward path");
+
+    let o = run(&["netns", "down", "--name", &n]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!exists(&format!("{n}-a")) && !exists(&format!("{n}-b")));
+    let o = run(&["netns", "down", "--name", &n]);
+    assert_eq!(o.status.code(), Some(0), "down twice is fine");
+    assert!(stdout(&o).contains("nothing to remove"));
+}
+
+#[test]
+fn root_udp_ping_pair_runs_and_leaves_nothing_behind() {
+    if !is_root() {
+        eprintln!("skipped: needs root (CI runs as root)");
+        return;
+    }
+    let o = run(&["udp", "ping", "--pair", "--rate", "100mbit", "--priority-path", "class", "--tos", "0xb8", "--count", "300", "--policy", "other", "--json", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let d: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<_> = d["streams"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(names, ["ping", "ping.send_lateness", "reflector"]);
+    assert_eq!(d["streams"][0]["stats"]["lost"], 0);
+    assert_eq!(d["config"]["pair"]["priority_path"], "class");
+    let ns = d["config"]["ping"]["netns"].as_str().unwrap().to_string();
+    assert!(!exists(&ns), "{ns} removed after the run");
+    // a run that fails after the pair is made removes it too: the reflector in side b
+    // refuses an SO_PRIORITY that does not fit the kernel's int
+    let child = rtlab()
+        .args(["udp", "ping", "--pair", "--count", "10", "--policy", "other", "--so-priority", "0xffffffff"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ns = format!("rtlab{}-a", child.id() % 100_000); // the pair is named after the pid
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--pair reflector") && err.contains("--so-priority"), "{err}");
+    assert!(!exists(&ns) && !exists(&ns.replace("-a", "-b")), "{ns} removed after the failure");
+}
+
+#[test]
+fn root_an_interrupted_pair_run_keeps_its_figures_and_removes_the_pair() {
+    if !is_root() {
+        eprintln!("skipped: needs root (CI runs as root)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("p.json");
+    let child = rtlab()
+        .args(["udp", "ping", "--pair", "--duration", "20s", "--policy", "other", "-q", "--json", json.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let d: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(d["interrupted"], true);
+    let st = &d["streams"][0]["stats"];
+    assert!(st["count"].as_u64().unwrap() > 0, "{st}");
+    assert_eq!(st["lost"], 0, "the requests in flight at the stop were still answered");
+    let ns = d["config"]["ping"]["netns"].as_str().unwrap().to_string();
+    assert!(!exists(&ns) && !exists(&ns.replace("-a", "-b")), "{ns} removed");
+}

@@ -1,0 +1,165 @@
+//! `rtlab udp` through the binary: bad input is one line and exit 2; a reflector and a
+//! pinger on loopback account for every datagram and write the shared result schema.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let p = ["udp", "ping", "--policy", "other", "--count", "3"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> { p.iter().copied().chain(extra.iter().copied()).collect() };
+    assert_error(&with(&["--to", "1.2.3:9"]), &["--to '1.2.3:9'", "IPv4:PORT"]);
+    assert_error(&with(&["--to", "::1:9000"]), &["--to '::1:9000'", "[IPv6]:PORT"]);
+    assert_error(&with(&["--to", "localhost"]), &["--to 'localhost'"]);
+    assert_error(&with(&["--to", "127.0.0.1:0"]), &["port 0"]);
+    assert_error(&with(&["--to", "127.0.0.1:9", "--payload", "15"]), &["--payload 15", "16..=65507"]);
+    assert_error(&with(&["--to", "127.0.0.1:9", "--payload", "65508"]), &["--payload 65508"]);
+    assert_error(&with(&["--to", "127.0.0.1:9", "--payload", "lots"]), &["--payload"]);
+    assert_error(&with(&["--to", "127.0.0.1:9", "--period", "0ms"]), &["--period"]);
+    assert_error(&with(&["--to", "127.0.0.1:9", "--loss-timeout", "5"]), &["--loss-timeout"]);
+    assert_error(&with(&["--to", "127.0.0.1:9", "--tos", "300"]), &["--tos 300"]);
+    assert_error(&with(&["--to", "127.0.0.1:9", "--so-priority", "x"]), &["--so-priority 'x'"]);
+    assert_error(&with(&["--to", "127.0.0.1:9", "--bind", "[::1]:0"]), &["family"]);
+    assert_error(&with(&["--to", "127.0.0.1:9", "--netns", "rtlab-no-such-ns"]), &["--netns rtlab-no-such-ns", "rtlab netns up"]);
+    assert_error(&with(&["--to", "127.0.0.1:9", "--cpus", "999"]), &["--cpus", "999"]);
+    assert_error(&["udp", "ping", "--to", "127.0.0.1:9", "--policy", "fifo", "--priority", "100"], &["--priority", "1..=99"]);
+    assert_error(&["udp", "ping"], &["--to"]);
+    assert_error(&["udp", "reflect", "--bind", "nowhere"], &["--bind 'nowhere'"]);
+    assert_error(&["udp", "reflect", "--bind", "127.0.0.1:0", "--drop-every", "0", "--policy", "other"], &["--drop-every 0"]);
+    assert_error(&["udp", "reflect", "--bind", "192.0.2.77:9000", "--policy", "other"], &["--bind 192.0.2.77:9000", "not an address of this host"]);
+}
+
+#[test]
+fn a_port_in_use_and_a_missing_reflector_are_one_line() {
+    let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap().to_string();
+    assert_error(&["udp", "reflect", "--bind", &addr, "--policy", "other", "--count", "1"], &["already in use"]);
+    drop(held);
+    // nothing listens there now: the pre-flight check says so instead of counting losses
+    assert_error(&["udp", "ping", "--to", &addr, "--policy", "other", "--count", "5"], &["no reflector answered", &addr]);
+}
+
+#[test]
+fn root_a_knob_without_privilege_is_exit_2() {
+    if !is_root() || std::process::Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: needs root and setpriv (CI runs as root)");
+        return;
+    }
+    let o = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", env!("CARGO_BIN_EXE_rtlab")])
+        .args(["udp", "reflect", "--bind", "127.0.0.1:0", "--policy", "other", "--so-priority", "7", "--count", "1"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("--so-priority") && err.contains("CAP_NET_ADMIN"), "{err}");
+}
+
+/// Start a reflector on a free loopback port; returns the child and its address.
+fn start_reflector(extra: &[&str]) -> (Child, String) {
+    let mut child = rtlab()
+        .args(["udp", "reflect", "--bind", "127.0.0.1:0", "--policy", "other", "--no-mlockall"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().strip_prefix("rtlab udp reflect: listening on ").unwrap_or_else(|| panic!("{line}")).to_string();
+    (child, addr)
+}
+
+fn read_json(path: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn loopback_ping_with_drops_accounts_for_everything_and_writes_the_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let rjson = dir.path().join("reflect.json");
+    let (child, addr) = start_reflector(&["--drop-every", "10", "--count", "301", "--json", rjson.to_str().unwrap()]);
+    let pjson = dir.path().join("ping.json");
+    let o = run(&["udp", "ping", "--to", &addr, "--policy", "other", "--no-mlockall", "--count", "300", "--period", "500us", "--payload", "64", "--json", pjson.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("Missed deadlines") && out.contains("Packet loss") && out.contains("30 / 300"), "{out}");
+    let r = child.wait_with_output().unwrap();
+    assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
+
+    let d = read_json(&pjson);
+    assert_eq!(d["schema_version"], 1);
+    assert_eq!(d["probe"], "udp");
+    assert_eq!(d["config"]["role"], "ping");
+    assert_eq!(d["config"]["ping"]["payload"], 64);
+    let s = &d["streams"][0];
+    assert_eq!(s["name"], "ping");
+    assert_eq!(s["metric"], "rtt");
+    let st = &s["stats"];
+    assert_eq!(st["count"], 270);
+    assert_eq!(st["lost"], 30);
+    for k in ["late", "duplicates", "out_of_order", "malformed", "missed", "overruns"] {
+        assert!(st[k].is_u64(), "{k} missing: {st}");
+    }
+    for k in ["min_ns", "mean_ns", "p50_ns", "p99_ns", "p99_9_ns", "max_ns"] {
+        assert!(st[k].as_i64().unwrap() > 0, "{k}: {st}");
+    }
+    assert_eq!(s["labels"]["sent"], "300");
+    assert!(s["labels"]["so_priority"].is_string() && s["labels"]["rcvbuf"].is_string());
+    assert_eq!(d["streams"][1]["name"], "ping.send_lateness");
+    assert!(d["warnings"].as_array().unwrap().iter().any(|w| w["code"] == "udp-packet-loss"));
+
+    let r = read_json(&rjson);
+    assert_eq!(r["config"]["role"], "reflect");
+    let rs = &r["streams"][0];
+    assert_eq!(rs["name"], "reflector");
+    assert_eq!(rs["metric"], "turnaround");
+    assert_eq!(rs["labels"]["dropped_on_purpose"], "30");
+    assert_eq!(rs["labels"]["received"], "301", "300 requests and one hello");
+    assert_eq!(rs["stats"]["lost"], 0);
+}
+
+#[test]
+fn pingpong_ipv6_and_short_payload() {
+    if std::net::UdpSocket::bind("[::1]:0").is_err() {
+        eprintln!("skipped: no IPv6 loopback");
+        return;
+    }
+    let mut child = rtlab()
+        .args(["udp", "reflect", "--bind", "[::1]:0", "--policy", "other", "--no-mlockall", "--count", "1001"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().rsplit(' ').next().unwrap().to_string();
+    assert!(addr.starts_with("[::1]:"), "{line}");
+    let o = run(&["udp", "ping", "--to", &addr, "--mode", "pingpong", "--payload", "16", "--count", "1000", "--policy", "other", "--json", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let d: Value = serde_json::from_slice(&o.stdout).expect("--json - is pure JSON");
+    assert_eq!(d["streams"][0]["stats"]["count"], 1000);
+    assert_eq!(d["streams"][0]["stats"]["lost"], 0);
+    assert!(d["streams"][0]["stats"].get("overruns").is_none(), "no schedule in pingpong");
+    assert_eq!(d["streams"].as_array().unwrap().len(), 1);
+    child.wait().unwrap();
+}
+
+#[test]
+fn ctrl_c_on_the_reflector_writes_its_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let rjson = dir.path().join("r.json");
+    let (child, addr) = start_reflector(&["--json", rjson.to_str().unwrap()]);
+    let o = run(&["udp", "ping", "--to", &addr, "--policy", "other", "--count", "50", "-q"]);
+    assert_eq!(o.status.code(), Some(0));
+    // SIGINT, as Ctrl-C sends it
+    std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let r = child.wait_with_output().unwrap();
+    assert_eq!(r.status.code(), Some(0));
+    let d = read_json(&rjson);
+    assert_eq!(d["streams"][0]["labels"]["received"], "51");
+}

@@ -406,27 +406,34 @@ fn pair_config(a: &PingArgs) -> anyhow::Result<NetnsConfig> {
     })
 }
 
-fn ping(a: PingArgs) -> anyhow::Result<u8> {
-    // check every flag before anything is made
-    let mut cfg = ping_config(&a, a.pair.then(|| "198.18.0.2:9000".to_string()))?;
-    let online = rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0;
-    cfg.validate(&online)?;
-    if let Some(p) = &a.json {
-        check_writable(p, "--json")?;
-    }
-    let stop = stop_flag()?;
-    let started = std::time::SystemTime::now();
-    let env = rtlab_sys::env::detect(std::path::Path::new("/"));
-    let quiet = a.quiet || a.json.as_deref() == Some("-");
+/// What one measured ping produced (the CLI prints it; the scenario runner stores it).
+pub struct PingRun {
+    pub doc: ResultDocument,
+    pub outcome: PingOutcome,
+    pub reflected: Option<ReflectOutcome>,
+    /// `tc -s qdisc` of the client's veth end when there was a bottleneck.
+    pub qdisc: Option<String>,
+}
 
-    // --pair: the namespaces (a guard: removed when this function returns, however) and the reflector
+/// Measure: with `pair`, make the two namespaces (removed when this returns, however it
+/// returns), run the reflector in side b and ping from side a; else ping `cfg.to`.
+/// `on_pair` is told the pair once it is up (and the reflector listens), before the ping.
+pub fn measure(
+    mut cfg: UdpPingConfig,
+    pair_cfg: Option<NetnsConfig>,
+    stop: Arc<AtomicBool>,
+    env: rtlab_core::schema::Environment,
+    config_json: impl FnOnce(&UdpPingConfig) -> serde_json::Value,
+    on_pair: &mut dyn FnMut(&NetnsPair) -> anyhow::Result<()>,
+    on_progress: impl FnMut(u64, u64),
+) -> anyhow::Result<PingRun> {
+    let started = std::time::SystemTime::now();
     let mut pair = None;
     let mut reflector = None;
     let reflector_stop = Arc::new(AtomicBool::new(false));
     let mut reflect_cfg = None;
-    if a.pair {
-        let ncfg = pair_config(&a)?;
-        let p = NetnsPair::up(&ncfg)?;
+    if let Some(ncfg) = &pair_cfg {
+        let p = NetnsPair::up(ncfg)?;
         cfg.netns = Some(p.ns_a.clone());
         cfg.to = format!("{}:9000", p.ip_b);
         let rc = UdpReflectConfig {
@@ -452,29 +459,26 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
             Ok(Err(e)) => anyhow::bail!("--pair reflector: {e}"),
             Err(_) => anyhow::bail!("--pair reflector: ended before listening"),
         }
-        if !quiet {
-            let hint = p.priority_hint().map(|h| format!("; priority path: {h}")).unwrap_or_default();
-            println!("pair: {} ({}) -> {} ({}){}{}", p.ns_a, p.ip_a, p.ns_b, p.ip_b, ncfg.rate_bps.map(|r| format!(", bottleneck {r} bit/s")).unwrap_or_default(), hint);
-        }
         reflect_cfg = Some(rc);
         pair = Some(p);
     }
-    if !quiet {
-        println!("{}", headline(&cfg));
+    if let Some(p) = &pair {
+        if let Err(e) = on_pair(p) {
+            reflector_stop.store(true, Ordering::Relaxed);
+            if let Some(h) = reflector {
+                let _ = h.join();
+            }
+            return Err(e);
+        }
     }
-    let progress = Progress::new(cfg.planned(), "udp ping", quiet);
-    let outcome = udp_run::ping(&cfg, stop, |done, planned| {
-        progress.set_len_once(planned);
-        progress.set(done);
-    });
-    progress.finish();
+    let outcome = udp_run::ping(&cfg, stop, on_progress);
     reflector_stop.store(true, Ordering::Relaxed);
     let reflected: Option<ReflectOutcome> = reflector.and_then(|h| h.join().ok()).and_then(|r| r.ok());
     let qdisc = pair.as_ref().filter(|p| p.config.rate_bps.is_some()).map(|p| p.qdisc_stats());
     drop(pair); // the namespaces go now, also when the ping failed
     let outcome = outcome?;
 
-    let mut doc = new_document("udp", started, env, serde_json::json!({ "role": "ping", "ping": cfg, "pair": a.pair.then(|| pair_config(&a).ok()) }));
+    let mut doc = new_document("udp", started, env, config_json(&cfg));
     doc.duration_ns = outcome.duration_ns;
     doc.interrupted = outcome.end == rtlab_probes::timer::LoopEnd::Interrupted;
     doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
@@ -503,6 +507,49 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
         warns.push(Warn::Interrupted);
     }
     doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
+    Ok(PingRun { doc, outcome, reflected, qdisc })
+}
+
+fn ping(a: PingArgs) -> anyhow::Result<u8> {
+    // check every flag before anything is made
+    let cfg = ping_config(&a, a.pair.then(|| "198.18.0.2:9000".to_string()))?;
+    let online = rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0;
+    cfg.validate(&online)?;
+    if let Some(p) = &a.json {
+        check_writable(p, "--json")?;
+    }
+    let stop = stop_flag()?;
+    let env = rtlab_sys::env::detect(std::path::Path::new("/"));
+    let quiet = a.quiet || a.json.as_deref() == Some("-");
+    let pair_cfg = if a.pair { Some(pair_config(&a)?) } else { None };
+    let pair_json = pair_cfg.clone();
+    let mut on_pair = |p: &NetnsPair| -> anyhow::Result<()> {
+        if !quiet {
+            let hint = p.priority_hint().map(|h| format!("; priority path: {h}")).unwrap_or_default();
+            println!("pair: {} ({}) -> {} ({}){}{}", p.ns_a, p.ip_a, p.ns_b, p.ip_b, p.config.rate_bps.map(|r| format!(", bottleneck {r} bit/s")).unwrap_or_default(), hint);
+            println!("{}", headline_of(p, &cfg));
+        }
+        Ok(())
+    };
+    if !quiet && !a.pair {
+        println!("{}", headline(&cfg));
+    }
+    let progress = Progress::new(cfg.planned(), "udp ping", quiet);
+    let run = measure(
+        cfg.clone(),
+        pair_cfg,
+        stop,
+        env,
+        |c| serde_json::json!({ "role": "ping", "ping": c, "pair": pair_json }),
+        &mut on_pair,
+        |done, planned| {
+            progress.set_len_once(planned);
+            progress.set(done);
+        },
+    );
+    progress.finish();
+    let PingRun { doc, outcome, reflected, qdisc } = run?;
+    let cfg: UdpPingConfig = serde_json::from_value(doc.config["ping"].clone()).unwrap_or(cfg);
     if let Some(p) = &a.json {
         write_json(&doc, p)?;
     }
@@ -526,6 +573,13 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
         }
     }
     Ok(0)
+}
+
+/// The headline once the pair decided where the ping goes.
+fn headline_of(p: &NetnsPair, cfg: &UdpPingConfig) -> String {
+    let mut c = cfg.clone();
+    c.to = format!("{}:9000", p.ip_b);
+    headline(&c)
 }
 
 fn headline(cfg: &UdpPingConfig) -> String {

@@ -122,9 +122,14 @@ impl CaseExecutor for LiveExecutor {
                 Err(e) => return CaseResult::skipped(e),
             };
             let ps = process_settings(&case.profile, case.params.get("policy").map(String::as_str), &self.online);
+            if case.probe != "udp" {
+                if let Err(e) = setup.start_load(None) {
+                    return CaseResult::skipped(e);
+                }
+            }
             let mut r = match case.probe.as_str() {
                 "timer" => self.timer(case, &ps, stop),
-                "udp" => udp::run(case, &ps, stop),
+                "udp" => udp::run(case, &ps, &mut setup, stop),
                 "pubsub" => pubsub::run(case, &ps, stop),
                 other => CaseResult::failed(format!("unknown probe {other}")),
             };

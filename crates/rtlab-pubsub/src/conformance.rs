@@ -1,0 +1,262 @@
+//! The one conformance suite every [`Transport`] is checked with (model: iceoryx2's
+//! `iceoryx2-cal/conformance-tests/`): delivery, order, fan-out, loss counting, QoS
+//! mapping, size limits and clean shutdown with no leftover files.
+//!
+//! Each check takes a [`Subject`]: how to make a (publishing side, subscribing side) pair
+//! of transports — the same one, or two sessions that talk over the wire — and which files
+//! the transport could leave behind. Checks panic (assert) on a breach: they are for tests.
+//! They assert counts and fields only, never a time bound.
+
+use crate::seqtrack::SeqTracker;
+use crate::transport::*;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A transport under test.
+pub struct Subject<'a> {
+    /// A fresh (publishing side, subscribing side) pair.
+    pub make: &'a dyn Fn() -> (Arc<dyn Transport>, Arc<dyn Transport>),
+    /// Files this transport may create (everything listed must be gone after shutdown).
+    pub leftovers: &'a dyn Fn() -> BTreeSet<PathBuf>,
+}
+
+static TOPIC: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A topic name no other check uses.
+pub fn fresh_topic(what: &str) -> String {
+    let n = TOPIC.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("rtlab_conf_{}_{}_{what}_{n}", std::process::id(), rtlab_sys::clock::monotonic_ns() % 1_000_000)
+}
+
+/// The strongest QoS the transport honours among reliable/best-effort with a deep history.
+pub fn usable_qos(t: &dyn Transport) -> Qos {
+    let reliable = Qos { reliability: Reliability::Reliable, history: History::KeepLast(256), durability: Durability::Volatile };
+    if t.map_qos(&reliable).is_ok() {
+        return reliable;
+    }
+    Qos { reliability: Reliability::BestEffort, ..reliable }
+}
+
+/// Publish warm-up messages until every subscriber got one (bounded: 20 s). Returns the
+/// subscribers once discovery is done; panics if it never is.
+pub fn warm_up(publisher: &mut dyn Publisher, subs: &mut [Box<dyn Subscriber>], len: usize) {
+    let end = rtlab_sys::clock::monotonic_ns() + 20_000_000_000;
+    let mut got = vec![false; subs.len()];
+    let mut k = 0u64;
+    while !got.iter().all(|g| *g) {
+        assert!(rtlab_sys::clock::monotonic_ns() < end, "warm-up: subscribers {got:?} got nothing in 20 s");
+        publisher.publish(WARMUP_BIT | k, rtlab_sys::clock::monotonic_ns(), len).expect("publish warm-up");
+        k += 1;
+        for (i, s) in subs.iter_mut().enumerate() {
+            while let Some(r) = s.take(WaitStyle::Blocking, 5_000_000).expect("take") {
+                assert!(r.seq & WARMUP_BIT != 0, "a measured message before any was sent");
+                got[i] = true;
+            }
+        }
+    }
+    // drain what is still in flight
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    for s in subs.iter_mut() {
+        while s.take(WaitStyle::Blocking, 10_000_000).expect("take").is_some() {}
+    }
+}
+
+/// Receive on every subscriber concurrently until `want` measured messages each or 10 s.
+fn collect(subs: Vec<Box<dyn Subscriber>>, want: usize, wait: WaitStyle) -> Vec<std::thread::JoinHandle<Vec<Received>>> {
+    subs.into_iter()
+        .map(|mut s| {
+            std::thread::spawn(move || {
+                let mut v = Vec::with_capacity(want);
+                let end = rtlab_sys::clock::monotonic_ns() + 10_000_000_000;
+                while v.len() < want && rtlab_sys::clock::monotonic_ns() < end {
+                    if let Some(r) = s.take(wait, 20_000_000).expect("take") {
+                        if r.seq & WARMUP_BIT == 0 {
+                            v.push(r);
+                        }
+                    }
+                }
+                v
+            })
+        })
+        .collect()
+}
+
+/// Send `seqs` paced by `gap_ns`, each `len` bytes, and return what each subscriber got.
+fn exchange(s: &Subject, n_subs: usize, len: usize, seqs: &[u64], wait: WaitStyle) -> Vec<Vec<Received>> {
+    let (pt, st) = (s.make)();
+    let topic = fresh_topic("x");
+    let qos = usable_qos(pt.as_ref());
+    let mut subs: Vec<Box<dyn Subscriber>> = (0..n_subs).map(|_| st.subscriber(&topic, &qos, len).expect("subscriber")).collect();
+    let mut p = pt.publisher(&topic, &qos, len).expect("publisher");
+    warm_up(p.as_mut(), &mut subs, len);
+    let handles = collect(subs, seqs.len(), wait);
+    for &q in seqs {
+        p.publish(q, rtlab_sys::clock::monotonic_ns(), len).expect("publish");
+        std::thread::sleep(std::time::Duration::from_micros(500));
+    }
+    let out: Vec<Vec<Received>> = handles.into_iter().map(|h| h.join().expect("receiver")).collect();
+    drop(p);
+    out
+}
+
+/// Every message arrives once, in order, with its header and length intact (both wait styles).
+pub fn delivery_and_order(s: &Subject) {
+    for wait in [WaitStyle::Blocking, WaitStyle::BusyPoll] {
+        let seqs: Vec<u64> = (0..100).collect();
+        let got = exchange(s, 1, 64, &seqs, wait);
+        let r = &got[0];
+        assert_eq!(r.len(), seqs.len(), "{wait:?}: delivered {} of {}", r.len(), seqs.len());
+        for (i, m) in r.iter().enumerate() {
+            assert_eq!(m.seq, i as u64, "{wait:?}: order");
+            assert_eq!(m.len, 64);
+            assert!(m.stamp_ns > 0);
+        }
+    }
+}
+
+/// Every subscriber of a topic gets every message (fan-out).
+pub fn fan_out(s: &Subject) {
+    let seqs: Vec<u64> = (0..50).collect();
+    let got = exchange(s, 3, 128, &seqs, WaitStyle::Blocking);
+    assert_eq!(got.len(), 3);
+    for (i, r) in got.iter().enumerate() {
+        let q: Vec<u64> = r.iter().map(|m| m.seq).collect();
+        assert_eq!(q, seqs, "subscriber {i}");
+    }
+}
+
+/// Sequence gaps made by the publisher are counted as lost, nothing else.
+pub fn loss_counting(s: &Subject) {
+    // the last number (60) is sent, so every skipped one is a visible gap
+    let seqs: Vec<u64> = (0..=60).filter(|q| q % 7 != 3).collect();
+    let got = exchange(s, 1, 64, &seqs, WaitStyle::Blocking);
+    let mut t = SeqTracker::new();
+    for m in &got[0] {
+        t.arrive(m.seq);
+    }
+    let skipped = (0..60).filter(|q| q % 7 == 3).count() as u64;
+    assert_eq!(t.received, seqs.len() as u64);
+    assert_eq!(t.lost, skipped);
+    assert_eq!((t.duplicates, t.out_of_order), (0, 0));
+}
+
+/// Every QoS combination is either mapped (each item says what it became) or refused as
+/// bad input, and ports refuse what the mapping refuses.
+pub fn qos_mapping(s: &Subject) {
+    let (pt, _st) = (s.make)();
+    let mut honoured = 0;
+    for reliability in [Reliability::Reliable, Reliability::BestEffort] {
+        for history in [History::KeepLast(4), History::KeepAll] {
+            for durability in [Durability::Volatile, Durability::TransientLocal] {
+                let q = Qos { reliability, history, durability };
+                let topic = fresh_topic("qos");
+                match pt.map_qos(&q) {
+                    Ok(m) => {
+                        honoured += 1;
+                        assert_eq!(m.reliability.asked, reliability.to_string());
+                        assert_eq!(m.history.asked, history.to_string());
+                        assert_eq!(m.durability.asked, durability.to_string());
+                        for it in [&m.reliability, &m.history, &m.durability] {
+                            assert!(!it.native.is_empty(), "{q:?}: empty native mapping");
+                        }
+                        drop(pt.publisher(&topic, &q, 64).unwrap_or_else(|e| panic!("{q:?} mapped but the publisher failed: {e}")));
+                    }
+                    Err(e) => {
+                        assert!(matches!(e, TransportError::QosUnsupported { .. }), "{q:?}: {e}");
+                        assert!(e.is_bad_input());
+                        let p = pt.publisher(&topic, &q, 64);
+                        assert!(matches!(p, Err(TransportError::QosUnsupported { .. })), "{q:?}: refused by map_qos, accepted by publisher");
+                    }
+                }
+            }
+        }
+    }
+    assert!(honoured >= 1, "{}: no QoS combination honoured", pt.name());
+    // the default profile is honoured everywhere
+    pt.map_qos(&Qos::default()).expect("the default QoS");
+}
+
+/// Sizes: below a header or above the maximum is refused as bad input; a large message
+/// (up to 1 MiB or the maximum) arrives whole.
+pub fn size_limits(s: &Subject) {
+    let (pt, _st) = (s.make)();
+    let q = usable_qos(pt.as_ref());
+    let small = pt.publisher(&fresh_topic("small"), &q, HEADER_LEN - 1);
+    assert!(matches!(small, Err(TransportError::MessageTooSmall(_))));
+    let max = pt.max_message();
+    if max < (1 << 40) {
+        let big = pt.publisher(&fresh_topic("big"), &q, max + 1);
+        assert!(matches!(big, Err(TransportError::MessageTooLarge { .. })), "{}: {} bytes accepted", pt.name(), max + 1);
+        assert!(big.err().is_some_and(|e| e.is_bad_input()));
+    }
+    drop(pt);
+    let len = max.min(1 << 20);
+    let got = exchange(s, 1, len, &[0, 1], WaitStyle::Blocking);
+    assert_eq!(got[0].iter().map(|m| (m.seq, m.len)).collect::<Vec<_>>(), vec![(0, len), (1, len)]);
+}
+
+/// After ports and transports are dropped, no file the transport made is left.
+pub fn clean_shutdown(s: &Subject) {
+    let before = (s.leftovers)();
+    {
+        let (pt, st) = (s.make)();
+        let topic = fresh_topic("bye");
+        let q = usable_qos(pt.as_ref());
+        let mut subs = vec![st.subscriber(&topic, &q, 256).expect("subscriber")];
+        let mut p = pt.publisher(&topic, &q, 256).expect("publisher");
+        warm_up(p.as_mut(), &mut subs, 256);
+        drop(subs);
+        drop(p);
+        drop(pt);
+        drop(st);
+    }
+    // give a library that cleans up from its own threads a moment
+    let end = rtlab_sys::clock::monotonic_ns() + 2_000_000_000;
+    loop {
+        let after = (s.leftovers)();
+        let new: Vec<_> = after.difference(&before).collect();
+        if new.is_empty() {
+            break;
+        }
+        assert!(rtlab_sys::clock::monotonic_ns() < end, "left behind: {new:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The whole suite.
+pub fn run_all(s: &Subject) {
+    qos_mapping(s);
+    delivery_and_order(s);
+    fan_out(s);
+    loss_counting(s);
+    size_limits(s);
+    clean_shutdown(s);
+}
+
+/// List the files under `dirs` (recursively, bounded) whose name contains any of `needles`
+/// (all files when `needles` is empty).
+pub fn files_under(dirs: &[PathBuf], needles: &[&str]) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    let mut stack: Vec<PathBuf> = dirs.to_vec();
+    let mut visited = 0;
+    while let Some(d) = stack.pop() {
+        visited += 1;
+        if visited > 10_000 {
+            break;
+        }
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let name = p.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+                if needles.is_empty() || needles.iter().any(|n| name.contains(n)) {
+                    out.insert(p);
+                }
+            }
+        }
+    }
+    out
+}

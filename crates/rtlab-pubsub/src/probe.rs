@@ -1,0 +1,1085 @@
+//! The pub/sub probe: cases (payload x rate x subscribers), each run over one transport in
+//! `oneway` or `roundtrip` mode, with subscribers in separate processes (default) or threads.
+//!
+//! - `oneway`: the publisher stamps CLOCK_MONOTONIC right before `publish`; each subscriber
+//!   stamps CLOCK_MONOTONIC right after its take returns; sample = receive - send (one host
+//!   clock, valid across processes of one host).
+//! - `roundtrip`: the pinger publishes on `<topic>_ping`; subscriber i echoes each message
+//!   unchanged on `<topic>_pong_<i>`; a receiver thread per subscriber in the pinger's
+//!   process stamps the pong; sample = pong received - ping sent, one clock (never halved).
+//!
+//! Sends follow an absolute grid (t0 + k*period); a slot already passed is skipped and
+//! counted as an overrun. A message received more than `loss_timeout` after it was sent is
+//! `late` (not a sample); a message never received is `lost`; duplicates and out-of-order
+//! arrivals are counted apart ([`crate::seqtrack`]).
+//!
+//! Contract: every recorder and buffer is allocated before the measured phase; the sender
+//! and receiver loops only publish, take, stamp and record into a [`Recorder`]. Middleware
+//! is opened after the calling thread's policy is set (so its threads inherit it); app
+//! threads are created by `spawn_rt` with policy/priority/CPU. Nothing here prints: a role
+//! process speaks to its parent through the [`RoleEvent`] lines on its stdout.
+
+use crate::seqtrack::{Arrival, SeqTracker};
+use crate::transport::*;
+use rtlab_core::schema::Stream;
+use rtlab_core::sink::{Recorder, RecorderConfig, Sink};
+use rtlab_sys::clock::{monotonic_ns, sleep_until};
+use rtlab_sys::sched::{set_current_affinity, set_current_policy, spawn_rt, Policy, ThreadSpec};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+
+/// How long role start-up and warm-up (discovery) may take before the case fails.
+pub const SETUP_TIMEOUT_NS: i64 = 30_000_000_000;
+/// Warm-up messages are sent at least this far apart until every subscriber got one (and
+/// never faster than the case's period, nor than 100 MB/s, so that discovery is not flooded).
+const WARMUP_PERIOD_NS: i64 = 10_000_000;
+
+fn warmup_period(period_ns: i64, len: usize) -> i64 {
+    WARMUP_PERIOD_NS.max(period_ns).max(len as i64 * 10)
+}
+/// A receiver checks its stop flag at least this often.
+const POLL_SLICE_NS: i64 = 50_000_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    Oneway,
+    Roundtrip,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Oneway => "oneway",
+            Mode::Roundtrip => "roundtrip",
+        }
+    }
+    pub fn metric(self) -> &'static str {
+        match self {
+            Mode::Oneway => "one_way_latency",
+            Mode::Roundtrip => "rtt",
+        }
+    }
+    pub fn definition(self) -> &'static str {
+        match self {
+            Mode::Oneway => {
+                "one-way latency: receive stamp (subscriber, CLOCK_MONOTONIC right after the take returns) - send stamp \
+                 (publisher, CLOCK_MONOTONIC right before publish), one host clock; not RTT/2"
+            }
+            Mode::Roundtrip => {
+                "round trip: pong received (pinger, CLOCK_MONOTONIC right after the take returns) - ping sent (pinger, \
+                 CLOCK_MONOTONIC right before publish), through a subscriber that republishes each message; not halved"
+            }
+        }
+    }
+}
+
+/// The transports, named as on the CLI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransportKind {
+    Intra,
+    Udp,
+    Shm,
+    Zenoh,
+    Dds,
+}
+
+impl TransportKind {
+    pub const ALL: [TransportKind; 5] = [TransportKind::Intra, TransportKind::Udp, TransportKind::Shm, TransportKind::Zenoh, TransportKind::Dds];
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportKind::Intra => "intra",
+            TransportKind::Udp => "udp",
+            TransportKind::Shm => "shm",
+            TransportKind::Zenoh => "zenoh",
+            TransportKind::Dds => "dds",
+        }
+    }
+    pub fn parse(s: &str) -> Option<TransportKind> {
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+}
+
+/// How a process opens its transport (serialized to role processes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransportSpec {
+    pub kind: TransportKind,
+    /// zenoh: endpoints this process listens on (e.g. `tcp/127.0.0.1:7447`).
+    pub listen: Vec<String>,
+    /// zenoh: endpoints this process connects to.
+    pub connect: Vec<String>,
+    /// dds: the domain id (None: [`crate::default_dds_domain`]).
+    #[serde(default)]
+    pub domain: Option<u32>,
+}
+
+impl TransportSpec {
+    pub fn new(kind: TransportKind) -> Self {
+        TransportSpec { kind, listen: Vec::new(), connect: Vec::new(), domain: None }
+    }
+}
+
+/// Open a transport in this process.
+pub fn open_transport(spec: &TransportSpec) -> Result<Arc<dyn Transport>, TransportError> {
+    crate::open(spec)
+}
+
+/// Policy/priority/CPUs of rtlab's own threads (sender, receivers, echoes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RtSpec {
+    /// `fifo`, `rr` or `other`.
+    pub policy: String,
+    pub priority: i32,
+    /// CPUs for app threads, used round robin: sender first, then subscriber 0, 1, ...
+    /// (None: not pinned). Processes are never pinned whole: middleware threads float.
+    pub cpus: Option<Vec<usize>>,
+}
+
+impl Default for RtSpec {
+    fn default() -> Self {
+        RtSpec { policy: "other".into(), priority: 0, cpus: None }
+    }
+}
+
+impl RtSpec {
+    fn policy(&self) -> Policy {
+        Policy::parse(&self.policy).unwrap_or(Policy::Other)
+    }
+    /// The CPU of app thread `slot` (0: sender, 1 + i: subscriber i).
+    pub fn cpu(&self, slot: usize) -> Option<usize> {
+        self.cpus.as_ref().filter(|c| !c.is_empty()).map(|c| c[slot % c.len()])
+    }
+    /// Set the calling thread's policy (so that threads it creates later inherit it).
+    pub fn apply_policy_here(&self) -> Result<(), String> {
+        if self.policy().is_realtime() {
+            set_current_policy(self.policy(), self.priority).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+    fn spec(&self, name: &str, slot: usize) -> ThreadSpec {
+        ThreadSpec {
+            name: name.into(),
+            policy: self.policy(),
+            priority: self.priority,
+            cpus: self.cpu(slot).map(|c| vec![c]),
+            stack_bytes: 512 * 1024,
+        }
+    }
+}
+
+/// The whole probe.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PubsubConfig {
+    pub transport: TransportSpec,
+    pub mode: Mode,
+    pub wait: WaitStyle,
+    pub qos: Qos,
+    /// Message sizes in bytes (header included), swept.
+    pub payloads: Vec<usize>,
+    /// Send periods (ns), swept.
+    pub periods_ns: Vec<i64>,
+    /// Subscriber counts, swept (one stream per subscriber).
+    pub subscribers: Vec<usize>,
+    /// Measured time of each case.
+    pub case_duration_ns: i64,
+    /// Or at most this many messages per case.
+    pub case_messages: Option<u64>,
+    /// Later than this after sending: `late`; never: `lost`.
+    pub loss_timeout_ns: i64,
+    /// Samples above it are missed deadlines (None: the period).
+    pub deadline_ns: Option<i64>,
+    /// Subscribers as threads of this process instead of processes.
+    pub in_process: bool,
+    pub rt: RtSpec,
+    pub window_ns: i64,
+    /// Role processes lock their memory (mlockall); the caller locks its own.
+    #[serde(default)]
+    pub mlockall: bool,
+    /// Middleware threads (by name) given their own SCHED_FIFO priority (S3: DDS 70-80).
+    #[serde(default)]
+    pub thread_priorities: Vec<ThreadPriority>,
+}
+
+/// A middleware thread, named as in /proc/<pid>/task/<tid>/comm (prefix match, e.g. `recv`,
+/// `tev`, `dq.user` for Cyclone DDS), and the SCHED_FIFO priority to give it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadPriority {
+    pub name: String,
+    pub priority: i32,
+}
+
+/// Give this process's threads named by `rules` their SCHED_FIFO priority (through
+/// util-linux `chrt -f -p`, once, before measuring). Returns what was done, one line per
+/// thread; a rule that names no thread is an error listing the threads there are.
+pub fn apply_thread_priorities(rules: &[ThreadPriority]) -> Result<Vec<String>, String> {
+    if rules.is_empty() {
+        return Ok(Vec::new());
+    }
+    let list = || -> Result<Vec<(String, String)>, String> {
+        let mut threads = Vec::new();
+        for e in std::fs::read_dir("/proc/self/task").map_err(|e| format!("/proc/self/task: {e}"))?.flatten() {
+            let tid = e.file_name().to_string_lossy().to_string();
+            if let Ok(comm) = std::fs::read_to_string(e.path().join("comm")) {
+                threads.push((tid, comm.trim().to_string()));
+            }
+        }
+        Ok(threads)
+    };
+    // libraries start some threads lazily (Cyclone's `recv` once discovery runs): give them 2 s
+    let end = monotonic_ns() + 2_000_000_000;
+    let mut threads = list()?;
+    while !rules.iter().all(|r| threads.iter().any(|(_, c)| c.starts_with(&r.name))) && monotonic_ns() < end {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        threads = list()?;
+    }
+    let mut done = Vec::new();
+    for r in rules {
+        let matched: Vec<&(String, String)> = threads.iter().filter(|(_, c)| c.starts_with(&r.name)).collect();
+        if matched.is_empty() {
+            let mut names: Vec<&str> = threads.iter().map(|(_, c)| c.as_str()).collect();
+            names.sort();
+            names.dedup();
+            return Err(format!("--thread-priority {}={}: no thread named {} here (threads: {})", r.name, r.priority, r.name, names.join(", ")));
+        }
+        for (tid, comm) in matched {
+            let o = Command::new("chrt")
+                .args(["-f", "-p", &r.priority.to_string(), tid])
+                .output()
+                .map_err(|e| format!("--thread-priority: running chrt (util-linux): {e}"))?;
+            if !o.status.success() {
+                return Err(format!("--thread-priority {}={}: chrt refused thread {comm} ({tid}): {}", r.name, r.priority, String::from_utf8_lossy(&o.stderr).trim()));
+            }
+            done.push(format!("thread {comm} (tid {tid}) -> fifo {}", r.priority));
+        }
+    }
+    Ok(done)
+}
+
+impl PubsubConfig {
+    /// Messages sent in one case of this period.
+    pub fn messages_of(&self, period_ns: i64) -> u64 {
+        let by_time = (self.case_duration_ns / period_ns.max(1)).max(1) as u64;
+        self.case_messages.map_or(by_time, |m| m.min(by_time).max(1))
+    }
+    fn cases(&self) -> Vec<(usize, i64, usize)> {
+        let mut v = Vec::new();
+        for &n in &self.subscribers {
+            for &p in &self.periods_ns {
+                for &len in &self.payloads {
+                    v.push((len, p, n));
+                }
+            }
+        }
+        v
+    }
+}
+
+/// What a role (a subscriber process or thread) does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RoleKind {
+    /// oneway: receive, stamp, record; report at the end.
+    Subscriber,
+    /// roundtrip: republish every message unchanged on `topic_out`.
+    Echo,
+}
+
+/// Everything a role needs (passed as JSON to role processes).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RoleConfig {
+    pub transport: TransportSpec,
+    pub kind: RoleKind,
+    pub index: usize,
+    pub topic_in: String,
+    pub topic_out: Option<String>,
+    pub qos: Qos,
+    pub wait: WaitStyle,
+    pub max_len: usize,
+    pub deadline_ns: i64,
+    pub loss_timeout_ns: i64,
+    pub window_ns: i64,
+    pub window_capacity: usize,
+    /// The role gives up after this long (ns from its start).
+    pub run_timeout_ns: i64,
+    pub rt: RtSpec,
+    /// Lock the role process's memory (mlockall).
+    #[serde(default)]
+    pub mlockall: bool,
+    #[serde(default)]
+    pub thread_priorities: Vec<ThreadPriority>,
+}
+
+/// What a receiver measured and counted (sent from role processes as JSON).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReceiverReport {
+    /// Statistics, histogram and windows of the samples (names/labels filled by the parent).
+    pub stream: Stream,
+    /// Distinct measured messages received (samples + late).
+    pub received: u64,
+    pub late: u64,
+    pub duplicates: u64,
+    pub out_of_order: u64,
+    /// Messages with a sequence number outside the measured range.
+    pub malformed: u64,
+}
+
+/// Lines a role writes to its parent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RoleEvent {
+    /// Ports created.
+    Ready,
+    /// The first warm-up message arrived (discovery done).
+    Warm,
+    /// Finished; a subscriber role carries its report.
+    Done(Option<Box<ReceiverReport>>),
+    Failed(String),
+}
+
+/// Errors that stop the probe.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Setup(String),
+    #[error("real-time settings: {0}")]
+    Rt(String),
+}
+
+impl ProbeError {
+    /// Bad input (exit 2 with one line).
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            ProbeError::Transport(t) => t.is_bad_input(),
+            ProbeError::Invalid(_) => true,
+            _ => false,
+        }
+    }
+}
+
+/// One case measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CaseResult {
+    pub payload: usize,
+    pub period_ns: i64,
+    pub subscribers: usize,
+    pub published: u64,
+    pub overruns: u64,
+    /// One per subscriber, in subscriber order.
+    pub streams: Vec<Stream>,
+    /// p50 of the slowest subscriber - p50 of the fastest (None with fewer than 2).
+    pub p50_spread_ns: Option<i64>,
+    pub fastest: Option<usize>,
+    pub slowest: Option<usize>,
+    /// Why this case measured nothing (it could not run here); None when it ran.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// What `--thread-priority` did in the publisher's process.
+    #[serde(default)]
+    pub thread_priorities_set: Vec<String>,
+}
+
+impl CaseResult {
+    fn failed(payload: usize, period_ns: i64, subscribers: usize, why: String) -> CaseResult {
+        CaseResult {
+            payload,
+            period_ns,
+            subscribers,
+            published: 0,
+            overruns: 0,
+            streams: Vec::new(),
+            p50_spread_ns: None,
+            fastest: None,
+            slowest: None,
+            error: Some(why),
+            thread_priorities_set: Vec::new(),
+        }
+    }
+}
+
+/// The probe's outcome.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PubsubOutcome {
+    pub cases: Vec<CaseResult>,
+    pub qos_mapping: QosMapping,
+    pub notes: Vec<String>,
+    pub interrupted: bool,
+    pub duration_ns: i64,
+}
+
+/// How role processes are started: the command that runs [`role_main`] with this JSON.
+pub type Launcher<'a> = &'a dyn Fn(&str) -> Command;
+
+/// Check the configuration against the transport without starting anything.
+pub fn validate(cfg: &PubsubConfig, transport: &dyn Transport) -> Result<QosMapping, ProbeError> {
+    if cfg.payloads.is_empty() || cfg.periods_ns.is_empty() || cfg.subscribers.is_empty() {
+        return Err(ProbeError::Invalid("--payload, --rate and --subscribers need at least one value each".into()));
+    }
+    if let Some(p) = cfg.periods_ns.iter().find(|p| **p <= 0) {
+        return Err(ProbeError::Invalid(format!("--rate: period {p} ns must be above zero")));
+    }
+    if cfg.subscribers.contains(&0) {
+        return Err(ProbeError::Invalid("--subscribers 0: at least one subscriber is needed".into()));
+    }
+    if cfg.loss_timeout_ns <= 0 {
+        return Err(ProbeError::Invalid("--loss-timeout: must be above zero".into()));
+    }
+    for &len in &cfg.payloads {
+        check_len(transport.name(), transport.max_message(), len)?;
+    }
+    Ok(transport.map_qos(&cfg.qos)?)
+}
+
+/// Run every case. `progress(done, total)` is called between cases.
+pub fn run(
+    cfg: &PubsubConfig,
+    launcher: Launcher,
+    stop: Arc<AtomicBool>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<PubsubOutcome, ProbeError> {
+    let started = monotonic_ns();
+    // middleware threads are created after this, so they inherit the policy
+    cfg.rt.apply_policy_here().map_err(ProbeError::Rt)?;
+    let mut spec = cfg.transport.clone();
+    if spec.kind == TransportKind::Zenoh && spec.listen.is_empty() {
+        spec.listen = vec![format!("tcp/127.0.0.1:{}", free_tcp_port().map_err(ProbeError::Setup)?)];
+    }
+    if spec.kind == TransportKind::Dds && spec.domain.is_none() {
+        spec.domain = Some(crate::default_dds_domain());
+    }
+    let transport = open_transport(&spec)?;
+    let qos_mapping = validate(cfg, transport.as_ref())?;
+    let mut role_spec = TransportSpec::new(spec.kind);
+    role_spec.connect = spec.listen.clone();
+    role_spec.domain = spec.domain;
+    let in_process = cfg.in_process || spec.kind == TransportKind::Intra;
+    let cases = cfg.cases();
+    let mut out = Vec::new();
+    for (ci, &(len, period, n)) in cases.iter().enumerate() {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        progress(ci, cases.len());
+        let topic = format!("rtlab_{}_{}_{}", std::process::id(), started.rem_euclid(1_000_000), ci);
+        let case = CaseSetup {
+            cfg,
+            transport: transport.clone(),
+            role_spec: if in_process { spec.clone() } else { role_spec.clone() },
+            in_process,
+            topic,
+            len,
+            period,
+            n,
+        };
+        match case.run(launcher, &stop) {
+            Ok(c) => out.push(c),
+            // bad input stops everything; a case that cannot run here is recorded, the sweep goes on
+            Err(e) if e.is_bad_input() || matches!(e, ProbeError::Rt(_)) => return Err(e),
+            Err(e) => out.push(CaseResult::failed(len, period, n, e.to_string())),
+        }
+    }
+    progress(out.len(), cases.len());
+    let mut notes = transport.notes();
+    if let Some(c) = out.iter().find(|c| !c.thread_priorities_set.is_empty()) {
+        notes.extend(c.thread_priorities_set.iter().map(|d| format!("publisher process: {d}")));
+    }
+    if !cfg.thread_priorities.is_empty() && !in_process {
+        notes.push("subscriber processes: the same --thread-priority rules applied to their middleware threads".into());
+    }
+    if spec.kind == TransportKind::Intra && !cfg.in_process {
+        notes.push("intra: subscribers are threads of the publisher's process (same process by definition)".into());
+    }
+    drop(transport);
+    Ok(PubsubOutcome {
+        interrupted: stop.load(Ordering::Relaxed),
+        cases: out,
+        qos_mapping,
+        notes,
+        duration_ns: monotonic_ns() - started,
+    })
+}
+
+fn free_tcp_port() -> Result<u16, String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("finding a free loopback port: {e}"))?;
+    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+}
+
+struct CaseSetup<'a> {
+    cfg: &'a PubsubConfig,
+    transport: Arc<dyn Transport>,
+    role_spec: TransportSpec,
+    in_process: bool,
+    topic: String,
+    len: usize,
+    period: i64,
+    n: usize,
+}
+
+/// A started role: a thread or a process, with its stop signal.
+enum RoleHandle {
+    Thread { stop: Arc<AtomicBool>, thread: Option<rtlab_sys::sched::RtThread<()>> },
+    Process { child: Child, stdin: Option<ChildStdin> },
+}
+
+impl RoleHandle {
+    fn stop(&mut self) {
+        match self {
+            RoleHandle::Thread { stop, .. } => stop.store(true, Ordering::Relaxed),
+            RoleHandle::Process { stdin, .. } => drop(stdin.take()), // EOF = stop
+        }
+    }
+    fn finish(mut self) {
+        self.stop();
+        match self {
+            RoleHandle::Thread { thread, .. } => {
+                if let Some(t) = thread {
+                    let _ = t.join();
+                }
+            }
+            RoleHandle::Process { mut child, .. } => {
+                let end = monotonic_ns() + 5_000_000_000;
+                loop {
+                    match child.try_wait() {
+                        Ok(Some(_)) | Err(_) => break,
+                        Ok(None) if monotonic_ns() > end => {
+                            let _ = child.kill();
+                            let _ = child.wait();
+                            break;
+                        }
+                        Ok(None) => std::thread::sleep(std::time::Duration::from_millis(5)),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Stops every role still running when dropped (also on an error path).
+struct Roles(Vec<RoleHandle>);
+
+impl Drop for Roles {
+    fn drop(&mut self) {
+        for r in self.0.drain(..) {
+            r.finish();
+        }
+    }
+}
+
+fn window_capacity(duration_ns: i64, window_ns: i64) -> usize {
+    ((duration_ns / window_ns.max(1)) as usize + 4).clamp(16, 1 << 16)
+}
+
+impl CaseSetup<'_> {
+    fn role_config(&self, kind: RoleKind, index: usize, duration_ns: i64) -> RoleConfig {
+        let cfg = self.cfg;
+        RoleConfig {
+            transport: self.role_spec.clone(),
+            kind,
+            index,
+            topic_in: match kind {
+                RoleKind::Subscriber => format!("{}_data", self.topic),
+                RoleKind::Echo => format!("{}_ping", self.topic),
+            },
+            topic_out: (kind == RoleKind::Echo).then(|| format!("{}_pong_{index}", self.topic)),
+            qos: cfg.qos,
+            wait: cfg.wait,
+            max_len: self.len,
+            deadline_ns: cfg.deadline_ns.unwrap_or(self.period),
+            loss_timeout_ns: cfg.loss_timeout_ns,
+            window_ns: cfg.window_ns,
+            window_capacity: window_capacity(duration_ns, cfg.window_ns),
+            run_timeout_ns: 2 * SETUP_TIMEOUT_NS + duration_ns + cfg.loss_timeout_ns,
+            rt: cfg.rt.clone(),
+            mlockall: cfg.mlockall,
+            thread_priorities: cfg.thread_priorities.clone(),
+        }
+    }
+
+    fn start_role(&self, rc: RoleConfig, events: mpsc::Sender<(usize, RoleEvent)>, launcher: Launcher) -> Result<RoleHandle, ProbeError> {
+        let index = rc.index;
+        if self.in_process {
+            let stop = Arc::new(AtomicBool::new(false));
+            let s2 = stop.clone();
+            let transport = self.transport.clone();
+            let spec = rc.rt.spec(&format!("rtlab-sub{index}"), 1 + index);
+            let thread = spawn_rt(&spec, move || {
+                let mut emit = |e: RoleEvent| {
+                    let _ = events.send((index, e));
+                };
+                run_role(&rc, transport, &s2, &mut emit);
+            })
+            .map_err(|e| ProbeError::Rt(e.to_string()))?;
+            return Ok(RoleHandle::Thread { stop, thread: Some(thread) });
+        }
+        let json = serde_json::to_string(&rc).map_err(|e| ProbeError::Setup(e.to_string()))?;
+        let mut cmd = launcher(&json);
+        // a process group of its own: a terminal's Ctrl-C reaches only the parent, which
+        // stops the roles itself (closing their stdin) and keeps what they measured
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| ProbeError::Setup(format!("starting subscriber process {index}: {e}")))?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("piped");
+        let stderr = child.stderr.take().expect("piped");
+        let last_err = Arc::new(std::sync::Mutex::new(String::new()));
+        let le = last_err.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if !line.trim().is_empty() {
+                    *le.lock().unwrap_or_else(|e| e.into_inner()) = line;
+                }
+            }
+        });
+        std::thread::spawn(move || {
+            let mut ended = false;
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(e) = parse_event(&line) {
+                    ended |= matches!(e, RoleEvent::Done(_) | RoleEvent::Failed(_));
+                    let _ = events.send((index, e));
+                }
+            }
+            if !ended {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                let why = last_err.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let why = if why.is_empty() { "exited without a report".to_string() } else { why };
+                let _ = events.send((index, RoleEvent::Failed(format!("subscriber process {index}: {why}"))));
+            }
+        });
+        Ok(RoleHandle::Process { child, stdin })
+    }
+
+    fn run(&self, launcher: Launcher, stop: &Arc<AtomicBool>) -> Result<CaseResult, ProbeError> {
+        let cfg = self.cfg;
+        let count = cfg.messages_of(self.period);
+        let duration_ns = count as i64 * self.period;
+        let deadline_ns = cfg.deadline_ns.unwrap_or(self.period);
+        let (tx, rx) = mpsc::channel::<(usize, RoleEvent)>();
+        let kind = match cfg.mode {
+            Mode::Oneway => RoleKind::Subscriber,
+            Mode::Roundtrip => RoleKind::Echo,
+        };
+        let out_topic = match cfg.mode {
+            Mode::Oneway => format!("{}_data", self.topic),
+            Mode::Roundtrip => format!("{}_ping", self.topic),
+        };
+        let mut publisher = self.transport.publisher(&out_topic, &cfg.qos, self.len)?;
+
+        // roundtrip: the pong receivers live here, one thread each, started before the echoes
+        let rstop = Arc::new(AtomicBool::new(false));
+        let mut receivers = Vec::new();
+        if cfg.mode == Mode::Roundtrip {
+            for i in 0..self.n {
+                let rc = self.role_config(RoleKind::Subscriber, i, duration_ns);
+                let sub = self.transport.subscriber(&format!("{}_pong_{i}", self.topic), &cfg.qos, self.len)?;
+                let events = tx.clone();
+                let rs = rstop.clone();
+                let spec = cfg.rt.spec(&format!("rtlab-pong{i}"), 1 + i);
+                let t = spawn_rt(&spec, move || {
+                    let mut emit = |e: RoleEvent| {
+                        let _ = events.send((1000 + i, e));
+                    };
+                    receive_loop(sub, &rc, &rs, &mut emit)
+                })
+                .map_err(|e| ProbeError::Rt(e.to_string()))?;
+                receivers.push(t);
+            }
+        }
+        let _stop_receivers = StopOnDrop(rstop.clone());
+        // middleware threads exist once ports do (Cyclone starts `recv` lazily)
+        let thread_priorities_set = apply_thread_priorities(&cfg.thread_priorities).map_err(ProbeError::Invalid)?;
+
+        let mut roles = Roles(Vec::new());
+        for i in 0..self.n {
+            let rc = self.role_config(kind, i, duration_ns);
+            roles.0.push(self.start_role(rc, tx.clone(), launcher)?);
+        }
+        drop(tx);
+
+        // ready, then warm: warm-up messages until every receiver got one (discovery done)
+        let mut ready = vec![false; self.n];
+        let mut warm = vec![false; self.n];
+        let mut reports: Vec<Option<ReceiverReport>> = vec![None; self.n];
+        let setup_end = monotonic_ns() + SETUP_TIMEOUT_NS;
+        let mut k = 0u64;
+        let mut next_warm = monotonic_ns();
+        while !(ready.iter().all(|r| *r) && warm.iter().all(|w| *w)) {
+            if stop.load(Ordering::Relaxed) {
+                return Err(ProbeError::Setup("interrupted during set-up".into()));
+            }
+            let now = monotonic_ns();
+            if now > setup_end {
+                let which = if ready.iter().all(|r| *r) { "received nothing (discovery failed?)" } else { "did not start" };
+                let idx: Vec<String> = (0..self.n).filter(|i| !(ready[*i] && warm[*i])).map(|i| i.to_string()).collect();
+                return Err(ProbeError::Setup(format!(
+                    "{}: subscriber(s) {} {which} within {} s",
+                    self.transport.name(),
+                    idx.join(","),
+                    SETUP_TIMEOUT_NS / 1_000_000_000
+                )));
+            }
+            if ready.iter().all(|r| *r) && now >= next_warm {
+                publisher.publish(WARMUP_BIT | k, monotonic_ns(), self.len)?;
+                k += 1;
+                next_warm = now + warmup_period(self.period, self.len);
+            }
+            match rx.recv_timeout(std::time::Duration::from_millis(2)) {
+                Ok((i, e)) => {
+                    let (i, own) = if i >= 1000 { (i - 1000, true) } else { (i, false) };
+                    match e {
+                        RoleEvent::Ready => ready[i] = true,
+                        RoleEvent::Warm => {
+                            if own || cfg.mode == Mode::Oneway {
+                                warm[i] = true
+                            }
+                        }
+                        RoleEvent::Failed(why) => return Err(ProbeError::Setup(why)),
+                        RoleEvent::Done(r) => reports[i] = r.map(|b| *b),
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(ProbeError::Setup("every subscriber ended during set-up".into())),
+            }
+        }
+        // let the last warm-up messages drain before measuring
+        std::thread::sleep(std::time::Duration::from_millis(20));
+
+        // the measured phase, on an app thread of its own
+        let sstop = stop.clone();
+        let len = self.len;
+        let period = self.period;
+        let spec = cfg.rt.spec("rtlab-pub", 0);
+        let sender = spawn_rt(&spec, move || {
+            let r = send_loop(publisher.as_mut(), len, period, count, &sstop);
+            (r, publisher)
+        })
+        .map_err(|e| ProbeError::Rt(e.to_string()))?;
+        let ((published, overruns, send_err), publisher) = sender.join().map_err(|_| ProbeError::Setup("the sender thread panicked".into()))?;
+        if let Some(e) = send_err {
+            return Err(e.into());
+        }
+        // late messages still count as late, not lost, within the loss timeout
+        rtlab_sys::clock::sleep_for(cfg.loss_timeout_ns);
+
+        // stop and collect
+        let mut done = vec![false; self.n];
+        match cfg.mode {
+            Mode::Oneway => {
+                for r in roles.0.iter_mut() {
+                    r.stop();
+                }
+                let end = monotonic_ns() + 10_000_000_000 + cfg.loss_timeout_ns;
+                while !done.iter().all(|d| *d) && monotonic_ns() < end {
+                    match rx.recv_timeout(std::time::Duration::from_millis(20)) {
+                        Ok((i, RoleEvent::Done(r))) if i < 1000 => {
+                            reports[i] = r.map(|b| *b);
+                            done[i] = true;
+                        }
+                        Ok((i, RoleEvent::Failed(why))) if i < 1000 => return Err(ProbeError::Setup(why)),
+                        Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                    }
+                }
+            }
+            Mode::Roundtrip => {
+                rstop.store(true, Ordering::Relaxed);
+                for (i, t) in receivers.drain(..).enumerate() {
+                    reports[i] = t.join().ok();
+                }
+            }
+        }
+        drop(roles);
+        drop(publisher);
+
+        let mut streams = Vec::new();
+        for (i, r) in reports.into_iter().enumerate() {
+            let r = r.ok_or_else(|| ProbeError::Setup(format!("subscriber {i} sent no report")))?;
+            let mut s = r.stream;
+            s.name = format!("{}.{}.{}B.{}.n{}.sub{i}", self.transport.name(), cfg.mode.name(), self.len, rate_label(self.period), self.n);
+            s.metric = cfg.mode.metric().into();
+            s.definition = cfg.mode.definition().into();
+            s.deadline_ns = deadline_ns;
+            s.labels = self.labels(i, published);
+            s.stats.overruns = Some(overruns);
+            s.stats.lost = Some(published.saturating_sub(r.received));
+            s.stats.late = Some(r.late);
+            s.stats.duplicates = Some(r.duplicates);
+            s.stats.out_of_order = Some(r.out_of_order);
+            s.stats.malformed = Some(r.malformed);
+            streams.push(s);
+        }
+        let (mut p50_spread_ns, mut fastest, mut slowest) = (None, None, None);
+        let p50s: Vec<(usize, i64)> = streams.iter().enumerate().filter_map(|(i, s)| s.stats.p50_ns.map(|p| (i, p))).collect();
+        if p50s.len() >= 2 {
+            let f = p50s.iter().min_by_key(|x| x.1).copied().expect("non-empty");
+            let sl = p50s.iter().max_by_key(|x| x.1).copied().expect("non-empty");
+            p50_spread_ns = Some(sl.1 - f.1);
+            fastest = Some(f.0);
+            slowest = Some(sl.0);
+        }
+        if let Some(sp) = p50_spread_ns {
+            for s in streams.iter_mut() {
+                s.labels.insert("case_p50_spread_ns".into(), sp.to_string());
+            }
+        }
+        Ok(CaseResult { payload: self.len, period_ns: self.period, subscribers: self.n, published, overruns, streams, p50_spread_ns, fastest, slowest, error: None, thread_priorities_set })
+    }
+
+    fn labels(&self, i: usize, published: u64) -> BTreeMap<String, String> {
+        let cfg = self.cfg;
+        let mut l = BTreeMap::new();
+        l.insert("transport".into(), self.transport.name().into());
+        l.insert("mode".into(), cfg.mode.name().into());
+        l.insert("wait".into(), cfg.wait.name().into());
+        l.insert("payload_bytes".into(), self.len.to_string());
+        l.insert("period_ns".into(), self.period.to_string());
+        l.insert("rate".into(), rate_label(self.period));
+        l.insert("subscribers".into(), self.n.to_string());
+        l.insert("subscriber".into(), i.to_string());
+        l.insert("placement".into(), if self.in_process { "threads" } else { "processes" }.into());
+        l.insert("reliability".into(), cfg.qos.reliability.to_string());
+        l.insert("history".into(), cfg.qos.history.to_string());
+        l.insert("durability".into(), cfg.qos.durability.to_string());
+        l.insert("published".into(), published.to_string());
+        l
+    }
+}
+
+struct StopOnDrop(Arc<AtomicBool>);
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// `100hz`, `2.5khz`... for names.
+pub fn rate_label(period_ns: i64) -> String {
+    let hz = 1e9 / period_ns as f64;
+    if hz >= 1000.0 && (hz / 1000.0).fract() == 0.0 {
+        format!("{}khz", hz as i64 / 1000)
+    } else if hz.fract() == 0.0 {
+        format!("{}hz", hz as i64)
+    } else {
+        format!("{hz:.2}hz")
+    }
+}
+
+/// The sender: `count` messages on the absolute grid t0 + k*period. Returns (published,
+/// overruns, error). Allocation-free.
+fn send_loop(publisher: &mut dyn Publisher, len: usize, period: i64, count: u64, stop: &AtomicBool) -> (u64, u64, Option<TransportError>) {
+    let t0 = monotonic_ns() + period.min(10_000_000);
+    let mut published = 0u64;
+    let mut overruns = 0u64;
+    let mut slot = 0u64;
+    while slot < count && !stop.load(Ordering::Relaxed) {
+        let due = t0 + slot as i64 * period;
+        let now = monotonic_ns();
+        if now > due + period {
+            // this slot (and any others already over) passed: skip, no catch-up burst
+            let behind = ((now - due) / period) as u64;
+            overruns += behind;
+            slot += behind;
+            continue;
+        }
+        sleep_until(due);
+        let stamp = monotonic_ns();
+        if let Err(e) = publisher.publish(published, stamp, len) {
+            return (published, overruns, Some(e));
+        }
+        published += 1;
+        slot += 1;
+    }
+    (published, overruns, None)
+}
+
+/// A receiver: take, stamp, count, record until `stop`. Emits `Warm` on the first
+/// warm-up message. Allocation-free after set-up.
+pub fn receive_loop(mut sub: Box<dyn Subscriber>, rc: &RoleConfig, stop: &AtomicBool, emit: &mut dyn FnMut(RoleEvent)) -> ReceiverReport {
+    let mut rec = Recorder::new(
+        &RecorderConfig {
+            deadline_ns: rc.deadline_ns,
+            window_ns: rc.window_ns,
+            window_capacity: rc.window_capacity,
+            max_samples: None,
+            us_histogram_buckets: None,
+            spike_threshold_ns: None,
+        },
+        None,
+    );
+    let mut track = SeqTracker::new();
+    let (mut late, mut malformed, mut warm) = (0u64, 0u64, false);
+    let mut t0: Option<i64> = None;
+    let give_up = monotonic_ns() + rc.run_timeout_ns;
+    while !stop.load(Ordering::Relaxed) && monotonic_ns() < give_up {
+        let got = match sub.take(rc.wait, POLL_SLICE_NS) {
+            Ok(g) => g,
+            Err(_) => {
+                malformed += 1;
+                continue;
+            }
+        };
+        let now = monotonic_ns();
+        let Some(r) = got else { continue };
+        if r.seq & WARMUP_BIT != 0 {
+            if !warm {
+                warm = true;
+                emit(RoleEvent::Warm);
+            }
+            continue;
+        }
+        if r.len < HEADER_LEN {
+            malformed += 1;
+            continue;
+        }
+        match track.arrive(r.seq) {
+            Arrival::Duplicate => continue,
+            Arrival::New | Arrival::OutOfOrder => {}
+        }
+        let latency = now - r.stamp_ns;
+        if latency > rc.loss_timeout_ns {
+            late += 1;
+            continue;
+        }
+        let start = *t0.get_or_insert(r.stamp_ns);
+        rec.record(r.seq, now - start, latency);
+    }
+    drop(sub);
+    ReceiverReport {
+        stream: Stream::from_recorder("", "", "", BTreeMap::new(), &rec),
+        received: track.received,
+        late,
+        duplicates: track.duplicates,
+        out_of_order: track.out_of_order,
+        malformed,
+    }
+}
+
+/// An echo: republish every message unchanged (sequence and stamp kept) until `stop`.
+fn echo_loop(mut sub: Box<dyn Subscriber>, mut publisher: Box<dyn Publisher>, rc: &RoleConfig, stop: &AtomicBool) -> Result<(), TransportError> {
+    let give_up = monotonic_ns() + rc.run_timeout_ns;
+    while !stop.load(Ordering::Relaxed) && monotonic_ns() < give_up {
+        if let Some(r) = sub.take(rc.wait, POLL_SLICE_NS)? {
+            publisher.publish(r.seq, r.stamp_ns, r.len)?;
+        }
+    }
+    Ok(())
+}
+
+/// Run one role on the calling thread with an open transport.
+pub fn run_role(rc: &RoleConfig, transport: Arc<dyn Transport>, stop: &AtomicBool, emit: &mut dyn FnMut(RoleEvent)) {
+    let sub = match transport.subscriber(&rc.topic_in, &rc.qos, rc.max_len) {
+        Ok(s) => s,
+        Err(e) => return emit(RoleEvent::Failed(e.to_string())),
+    };
+    // middleware threads exist once ports do (Cyclone starts `recv` lazily)
+    if let Err(e) = apply_thread_priorities(&rc.thread_priorities) {
+        return emit(RoleEvent::Failed(e));
+    }
+    match rc.kind {
+        RoleKind::Subscriber => {
+            emit(RoleEvent::Ready);
+            let r = receive_loop(sub, rc, stop, emit);
+            emit(RoleEvent::Done(Some(Box::new(r))));
+        }
+        RoleKind::Echo => {
+            let topic = rc.topic_out.as_deref().unwrap_or("pong");
+            let publisher = match transport.publisher(topic, &rc.qos, rc.max_len) {
+                Ok(p) => p,
+                Err(e) => return emit(RoleEvent::Failed(e.to_string())),
+            };
+            emit(RoleEvent::Ready);
+            match echo_loop(sub, publisher, rc, stop) {
+                Ok(()) => emit(RoleEvent::Done(None)),
+                Err(e) => emit(RoleEvent::Failed(e.to_string())),
+            }
+        }
+    }
+}
+
+fn parse_event(line: &str) -> Option<RoleEvent> {
+    // the marker may follow other output on the same line (a test harness, a library)
+    let at = line.find("rtlab-role ")?;
+    serde_json::from_str(&line[at + "rtlab-role ".len()..]).ok()
+}
+
+fn write_event(e: &RoleEvent) {
+    if let Ok(s) = serde_json::to_string(e) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "rtlab-role {s}");
+        let _ = out.flush();
+    }
+}
+
+/// The body of a role process: `json` is a [`RoleConfig`]. Speaks [`RoleEvent`] lines on
+/// stdout; stops when its stdin closes. Returns the exit code.
+pub fn role_main(json: &str) -> i32 {
+    let rc: RoleConfig = match serde_json::from_str(json) {
+        Ok(rc) => rc,
+        Err(e) => {
+            write_event(&RoleEvent::Failed(format!("bad role configuration: {e}")));
+            return 2;
+        }
+    };
+    // policy first, then the middleware: its threads inherit the policy
+    if let Err(e) = rc.rt.apply_policy_here() {
+        write_event(&RoleEvent::Failed(format!("real-time settings: {e}")));
+        return 1;
+    }
+    let transport = match open_transport(&rc.transport) {
+        Ok(t) => t,
+        Err(e) => {
+            write_event(&RoleEvent::Failed(e.to_string()));
+            return 1;
+        }
+    };
+    let _lock = if rc.mlockall { rtlab_sys::memory::MemoryLock::lock_all().ok() } else { None };
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+        s2.store(true, Ordering::Relaxed);
+    });
+    // pin this thread only (never the whole process: middleware threads float)
+    if let Some(cpu) = rc.rt.cpu(1 + rc.index) {
+        if let Err(e) = set_current_affinity(&[cpu]) {
+            write_event(&RoleEvent::Failed(format!("real-time settings: {e}")));
+            return 1;
+        }
+    }
+    run_role(&rc, transport, &stop, &mut |e| write_event(&e));
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_labels() {
+        assert_eq!(rate_label(10_000_000), "100hz");
+        assert_eq!(rate_label(200_000), "5khz");
+        assert_eq!(rate_label(40_000_000), "25hz");
+    }
+
+    #[test]
+    fn events_round_trip_through_lines() {
+        for e in [RoleEvent::Ready, RoleEvent::Warm, RoleEvent::Failed("x y".into()), RoleEvent::Done(None)] {
+            let line = format!("rtlab-role {}", serde_json::to_string(&e).unwrap());
+            assert_eq!(parse_event(&line), Some(e));
+        }
+        assert_eq!(parse_event("zenoh says hello"), None);
+    }
+}

@@ -1,0 +1,187 @@
+//! `shm`: iceoryx2 (0.10) shared memory, inter-process, zero copy inside the library.
+//!
+//! One iceoryx2 node per transport (signal handling disabled: rtlab owns Ctrl-C). A topic
+//! is a publish-subscribe service of `[u8]` slices plus an event service `<topic>/ev` used
+//! only for the blocking wait: the publisher notifies after each send; a blocking
+//! subscriber sleeps in the listener's `timed_wait`. Busy-poll spins on `receive`.
+//! The publisher copies the message from its preallocated buffer into a loaned sample
+//! (the write an application does anyway) and sends it; subscribers read the header in
+//! place in shared memory. iceoryx2 removes its files (/dev/shm/iox2_*, /tmp/iceoryx2)
+//! when the last port, service and node are dropped. Never prints.
+
+use crate::transport::*;
+use iceoryx2::prelude::*;
+use std::time::Duration;
+
+const NAME: &str = "shm";
+/// Largest message offered (shared memory is reserved per subscriber and queued sample).
+pub const MAX_MESSAGE: usize = 64 << 20;
+/// Subscriber buffer used for keep-all (bounded; a reliable publisher waits when full).
+pub const KEEP_ALL_DEPTH: usize = 1024;
+const MAX_SUBSCRIBERS: usize = 16;
+
+type Svc = ipc_threadsafe::Service;
+
+fn lib(what: &'static str) -> impl Fn(String) -> TransportError {
+    move |why| TransportError::Library { transport: NAME, what, why }
+}
+
+pub struct ShmTransport {
+    node: Node<Svc>,
+}
+
+impl ShmTransport {
+    pub fn new() -> Result<Self, TransportError> {
+        // iceoryx2 logs to stderr by default (e.g. "no config file was loaded"): errors only
+        set_log_level(LogLevel::Error);
+        let node = NodeBuilder::new()
+            .signal_handling_mode(SignalHandlingMode::Disabled)
+            .create::<Svc>()
+            .map_err(|e| lib("create node")(format!("{e:?}")))?;
+        Ok(ShmTransport { node })
+    }
+
+    fn service(&self, topic: &str, qos: &Qos) -> Result<iceoryx2::service::port_factory::publish_subscribe::PortFactory<Svc, [u8], ()>, TransportError> {
+        let name = ServiceName::new(topic).map_err(|e| lib("service name")(format!("{e:?}")))?;
+        let depth = qos.history.depth(KEEP_ALL_DEPTH);
+        let history = match qos.durability {
+            Durability::Volatile => 0,
+            Durability::TransientLocal => depth,
+        };
+        self.node
+            .service_builder(&name)
+            .publish_subscribe::<[u8]>()
+            .max_publishers(2)
+            .max_subscribers(MAX_SUBSCRIBERS)
+            .max_nodes(MAX_SUBSCRIBERS + 4)
+            .subscriber_max_buffer_size(depth)
+            .history_size(history)
+            .enable_safe_overflow(qos.reliability == Reliability::BestEffort)
+            .open_or_create()
+            .map_err(|e| lib("open the publish-subscribe service")(format!("{e:?}")))
+    }
+
+    fn event(&self, topic: &str) -> Result<iceoryx2::service::port_factory::event::PortFactory<Svc>, TransportError> {
+        let name = ServiceName::new(&format!("{topic}/ev")).map_err(|e| lib("service name")(format!("{e:?}")))?;
+        self.node
+            .service_builder(&name)
+            .event()
+            .max_notifiers(4)
+            .max_listeners(MAX_SUBSCRIBERS)
+            .max_nodes(MAX_SUBSCRIBERS + 4)
+            .open_or_create()
+            .map_err(|e| lib("open the event service")(format!("{e:?}")))
+    }
+}
+
+impl Transport for ShmTransport {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn max_message(&self) -> usize {
+        MAX_MESSAGE
+    }
+    fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
+        let reliability = match qos.reliability {
+            Reliability::Reliable => {
+                item(qos.reliability, "enable_safe_overflow(false) + BackpressureStrategy::RetryUntilDelivered (publisher waits, no loss)", Fidelity::Exact)
+            }
+            Reliability::BestEffort => item(qos.reliability, "enable_safe_overflow(true): a full subscriber buffer drops its oldest sample", Fidelity::Exact),
+        };
+        let history = match qos.history {
+            History::KeepLast(n) => item(qos.history, format!("subscriber buffer_size {n} (oldest replaced when full and best effort)"), Fidelity::Exact),
+            History::KeepAll => item(qos.history, format!("subscriber buffer_size {KEEP_ALL_DEPTH} (bounded)"), Fidelity::Closest),
+        };
+        let durability = match qos.durability {
+            Durability::Volatile => item(qos.durability, "history_size 0", Fidelity::Exact),
+            Durability::TransientLocal => item(
+                qos.durability,
+                format!("history_size {} (late subscribers get the last samples while the publisher lives)", qos.history.depth(KEEP_ALL_DEPTH)),
+                Fidelity::Exact,
+            ),
+        };
+        Ok(QosMapping { reliability, history, durability })
+    }
+    fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Result<Box<dyn Publisher>, TransportError> {
+        self.map_qos(qos)?;
+        check_len(NAME, MAX_MESSAGE, max_len)?;
+        let svc = self.service(topic, qos)?;
+        let publisher = svc
+            .publisher_builder()
+            .initial_max_slice_len(max_len)
+            .max_loaned_samples(2)
+            .backpressure_strategy(match qos.reliability {
+                Reliability::Reliable => BackpressureStrategy::RetryUntilDelivered,
+                Reliability::BestEffort => BackpressureStrategy::DiscardData,
+            })
+            .create()
+            .map_err(|e| lib("create publisher")(format!("{e:?}")))?;
+        let ev = self.event(topic)?;
+        let notifier = ev.notifier_builder().create().map_err(|e| lib("create notifier")(format!("{e:?}")))?;
+        Ok(Box::new(ShmPublisher { publisher, notifier, buf: vec![0u8; max_len].into_boxed_slice(), _svc: svc, _ev: ev }))
+    }
+    fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Result<Box<dyn Subscriber>, TransportError> {
+        self.map_qos(qos)?;
+        check_len(NAME, MAX_MESSAGE, max_len)?;
+        let svc = self.service(topic, qos)?;
+        let subscriber = svc
+            .subscriber_builder()
+            .buffer_size(qos.history.depth(KEEP_ALL_DEPTH))
+            .create()
+            .map_err(|e| lib("create subscriber")(format!("{e:?}")))?;
+        let ev = self.event(topic)?;
+        let listener = ev.listener_builder().create().map_err(|e| lib("create listener")(format!("{e:?}")))?;
+        Ok(Box::new(ShmSubscriber { subscriber, listener, _svc: svc, _ev: ev }))
+    }
+    fn notes(&self) -> Vec<String> {
+        vec!["shm: iceoryx2 0.10 ipc_threadsafe service; blocking wait = event service listener, notified after each send".into()]
+    }
+}
+
+struct ShmPublisher {
+    publisher: iceoryx2::port::publisher::Publisher<Svc, [u8], ()>,
+    notifier: iceoryx2::port::notifier::Notifier<Svc>,
+    buf: Box<[u8]>,
+    _svc: iceoryx2::service::port_factory::publish_subscribe::PortFactory<Svc, [u8], ()>,
+    _ev: iceoryx2::service::port_factory::event::PortFactory<Svc>,
+}
+
+impl Publisher for ShmPublisher {
+    fn publish(&mut self, seq: u64, stamp_ns: i64, len: usize) -> Result<(), TransportError> {
+        check_len(NAME, self.buf.len(), len)?;
+        encode_header(&mut self.buf, seq, stamp_ns);
+        let sample = self.publisher.loan_slice_uninit(len).map_err(|e| lib("loan")(format!("{e:?}")))?;
+        let sample = sample.write_from_slice(&self.buf[..len]);
+        sample.send().map_err(|e| lib("send")(format!("{e:?}")))?;
+        self.notifier.notify().map_err(|e| lib("notify")(format!("{e:?}")))?;
+        Ok(())
+    }
+}
+
+struct ShmSubscriber {
+    subscriber: iceoryx2::port::subscriber::Subscriber<Svc, [u8], ()>,
+    listener: iceoryx2::port::listener::Listener<Svc>,
+    _svc: iceoryx2::service::port_factory::publish_subscribe::PortFactory<Svc, [u8], ()>,
+    _ev: iceoryx2::service::port_factory::event::PortFactory<Svc>,
+}
+
+impl Subscriber for ShmSubscriber {
+    fn try_take(&mut self) -> Result<Option<Received>, TransportError> {
+        match self.subscriber.receive().map_err(|e| lib("receive")(format!("{e:?}")))? {
+            Some(s) => {
+                let p = s.payload();
+                Ok(decode_header(p).map(|(seq, stamp_ns)| Received { seq, stamp_ns, len: p.len() }))
+            }
+            None => Ok(None),
+        }
+    }
+    fn wait_take(&mut self, timeout_ns: i64) -> Result<Option<Received>, TransportError> {
+        if let Some(r) = self.try_take()? {
+            return Ok(Some(r));
+        }
+        self.listener
+            .timed_wait(|_| {}, Duration::from_nanos(timeout_ns.max(0) as u64))
+            .map_err(|e| lib("wait")(format!("{e:?}")))?;
+        self.try_take()
+    }
+}

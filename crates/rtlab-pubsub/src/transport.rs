@@ -1,0 +1,297 @@
+//! The `Transport` contract every pub/sub transport implements, the QoS it is asked for and
+//! the record of what that QoS became natively.
+//!
+//! Contract (checked for every implementation by [`crate::conformance`]):
+//! - A message is `len` bytes (`len >= HEADER_LEN`): bytes 0..8 the sequence number, 8..16 the
+//!   send stamp (CLOCK_MONOTONIC ns), both little endian, then payload. [`Publisher::publish`]
+//!   sends one; every [`Subscriber`] of the same topic (created before, and matched) gets it,
+//!   in publish order, at most once.
+//! - [`Subscriber::try_take`] never blocks; [`Subscriber::wait_take`] blocks at most the given
+//!   time. Neither returns the payload: only [`Received`] (sequence, stamp, length). The
+//!   subscriber stamps nothing: the caller stamps right after the call returns.
+//! - Publish and take do not allocate on rtlab's side: buffers are preallocated at creation
+//!   (a library that only accepts owned buffers says so in [`Transport::notes`]).
+//! - [`Transport::map_qos`] says what each asked QoS setting becomes natively, or fails with
+//!   [`TransportError::QosUnsupported`]; publishers/subscribers are created with that mapping.
+//! - [`Transport::max_message`] is the largest message the transport carries; larger is
+//!   refused with [`TransportError::MessageTooLarge`] when the port is created.
+//! - Dropping publishers, subscribers and then the transport releases everything it made:
+//!   threads, sockets, and files (shared memory segments included).
+//! - Nothing here prints.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Bytes at the start of every message: sequence number (8) + send stamp (8).
+pub const HEADER_LEN: usize = 16;
+/// Sequence numbers with this bit set are warm-up messages (not measured).
+pub const WARMUP_BIT: u64 = 1 << 63;
+/// The sequence number of the end-of-stream marker.
+pub const END_SEQ: u64 = u64::MAX;
+
+/// Write the header into the first [`HEADER_LEN`] bytes of `buf`.
+#[inline]
+pub fn encode_header(buf: &mut [u8], seq: u64, stamp_ns: i64) {
+    buf[0..8].copy_from_slice(&seq.to_le_bytes());
+    buf[8..16].copy_from_slice(&stamp_ns.to_le_bytes());
+}
+
+/// Read the header of a message (None: shorter than a header, i.e. malformed).
+#[inline]
+pub fn decode_header(buf: &[u8]) -> Option<(u64, i64)> {
+    if buf.len() < HEADER_LEN {
+        return None;
+    }
+    let seq = u64::from_le_bytes(buf[0..8].try_into().ok()?);
+    let stamp = i64::from_le_bytes(buf[8..16].try_into().ok()?);
+    Some((seq, stamp))
+}
+
+/// What a subscriber got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Received {
+    pub seq: u64,
+    pub stamp_ns: i64,
+    pub len: usize,
+}
+
+/// How a receiver waits for the next message (changes latency 10-50x, so it is recorded).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitStyle {
+    /// Sleep in the library's/kernel's blocking wait until a message arrives.
+    Blocking,
+    /// Spin on a non-blocking take (burns the CPU).
+    BusyPoll,
+}
+
+impl WaitStyle {
+    pub fn name(self) -> &'static str {
+        match self {
+            WaitStyle::Blocking => "blocking",
+            WaitStyle::BusyPoll => "busy-poll",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reliability {
+    Reliable,
+    BestEffort,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum History {
+    KeepLast(u32),
+    KeepAll,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Durability {
+    Volatile,
+    TransientLocal,
+}
+
+/// The QoS asked for (DDS/ROS 2 words).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Qos {
+    pub reliability: Reliability,
+    pub history: History,
+    pub durability: Durability,
+}
+
+impl Default for Qos {
+    /// ROS 2's "sensor data" profile: best effort, keep last 5, volatile.
+    fn default() -> Self {
+        Qos { reliability: Reliability::BestEffort, history: History::KeepLast(5), durability: Durability::Volatile }
+    }
+}
+
+impl fmt::Display for Reliability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Reliability::Reliable => "reliable",
+            Reliability::BestEffort => "best-effort",
+        })
+    }
+}
+impl fmt::Display for History {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            History::KeepLast(n) => write!(f, "keep-last:{n}"),
+            History::KeepAll => f.write_str("keep-all"),
+        }
+    }
+}
+impl fmt::Display for Durability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Durability::Volatile => "volatile",
+            Durability::TransientLocal => "transient-local",
+        })
+    }
+}
+
+impl History {
+    /// Parse `keep-last:N` or `keep-all`.
+    pub fn parse(s: &str) -> Option<History> {
+        if s == "keep-all" {
+            return Some(History::KeepAll);
+        }
+        let n = s.strip_prefix("keep-last:")?.parse::<u32>().ok()?;
+        (n >= 1).then_some(History::KeepLast(n))
+    }
+    /// The queue depth this history needs (keep-all: `keep_all_depth`).
+    pub fn depth(self, keep_all_depth: usize) -> usize {
+        match self {
+            History::KeepLast(n) => n as usize,
+            History::KeepAll => keep_all_depth,
+        }
+    }
+}
+
+/// How closely one QoS setting was honoured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fidelity {
+    /// The native setting has the same meaning.
+    Exact,
+    /// The closest native setting; `native` says how it differs.
+    Closest,
+}
+
+/// What one asked setting became.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QosItem {
+    pub asked: String,
+    pub native: String,
+    pub fidelity: Fidelity,
+}
+
+/// What the whole QoS became on one transport (recorded in results).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QosMapping {
+    pub reliability: QosItem,
+    pub history: QosItem,
+    pub durability: QosItem,
+}
+
+pub(crate) fn item(asked: impl fmt::Display, native: impl Into<String>, fidelity: Fidelity) -> QosItem {
+    QosItem { asked: asked.to_string(), native: native.into(), fidelity }
+}
+
+/// Errors of a transport.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("transport {transport} cannot honour {setting} {asked}: {why}")]
+    QosUnsupported { transport: &'static str, setting: &'static str, asked: String, why: String },
+    #[error("transport {transport} carries at most {max} bytes per message, {asked} asked")]
+    MessageTooLarge { transport: &'static str, max: usize, asked: usize },
+    #[error("messages are at least {HEADER_LEN} bytes (sequence + stamp), {0} asked")]
+    MessageTooSmall(usize),
+    #[error("{transport}: {what}: {why}")]
+    Library { transport: &'static str, what: &'static str, why: String },
+    #[error("{transport}: {what}: {source}")]
+    Io { transport: &'static str, what: &'static str, source: std::io::Error },
+}
+
+impl TransportError {
+    /// Bad input from the user (exit 2 with one line) rather than a runtime failure.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, TransportError::QosUnsupported { .. } | TransportError::MessageTooLarge { .. } | TransportError::MessageTooSmall(_))
+    }
+}
+
+/// Check a message length against a transport's limits.
+pub fn check_len(transport: &'static str, max: usize, len: usize) -> Result<(), TransportError> {
+    if len < HEADER_LEN {
+        return Err(TransportError::MessageTooSmall(len));
+    }
+    if len > max {
+        return Err(TransportError::MessageTooLarge { transport, max, asked: len });
+    }
+    Ok(())
+}
+
+/// One sending port.
+pub trait Publisher: Send {
+    /// Send one message of `len` bytes (checked at creation against `max_len`) with this
+    /// header. Does not allocate on rtlab's side.
+    fn publish(&mut self, seq: u64, stamp_ns: i64, len: usize) -> Result<(), TransportError>;
+}
+
+/// One receiving port.
+pub trait Subscriber: Send {
+    /// The next message if one is there; never blocks.
+    fn try_take(&mut self) -> Result<Option<Received>, TransportError>;
+    /// The next message, waiting at most `timeout_ns` in the library's blocking wait.
+    fn wait_take(&mut self, timeout_ns: i64) -> Result<Option<Received>, TransportError>;
+    /// The next message with the given wait style, at most `timeout_ns`.
+    fn take(&mut self, wait: WaitStyle, timeout_ns: i64) -> Result<Option<Received>, TransportError> {
+        match wait {
+            WaitStyle::Blocking => self.wait_take(timeout_ns),
+            WaitStyle::BusyPoll => {
+                let end = rtlab_sys::clock::monotonic_ns().saturating_add(timeout_ns.max(0));
+                loop {
+                    if let Some(r) = self.try_take()? {
+                        return Ok(Some(r));
+                    }
+                    if rtlab_sys::clock::monotonic_ns() >= end {
+                        return Ok(None);
+                    }
+                    std::hint::spin_loop();
+                }
+            }
+        }
+    }
+}
+
+/// A transport: one per process (it owns the library's session/node/participant).
+pub trait Transport: Send + Sync {
+    /// The CLI name (`intra`, `udp`, `shm`, `zenoh`, `dds`).
+    fn name(&self) -> &'static str;
+    /// The largest message (header included) this transport carries.
+    fn max_message(&self) -> usize;
+    /// What `qos` becomes natively, or why it cannot be honoured.
+    fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError>;
+    /// A publisher on `topic` for messages up to `max_len` bytes.
+    fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Result<Box<dyn Publisher>, TransportError>;
+    /// A subscriber on `topic` for messages up to `max_len` bytes.
+    fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Result<Box<dyn Subscriber>, TransportError>;
+    /// Facts about this transport that a reader of the results needs (recorded).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trips_and_short_is_malformed() {
+        let mut b = [0u8; 20];
+        encode_header(&mut b, 42, -7);
+        assert_eq!(decode_header(&b), Some((42, -7)));
+        assert_eq!(decode_header(&b[..15]), None);
+    }
+
+    #[test]
+    fn history_parses() {
+        assert_eq!(History::parse("keep-last:7"), Some(History::KeepLast(7)));
+        assert_eq!(History::parse("keep-all"), Some(History::KeepAll));
+        assert_eq!(History::parse("keep-last:0"), None);
+        assert_eq!(History::parse("keep-first"), None);
+        assert_eq!(History::KeepLast(3).to_string(), "keep-last:3");
+    }
+
+    #[test]
+    fn length_limits_are_bad_input() {
+        assert!(check_len("x", 100, 15).unwrap_err().is_bad_input());
+        assert!(check_len("x", 100, 101).unwrap_err().is_bad_input());
+        assert!(check_len("x", 100, 100).is_ok());
+    }
+}

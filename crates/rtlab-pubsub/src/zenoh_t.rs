@@ -1,0 +1,169 @@
+//! `zenoh`: Zenoh 1.10 in peer mode over explicit loopback endpoints — no router, multicast
+//! scouting off (peers learn of each other only over the links they open themselves).
+//!
+//! One session per transport (opened after the caller set its scheduling policy, so the
+//! session's runtime threads inherit it). A topic is a key expression; a publisher is a
+//! declared publisher, a subscriber a declared subscriber with a bounded channel handler
+//! (`RingChannel` for keep-last N, `FifoChannel` for keep-all). The header is read from the
+//! received payload through its reader (no copy of the payload on rtlab's side).
+//! Known cost on rtlab's side: `put` takes an owned buffer, so each publish copies the
+//! message into a new allocation (Zenoh's API; recorded in the notes). Never prints.
+
+use crate::transport::*;
+use std::io::Read;
+use std::time::Duration;
+use zenoh::handlers::{FifoChannel, FifoChannelHandler, RingChannel, RingChannelHandler};
+use zenoh::qos::CongestionControl;
+use zenoh::sample::Sample;
+use zenoh::Wait;
+
+const NAME: &str = "zenoh";
+/// Largest message offered (Zenoh fragments; its own limit is 1 GiB).
+pub const MAX_MESSAGE: usize = 64 << 20;
+/// Channel depth used for keep-all.
+pub const KEEP_ALL_DEPTH: usize = 1024;
+
+fn lib(what: &'static str) -> impl Fn(String) -> TransportError {
+    move |why| TransportError::Library { transport: NAME, what, why }
+}
+
+pub struct ZenohTransport {
+    session: zenoh::Session,
+    listen: Vec<String>,
+    connect: Vec<String>,
+}
+
+impl ZenohTransport {
+    /// A peer that listens on `listen` and connects to `connect` (e.g. `tcp/127.0.0.1:7447`).
+    pub fn new(listen: &[String], connect: &[String]) -> Result<Self, TransportError> {
+        for e in listen.iter().chain(connect) {
+            if !(e.contains("127.") || e.contains("[::1]") || e.contains("localhost")) {
+                return Err(TransportError::Library { transport: NAME, what: "endpoint", why: format!("{e}: only loopback endpoints are used") });
+            }
+        }
+        // a peer listens somewhere in any case: keep it on loopback (Zenoh's default is every interface)
+        let listen: Vec<String> = if listen.is_empty() { vec!["tcp/127.0.0.1:0".into()] } else { listen.to_vec() };
+        let mut c = zenoh::Config::default();
+        let set = |c: &mut zenoh::Config, k: &str, v: String| c.insert_json5(k, &v).map_err(|e| lib("configure")(format!("{k}: {e}")));
+        set(&mut c, "mode", "\"peer\"".into())?;
+        set(&mut c, "listen/endpoints", serde_json::to_string(&listen).unwrap_or_default())?;
+        set(&mut c, "connect/endpoints", serde_json::to_string(connect).unwrap_or_default())?;
+        set(&mut c, "scouting/multicast/enabled", "false".into())?;
+        let session = zenoh::open(c).wait().map_err(|e| lib("open session")(e.to_string()))?;
+        Ok(ZenohTransport { session, listen, connect: connect.to_vec() })
+    }
+}
+
+impl Transport for ZenohTransport {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn max_message(&self) -> usize {
+        MAX_MESSAGE
+    }
+    fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
+        let reliability = match qos.reliability {
+            Reliability::Reliable => item(qos.reliability, "TCP link + CongestionControl::Block (queues wait, never drop)", Fidelity::Exact),
+            Reliability::BestEffort => item(
+                qos.reliability,
+                "CongestionControl::Drop (queues drop under congestion; the TCP link itself still retransmits)",
+                Fidelity::Closest,
+            ),
+        };
+        let history = match qos.history {
+            History::KeepLast(n) => item(qos.history, format!("subscriber RingChannel({n}) (oldest replaced)"), Fidelity::Exact),
+            History::KeepAll => item(qos.history, format!("subscriber FifoChannel({KEEP_ALL_DEPTH}) (bounded; delivery waits when full)"), Fidelity::Closest),
+        };
+        let durability = match qos.durability {
+            Durability::Volatile => item(qos.durability, "plain publisher (no cache for late joiners)", Fidelity::Exact),
+            Durability::TransientLocal => {
+                return Err(TransportError::QosUnsupported {
+                    transport: NAME,
+                    setting: "--durability",
+                    asked: qos.durability.to_string(),
+                    why: "needs zenoh-ext's advanced publisher cache, not built into rtlab (use volatile)".into(),
+                })
+            }
+        };
+        Ok(QosMapping { reliability, history, durability })
+    }
+    fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Result<Box<dyn Publisher>, TransportError> {
+        self.map_qos(qos)?;
+        check_len(NAME, MAX_MESSAGE, max_len)?;
+        let publisher = self
+            .session
+            .declare_publisher(topic.to_string())
+            .congestion_control(match qos.reliability {
+                Reliability::Reliable => CongestionControl::Block,
+                Reliability::BestEffort => CongestionControl::Drop,
+            })
+            .wait()
+            .map_err(|e| lib("declare publisher")(e.to_string()))?;
+        Ok(Box::new(ZenohPublisher { publisher, buf: vec![0u8; max_len] }))
+    }
+    fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Result<Box<dyn Subscriber>, TransportError> {
+        self.map_qos(qos)?;
+        check_len(NAME, MAX_MESSAGE, max_len)?;
+        let b = self.session.declare_subscriber(topic.to_string());
+        let rx = match qos.history {
+            History::KeepLast(n) => Rx::Ring(b.with(RingChannel::new(n as usize)).wait().map_err(|e| lib("declare subscriber")(e.to_string()))?),
+            History::KeepAll => Rx::Fifo(b.with(FifoChannel::new(KEEP_ALL_DEPTH)).wait().map_err(|e| lib("declare subscriber")(e.to_string()))?),
+        };
+        Ok(Box::new(ZenohSubscriber { rx }))
+    }
+    fn notes(&self) -> Vec<String> {
+        vec![
+            format!("zenoh: peer mode, listen {:?}, connect {:?}, multicast scouting off, no router", self.listen, self.connect),
+            "zenoh: put() takes an owned buffer: one copy into a new allocation per message on the publishing side (library API)".into(),
+        ]
+    }
+}
+
+struct ZenohPublisher {
+    publisher: zenoh::pubsub::Publisher<'static>,
+    buf: Vec<u8>,
+}
+
+impl Publisher for ZenohPublisher {
+    fn publish(&mut self, seq: u64, stamp_ns: i64, len: usize) -> Result<(), TransportError> {
+        check_len(NAME, self.buf.len(), len)?;
+        encode_header(&mut self.buf, seq, stamp_ns);
+        self.publisher.put(&self.buf[..len]).wait().map_err(|e| lib("put")(e.to_string()))
+    }
+}
+
+enum Rx {
+    Ring(zenoh::pubsub::Subscriber<RingChannelHandler<Sample>>),
+    Fifo(zenoh::pubsub::Subscriber<FifoChannelHandler<Sample>>),
+}
+
+struct ZenohSubscriber {
+    rx: Rx,
+}
+
+fn received(s: Sample) -> Option<Received> {
+    let p = s.payload();
+    let mut h = [0u8; HEADER_LEN];
+    p.reader().read_exact(&mut h).ok()?;
+    decode_header(&h).map(|(seq, stamp_ns)| Received { seq, stamp_ns, len: p.len() })
+}
+
+impl Subscriber for ZenohSubscriber {
+    fn try_take(&mut self) -> Result<Option<Received>, TransportError> {
+        let s = match &self.rx {
+            Rx::Ring(r) => r.try_recv(),
+            Rx::Fifo(r) => r.try_recv(),
+        }
+        .map_err(|e| lib("receive")(e.to_string()))?;
+        Ok(s.and_then(received))
+    }
+    fn wait_take(&mut self, timeout_ns: i64) -> Result<Option<Received>, TransportError> {
+        let d = Duration::from_nanos(timeout_ns.max(0) as u64);
+        let s = match &self.rx {
+            Rx::Ring(r) => r.recv_timeout(d),
+            Rx::Fifo(r) => r.recv_timeout(d),
+        }
+        .map_err(|e| lib("receive")(e.to_string()))?;
+        Ok(s.and_then(received))
+    }
+}

@@ -1,0 +1,202 @@
+//! The probe end to end: cases, fan-out rows, counters, role processes (this test binary
+//! re-executes itself as the role process), bad input.
+
+use rtlab_pubsub::probe::{self, CaseResult, Mode, PubsubConfig, RtSpec, TransportKind, TransportSpec};
+use rtlab_pubsub::{Qos, WaitStyle};
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+const ROLE_ENV: &str = "RTLAB_PUBSUB_TEST_ROLE";
+
+/// The body of a role process when this binary is re-executed with ROLE_ENV set; run as a
+/// plain test, it checks that a bad role configuration is refused with exit code 2.
+#[test]
+fn role_process_entry() {
+    if let Ok(json) = std::env::var(ROLE_ENV) {
+        std::process::exit(probe::role_main(&json));
+    }
+    assert_eq!(probe::role_main("{not a role"), 2);
+}
+
+fn launcher(json: &str) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", "role_process_entry", "--nocapture", "--test-threads=1"]).env(ROLE_ENV, json);
+    c
+}
+
+pub fn config(kind: TransportKind, mode: Mode, subscribers: Vec<usize>, in_process: bool) -> PubsubConfig {
+    PubsubConfig {
+        transport: TransportSpec::new(kind),
+        mode,
+        wait: WaitStyle::Blocking,
+        qos: Qos::default(),
+        payloads: vec![64, 4096],
+        periods_ns: vec![2_000_000],
+        subscribers,
+        case_duration_ns: 200_000_000,
+        case_messages: Some(60),
+        loss_timeout_ns: 200_000_000,
+        deadline_ns: None,
+        in_process,
+        rt: RtSpec::default(),
+        window_ns: 1_000_000_000,
+        mlockall: false,
+        thread_priorities: Vec::new(),
+    }
+}
+
+pub fn run(cfg: &PubsubConfig) -> probe::PubsubOutcome {
+    probe::run(cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Counts add up: every published message is a sample, late or lost.
+pub fn check_case(c: &CaseResult, metric: &str) {
+    assert_eq!(c.streams.len(), c.subscribers, "one stream per subscriber ({:?})", c.error);
+    assert!(c.published > 0);
+    for (i, s) in c.streams.iter().enumerate() {
+        assert_eq!(s.metric, metric);
+        assert!(s.definition.contains("CLOCK_MONOTONIC"));
+        assert_eq!(s.labels["subscriber"], i.to_string());
+        let st = &s.stats;
+        assert!(st.count > 0, "{}: no samples", s.name);
+        assert_eq!(st.count + st.lost.unwrap() + st.late.unwrap(), c.published, "{}", s.name);
+        assert_eq!(st.duplicates, Some(0));
+    }
+    if c.subscribers >= 2 {
+        assert!(c.p50_spread_ns.is_some_and(|s| s >= 0));
+        assert!(c.fastest.is_some() && c.slowest.is_some());
+    }
+}
+
+#[test]
+fn intra_oneway_sweep_gives_one_row_per_subscriber() {
+    let out = run(&config(TransportKind::Intra, Mode::Oneway, vec![1, 3], false));
+    assert_eq!(out.cases.len(), 4);
+    for c in &out.cases {
+        check_case(c, "one_way_latency");
+        assert_eq!(c.streams[0].labels["placement"], "threads");
+    }
+    assert_eq!(out.qos_mapping.reliability.asked, "best-effort");
+}
+
+#[test]
+fn intra_roundtrip_busy_poll() {
+    let mut cfg = config(TransportKind::Intra, Mode::Roundtrip, vec![2], true);
+    cfg.wait = WaitStyle::BusyPoll;
+    cfg.payloads = vec![64];
+    let out = run(&cfg);
+    for c in &out.cases {
+        check_case(c, "rtt");
+        assert_eq!(c.streams[0].labels["wait"], "busy-poll");
+    }
+}
+
+#[test]
+fn udp_oneway_fan_out_in_processes() {
+    let mut cfg = config(TransportKind::Udp, Mode::Oneway, vec![2], false);
+    cfg.payloads = vec![1000];
+    let out = run(&cfg);
+    assert_eq!(out.cases.len(), 1);
+    check_case(&out.cases[0], "one_way_latency");
+    assert_eq!(out.cases[0].streams[1].labels["placement"], "processes");
+}
+
+#[test]
+fn udp_roundtrip_in_a_process() {
+    let mut cfg = config(TransportKind::Udp, Mode::Roundtrip, vec![1], false);
+    cfg.payloads = vec![64];
+    let out = run(&cfg);
+    check_case(&out.cases[0], "rtt");
+}
+
+#[test]
+fn bad_input_is_refused_before_anything_runs() {
+    let mut cfg = config(TransportKind::Udp, Mode::Oneway, vec![1], true);
+    cfg.payloads = vec![70_000];
+    let e = probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
+    assert!(e.is_bad_input(), "{e}");
+    assert!(e.to_string().contains("65507"), "{e}");
+    let mut cfg = config(TransportKind::Udp, Mode::Oneway, vec![1], true);
+    cfg.qos.reliability = rtlab_pubsub::Reliability::Reliable;
+    let e = probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
+    assert!(e.is_bad_input() && e.to_string().contains("reliab"), "{e}");
+    let mut cfg = config(TransportKind::Intra, Mode::Oneway, vec![0], true);
+    cfg.payloads = vec![64];
+    assert!(probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err().is_bad_input());
+}
+
+#[test]
+fn shm_oneway_fan_out_in_processes() {
+    let mut cfg = config(TransportKind::Shm, Mode::Oneway, vec![2], false);
+    cfg.payloads = vec![64, 65536];
+    let out = run(&cfg);
+    assert_eq!(out.cases.len(), 2);
+    for c in &out.cases {
+        check_case(c, "one_way_latency");
+    }
+}
+
+#[test]
+fn shm_roundtrip_in_a_process_busy_poll() {
+    let mut cfg = config(TransportKind::Shm, Mode::Roundtrip, vec![1], false);
+    cfg.payloads = vec![64];
+    cfg.wait = WaitStyle::BusyPoll;
+    let out = run(&cfg);
+    check_case(&out.cases[0], "rtt");
+}
+
+#[test]
+fn zenoh_oneway_fan_out_in_processes() {
+    let mut cfg = config(TransportKind::Zenoh, Mode::Oneway, vec![2], false);
+    cfg.payloads = vec![64];
+    let out = run(&cfg);
+    check_case(&out.cases[0], "one_way_latency");
+    assert!(out.notes.iter().any(|n| n.contains("peer mode")));
+}
+
+#[test]
+fn zenoh_roundtrip_in_a_process() {
+    let mut cfg = config(TransportKind::Zenoh, Mode::Roundtrip, vec![1], false);
+    cfg.payloads = vec![64, 1 << 20];
+    cfg.qos.reliability = rtlab_pubsub::Reliability::Reliable;
+    let out = run(&cfg);
+    for c in &out.cases {
+        check_case(c, "rtt");
+    }
+}
+
+#[test]
+fn dds_oneway_fan_out_in_processes() {
+    let mut cfg = config(TransportKind::Dds, Mode::Oneway, vec![2], false);
+    cfg.payloads = vec![64, 65536];
+    cfg.qos.reliability = rtlab_pubsub::Reliability::Reliable;
+    let out = run(&cfg);
+    for c in &out.cases {
+        check_case(c, "one_way_latency");
+    }
+    assert!(out.notes.iter().any(|n| n.contains("rt/<topic>")));
+}
+
+#[test]
+fn dds_roundtrip_in_a_process() {
+    let mut cfg = config(TransportKind::Dds, Mode::Roundtrip, vec![1], false);
+    cfg.payloads = vec![64];
+    let out = run(&cfg);
+    check_case(&out.cases[0], "rtt");
+}
+
+#[test]
+fn dds_middleware_thread_priorities_needs_root() {
+    // S3: the DDS receive thread at its own SCHED_FIFO priority (chrt needs root/CAP_SYS_NICE)
+    let mut cfg = config(TransportKind::Dds, Mode::Oneway, vec![1], false);
+    cfg.payloads = vec![64];
+    cfg.thread_priorities = vec![probe::ThreadPriority { name: "recv".into(), priority: 71 }];
+    let out = run(&cfg);
+    check_case(&out.cases[0], "one_way_latency");
+    assert!(out.notes.iter().any(|n| n.contains("thread recv") && n.contains("fifo 71")), "{:?}", out.notes);
+    // a thread that does not exist is refused as bad input, naming the threads there are
+    cfg.thread_priorities = vec![probe::ThreadPriority { name: "no-such-thread".into(), priority: 70 }];
+    let e = probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
+    assert!(e.is_bad_input() && e.to_string().contains("no-such-thread") && e.to_string().contains("recv"), "{e}");
+}

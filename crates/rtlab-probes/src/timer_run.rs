@@ -139,7 +139,18 @@ impl TimerConfig {
 
 /// Run the probe. `on_progress(done, planned)` is called about every 100 ms from the
 /// calling thread (never from a measuring thread).
-pub fn run(cfg: &TimerConfig, stop: Arc<AtomicBool>, mut on_progress: impl FnMut(u64, u64)) -> Result<TimerOutcome, TimerError> {
+pub fn run(cfg: &TimerConfig, stop: Arc<AtomicBool>, on_progress: impl FnMut(u64, u64)) -> Result<TimerOutcome, TimerError> {
+    run_with_spike(cfg, stop, None, on_progress)
+}
+
+/// [`run`], and the first sample above `spike.0` ns (any thread) raises `spike.1`, for a
+/// watcher off the hot path (`rtlab timer --trace-on-spike`).
+pub fn run_with_spike(
+    cfg: &TimerConfig,
+    stop: Arc<AtomicBool>,
+    spike: Option<(i64, Arc<rtlab_core::sink::SpikeFlag>)>,
+    mut on_progress: impl FnMut(u64, u64),
+) -> Result<TimerOutcome, TimerError> {
     let (online, _) = rtlab_sys::cpus::online_cpus(Path::new("/"));
     cfg.validate(&online)?;
 
@@ -217,10 +228,13 @@ pub fn run(cfg: &TimerConfig, stop: Arc<AtomicBool>, mut on_progress: impl FnMut
             window_capacity,
             max_samples: cfg.loops,
             us_histogram_buckets: cfg.histogram_us_buckets,
-            spike_threshold_ns: None,
+            spike_threshold_ns: spike.as_ref().map(|s| s.0),
         };
-        let mut latency = Recorder::new(&rc, raw);
-        let jrc = RecorderConfig { max_samples: None, us_histogram_buckets: None, ..rc.clone() };
+        let mut latency = match &spike {
+            Some((_, flag)) => Recorder::new(&rc, raw).with_spike(&rc, flag.clone()),
+            None => Recorder::new(&rc, raw),
+        };
+        let jrc = RecorderConfig { max_samples: None, us_histogram_buckets: None, spike_threshold_ns: None, ..rc.clone() };
         let mut jitter = Recorder::new(&jrc, None);
         let spec = ThreadSpec {
             name: format!("rtlab-timer{i}"),

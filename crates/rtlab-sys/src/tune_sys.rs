@@ -1,1 +1,144 @@
-//! System calls the tune crate needs (placeholder until the profiles issue lands).
+//! System calls the tune crate needs: the policy, priority and affinity of *other* tasks,
+//! signals to a load's process group, and mounting tracefs.
+//!
+//! Contract: thin, checked wrappers; errors carry the pid/path and the errno. Nothing here
+//! keeps state or undoes anything: the journal in rtlab-tune records every change made
+//! through these calls before it is made. (sched_setscheduler(2), sched_setaffinity(2),
+//! kill(2), mount(2))
+
+use crate::SysError;
+use std::ffi::CString;
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// The raw policy (with SCHED_RESET_ON_FORK if set) and priority of task `pid`.
+pub fn sched_get(pid: i32) -> Result<(i32, i32), SysError> {
+    // SAFETY: no pointers; pid is any number, the kernel checks it.
+    let policy = unsafe { libc::sched_getscheduler(pid) };
+    if policy < 0 {
+        return Err(SysError::os(format!("sched_getscheduler(pid {pid})"), errno()));
+    }
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: param is a valid out-pointer.
+    if unsafe { libc::sched_getparam(pid, &mut param) } < 0 {
+        return Err(SysError::os(format!("sched_getparam(pid {pid})"), errno()));
+    }
+    Ok((policy, param.sched_priority))
+}
+
+/// Set the raw policy and priority of task `pid` (a thread id works too).
+pub fn sched_set(pid: i32, policy: i32, priority: i32) -> Result<(), SysError> {
+    let param = libc::sched_param { sched_priority: priority };
+    // SAFETY: param is a valid sched_param for the duration of the call.
+    if unsafe { libc::sched_setscheduler(pid, policy, &param) } < 0 {
+        return Err(SysError::os(format!("sched_setscheduler(pid {pid}, policy {policy}, priority {priority})"), errno()));
+    }
+    Ok(())
+}
+
+/// The CPUs task `pid` may run on.
+pub fn affinity_get(pid: i32) -> Result<Vec<usize>, SysError> {
+    // SAFETY: set is zeroed plain data written by the call.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: set is a valid cpu_set_t of the size passed.
+    if unsafe { libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } < 0 {
+        return Err(SysError::os(format!("sched_getaffinity(pid {pid})"), errno()));
+    }
+    // SAFETY: c is below CPU_SETSIZE.
+    Ok((0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect())
+}
+
+/// Pin task `pid` to `cpus`.
+pub fn affinity_set(pid: i32, cpus: &[usize]) -> Result<(), SysError> {
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+        // SAFETY: c is below CPU_SETSIZE.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: set is a valid cpu_set_t of the size passed.
+    if unsafe { libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set) } < 0 {
+        return Err(SysError::os(format!("sched_setaffinity(pid {pid}, cpus {cpus:?})"), errno()));
+    }
+    Ok(())
+}
+
+/// Send `sig` to every process of group `pgid`.
+pub fn kill_group(pgid: i32, sig: i32) -> Result<(), SysError> {
+    if pgid <= 1 {
+        return Err(SysError::os(format!("kill(-{pgid}): refusing a group id <= 1"), libc::EINVAL));
+    }
+    // SAFETY: no pointers; a negative pid addresses the process group.
+    if unsafe { libc::kill(-pgid, sig) } < 0 {
+        return Err(SysError::os(format!("kill(-{pgid}, {sig})"), errno()));
+    }
+    Ok(())
+}
+
+/// Send `sig` to process `pid` (0: only check that it exists).
+pub fn kill_pid(pid: i32, sig: i32) -> Result<(), SysError> {
+    if pid <= 0 {
+        return Err(SysError::os(format!("kill({pid}): refusing a pid <= 0"), libc::EINVAL));
+    }
+    // SAFETY: no pointers.
+    if unsafe { libc::kill(pid, sig) } < 0 {
+        return Err(SysError::os(format!("kill({pid}, {sig})"), errno()));
+    }
+    Ok(())
+}
+
+/// True if a process `pid` exists (also when it belongs to another user).
+pub fn pid_alive(pid: i32) -> bool {
+    match kill_pid(pid, 0) {
+        Ok(()) => true,
+        Err(SysError::Os { source, .. }) => source.raw_os_error() == Some(libc::EPERM),
+        Err(_) => false,
+    }
+}
+
+/// Mount a filesystem of type `fstype` (e.g. tracefs) on `target`.
+pub fn mount_fs(fstype: &str, target: &str) -> Result<(), SysError> {
+    let src = CString::new(fstype).map_err(|_| SysError::os("mount: NUL in type", libc::EINVAL))?;
+    let tgt = CString::new(target).map_err(|_| SysError::os("mount: NUL in target", libc::EINVAL))?;
+    // SAFETY: all strings are NUL-terminated and outlive the call; data is null.
+    if unsafe { libc::mount(src.as_ptr(), tgt.as_ptr(), src.as_ptr(), 0, std::ptr::null()) } < 0 {
+        return Err(SysError::os(format!("mount -t {fstype} {target}"), errno()));
+    }
+    Ok(())
+}
+
+/// Unmount `target`.
+pub fn umount_fs(target: &str) -> Result<(), SysError> {
+    let tgt = CString::new(target).map_err(|_| SysError::os("umount: NUL in target", libc::EINVAL))?;
+    // SAFETY: tgt is NUL-terminated and outlives the call.
+    if unsafe { libc::umount(tgt.as_ptr()) } < 0 {
+        return Err(SysError::os(format!("umount {target}"), errno()));
+    }
+    Ok(())
+}
+
+/// The effective user id is root.
+pub fn is_root() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_policy_and_affinity_read_back() {
+        let me = std::process::id() as i32;
+        let (policy, _prio) = sched_get(me).unwrap();
+        assert_eq!(policy & !libc::SCHED_RESET_ON_FORK, libc::SCHED_OTHER);
+        let cpus = affinity_get(me).unwrap();
+        assert!(!cpus.is_empty());
+        affinity_set(0, &cpus).unwrap();
+        assert!(pid_alive(me));
+        assert!(kill_group(1, 0).is_err());
+        assert!(sched_get(-5).is_err());
+    }
+}

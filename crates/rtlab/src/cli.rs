@@ -126,4 +126,7 @@ pub struct TimerArgs {
     /// Print nothing but errors (the JSON still goes where --json says).
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Arm ftrace and explain the first sample above THRESHOLD (e.g. 500us): who held the CPU, which softirqs and IRQs ran (root).
+    #[arg(long, value_name = "THRESHOLD")]
+    pub trace_on_spike: Option<String>,
 }

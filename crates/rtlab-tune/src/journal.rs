@@ -1,0 +1,361 @@
+//! The journal: every system change, written and fsync'd *before* it is made, with the value
+//! that puts it back; and the restore that replays it backwards.
+//!
+//! Format: one JSON object per line (append-only, so a power cut loses at most the line
+//! being written, and a torn last line is ignored on reading):
+//! `{"t":"begin",...}` (who applied what), `{"t":"change","seq":N,"change":{...}}` (before
+//! the change is made), `{"t":"restored","seq":N,"outcome":"..."}` (after it is undone, or
+//! when making it failed). A change without a `restored` line is pending: `rtlab tune
+//! restore` undoes it, newest first. A journal whose changes are all restored is removed.
+//!
+//! Contract: nothing is changed on the machine without a pending line on disk first; restore
+//! never acts on a process that is not the one journaled (pid + start time); undoing a
+//! change that was never made is harmless (it writes the value already there).
+
+use crate::host::Host;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The default journal location.
+pub const DEFAULT_JOURNAL: &str = "/var/lib/rtlab/journal";
+
+/// One system change and how to put it back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Change {
+    /// A sysfs/procfs/tracefs/cgroup file was written; restore writes `old` back.
+    File { path: String, old: String, new: String },
+    /// The policy/priority of a task (thread) was set.
+    Sched { pid: i32, comm: String, start_time: u64, old_policy: i32, old_priority: i32, new_policy: i32, new_priority: i32 },
+    /// The CPU affinity of a task was set.
+    Affinity { pid: i32, comm: String, start_time: u64, old_cpus: Vec<usize>, new_cpus: Vec<usize> },
+    /// Tasks were moved from one cgroup-v1 `tasks` file to another; restore moves them back.
+    CgroupMove { from: String, to: String, tasks: Vec<Task> },
+    /// A directory (a cpuset) was created; restore moves what is left in it to `parent_tasks` and removes it.
+    MkDir { path: String, parent_tasks: String },
+    /// A command (tc, ip) was run; restore runs `undo`.
+    Command { did: Vec<String>, undo: Vec<String> },
+    /// A filesystem (tracefs) was mounted; restore unmounts it.
+    Mount { fstype: String, target: String },
+    /// /dev/cpu_dma_latency held by `holder_pid`; the kernel drops it when that process exits.
+    PmQos { path: String, value_us: i32, holder_pid: i32 },
+}
+
+/// A task named by pid, command and start time (so a reused pid is never touched).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    pub pid: i32,
+    pub comm: String,
+    pub start_time: u64,
+}
+
+impl Change {
+    /// One line for the plan, `show` and restore reports.
+    pub fn describe(&self) -> String {
+        match self {
+            Change::File { path, old, new } => format!("{path}: {} -> {}", short(old), short(new)),
+            Change::Sched { pid, comm, old_policy, old_priority, new_policy, new_priority, .. } => format!(
+                "pid {pid} ({comm}): {} {old_priority} -> {} {new_priority}",
+                policy_name(*old_policy),
+                policy_name(*new_policy)
+            ),
+            Change::Affinity { pid, comm, old_cpus, new_cpus, .. } => {
+                format!("pid {pid} ({comm}): CPUs {} -> {}", crate::cpu_list(old_cpus), crate::cpu_list(new_cpus))
+            }
+            Change::CgroupMove { from, to, tasks } => format!("{} tasks moved {from} -> {to}", tasks.len()),
+            Change::MkDir { path, .. } => format!("created {path}"),
+            Change::Command { did, undo } => format!("ran `{}` (undo: `{}`)", did.join(" "), undo.join(" ")),
+            Change::Mount { fstype, target } => format!("mounted {fstype} on {target}"),
+            Change::PmQos { path, value_us, holder_pid } => format!("{path} held at {value_us} us by pid {holder_pid}"),
+        }
+    }
+}
+
+fn short(s: &str) -> String {
+    let one = s.replace('\n', " ");
+    if one.len() > 60 {
+        format!("{}...", &one[..one.char_indices().nth(57).map(|(i, _)| i).unwrap_or(one.len())])
+    } else if one.is_empty() {
+        "''".into()
+    } else {
+        one
+    }
+}
+
+/// The name of a raw scheduling policy.
+pub fn policy_name(raw: i32) -> String {
+    let flag = if raw & 0x4000_0000 != 0 { "|reset-on-fork" } else { "" };
+    let base = match raw & !0x4000_0000 {
+        0 => "other",
+        1 => "fifo",
+        2 => "rr",
+        3 => "batch",
+        5 => "idle",
+        6 => "deadline",
+        _ => "policy?",
+    };
+    format!("{base}{flag}")
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+enum Line {
+    Begin { pid: i32, what: String, at_unix_s: u64 },
+    Change { seq: u64, change: Change },
+    Restored { seq: u64, outcome: String },
+}
+
+/// Errors of the journal.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("journal {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("journal {path} holds {pending} changes not yet restored (applied by pid {pid}{alive}): run `rtlab tune restore` first")]
+    Pending { path: String, pending: usize, pid: i32, alive: &'static str },
+}
+
+/// What a journal file says.
+#[derive(Clone, Debug, Default)]
+pub struct JournalState {
+    /// Pid and description of the session that wrote it.
+    pub owner: Option<(i32, String)>,
+    /// Changes not yet restored, oldest first.
+    pub pending: Vec<(u64, Change)>,
+    /// Restored changes with their outcome.
+    pub restored: Vec<(u64, String)>,
+}
+
+/// Read a journal; a missing file is an empty journal; a torn last line is ignored.
+pub fn read_journal(path: &Path) -> Result<JournalState, JournalError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(JournalState::default()),
+        Err(e) => return Err(JournalError::Io { path: path.display().to_string(), source: e }),
+    };
+    let mut st = JournalState::default();
+    let mut changes = Vec::new();
+    for l in text.lines() {
+        match serde_json::from_str::<Line>(l) {
+            Ok(Line::Begin { pid, what, .. }) => st.owner = Some((pid, what)),
+            Ok(Line::Change { seq, change }) => changes.push((seq, change)),
+            Ok(Line::Restored { seq, outcome }) => st.restored.push((seq, outcome)),
+            Err(_) => {} // a line torn by a crash while it was written
+        }
+    }
+    st.pending = changes.into_iter().filter(|(s, _)| !st.restored.iter().any(|(r, _)| r == s)).collect();
+    Ok(st)
+}
+
+/// An open journal, appended to and fsync'd line by line.
+pub struct Journal {
+    path: PathBuf,
+    file: std::fs::File,
+    next_seq: u64,
+}
+
+impl Journal {
+    /// Start a session's journal at `path`. Refuses when the file holds pending changes.
+    pub fn begin(path: &Path, what: &str) -> Result<Journal, JournalError> {
+        let io = |e| JournalError::Io { path: path.display().to_string(), source: e };
+        let st = read_journal(path)?;
+        if !st.pending.is_empty() {
+            let pid = st.owner.as_ref().map(|o| o.0).unwrap_or(0);
+            let alive = if pid > 0 && rtlab_sys::tune_sys::pid_alive(pid) { ", still running" } else { ", no longer running" };
+            return Err(JournalError::Pending { path: path.display().to_string(), pending: st.pending.len(), pid, alive });
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let file = std::fs::OpenOptions::new().create(true).write(true).truncate(true).open(path).map_err(io)?;
+        let mut j = Journal { path: path.to_path_buf(), file, next_seq: 1 };
+        let at_unix_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        j.append(&Line::Begin { pid: std::process::id() as i32, what: what.into(), at_unix_s })?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            // the new directory entry must survive a power cut too
+            if let Ok(d) = std::fs::File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(j)
+    }
+
+    /// Open an existing journal to append `restored` lines to it.
+    pub fn reopen(path: &Path) -> Result<Journal, JournalError> {
+        let io = |e| JournalError::Io { path: path.display().to_string(), source: e };
+        let st = read_journal(path)?;
+        let next_seq = st.pending.iter().map(|p| p.0).chain(st.restored.iter().map(|r| r.0)).max().unwrap_or(0) + 1;
+        let file = std::fs::OpenOptions::new().append(true).open(path).map_err(io)?;
+        Ok(Journal { path: path.to_path_buf(), file, next_seq })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn append(&mut self, line: &Line) -> Result<(), JournalError> {
+        let mut text = serde_json::to_string(line).expect("journal lines serialize");
+        text.push('\n');
+        let io = |e| JournalError::Io { path: self.path.display().to_string(), source: e };
+        self.file.write_all(text.as_bytes()).map_err(io)?;
+        self.file.sync_data().map_err(io)
+    }
+
+    /// Write (and fsync) a change before it is made; returns its sequence number.
+    pub fn record(&mut self, change: &Change) -> Result<u64, JournalError> {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.append(&Line::Change { seq, change: change.clone() })?;
+        Ok(seq)
+    }
+
+    /// Mark a change as put back (or never made).
+    pub fn mark_restored(&mut self, seq: u64, outcome: &str) -> Result<(), JournalError> {
+        self.append(&Line::Restored { seq, outcome: outcome.into() })
+    }
+}
+
+/// What a restore did.
+#[derive(Clone, Debug, Default)]
+pub struct RestoreReport {
+    /// (description, outcome) per change, newest first.
+    pub restored: Vec<(String, String)>,
+    /// (description, error) of what could not be put back; the journal keeps them.
+    pub failed: Vec<(String, String)>,
+}
+
+impl RestoreReport {
+    pub fn is_clean(&self) -> bool {
+        self.failed.is_empty()
+    }
+}
+
+/// Undo every pending change of the journal at `path`, newest first; remove the journal
+/// when nothing is left pending. A missing journal is nothing to do.
+pub fn restore_journal(host: &dyn Host, path: &Path) -> Result<RestoreReport, JournalError> {
+    let st = read_journal(path)?;
+    let mut report = RestoreReport::default();
+    if st.pending.is_empty() {
+        if path.exists() {
+            let _ = std::fs::remove_file(path);
+        }
+        return Ok(report);
+    }
+    let mut j = Journal::reopen(path)?;
+    for (seq, change) in st.pending.iter().rev() {
+        match undo(host, change) {
+            Ok(outcome) => {
+                j.mark_restored(*seq, &outcome)?;
+                report.restored.push((change.describe(), outcome));
+            }
+            Err(e) => report.failed.push((change.describe(), e)),
+        }
+    }
+    if report.failed.is_empty() {
+        std::fs::remove_file(path).map_err(|e| JournalError::Io { path: path.display().to_string(), source: e })?;
+    }
+    Ok(report)
+}
+
+/// The start time (clock ticks after boot, /proc/PID/stat field 22) and comm of a task.
+pub fn task_identity(host: &dyn Host, pid: i32) -> Option<Task> {
+    let stat = host.read(&format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    let start_time = after.split_whitespace().nth(19)?.parse().ok()?;
+    let comm = host.read(&format!("/proc/{pid}/comm")).unwrap_or_default();
+    Some(Task { pid, comm, start_time })
+}
+
+fn same_task(host: &dyn Host, pid: i32, start_time: u64) -> bool {
+    task_identity(host, pid).is_some_and(|t| t.start_time == start_time)
+}
+
+/// Put one change back. Ok(outcome) also when there is nothing left to undo (task gone).
+pub fn undo(host: &dyn Host, change: &Change) -> Result<String, String> {
+    match change {
+        Change::File { path, old, .. } => {
+            if !host.exists(path) {
+                return Ok("gone (nothing to restore)".into());
+            }
+            host.write(path, old).map_err(|e| format!("writing '{}' to {path}: {e}", short(old)))?;
+            Ok("restored".into())
+        }
+        Change::Sched { pid, start_time, old_policy, old_priority, .. } => {
+            if !same_task(host, *pid, *start_time) {
+                return Ok("task gone".into());
+            }
+            host.sched_set(*pid, *old_policy, *old_priority)?;
+            Ok("restored".into())
+        }
+        Change::Affinity { pid, start_time, old_cpus, .. } => {
+            if !same_task(host, *pid, *start_time) {
+                return Ok("task gone".into());
+            }
+            host.affinity_set(*pid, old_cpus)?;
+            Ok("restored".into())
+        }
+        Change::CgroupMove { from, tasks, .. } => {
+            let (mut back, mut gone) = (0, 0);
+            let already: std::collections::HashSet<String> = host.read(from).unwrap_or_default().lines().map(|l| l.trim().to_string()).collect();
+            for t in tasks {
+                if !same_task(host, t.pid, t.start_time) {
+                    gone += 1;
+                    continue;
+                }
+                if already.contains(&t.pid.to_string()) {
+                    continue; // never moved (a per-CPU kernel thread)
+                }
+                match host.write(from, &t.pid.to_string()) {
+                    Ok(()) => back += 1,
+                    // exited between the check and the write
+                    Err(e) if e.raw_os_error() == Some(libc_esrch()) => gone += 1,
+                    Err(e) => return Err(format!("moving pid {} back to {from}: {e}", t.pid)),
+                }
+            }
+            Ok(format!("{back} moved back, {gone} gone"))
+        }
+        Change::MkDir { path, parent_tasks } => {
+            if !host.exists(path) {
+                return Ok("gone".into());
+            }
+            // tasks forked inside the cpuset since it was made go back to the parent too
+            let tasks_file = format!("{path}/tasks");
+            let mut moved = 0;
+            for _round in 0..5 {
+                let left: Vec<String> = host.read(&tasks_file).unwrap_or_default().lines().map(String::from).collect();
+                if left.is_empty() {
+                    break;
+                }
+                for pid in left {
+                    if host.write(parent_tasks, &pid).is_ok() {
+                        moved += 1;
+                    }
+                }
+            }
+            if host.is_fake() {
+                let _ = std::fs::remove_dir_all(host.path(path));
+            } else {
+                host.rmdir(path).map_err(|e| format!("removing {path}: {e}"))?;
+            }
+            Ok(if moved > 0 { format!("removed ({moved} later tasks moved to the parent)") } else { "removed".into() })
+        }
+        Change::Command { undo, .. } => {
+            host.run(undo)?;
+            Ok("restored".into())
+        }
+        Change::Mount { target, .. } => {
+            host.umount(target)?;
+            Ok("unmounted".into())
+        }
+        Change::PmQos { holder_pid, .. } => {
+            if *holder_pid != std::process::id() as i32 && rtlab_sys::tune_sys::pid_alive(*holder_pid) && !host.is_fake() {
+                return Ok(format!("still held by pid {holder_pid} until it exits"));
+            }
+            Ok("released by the kernel when its holder closed it".into())
+        }
+    }
+}
+
+fn libc_esrch() -> i32 {
+    3
+}

@@ -1,0 +1,719 @@
+//! Real-time profiles (S1's no-rt / rt-normal / rt-affinities / rt-isolation, S3's
+//! rt-kthreads, and user profiles from a TOML file) and the plan that applies one to a
+//! machine: a list of steps, each a set of journaled [`Action`]s or a skip with its reason.
+//!
+//! Contract: planning only reads; what does not apply on this machine (no cpufreq, IRQs not
+//! threaded, no VLAN, cgroup v2, a qdisc the kernel lacks) becomes a skip naming why.
+//! Interfaces: /proc/irq/N/smp_affinity (Documentation/core-api/irq/irq-affinity.rst),
+//! cgroup-v1 cpusets (Documentation/admin-guide/cgroup-v1/cpusets.rst), tc-htb(8),
+//! tc-mqprio(8), sched_setscheduler(2).
+
+use crate::host::Host;
+use crate::journal::Change;
+use crate::session::Action;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A profile: what it sets. `None` leaves a thing alone. CPU selections are `rt` (the RT
+/// CPU), `others` (every other online CPU) or a list like `1` or `2-3`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    #[serde(default)]
+    pub description: String,
+    /// A built-in profile this one starts from.
+    pub base: Option<String>,
+    /// Application (the probe, or `--pid`): `fifo`, `rr` or `other`.
+    pub app_policy: Option<String>,
+    pub app_priority: Option<i32>,
+    pub app_cpus: Option<String>,
+    /// Middleware threads (DDS, zenoh): lowest and highest priority (S3: 70-80).
+    pub middleware_priority: Option<[i32; 2]>,
+    /// /proc/sys/kernel/sched_rt_runtime_us (-1: no RT throttling).
+    pub rt_runtime_us: Option<i64>,
+    /// CPU frequency governor of every CPU.
+    pub governor: Option<String>,
+    /// Hold /dev/cpu_dma_latency at this many us.
+    pub cpu_dma_latency_us: Option<i32>,
+    /// Affinity of the NIC's queue IRQs.
+    pub nic_irq_cpus: Option<String>,
+    /// Affinity of every other IRQ (and the default for new ones).
+    pub other_irq_cpus: Option<String>,
+    /// SCHED_FIFO priority of the NIC's IRQ threads (where IRQs are threaded).
+    pub irq_thread_priority: Option<i32>,
+    /// SCHED_FIFO priority of ksoftirqd/N.
+    pub ksoftirqd_priority: Option<i32>,
+    /// A cpuset holding these CPUs for the application alone; every movable task moves off.
+    pub isolate_cpus: Option<String>,
+    /// Root qdisc of the NIC, first the kernel has: `mqprio`, `htb`, `pfifo_fast`.
+    pub qdisc: Option<Vec<String>>,
+    /// Identity VLAN egress map (SKB priority n -> PCP n) on the NIC's VLANs.
+    pub vlan_egress_map: Option<bool>,
+}
+
+/// The built-in profile names.
+pub const BUILTIN: [&str; 5] = ["no-rt", "rt-normal", "rt-affinities", "rt-isolation", "rt-kthreads"];
+
+/// A built-in profile.
+pub fn builtin(name: &str) -> Option<Profile> {
+    let normal = Profile {
+        description: "S1 rt-normal: SCHED_FIFO 80 for the application, no RT throttling, performance governor, no deep C-states; nothing pinned".into(),
+        app_policy: Some("fifo".into()),
+        app_priority: Some(80),
+        rt_runtime_us: Some(-1),
+        governor: Some("performance".into()),
+        cpu_dma_latency_us: Some(0),
+        ..Default::default()
+    };
+    Some(match name {
+        "no-rt" => Profile {
+            description: "S1 no-rt: the machine as it is, the application under SCHED_OTHER (the baseline)".into(),
+            app_policy: Some("other".into()),
+            app_priority: Some(0),
+            ..Default::default()
+        },
+        "rt-normal" => normal,
+        "rt-affinities" => Profile {
+            description: "S1 rt-affinities: rt-normal + the application and its NIC's queue IRQs on the RT CPU, RT traffic prioritised".into(),
+            app_cpus: Some("rt".into()),
+            nic_irq_cpus: Some("rt".into()),
+            qdisc: Some(vec!["mqprio".into(), "htb".into()]),
+            vlan_egress_map: Some(true),
+            ..normal
+        },
+        "rt-isolation" => Profile {
+            description: "S1 rt-isolation: rt-affinities + a cpuset holding the RT CPU for the application alone, every other IRQ off it".into(),
+            app_cpus: Some("rt".into()),
+            nic_irq_cpus: Some("rt".into()),
+            other_irq_cpus: Some("others".into()),
+            isolate_cpus: Some("rt".into()),
+            qdisc: Some(vec!["mqprio".into(), "htb".into()]),
+            vlan_egress_map: Some(true),
+            ..normal
+        },
+        "rt-kthreads" => Profile {
+            description: "S3 Test 4: NIC IRQ threads FIFO 90, application 80, middleware 70-80, ksoftirqd FIFO 60".into(),
+            middleware_priority: Some([70, 80]),
+            irq_thread_priority: Some(90),
+            ksoftirqd_priority: Some(60),
+            ..normal
+        },
+        _ => return None,
+    })
+}
+
+/// Errors of profile files and names.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("profile '{name}' does not exist (built-in: {}{extra})", BUILTIN.join(", "))]
+    Unknown { name: String, extra: String },
+    #[error("{path}: {msg}")]
+    File { path: String, msg: String },
+    #[error("profile '{name}': {msg}")]
+    Invalid { name: String, msg: String },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileFile {
+    profile: BTreeMap<String, Profile>,
+}
+
+/// Read user profiles (`[profile.NAME]` tables) from a TOML file.
+pub fn load_file(path: &std::path::Path) -> Result<BTreeMap<String, Profile>, ProfileError> {
+    let p = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ProfileError::File { path: p.clone(), msg: e.to_string() })?;
+    let f: ProfileFile = toml::from_str(&text).map_err(|e| ProfileError::File { path: p.clone(), msg: e.to_string().replace('\n', " ").trim().to_string() })?;
+    for (name, prof) in &f.profile {
+        validate(name, prof)?;
+    }
+    Ok(f.profile)
+}
+
+fn validate(name: &str, p: &Profile) -> Result<(), ProfileError> {
+    let bad = |msg: String| ProfileError::Invalid { name: name.into(), msg };
+    if let Some(b) = &p.base {
+        if builtin(b).is_none() {
+            return Err(bad(format!("base = \"{b}\" is not a built-in profile ({})", BUILTIN.join(", "))));
+        }
+    }
+    if let Some(pol) = &p.app_policy {
+        let policy = rtlab_sys::sched::Policy::parse(pol).ok_or_else(|| bad(format!("app_policy = \"{pol}\": use fifo, rr or other")))?;
+        if let Some(prio) = p.app_priority {
+            policy.check_priority(prio).map_err(|e| bad(format!("app_priority: {e}")))?;
+        }
+    }
+    for (field, v) in [("irq_thread_priority", p.irq_thread_priority), ("ksoftirqd_priority", p.ksoftirqd_priority)] {
+        if let Some(v) = v {
+            if !(1..=99).contains(&v) {
+                return Err(bad(format!("{field} = {v}: SCHED_FIFO priorities are 1..=99")));
+            }
+        }
+    }
+    for (field, v) in [("app_cpus", &p.app_cpus), ("nic_irq_cpus", &p.nic_irq_cpus), ("other_irq_cpus", &p.other_irq_cpus), ("isolate_cpus", &p.isolate_cpus)] {
+        if let Some(v) = v {
+            if v != "rt" && v != "others" {
+                rtlab_sys::cpus::parse_cpu_list(v).map_err(|e| bad(format!("{field} = \"{v}\": {e} (or rt, others)")))?;
+            }
+        }
+    }
+    if let Some(q) = &p.qdisc {
+        if let Some(k) = q.iter().find(|k| !["mqprio", "htb", "pfifo_fast"].contains(&k.as_str())) {
+            return Err(bad(format!("qdisc: \"{k}\" is not one of mqprio, htb, pfifo_fast")));
+        }
+    }
+    if let Some(v) = p.cpu_dma_latency_us {
+        if v < 0 {
+            return Err(bad(format!("cpu_dma_latency_us = {v}: must be 0 or more")));
+        }
+    }
+    Ok(())
+}
+
+/// Find a profile by name: user profiles first, then the built-ins; `base` is merged in.
+pub fn find(name: &str, user: &BTreeMap<String, Profile>) -> Result<Profile, ProfileError> {
+    if let Some(p) = user.get(name) {
+        let mut p = p.clone();
+        if let Some(b) = p.base.clone() {
+            let base = builtin(&b).expect("validated");
+            p = merge(base, p);
+        }
+        return Ok(p);
+    }
+    builtin(name).ok_or_else(|| ProfileError::Unknown {
+        name: name.into(),
+        extra: if user.is_empty() { String::new() } else { format!("; in the file: {}", user.keys().cloned().collect::<Vec<_>>().join(", ")) },
+    })
+}
+
+fn merge(base: Profile, over: Profile) -> Profile {
+    Profile {
+        description: if over.description.is_empty() { base.description } else { over.description },
+        base: over.base,
+        app_policy: over.app_policy.or(base.app_policy),
+        app_priority: over.app_priority.or(base.app_priority),
+        app_cpus: over.app_cpus.or(base.app_cpus),
+        middleware_priority: over.middleware_priority.or(base.middleware_priority),
+        rt_runtime_us: over.rt_runtime_us.or(base.rt_runtime_us),
+        governor: over.governor.or(base.governor),
+        cpu_dma_latency_us: over.cpu_dma_latency_us.or(base.cpu_dma_latency_us),
+        nic_irq_cpus: over.nic_irq_cpus.or(base.nic_irq_cpus),
+        other_irq_cpus: over.other_irq_cpus.or(base.other_irq_cpus),
+        irq_thread_priority: over.irq_thread_priority.or(base.irq_thread_priority),
+        ksoftirqd_priority: over.ksoftirqd_priority.or(base.ksoftirqd_priority),
+        isolate_cpus: over.isolate_cpus.or(base.isolate_cpus),
+        qdisc: over.qdisc.or(base.qdisc),
+        vlan_egress_map: over.vlan_egress_map.or(base.vlan_egress_map),
+    }
+}
+
+/// Where a profile is applied.
+#[derive(Clone, Debug, Default)]
+pub struct Target {
+    /// The CPU for real-time work (None: the last online CPU).
+    pub rt_cpu: Option<usize>,
+    /// The NIC (None: the default route's interface).
+    pub nic: Option<String>,
+    /// The network namespace of the NIC (a test veth).
+    pub netns: Option<String>,
+    /// Processes that get the application settings (all their threads).
+    pub pids: Vec<i32>,
+}
+
+/// One step of a plan: actions tried in order (alternatives: the first that works), or a skip.
+#[derive(Clone, Debug, Serialize)]
+pub struct Step {
+    pub what: String,
+    /// Alternatives, each a (label, actions) pair; the first whose first action succeeds is kept.
+    pub alternatives: Vec<(String, Vec<Action>)>,
+    /// Why nothing is done (the step does not apply here).
+    pub skip: Option<String>,
+    /// A note shown with the step (e.g. the SO_PRIORITY map).
+    pub note: Option<String>,
+}
+
+impl Step {
+    fn act(what: impl Into<String>, actions: Vec<Action>) -> Step {
+        Step { what: what.into(), alternatives: vec![(String::new(), actions)], skip: None, note: None }
+    }
+    fn skip(what: impl Into<String>, why: impl Into<String>) -> Step {
+        Step { what: what.into(), alternatives: vec![], skip: Some(why.into()), note: None }
+    }
+    fn note(mut self, n: impl Into<String>) -> Step {
+        self.note = Some(n.into());
+        self
+    }
+}
+
+fn resolve_cpus(sel: &str, rt: usize, online: &[usize]) -> Vec<usize> {
+    match sel {
+        "rt" => vec![rt],
+        "others" => online.iter().copied().filter(|&c| c != rt).collect(),
+        list => rtlab_sys::cpus::parse_cpu_list(list).unwrap_or_default(),
+    }
+}
+
+fn policy_raw(p: &str) -> i32 {
+    match rtlab_sys::sched::Policy::parse(p) {
+        Some(rtlab_sys::sched::Policy::Fifo) => 1,
+        Some(rtlab_sys::sched::Policy::Rr) => 2,
+        _ => 0,
+    }
+}
+
+/// Threads of a process (/proc/PID/task).
+pub fn threads_of(host: &dyn Host, pid: i32) -> Vec<i32> {
+    let mut v: Vec<i32> = std::fs::read_dir(host.path(&format!("/proc/{pid}/task")))
+        .map(|rd| rd.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default();
+    if v.is_empty() && host.exists(&format!("/proc/{pid}")) {
+        v.push(pid);
+    }
+    v.sort_unstable();
+    v
+}
+
+/// The interface of the default route (/proc/net/route).
+pub fn default_nic(host: &dyn Host) -> Option<String> {
+    let t = host.read("/proc/net/route").ok()?;
+    t.lines().skip(1).find_map(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        (w.get(1) == Some(&"00000000")).then(|| w[0].to_string())
+    })
+}
+
+/// The queue IRQs of a NIC: its PCI device's MSI IRQs (not the config one), else the
+/// /proc/interrupts lines that name it.
+pub fn nic_irqs(host: &dyn Host, nic: &str) -> Vec<u32> {
+    let interrupts = host.read("/proc/interrupts").unwrap_or_default();
+    let name_of = |irq: u32| {
+        interrupts.lines().find(|l| l.trim_start().starts_with(&format!("{irq}:"))).map(|l| l.split_whitespace().last().unwrap_or("").to_string())
+    };
+    let mut irqs = Vec::new();
+    let dev = host.path(&format!("/sys/class/net/{nic}/device"));
+    for dir in [dev.join("msi_irqs"), dev.join("../msi_irqs")] {
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            irqs.extend(rd.flatten().filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()));
+        }
+        if !irqs.is_empty() {
+            break;
+        }
+    }
+    if irqs.is_empty() {
+        for l in interrupts.lines() {
+            let mut w = l.split_whitespace();
+            if let (Some(n), Some(name)) = (w.next(), l.split_whitespace().last()) {
+                if let Ok(irq) = n.trim_end_matches(':').parse::<u32>() {
+                    if name.starts_with(nic) {
+                        irqs.push(irq);
+                    }
+                }
+            }
+        }
+    }
+    irqs.retain(|&i| !name_of(i).is_some_and(|n| n.ends_with("-config")));
+    irqs.sort_unstable();
+    irqs.dedup();
+    irqs
+}
+
+/// Every IRQ with an smp_affinity file.
+fn all_irqs(host: &dyn Host) -> Vec<u32> {
+    let mut v: Vec<u32> = std::fs::read_dir(host.path("/proc/irq"))
+        .map(|rd| rd.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default();
+    v.sort_unstable();
+    v
+}
+
+fn tc(netns: &Option<String>, args: &[&str]) -> Vec<String> {
+    let mut v = vec!["tc".to_string()];
+    if let Some(ns) = netns {
+        v.push("-n".into());
+        v.push(ns.clone());
+    }
+    v.extend(args.iter().map(|s| s.to_string()));
+    v
+}
+
+/// Build the plan of `p` on `host`.
+pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
+    let (online, _) = rtlab_sys::cpus::online_cpus(host.root());
+    let rt = t.rt_cpu.unwrap_or_else(|| *online.last().unwrap_or(&0));
+    let env = rtlab_sys::env::detect(host.root());
+    let mut steps = Vec::new();
+    let tasks = crate::check::tasks(host);
+
+    // the application
+    if let (Some(pol), Some(prio)) = (&p.app_policy, p.app_priority) {
+        let cpus = p.app_cpus.as_deref().map(|s| resolve_cpus(s, rt, &online));
+        let what = format!(
+            "application: {pol} {prio}{}",
+            cpus.as_ref().map(|c| format!(" on CPUs {}", crate::cpu_list(c))).unwrap_or_default()
+        );
+        if t.pids.is_empty() {
+            steps.push(Step::skip(what, "no --pid given: rtlab's probes take these settings from the profile"));
+        } else {
+            let mut acts = Vec::new();
+            for &pid in &t.pids {
+                for tid in threads_of(host, pid) {
+                    acts.push(Action::SetSched { pid: tid, policy: policy_raw(pol), priority: prio });
+                    if let Some(c) = &cpus {
+                        acts.push(Action::SetAffinity { pid: tid, cpus: c.clone() });
+                    }
+                }
+            }
+            steps.push(if acts.is_empty() { Step::skip(what, format!("pids {:?}: no such process", t.pids)) } else { Step::act(what, acts) });
+        }
+    }
+    if let Some([lo, hi]) = p.middleware_priority {
+        steps.push(Step::skip(format!("middleware threads: FIFO {lo}-{hi}"), "set by the pubsub probe on the threads it creates (no outside threads named)"));
+    }
+    if let Some(v) = p.rt_runtime_us {
+        if host.exists("/proc/sys/kernel/sched_rt_runtime_us") {
+            steps.push(Step::act(
+                format!("RT throttling: sched_rt_runtime_us = {v}"),
+                vec![Action::WriteFile { path: "/proc/sys/kernel/sched_rt_runtime_us".into(), value: v.to_string() }],
+            ));
+        } else {
+            steps.push(Step::skip("RT throttling", "no /proc/sys/kernel/sched_rt_runtime_us"));
+        }
+    }
+    if let Some(g) = &p.governor {
+        let mut acts = Vec::new();
+        let mut lacking = Vec::new();
+        for &c in &online {
+            let base = format!("/sys/devices/system/cpu/cpu{c}/cpufreq");
+            if !host.exists(&format!("{base}/scaling_governor")) {
+                continue;
+            }
+            let avail = host.read(&format!("{base}/scaling_available_governors")).unwrap_or_default();
+            if avail.split_whitespace().any(|a| a == g) {
+                acts.push(Action::WriteFile { path: format!("{base}/scaling_governor"), value: g.clone() });
+            } else {
+                lacking.push(c);
+            }
+        }
+        steps.push(if acts.is_empty() && lacking.is_empty() {
+            Step::skip(format!("governor {g}"), "no cpufreq on this machine (a VM or a fixed frequency)")
+        } else if acts.is_empty() {
+            Step::skip(format!("governor {g}"), format!("CPUs {} do not offer it", crate::cpu_list(&lacking)))
+        } else {
+            Step::act(format!("governor {g}"), acts)
+        });
+    }
+    if let Some(v) = p.cpu_dma_latency_us {
+        if host.exists("/dev/cpu_dma_latency") {
+            steps.push(Step::act(
+                format!("/dev/cpu_dma_latency held at {v} us (no deep C-states) while rtlab runs"),
+                vec![Action::HoldPmQos { path: "/dev/cpu_dma_latency".into(), value_us: v }],
+            ));
+        } else {
+            steps.push(Step::skip("/dev/cpu_dma_latency", "no /dev/cpu_dma_latency (CONFIG_PM)"));
+        }
+    }
+
+    // the NIC
+    let nic = t.nic.clone().or_else(|| default_nic(host));
+    let irqs = match (&nic, &t.netns) {
+        (Some(n), None) => nic_irqs(host, n),
+        _ => vec![],
+    };
+    let nic_label = nic.clone().unwrap_or_else(|| "(no NIC)".into());
+    if let Some(sel) = &p.nic_irq_cpus {
+        let cpus = resolve_cpus(sel, rt, &online);
+        let what = format!("{nic_label} queue IRQs on CPUs {}", crate::cpu_list(&cpus));
+        steps.push(if let Some(ns) = &t.netns {
+            Step::skip(what, format!("{nic_label} lives in netns {ns}: a virtual device without IRQs of its own"))
+        } else if irqs.is_empty() {
+            Step::skip(what, format!("no IRQs found for {nic_label} (a virtual device?)"))
+        } else {
+            Step::act(
+                format!("{what} (IRQs {})", irqs.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",")),
+                irqs.iter().map(|i| Action::WriteFile { path: format!("/proc/irq/{i}/smp_affinity"), value: crate::cpu_mask(&cpus) }).collect(),
+            )
+        });
+    }
+    if let Some(sel) = &p.other_irq_cpus {
+        let cpus = resolve_cpus(sel, rt, &online);
+        let mut acts = vec![];
+        if host.exists("/proc/irq/default_smp_affinity") {
+            acts.push(Action::WriteFile { path: "/proc/irq/default_smp_affinity".into(), value: crate::cpu_mask(&cpus) });
+        }
+        for i in all_irqs(host).into_iter().filter(|i| !irqs.contains(i)) {
+            if host.exists(&format!("/proc/irq/{i}/smp_affinity")) {
+                acts.push(Action::WriteFile { path: format!("/proc/irq/{i}/smp_affinity"), value: crate::cpu_mask(&cpus) });
+            }
+        }
+        steps.push(Step::act(format!("every other IRQ on CPUs {} (some refuse: managed IRQs)", crate::cpu_list(&cpus)), acts));
+    }
+    if let Some(prio) = p.irq_thread_priority {
+        let threads: Vec<&(i32, String)> = tasks
+            .iter()
+            .filter(|(_, c)| c.strip_prefix("irq/").and_then(|r| r.split('-').next()).and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| irqs.contains(&n)))
+            .collect();
+        let what = format!("{nic_label} IRQ threads: FIFO {prio}");
+        steps.push(if threads.is_empty() {
+            Step::skip(
+                what,
+                if env.threaded_irqs {
+                    format!("no irq/N threads for {nic_label}'s IRQs {irqs:?}")
+                } else {
+                    format!("IRQs are not threaded on this kernel (boot with threadirqs or use PREEMPT_RT); {nic_label}'s IRQs {irqs:?} run in hard-IRQ context")
+                },
+            )
+        } else {
+            Step::act(
+                format!("{what} ({})", threads.iter().map(|(_, c)| c.as_str()).collect::<Vec<_>>().join(", ")),
+                threads.iter().map(|(pid, _)| Action::SetSched { pid: *pid, policy: 1, priority: prio }).collect(),
+            )
+        });
+    }
+    if let Some(prio) = p.ksoftirqd_priority {
+        let k: Vec<&(i32, String)> = tasks.iter().filter(|(_, c)| c.starts_with("ksoftirqd/")).collect();
+        steps.push(if k.is_empty() {
+            Step::skip(format!("ksoftirqd: FIFO {prio}"), "no ksoftirqd threads found")
+        } else {
+            Step::act(format!("ksoftirqd: FIFO {prio} ({} threads)", k.len()), k.iter().map(|(pid, _)| Action::SetSched { pid: *pid, policy: 1, priority: prio }).collect())
+        });
+    }
+    if let Some(sel) = &p.isolate_cpus {
+        steps.push(isolation(host, t, resolve_cpus(sel, rt, &online), &online));
+    }
+    if let Some(kinds) = &p.qdisc {
+        steps.push(qdisc_step(host, t, nic.as_deref(), kinds));
+    }
+    if p.vlan_egress_map == Some(true) {
+        let vlans = host.read("/proc/net/vlan/config").ok();
+        let what = format!("VLAN egress map on {nic_label}'s VLANs (SKB priority n -> PCP n)");
+        steps.push(match (vlans, &nic) {
+            (None, _) => Step::skip(what, "no VLAN here (8021q not loaded or not in this kernel)"),
+            (Some(cfg), Some(n)) => {
+                let mine: Vec<String> = cfg.lines().skip(2).filter(|l| l.split('|').nth(2).map(|d| d.trim()) == Some(n.as_str())).map(|l| l.split('|').next().unwrap_or("").trim().to_string()).collect();
+                if mine.is_empty() {
+                    Step::skip(what, format!("no VLAN on {n}"))
+                } else {
+                    let map: Vec<String> = (0..8).map(|i| format!("{i}:{i}")).collect();
+                    Step::act(
+                        what,
+                        mine.iter()
+                            .map(|v| {
+                                // the map in force (/proc/net/vlan/DEV "EGRESS priority mappings: 0:0 5:3"), unmapped = 0
+                                let info = host.read(&format!("/proc/net/vlan/{v}")).unwrap_or_default();
+                                let old: BTreeMap<u32, u32> = info
+                                    .lines()
+                                    .find_map(|l| l.trim().strip_prefix("EGRESS priority mappings:"))
+                                    .unwrap_or("")
+                                    .split_whitespace()
+                                    .filter_map(|m| m.split_once(':').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?))))
+                                    .collect();
+                                let mut did = vec!["ip".to_string(), "link".into(), "set".into(), v.clone(), "type".into(), "vlan".into(), "egress-qos-map".into()];
+                                let mut undo = did.clone();
+                                did.extend(map.clone());
+                                undo.extend((0..8).map(|i| format!("{i}:{}", old.get(&i).copied().unwrap_or(0))));
+                                Action::Command { did, undo }
+                            })
+                            .collect(),
+                    )
+                }
+            }
+            (Some(_), None) => Step::skip(what, "no NIC"),
+        });
+    }
+    if steps.is_empty() {
+        steps.push(Step::skip("nothing", "this profile changes nothing on the machine"));
+    }
+    steps
+}
+
+fn isolation(host: &dyn Host, t: &Target, iso: Vec<usize>, online: &[usize]) -> Step {
+    let what = format!("cpuset: CPUs {} for the application alone, every movable task off them", crate::cpu_list(&iso));
+    let root = "/sys/fs/cgroup/cpuset";
+    if !host.exists(&format!("{root}/cpuset.cpus")) {
+        if host.exists("/sys/fs/cgroup/cgroup.controllers") {
+            return Step::skip(what, "cgroup v2 cpusets are not supported by rtlab yet (this machine has no cgroup-v1 cpuset hierarchy)");
+        }
+        return Step::skip(what, "no cpuset hierarchy mounted at /sys/fs/cgroup/cpuset");
+    }
+    let rest: Vec<usize> = online.iter().copied().filter(|c| !iso.contains(c)).collect();
+    if rest.is_empty() || iso.is_empty() {
+        return Step::skip(what, "needs at least one CPU left for everything else");
+    }
+    let mems = host.read(&format!("{root}/cpuset.mems")).unwrap_or_else(|_| "0".into());
+    let sys = format!("{root}/rtlab-system");
+    let rtd = format!("{root}/rtlab-rt");
+    let root_tasks = format!("{root}/tasks");
+    let app: Vec<i32> = t.pids.iter().flat_map(|&p| threads_of(host, p)).collect();
+    let everyone: Vec<i32> = host
+        .read(&root_tasks)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .filter(|p| !app.contains(p))
+        .collect();
+    let mut acts = vec![
+        Action::MakeDir { path: sys.clone(), parent_tasks: root_tasks.clone() },
+        Action::WriteFile { path: format!("{sys}/cpuset.cpus"), value: crate::cpu_list(&rest) },
+        Action::WriteFile { path: format!("{sys}/cpuset.mems"), value: mems.clone() },
+        Action::MakeDir { path: rtd.clone(), parent_tasks: root_tasks.clone() },
+        Action::WriteFile { path: format!("{rtd}/cpuset.cpus"), value: crate::cpu_list(&iso) },
+        Action::WriteFile { path: format!("{rtd}/cpuset.mems"), value: mems },
+        Action::WriteFile { path: format!("{rtd}/cpuset.cpu_exclusive"), value: "1".into() },
+    ];
+    if !app.is_empty() {
+        acts.push(Action::MoveTasks { from: root_tasks.clone(), to: format!("{rtd}/tasks"), pids: app });
+    }
+    acts.push(Action::MoveTasks { from: root_tasks, to: format!("{sys}/tasks"), pids: everyone });
+    if host.exists(&format!("{root}/cpuset.sched_load_balance")) {
+        acts.push(Action::WriteFile { path: format!("{root}/cpuset.sched_load_balance"), value: "0".into() });
+    }
+    Step::act(what, acts)
+}
+
+fn qdisc_step(host: &dyn Host, t: &Target, nic: Option<&str>, kinds: &[String]) -> Step {
+    let Some(nic) = nic else { return Step::skip("qdisc", "no NIC (give --nic)") };
+    let what = format!("{nic}: root qdisc for RT traffic ({})", kinds.join(" or "));
+    let shown = host.run(&tc(&t.netns, &["qdisc", "show", "dev", nic]));
+    let current = match &shown {
+        Ok(s) => s.lines().find(|l| l.contains(" root ")).unwrap_or("").to_string(),
+        Err(e) => return Step::skip(what, format!("cannot read the qdisc: {e}")),
+    };
+    let w: Vec<&str> = current.split_whitespace().collect();
+    let (kind, handle) = (w.get(1).copied().unwrap_or(""), w.get(2).copied().unwrap_or(""));
+    if !host.is_fake() && !current.is_empty() && handle != "0:" {
+        return Step::skip(what, format!("{nic} has a configured root qdisc ({kind} {handle}): rtlab replaces only the kernel's default"));
+    }
+    let undo = tc(&t.netns, &["qdisc", "del", "dev", nic, "root"]);
+    let mut alts = Vec::new();
+    for k in kinds {
+        match k.as_str() {
+            "mqprio" => alts.push((
+                "mqprio (S1: SKB priority 4 -> queue 0, 2-3 -> queue 1, the rest -> queue 2)".to_string(),
+                vec![Action::Command {
+                    did: tc(&t.netns, &["qdisc", "replace", "dev", nic, "root", "mqprio", "num_tc", "3", "map", "2", "2", "1", "1", "0", "2", "2", "2", "2", "2", "2", "2", "2", "2", "2", "2", "queues", "1@0", "1@1", "1@2", "hw", "0"]),
+                    undo: undo.clone(),
+                }],
+            )),
+            "htb" => alts.push((
+                "htb: SO_PRIORITY 0x10001 (class 1:1) served first (prio 0), everything else class 1:2".to_string(),
+                vec![
+                    Action::Command { did: tc(&t.netns, &["qdisc", "replace", "dev", nic, "root", "handle", "1:", "htb", "default", "2"]), undo: undo.clone() },
+                    Action::Command {
+                        did: tc(&t.netns, &["class", "add", "dev", nic, "parent", "1:", "classid", "1:1", "htb", "rate", "10gbit", "prio", "0"]),
+                        undo: tc(&t.netns, &["class", "del", "dev", nic, "classid", "1:1"]),
+                    },
+                    Action::Command {
+                        did: tc(&t.netns, &["class", "add", "dev", nic, "parent", "1:", "classid", "1:2", "htb", "rate", "10gbit", "prio", "1"]),
+                        undo: tc(&t.netns, &["class", "del", "dev", nic, "classid", "1:2"]),
+                    },
+                ],
+            )),
+            _ => alts.push((
+                "pfifo_fast: fixed priomap, SO_PRIORITY 6 and 7 -> band 0 (served first)".to_string(),
+                vec![Action::Command { did: tc(&t.netns, &["qdisc", "replace", "dev", nic, "root", "pfifo_fast"]), undo: undo.clone() }],
+            )),
+        }
+    }
+    Step { what, alternatives: alts, skip: None, note: None }.note(format!("was: {}", if current.is_empty() { "none" } else { current.trim() }))
+}
+
+/// Whether a journaled change is still in force (for `rtlab tune show`).
+pub fn in_force(host: &dyn Host, c: &Change) -> String {
+    match c {
+        Change::File { path, new, .. } => match host.read(path) {
+            Ok(v) if v.trim() == new.trim() => "in force".into(),
+            Ok(v) => format!("changed since: now '{}'", v.trim()),
+            Err(_) => "gone".into(),
+        },
+        Change::Sched { pid, new_policy, new_priority, .. } => match host.sched_get(*pid) {
+            Ok((p, pr)) if (p, pr) == (*new_policy, *new_priority) => "in force".into(),
+            Ok((p, pr)) => format!("changed since: now {} {pr}", crate::journal::policy_name(p)),
+            Err(_) => "task gone".into(),
+        },
+        Change::Affinity { pid, new_cpus, .. } => match host.affinity_get(*pid) {
+            Ok(c) if &c == new_cpus => "in force".into(),
+            Ok(c) => format!("changed since: now CPUs {}", crate::cpu_list(&c)),
+            Err(_) => "task gone".into(),
+        },
+        Change::MkDir { path, .. } => if host.exists(path) { "exists" } else { "gone" }.into(),
+        Change::PmQos { holder_pid, .. } => {
+            if rtlab_sys::tune_sys::pid_alive(*holder_pid) {
+                "held".into()
+            } else {
+                "released (holder exited)".into()
+            }
+        }
+        _ => "recorded".into(),
+    }
+}
+
+/// What applying one step did.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepOutcome {
+    pub what: String,
+    /// `done`, `partial`, `failed` or `skipped`.
+    pub status: &'static str,
+    /// The alternative kept, the skip reason, outcomes and errors.
+    pub detail: Vec<String>,
+}
+
+/// Apply one step through the session (journaled); alternatives are tried in order.
+pub fn apply_step(s: &mut crate::session::Session<'_>, step: &Step) -> StepOutcome {
+    let mut detail = Vec::new();
+    if let Some(why) = &step.skip {
+        return StepOutcome { what: step.what.clone(), status: "skipped", detail: vec![why.clone()] };
+    }
+    let mut tried = Vec::new();
+    for (label, actions) in &step.alternatives {
+        let Some(first) = actions.first() else { continue };
+        match s.apply(first) {
+            Err(e) => {
+                tried.push(if label.is_empty() { e } else { format!("{}: {e}", label.split_whitespace().next().unwrap_or(label).trim_end_matches(':')) });
+                continue;
+            }
+            Ok(o) => {
+                if !label.is_empty() {
+                    detail.push(label.clone());
+                }
+                if !tried.is_empty() {
+                    detail.push(format!("not available: {}", tried.join("; ")));
+                }
+                let mut errors = Vec::new();
+                let mut outcomes = vec![o];
+                for a in &actions[1..] {
+                    match s.apply(a) {
+                        Ok(o) => outcomes.push(o),
+                        Err(e) => errors.push(e),
+                    }
+                }
+                let changed = outcomes.iter().filter(|o| o.as_str() != "already so").count();
+                let special: Vec<&String> = outcomes.iter().filter(|o| !["done", "already so"].contains(&o.as_str())).collect();
+                detail.push(format!("{changed} of {} changed, {} already so", actions.len(), outcomes.len() - changed));
+                detail.extend(special.into_iter().cloned());
+                let status = if errors.is_empty() { "done" } else { "partial" };
+                if !errors.is_empty() {
+                    detail.push(format!("{} refused: {}", errors.len(), crate::session::abbreviate(&errors, 4)));
+                }
+                return StepOutcome { what: step.what.clone(), status, detail };
+            }
+        }
+    }
+    StepOutcome { what: step.what.clone(), status: "failed", detail: tried }
+}
+
+/// Apply a profile for a probe or scenario: plan it on `host`, apply every step through a new
+/// journaled session, and hand back the session (the guard: drop it, or call `restore`, after
+/// the measurement window) with what each step did.
+pub fn apply_profile<'h>(
+    host: &'h dyn Host,
+    name: &str,
+    user: &BTreeMap<String, Profile>,
+    target: &Target,
+    journal: &std::path::Path,
+) -> Result<(crate::session::Session<'h>, Vec<StepOutcome>), String> {
+    let p = find(name, user).map_err(|e| e.to_string())?;
+    let steps = plan(&p, target, host);
+    let mut s = crate::session::Session::begin(host, journal, &format!("profile {name}")).map_err(|e| e.to_string())?;
+    let outcomes = steps.iter().map(|st| apply_step(&mut s, st)).collect();
+    Ok((s, outcomes))
+}

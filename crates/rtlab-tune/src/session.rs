@@ -1,0 +1,243 @@
+//! A tuning session: the guard through which every system change is made.
+//!
+//! Contract: [`Session::apply`] reads the value in force, writes the journal line (fsync'd),
+//! then makes the change; [`Session::restore`] (or `Drop`, also while a panic unwinds) puts
+//! everything back, newest first, and removes the journal. A kill -9 leaves the journal on
+//! disk for `rtlab tune restore`. A Ctrl-C is a flag the caller's loop checks, after which the
+//! guard is dropped normally. Nothing is changed when [`Session::dry_run`] is set.
+
+use crate::host::Host;
+use crate::journal::{restore_journal, task_identity, Change, Journal, JournalError, RestoreReport};
+use serde::Serialize;
+use std::path::Path;
+
+/// One change a profile wants.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Action {
+    /// Write a sysfs/procfs/tracefs/cgroup file.
+    WriteFile { path: String, value: String },
+    /// Set the raw policy and priority of a task.
+    SetSched { pid: i32, policy: i32, priority: i32 },
+    /// Pin a task.
+    SetAffinity { pid: i32, cpus: Vec<usize> },
+    /// Create a cgroup directory.
+    MakeDir { path: String, parent_tasks: String },
+    /// Move tasks (threads) from one cgroup-v1 `tasks` file to another.
+    MoveTasks { from: String, to: String, pids: Vec<i32> },
+    /// Run a command, with the command that undoes it.
+    Command { did: Vec<String>, undo: Vec<String> },
+    /// Mount a filesystem.
+    Mount { fstype: String, target: String },
+    /// Hold /dev/cpu_dma_latency while the session lives.
+    HoldPmQos { path: String, value_us: i32 },
+}
+
+impl Action {
+    /// One line for `--dry-run`.
+    pub fn describe(&self) -> String {
+        match self {
+            Action::WriteFile { path, value } => format!("write '{value}' to {path}"),
+            Action::SetSched { pid, policy, priority } => format!("set pid {pid} to {} {priority}", crate::journal::policy_name(*policy)),
+            Action::SetAffinity { pid, cpus } => format!("pin pid {pid} to CPUs {}", crate::cpu_list(cpus)),
+            Action::MakeDir { path, .. } => format!("create {path}"),
+            Action::MoveTasks { from, to, pids } => format!("move {} tasks from {from} to {to}", pids.len()),
+            Action::Command { did, .. } => format!("run `{}`", did.join(" ")),
+            Action::Mount { fstype, target } => format!("mount {fstype} on {target}"),
+            Action::HoldPmQos { path, value_us } => format!("hold {path} at {value_us} us"),
+        }
+    }
+}
+
+/// The guard. Dropping it restores.
+pub struct Session<'h> {
+    host: &'h dyn Host,
+    journal: Option<Journal>,
+    pmqos: Vec<rtlab_sys::pmqos::CpuDmaLatency>,
+    last_report: Option<RestoreReport>,
+}
+
+impl<'h> Session<'h> {
+    /// Start a session journaled at `journal`; refuses if that journal has pending changes.
+    pub fn begin(host: &'h dyn Host, journal: &Path, what: &str) -> Result<Session<'h>, JournalError> {
+        Ok(Session { host, journal: Some(Journal::begin(journal, what)?), pmqos: Vec::new(), last_report: None })
+    }
+
+    pub fn host(&self) -> &dyn Host {
+        self.host
+    }
+
+    pub fn journal_path(&self) -> Option<&Path> {
+        self.journal.as_ref().map(|j| j.path())
+    }
+
+    fn record(&mut self, c: &Change) -> Result<u64, String> {
+        let j = self.journal.as_mut().ok_or("the session is already restored")?;
+        j.record(c).map_err(|e| e.to_string())
+    }
+
+    fn failed(&mut self, seq: u64, e: String) -> Result<String, String> {
+        if let Some(j) = self.journal.as_mut() {
+            let _ = j.mark_restored(seq, &format!("not made: {e}"));
+        }
+        Err(e)
+    }
+
+    /// Make one change (journaled first). Ok(what happened) or Err(why it was not made).
+    pub fn apply(&mut self, action: &Action) -> Result<String, String> {
+        let host = self.host;
+        match action {
+            Action::WriteFile { path, value } => {
+                let old = host.read(path).map_err(|e| format!("reading {path}: {e}"))?;
+                // a choice file ("none [fifo] rr") is written back with the chosen word
+                let old = match (old.find('['), old.find(']')) {
+                    (Some(a), Some(b)) if a < b && !path.ends_with("/tasks") => old[a + 1..b].to_string(),
+                    _ => old,
+                };
+                if old.trim() == value.trim() {
+                    return Ok("already so".into());
+                }
+                let seq = self.record(&Change::File { path: path.clone(), old, new: value.clone() })?;
+                match host.write(path, value) {
+                    Ok(()) => Ok("done".into()),
+                    Err(e) => self.failed(seq, format!("writing '{value}' to {path}: {e}")),
+                }
+            }
+            Action::SetSched { pid, policy, priority } => {
+                let t = task_identity(host, *pid).ok_or_else(|| format!("pid {pid}: no such task"))?;
+                let (op, opr) = host.sched_get(*pid)?;
+                if (op, opr) == (*policy, *priority) {
+                    return Ok("already so".into());
+                }
+                let seq = self.record(&Change::Sched {
+                    pid: *pid,
+                    comm: t.comm,
+                    start_time: t.start_time,
+                    old_policy: op,
+                    old_priority: opr,
+                    new_policy: *policy,
+                    new_priority: *priority,
+                })?;
+                match host.sched_set(*pid, *policy, *priority) {
+                    Ok(()) => Ok("done".into()),
+                    Err(e) => self.failed(seq, e),
+                }
+            }
+            Action::SetAffinity { pid, cpus } => {
+                let t = task_identity(host, *pid).ok_or_else(|| format!("pid {pid}: no such task"))?;
+                let old = host.affinity_get(*pid)?;
+                if &old == cpus {
+                    return Ok("already so".into());
+                }
+                let seq = self.record(&Change::Affinity { pid: *pid, comm: t.comm, start_time: t.start_time, old_cpus: old, new_cpus: cpus.clone() })?;
+                match host.affinity_set(*pid, cpus) {
+                    Ok(()) => Ok("done".into()),
+                    Err(e) => self.failed(seq, e),
+                }
+            }
+            Action::MakeDir { path, parent_tasks } => {
+                if host.exists(path) {
+                    return Err(format!("{path} exists already (left by another tool, or by rtlab without a journal): remove it first"));
+                }
+                let seq = self.record(&Change::MkDir { path: path.clone(), parent_tasks: parent_tasks.clone() })?;
+                match host.mkdir(path) {
+                    Ok(()) => Ok("done".into()),
+                    Err(e) => self.failed(seq, format!("creating {path}: {e}")),
+                }
+            }
+            Action::MoveTasks { from, to, pids } => {
+                let tasks: Vec<_> = pids.iter().filter_map(|p| task_identity(host, *p)).collect();
+                self.record(&Change::CgroupMove { from: from.clone(), to: to.clone(), tasks: tasks.clone() })?;
+                let mut stuck = Vec::new();
+                let mut moved = 0;
+                for t in &tasks {
+                    match host.write(to, &t.pid.to_string()) {
+                        Ok(()) => moved += 1,
+                        Err(e) if e.raw_os_error() == Some(3) => {} // exited meanwhile
+                        Err(e) => stuck.push(format!("{} ({}): {}", t.pid, t.comm, errno_word(&e))),
+                    }
+                }
+                if stuck.is_empty() {
+                    Ok(format!("moved {moved}"))
+                } else {
+                    Ok(format!("moved {moved}; {} cannot move (per-CPU kernel threads): {}", stuck.len(), abbreviate(&stuck, 8)))
+                }
+            }
+            Action::Command { did, undo } => {
+                let seq = self.record(&Change::Command { did: did.clone(), undo: undo.clone() })?;
+                match host.run(did) {
+                    Ok(_) => Ok("done".into()),
+                    Err(e) => self.failed(seq, e),
+                }
+            }
+            Action::Mount { fstype, target } => {
+                let seq = self.record(&Change::Mount { fstype: fstype.clone(), target: target.clone() })?;
+                match host.mount(fstype, target) {
+                    Ok(()) => Ok("done".into()),
+                    Err(e) => self.failed(seq, e),
+                }
+            }
+            Action::HoldPmQos { path, value_us } => {
+                let real = host.path(path);
+                let seq = self.record(&Change::PmQos { path: path.clone(), value_us: *value_us, holder_pid: std::process::id() as i32 })?;
+                match rtlab_sys::pmqos::CpuDmaLatency::hold(&real, *value_us) {
+                    Ok(g) => {
+                        self.pmqos.push(g);
+                        Ok("held while rtlab runs".into())
+                    }
+                    Err(e) => self.failed(seq, format!("{path}: {e}")),
+                }
+            }
+        }
+    }
+
+    /// Put everything back now (newest first) and remove the journal if all went back.
+    pub fn restore(&mut self) -> RestoreReport {
+        self.pmqos.clear();
+        let Some(j) = self.journal.take() else {
+            return self.last_report.clone().unwrap_or_default();
+        };
+        let path = j.path().to_path_buf();
+        drop(j);
+        let report = match restore_journal(self.host, &path) {
+            Ok(r) => r,
+            Err(e) => RestoreReport { restored: vec![], failed: vec![("the journal".into(), e.to_string())] },
+        };
+        self.last_report = Some(report.clone());
+        report
+    }
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        if self.journal.is_some() {
+            let r = self.restore();
+            if !r.is_clean() {
+                // the abnormal path (panic): the caller cannot be told any other way
+                eprintln!(
+                    "rtlab: {} changes could not be restored; the journal keeps them: run `rtlab tune restore`",
+                    r.failed.len()
+                );
+            }
+        }
+    }
+}
+
+fn errno_word(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(22) => "EINVAL".into(),
+        Some(1) => "EPERM".into(),
+        Some(16) => "EBUSY".into(),
+        Some(28) => "ENOSPC".into(),
+        _ => e.to_string(),
+    }
+}
+
+/// The first `n` items and how many more.
+pub fn abbreviate(items: &[String], n: usize) -> String {
+    if items.len() <= n {
+        items.join(", ")
+    } else {
+        format!("{} and {} more", items[..n].join(", "), items.len() - n)
+    }
+}

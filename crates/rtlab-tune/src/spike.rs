@@ -1,0 +1,567 @@
+//! Spike evidence: per-window kernel counters sampled off the hot path, and a
+//! [`SpikeTracer`] that arms ftrace (sched_switch, sched_wakeup, irq and softirq events)
+//! through tracefs and, when a [`SpikeFlag`] is raised, marks the trace, stops it, saves it
+//! and explains the spike ("preempted by pid 812 (rustc) for 4.7 ms").
+//!
+//! Contract: every tracefs change (mount, event enables, buffer size, tracing_on) goes
+//! through a journaled [`Session`] and is undone when the tracer is dropped (or by
+//! `rtlab tune restore` after a kill -9). The watcher thread only polls atomics and touches
+//! tracefs files; the hot loop only raises the flag. Sources: Documentation/trace/ftrace.rst,
+//! Documentation/trace/events.rst, Documentation/filesystems/proc.rst (softirqs, schedstat).
+
+use crate::host::Host;
+use crate::session::{Action, Session};
+use rtlab_core::sink::SpikeFlag;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+// ------------------------------------------------------------------ per-window counters
+
+/// Kernel counters at one instant (per CPU where the kernel keeps them per CPU).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counters {
+    pub net_rx: Vec<u64>,
+    pub timer: Vec<u64>,
+    /// All device and system interrupts per CPU (/proc/interrupts).
+    pub interrupts: Vec<u64>,
+    /// Run time of ksoftirqd/N in ns (/proc/PID/schedstat).
+    pub ksoftirqd_ns: Vec<u64>,
+    /// Context switches of the whole machine (/proc/stat ctxt).
+    pub context_switches: u64,
+    /// Steal time per CPU in USER_HZ ticks (/proc/stat).
+    pub steal_ticks: Vec<u64>,
+}
+
+fn per_cpu_row(text: &str, label: &str) -> Vec<u64> {
+    text.lines()
+        .find(|l| l.trim_start().starts_with(label))
+        .map(|l| l.trim_start()[label.len()..].split_whitespace().map_while(|w| w.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// Read the counters under `root`.
+pub fn read_counters(host: &dyn Host) -> Counters {
+    let soft = host.read("/proc/softirqs").unwrap_or_default();
+    let ints = host.read("/proc/interrupts").unwrap_or_default();
+    let ncpu = ints.lines().next().map(|l| l.split_whitespace().count()).unwrap_or(0);
+    let mut interrupts = vec![0u64; ncpu];
+    for l in ints.lines().skip(1) {
+        for (i, w) in l.split_whitespace().skip(1).take(ncpu).enumerate() {
+            match w.parse::<u64>() {
+                Ok(v) => interrupts[i] += v,
+                Err(_) => break,
+            }
+        }
+    }
+    let stat = host.read("/proc/stat").unwrap_or_default();
+    let context_switches = stat.lines().find_map(|l| l.strip_prefix("ctxt ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+    let steal_ticks = stat
+        .lines()
+        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+        .map(|l| l.split_whitespace().nth(8).and_then(|v| v.parse().ok()).unwrap_or(0))
+        .collect();
+    let mut k: Vec<(usize, u64)> = crate::check::tasks(host)
+        .into_iter()
+        .filter_map(|(pid, c)| {
+            let cpu = c.strip_prefix("ksoftirqd/")?.parse().ok()?;
+            let ns = host.read(&format!("/proc/{pid}/schedstat")).ok()?.split_whitespace().next()?.parse().ok()?;
+            Some((cpu, ns))
+        })
+        .collect();
+    k.sort();
+    Counters {
+        net_rx: per_cpu_row(&soft, "NET_RX:"),
+        timer: per_cpu_row(&soft, "TIMER:"),
+        interrupts,
+        ksoftirqd_ns: k.into_iter().map(|(_, ns)| ns).collect(),
+        context_switches,
+        steal_ticks,
+    }
+}
+
+impl Counters {
+    /// What happened between `self` (earlier) and `later`.
+    pub fn delta(&self, later: &Counters) -> Counters {
+        let d = |a: &[u64], b: &[u64]| a.iter().zip(b).map(|(x, y)| y.saturating_sub(*x)).collect();
+        Counters {
+            net_rx: d(&self.net_rx, &later.net_rx),
+            timer: d(&self.timer, &later.timer),
+            interrupts: d(&self.interrupts, &later.interrupts),
+            ksoftirqd_ns: d(&self.ksoftirqd_ns, &later.ksoftirqd_ns),
+            context_switches: later.context_switches.saturating_sub(self.context_switches),
+            steal_ticks: d(&self.steal_ticks, &later.steal_ticks),
+        }
+    }
+}
+
+/// Samples the counters once per window on its own thread (never the measuring one);
+/// window k covers [k*window, (k+1)*window) from `start`, like the per-window maxima.
+pub struct CounterSampler {
+    handle: Option<std::thread::JoinHandle<Vec<Counters>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl CounterSampler {
+    pub fn start(window: Duration, max_windows: usize) -> CounterSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("rtlab-counters".into())
+            .spawn(move || {
+                let host = crate::host::RealHost::new();
+                let t0 = std::time::Instant::now();
+                let mut prev = read_counters(&host);
+                let mut out = Vec::new();
+                let mut k = 1u32;
+                while !s.load(Ordering::Relaxed) && out.len() < max_windows {
+                    let due = t0 + window * k;
+                    while std::time::Instant::now() < due && !s.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(5).min(due.saturating_duration_since(std::time::Instant::now())));
+                    }
+                    let now = read_counters(&host);
+                    out.push(prev.delta(&now));
+                    prev = now;
+                    k += 1;
+                }
+                out
+            })
+            .expect("spawn the counter sampler");
+        CounterSampler { handle: Some(handle), stop }
+    }
+
+    /// Stop and return one delta per window (the last one possibly partial).
+    pub fn stop(mut self) -> Vec<Counters> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.take().and_then(|h| h.join().ok()).unwrap_or_default()
+    }
+}
+
+impl Drop for CounterSampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+// ------------------------------------------------------------------ the tracer
+
+/// Where the tracer journals its tracefs changes by default (`rtlab tune restore` and
+/// `show` look at `<journal>.trace` next to the profile journal).
+pub const DEFAULT_TRACE_JOURNAL: &str = "/var/lib/rtlab/journal.trace";
+
+/// The events armed.
+pub const EVENTS: [&str; 6] = ["sched/sched_switch", "sched/sched_wakeup", "irq/irq_handler_entry", "irq/irq_handler_exit", "irq/softirq_entry", "irq/softirq_exit"];
+
+/// ftrace armed for spikes; dropping it disarms and restores tracefs.
+pub struct SpikeTracer<'h> {
+    session: Session<'h>,
+    dir: PathBuf,
+    /// What is missing on this kernel (e.g. no timerlat), for the report.
+    pub notes: Vec<String>,
+}
+
+/// What the tracer found around a spike.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SpikeCapture {
+    pub index: u64,
+    pub at_ns: i64,
+    pub value_ns: i64,
+    /// Where the trace was saved.
+    pub trace_file: Option<String>,
+    /// The explanation, most important first.
+    pub attribution: Vec<String>,
+}
+
+impl<'h> SpikeTracer<'h> {
+    /// Arm ftrace: mount tracefs if needed, enable the events, start tracing (all journaled
+    /// at `journal`). Err names what is missing.
+    /// The ring buffer keeps the kernel's default size (1408 KB per CPU once expanded): its
+    /// unexpanded state cannot be written back, so rtlab does not touch it.
+    pub fn arm(host: &'h dyn Host, journal: &Path) -> Result<SpikeTracer<'h>, String> {
+        let mut session = Session::begin(host, journal, "rtlab spike tracer").map_err(|e| e.to_string())?;
+        let mut dir = "/sys/kernel/tracing".to_string();
+        if !host.exists(&format!("{dir}/trace")) {
+            if host.exists("/sys/kernel/debug/tracing/trace") {
+                dir = "/sys/kernel/debug/tracing".into();
+            } else if host.exists(&dir) {
+                session.apply(&Action::Mount { fstype: "tracefs".into(), target: dir.clone() }).map_err(|e| format!("mounting tracefs: {e}"))?;
+            } else {
+                return Err("no tracefs (/sys/kernel/tracing): the kernel lacks CONFIG_FTRACE".into());
+            }
+        }
+        let mut notes = Vec::new();
+        let tracers = host.read(&format!("{dir}/available_tracers")).unwrap_or_default();
+        let rtla = crate::load::which("rtla").is_some();
+        match (tracers.split_whitespace().any(|t| t == "timerlat"), rtla) {
+            (false, _) => notes.push(format!(
+                "no timerlat tracer in this kernel (CONFIG_TIMERLAT_TRACER){}: rtla timerlat cannot run; using sched/irq/softirq events",
+                if rtla { "" } else { " and rtla is not installed (Debian package rtla)" }
+            )),
+            (true, false) => notes.push("the kernel has timerlat but rtla is not installed (Debian package rtla): using sched/irq/softirq events".into()),
+            (true, true) => notes.push("timerlat and rtla are available: `rtla timerlat top` gives the kernel's own IRQ/thread latency split".into()),
+        }
+        let w = |session: &mut Session, p: String, v: &str| session.apply(&Action::WriteFile { path: p, value: v.into() });
+        w(&mut session, format!("{dir}/tracing_on"), "0")?;
+        for e in EVENTS {
+            let p = format!("{dir}/events/{e}/enable");
+            if !host.exists(&p) {
+                notes.push(format!("event {e} is not in this kernel"));
+                continue;
+            }
+            w(&mut session, p, "1")?;
+        }
+        // empty the buffer (opening `trace` with O_TRUNC clears it; its old content is not a setting)
+        std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(host.path(&format!("{dir}/trace")))
+            .map_err(|e| format!("clearing {dir}/trace: {e}"))?;
+        w(&mut session, format!("{dir}/tracing_on"), "1")?;
+        Ok(SpikeTracer { session, dir: host.path(&dir), notes })
+    }
+
+    /// The real tracefs directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Start the watcher: when `flag` rises it writes trace_marker, waits `after`, stops
+    /// tracing, saves the trace to `save_to` and explains the spike of the threads whose
+    /// comm starts with `victim`. Returns None if stopped without a spike.
+    pub fn watch(&self, flag: Arc<SpikeFlag>, stop: Arc<AtomicBool>, victim: String, after: Duration, save_to: Option<PathBuf>) -> std::thread::JoinHandle<Option<SpikeCapture>> {
+        let dir = self.dir.clone();
+        std::thread::Builder::new()
+            .name("rtlab-spikewatch".into())
+            .spawn(move || {
+                loop {
+                    if let Some((index, at_ns, value_ns)) = flag.get() {
+                        let _ = std::fs::write(dir.join("trace_marker"), format!("rtlab spike: sample {index} late by {value_ns} ns"));
+                        std::thread::sleep(after);
+                        let _ = std::fs::write(dir.join("tracing_on"), "0");
+                        let text = std::fs::read_to_string(dir.join("trace")).unwrap_or_default();
+                        let mut trace_file = None;
+                        if let Some(p) = &save_to {
+                            if std::fs::write(p, &text).is_ok() {
+                                trace_file = Some(p.display().to_string());
+                            }
+                        }
+                        let attribution = attribute(&parse_trace(&text), &victim, value_ns);
+                        return Some(SpikeCapture { index, at_ns, value_ns, trace_file, attribution });
+                    }
+                    if stop.load(Ordering::Relaxed) {
+                        return None;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+            .expect("spawn the spike watcher")
+    }
+
+    /// Disarm and put tracefs back (also done on drop).
+    pub fn disarm(mut self) -> crate::journal::RestoreReport {
+        self.session.restore()
+    }
+}
+
+// ------------------------------------------------------------------ parsing and attribution
+
+/// One ftrace event line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    pub comm: String,
+    pub pid: i32,
+    pub cpu: usize,
+    pub ts_ns: u64,
+    pub name: String,
+    pub fields: String,
+}
+
+/// Parse the `trace` file (the default format: `comm-pid [cpu] flags ts: event: fields`).
+pub fn parse_trace(text: &str) -> Vec<Event> {
+    let mut out = Vec::new();
+    for l in text.lines() {
+        if l.starts_with('#') {
+            continue;
+        }
+        let Some(open) = find_cpu_bracket(l) else { continue };
+        let task = l[..open].trim();
+        let Some(dash) = task.rfind('-') else { continue };
+        let (comm, pid) = (&task[..dash], task[dash + 1..].parse::<i32>().unwrap_or(-1));
+        let close = open + l[open..].find(']').unwrap_or(0);
+        let cpu = l[open + 1..close].trim().parse().unwrap_or(0);
+        let mut rest = l[close + 1..].split_whitespace();
+        // flags (optional in some formats) then the timestamp "123.456789:"
+        let mut ts = None;
+        let mut name = String::new();
+        for w in rest.by_ref() {
+            if ts.is_none() {
+                if let Some(t) = w.strip_suffix(':').and_then(parse_ts) {
+                    ts = Some(t);
+                }
+                continue;
+            }
+            name = w.trim_end_matches(':').to_string();
+            break;
+        }
+        let Some(ts_ns) = ts else { continue };
+        let fields = rest.collect::<Vec<_>>().join(" ");
+        out.push(Event { comm: comm.to_string(), pid, cpu, ts_ns, name, fields });
+    }
+    out
+}
+
+fn find_cpu_bracket(l: &str) -> Option<usize> {
+    let b = l.as_bytes();
+    (0..b.len()).find(|&i| b[i] == b'[' && i + 4 < b.len() && b[i + 1..i + 4].iter().all(u8::is_ascii_digit) && b[i + 4] == b']')
+}
+
+fn parse_ts(s: &str) -> Option<u64> {
+    let (a, b) = s.split_once('.')?;
+    let secs: u64 = a.parse().ok()?;
+    let frac = format!("{b:0<9}");
+    Some(secs * 1_000_000_000 + frac[..9].parse::<u64>().ok()?)
+}
+
+fn field<'a>(fields: &'a str, key: &str) -> Option<&'a str> {
+    fields.split_whitespace().find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+}
+
+fn ms(ns: u64) -> String {
+    if ns < 1_000_000 {
+        format!("{} us", ns / 1_000)
+    } else {
+        format!("{:.1} ms", ns as f64 / 1e6)
+    }
+}
+
+/// Explain the worst wake-up of the threads whose comm starts with `victim`: who ran on its
+/// CPU between its wake-up and the moment it ran, which softirqs and IRQs ran there.
+pub fn attribute(events: &[Event], victim: &str, spike_ns: i64) -> Vec<String> {
+    // wake-up -> switch-in pairs of the victim
+    let mut woken: BTreeMap<i32, (u64, usize)> = BTreeMap::new();
+    let mut worst: Option<(u64, u64, usize, i32, String)> = None; // (wake ts, run ts, cpu, pid, comm)
+    for e in events {
+        match e.name.as_str() {
+            "sched_wakeup" if field(&e.fields, "comm").is_some_and(|c| c.starts_with(victim)) => {
+                let pid = field(&e.fields, "pid").and_then(|p| p.parse().ok()).unwrap_or(-1);
+                let cpu = field(&e.fields, "target_cpu").and_then(|c| c.parse().ok()).unwrap_or(e.cpu);
+                woken.insert(pid, (e.ts_ns, cpu));
+            }
+            "sched_switch" if field(&e.fields, "next_comm").is_some_and(|c| c.starts_with(victim)) => {
+                let pid = field(&e.fields, "next_pid").and_then(|p| p.parse().ok()).unwrap_or(-1);
+                if let Some((w, _)) = woken.remove(&pid) {
+                    let gap = e.ts_ns.saturating_sub(w);
+                    let better = match &worst {
+                        None => true,
+                        Some(x) => gap > x.1 - x.0,
+                    };
+                    if better {
+                        worst = Some((w, e.ts_ns, e.cpu, pid, field(&e.fields, "next_comm").unwrap_or("").to_string()));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let Some((w, r, cpu, pid, comm)) = worst else {
+        return vec![format!("no wake-up of '{victim}*' threads in the trace (the buffer may have wrapped, or the spike happened before the trace started)")];
+    };
+    let gap = r - w;
+    let mut lines = vec![format!("{comm} (pid {pid}) on CPU {cpu}: woken at {:.6} s, ran {} later", w as f64 / 1e9, ms(gap))];
+    // who held the CPU: the task running at the wake-up, then every switch until the victim ran
+    let on_cpu: Vec<&Event> = events.iter().filter(|e| e.cpu == cpu).collect();
+    // kernel priorities seen for each pid
+    let mut prios: BTreeMap<i32, String> = BTreeMap::new();
+    for e in events.iter().filter(|e| e.name == "sched_switch") {
+        for (pk, rk) in [("prev_pid", "prev_prio"), ("next_pid", "next_prio")] {
+            if let (Some(p), Some(r)) = (field(&e.fields, pk).and_then(|p| p.parse::<i32>().ok()), field(&e.fields, rk)) {
+                prios.insert(p, r.to_string());
+            }
+        }
+    }
+    // the task on the CPU at the wake-up: the context of the last event there (an IRQ runs
+    // in the interrupted task's context), or the task a switch put there; a switch-in can be
+    // missing from the trace (a new task's first run), an event's context cannot
+    let mut running: Option<(String, i32, String, u64)> = None; // comm, pid, prio, since
+    for e in on_cpu.iter().filter(|e| e.ts_ns <= w) {
+        running = Some(if e.name == "sched_switch" {
+            (field(&e.fields, "next_comm").unwrap_or("?").into(), field(&e.fields, "next_pid").and_then(|p| p.parse().ok()).unwrap_or(-1), field(&e.fields, "next_prio").unwrap_or("?").into(), e.ts_ns)
+        } else {
+            (e.comm.clone(), e.pid, prios.get(&e.pid).cloned().unwrap_or_else(|| "?".into()), e.ts_ns)
+        });
+    }
+    let mut held: BTreeMap<(i32, String, String), u64> = BTreeMap::new();
+    let mut cursor = w;
+    for e in on_cpu.iter().filter(|e| e.ts_ns > w && e.ts_ns <= r) {
+        let switched = e.name == "sched_switch";
+        // an event in another task's context means a switch the trace did not show
+        let unseen = !switched && running.as_ref().is_some_and(|x| x.1 != e.pid);
+        if !switched && !unseen {
+            continue;
+        }
+        if let Some((c, p, pr, _)) = &running {
+            *held.entry((*p, c.clone(), pr.clone())).or_default() += e.ts_ns - cursor;
+        }
+        cursor = e.ts_ns;
+        running = Some(if switched {
+            (field(&e.fields, "next_comm").unwrap_or("?").into(), field(&e.fields, "next_pid").and_then(|p| p.parse().ok()).unwrap_or(-1), field(&e.fields, "next_prio").unwrap_or("?").into(), e.ts_ns)
+        } else {
+            (e.comm.clone(), e.pid, prios.get(&e.pid).cloned().unwrap_or_else(|| "?".into()), e.ts_ns)
+        });
+    }
+    // a thread's comm at its first switch can be its parent's (renamed just after): use the
+    // last name the trace shows for each pid
+    let mut names: BTreeMap<i32, String> = BTreeMap::new();
+    for e in events {
+        names.insert(e.pid, e.comm.clone());
+        if e.name == "sched_switch" {
+            if let (Some(p), Some(c)) = (field(&e.fields, "prev_pid").and_then(|p| p.parse().ok()), field(&e.fields, "prev_comm")) {
+                names.insert(p, c.to_string());
+            }
+        }
+    }
+    // one line per pid (an exec changes the comm of the same pid)
+    let mut merged: BTreeMap<i32, ((i32, String, String), u64)> = BTreeMap::new();
+    for ((p, c, pr), ns) in held {
+        let e = merged.entry(p).or_insert(((p, names.get(&p).cloned().unwrap_or(c), pr), 0));
+        e.1 += ns;
+    }
+    let mut held: Vec<_> = merged.into_values().filter(|((p, c, _), _)| *p != pid && !c.starts_with(victim)).collect();
+    held.sort_by_key(|b| std::cmp::Reverse(b.1));
+    for ((p, c, prio), ns) in held.iter().take(3) {
+        let what = if *p == 0 { "the idle task held the CPU (a wake-up to a sleeping CPU: C-state exit or a host delay)".to_string() } else { format!("preempted by pid {p} ({c}, kernel prio {prio}) for {}", ms(*ns)) };
+        lines.push(what);
+    }
+    // softirqs and IRQs on that CPU in the window
+    let mut soft: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let mut hard: BTreeMap<String, u64> = BTreeMap::new();
+    let mut open_soft: Option<(String, String, u64)> = None;
+    let mut open_irq: Option<(String, u64)> = None;
+    for e in on_cpu.iter().filter(|e| e.ts_ns >= w.saturating_sub(1_000_000) && e.ts_ns <= r) {
+        match e.name.as_str() {
+            "softirq_entry" => {
+                let action = e.fields.split("action=").nth(1).unwrap_or("?").trim_end_matches(']').to_string();
+                open_soft = Some((action, e.comm.clone(), e.ts_ns));
+            }
+            "softirq_exit" => {
+                if let Some((a, c, t)) = open_soft.take() {
+                    *soft.entry((a, c)).or_default() += e.ts_ns - t.max(w.saturating_sub(1_000_000));
+                }
+            }
+            "irq_handler_entry" => open_irq = Some((format!("IRQ {} ({})", field(&e.fields, "irq").unwrap_or("?"), field(&e.fields, "name").unwrap_or("?")), e.ts_ns)),
+            "irq_handler_exit" => {
+                if let Some((n, t)) = open_irq.take() {
+                    *hard.entry(n).or_default() += e.ts_ns - t;
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut soft: Vec<_> = soft.into_iter().collect();
+    soft.sort_by_key(|b| std::cmp::Reverse(b.1));
+    for ((action, ctx), ns) in soft.iter().take(3).filter(|(_, ns)| *ns >= 10_000) {
+        lines.push(format!("{action} ran in {ctx} for {} before the spike", ms(*ns)));
+    }
+    let mut hard: Vec<_> = hard.into_iter().collect();
+    hard.sort_by_key(|b| std::cmp::Reverse(b.1));
+    for (n, ns) in hard.iter().take(2).filter(|(_, ns)| *ns >= 10_000) {
+        lines.push(format!("{n} handled for {}", ms(*ns)));
+    }
+    let gap_i = gap as i64;
+    if spike_ns > gap_i + 1_000_000 {
+        lines.push(format!(
+            "of the {} lateness, {} passed before the wake-up itself: the timer interrupt came late (interrupts off, or the hypervisor held the CPU: see steal time)",
+            ms(spike_ns as u64),
+            ms((spike_ns - gap_i) as u64)
+        ));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TRACE: &str = "# tracer: nop
+#
+          <idle>-0       [001] d..2.   100.000000: sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=rustc next_pid=812 next_prio=120
+           rustc-812     [001] d.h1.   100.001000: irq_handler_entry: irq=38 name=virtio2-input.0
+           rustc-812     [001] d.h1.   100.001100: irq_handler_exit: irq=38 ret=handled
+           rustc-812     [001] d.h2.   100.002000: sched_wakeup: comm=rtlab-timer0 pid=900 prio=19 target_cpu=001
+           rustc-812     [001] d..2.   100.006700: sched_switch: prev_comm=rustc prev_pid=812 prev_prio=120 prev_state=R ==> next_comm=ksoftirqd/1 next_pid=22 next_prio=120
+     ksoftirqd/1-22      [001] ..s1.   100.006710: softirq_entry: vec=3 [action=NET_RX]
+     ksoftirqd/1-22      [001] ..s1.   100.009910: softirq_exit: vec=3 [action=NET_RX]
+     ksoftirqd/1-22      [001] d..2.   100.010000: sched_switch: prev_comm=ksoftirqd/1 prev_pid=22 prev_prio=120 prev_state=S ==> next_comm=rtlab-timer0 next_pid=900 next_prio=19
+    rtlab-timer0-900     [001] d..2.   100.010050: sched_switch: prev_comm=rtlab-timer0 prev_pid=900 prev_prio=19 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+    rtlab-timer0-900     [000] .....   100.011000: tracing_mark_write: rtlab spike: sample 5 late by 8100000 ns
+";
+
+    #[test]
+    fn a_trace_is_parsed() {
+        let ev = parse_trace(TRACE);
+        assert_eq!(ev.len(), 10);
+        assert_eq!((ev[0].comm.as_str(), ev[0].pid, ev[0].cpu, ev[0].ts_ns), ("<idle>", 0, 1, 100_000_000_000));
+        assert_eq!(ev[5].comm, "ksoftirqd/1");
+        assert_eq!(ev[5].name, "softirq_entry");
+        assert_eq!(ev[9].name, "tracing_mark_write");
+    }
+
+    #[test]
+    fn the_attribution_names_the_preemptor_and_the_softirq() {
+        let a = attribute(&parse_trace(TRACE), "rtlab-timer", 8_100_000);
+        assert!(a[0].contains("rtlab-timer0 (pid 900) on CPU 1") && a[0].contains("ran 8.0 ms later"), "{a:?}");
+        assert!(a.iter().any(|l| l == "preempted by pid 812 (rustc, kernel prio 120) for 4.7 ms"), "{a:?}");
+        assert!(a.iter().any(|l| l == "NET_RX ran in ksoftirqd/1 for 3.2 ms before the spike"), "{a:?}");
+        // events from 1 ms before the wake-up count (they can delay the wake-up itself)
+        assert!(a.iter().any(|l| l == "IRQ 38 (virtio2-input.0) handled for 100 us"), "{a:?}");
+        assert!(!a.iter().any(|l| l.contains("lateness")), "the whole lateness is after the wake-up: {a:?}");
+    }
+
+    #[test]
+    fn a_new_task_whose_switch_in_is_not_in_the_trace_is_still_named() {
+        // the hog's first run shows no sched_switch: only events in its context
+        let t = "          <idle>-0       [001] dNh4.   200.000000: sched_wakeup: comm=rtlab-timer0 pid=900 prio=19 target_cpu=001
+       rtlab-hog-950     [001] ..s..   200.001000: softirq_entry: vec=9 [action=RCU]
+       rtlab-hog-950     [001] ..s..   200.001005: softirq_exit: vec=9 [action=RCU]
+       rtlab-hog-950     [001] d..2.   200.020000: sched_switch: prev_comm=rtlab-hog prev_pid=950 prev_prio=9 prev_state=X ==> next_comm=rtlab-timer0 next_pid=900 next_prio=19
+";
+        let a = attribute(&parse_trace(t), "rtlab-timer", 20_000_000);
+        assert!(a.iter().any(|l| l == "preempted by pid 950 (rtlab-hog, kernel prio 9) for 19.0 ms"), "{a:?}");
+    }
+
+    #[test]
+    fn no_victim_says_so() {
+        let a = attribute(&parse_trace(TRACE), "nobody", 1);
+        assert_eq!(a.len(), 1);
+        assert!(a[0].contains("no wake-up"));
+    }
+
+    #[test]
+    fn counters_are_read_and_subtracted() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        crate::testing::machine(r);
+        crate::testing::put(r, "proc/softirqs", "                    CPU0       CPU1\n          HI:          0          0\n       TIMER:      10          20\n      NET_RX:       5          7\n");
+        crate::testing::put(r, "proc/stat", "cpu  1 2 3 4 5 6 7 8 0 0\ncpu0 1 1 1 1 1 1 1 3 0 0\ncpu1 1 1 1 1 1 1 1 5 0 0\nctxt 1000\n");
+        crate::testing::put(r, "proc/22/schedstat", "5000 10 2\n");
+        crate::testing::put(r, "proc/14/schedstat", "3000 10 2\n");
+        let host = crate::host::FakeHost::new(r);
+        let a = read_counters(&host);
+        assert_eq!(a.net_rx, vec![5, 7]);
+        assert_eq!(a.timer, vec![10, 20]);
+        assert_eq!(a.interrupts[1], 41999 + 3962 + 24292);
+        assert_eq!(a.ksoftirqd_ns, vec![3000, 5000]);
+        assert_eq!(a.context_switches, 1000);
+        assert_eq!(a.steal_ticks, vec![3, 5]);
+        crate::testing::put(r, "proc/softirqs", "                    CPU0       CPU1\n       TIMER:      15          20\n      NET_RX:       5          9\n");
+        let b = read_counters(&host);
+        let dd = a.delta(&b);
+        assert_eq!((dd.net_rx, dd.timer), (vec![0, 2], vec![5, 0]));
+    }
+}

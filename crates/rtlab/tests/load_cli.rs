@@ -1,0 +1,141 @@
+//! `rtlab load` through the binary and the load library: stress-ng and iperf3 really run
+//! (Debian packages stress-ng, iperf3), achieved CPU use and bit rate are recorded, every
+//! process of a load is gone after it stops, a missing tool names its package.
+//! Traffic goes only over loopback or into a network namespace the test creates and removes.
+
+use rtlab_tune::load::{LoadConfig, RunningLoad};
+use std::process::Command;
+
+fn rtlab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rtlab"))
+}
+
+fn out(c: &mut Command) -> (i32, String, String) {
+    let o = c.output().unwrap();
+    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let (code, stdout, stderr) = out(rtlab().args(args).args(["--json", "-"]));
+    assert_eq!(code, 0, "{args:?}: {stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+#[test]
+fn load_cpu_runs_stress_ng_and_records_cpu_use() {
+    let v = json_of(&["load", "cpu", "--workers", "1", "--duration", "1s"]);
+    let l = &v["load"];
+    assert_eq!(l["name"], "cpu");
+    assert_eq!(l["command"][0], "stress-ng");
+    assert_eq!(l["alive_until_stop"], true);
+    let busy = l["cpu_busy_percent"].as_f64().unwrap();
+    assert!(busy > 0.0 && busy <= 100.0, "{busy}");
+    assert_eq!(l["cpu_busy_percent_per_cpu"].as_array().unwrap().len(), rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0.len());
+    assert!(l["ran_ns"].as_i64().unwrap() >= 1_000_000_000);
+}
+
+#[test]
+fn load_traffic_udp_and_tcp_over_loopback_record_a_bit_rate() {
+    let v = json_of(&["load", "traffic", "--rate", "5mbit", "--protocol", "udp", "--direction", "tx", "--port", "5371", "--duration", "1500ms"]);
+    assert_eq!(v["load"]["name"], "udp-tx");
+    assert!(v["load"]["bitrate_bps"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["load"]["lost_percent"].as_f64().is_some());
+    let v = json_of(&["load", "traffic", "--rate", "5mbit", "--protocol", "tcp", "--direction", "rx", "--port", "5372", "--duration", "1500ms"]);
+    assert_eq!(v["load"]["name"], "tcp-rx");
+    assert!(v["load"]["bitrate_bps"].as_f64().unwrap() > 0.0, "{v}");
+}
+
+#[test]
+fn load_stop_kills_the_whole_process_group() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("pids");
+    let script = format!("sleep 30 & echo $! > {}; sleep 30", f.display());
+    let load = RunningLoad::start(&LoadConfig::Command { argv: vec!["sh".into(), "-c".into(), script] }).unwrap();
+    let mut pid = None;
+    for _ in 0..100 {
+        if let Some(p) = std::fs::read_to_string(&f).ok().and_then(|s| s.trim().parse::<i32>().ok()) {
+            pid = Some(p);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = pid.expect("the command wrote its child's pid");
+    assert!(rtlab_sys::tune_sys::pid_alive(pid));
+    drop(load); // like a panic in a probe: the guard stops it
+    // gone, or a zombie waiting for its new parent to reap it
+    let dead = || std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.rsplit(')').next().unwrap_or("").trim().starts_with('Z')).unwrap_or(true);
+    for _ in 0..100 {
+        if dead() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(dead(), "the grandchild {pid} survived");
+}
+
+#[test]
+fn load_that_ends_early_is_an_error() {
+    let (code, _, stderr) = out(rtlab().args(["load", "cmd", "--duration", "5s", "--", "sh", "-c", "echo broken >&2; exit 3"]));
+    assert_eq!(code, 2);
+    assert!(stderr.contains("ended early") && stderr.contains("broken"), "{stderr}");
+}
+
+#[test]
+fn load_missing_tool_names_the_debian_package() {
+    let d = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = out(rtlab().args(["load", "cpu", "--duration", "1s"]).env("PATH", d.path()));
+    assert_eq!(code, 2);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("stress-ng is not installed (Debian package: stress-ng"), "{stderr}");
+    let (code, _, stderr) = out(rtlab().args(["load", "traffic", "--duration", "1s"]).env("PATH", d.path()));
+    assert_eq!(code, 2);
+    assert!(stderr.contains("Debian package: iperf3"), "{stderr}");
+}
+
+#[test]
+fn load_bad_input_is_one_line_and_exit_2() {
+    for (args, want) in [
+        (vec!["load", "traffic", "--rate", "fast"], "--rate fast"),
+        (vec!["load", "cpu", "--workers", "0"], "--workers 0"),
+        (vec!["load", "traffic", "--netns", "x"], "--peer"),
+        (vec!["load", "traffic", "--peer", "nohost"], "--peer nohost"),
+        (vec!["load", "cpu", "--duration", "0s"], "--duration 0s"),
+    ] {
+        let (code, _, stderr) = out(rtlab().args(&args));
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+}
+
+/// Removes the namespace (and with it the veth pair) also when an assertion fails.
+struct Netns(String);
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+    }
+}
+
+#[test]
+fn load_root_traffic_into_a_netns_peer() {
+    if !rtlab_sys::tune_sys::is_root() {
+        eprintln!("skipped: needs root (CI runs as root)");
+        return;
+    }
+    let ns = Netns(format!("rtlab-l5-{}", std::process::id()));
+    let a = format!("rtl{}a", std::process::id() % 100000);
+    let b = format!("rtl{}b", std::process::id() % 100000);
+    let ok = |args: &[&str]| Command::new("ip").args(args).output().map(|o| o.status.success()).unwrap_or(false);
+    assert!(ok(&["netns", "add", &ns.0]));
+    assert!(ok(&["link", "add", &a, "type", "veth", "peer", "name", &b, "netns", &ns.0]));
+    assert!(ok(&["addr", "add", "10.251.77.1/30", "dev", &a]));
+    assert!(ok(&["link", "set", &a, "up"]));
+    assert!(ok(&["-n", &ns.0, "addr", "add", "10.251.77.2/30", "dev", &b]));
+    assert!(ok(&["-n", &ns.0, "link", "set", &b, "up"]));
+    assert!(ok(&["-n", &ns.0, "link", "set", "lo", "up"]));
+    for dir in ["tx", "rx"] {
+        let v = json_of(&["load", "traffic", "--netns", &ns.0, "--peer", "10.251.77.2", "--rate", "10mbit", "--direction", dir, "--duration", "1500ms"]);
+        assert_eq!(v["load"]["name"], format!("udp-{dir}"));
+        assert!(v["load"]["bitrate_bps"].as_f64().unwrap() > 0.0, "{v}");
+    }
+}

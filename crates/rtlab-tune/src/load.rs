@@ -32,6 +32,10 @@ pub struct TrafficConfig {
     pub direction: Direction,
     /// The iperf3 server's network namespace (None: this namespace).
     pub netns: Option<String>,
+    /// The iperf3 client's network namespace (None: this namespace), e.g. side a of a netns
+    /// pair whose side b holds the server.
+    #[serde(default)]
+    pub client_netns: Option<String>,
     /// Address of the server (127.0.0.1 over loopback, or the netns peer's address).
     pub peer: String,
     pub port: u16,
@@ -208,7 +212,8 @@ pub fn command_of(cfg: &LoadConfig) -> Vec<String> {
             v
         }
         LoadConfig::Traffic(t) => {
-            let mut v = vec!["iperf3".to_string(), "-c".into(), t.peer.clone(), "-p".into(), t.port.to_string(), "-t".into(), "0".into(), "--json".into()];
+            let mut v = netns_prefix(&t.client_netns);
+            v.extend(["iperf3".to_string(), "-c".into(), t.peer.clone(), "-p".into(), t.port.to_string(), "-t".into(), "0".into(), "--json".into()]);
             if t.protocol == "udp" {
                 v.push("-u".into());
             }
@@ -433,6 +438,7 @@ mod tests {
             bitrate_bps: 100_000_000,
             direction: Direction::Rx,
             netns: None,
+            client_netns: None,
             peer: "127.0.0.1".into(),
             port: 5201,
         });

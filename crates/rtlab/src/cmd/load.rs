@@ -130,6 +130,7 @@ pub fn config_of(k: &LoadKind) -> anyhow::Result<LoadConfig> {
                     DirectionArg::Rx => Direction::Rx,
                 },
                 netns: netns.clone(),
+                client_netns: None,
                 peer,
                 port: *port,
             })

@@ -415,25 +415,21 @@ pub struct PingRun {
     pub qdisc: Option<String>,
 }
 
-/// Measure: with `pair`, make the two namespaces (removed when this returns, however it
-/// returns), run the reflector in side b and ping from side a; else ping `cfg.to`.
-/// `on_pair` is told the pair once it is up (and the reflector listens), before the ping.
+/// Measure: with `pair` (made by the caller, who removes it), run the reflector in side b
+/// and ping from side a; else ping `cfg.to`.
 pub fn measure(
     mut cfg: UdpPingConfig,
-    pair_cfg: Option<NetnsConfig>,
+    pair: Option<&NetnsPair>,
     stop: Arc<AtomicBool>,
     env: rtlab_core::schema::Environment,
     config_json: impl FnOnce(&UdpPingConfig) -> serde_json::Value,
-    on_pair: &mut dyn FnMut(&NetnsPair) -> anyhow::Result<()>,
     on_progress: impl FnMut(u64, u64),
 ) -> anyhow::Result<PingRun> {
     let started = std::time::SystemTime::now();
-    let mut pair = None;
     let mut reflector = None;
     let reflector_stop = Arc::new(AtomicBool::new(false));
     let mut reflect_cfg = None;
-    if let Some(ncfg) = &pair_cfg {
-        let p = NetnsPair::up(ncfg)?;
+    if let Some(p) = pair {
         cfg.netns = Some(p.ns_a.clone());
         cfg.to = format!("{}:9000", p.ip_b);
         let rc = UdpReflectConfig {
@@ -460,22 +456,11 @@ pub fn measure(
             Err(_) => anyhow::bail!("--pair reflector: ended before listening"),
         }
         reflect_cfg = Some(rc);
-        pair = Some(p);
-    }
-    if let Some(p) = &pair {
-        if let Err(e) = on_pair(p) {
-            reflector_stop.store(true, Ordering::Relaxed);
-            if let Some(h) = reflector {
-                let _ = h.join();
-            }
-            return Err(e);
-        }
     }
     let outcome = udp_run::ping(&cfg, stop, on_progress);
     reflector_stop.store(true, Ordering::Relaxed);
     let reflected: Option<ReflectOutcome> = reflector.and_then(|h| h.join().ok()).and_then(|r| r.ok());
-    let qdisc = pair.as_ref().filter(|p| p.config.rate_bps.is_some()).map(|p| p.qdisc_stats());
-    drop(pair); // the namespaces go now, also when the ping failed
+    let qdisc = pair.filter(|p| p.config.rate_bps.is_some()).map(|p| p.qdisc_stats());
     let outcome = outcome?;
 
     let mut doc = new_document("udp", started, env, config_json(&cfg));
@@ -523,31 +508,31 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
     let quiet = a.quiet || a.json.as_deref() == Some("-");
     let pair_cfg = if a.pair { Some(pair_config(&a)?) } else { None };
     let pair_json = pair_cfg.clone();
-    let mut on_pair = |p: &NetnsPair| -> anyhow::Result<()> {
-        if !quiet {
+    // --pair: the namespaces are a guard, removed when this function returns, however
+    let pair = pair_cfg.as_ref().map(NetnsPair::up).transpose()?;
+    if !quiet {
+        if let Some(p) = &pair {
             let hint = p.priority_hint().map(|h| format!("; priority path: {h}")).unwrap_or_default();
             println!("pair: {} ({}) -> {} ({}){}{}", p.ns_a, p.ip_a, p.ns_b, p.ip_b, p.config.rate_bps.map(|r| format!(", bottleneck {r} bit/s")).unwrap_or_default(), hint);
             println!("{}", headline_of(p, &cfg));
+        } else {
+            println!("{}", headline(&cfg));
         }
-        Ok(())
-    };
-    if !quiet && !a.pair {
-        println!("{}", headline(&cfg));
     }
     let progress = Progress::new(cfg.planned(), "udp ping", quiet);
     let run = measure(
         cfg.clone(),
-        pair_cfg,
+        pair.as_ref(),
         stop,
         env,
         |c| serde_json::json!({ "role": "ping", "ping": c, "pair": pair_json }),
-        &mut on_pair,
         |done, planned| {
             progress.set_len_once(planned);
             progress.set(done);
         },
     );
     progress.finish();
+    drop(pair); // the namespaces go now, also when the ping failed
     let PingRun { doc, outcome, reflected, qdisc } = run?;
     let cfg: UdpPingConfig = serde_json::from_value(doc.config["ping"].clone()).unwrap_or(cfg);
     if let Some(p) = &a.json {

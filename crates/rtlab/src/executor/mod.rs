@@ -117,23 +117,34 @@ impl LiveExecutor {
 impl CaseExecutor for LiveExecutor {
     fn run_case(&mut self, case: &CaseSpec, stop: &Arc<AtomicBool>) -> CaseResult {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut setup = match setup::CaseSetup::start(case) {
-                Ok(s) => s,
-                Err(e) => return CaseResult::skipped(e),
-            };
             let ps = process_settings(&case.profile, case.params.get("policy").map(String::as_str), &self.online);
-            if case.probe != "udp" {
-                if let Err(e) = setup.start_load(None) {
-                    return CaseResult::skipped(e);
+            // udp cases (and their traffic) go through two namespaces made for the case
+            let pair = if case.probe == "udp" {
+                let cfg = rtlab_probes::netns::NetnsConfig { name: format!("rtlab{}", std::process::id() % 100_000), ..Default::default() };
+                match rtlab_probes::netns::NetnsPair::up(&cfg) {
+                    Ok(p) => Some(p),
+                    Err(e) => return CaseResult::failed(format!("netns pair: {e}")),
                 }
-            }
+            } else {
+                None
+            };
+            // the profile's application settings go to this process, except for pub/sub, whose
+            // middleware threads must not be pinned as a whole (pin threads, not processes)
+            let pids = if case.probe != "pubsub" || case.profile == "rt-isolation" { vec![std::process::id() as i32] } else { vec![] };
+            let mut setup = match setup::CaseSetup::start(&case.load_spec, pair.as_ref(), &case.profile, ps.cpu, pids) {
+                Ok(s) => s,
+                // a tool this machine lacks: the case cannot apply here, said with the package to install
+                Err(e) if e.contains("is not installed") => return CaseResult::skipped(e),
+                Err(e) => return CaseResult::failed(e),
+            };
             let mut r = match case.probe.as_str() {
                 "timer" => self.timer(case, &ps, stop),
-                "udp" => udp::run(case, &ps, &mut setup, stop),
+                "udp" => udp::run(case, &ps, pair.as_ref().expect("made above"), stop),
                 "pubsub" => pubsub::run(case, &ps, stop),
                 other => CaseResult::failed(format!("unknown probe {other}")),
             };
             setup.finish();
+            drop(pair);
             r.load_report = setup.load_report.take();
             r.profile_report = setup.profile_report.take();
             r

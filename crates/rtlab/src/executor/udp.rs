@@ -3,12 +3,11 @@
 //! case's payload and SO_PRIORITY, under the case's process settings; a traffic load runs
 //! through the same pair. The pair is removed when the case ends, however it ends.
 
-use super::setup::CaseSetup;
 use super::ProcessSettings;
 use crate::runner::CaseResult;
 use rtlab_core::scenario::CaseSpec;
 use rtlab_core::units::{parse_duration, parse_size};
-use rtlab_probes::netns::NetnsConfig;
+use rtlab_probes::netns::NetnsPair;
 use rtlab_probes::udp::ping::PingMode;
 use rtlab_probes::udp::run::{RtConfig, SocketConfig, UdpPingConfig};
 use std::sync::atomic::AtomicBool;
@@ -42,25 +41,14 @@ pub fn ping_config(case: &CaseSpec, ps: &ProcessSettings) -> anyhow::Result<UdpP
     })
 }
 
-pub fn run(case: &CaseSpec, ps: &ProcessSettings, setup: &mut CaseSetup, stop: &Arc<AtomicBool>) -> CaseResult {
+pub fn run(case: &CaseSpec, ps: &ProcessSettings, pair: &NetnsPair, stop: &Arc<AtomicBool>) -> CaseResult {
     let cfg = match ping_config(case, ps) {
         Ok(c) => c,
         Err(e) => return CaseResult::failed(format!("udp configuration: {e}")),
     };
-    let pair = NetnsConfig { name: format!("rtlab{}", std::process::id() % 100_000), ..NetnsConfig::default() };
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
-    let pair_json = pair.clone();
-    // the case's load starts once the pair exists (traffic goes through it)
-    let mut on_pair = |p: &rtlab_probes::netns::NetnsPair| setup.start_load(Some(p)).map_err(|e| anyhow::anyhow!(e));
-    match crate::cmd::udp::measure(
-        cfg,
-        Some(pair),
-        stop.clone(),
-        env,
-        |c| serde_json::json!({ "role": "ping", "ping": c, "pair": pair_json }),
-        &mut on_pair,
-        |_, _| {},
-    ) {
+    let pair_json = pair.config.clone();
+    match crate::cmd::udp::measure(cfg, Some(pair), stop.clone(), env, |c| serde_json::json!({ "role": "ping", "ping": c, "pair": pair_json }), |_, _| {}) {
         Ok(run) => CaseResult { document: Some(run.doc), ..Default::default() },
         Err(e) => CaseResult::failed(format!("udp: {e}")),
     }

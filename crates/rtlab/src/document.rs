@@ -2,6 +2,7 @@
 
 use anyhow::Context;
 use rtlab_core::schema::{Environment, ResultDocument, Stream, ToolInfo, Warning, SCHEMA_VERSION};
+use rtlab_core::warnings::{environment_warnings, Warn};
 use std::io::Write;
 use std::path::Path;
 
@@ -54,4 +55,20 @@ pub fn check_writable(path: &str, flag: &str) -> anyhow::Result<()> {
     std::fs::write(&probe, b"").with_context(|| format!("{flag} {path}: cannot write in '{}'", dir.display()))?;
     let _ = std::fs::remove_file(probe);
     Ok(())
+}
+
+/// The warnings every probe shares: the environment's, the memory lock (`None`: not asked
+/// for, `--no-mlockall`) and a measuring thread under SCHED_OTHER.
+pub fn process_warnings(env: &Environment, memory_lock: &Option<Result<(), String>>, any_other_policy: bool) -> Vec<Warn> {
+    let mut w = environment_warnings(env);
+    w.retain(|w| !matches!(w, Warn::MemoryNotLocked { .. }));
+    match memory_lock {
+        Some(Err(why)) => w.push(Warn::MemoryNotLocked { why: why.clone() }),
+        None => w.push(Warn::MemoryNotLocked { why: "--no-mlockall".into() }),
+        Some(Ok(())) => {}
+    }
+    if any_other_policy {
+        w.push(if rtlab_sys::sched::may_use_realtime() { Warn::NotRealtimePolicy } else { Warn::NoRtPrivilege });
+    }
+    w
 }

@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 use rtlab_core::render::{stats_table, Row};
 use rtlab_core::schema::ResultDocument;
 use rtlab_core::units::{format_duration_exact, parse_size, period_of_rate, Nanos};
-use rtlab_core::warnings::{environment_warnings, Warn, MIN_SAMPLES_FOR_TAIL};
+use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
 use rtlab_pubsub::probe::{self, Mode, PubsubConfig, PubsubOutcome, RtSpec, TransportKind, TransportSpec};
 use rtlab_pubsub::transport::{Durability, History, Qos, Reliability, WaitStyle};
 use std::io::{IsTerminal, Write};
@@ -287,18 +287,10 @@ pub fn measure(
     };
     doc.streams = outcome.cases.iter().flat_map(|c| c.streams.iter().cloned()).collect();
 
-    let mut warns = environment_warnings(&doc.environment);
-    warns.retain(|w| !matches!(w, Warn::MemoryNotLocked { .. }));
-    match &memory_lock {
-        Some(Err(why)) => warns.push(Warn::MemoryNotLocked { why: why.clone() }),
-        None => warns.push(Warn::MemoryNotLocked { why: "--no-mlockall".into() }),
-        Some(Ok(_)) => {}
-    }
+    let lock_state = memory_lock.as_ref().map(|r| r.as_ref().map(|_| ()).map_err(|e| e.clone()));
+    let mut warns = crate::document::process_warnings(&doc.environment, &lock_state, cfg.rt.policy == "other");
     if let Some(Err(why)) = &dma {
         warns.push(Warn::CpuDmaLatencyUnavailable { why: why.clone() });
-    }
-    if cfg.rt.policy == "other" {
-        warns.push(if rtlab_sys::sched::may_use_realtime() { Warn::NotRealtimePolicy } else { Warn::NoRtPrivilege });
     }
     let fewest = doc.streams.iter().map(|s| s.stats.count).min().unwrap_or(0);
     if fewest < MIN_SAMPLES_FOR_TAIL {

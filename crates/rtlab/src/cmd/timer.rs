@@ -9,7 +9,7 @@ use rtlab_core::cyclictest::{self, ThreadFooter};
 use rtlab_core::render::{stats_table, terminal_histogram, Row};
 use rtlab_core::schema::ResultDocument;
 use rtlab_core::units::{format_duration_exact, Nanos};
-use rtlab_core::warnings::{environment_warnings, Warn, MIN_SAMPLES_FOR_TAIL};
+use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
 use rtlab_probes::timer::TimerMode;
 use rtlab_probes::timer_run::{self, TimerConfig, TimerError, TimerThreadConfig};
 use std::io::{IsTerminal, Write};
@@ -213,18 +213,9 @@ pub fn document(cfg: &TimerConfig, outcome: &timer_run::TimerOutcome, env: rtlab
     doc.environment.cpu_dma_latency_us = outcome.cpu_dma_latency.as_ref().and_then(|r| r.as_ref().ok().copied());
     doc.streams = outcome.streams(cfg);
 
-    let mut warns = environment_warnings(&doc.environment);
-    warns.retain(|w| !matches!(w, Warn::MemoryNotLocked { .. }));
-    if let Some(Err(why)) = &outcome.memory_lock {
-        warns.push(Warn::MemoryNotLocked { why: why.clone() });
-    } else if outcome.memory_lock.is_none() {
-        warns.push(Warn::MemoryNotLocked { why: "--no-mlockall".into() });
-    }
+    let mut warns = crate::document::process_warnings(&doc.environment, &outcome.memory_lock, cfg.threads.iter().any(|t| t.policy == "other"));
     if let Some(Err(why)) = &outcome.cpu_dma_latency {
         warns.push(Warn::CpuDmaLatencyUnavailable { why: why.clone() });
-    }
-    if cfg.threads.iter().any(|t| t.policy == "other") {
-        warns.push(if rtlab_sys::sched::may_use_realtime() { Warn::NotRealtimePolicy } else { Warn::NoRtPrivilege });
     }
     let fewest = outcome.threads.iter().map(|t| t.latency.count()).min().unwrap_or(0);
     if fewest < MIN_SAMPLES_FOR_TAIL {

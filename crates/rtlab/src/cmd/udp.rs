@@ -11,7 +11,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use rtlab_core::render::{stats_table, terminal_histogram, Row};
 use rtlab_core::schema::{ResultDocument, Stream};
 use rtlab_core::units::{format_duration_exact, parse_bitrate, parse_size, us_1, Nanos};
-use rtlab_core::warnings::{environment_warnings, Warn, MIN_SAMPLES_FOR_TAIL};
+use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
 use rtlab_probes::netns::{NetnsConfig, NetnsPair, PriorityPath, Shaper};
 use rtlab_probes::udp::ping::PingMode;
 use rtlab_probes::udp::run::{self as udp_run, PingOutcome, ReflectOutcome, RtConfig, SocketConfig, UdpPingConfig, UdpReflectConfig};
@@ -296,16 +296,7 @@ pub fn reflect_config(a: &ReflectArgs) -> anyhow::Result<UdpReflectConfig> {
 }
 
 fn common_warnings(doc: &ResultDocument, memory_lock: &Option<Result<(), String>>, rt: &RtConfig, socket: &SocketConfig) -> Vec<Warn> {
-    let mut w = environment_warnings(&doc.environment);
-    w.retain(|w| !matches!(w, Warn::MemoryNotLocked { .. }));
-    match memory_lock {
-        Some(Err(why)) => w.push(Warn::MemoryNotLocked { why: why.clone() }),
-        None => w.push(Warn::MemoryNotLocked { why: "--no-mlockall".into() }),
-        _ => {}
-    }
-    if rt.policy == "other" {
-        w.push(if rtlab_sys::sched::may_use_realtime() { Warn::NotRealtimePolicy } else { Warn::NoRtPrivilege });
-    }
+    let mut w = crate::document::process_warnings(&doc.environment, memory_lock, rt.policy == "other");
     if matches!(socket.busy_poll_us, Some(us) if us > 0) {
         let global = std::fs::read_to_string("/proc/sys/net/core/busy_poll").ok().and_then(|s| s.trim().parse::<u64>().ok());
         if global == Some(0) {

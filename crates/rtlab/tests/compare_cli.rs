@@ -2,23 +2,12 @@
 //! 2 on bad input.
 
 mod common;
-#[path = "../../rtlab-report/tests/fixture/mod.rs"]
-mod fixture;
+mod stored;
+use stored::{fixture, store_run as store};
 
 use common::{assert_error, run, stdout};
-use rtlab_core::run::{Run, RunStatus};
 use rtlab_core::schema::Stream;
 use rtlab_core::{Histogram, Running, Summary};
-
-fn store(db: &std::path::Path, r: &Run) -> i64 {
-    let mut s = rtlab_store::Store::open(db).unwrap();
-    let id = s.begin_run(&r.info).unwrap();
-    for c in &r.cases {
-        s.add_case(id, c).unwrap();
-    }
-    s.finish_run(id, RunStatus::Complete).unwrap();
-    id
-}
 
 /// PLANTED regression (not a measurement): every sample of the stream doubled, rebuilt
 /// from the real histogram's buckets (each bucket's count at twice its lower bound).

@@ -1,28 +1,17 @@
 //! `rtlab export` through the binary: JSON (the run as one document) and long CSV.
 
 mod common;
-#[path = "../../rtlab-report/tests/fixture/mod.rs"]
-mod fixture;
+mod stored;
+use stored::{fixture, store_with_fixture};
 
 use common::{assert_error, run, stdout};
-use rtlab_core::run::{Run, RunStatus};
+use rtlab_core::run::Run;
 
-fn store(dir: &std::path::Path) -> String {
-    let db = dir.join("e.db");
-    let mut s = rtlab_store::Store::open(&db).unwrap();
-    let r = fixture::run();
-    let id = s.begin_run(&r.info).unwrap();
-    for c in &r.cases {
-        s.add_case(id, c).unwrap();
-    }
-    s.finish_run(id, RunStatus::Complete).unwrap();
-    db.display().to_string()
-}
 
 #[test]
 fn json_export_is_the_run() {
     let dir = tempfile::tempdir().unwrap();
-    let db = store(dir.path());
+    let db = store_with_fixture(dir.path());
     let o = run(&["export", "1", "--db", &db, "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
     let back: Run = serde_json::from_slice(&o.stdout).unwrap();
@@ -36,7 +25,7 @@ fn json_export_is_the_run() {
 #[test]
 fn csv_export_has_a_row_per_stream_bucket_and_window() {
     let dir = tempfile::tempdir().unwrap();
-    let db = store(dir.path());
+    let db = store_with_fixture(dir.path());
     let r = fixture::run();
     let docs: Vec<_> = r.cases.iter().filter_map(|c| c.document.as_ref()).collect();
     let streams: usize = docs.iter().map(|d| d.streams.len()).sum::<usize>() + r.cases.iter().filter(|c| c.document.is_none()).count();
@@ -54,7 +43,7 @@ fn csv_export_has_a_row_per_stream_bucket_and_window() {
 #[test]
 fn export_bad_input_is_one_line_exit_2() {
     let dir = tempfile::tempdir().unwrap();
-    let db = store(dir.path());
+    let db = store_with_fixture(dir.path());
     assert_error(&["export", "3", "--db", &db, "--format", "csv"], &["no run with id 3"]);
     assert_error(&["export", "1", "--db", &db, "--format", "xml"], &["xml"]);
     assert_error(&["export", "1", "--db", &db, "--format", "json", "--what", "histogram"], &["--what"]);

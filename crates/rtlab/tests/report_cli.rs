@@ -2,23 +2,12 @@
 //! including a run measured now on this machine (a short real `rtlab timer`).
 
 mod common;
-#[path = "../../rtlab-report/tests/fixture/mod.rs"]
-mod fixture;
+mod stored;
+use stored::{fixture, store_with_fixture};
 
 use common::{assert_error, run, stdout};
 use rtlab_core::run::{CaseRecord, CaseStatus, RunInfo, RunStatus};
 
-fn store_with_fixture(dir: &std::path::Path) -> String {
-    let db = dir.join("rtlab.db");
-    let mut s = rtlab_store::Store::open(&db).unwrap();
-    let r = fixture::run();
-    let id = s.begin_run(&r.info).unwrap();
-    for c in &r.cases {
-        s.add_case(id, c).unwrap();
-    }
-    s.finish_run(id, RunStatus::Complete).unwrap();
-    db.display().to_string()
-}
 
 #[test]
 fn report_renders_the_latest_run_in_the_terminal() {

@@ -1,23 +1,11 @@
 //! `rtlab runs` through the binary: listing, a missing store, a store from a newer schema.
 
 mod common;
-#[path = "../../rtlab-report/tests/fixture/mod.rs"]
-mod fixture;
+mod stored;
+use stored::store_with_fixture;
 
 use common::{assert_error, run, stdout};
-use rtlab_core::run::RunStatus;
 
-pub fn store_with_fixture(dir: &std::path::Path) -> String {
-    let db = dir.join("rtlab.db");
-    let mut s = rtlab_store::Store::open(&db).unwrap();
-    let r = fixture::run();
-    let id = s.begin_run(&r.info).unwrap();
-    for c in &r.cases {
-        s.add_case(id, c).unwrap();
-    }
-    s.finish_run(id, RunStatus::Complete).unwrap();
-    db.display().to_string()
-}
 
 #[test]
 fn runs_lists_the_stored_runs() {

@@ -168,15 +168,7 @@ impl UdpPingConfig {
         if self.duration_ns.is_none() && self.count.is_none() {
             return Err(UdpError::Invalid("give --duration or --count".into()));
         }
-        if matches!(self.duration_ns, Some(d) if d <= 0) {
-            return Err(UdpError::Invalid("--duration: must be above zero".into()));
-        }
-        if self.count == Some(0) {
-            return Err(UdpError::Invalid("--count 0: must be at least 1".into()));
-        }
-        if self.window_ns <= 0 {
-            return Err(UdpError::Invalid("--window: must be above zero".into()));
-        }
+        check_length(self.duration_ns, self.count, self.window_ns)?;
         let p = check_rt(&self.rt, online)?;
         Ok((to, bind, p))
     }
@@ -195,21 +187,27 @@ impl UdpPingConfig {
     }
 }
 
+/// The length and window flags both sides take: --duration, --count, --window.
+fn check_length(duration_ns: Option<i64>, count: Option<u64>, window_ns: i64) -> Result<(), UdpError> {
+    if matches!(duration_ns, Some(d) if d <= 0) {
+        return Err(UdpError::Invalid("--duration: must be above zero".into()));
+    }
+    if count == Some(0) {
+        return Err(UdpError::Invalid("--count 0: must be at least 1".into()));
+    }
+    if window_ns <= 0 {
+        return Err(UdpError::Invalid("--window: must be above zero".into()));
+    }
+    Ok(())
+}
+
 impl UdpReflectConfig {
     pub fn validate(&self, online: &[usize]) -> Result<(SocketAddr, Policy), UdpError> {
         let bind = parse_addr("--bind", &self.bind, true)?; // port 0: the kernel picks one (reported)
         if self.drop_every == Some(0) {
             return Err(UdpError::Invalid("--drop-every 0: must be at least 1".into()));
         }
-        if matches!(self.duration_ns, Some(d) if d <= 0) {
-            return Err(UdpError::Invalid("--duration: must be above zero".into()));
-        }
-        if self.count == Some(0) {
-            return Err(UdpError::Invalid("--count 0: must be at least 1".into()));
-        }
-        if self.window_ns <= 0 {
-            return Err(UdpError::Invalid("--window: must be above zero".into()));
-        }
+        check_length(self.duration_ns, self.count, self.window_ns)?;
         let p = check_rt(&self.rt, online)?;
         Ok((bind, p))
     }

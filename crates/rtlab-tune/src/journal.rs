@@ -26,13 +26,19 @@ pub const DEFAULT_JOURNAL: &str = "/var/lib/rtlab/journal";
 pub enum Change {
     /// A sysfs/procfs/tracefs/cgroup file was written; restore writes `old` back.
     File { path: String, old: String, new: String },
+    /// A control file was written with `new` (cgroup.subtree_control: `+cpuset`); restore
+    /// writes `undo` (`-cpuset`), because what the file reads back cannot be written back.
+    WriteWithUndo { path: String, new: String, undo: String },
     /// The policy/priority of a task (thread) was set.
     Sched { pid: i32, comm: String, start_time: u64, old_policy: i32, old_priority: i32, new_policy: i32, new_priority: i32 },
     /// The CPU affinity of a task was set.
     Affinity { pid: i32, comm: String, start_time: u64, old_cpus: Vec<usize>, new_cpus: Vec<usize> },
-    /// Tasks were moved from one cgroup-v1 `tasks` file to another; restore moves them back.
+    /// Tasks were moved from one cgroup membership file to another (cgroup-v1 `tasks`, or
+    /// cgroup-v2 `cgroup.procs`: whole processes); restore moves them back.
     CgroupMove { from: String, to: String, tasks: Vec<Task> },
-    /// A directory (a cpuset) was created; restore moves what is left in it to `parent_tasks` and removes it.
+    /// A directory (a cpuset) was created; restore moves what is left in it to `parent_tasks`
+    /// (the parent's `tasks` or `cgroup.procs`; the same file of the directory is read) and
+    /// removes it.
     MkDir { path: String, parent_tasks: String },
     /// A command (tc, ip) was run; restore runs `undo`.
     Command { did: Vec<String>, undo: Vec<String> },
@@ -55,6 +61,7 @@ impl Change {
     pub fn describe(&self) -> String {
         match self {
             Change::File { path, old, new } => format!("{path}: {} -> {}", short(old), short(new)),
+            Change::WriteWithUndo { path, new, undo } => format!("{path}: wrote '{}' (undo: '{}')", short(new), short(undo)),
             Change::Sched { pid, comm, old_policy, old_priority, new_policy, new_priority, .. } => format!(
                 "pid {pid} ({comm}): {} {old_priority} -> {} {new_priority}",
                 policy_name(*old_policy),
@@ -280,6 +287,13 @@ pub fn undo(host: &dyn Host, change: &Change) -> Result<String, String> {
             host.write(path, old).map_err(|e| format!("writing '{}' to {path}: {e}", short(old)))?;
             Ok("restored".into())
         }
+        Change::WriteWithUndo { path, undo, .. } => {
+            if !host.exists(path) {
+                return Ok("gone (nothing to restore)".into());
+            }
+            host.write(path, undo).map_err(|e| format!("writing '{}' to {path}: {e}", short(undo)))?;
+            Ok("restored".into())
+        }
         Change::Sched { pid, start_time, old_policy, old_priority, .. } => {
             if !same_task(host, *pid, *start_time) {
                 return Ok("task gone".into());
@@ -295,6 +309,11 @@ pub fn undo(host: &dyn Host, change: &Change) -> Result<String, String> {
             Ok("restored".into())
         }
         Change::CgroupMove { from, tasks, .. } => {
+            if !host.exists(from) {
+                // a cgroup-v2 source cgroup removed meanwhile (its scope ended): the tasks
+                // go to the parent with the cgroup rtlab made
+                return Ok(format!("{from} is gone: {} tasks not moved back", tasks.len()));
+            }
             let (mut back, mut gone) = (0, 0);
             let already: std::collections::HashSet<String> = host.read(from).unwrap_or_default().lines().map(|l| l.trim().to_string()).collect();
             for t in tasks {
@@ -318,8 +337,10 @@ pub fn undo(host: &dyn Host, change: &Change) -> Result<String, String> {
             if !host.exists(path) {
                 return Ok("gone".into());
             }
-            // tasks forked inside the cpuset since it was made go back to the parent too
-            let tasks_file = format!("{path}/tasks");
+            // tasks forked inside the cpuset since it was made go back to the parent too,
+            // read from the same membership file as the parent's (`tasks` or `cgroup.procs`)
+            let members = parent_tasks.rsplit('/').next().filter(|f| !f.is_empty()).unwrap_or("tasks");
+            let tasks_file = format!("{path}/{members}");
             let mut moved = 0;
             for _round in 0..5 {
                 let left: Vec<String> = host.read(&tasks_file).unwrap_or_default().lines().map(String::from).collect();

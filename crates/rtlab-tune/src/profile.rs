@@ -3,9 +3,10 @@
 //! machine: a list of steps, each a set of journaled [`Action`]s or a skip with its reason.
 //!
 //! Contract: planning only reads; what does not apply on this machine (no cpufreq, IRQs not
-//! threaded, no VLAN, cgroup v2, a qdisc the kernel lacks) becomes a skip naming why.
+//! threaded, no VLAN, no cpuset controller, a qdisc the kernel lacks) becomes a skip naming why.
 //! Interfaces: /proc/irq/N/smp_affinity (Documentation/core-api/irq/irq-affinity.rst),
-//! cgroup-v1 cpusets (Documentation/admin-guide/cgroup-v1/cpusets.rst), tc-htb(8),
+//! cgroup-v1 cpusets (Documentation/admin-guide/cgroup-v1/cpusets.rst), cgroup-v2 cpuset
+//! partitions (Documentation/admin-guide/cgroup-v2.rst, "Cpuset Interface Files"), tc-htb(8),
 //! tc-mqprio(8), sched_setscheduler(2).
 
 use crate::host::Host;
@@ -230,14 +231,75 @@ pub struct Step {
     pub skip: Option<String>,
     /// A note shown with the step (e.g. the SO_PRIORITY map).
     pub note: Option<String>,
+    /// What is measured after the actions and added to the outcome.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<Report>,
+}
+
+/// A measurement made after a step's actions (read-only), one line in its outcome.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Report {
+    /// The tasks outside a cgroup (its `cgroup.procs`) whose affinity (/proc/PID/task/TID/status
+    /// `Cpus_allowed_list`) still holds any of `cpus`: what could not move off them.
+    TasksStillOn { cpus: Vec<usize>, cgroup_procs: String },
+}
+
+impl Report {
+    /// Measure now.
+    pub fn run(&self, host: &dyn Host) -> String {
+        match self {
+            Report::TasksStillOn { cpus, cgroup_procs } => {
+                let inside: Vec<i32> = host.read(cgroup_procs).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect();
+                let dir = cgroup_procs.trim_end_matches("/cgroup.procs");
+                let (read, still) = tasks_on(host, cpus, &inside);
+                if read == 0 {
+                    return format!("no /proc/PID/status could be read: cannot tell which tasks still run on CPUs {}", crate::cpu_list(cpus));
+                }
+                if still.is_empty() {
+                    return format!("no task outside {dir} can run on CPUs {} any more", crate::cpu_list(cpus));
+                }
+                let names: Vec<String> = still.iter().map(|(tid, comm)| format!("{comm} ({tid})")).collect();
+                format!(
+                    "{} tasks outside {dir} can still run on CPUs {} (they cannot move: per-CPU kernel threads keep their CPU): {}",
+                    still.len(),
+                    crate::cpu_list(cpus),
+                    crate::session::abbreviate(&names, 8)
+                )
+            }
+        }
+    }
+}
+
+/// (tasks whose status was read, (tid, name) of those allowed on any of `cpus`), leaving out
+/// the processes `except` and their threads.
+fn tasks_on(host: &dyn Host, cpus: &[usize], except: &[i32]) -> (usize, Vec<(i32, String)>) {
+    let mut pids: Vec<i32> = std::fs::read_dir(host.path("/proc"))
+        .map(|rd| rd.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default();
+    pids.sort_unstable();
+    let (mut read, mut still) = (0, Vec::new());
+    for pid in pids.into_iter().filter(|p| !except.contains(p)) {
+        for tid in threads_of(host, pid) {
+            let status = host.read(&format!("/proc/{pid}/task/{tid}/status")).or_else(|_| host.read(&format!("/proc/{pid}/status")));
+            let Ok(status) = status else { continue };
+            let field = |k: &str| status.lines().find_map(|l| l.strip_prefix(k)).map(|v| v.trim().to_string());
+            let Some(allowed) = field("Cpus_allowed_list:").and_then(|l| rtlab_sys::cpus::parse_cpu_list(&l).ok()) else { continue };
+            read += 1;
+            if allowed.iter().any(|c| cpus.contains(c)) {
+                still.push((tid, field("Name:").unwrap_or_default()));
+            }
+        }
+    }
+    (read, still)
 }
 
 impl Step {
     fn act(what: impl Into<String>, actions: Vec<Action>) -> Step {
-        Step { what: what.into(), alternatives: vec![(String::new(), actions)], skip: None, note: None }
+        Step { what: what.into(), alternatives: vec![(String::new(), actions)], skip: None, note: None, report: None }
     }
     fn skip(what: impl Into<String>, why: impl Into<String>) -> Step {
-        Step { what: what.into(), alternatives: vec![], skip: Some(why.into()), note: None }
+        Step { what: what.into(), alternatives: vec![], skip: Some(why.into()), note: None, report: None }
     }
     fn note(mut self, n: impl Into<String>) -> Step {
         self.note = Some(n.into());
@@ -529,11 +591,9 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
 fn isolation(host: &dyn Host, t: &Target, iso: Vec<usize>, online: &[usize]) -> Step {
     let what = format!("cpuset: CPUs {} for the application alone, every movable task off them", crate::cpu_list(&iso));
     let root = "/sys/fs/cgroup/cpuset";
-    if !host.exists(&format!("{root}/cpuset.cpus")) {
-        if host.exists("/sys/fs/cgroup/cgroup.controllers") {
-            return Step::skip(what, "cgroup v2 cpusets are not supported by rtlab yet (this machine has no cgroup-v1 cpuset hierarchy)");
-        }
-        return Step::skip(what, "no cpuset hierarchy mounted at /sys/fs/cgroup/cpuset");
+    // a cgroup-v1 cpuset hierarchy; a cgroup-v2 child named "cpuset" would have cgroup.controllers
+    if !host.exists(&format!("{root}/cpuset.cpus")) || host.exists(&format!("{root}/cgroup.controllers")) {
+        return isolation_v2(host, t, iso, online, what);
     }
     let rest: Vec<usize> = online.iter().copied().filter(|c| !iso.contains(c)).collect();
     if rest.is_empty() || iso.is_empty() {
@@ -568,6 +628,122 @@ fn isolation(host: &dyn Host, t: &Target, iso: Vec<usize>, online: &[usize]) -> 
         acts.push(Action::WriteFile { path: format!("{root}/cpuset.sched_load_balance"), value: "0".into() });
     }
     Step::act(what, acts)
+}
+
+/// The mounts of /proc/mounts: (mount point, fstype, options).
+fn mounts(host: &dyn Host) -> Vec<(String, String, String)> {
+    // a mount point with a space or tab in it is written with octal escapes (\040, \011)
+    let unescape = |s: &str| s.replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\");
+    host.read("/proc/mounts")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            Some((unescape(w.get(1)?), w.get(2)?.to_string(), w.get(3)?.to_string()))
+        })
+        .collect()
+}
+
+/// Where the cgroup-v2 (unified) hierarchy is: /sys/fs/cgroup when it is the unified root,
+/// else the first cgroup2 mount of /proc/mounts (`/sys/fs/cgroup/unified` on a hybrid setup).
+pub fn cgroup2_mount(host: &dyn Host) -> Option<String> {
+    if host.exists("/sys/fs/cgroup/cgroup.controllers") {
+        return Some("/sys/fs/cgroup".into());
+    }
+    mounts(host).into_iter().find(|m| m.1 == "cgroup2").map(|m| m.0.trim_end_matches('/').to_string()).filter(|m| host.exists(&format!("{m}/cgroup.controllers")))
+}
+
+/// Where a cgroup-v1 hierarchy with the cpuset controller is mounted, if anywhere.
+fn cgroup1_cpuset_mount(host: &dyn Host) -> Option<String> {
+    mounts(host).into_iter().find(|m| m.1 == "cgroup" && m.2.split(',').any(|o| o == "cpuset")).map(|m| m.0)
+}
+
+/// The cgroup (a cgroup.procs file under `mnt`) a process is in, from its /proc/PID/cgroup
+/// `0::PATH` line (relative to the mount in a cgroup namespace too); the root when unknown.
+fn cgroup2_procs_of(host: &dyn Host, mnt: &str, pid: i32) -> String {
+    let path = host.read(&format!("/proc/{pid}/cgroup")).unwrap_or_default().lines().find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()));
+    match path.as_deref().map(|p| p.trim_end_matches('/')) {
+        Some(p) if !p.is_empty() && !p.contains(" (deleted)") => format!("{mnt}{p}/cgroup.procs"),
+        _ => format!("{mnt}/cgroup.procs"),
+    }
+}
+
+/// cgroup v2: `rtlab-rt` under the unified root holds the isolated CPUs as a cpuset
+/// *partition* and the application's processes.
+///
+/// No `rtlab-system` (the v1 path's cpuset for everything else) is needed here: a partition
+/// root (`cpuset.cpus.partition` = `root` or `isolated`) takes its CPUs exclusively, and the
+/// kernel removes them from the effective CPUs of its parent and of every other cgroup under
+/// it (and from the affinity of their tasks), so every movable task is moved off by the
+/// kernel itself. An `isolated` partition also has no scheduler load balancing (v1's
+/// `sched_load_balance = 0`): with more than one CPU in it, the application's threads should
+/// be pinned (`app_cpus`), as rt-isolation does. Only per-CPU kernel threads keep those CPUs;
+/// they are counted after applying ([`Report::TasksStillOn`]). See
+/// Documentation/admin-guide/cgroup-v2.rst, "cpuset.cpus.partition". `isolated` came in
+/// Linux 6.1 (commit f28e22441f35; the "root invalid (reason)" read-back with 7476a636d310);
+/// older kernels refuse it (EINVAL) and get `root`.
+fn isolation_v2(host: &dyn Host, t: &Target, iso: Vec<usize>, online: &[usize], what: String) -> Step {
+    let Some(mnt) = cgroup2_mount(host) else {
+        let v1 = mounts(host).into_iter().filter(|m| m.1 == "cgroup").map(|m| m.0).collect::<Vec<_>>();
+        return Step::skip(
+            what,
+            match cgroup1_cpuset_mount(host) {
+                Some(m) => format!("the cgroup-v1 cpuset hierarchy is mounted at {m}, not at /sys/fs/cgroup/cpuset where rtlab uses it, and there is no cgroup2 mount"),
+                None if !v1.is_empty() => format!("no cpuset hierarchy: cgroup v1 only ({}), none with the cpuset controller, and no cgroup2 mount", v1.join(", ")),
+                None => "no cpuset hierarchy: no cgroup-v1 cpuset at /sys/fs/cgroup/cpuset and no cgroup2 mount (/sys/fs/cgroup/cgroup.controllers, /proc/mounts)".into(),
+            },
+        );
+    };
+    let controllers = host.read(&format!("{mnt}/cgroup.controllers")).unwrap_or_default();
+    if !controllers.split_whitespace().any(|c| c == "cpuset") {
+        let why = match cgroup1_cpuset_mount(host) {
+            Some(m) => format!("it is bound to the cgroup-v1 hierarchy at {m}"),
+            None => "the kernel has no cpuset controller (CONFIG_CPUSETS) or a cgroup-v1 hierarchy holds it".into(),
+        };
+        return Step::skip(what, format!("cgroup2 at {mnt} offers no cpuset controller (cgroup.controllers: '{}'): {why}", controllers.trim()));
+    }
+    let rest: Vec<usize> = online.iter().copied().filter(|c| !iso.contains(c)).collect();
+    if rest.is_empty() || iso.is_empty() {
+        return Step::skip(what, "needs at least one CPU left for everything else");
+    }
+    let subtree = format!("{mnt}/cgroup.subtree_control");
+    let Ok(enabled) = host.read(&subtree) else {
+        return Step::skip(what, format!("{subtree} cannot be read: not a cgroup2 root"));
+    };
+    let rtd = format!("{mnt}/rtlab-rt");
+    if host.exists(&rtd) {
+        return Step::skip(what, format!("{rtd} exists already (left by another tool, or by rtlab without a journal): remove it first"));
+    }
+    let mems = host.read(&format!("{mnt}/cpuset.mems.effective")).ok().filter(|m| !m.trim().is_empty()).unwrap_or_else(|| "0".into());
+    let mut acts = Vec::new();
+    if !enabled.split_whitespace().any(|c| c == "cpuset") {
+        acts.push(Action::WriteWithUndo { path: subtree, value: "+cpuset".into(), undo: "-cpuset".into() });
+    }
+    acts.push(Action::MakeDir { path: rtd.clone(), parent_tasks: format!("{mnt}/cgroup.procs") });
+    acts.push(Action::WriteFile { path: format!("{rtd}/cpuset.cpus"), value: crate::cpu_list(&iso) });
+    acts.push(Action::WriteFile { path: format!("{rtd}/cpuset.mems"), value: mems.trim().to_string() });
+    // the application before the partition is made: left outside until then, the kernel
+    // would take the RT CPUs (where the application step pinned it) from it for a moment.
+    // Domain cgroups take whole processes, each from the cgroup it is in now (restore puts
+    // it back there). +cpuset comes first: refused (EBUSY in a cgroup namespace whose root
+    // holds processes), nothing else is done.
+    let mut by_source: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    let mut pids = t.pids.clone();
+    pids.sort_unstable();
+    pids.dedup();
+    for pid in pids.into_iter().filter(|p| host.exists(&format!("/proc/{p}"))) {
+        by_source.entry(cgroup2_procs_of(host, &mnt, pid)).or_default().push(pid);
+    }
+    for (from, pids) in by_source {
+        acts.push(Action::MoveTasks { from, to: format!("{rtd}/cgroup.procs"), pids });
+    }
+    acts.push(Action::Partition { path: format!("{rtd}/cpuset.cpus.partition"), modes: vec!["isolated".into(), "root".into()] });
+    let mut step = Step::act(what, acts).note(format!(
+        "cgroup v2 at {mnt}: {rtd} becomes an isolated partition (else root), which takes CPUs {} from every other cgroup; no rtlab-system needed",
+        crate::cpu_list(&iso)
+    ));
+    step.report = Some(Report::TasksStillOn { cpus: iso, cgroup_procs: format!("{rtd}/cgroup.procs") });
+    step
 }
 
 fn qdisc_step(host: &dyn Host, t: &Target, nic: Option<&str>, kinds: &[String]) -> Step {
@@ -614,7 +790,7 @@ fn qdisc_step(host: &dyn Host, t: &Target, nic: Option<&str>, kinds: &[String]) 
             )),
         }
     }
-    Step { what, alternatives: alts, skip: None, note: None }.note(format!("was: {}", if current.is_empty() { "none" } else { current.trim() }))
+    Step { what, alternatives: alts, skip: None, note: None, report: None }.note(format!("was: {}", if current.is_empty() { "none" } else { current.trim() }))
 }
 
 /// Whether a journaled change is still in force (for `rtlab tune show`).
@@ -634,6 +810,11 @@ pub fn in_force(host: &dyn Host, c: &Change) -> String {
             Ok(c) if &c == new_cpus => "in force".into(),
             Ok(c) => format!("changed since: now CPUs {}", crate::cpu_list(&c)),
             Err(_) => "task gone".into(),
+        },
+        Change::WriteWithUndo { path, new, .. } => match host.read(path) {
+            Ok(v) if crate::session::control_holds(&v, new) => "in force".into(),
+            Ok(v) => format!("changed since: now '{}'", v.trim()),
+            Err(_) => "gone".into(),
         },
         Change::MkDir { path, .. } => if host.exists(path) { "exists" } else { "gone" }.into(),
         Change::PmQos { holder_pid, .. } => {
@@ -694,6 +875,9 @@ pub fn apply_step(s: &mut crate::session::Session<'_>, step: &Step) -> StepOutco
                 if !errors.is_empty() {
                     detail.push(format!("{} refused: {}", errors.len(), crate::session::abbreviate(&errors, 4)));
                 }
+                if let Some(r) = &step.report {
+                    detail.push(r.run(s.host()));
+                }
                 return StepOutcome { what: step.what.clone(), status, detail };
             }
         }
@@ -716,4 +900,38 @@ pub fn apply_profile<'h>(
     let mut s = crate::session::Session::begin(host, journal, &format!("profile {name}")).map_err(|e| e.to_string())?;
     let outcomes = steps.iter().map(|st| apply_step(&mut s, st)).collect();
     Ok((s, outcomes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::FakeHost;
+    use crate::testing::put;
+
+    #[test]
+    fn cgroup2_is_found_at_the_unified_root_or_in_proc_mounts() {
+        let d = tempfile::tempdir().unwrap();
+        let host = FakeHost::new(d.path());
+        assert_eq!(cgroup2_mount(&host), None);
+        // a mount point with a space is escaped in /proc/mounts
+        put(d.path(), "proc/mounts", "cgroup /sys/fs/cgroup/cpuset cgroup rw,cpuset 0 0\ncgroup2 /mnt/cg\\0402 cgroup2 rw 0 0\n");
+        assert_eq!(cgroup2_mount(&host), None, "listed but not there");
+        put(d.path(), "mnt/cg 2/cgroup.controllers", "cpu\n");
+        assert_eq!(cgroup2_mount(&host).as_deref(), Some("/mnt/cg 2"));
+        assert_eq!(cgroup1_cpuset_mount(&host).as_deref(), Some("/sys/fs/cgroup/cpuset"));
+        put(d.path(), "sys/fs/cgroup/cgroup.controllers", "cpuset cpu\n");
+        assert_eq!(cgroup2_mount(&host).as_deref(), Some("/sys/fs/cgroup"));
+    }
+
+    #[test]
+    fn a_process_cgroup_comes_from_its_0_line() {
+        let d = tempfile::tempdir().unwrap();
+        let host = FakeHost::new(d.path());
+        let m = "/sys/fs/cgroup";
+        assert_eq!(cgroup2_procs_of(&host, m, 7), "/sys/fs/cgroup/cgroup.procs", "unknown: the root");
+        put(d.path(), "proc/7/cgroup", "12:cpuset:/\n0::/user.slice/user-1000.slice/session-2.scope\n");
+        assert_eq!(cgroup2_procs_of(&host, m, 7), "/sys/fs/cgroup/user.slice/user-1000.slice/session-2.scope/cgroup.procs");
+        put(d.path(), "proc/7/cgroup", "0::/\n");
+        assert_eq!(cgroup2_procs_of(&host, m, 7), "/sys/fs/cgroup/cgroup.procs");
+    }
 }

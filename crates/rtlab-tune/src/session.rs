@@ -17,14 +17,26 @@ use std::path::Path;
 pub enum Action {
     /// Write a sysfs/procfs/tracefs/cgroup file.
     WriteFile { path: String, value: String },
+    /// Write a file whose read-back is not a value that could be written back, with the write
+    /// that undoes it: cgroup.subtree_control takes `+cpuset` and reads `cpuset cpu io`, so
+    /// it is undone by `-cpuset`. Tokens `+x`/`-x` are "already so" when the file lists /
+    /// does not list `x`; any other value when the file reads exactly it.
+    WriteWithUndo { path: String, value: String, undo: String },
     /// Set the raw policy and priority of a task.
     SetSched { pid: i32, policy: i32, priority: i32 },
     /// Pin a task.
     SetAffinity { pid: i32, cpus: Vec<usize> },
-    /// Create a cgroup directory.
+    /// Create a cgroup directory. `parent_tasks` is the parent's membership file (`tasks` in
+    /// cgroup v1, `cgroup.procs` in v2): where what is left inside goes when it is removed.
     MakeDir { path: String, parent_tasks: String },
-    /// Move tasks (threads) from one cgroup-v1 `tasks` file to another.
+    /// Move tasks from one cgroup membership file to another: cgroup-v1 `tasks` (threads) or
+    /// cgroup-v2 `cgroup.procs` (whole processes).
     MoveTasks { from: String, to: String, pids: Vec<i32> },
+    /// Make a cgroup-v2 cpuset a partition: write the first of `modes` (`isolated`, `root`)
+    /// the kernel takes to its `cpuset.cpus.partition` file (`path`) and read it back; a
+    /// read-back of "root invalid (reason)" is an error naming the kernel's reason (the change
+    /// stays journaled and is undone). Journaled as a [`Change::File`] (old: `member`).
+    Partition { path: String, modes: Vec<String> },
     /// Run a command, with the command that undoes it.
     Command { did: Vec<String>, undo: Vec<String> },
     /// Mount a filesystem.
@@ -38,10 +50,12 @@ impl Action {
     pub fn describe(&self) -> String {
         match self {
             Action::WriteFile { path, value } => format!("write '{value}' to {path}"),
+            Action::WriteWithUndo { path, value, undo } => format!("write '{value}' to {path} (undone by '{undo}')"),
             Action::SetSched { pid, policy, priority } => format!("set pid {pid} to {} {priority}", crate::journal::policy_name(*policy)),
             Action::SetAffinity { pid, cpus } => format!("pin pid {pid} to CPUs {}", crate::cpu_list(cpus)),
             Action::MakeDir { path, .. } => format!("create {path}"),
             Action::MoveTasks { from, to, pids } => format!("move {} tasks from {from} to {to}", pids.len()),
+            Action::Partition { path, modes } => format!("write '{}' to {path} (the first the kernel takes) and check it", modes.join("', else '")),
             Action::Command { did, .. } => format!("run `{}`", did.join(" ")),
             Action::Mount { fstype, target } => format!("mount {fstype} on {target}"),
             Action::HoldPmQos { path, value_us } => format!("hold {path} at {value_us} us"),
@@ -102,6 +116,48 @@ impl<'h> Session<'h> {
                     Ok(()) => Ok("done".into()),
                     Err(e) => self.failed(seq, format!("writing '{value}' to {path}: {e}")),
                 }
+            }
+            Action::WriteWithUndo { path, value, undo } => {
+                let now = host.read(path).map_err(|e| format!("reading {path}: {e}"))?;
+                if control_holds(&now, value) {
+                    return Ok("already so".into());
+                }
+                let seq = self.record(&Change::WriteWithUndo { path: path.clone(), new: value.clone(), undo: undo.clone() })?;
+                match host.write(path, value) {
+                    Ok(()) => Ok("done".into()),
+                    Err(e) => self.failed(seq, format!("writing '{value}' to {path}: {e}")),
+                }
+            }
+            Action::Partition { path, modes } => {
+                if !host.exists(path) {
+                    return Err(format!("{path}: no such file: this kernel has no cpuset partitions, the CPUs stay shared with other cgroups"));
+                }
+                let old = host.read(path).map_err(|e| format!("reading {path}: {e}"))?;
+                let mut refused = Vec::new();
+                for mode in modes {
+                    if old.trim() == mode {
+                        return Ok("already so".into());
+                    }
+                    let seq = self.record(&Change::File { path: path.clone(), old: old.clone(), new: mode.clone() })?;
+                    if let Err(e) = host.write(path, mode) {
+                        // older kernels refuse `isolated` (EINVAL): try the next mode
+                        let why = format!("'{mode}' {}", errno_word(&e));
+                        if let Some(j) = self.journal.as_mut() {
+                            let _ = j.mark_restored(seq, &format!("not made: {why}"));
+                        }
+                        refused.push(why);
+                        continue;
+                    }
+                    // the kernel takes the write and may still not make a partition of it:
+                    // "isolated invalid (Cpu list in cpuset.cpus not exclusive)" (made: restore
+                    // writes `old` back)
+                    let now = host.read(path).unwrap_or_default();
+                    if now.trim() != mode {
+                        return Err(format!("{path}: wrote '{mode}', the kernel says '{}'", now.trim()));
+                    }
+                    return Ok(if refused.is_empty() { "done".into() } else { format!("a {mode} partition ({} refused)", refused.join(", ")) });
+                }
+                Err(format!("{path}: the kernel refused {}", refused.join(", ")))
             }
             Action::SetSched { pid, policy, priority } => {
                 let t = task_identity(host, *pid).ok_or_else(|| format!("pid {pid}: no such task"))?;
@@ -233,11 +289,41 @@ fn errno_word(e: &std::io::Error) -> String {
     }
 }
 
+/// Whether a control file reading `now` holds what writing `written` asked for: `+x` / `-x`
+/// tokens (cgroup.subtree_control) when `now` lists / does not list `x`, any other value when
+/// `now` is exactly it.
+pub fn control_holds(now: &str, written: &str) -> bool {
+    let words: Vec<&str> = now.split_whitespace().collect();
+    let tokens: Vec<&str> = written.split_whitespace().collect();
+    if !tokens.is_empty() && tokens.iter().all(|t| t.starts_with('+') || t.starts_with('-')) {
+        tokens.iter().all(|t| words.contains(&&t[1..]) == t.starts_with('+'))
+    } else {
+        now.trim() == written.trim()
+    }
+}
+
 /// The first `n` items and how many more.
 pub fn abbreviate(items: &[String], n: usize) -> String {
     if items.len() <= n {
         items.join(", ")
     } else {
         format!("{} and {} more", items[..n].join(", "), items.len() - n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::control_holds;
+
+    #[test]
+    fn control_files_hold_plus_minus_tokens_by_membership() {
+        assert!(control_holds("cpuset cpu io memory", "+cpuset"));
+        assert!(!control_holds("cpu io memory", "+cpuset"));
+        assert!(control_holds("cpu io memory", "-cpuset"));
+        assert!(!control_holds("cpuset cpu", "+cpu -cpuset"));
+        assert!(control_holds("", "-cpuset"));
+        // a plain value: the file reads exactly it ("cpuset" is not "+cpuset")
+        assert!(control_holds("isolated\n", "isolated"));
+        assert!(!control_holds("cpuset", "cpu"));
     }
 }

@@ -48,10 +48,18 @@ pub fn take(host: &dyn Host, netns: Option<&str>) -> Snapshot {
     for f in ["cpuset.sched_load_balance", "cpuset.cpus", "cpuset.mems"] {
         file(format!("/sys/fs/cgroup/cpuset/{f}"));
     }
+    let v2 = crate::profile::cgroup2_mount(host);
+    if let Some(m) = &v2 {
+        file(format!("{m}/cgroup.subtree_control"));
+    }
     for f in ["tracing_on", "current_tracer", "buffer_size_kb", "events/enable", "trace_options"] {
         file(format!("/sys/kernel/tracing/{f}"));
     }
     s.cpusets = list_dir(host, "/sys/fs/cgroup/cpuset").into_iter().filter(|d| host.path(&format!("/sys/fs/cgroup/cpuset/{d}")).is_dir()).collect();
+    // cgroup v2: only rtlab's own cgroup (systemd makes and removes others all the time)
+    if let Some(rt) = v2.map(|m| format!("{m}/rtlab-rt")).filter(|rt| host.path(rt).is_dir()) {
+        s.cpusets.push(rt);
+    }
     for pid in list_dir(host, "/proc").into_iter().filter_map(|p| p.parse::<i32>().ok()) {
         for tid in list_dir(host, &format!("/proc/{pid}/task")).into_iter().filter_map(|t| t.parse::<i32>().ok()) {
             let Some(t) = crate::journal::task_identity(host, tid) else { continue };

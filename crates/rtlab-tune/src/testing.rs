@@ -1,4 +1,5 @@
-//! Building fake sysfs/procfs trees for tests (no root needed).
+//! Building fake sysfs/procfs trees for tests (no root needed). What the fake kernel does
+//! with them is in [`crate::host::FakeHost`].
 
 use std::path::Path;
 
@@ -52,4 +53,40 @@ pub fn machine(root: &Path) {
     put(root, "sys/fs/cgroup/cpuset/cpuset.mems", "0\n");
     put(root, "sys/fs/cgroup/cpuset/tasks", "1\n14\n22\n50\n812\n");
     put(root, "dev/cpu_dma_latency", "\0\0\0\0");
+}
+
+/// A cgroup-v2 tree mounted at `mount` (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` beside
+/// cgroup-v1 hierarchies) offering `controllers`, with `enabled` in the root's
+/// cgroup.subtree_control, CPUs 0-1 and memory node 0, the fake tasks `pids` in the root
+/// cgroup (with a /proc/PID/cgroup line), and its line in /proc/mounts.
+pub fn cgroup2(root: &Path, mount: &str, controllers: &str, enabled: &str, pids: &[i32]) {
+    let m = mount.trim_start_matches('/');
+    put(root, &format!("{m}/cgroup.controllers"), &format!("{controllers}\n"));
+    put(root, &format!("{m}/cgroup.subtree_control"), &format!("{enabled}\n"));
+    put(root, &format!("{m}/cgroup.procs"), &pids.iter().map(|p| format!("{p}\n")).collect::<String>());
+    if controllers.split_whitespace().any(|c| c == "cpuset") {
+        put(root, &format!("{m}/cpuset.cpus.effective"), "0-1\n");
+        put(root, &format!("{m}/cpuset.mems.effective"), "0\n");
+    }
+    for p in pids {
+        if root.join(format!("proc/{p}")).is_dir() {
+            put(root, &format!("proc/{p}/cgroup"), "0::/\n");
+        }
+    }
+    let mounts = std::fs::read_to_string(root.join("proc/mounts")).unwrap_or_default();
+    put(root, "proc/mounts", &format!("{mounts}cgroup2 /{m} cgroup2 rw,nosuid,nodev,noexec,relatime 0 0\n"));
+}
+
+/// [`machine`] on a unified (cgroup-v2 only) hierarchy at /sys/fs/cgroup, cpuset offered but
+/// not enabled, like a fresh systemd machine: pids 1, 14, 22 and 50 in the root cgroup,
+/// `rustc` (812) in `user.slice`; no cgroup-v1 cpuset tree.
+pub fn machine_v2(root: &Path) {
+    machine(root);
+    std::fs::remove_dir_all(root.join("sys/fs/cgroup/cpuset")).expect("remove the fake v1 cpuset");
+    cgroup2(root, "/sys/fs/cgroup", "cpuset cpu io memory pids", "cpu io memory pids", &[1, 14, 22, 50]);
+    put(root, "sys/fs/cgroup/user.slice/cgroup.controllers", "cpu io memory pids\n");
+    put(root, "sys/fs/cgroup/user.slice/cgroup.subtree_control", "\n");
+    put(root, "sys/fs/cgroup/user.slice/cgroup.procs", "812\n");
+    put(root, "sys/fs/cgroup/user.slice/cgroup.type", "domain\n");
+    put(root, "proc/812/cgroup", "0::/user.slice\n");
 }

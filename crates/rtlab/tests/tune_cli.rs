@@ -301,15 +301,26 @@ fn tune_restore_also_puts_back_a_spike_tracer_killed_mid_trace() {
 }
 
 #[test]
-fn tune_isolation_on_cgroup_v2_is_skipped_with_the_reason() {
+fn tune_isolation_on_cgroup_v2_plans_a_partition() {
+    let d = tempfile::tempdir().unwrap();
+    rtlab_tune::testing::machine_v2(d.path());
+    let (code, stdout, stderr) = out(rtlab().args(["tune", "apply", "rt-isolation", "--dry-run", "--root"]).arg(d.path()));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("will  cpuset: CPUs 1 "), "{stdout}");
+    assert!(stdout.contains("cgroup v2 at /sys/fs/cgroup") && stdout.contains("no rtlab-system needed"), "{stdout}");
+    assert!(stdout.contains("will  every other IRQ on CPUs 0"), "{stdout}");
+}
+
+#[test]
+fn tune_isolation_without_a_cpuset_controller_is_skipped_with_the_reason() {
     let d = tempfile::tempdir().unwrap();
     machine(d.path());
     std::fs::remove_dir_all(d.path().join("sys/fs/cgroup/cpuset")).unwrap();
-    put(d.path(), "sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
+    put(d.path(), "sys/fs/cgroup/cgroup.controllers", "cpu io memory pids\n");
+    put(d.path(), "sys/fs/cgroup/cgroup.subtree_control", "cpu\n");
     let (code, stdout, stderr) = out(rtlab().args(["tune", "apply", "rt-isolation", "--dry-run", "--root"]).arg(d.path()));
     assert_eq!(code, 0, "{stderr}");
-    assert!(stdout.contains("skip  cpuset: CPUs 1 for the application alone, every movable task off them (cgroup v2 cpusets are not supported by rtlab yet"), "{stdout}");
-    assert!(stdout.contains("will  every other IRQ on CPUs 0"), "{stdout}");
+    assert!(stdout.contains("skip  cpuset: CPUs 1 for the application alone"), "{stdout}");
 }
 
 #[test]

@@ -11,7 +11,7 @@ PACKAGES=(
   rt-tests                                        # cyclictest: the anchor of the timer probe
   stress-ng iperf3                                # loads
   sockperf cyclonedds-tools                       # anchors of the udp and dds probes
-  trace-cmd                                       # spike evidence
+  trace-cmd rtla                                  # spike evidence (rtla: timerlat, where the kernel has it)
   chromium                                        # HTML report test (headless screenshot)
 )
 

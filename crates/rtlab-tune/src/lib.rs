@@ -18,6 +18,7 @@ pub mod session;
 pub mod snapshot;
 pub mod spike;
 pub mod testing;
+pub mod timerlat;
 
 /// A CPU list the way the kernel writes it (`0-3,8`).
 pub fn cpu_list(cpus: &[usize]) -> String {

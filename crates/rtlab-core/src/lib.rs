@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cyclictest;
+pub mod evidence;
 pub mod histogram;
 pub mod raw;
 pub mod render;

@@ -10,6 +10,8 @@
 //! ```toml
 //! name = "my-scenario"
 //! duration = "10s"            # per case, unless a probe says otherwise (or `count`)
+//! trace_on_spike = "2ms"      # arm ftrace per case; explain its first sample above this
+//! counters = true             # kernel counters per window (default true)
 //! repetitions = 1
 //! loads = ["idle", "cpu"]      # built-in loads or [load.NAME] tables
 //! profiles = ["no-rt", "rt-normal"]
@@ -75,6 +77,8 @@ struct FileSpec {
     count: Option<Spanned<i64>>,
     repetitions: Option<Spanned<i64>>,
     deadline: Option<Spanned<String>>,
+    trace_on_spike: Option<Spanned<String>>,
+    counters: Option<bool>,
     loads: Option<Spanned<Vec<String>>>,
     profiles: Option<Spanned<Vec<String>>>,
     #[serde(default)]
@@ -93,6 +97,8 @@ struct ProbeSpec {
     count: Option<Spanned<i64>>,
     repetitions: Option<Spanned<i64>>,
     deadline: Option<Spanned<String>>,
+    trace_on_spike: Option<Spanned<String>>,
+    counters: Option<bool>,
     loads: Option<Spanned<Vec<String>>>,
     profiles: Option<Spanned<Vec<String>>>,
     // timer
@@ -205,6 +211,10 @@ pub struct CaseSpec {
     pub duration_ns: Option<i64>,
     pub count: Option<u64>,
     pub deadline_ns: Option<i64>,
+    /// Arm ftrace for this case and explain its first sample above this (root).
+    pub trace_on_spike_ns: Option<i64>,
+    /// Sample the kernel counters per window.
+    pub counters: bool,
     pub published: Option<Published>,
 }
 
@@ -354,6 +364,7 @@ impl Scenario {
         let top_count = file.count.as_ref().map(|c| positive(&ctx, c, "count")).transpose()?;
         let top_reps = file.repetitions.as_ref().map(|c| positive(&ctx, c, "repetitions")).transpose()?.unwrap_or(1);
         let top_deadline = file.deadline.as_ref().map(|d| dur(&ctx, d, "deadline")).transpose()?;
+        let top_spike = file.trace_on_spike.as_ref().map(|d| dur(&ctx, d, "trace_on_spike")).transpose()?;
 
         let mut published = Vec::new();
         for p in &file.published {
@@ -489,6 +500,8 @@ impl Scenario {
             }
             let reps = p.repetitions.as_ref().map(|c| positive(&ctx, c, &field("repetitions"))).transpose()?.unwrap_or(top_reps);
             let deadline = p.deadline.as_ref().map(|d| dur(&ctx, d, &field("deadline"))).transpose()?.or(top_deadline);
+            let trace_on_spike = p.trace_on_spike.as_ref().map(|d| dur(&ctx, d, &field("trace_on_spike"))).transpose()?.or(top_spike);
+            let counters = p.counters.or(file.counters).unwrap_or(true);
 
             // the matrix: parameter axes (in file order) x loads x profiles x repetitions
             let mut combos: Vec<BTreeMap<String, String>> = vec![BTreeMap::new()];
@@ -532,6 +545,8 @@ impl Scenario {
                                 duration_ns: duration.map(|d| scale_ns(d, scale)),
                                 count: count.map(|c| ((c as f64 * scale).round() as u64).max(1)),
                                 deadline_ns: deadline,
+                                trace_on_spike_ns: trace_on_spike,
+                                counters,
                                 published: None,
                             };
                             case.published = published.iter().find(|p| matches_case(p, &case)).map(|p| Published {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Bumped on any incompatible change of the result document.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One result document: one probe run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -33,6 +33,10 @@ pub struct ResultDocument {
     pub config: serde_json::Value,
     pub streams: Vec<Stream>,
     pub warnings: Vec<Warning>,
+    /// Kernel counters per window and what the tracer found around a spike (schema 2;
+    /// absent from schema-1 documents).
+    #[serde(default)]
+    pub evidence: Option<crate::evidence::Evidence>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,6 +65,9 @@ pub struct Stream {
     pub raw_file: Option<String>,
     /// Samples that did not reach the raw file (writer fell behind); they are in the stats.
     pub raw_dropped: Option<u64>,
+    /// CLOCK_MONOTONIC instant (ns) of the stream's time 0 (schema 2; None: not known).
+    #[serde(default)]
+    pub start_monotonic_ns: Option<i64>,
 }
 
 impl Stream {
@@ -83,6 +90,7 @@ impl Stream {
             windows: r.windows.to_data(),
             raw_file: None,
             raw_dropped: None,
+            start_monotonic_ns: r.origin_monotonic_ns,
         }
     }
 }

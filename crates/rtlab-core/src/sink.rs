@@ -19,6 +19,10 @@ use crate::windows::WindowMaxima;
 #[derive(Debug, Default)]
 pub struct SpikeFlag {
     pub hit: std::sync::atomic::AtomicBool,
+    /// Taken by the first recorder over its threshold (two streams may cross at once).
+    pub claimed: std::sync::atomic::AtomicBool,
+    /// Which stream raised it (the hook's `source`).
+    pub source: std::sync::atomic::AtomicU32,
     pub index: std::sync::atomic::AtomicU64,
     pub at_ns: std::sync::atomic::AtomicI64,
     pub value_ns: std::sync::atomic::AtomicI64,
@@ -31,6 +35,31 @@ impl SpikeFlag {
         self.hit.load(Acquire).then(|| (self.index.load(Acquire), self.at_ns.load(Acquire), self.value_ns.load(Acquire)))
     }
 }
+
+/// A spike threshold and the flag to raise, as a probe configuration carries it (not
+/// serialized: it lives only in this process; a role in another process gets none).
+#[derive(Clone, Debug)]
+pub struct SpikeHook {
+    pub threshold_ns: i64,
+    pub flag: std::sync::Arc<SpikeFlag>,
+    /// Which stream this recorder feeds (reported with the spike).
+    pub source: u32,
+}
+
+impl SpikeHook {
+    /// The same flag and threshold, for stream `source`.
+    pub fn for_source(&self, source: u32) -> SpikeHook {
+        SpikeHook { source, ..self.clone() }
+    }
+}
+
+impl PartialEq for SpikeHook {
+    fn eq(&self, o: &SpikeHook) -> bool {
+        self.threshold_ns == o.threshold_ns && self.source == o.source && std::sync::Arc::ptr_eq(&self.flag, &o.flag)
+    }
+}
+
+impl Eq for SpikeHook {}
 
 /// What a sink tells the engine after a sample.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,9 +103,12 @@ pub struct Recorder {
     pub missed: u64,
     pub overruns: u64,
     pub us_histogram: Option<UsHistogram>,
+    /// CLOCK_MONOTONIC instant of `at_ns` = 0, set by the probe before its loop (aligns the
+    /// windows with kernel counters and traces).
+    pub origin_monotonic_ns: Option<i64>,
     raw: Option<RawProducer>,
     max_samples: Option<u64>,
-    spike: Option<(i64, std::sync::Arc<SpikeFlag>)>,
+    spike: Option<(i64, std::sync::Arc<SpikeFlag>, u32)>,
 }
 
 impl Recorder {
@@ -89,6 +121,7 @@ impl Recorder {
             missed: 0,
             overruns: 0,
             us_histogram: cfg.us_histogram_buckets.map(UsHistogram::new),
+            origin_monotonic_ns: None,
             raw,
             max_samples: cfg.max_samples,
             spike: None,
@@ -97,7 +130,15 @@ impl Recorder {
 
     /// Raise `flag` on the first sample above `cfg.spike_threshold_ns` (no-op without a threshold).
     pub fn with_spike(mut self, cfg: &RecorderConfig, flag: std::sync::Arc<SpikeFlag>) -> Self {
-        self.spike = cfg.spike_threshold_ns.map(|t| (t, flag));
+        self.spike = cfg.spike_threshold_ns.map(|t| (t, flag, 0));
+        self
+    }
+
+    /// Raise the hook's flag on the first sample above its threshold (None: no-op).
+    pub fn with_hook(mut self, hook: Option<&SpikeHook>) -> Self {
+        if let Some(h) = hook {
+            self.spike = Some((h.threshold_ns, h.flag.clone(), h.source));
+        }
         self
     }
 
@@ -129,9 +170,10 @@ impl Sink for Recorder {
         if let Some(r) = self.raw.as_ref() {
             r.push(RawSample { index, at_ns, value_ns });
         }
-        if let Some((threshold, flag)) = self.spike.as_ref() {
-            if value_ns > *threshold && !flag.hit.load(std::sync::atomic::Ordering::Relaxed) {
-                use std::sync::atomic::Ordering::Release;
+        if let Some((threshold, flag, source)) = self.spike.as_ref() {
+            use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+            if value_ns > *threshold && !flag.hit.load(Relaxed) && flag.claimed.compare_exchange(false, true, Acquire, Relaxed).is_ok() {
+                flag.source.store(*source, Release);
                 flag.index.store(index, Release);
                 flag.at_ns.store(at_ns, Release);
                 flag.value_ns.store(value_ns, Release);

@@ -230,10 +230,8 @@ pub fn run_with_spike(
             us_histogram_buckets: cfg.histogram_us_buckets,
             spike_threshold_ns: spike.as_ref().map(|s| s.0),
         };
-        let mut latency = match &spike {
-            Some((_, flag)) => Recorder::new(&rc, raw).with_spike(&rc, flag.clone()),
-            None => Recorder::new(&rc, raw),
-        };
+        let hook = spike.as_ref().map(|(t, flag)| rtlab_core::sink::SpikeHook { threshold_ns: *t, flag: flag.clone(), source: i as u32 });
+        let mut latency = Recorder::new(&rc, raw).with_hook(hook.as_ref());
         let jrc = RecorderConfig { max_samples: None, us_histogram_buckets: None, spike_threshold_ns: None, ..rc.clone() };
         let mut jitter = Recorder::new(&jrc, None);
         let spec = ThreadSpec {
@@ -254,6 +252,8 @@ pub fn run_with_spike(
             let cpus_seen = current_affinity();
             let mut clock = MonotonicClock;
             let start = rtlab_sys::clock::monotonic_ns();
+            latency.origin_monotonic_ns = Some(start);
+            jitter.origin_monotonic_ns = Some(start);
             let end = run_loop(&mut clock, sched, start, &mut latency, &mut jitter, &stop, &prog);
             TimerThreadResult { config: thread_cfg, latency, jitter, end, policy_seen, cpus_seen }
         });
@@ -398,6 +398,7 @@ impl TimerOutcome {
                 windows,
                 raw_file: None,
                 raw_dropped: None,
+                start_monotonic_ns: self.threads.iter().filter_map(|t| t.latency.origin_monotonic_ns).min(),
             });
         }
         out

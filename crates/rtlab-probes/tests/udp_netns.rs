@@ -55,6 +55,7 @@ fn ping_cfg(p: &NetnsPair, to: String, count: u64, socket: SocketConfig) -> UdpP
         rt: rt(),
         socket,
         preflight_ns: 2_000_000_000,
+        spike: None,
     }
 }
 

@@ -204,6 +204,10 @@ pub struct PubsubConfig {
     /// Middleware threads (by name) given their own SCHED_FIFO priority (S3: DDS 70-80).
     #[serde(default)]
     pub thread_priorities: Vec<ThreadPriority>,
+    /// Raise this flag on the first sample above its threshold (`--trace-on-spike`):
+    /// receivers in this process only (roundtrip pong receivers, `--in-process` subscribers).
+    #[serde(skip)]
+    pub spike: Option<rtlab_core::sink::SpikeHook>,
 }
 
 /// A middleware thread, named as in /proc/<pid>/task/<tid>/comm (prefix match, e.g. `recv`,
@@ -313,6 +317,10 @@ pub struct RoleConfig {
     pub mlockall: bool,
     #[serde(default)]
     pub thread_priorities: Vec<ThreadPriority>,
+    /// Raise this flag on the first sample above its threshold; in this process only (a
+    /// role process gets none).
+    #[serde(skip)]
+    pub spike: Option<rtlab_core::sink::SpikeHook>,
 }
 
 /// What a receiver measured and counted (sent from role processes as JSON).
@@ -601,6 +609,7 @@ impl CaseSetup<'_> {
             rt: cfg.rt.clone(),
             mlockall: cfg.mlockall,
             thread_priorities: cfg.thread_priorities.clone(),
+            spike: cfg.spike.clone(),
         }
     }
 
@@ -917,7 +926,8 @@ pub fn receive_loop(mut sub: Box<dyn Subscriber>, rc: &RoleConfig, stop: &Atomic
             spike_threshold_ns: None,
         },
         None,
-    );
+    )
+    .with_hook(rc.spike.as_ref());
     let mut track = SeqTracker::new();
     let (mut late, mut malformed, mut warm) = (0u64, 0u64, false);
     let mut t0: Option<i64> = None;
@@ -952,7 +962,10 @@ pub fn receive_loop(mut sub: Box<dyn Subscriber>, rc: &RoleConfig, stop: &Atomic
             late += 1;
             continue;
         }
-        let start = *t0.get_or_insert(r.stamp_ns);
+        let start = *t0.get_or_insert_with(|| {
+            rec.origin_monotonic_ns = Some(r.stamp_ns);
+            r.stamp_ns
+        });
         rec.record(r.seq, now - start, latency);
     }
     drop(sub);

@@ -43,6 +43,7 @@ pub fn config(kind: TransportKind, mode: Mode, subscribers: Vec<usize>, in_proce
         window_ns: 1_000_000_000,
         mlockall: false,
         thread_priorities: Vec::new(),
+        spike: None,
     }
 }
 

@@ -197,10 +197,51 @@ fn case_html(run: &Run, c: &CaseRecord) -> String {
         }
         o.push_str("</div>\n");
     }
-    if c.spike_evidence.is_some() {
+    if let Some(ev) = &d.evidence {
+        o.push_str(&evidence_html(ev, headline(c)));
+    } else if c.spike_evidence.is_some() {
         o.push_str("<p class=\"env\">Spike evidence is stored with this case (see <code>rtlab export --format json</code>).</p>\n");
     }
     o.push_str("</div>\n");
+    o
+}
+
+/// The spike's explanation and the worst windows of the headline stream with what the
+/// kernel counted in each (the counters follow the stream's window grid).
+fn evidence_html(ev: &rtlab_core::evidence::Evidence, h: Option<&rtlab_core::schema::Stream>) -> String {
+    let mut o = String::new();
+    if let Some(sp) = &ev.spike {
+        match (sp.index, sp.value_ns) {
+            (Some(i), Some(v)) => {
+                let _ = write!(o, "<p class=\"env\">Spike (first sample above {} us): sample {i}, {} us", rtlab_core::units::us_1(sp.threshold_ns), rtlab_core::units::us_1(v));
+                if let Some(f) = &sp.trace_file {
+                    let _ = write!(o, "; trace <code>{}</code>", esc(f));
+                }
+                o.push_str("</p>\n<ul class=\"env\">");
+                for l in &sp.attribution {
+                    let _ = write!(o, "<li>{}</li>", esc(l));
+                }
+                o.push_str("</ul>\n");
+            }
+            _ => {
+                let _ = writeln!(o, "<p class=\"env\">Spike tracing armed at {} us: no sample crossed it.</p>", rtlab_core::units::us_1(sp.threshold_ns));
+            }
+        }
+    }
+    if let (Some(cn), Some(h)) = (&ev.counters, h) {
+        let worst = cn.worst(&h.windows, 3);
+        if !worst.is_empty() && worst.iter().any(|w| w.2.is_some()) {
+            let _ = write!(o, "<p class=\"env\">Worst windows of {} and what the kernel did in them:</p><ul class=\"env\">", esc(&h.name));
+            for (i, max, k) in worst {
+                let what = k.map(|k| k.describe()).unwrap_or_else(|| "no counters for this window".into());
+                let _ = write!(o, "<li>window {i}: max {} us; {}</li>", rtlab_core::units::us_1(max), esc(&what));
+            }
+            o.push_str("</ul>\n");
+        }
+    }
+    for n in &ev.notes {
+        let _ = writeln!(o, "<p class=\"env\">Note: {}</p>", esc(n));
+    }
     o
 }
 

@@ -80,3 +80,23 @@ fn html_report_structure() {
     // warnings on every measured case
     assert_eq!(h.matches("<ul class=\"warn\">").count() + h.matches("Warnings: none").count(), measured);
 }
+
+#[test]
+fn html_shows_the_spike_and_the_worst_windows_with_their_counters() {
+    use rtlab_core::evidence::{Evidence, KernelCounters, SpikeEvidence, WindowCounters};
+    let mut run = fixture::run();
+    let doc = run.cases[5].document.as_mut().unwrap();
+    let w = &doc.streams[0].windows;
+    let worst = w.max_ns.iter().enumerate().max_by_key(|(_, m)| **m).map(|(i, _)| i).unwrap();
+    let windows = (0..w.max_ns.len()).map(|i| KernelCounters { net_rx: vec![0, if i == worst { 777 } else { 1 }], context_switches: 5, ..Default::default() }).collect();
+    doc.evidence = Some(Evidence {
+        counters: Some(WindowCounters { width_ns: w.width_ns, start_monotonic_ns: None, resolution_ns: w.width_ns / 8, windows, last_partial: false }),
+        spike: Some(SpikeEvidence { threshold_ns: 500_000, index: Some(3), at_ns: Some(3_000_000), value_ns: Some(812_000), attribution: vec!["preempted by pid 812 (rustc, kernel prio 120) for 4.7 ms".into()], ..Default::default() }),
+        notes: vec!["no timerlat <here>".into()],
+    });
+    let h = rtlab_report::render_html(std::slice::from_ref(&run));
+    assert!(h.contains("Spike (first sample above 500.0 us): sample 3, 812.0 us"), "the spike");
+    assert!(h.contains("<li>preempted by pid 812 (rustc, kernel prio 120) for 4.7 ms</li>"));
+    assert!(h.contains(&format!("<li>window {worst}: max ")) && h.contains("NET_RX 777 (CPU 1: 777)"), "the worst window carries its counters");
+    assert!(h.contains("Note: no timerlat &lt;here&gt;"), "notes are escaped");
+}

@@ -18,6 +18,7 @@
 
 pub mod export;
 
+use rtlab_core::evidence::{Evidence, KernelCounters, WindowCounters};
 use rtlab_core::histogram::{HistogramBucket, HistogramData};
 use rtlab_core::run::{CaseRecord, CaseStatus, Published, Run, RunInfo, RunStatus, RunSummary};
 use rtlab_core::schema::{Environment, ResultDocument, Stream, ToolInfo, Warning};
@@ -163,6 +164,32 @@ CREATE TABLE raw_samples (
 );
 CREATE INDEX raw_samples_stream ON raw_samples(stream_id);
 CREATE INDEX cases_run ON cases(run_id);
+"#,
+    // 1 -> 2: spike evidence of result documents (schema 2): the kernel counters per window,
+    // aligned with the streams' windows (per-CPU values as JSON arrays, index = CPU), and
+    // the rest (width, spike capture, notes) as JSON.
+    r#"
+CREATE TABLE evidence (
+    case_id INTEGER PRIMARY KEY REFERENCES cases(id),
+    counters_width_ns INTEGER,           -- NULL: no counters were sampled
+    counters_start_monotonic_ns INTEGER, -- the grid's origin (NULL: the sampling's own start)
+    counters_resolution_ns INTEGER,
+    last_partial INTEGER NOT NULL,
+    spike TEXT,                          -- JSON (SpikeEvidence)
+    notes TEXT NOT NULL                  -- JSON array
+);
+ALTER TABLE statistics ADD COLUMN start_monotonic_ns INTEGER;
+CREATE TABLE window_counters (
+    case_id INTEGER NOT NULL REFERENCES cases(id),
+    idx INTEGER NOT NULL,
+    context_switches INTEGER NOT NULL,
+    net_rx TEXT NOT NULL,
+    timer TEXT NOT NULL,
+    interrupts TEXT NOT NULL,
+    ksoftirqd_ns TEXT NOT NULL,
+    steal_ticks TEXT NOT NULL,
+    PRIMARY KEY (case_id, idx)
+);
 "#,
 ];
 
@@ -346,6 +373,9 @@ impl Store {
             for (pos, s) in d.streams.iter().enumerate() {
                 insert_stream(&tx, case_id, pos, s).map_err(e)?;
             }
+            if let Some(ev) = &d.evidence {
+                insert_evidence(&tx, case_id, ev).map_err(e)?;
+            }
         }
         tx.commit().map_err(e)?;
         Ok(())
@@ -522,6 +552,7 @@ impl Store {
             }
         }
         let streams = self.load_streams(cid)?;
+        let evidence = self.load_evidence(cid)?;
         Ok(ResultDocument {
             schema_version,
             tool: ToolInfo { name: tool_name, version: tool_version },
@@ -534,7 +565,48 @@ impl Store {
             config: self.parse(&config)?,
             streams,
             warnings,
+            evidence,
         })
+    }
+
+    fn load_evidence(&self, cid: i64) -> Result<Option<Evidence>> {
+        type EvRow = (Option<i64>, Option<i64>, Option<i64>, bool, Option<String>, String);
+        let row: Option<EvRow> = self
+            .conn
+            .query_row(
+                "SELECT counters_width_ns, counters_start_monotonic_ns, counters_resolution_ns, last_partial, spike, notes FROM evidence WHERE case_id = ?1",
+                [cid],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let Some((width, start_monotonic_ns, resolution, last_partial, spike, notes)) = row else { return Ok(None) };
+        let counters = match width {
+            None => None,
+            Some(width_ns) => {
+                let mut st = self
+                    .conn
+                    .prepare("SELECT context_switches, net_rx, timer, interrupts, ksoftirqd_ns, steal_ticks FROM window_counters WHERE case_id = ?1 ORDER BY idx")
+                    .map_err(|e| self.err(e))?;
+                let rows = st
+                    .query_map([cid], |r| Ok((r.get::<_, u64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?, r.get::<_, String>(5)?)))
+                    .map_err(|e| self.err(e))?;
+                let mut windows = Vec::new();
+                for r in rows {
+                    let (context_switches, net_rx, timer, interrupts, ksoftirqd_ns, steal_ticks) = r.map_err(|e| self.err(e))?;
+                    windows.push(KernelCounters {
+                        net_rx: self.parse(&net_rx)?,
+                        timer: self.parse(&timer)?,
+                        interrupts: self.parse(&interrupts)?,
+                        ksoftirqd_ns: self.parse(&ksoftirqd_ns)?,
+                        context_switches,
+                        steal_ticks: self.parse(&steal_ticks)?,
+                    });
+                }
+                Some(WindowCounters { width_ns, start_monotonic_ns, resolution_ns: resolution.unwrap_or(width_ns), windows, last_partial })
+            }
+        };
+        Ok(Some(Evidence { counters, spike: spike.map(|j| self.parse(&j)).transpose()?, notes: self.parse(&notes)? }))
     }
 
     fn load_streams(&self, cid: i64) -> Result<Vec<Stream>> {
@@ -543,7 +615,7 @@ impl Store {
             .prepare(
                 "SELECT id, stream, metric, definition, labels, deadline_ns, count, min_ns, mean_ns, stddev_ns, p50_ns, p90_ns, p99_ns, p99_9_ns, p99_99_ns,
                         max_ns, max_index, max_at_ns, missed, overruns, lost, late, duplicates, out_of_order, malformed, raw_file, raw_dropped,
-                        hist_scheme, hist_exact_below_ns, hist_buckets_per_octave, hist_limit_ns, hist_overflow_high, hist_overflow_low, window_width_ns
+                        hist_scheme, hist_exact_below_ns, hist_buckets_per_octave, hist_limit_ns, hist_overflow_high, hist_overflow_low, window_width_ns, start_monotonic_ns
                  FROM statistics WHERE case_id = ?1 ORDER BY pos",
             )
             .map_err(|e| self.err(e))?;
@@ -579,12 +651,12 @@ impl Store {
                     overflow_low: r.get(32)?,
                     buckets: Vec::new(),
                 };
-                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?, r.get::<_, i64>(5)?, stats, r.get::<_, Option<String>>(25)?, r.get::<_, Option<u64>>(26)?, hist, r.get::<_, i64>(33)?))
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?, r.get::<_, i64>(5)?, stats, r.get::<_, Option<String>>(25)?, r.get::<_, Option<u64>>(26)?, hist, r.get::<_, i64>(33)?, r.get::<_, Option<i64>>(34)?))
             })
             .map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         for row in rows {
-            let (sid, name, metric, definition, labels, deadline_ns, stats, raw_file, raw_dropped, mut histogram, width_ns) = row.map_err(|e| self.err(e))?;
+            let (sid, name, metric, definition, labels, deadline_ns, stats, raw_file, raw_dropped, mut histogram, width_ns, start_monotonic_ns) = row.map_err(|e| self.err(e))?;
             let mut hb = self.conn.prepare_cached("SELECT low_ns, high_ns, count FROM histogram_buckets WHERE stream_id = ?1 ORDER BY pos").map_err(|e| self.err(e))?;
             for b in hb.query_map([sid], |r| Ok(HistogramBucket { low_ns: r.get(0)?, high_ns: r.get(1)?, count: r.get(2)? })).map_err(|e| self.err(e))? {
                 histogram.buckets.push(b.map_err(|e| self.err(e))?);
@@ -596,7 +668,7 @@ impl Store {
                 windows.max_ns.push(m);
                 windows.count.push(c);
             }
-            out.push(Stream { name, metric, definition, labels: self.parse(&labels)?, deadline_ns, stats, histogram, windows, raw_file, raw_dropped });
+            out.push(Stream { name, metric, definition, labels: self.parse(&labels)?, deadline_ns, stats, histogram, windows, raw_file, raw_dropped, start_monotonic_ns });
         }
         Ok(out)
     }
@@ -627,14 +699,29 @@ fn insert_env(tx: &rusqlite::Transaction<'_>, run_id: i64, case_id: Option<i64>,
     Ok(())
 }
 
+fn insert_evidence(tx: &rusqlite::Transaction, case_id: i64, ev: &Evidence) -> rusqlite::Result<()> {
+    let c = ev.counters.as_ref();
+    tx.execute(
+        "INSERT INTO evidence (case_id, counters_width_ns, counters_start_monotonic_ns, counters_resolution_ns, last_partial, spike, notes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![case_id, c.map(|c| c.width_ns), c.and_then(|c| c.start_monotonic_ns), c.map(|c| c.resolution_ns), c.is_some_and(|c| c.last_partial), ev.spike.as_ref().map(json), json(&ev.notes)],
+    )?;
+    for (i, w) in c.map(|c| c.windows.as_slice()).unwrap_or_default().iter().enumerate() {
+        tx.execute(
+            "INSERT INTO window_counters (case_id, idx, context_switches, net_rx, timer, interrupts, ksoftirqd_ns, steal_ticks) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![case_id, i as i64, w.context_switches, json(&w.net_rx), json(&w.timer), json(&w.interrupts), json(&w.ksoftirqd_ns), json(&w.steal_ticks)],
+        )?;
+    }
+    Ok(())
+}
+
 fn insert_stream(tx: &rusqlite::Transaction<'_>, case_id: i64, pos: usize, s: &Stream) -> rusqlite::Result<()> {
     let st = &s.stats;
     let h = &s.histogram;
     tx.execute(
         "INSERT INTO statistics (case_id, pos, stream, metric, definition, labels, deadline_ns, count, min_ns, mean_ns, stddev_ns, p50_ns, p90_ns, p99_ns, p99_9_ns, p99_99_ns,
             max_ns, max_index, max_at_ns, missed, overruns, lost, late, duplicates, out_of_order, malformed, raw_file, raw_dropped,
-            hist_scheme, hist_exact_below_ns, hist_buckets_per_octave, hist_limit_ns, hist_overflow_high, hist_overflow_low, window_width_ns)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35)",
+            hist_scheme, hist_exact_below_ns, hist_buckets_per_octave, hist_limit_ns, hist_overflow_high, hist_overflow_low, window_width_ns, start_monotonic_ns)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36)",
         params![
             case_id,
             pos as i64,
@@ -671,6 +758,7 @@ fn insert_stream(tx: &rusqlite::Transaction<'_>, case_id: i64, pos: usize, s: &S
             h.overflow_high,
             h.overflow_low,
             s.windows.width_ns,
+            s.start_monotonic_ns,
         ],
     )?;
     let sid = tx.last_insert_rowid();

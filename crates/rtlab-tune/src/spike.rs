@@ -22,19 +22,8 @@ use std::time::Duration;
 // ------------------------------------------------------------------ per-window counters
 
 /// Kernel counters at one instant (per CPU where the kernel keeps them per CPU).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Counters {
-    pub net_rx: Vec<u64>,
-    pub timer: Vec<u64>,
-    /// All device and system interrupts per CPU (/proc/interrupts).
-    pub interrupts: Vec<u64>,
-    /// Run time of ksoftirqd/N in ns (/proc/PID/schedstat).
-    pub ksoftirqd_ns: Vec<u64>,
-    /// Context switches of the whole machine (/proc/stat ctxt).
-    pub context_switches: u64,
-    /// Steal time per CPU in USER_HZ ticks (/proc/stat).
-    pub steal_ticks: Vec<u64>,
-}
+pub use rtlab_core::evidence::KernelCounters as Counters;
+use rtlab_core::evidence::SampledCounters;
 
 fn per_cpu_row(text: &str, label: &str) -> Vec<u64> {
     text.lines()
@@ -43,8 +32,19 @@ fn per_cpu_row(text: &str, label: &str) -> Vec<u64> {
         .unwrap_or_default()
 }
 
+/// The ksoftirqd/N threads, by CPU (found once: they live as long as their CPU is online).
+fn ksoftirqd_pids(host: &dyn Host) -> Vec<(usize, i32)> {
+    let mut k: Vec<(usize, i32)> = crate::check::tasks(host).into_iter().filter_map(|(pid, c)| Some((c.strip_prefix("ksoftirqd/")?.parse().ok()?, pid))).collect();
+    k.sort();
+    k
+}
+
 /// Read the counters under `root`.
 pub fn read_counters(host: &dyn Host) -> Counters {
+    read_counters_of(host, &ksoftirqd_pids(host))
+}
+
+fn read_counters_of(host: &dyn Host, ksoftirqd: &[(usize, i32)]) -> Counters {
     let soft = host.read("/proc/softirqs").unwrap_or_default();
     let ints = host.read("/proc/interrupts").unwrap_or_default();
     let ncpu = ints.lines().next().map(|l| l.split_whitespace().count()).unwrap_or(0);
@@ -64,77 +64,74 @@ pub fn read_counters(host: &dyn Host) -> Counters {
         .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
         .map(|l| l.split_whitespace().nth(8).and_then(|v| v.parse().ok()).unwrap_or(0))
         .collect();
-    let mut k: Vec<(usize, u64)> = crate::check::tasks(host)
-        .into_iter()
-        .filter_map(|(pid, c)| {
-            let cpu = c.strip_prefix("ksoftirqd/")?.parse().ok()?;
-            let ns = host.read(&format!("/proc/{pid}/schedstat")).ok()?.split_whitespace().next()?.parse().ok()?;
-            Some((cpu, ns))
-        })
+    let ksoftirqd_ns = ksoftirqd
+        .iter()
+        .map(|(_, pid)| host.read(&format!("/proc/{pid}/schedstat")).ok().and_then(|s| s.split_whitespace().next()?.parse().ok()).unwrap_or(0))
         .collect();
-    k.sort();
-    Counters {
-        net_rx: per_cpu_row(&soft, "NET_RX:"),
-        timer: per_cpu_row(&soft, "TIMER:"),
-        interrupts,
-        ksoftirqd_ns: k.into_iter().map(|(_, ns)| ns).collect(),
-        context_switches,
-        steal_ticks,
-    }
+    Counters { net_rx: per_cpu_row(&soft, "NET_RX:"), timer: per_cpu_row(&soft, "TIMER:"), interrupts, ksoftirqd_ns, context_switches, steal_ticks }
 }
 
-impl Counters {
-    /// What happened between `self` (earlier) and `later`.
-    pub fn delta(&self, later: &Counters) -> Counters {
-        let d = |a: &[u64], b: &[u64]| a.iter().zip(b).map(|(x, y)| y.saturating_sub(*x)).collect();
-        Counters {
-            net_rx: d(&self.net_rx, &later.net_rx),
-            timer: d(&self.timer, &later.timer),
-            interrupts: d(&self.interrupts, &later.interrupts),
-            ksoftirqd_ns: d(&self.ksoftirqd_ns, &later.ksoftirqd_ns),
-            context_switches: later.context_switches.saturating_sub(self.context_switches),
-            steal_ticks: d(&self.steal_ticks, &later.steal_ticks),
-        }
-    }
+/// The shortest sampling period: reading the counters costs ~100 us of one CPU; at most
+/// 100 times a second.
+pub const MIN_SAMPLE_PERIOD_NS: i64 = 10_000_000;
+
+/// The sampling period for probe windows of `window_ns`: an eighth of the window (so a
+/// window's counters are off by at most 1/16 of a window at each end), never below
+/// [`MIN_SAMPLE_PERIOD_NS`].
+pub fn sample_period(window_ns: i64) -> i64 {
+    (window_ns / 8).max(MIN_SAMPLE_PERIOD_NS)
 }
 
-/// Samples the counters once per window on its own thread (never the measuring one);
-/// window k covers [k*window, (k+1)*window) from `start`, like the per-window maxima.
+/// Samples the counters once per period on its own thread (never a measuring one), with
+/// CLOCK_MONOTONIC times, so they can be aligned with any stream's windows afterwards
+/// ([`SampledCounters::align`]). The thread allocates (it is not a measuring loop) but keeps
+/// at most `max_periods` (merging neighbours beyond).
 pub struct CounterSampler {
-    handle: Option<std::thread::JoinHandle<Vec<Counters>>>,
+    handle: Option<std::thread::JoinHandle<SampledCounters>>,
     stop: Arc<AtomicBool>,
 }
 
 impl CounterSampler {
-    pub fn start(window: Duration, max_windows: usize) -> CounterSampler {
+    pub fn start(period: Duration, max_periods: usize) -> CounterSampler {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
+        let period_ns = period.as_nanos() as i64;
         let handle = std::thread::Builder::new()
             .name("rtlab-counters".into())
             .spawn(move || {
+                // never compete with the probe: a profile may have made the process FIFO
+                let _ = rtlab_sys::sched::set_current_policy(rtlab_sys::sched::Policy::Other, 0);
                 let host = crate::host::RealHost::new();
-                let t0 = std::time::Instant::now();
-                let mut prev = read_counters(&host);
-                let mut out = Vec::new();
-                let mut k = 1u32;
-                while !s.load(Ordering::Relaxed) && out.len() < max_windows {
-                    let due = t0 + window * k;
-                    while std::time::Instant::now() < due && !s.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(5).min(due.saturating_duration_since(std::time::Instant::now())));
+                let pids = ksoftirqd_pids(&host);
+                let mut prev = read_counters_of(&host, &pids);
+                let t0 = rtlab_sys::clock::monotonic_ns();
+                let mut out = SampledCounters::new(period_ns, t0);
+                // the grid stays at the first period even when the list merges neighbours
+                let mut k = 1i64;
+                loop {
+                    let due = t0 + k * period_ns;
+                    let mut now = rtlab_sys::clock::monotonic_ns();
+                    while now < due && !s.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_nanos((due - now).min(5_000_000) as u64));
+                        now = rtlab_sys::clock::monotonic_ns();
                     }
-                    let now = read_counters(&host);
-                    out.push(prev.delta(&now));
-                    prev = now;
+                    let cut_short = now < due;
+                    let c = read_counters_of(&host, &pids);
+                    out.push(prev.delta(&c), max_periods);
+                    prev = c;
                     k += 1;
+                    if s.load(Ordering::Relaxed) {
+                        out.finish(cut_short);
+                        return out;
+                    }
                 }
-                out
             })
             .expect("spawn the counter sampler");
         CounterSampler { handle: Some(handle), stop }
     }
 
-    /// Stop and return one delta per window (the last one possibly partial).
-    pub fn stop(mut self) -> Vec<Counters> {
+    /// Stop and return the counters per period (the last one cut short by the stop).
+    pub fn stop(mut self) -> SampledCounters {
         self.stop.store(true, Ordering::Relaxed);
         self.handle.take().and_then(|h| h.join().ok()).unwrap_or_default()
     }
@@ -169,6 +166,9 @@ pub struct SpikeTracer<'h> {
 /// What the tracer found around a spike.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct SpikeCapture {
+    /// Which stream crossed the threshold (the probe's hook source).
+    #[serde(default)]
+    pub source: u32,
     pub index: u64,
     pub at_ns: i64,
     pub value_ns: i64,
@@ -196,15 +196,9 @@ impl<'h> SpikeTracer<'h> {
             }
         }
         let mut notes = Vec::new();
-        let tracers = host.read(&format!("{dir}/available_tracers")).unwrap_or_default();
-        let rtla = crate::load::which("rtla").is_some();
-        match (tracers.split_whitespace().any(|t| t == "timerlat"), rtla) {
-            (false, _) => notes.push(format!(
-                "no timerlat tracer in this kernel (CONFIG_TIMERLAT_TRACER){}: rtla timerlat cannot run; using sched/irq/softirq events",
-                if rtla { "" } else { " and rtla is not installed (Debian package rtla)" }
-            )),
-            (true, false) => notes.push("the kernel has timerlat but rtla is not installed (Debian package rtla): using sched/irq/softirq events".into()),
-            (true, true) => notes.push("timerlat and rtla are available: `rtla timerlat top` gives the kernel's own IRQ/thread latency split".into()),
+        match crate::timerlat::detect(host).missing() {
+            Some(why) => notes.push(format!("{why}; the spike is explained from sched/irq/softirq events alone")),
+            None => notes.push("timerlat and rtla are available: `rtla timerlat top` runs alongside and gives the kernel's own IRQ/thread latency split".into()),
         }
         let w = |session: &mut Session, p: String, v: &str| session.apply(&Action::WriteFile { path: p, value: v.into() });
         w(&mut session, format!("{dir}/tracing_on"), "0")?;
@@ -226,6 +220,12 @@ impl<'h> SpikeTracer<'h> {
         Ok(SpikeTracer { session, dir: host.path(&dir), notes })
     }
 
+    /// Journal and make one more change in the tracer's session (undone with the rest),
+    /// e.g. [`crate::timerlat::leftover_cleanup_action`] before starting rtla.
+    pub fn journal(&mut self, a: &Action) -> Result<String, String> {
+        self.session.apply(a)
+    }
+
     /// The real tracefs directory.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -239,6 +239,8 @@ impl<'h> SpikeTracer<'h> {
         std::thread::Builder::new()
             .name("rtlab-spikewatch".into())
             .spawn(move || {
+                // never compete with the probe: a profile may have made the process FIFO
+                let _ = rtlab_sys::sched::set_current_policy(rtlab_sys::sched::Policy::Other, 0);
                 loop {
                     if let Some((index, at_ns, value_ns)) = flag.get() {
                         let _ = std::fs::write(dir.join("trace_marker"), format!("rtlab spike: sample {index} late by {value_ns} ns"));
@@ -252,7 +254,8 @@ impl<'h> SpikeTracer<'h> {
                             }
                         }
                         let attribution = attribute(&parse_trace(&text), &victim, value_ns);
-                        return Some(SpikeCapture { index, at_ns, value_ns, trace_file, attribution });
+                        let source = flag.source.load(Ordering::Acquire);
+                        return Some(SpikeCapture { source, index, at_ns, value_ns, trace_file, attribution });
                     }
                     if stop.load(Ordering::Relaxed) {
                         return None;
@@ -340,6 +343,12 @@ fn ms(ns: u64) -> String {
     }
 }
 
+/// Whether `comm` is one of the probe's threads: `victim` is a comm prefix, or several
+/// separated by `|` (`rtlab-pong|rtlab-sub`: a round trip's receivers and echoes).
+fn is_victim(comm: &str, victim: &str) -> bool {
+    victim.split('|').any(|v| !v.is_empty() && comm.starts_with(v))
+}
+
 /// Explain the worst wake-up of the threads whose comm starts with `victim`: who ran on its
 /// CPU between its wake-up and the moment it ran, which softirqs and IRQs ran there.
 pub fn attribute(events: &[Event], victim: &str, spike_ns: i64) -> Vec<String> {
@@ -348,13 +357,20 @@ pub fn attribute(events: &[Event], victim: &str, spike_ns: i64) -> Vec<String> {
     let mut worst: Option<(u64, u64, usize, i32, String)> = None; // (wake ts, run ts, cpu, pid, comm)
     for e in events {
         match e.name.as_str() {
-            "sched_wakeup" if field(&e.fields, "comm").is_some_and(|c| c.starts_with(victim)) => {
+            "sched_wakeup" if field(&e.fields, "comm").is_some_and(|c| is_victim(c, victim)) => {
                 let pid = field(&e.fields, "pid").and_then(|p| p.parse().ok()).unwrap_or(-1);
                 let cpu = field(&e.fields, "target_cpu").and_then(|c| c.parse().ok()).unwrap_or(e.cpu);
                 woken.insert(pid, (e.ts_ns, cpu));
             }
-            "sched_switch" if field(&e.fields, "next_comm").is_some_and(|c| c.starts_with(victim)) => {
-                let pid = field(&e.fields, "next_pid").and_then(|p| p.parse().ok()).unwrap_or(-1);
+            // the woken thread ran: its switch-in, or (when the trace lacks that switch, as
+            // seen after an idle wake-up here) the first event in its own context
+            name if (name == "sched_switch" && field(&e.fields, "next_comm").is_some_and(|c| is_victim(c, victim))) || (name != "sched_wakeup" && woken.contains_key(&e.pid)) => {
+                let switched_in = name == "sched_switch" && field(&e.fields, "next_comm").is_some_and(|c| is_victim(c, victim));
+                let (pid, comm) = if switched_in {
+                    (field(&e.fields, "next_pid").and_then(|p| p.parse().ok()).unwrap_or(-1), field(&e.fields, "next_comm").unwrap_or("").to_string())
+                } else {
+                    (e.pid, e.comm.clone())
+                };
                 if let Some((w, _)) = woken.remove(&pid) {
                     let gap = e.ts_ns.saturating_sub(w);
                     let better = match &worst {
@@ -362,7 +378,7 @@ pub fn attribute(events: &[Event], victim: &str, spike_ns: i64) -> Vec<String> {
                         Some(x) => gap > x.1 - x.0,
                     };
                     if better {
-                        worst = Some((w, e.ts_ns, e.cpu, pid, field(&e.fields, "next_comm").unwrap_or("").to_string()));
+                        worst = Some((w, e.ts_ns, e.cpu, pid, comm));
                     }
                 }
             }
@@ -370,7 +386,8 @@ pub fn attribute(events: &[Event], victim: &str, spike_ns: i64) -> Vec<String> {
         }
     }
     let Some((w, r, cpu, pid, comm)) = worst else {
-        return vec![format!("no wake-up of '{victim}*' threads in the trace (the buffer may have wrapped, or the spike happened before the trace started)")];
+        let names = victim.split('|').map(|v| format!("{v}*")).collect::<Vec<_>>().join("', '");
+        return vec![format!("no wake-up of '{names}' threads in the trace (the buffer may have wrapped, or the spike happened before the trace started)")];
     };
     let gap = r - w;
     let mut lines = vec![format!("{comm} (pid {pid}) on CPU {cpu}: woken at {:.6} s, ran {} later", w as f64 / 1e9, ms(gap))];
@@ -432,7 +449,7 @@ pub fn attribute(events: &[Event], victim: &str, spike_ns: i64) -> Vec<String> {
         let e = merged.entry(p).or_insert(((p, names.get(&p).cloned().unwrap_or(c), pr), 0));
         e.1 += ns;
     }
-    let mut held: Vec<_> = merged.into_values().filter(|((p, c, _), _)| *p != pid && !c.starts_with(victim)).collect();
+    let mut held: Vec<_> = merged.into_values().filter(|((p, c, _), _)| *p != pid && !is_victim(c, victim)).collect();
     held.sort_by_key(|b| std::cmp::Reverse(b.1));
     for ((p, c, prio), ns) in held.iter().take(3) {
         let what = if *p == 0 { "the idle task held the CPU (a wake-up to a sleeping CPU: C-state exit or a host delay)".to_string() } else { format!("preempted by pid {p} ({c}, kernel prio {prio}) for {}", ms(*ns)) };
@@ -533,6 +550,23 @@ mod tests {
 ";
         let a = attribute(&parse_trace(t), "rtlab-timer", 20_000_000);
         assert!(a.iter().any(|l| l == "preempted by pid 950 (rtlab-hog, kernel prio 9) for 19.0 ms"), "{a:?}");
+    }
+
+    #[test]
+    fn a_missing_switch_in_is_taken_from_the_victims_next_event() {
+        // seen here: after an idle wake-up the trace has no sched_switch into the victim
+        let t = "          <idle>-0       [001] dNh4.   300.000000: sched_wakeup: comm=rtlab-timer0 pid=900 prio=19 target_cpu=001
+    rtlab-timer0-900     [001] d..2.   300.000015: sched_switch: prev_comm=rtlab-timer0 prev_pid=900 prev_prio=19 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+";
+        let a = attribute(&parse_trace(t), "rtlab-timer", 20_000);
+        assert!(a[0].starts_with("rtlab-timer0 (pid 900) on CPU 1") && a[0].contains("ran 15 us later"), "{a:?}");
+    }
+
+    #[test]
+    fn several_thread_names_can_be_explained() {
+        let a = attribute(&parse_trace(TRACE), "rtlab-pong|rtlab-timer", 8_100_000);
+        assert!(a[0].starts_with("rtlab-timer0 (pid 900)"), "{a:?}");
+        assert!(is_victim("rtlab-sub3", "rtlab-pong|rtlab-sub") && !is_victim("rtlab-spikewatch", "rtlab-pong|rtlab-sub") && !is_victim("x", ""));
     }
 
     #[test]

@@ -70,8 +70,11 @@ fn spike_root_a_fifo_hog_is_found_in_the_attribution() {
     assert!(report.is_clean(), "{:?}", report.failed);
     let diff = before.diff(&snapshot::take(&host, None));
     assert!(diff.is_empty(), "tracefs not restored:\n{}", diff.join("\n"));
-    assert!(!windows.is_empty(), "the counters were sampled");
-    assert_eq!(windows[0].interrupts.len(), online.len());
+    assert!(!windows.deltas.is_empty(), "the counters were sampled");
+    assert_eq!(windows.period_ns, 100_000_000);
+    assert_eq!(windows.deltas[0].interrupts.len(), online.len());
+    // the hog ran 20 ms at FIFO on `cpu`: the context switches it caused are counted
+    assert!(windows.deltas.iter().map(|w| w.context_switches).sum::<u64>() > 0);
     assert_eq!(read_counters(&host).net_rx.len(), online.len());
     assert!(notes.iter().any(|n| n.contains("timerlat")) || std::fs::read_to_string("/sys/kernel/tracing/available_tracers").unwrap_or_default().contains("timerlat"));
 

@@ -126,7 +126,33 @@ pub struct TimerArgs {
     /// Print nothing but errors (the JSON still goes where --json says).
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    #[command(flatten)]
+    pub evidence: EvidenceArgs,
+}
+
+/// Spike evidence flags every probe takes.
+#[derive(Args, Debug, Clone, Default)]
+pub struct EvidenceArgs {
     /// Arm ftrace and explain the first sample above THRESHOLD (e.g. 500us): who held the CPU, which softirqs and IRQs ran (root).
     #[arg(long, value_name = "THRESHOLD")]
     pub trace_on_spike: Option<String>,
+    /// Do not sample the kernel's counters per window (softirqs, interrupts, ksoftirqd, context switches, steal).
+    #[arg(long)]
+    pub no_counters: bool,
+}
+
+impl EvidenceArgs {
+    /// The options, with the probe's window and measuring-thread name prefix.
+    pub fn options(&self, window_ns: i64, victim: &str) -> anyhow::Result<crate::evidence::EvidenceOptions> {
+        let mut o = crate::evidence::EvidenceOptions::new(window_ns, victim);
+        o.counters = !self.no_counters;
+        if let Some(t) = &self.trace_on_spike {
+            let ns = crate::cmd::duration_flag("--trace-on-spike", t)?;
+            if ns <= 0 {
+                anyhow::bail!("--trace-on-spike {t}: must be above zero");
+            }
+            o.trace_on_spike_ns = Some(ns);
+        }
+        Ok(o)
+    }
 }

@@ -19,6 +19,7 @@ pub fn new_document(probe: &str, started: std::time::SystemTime, environment: En
         config,
         streams: Vec::<Stream>::new(),
         warnings: Vec::<Warning>::new(),
+        evidence: None,
     }
 }
 

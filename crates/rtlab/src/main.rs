@@ -8,6 +8,7 @@
 mod cli;
 mod cmd;
 mod document;
+mod evidence;
 mod progress;
 mod executor;
 mod runner;

@@ -61,3 +61,42 @@ fn a_small_matrix_runs_and_every_case_is_kept() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("timer/idle/rt-normal/interval=200us"));
 }
+
+#[test]
+fn root_a_scenario_arms_the_tracer_per_case_and_keeps_the_evidence() {
+    if !is_root() {
+        eprintln!("skipped: needs root (CI runs as root)");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("s.toml");
+    // a threshold of 1 ns: every case's first sample crosses it, so each case has a capture
+    std::fs::write(&f, "name = \"s\"\ncount = 400\ntrace_on_spike = \"1ns\"\nprofiles = [\"rt-normal\"]\n[[probe]]\nkind = \"timer\"\ninterval = \"1ms\"\n[[probe]]\nkind = \"pubsub\"\ntransport = \"udp\"\ncounters = false\nrate = \"1khz\"\ncount = 50\n").unwrap();
+    let db = d.path().join("r/rtlab.db");
+    let o = run(&["run", f.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["export", "latest", "--format", "json", "--db", db.to_str().unwrap(), "-o", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cases = v["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 2);
+    let timer = &cases[0];
+    assert_eq!(timer["status"]["status"], "ok", "{timer}");
+    let ev = &timer["document"]["evidence"];
+    assert_eq!(ev["spike"]["threshold_ns"], 1);
+    assert!(ev["spike"]["value_ns"].is_i64(), "the first sample was caught: {ev}");
+    assert_eq!(timer["spike_evidence"]["threshold_ns"], 1, "the case keeps the capture too");
+    let why = ev["spike"]["attribution"][0].as_str().unwrap();
+    assert!(why.starts_with("rtlab-timer0 (pid "), "the timer thread's wake-up is in the trace: {why}");
+    let trace = ev["spike"]["trace_file"].as_str().expect("a trace was saved");
+    assert!(std::path::Path::new(trace).starts_with(d.path().join("r")), "next to the store: {trace}");
+    // 400 ms of 1 s windows: the counters of one window on the stream's grid
+    assert_eq!(ev["counters"]["windows"].as_array().unwrap().len(), 1, "{ev}");
+    assert_eq!(ev["counters"]["start_monotonic_ns"], timer["document"]["streams"][0]["start_monotonic_ns"]);
+    // pubsub (subscribers in other processes, counters off): no tracer, and the reason
+    let ps = &cases[1];
+    let pev = &ps["document"]["evidence"];
+    assert!(pev["counters"].is_null() && pev["spike"].is_null(), "{pev}");
+    assert!(pev["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("own processes")), "{pev}");
+    assert!(!std::path::Path::new(rtlab_tune::spike::DEFAULT_TRACE_JOURNAL).exists(), "tracefs put back");
+}

@@ -90,7 +90,7 @@ fn json_to_stdout_is_pure_json() {
     let o = run(&["timer", "--loops", "5", "--interval", "100us", "--policy", "other", "--json", "-"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).expect("stdout is one JSON document");
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
 }
 
 #[test]

@@ -21,11 +21,21 @@ const TIMER_KEYS: &[&str] = &[
     "streams[].histogram.buckets[].low_ns", "streams[].histogram.buckets_per_octave", "streams[].histogram.exact_below_ns",
     "streams[].histogram.limit_ns", "streams[].histogram.overflow_high", "streams[].histogram.overflow_low",
     "streams[].histogram.scheme", "streams[].labels.*", "streams[].metric", "streams[].name", "streams[].raw_dropped",
-    "streams[].raw_file", "streams[].stats.count", "streams[].stats.max_at_ns", "streams[].stats.max_index", "streams[].stats.max_ns",
+    "streams[].raw_file", "streams[].start_monotonic_ns", "streams[].stats.count", "streams[].stats.max_at_ns", "streams[].stats.max_index", "streams[].stats.max_ns",
     "streams[].stats.mean_ns", "streams[].stats.min_ns", "streams[].stats.missed", "streams[].stats.overruns", "streams[].stats.p50_ns",
     "streams[].stats.p90_ns", "streams[].stats.p99_99_ns", "streams[].stats.p99_9_ns", "streams[].stats.p99_ns",
     "streams[].stats.stddev_ns", "streams[].windows.count[]", "streams[].windows.max_ns[]", "streams[].windows.width_ns",
     "tool.name", "tool.version", "warnings[].code", "warnings[].message",
+    "evidence.counters.width_ns", "evidence.counters.start_monotonic_ns", "evidence.counters.resolution_ns", "evidence.counters.last_partial",
+    "evidence.counters.windows[].net_rx[]", "evidence.counters.windows[].timer[]", "evidence.counters.windows[].interrupts[]",
+    "evidence.counters.windows[].ksoftirqd_ns[]", "evidence.counters.windows[].context_switches", "evidence.counters.windows[].steal_ticks[]",
+    "evidence.spike", "evidence.notes[]",
+];
+
+/// What `--trace-on-spike` adds (documented with the rest; a real capture is tested in tune_spike_cli.rs).
+const SPIKE_KEYS: &[&str] = &[
+    "evidence.spike.threshold_ns", "evidence.spike.stream", "evidence.spike.index", "evidence.spike.at_ns", "evidence.spike.value_ns", "evidence.spike.trace_file",
+    "evidence.spike.attribution[]", "evidence.spike.timerlat", "evidence.counters",
 ];
 
 /// Counters other probes fill (udp, pubsub); documented with the rest.
@@ -87,7 +97,7 @@ fn the_summary_serializes_every_counter_with_the_design_keys() {
 #[test]
 fn every_locked_key_is_documented() {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/result-schema.md")).unwrap();
-    for k in TIMER_KEYS.iter().chain(COUNTER_KEYS) {
+    for k in TIMER_KEYS.iter().chain(COUNTER_KEYS).chain(SPIKE_KEYS) {
         // environment, config and streams are documented under their full path
         assert!(doc.contains(&format!("`{k}`")), "{k} is not in docs/result-schema.md");
     }

@@ -22,26 +22,21 @@ fn tune_spike_bad_threshold_is_one_line_and_exit_2() {
     }
 }
 
-#[test]
-fn tune_spike_root_timer_names_a_fifo_hog() {
-    if !rtlab_sys::tune_sys::is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
-        return;
-    }
-    let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
-    let cpu = *online.last().unwrap();
+/// Run `args` (plus `--trace-on-spike 5ms --json`), start a SCHED_FIFO 90 hog for 20 ms on
+/// `cpu` once the probe has printed its first line and measured for 0.5 s; return the
+/// terminal text and the document. Checks that tracefs is back as it was found.
+fn with_a_hog(args: &[&str], cpu: usize) -> (String, serde_json::Value) {
+    // one tracer (one trace journal) at a time, and no hog disturbing another test's probe
+    static TRACEFS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = TRACEFS.lock().unwrap_or_else(|e| e.into_inner());
     let host = rtlab_tune::host::RealHost::new();
     let before = rtlab_tune::snapshot::take(&host, None);
-    let mut child = rtlab()
-        .args(["timer", "--cpus", &cpu.to_string(), "--priority", "80", "--duration", "3s", "--trace-on-spike", "5ms"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let json = d.path().join("t.json");
+    let mut child = rtlab().args(args).args(["--trace-on-spike", "5ms", "--json", json.to_str().unwrap()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
     out.read_line(&mut first).unwrap(); // printed once the tracer is armed
-    assert!(first.starts_with("rtlab timer:"), "{first}");
     std::thread::sleep(Duration::from_millis(500));
     let hog = spawn_rt(&ThreadSpec { name: "rtlab-hog".into(), policy: Policy::Fifo, priority: 90, cpus: Some(vec![cpu]), stack_bytes: 256 * 1024 }, || {
         let end = rtlab_sys::clock::monotonic_ns() + 20_000_000;
@@ -51,21 +46,105 @@ fn tune_spike_root_timer_names_a_fifo_hog() {
     })
     .unwrap();
     hog.join().unwrap();
-    let mut text = String::new();
+    let mut text = first;
     out.read_to_string(&mut text).unwrap();
     let status = child.wait().unwrap();
     let mut err = String::new();
     child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     assert_eq!(status.code(), Some(0), "{text}{err}");
-    assert!(text.contains("spike evidence (--trace-on-spike 5000 us)"), "{text}");
-    assert!(text.lines().any(|l| l.contains("preempted by pid ") && l.contains("(rtlab-hog, kernel prio 9) for ")), "the hog is not named:\n{text}");
-    assert!(text.contains("trace saved: "), "{text}");
-    assert!(text.contains("window ") && text.contains("counters: NET_RX"), "{text}");
     let diff = before.diff(&rtlab_tune::snapshot::take(&host, None));
     assert!(diff.is_empty(), "tracefs not restored:\n{}", diff.join("\n"));
     assert!(!std::path::Path::new(rtlab_tune::spike::DEFAULT_TRACE_JOURNAL).exists());
-    // kept when an assertion above fails, for a look
-    if let Some(f) = text.lines().find_map(|l| l.trim().strip_prefix("trace saved: ")) {
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    if let Some(f) = v["evidence"]["spike"]["trace_file"].as_str() {
         let _ = std::fs::remove_file(f);
     }
+    (text, v)
+}
+
+fn names_the_hog(text: &str) -> bool {
+    text.lines().any(|l| l.contains("preempted by pid ") && l.contains("(rtlab-hog, kernel prio 9) for "))
+}
+
+#[test]
+fn tune_spike_root_timer_names_a_fifo_hog() {
+    if !rtlab_sys::tune_sys::is_root() {
+        eprintln!("skipped: needs root (CI runs as root)");
+        return;
+    }
+    let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
+    let cpu = *online.last().unwrap();
+    let (text, v) = with_a_hog(&["timer", "--cpus", &cpu.to_string(), "--priority", "80", "--duration", "3s"], cpu);
+    assert!(text.starts_with("rtlab timer:"), "{text}");
+    assert!(text.contains("spike evidence (--trace-on-spike 5000.0 us)"), "{text}");
+    assert!(names_the_hog(&text), "the hog is not named:\n{text}");
+    assert!(text.contains("trace saved: "), "{text}");
+    assert!(text.contains("worst windows of thread0") && text.contains("; NET_RX "), "{text}");
+    // the document keeps the spike and the counters of every window, on the stream's grid
+    let ev = &v["evidence"];
+    assert!(ev["spike"]["value_ns"].as_i64().unwrap() > 5_000_000, "{ev}");
+    let stream = &v["streams"][0];
+    assert_eq!(ev["counters"]["start_monotonic_ns"], stream["start_monotonic_ns"]);
+    assert_eq!(ev["counters"]["width_ns"], stream["windows"]["width_ns"]);
+    let windows = ev["counters"]["windows"].as_array().unwrap();
+    let n = stream["windows"]["max_ns"].as_array().unwrap().len();
+    assert!(windows.len() + 1 >= n && windows.len() <= n + 1, "{} counter windows for {n} stream windows", windows.len());
+    // the hog's window: the hog and the timer switched in and out there
+    let w = (ev["spike"]["at_ns"].as_i64().unwrap() / stream["windows"]["width_ns"].as_i64().unwrap()) as usize;
+    assert!(windows[w]["context_switches"].as_u64().unwrap() > 0, "{}", windows[w]);
+    assert_eq!(windows[w]["interrupts"].as_array().unwrap().len(), online.len());
+}
+
+#[test]
+fn tune_spike_root_udp_ping_names_a_fifo_hog() {
+    if !rtlab_sys::tune_sys::is_root() {
+        eprintln!("skipped: needs root (CI runs as root)");
+        return;
+    }
+    let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
+    let cpu = *online.last().unwrap();
+    let (text, v) = with_a_hog(&["udp", "ping", "--pair", "--cpus", &cpu.to_string(), "--priority", "80", "--duration", "3s"], cpu);
+    assert!(names_the_hog(&text), "the hog is not named:\n{text}");
+    let ev = &v["evidence"];
+    assert!(ev["spike"]["value_ns"].as_i64().unwrap() > 5_000_000, "{ev}");
+    assert!(ev["spike"]["attribution"][0].as_str().unwrap().starts_with("rtlab-udp-ping (pid "), "{ev}");
+    // held off its CPU, the pinger sends late (slots are skipped, not bunched): the send
+    // lateness crosses first, or a round trip in flight does
+    let stream = ev["spike"]["stream"].as_str().unwrap();
+    assert!(["ping", "ping.send_lateness"].contains(&stream), "{ev}");
+    assert_eq!(ev["counters"]["start_monotonic_ns"], v["streams"][0]["start_monotonic_ns"]);
+}
+
+#[test]
+fn tune_spike_root_pubsub_roundtrip_names_a_fifo_hog() {
+    if !rtlab_sys::tune_sys::is_root() {
+        eprintln!("skipped: needs root (CI runs as root)");
+        return;
+    }
+    let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
+    let cpu = *online.last().unwrap();
+    if online.len() < 2 {
+        eprintln!("skipped: needs two CPUs (the echo held on one, the publisher free on the other)");
+        return;
+    }
+    // slot 0 (the first CPU) is the publisher's, slot 1 the echo's and the pong receiver's:
+    // the hog holds the echo while a ping is in flight, the publisher carries on elsewhere
+    let cpus = format!("{},{cpu}", online[0]);
+    let (text, v) = with_a_hog(&["pubsub", "--transport", "intra", "--mode", "roundtrip", "--rate", "1khz", "--duration", "3s", "--policy", "fifo", "--priority", "80", "--cpus", &cpus], cpu);
+    assert!(names_the_hog(&text), "the hog is not named:\n{text}");
+    assert!(v["evidence"]["spike"]["value_ns"].as_i64().unwrap() > 5_000_000);
+}
+
+#[test]
+fn tune_spike_root_pubsub_subscriber_processes_keep_counters_and_say_why_no_trace() {
+    if !rtlab_sys::tune_sys::is_root() {
+        eprintln!("skipped: needs root (CI runs as root)");
+        return;
+    }
+    let o = rtlab().args(["pubsub", "--transport", "udp", "--rate", "1khz", "--count", "200", "--trace-on-spike", "1ms", "--json", "-"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ev = &v["evidence"];
+    assert!(ev["spike"].is_null() && !ev["counters"]["windows"].as_array().unwrap().is_empty(), "{ev}");
+    assert!(ev["notes"][0].as_str().unwrap().contains("own processes"), "{ev}");
 }

@@ -92,7 +92,7 @@ fn loopback_ping_with_drops_accounts_for_everything_and_writes_the_schema() {
     assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
 
     let d = read_json(&pjson);
-    assert_eq!(d["schema_version"], 1);
+    assert_eq!(d["schema_version"], 2);
     assert_eq!(d["probe"], "udp");
     assert_eq!(d["config"]["role"], "ping");
     assert_eq!(d["config"]["ping"]["payload"], 64);
@@ -112,9 +112,21 @@ fn loopback_ping_with_drops_accounts_for_everything_and_writes_the_schema() {
     assert!(s["labels"]["so_priority"].is_string() && s["labels"]["rcvbuf"].is_string());
     assert_eq!(d["streams"][1]["name"], "ping.send_lateness");
     assert!(d["warnings"].as_array().unwrap().iter().any(|w| w["code"] == "udp-packet-loss"));
+    // the kernel counters, on the ping stream's grid (0.15 s of 1 s windows: one window)
+    let c = &d["evidence"]["counters"];
+    assert_eq!(c["start_monotonic_ns"], s["start_monotonic_ns"]);
+    assert!(s["start_monotonic_ns"].as_i64().unwrap() > 0);
+    assert_eq!(c["width_ns"], 1_000_000_000);
+    let w = c["windows"].as_array().unwrap();
+    assert_eq!(w.len(), 1, "{c}");
+    assert!(c["last_partial"].as_bool().unwrap());
+    // 300 requests and replies over loopback: the ping thread and the reflector switched
+    assert!(w[0]["context_switches"].as_u64().unwrap() > 0, "{c}");
+    assert!(d["evidence"]["spike"].is_null());
 
     let r = read_json(&rjson);
     assert_eq!(r["config"]["role"], "reflect");
+    assert!(r["evidence"].is_null(), "the reflector keeps no evidence");
     let rs = &r["streams"][0];
     assert_eq!(rs["name"], "reflector");
     assert_eq!(rs["metric"], "turnaround");

@@ -87,6 +87,9 @@ pub struct UdpPingConfig {
     pub socket: SocketConfig,
     /// How long the pre-flight check waits for a reflector (0: no check).
     pub preflight_ns: i64,
+    /// Raise this flag on the first round trip above its threshold (`--trace-on-spike`).
+    #[serde(skip)]
+    pub spike: Option<rtlab_core::sink::SpikeHook>,
 }
 
 /// `udp reflect`.
@@ -377,8 +380,9 @@ pub fn ping(cfg: &UdpPingConfig, stop: Arc<AtomicBool>, mut on_progress: impl Fn
         (None, Some(c)) if cfg.mode == PingMode::Periodic => c as i64 * cfg.period_ns,
         _ => 4096 * cfg.window_ns,
     };
-    let mut rtt = recorder(cfg.deadline_ns, cfg.window_ns, span);
-    let mut lateness = recorder(i64::MAX, cfg.window_ns, span);
+    // a late send (the thread held off its CPU) is a spike as much as a slow round trip
+    let mut rtt = recorder(cfg.deadline_ns, cfg.window_ns, span).with_hook(cfg.spike.as_ref());
+    let mut lateness = recorder(i64::MAX, cfg.window_ns, span).with_hook(cfg.spike.as_ref().map(|h| h.for_source(1)).as_ref());
     let mut tx = vec![0u8; cfg.payload];
     wire::write(&mut tx, Kind::Request, run_id, 0, 0);
     wire::fill(&mut tx);
@@ -396,6 +400,8 @@ pub fn ping(cfg: &UdpPingConfig, stop: Arc<AtomicBool>, mut on_progress: impl Fn
         let mut link = UdpLink { sock, timer };
         // the first slot one period from now, so the thread is settled when it comes
         let start = rtlab_sys::clock::monotonic_ns() + if mode == PingMode::Periodic { period } else { 0 };
+        rtt.origin_monotonic_ns = Some(start);
+        lateness.origin_monotonic_ns = Some(start);
         let end = Pinger {
             link: &mut link,
             tracker: &mut tracker,
@@ -554,6 +560,7 @@ pub fn reflect(
         let seen = (current_policy(), current_affinity());
         let fd = sock.as_raw_fd();
         let start = rtlab_sys::clock::monotonic_ns();
+        turnaround.origin_monotonic_ns = Some(start);
         let mut index = 0u64;
         let end = loop {
             if stop_in.load(Ordering::Relaxed) {
@@ -676,6 +683,7 @@ mod tests {
             rt: RtConfig { policy: "other".into(), priority: 0, cpu: None, mlockall: false },
             socket: SocketConfig::default(),
             preflight_ns: 2_000_000_000,
+            spike: None,
         }
     }
 

@@ -96,6 +96,8 @@ pub struct PubsubArgs {
     /// Width of a max-over-time window.
     #[arg(long, default_value = "1s")]
     pub window: String,
+    #[command(flatten)]
+    pub evidence: crate::cli::EvidenceArgs,
     /// Write the result document (JSON); - for stdout.
     #[arg(long)]
     pub json: Option<String>,
@@ -210,6 +212,7 @@ pub fn config_of(a: &PubsubArgs) -> anyhow::Result<PubsubConfig> {
         window_ns,
         mlockall: !a.no_mlockall,
         thread_priorities,
+        spike: None,
     })
 }
 
@@ -217,11 +220,16 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
     if let Some(json) = &a.role {
         return Ok(probe::role_main(json).clamp(0, 255) as u8);
     }
-    let cfg = config_of(&a)?;
+    let mut cfg = config_of(&a)?;
     if let Some(p) = &a.json {
         check_writable(p, "--json")?;
     }
+    let ev_opts = evidence_options(&cfg, &a.evidence)?;
     let stop = stop_flag()?;
+    // the tracer's tracefs changes are journaled and undone in `finish` (or on drop)
+    let trace_host = rtlab_tune::host::RealHost::new();
+    let evidence = crate::evidence::EvidenceRun::start(&trace_host, &ev_opts)?;
+    cfg.spike = evidence.hook();
     let started = std::time::SystemTime::now();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let quiet = a.quiet || a.json.as_deref() == Some("-");
@@ -238,7 +246,8 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
         progress.set(done as u64);
     });
     progress.finish();
-    let (doc, outcome) = measured?;
+    let (mut doc, outcome) = measured?;
+    doc.evidence = Some(evidence.finish(&doc.streams));
     if let Some(path) = &a.json {
         write_json(&doc, path)?;
     }
@@ -248,7 +257,31 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
             eprintln!("warning: {}", w.message);
         }
     }
+    crate::evidence::print(doc.evidence.as_ref(), &doc.streams, quiet);
     Ok(0)
+}
+
+/// Evidence around a pubsub run: the tracer explains the wake-ups of the receivers in this
+/// process (roundtrip pong receivers, `--in-process` subscribers); subscriber processes
+/// cannot raise its flag, so then only the counters are kept and the reason is said.
+pub fn evidence_options(cfg: &PubsubConfig, a: &crate::cli::EvidenceArgs) -> anyhow::Result<crate::evidence::EvidenceOptions> {
+    let mut o = a.options(cfg.window_ns, "")?;
+    fit_evidence(cfg, &mut o);
+    Ok(o)
+}
+
+/// The receivers' thread names, and no tracer when no receiver is in this process.
+pub fn fit_evidence(cfg: &PubsubConfig, o: &mut crate::evidence::EvidenceOptions) {
+    let in_process = cfg.in_process || cfg.transport.kind == probe::TransportKind::Intra;
+    // a round trip's latency goes through the echoes (rtlab-subN) and the pong receivers
+    o.victim = if cfg.mode == Mode::Roundtrip { "rtlab-pong|rtlab-sub" } else { "rtlab-sub" }.into();
+    o.cpus = cfg.rt.cpus.clone().unwrap_or_default();
+    let cases = (cfg.payloads.len() * cfg.periods_ns.len() * cfg.subscribers.len()) as u64;
+    o.planned = Some(std::time::Duration::from_nanos(cfg.case_duration_ns.max(0) as u64 * cases.max(1)));
+    if o.trace_on_spike_ns.is_some() && cfg.mode == Mode::Oneway && !in_process {
+        o.trace_on_spike_ns = None;
+        o.notes.push("trace on spike: the subscribers run in their own processes and cannot raise the spike flag; use in-process subscribers or roundtrip mode (the counters are kept)".into());
+    }
 }
 
 /// Run the probe with memory locked and, when asked, /dev/cpu_dma_latency held; the result

@@ -96,7 +96,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
         );
     }
     let mut progress = TermProgress::new(scenario.cases().len(), scenario.planned_ns(), a.quiet);
-    let mut exec = LiveExecutor::new();
+    // traces around spikes are kept next to the store
+    let trace_dir = std::path::Path::new(&a.db).parent().filter(|p| !p.as_os_str().is_empty()).map(|p| p.to_path_buf()).unwrap_or_else(|| ".".into());
+    let mut exec = LiveExecutor::new(trace_dir);
     let (run_id, status) = run_scenario(&scenario, &info, &mut exec, &mut store, &mut progress, &stop)?;
     progress.finish();
     let report = crate::store_sink::render_report(&store, &a.db, run_id, a.html.as_deref())?;

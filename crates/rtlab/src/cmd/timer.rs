@@ -110,19 +110,14 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
             check_writable(p, flag)?;
         }
     }
-    let spike_ns = a.trace_on_spike.as_deref().map(|t| duration_flag("--trace-on-spike", t)).transpose()?;
-    if let (Some(ns), Some(t)) = (spike_ns, &a.trace_on_spike) {
-        if ns <= 0 {
-            anyhow::bail!("--trace-on-spike {t}: must be above zero");
-        }
-    }
+    let mut ev_opts = a.evidence.options(cfg.window_ns, "rtlab-timer")?;
+    ev_opts.cpus = cfg.threads.iter().filter_map(|t| t.cpu).collect();
+    ev_opts.sources = (0..cfg.threads.len()).map(|i| format!("thread{i}")).collect();
+    ev_opts.planned = cfg.duration_ns.map(|d| std::time::Duration::from_nanos(d as u64));
     let stop = stop_flag()?;
-    // the tracer's tracefs changes are journaled and undone when `spike` is dropped
+    // the tracer's tracefs changes are journaled and undone in `finish` (or on drop)
     let trace_host = rtlab_tune::host::RealHost::new();
-    let spike = match spike_ns {
-        Some(ns) => Some(SpikeRun::arm(&trace_host, ns, cfg.window_ns)?),
-        None => None,
-    };
+    let evidence = crate::evidence::EvidenceRun::start(&trace_host, &ev_opts)?;
     let started = std::time::SystemTime::now();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let quiet = a.quiet || a.json.as_deref() == Some("-");
@@ -130,19 +125,19 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
         println!("{}", headline(&cfg));
     }
     let progress = Progress::new(0, "timer", quiet);
-    let outcome = timer_run::run_with_spike(&cfg, stop, spike.as_ref().map(|s| (s.threshold_ns, s.flag.clone())), |done, planned| {
+    let outcome = timer_run::run_with_spike(&cfg, stop, evidence.hook().map(|h| (h.threshold_ns, h.flag)), |done, planned| {
         progress.set_len_once(planned);
         progress.set(done);
     });
     progress.finish();
-    let spike_report = spike.map(|s| s.finish());
     let outcome = match outcome {
         Ok(o) => o,
         Err(TimerError::Sys(e)) => return Err(anyhow::anyhow!("{e}")).context("--policy/--priority/--cpus"),
         Err(e) => return Err(e.into()),
     };
 
-    let doc = document(&cfg, &outcome, env, started)?;
+    let mut doc = document(&cfg, &outcome, env, started)?;
+    doc.evidence = Some(evidence.finish(&doc.streams));
 
     // outputs that keep what was measured come first
     if let Some(path) = &a.json {
@@ -193,14 +188,7 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
             eprintln!("warning: {}", w.message);
         }
     }
-    if let Some(text) = spike_report {
-        // with --json - stdout is the document: the explanation goes to stderr
-        if quiet {
-            eprint!("{text}");
-        } else {
-            print!("{text}");
-        }
-    }
+    crate::evidence::print(doc.evidence.as_ref(), &doc.streams, quiet);
     Ok(0)
 }
 
@@ -230,71 +218,6 @@ pub fn document(cfg: &TimerConfig, outcome: &timer_run::TimerOutcome, env: rtlab
     doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
 
     Ok(doc)
-}
-
-/// `--trace-on-spike`: ftrace armed, a watcher and the per-window counters.
-struct SpikeRun<'h> {
-    threshold_ns: i64,
-    window_ns: i64,
-    flag: std::sync::Arc<rtlab_core::sink::SpikeFlag>,
-    tracer: rtlab_tune::spike::SpikeTracer<'h>,
-    watcher: std::thread::JoinHandle<Option<rtlab_tune::spike::SpikeCapture>>,
-    watch_stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    sampler: rtlab_tune::spike::CounterSampler,
-}
-
-impl<'h> SpikeRun<'h> {
-    fn arm(host: &'h rtlab_tune::host::RealHost, threshold_ns: i64, window_ns: i64) -> anyhow::Result<SpikeRun<'h>> {
-        let tracer = rtlab_tune::spike::SpikeTracer::arm(host, std::path::Path::new(rtlab_tune::spike::DEFAULT_TRACE_JOURNAL))
-            .map_err(|e| anyhow::anyhow!("--trace-on-spike: {e}"))?;
-        let flag = std::sync::Arc::new(rtlab_core::sink::SpikeFlag::default());
-        let watch_stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let file = std::env::temp_dir().join(format!("rtlab-spike-{}.trace", std::process::id()));
-        let watcher = tracer.watch(flag.clone(), watch_stop.clone(), "rtlab-timer".into(), std::time::Duration::from_millis(5), Some(file));
-        let sampler = rtlab_tune::spike::CounterSampler::start(std::time::Duration::from_nanos(window_ns as u64), 1 << 16);
-        Ok(SpikeRun { threshold_ns, window_ns, flag, tracer, watcher, watch_stop, sampler })
-    }
-
-    /// Stop watching, disarm (tracefs put back) and say what was found.
-    fn finish(self) -> String {
-        use std::fmt::Write as _;
-        self.watch_stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let capture = self.watcher.join().ok().flatten();
-        let windows = self.sampler.stop();
-        let notes = self.tracer.notes.clone();
-        let restore = self.tracer.disarm();
-        let mut out = String::new();
-        let _ = writeln!(out, "\nspike evidence (--trace-on-spike {} us)", self.threshold_ns / 1_000);
-        match capture {
-            None => {
-                let _ = writeln!(out, "  no sample above the threshold: nothing to explain");
-            }
-            Some(c) => {
-                let _ = writeln!(out, "  sample {} at {} after start: late by {} us", c.index, Nanos(c.at_ns), rtlab_core::units::us_1(c.value_ns));
-                for l in &c.attribution {
-                    let _ = writeln!(out, "  - {l}");
-                }
-                if let Some(f) = &c.trace_file {
-                    let _ = writeln!(out, "  trace saved: {f}");
-                }
-                let w = (c.at_ns / self.window_ns.max(1)) as usize;
-                if let Some(k) = windows.get(w) {
-                    let _ = writeln!(
-                        out,
-                        "  window {w} counters: NET_RX {:?}, TIMER {:?}, IRQs {:?}, ksoftirqd run {:?} ns, context switches {}, steal ticks {:?} (per CPU)",
-                        k.net_rx, k.timer, k.interrupts, k.ksoftirqd_ns, k.context_switches, k.steal_ticks
-                    );
-                }
-            }
-        }
-        for n in &notes {
-            let _ = writeln!(out, "  note: {n}");
-        }
-        if !restore.is_clean() {
-            let _ = writeln!(out, "  tracefs NOT fully restored ({} changes): run `rtlab tune restore`", restore.failed.len());
-        }
-        out
-    }
 }
 
 fn headline(cfg: &TimerConfig) -> String {

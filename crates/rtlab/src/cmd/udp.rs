@@ -141,6 +141,8 @@ pub struct PingArgs {
     pub rt: RtArgs,
     #[command(flatten)]
     pub sock: SockArgs,
+    #[command(flatten)]
+    pub evidence: crate::cli::EvidenceArgs,
     /// Width of a max-over-time window.
     #[arg(long, default_value = "1s")]
     pub window: String,
@@ -278,6 +280,7 @@ pub fn ping_config(a: &PingArgs, to: Option<String>) -> anyhow::Result<UdpPingCo
         rt: rt_config(&a.rt)?,
         socket: socket_config(&a.sock)?,
         preflight_ns: if a.no_preflight { 0 } else { 2_000_000_000 },
+        spike: None,
     })
 }
 
@@ -488,12 +491,16 @@ pub fn measure(
 
 fn ping(a: PingArgs) -> anyhow::Result<u8> {
     // check every flag before anything is made
-    let cfg = ping_config(&a, a.pair.then(|| "198.18.0.2:9000".to_string()))?;
+    let mut cfg = ping_config(&a, a.pair.then(|| "198.18.0.2:9000".to_string()))?;
     let online = rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0;
     cfg.validate(&online)?;
     if let Some(p) = &a.json {
         check_writable(p, "--json")?;
     }
+    let mut ev_opts = a.evidence.options(cfg.window_ns, "rtlab-udp-ping")?;
+    ev_opts.cpus = cfg.rt.cpu.into_iter().collect();
+    ev_opts.sources = crate::evidence::UDP_PING_SOURCES.iter().map(|s| s.to_string()).collect();
+    ev_opts.planned = cfg.duration_ns.map(|d| std::time::Duration::from_nanos(d as u64));
     let stop = stop_flag()?;
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let quiet = a.quiet || a.json.as_deref() == Some("-");
@@ -510,6 +517,10 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
             println!("{}", headline(&cfg));
         }
     }
+    // the tracer's tracefs changes are journaled and undone in `finish` (or on drop)
+    let trace_host = rtlab_tune::host::RealHost::new();
+    let evidence = crate::evidence::EvidenceRun::start(&trace_host, &ev_opts)?;
+    cfg.spike = evidence.hook();
     let progress = Progress::new(cfg.planned(), "udp ping", quiet);
     let run = measure(
         cfg.clone(),
@@ -524,7 +535,8 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
     );
     progress.finish();
     drop(pair); // the namespaces go now, also when the ping failed
-    let PingRun { doc, outcome, reflected, qdisc } = run?;
+    let PingRun { mut doc, outcome, reflected, qdisc } = run?;
+    doc.evidence = Some(evidence.finish(&doc.streams));
     let cfg: UdpPingConfig = serde_json::from_value(doc.config["ping"].clone()).unwrap_or(cfg);
     if let Some(p) = &a.json {
         write_json(&doc, p)?;
@@ -548,6 +560,7 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
             eprintln!("warning: {}", w.message);
         }
     }
+    crate::evidence::print(doc.evidence.as_ref(), &doc.streams, quiet);
     Ok(0)
 }
 

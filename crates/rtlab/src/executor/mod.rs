@@ -89,24 +89,57 @@ pub fn timer_config(case: &CaseSpec, ps: &ProcessSettings) -> anyhow::Result<Tim
 /// Runs cases for real on this machine.
 pub struct LiveExecutor {
     online: Vec<usize>,
+    /// Where traces around spikes are saved.
+    trace_dir: std::path::PathBuf,
 }
 
 impl LiveExecutor {
-    pub fn new() -> LiveExecutor {
+    pub fn new(trace_dir: std::path::PathBuf) -> LiveExecutor {
         let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
-        LiveExecutor { online }
+        LiveExecutor { online, trace_dir }
     }
 
-    fn timer(&self, case: &CaseSpec, ps: &ProcessSettings, stop: &Arc<AtomicBool>) -> CaseResult {
+    /// The case's evidence options (counters, trace on spike) for its probe's threads.
+    fn evidence_options(&self, case: &CaseSpec, ps: &ProcessSettings) -> crate::evidence::EvidenceOptions {
+        let victim = match case.probe.as_str() {
+            "udp" => "rtlab-udp-ping",
+            "timer" => "rtlab-timer",
+            _ => "", // pubsub: set from its configuration
+        };
+        let mut o = crate::evidence::EvidenceOptions::new(1_000_000_000, victim);
+        o.counters = case.counters;
+        o.trace_on_spike_ns = case.trace_on_spike_ns;
+        o.trace_dir = self.trace_dir.clone();
+        o.cpus = ps.cpu.into_iter().collect();
+        o.sources = match case.probe.as_str() {
+            "udp" => crate::evidence::UDP_PING_SOURCES.iter().map(|s| s.to_string()).collect(),
+            "timer" => (0..case.params.get("threads").and_then(|t| t.parse().ok()).unwrap_or(1usize)).map(|i| format!("thread{i}")).collect(),
+            _ => Vec::new(),
+        };
+        o.planned = Some(std::time::Duration::from_nanos(case.planned_ns().max(0) as u64));
+        o
+    }
+
+    fn timer(&self, case: &CaseSpec, ps: &ProcessSettings, ev: &crate::evidence::EvidenceOptions, stop: &Arc<AtomicBool>) -> CaseResult {
         let cfg = match timer_config(case, ps) {
             Ok(c) => c,
             Err(e) => return CaseResult::failed(format!("timer configuration: {e}")),
         };
         let env = rtlab_sys::env::detect(std::path::Path::new("/"));
         let started = std::time::SystemTime::now();
-        match timer_run::run(&cfg, stop.clone(), |_, _| {}) {
+        let evidence = match crate::evidence::EvidenceRun::start(setup::host(), ev) {
+            Ok(e) => e,
+            Err(e) => return CaseResult::failed(e.to_string()),
+        };
+        let measured = timer_run::run_with_spike(&cfg, stop.clone(), evidence.hook().map(|h| (h.threshold_ns, h.flag)), |_, _| {});
+        // finished (tracefs put back) before anything else, whatever the probe did
+        let evidence = evidence.finish(measured.as_ref().map(|o| o.streams(&cfg)).unwrap_or_default().as_slice());
+        match measured {
             Ok(outcome) => match crate::cmd::timer::document(&cfg, &outcome, env, started) {
-                Ok(doc) => CaseResult { document: Some(doc), ..Default::default() },
+                Ok(mut doc) => {
+                    doc.evidence = Some(evidence);
+                    CaseResult { document: Some(doc), ..Default::default() }
+                }
                 Err(e) => CaseResult::failed(format!("timer result: {e}")),
             },
             Err(e) => CaseResult::failed(format!("timer: {e}")),
@@ -137,12 +170,15 @@ impl CaseExecutor for LiveExecutor {
                 Err(e) if e.contains("is not installed") => return CaseResult::skipped(e),
                 Err(e) => return CaseResult::failed(e),
             };
+            let ev = self.evidence_options(case, &ps);
             let mut r = match case.probe.as_str() {
-                "timer" => self.timer(case, &ps, stop),
-                "udp" => udp::run(case, &ps, pair.as_ref().expect("made above"), stop),
-                "pubsub" => pubsub::run(case, &ps, stop),
+                "timer" => self.timer(case, &ps, &ev, stop),
+                "udp" => udp::run(case, &ps, pair.as_ref().expect("made above"), &ev, stop),
+                "pubsub" => pubsub::run(case, &ps, ev, stop),
                 other => CaseResult::failed(format!("unknown probe {other}")),
             };
+            // the spike's explanation is also kept with the case (reports show it)
+            r.spike_evidence = r.document.as_ref().and_then(|d| d.evidence.as_ref()).and_then(|e| e.spike.as_ref()).and_then(|s| serde_json::to_value(s).ok());
             setup.finish();
             drop(pair);
             r.load_report = setup.load_report.take();

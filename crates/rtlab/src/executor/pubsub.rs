@@ -44,17 +44,27 @@ pub fn pubsub_config(case: &CaseSpec, ps: &ProcessSettings) -> anyhow::Result<Pu
         window_ns: 1_000_000_000,
         mlockall: ps.mlockall,
         thread_priorities: Vec::new(),
+        spike: None,
     })
 }
 
-pub fn run(case: &CaseSpec, ps: &ProcessSettings, stop: &Arc<AtomicBool>) -> CaseResult {
-    let cfg = match pubsub_config(case, ps) {
+pub fn run(case: &CaseSpec, ps: &ProcessSettings, mut ev: crate::evidence::EvidenceOptions, stop: &Arc<AtomicBool>) -> CaseResult {
+    let mut cfg = match pubsub_config(case, ps) {
         Ok(c) => c,
         Err(e) => return CaseResult::failed(format!("pubsub configuration: {e}")),
     };
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
+    crate::cmd::pubsub::fit_evidence(&cfg, &mut ev);
+    let evidence = match crate::evidence::EvidenceRun::start(super::setup::host(), &ev) {
+        Ok(e) => e,
+        Err(e) => return CaseResult::failed(e.to_string()),
+    };
+    cfg.spike = evidence.hook();
     match crate::cmd::pubsub::measure(&cfg, None, stop.clone(), env, std::time::SystemTime::now(), &mut |_, _| {}) {
-        Ok((doc, _)) => CaseResult { document: Some(doc), ..Default::default() },
+        Ok((mut doc, _)) => {
+            doc.evidence = Some(evidence.finish(&doc.streams));
+            CaseResult { document: Some(doc), ..Default::default() }
+        }
         Err(e) => CaseResult::failed(format!("pubsub: {e}")),
     }
 }

@@ -38,18 +38,27 @@ pub fn ping_config(case: &CaseSpec, ps: &ProcessSettings) -> anyhow::Result<UdpP
         rt: RtConfig { policy: ps.policy.into(), priority: ps.priority, cpu: ps.cpu, mlockall: ps.mlockall },
         socket: SocketConfig { so_priority, ..SocketConfig::default() },
         preflight_ns: 2_000_000_000,
+        spike: None,
     })
 }
 
-pub fn run(case: &CaseSpec, ps: &ProcessSettings, pair: &NetnsPair, stop: &Arc<AtomicBool>) -> CaseResult {
-    let cfg = match ping_config(case, ps) {
+pub fn run(case: &CaseSpec, ps: &ProcessSettings, pair: &NetnsPair, ev: &crate::evidence::EvidenceOptions, stop: &Arc<AtomicBool>) -> CaseResult {
+    let mut cfg = match ping_config(case, ps) {
         Ok(c) => c,
         Err(e) => return CaseResult::failed(format!("udp configuration: {e}")),
     };
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let pair_json = pair.config.clone();
+    let evidence = match crate::evidence::EvidenceRun::start(super::setup::host(), ev) {
+        Ok(e) => e,
+        Err(e) => return CaseResult::failed(e.to_string()),
+    };
+    cfg.spike = evidence.hook();
     match crate::cmd::udp::measure(cfg, Some(pair), stop.clone(), env, |c| serde_json::json!({ "role": "ping", "ping": c, "pair": pair_json }), |_, _| {}) {
-        Ok(run) => CaseResult { document: Some(run.doc), ..Default::default() },
+        Ok(mut run) => {
+            run.doc.evidence = Some(evidence.finish(&run.doc.streams));
+            CaseResult { document: Some(run.doc), ..Default::default() }
+        }
         Err(e) => CaseResult::failed(format!("udp: {e}")),
     }
 }

@@ -1,0 +1,301 @@
+//! Spike evidence kept with a result: the kernel's counters per window, aligned with the
+//! streams' per-window maxima, and what the tracer found around the first spike.
+//!
+//! Contract: pure data. Reading the counters (/proc) and tracing live in rtlab-tune; this
+//! module only holds, merges and aligns them. Like [`crate::windows::WindowMaxima`], the
+//! window list has a fixed capacity: a run that outlasts it merges neighbouring windows in
+//! pairs and doubles the width, so nothing is dropped.
+
+use crate::windows::WindowData;
+use serde::{Deserialize, Serialize};
+
+/// What the kernel counted, per CPU where the kernel counts per CPU (index = CPU number).
+/// As a window's entry it holds the increase over that window.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelCounters {
+    /// NET_RX softirqs raised (/proc/softirqs).
+    pub net_rx: Vec<u64>,
+    /// TIMER softirqs raised (/proc/softirqs).
+    pub timer: Vec<u64>,
+    /// Every device and system interrupt (/proc/interrupts, all rows summed).
+    pub interrupts: Vec<u64>,
+    /// CPU time of ksoftirqd/N, ns (/proc/PID/schedstat).
+    pub ksoftirqd_ns: Vec<u64>,
+    /// Context switches of the whole machine (/proc/stat `ctxt`).
+    pub context_switches: u64,
+    /// Steal time in USER_HZ ticks (/proc/stat): the hypervisor ran something else.
+    pub steal_ticks: Vec<u64>,
+}
+
+fn add_into(a: &mut Vec<u64>, b: &[u64]) {
+    if a.len() < b.len() {
+        a.resize(b.len(), 0);
+    }
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
+
+impl KernelCounters {
+    /// What happened between `self` (earlier) and `later`.
+    pub fn delta(&self, later: &KernelCounters) -> KernelCounters {
+        let d = |a: &[u64], b: &[u64]| a.iter().zip(b).map(|(x, y)| y.saturating_sub(*x)).collect();
+        KernelCounters {
+            net_rx: d(&self.net_rx, &later.net_rx),
+            timer: d(&self.timer, &later.timer),
+            interrupts: d(&self.interrupts, &later.interrupts),
+            ksoftirqd_ns: d(&self.ksoftirqd_ns, &later.ksoftirqd_ns),
+            context_switches: later.context_switches.saturating_sub(self.context_switches),
+            steal_ticks: d(&self.steal_ticks, &later.steal_ticks),
+        }
+    }
+
+    /// Add another window's increase to this one.
+    pub fn add(&mut self, o: &KernelCounters) {
+        add_into(&mut self.net_rx, &o.net_rx);
+        add_into(&mut self.timer, &o.timer);
+        add_into(&mut self.interrupts, &o.interrupts);
+        add_into(&mut self.ksoftirqd_ns, &o.ksoftirqd_ns);
+        self.context_switches += o.context_switches;
+        add_into(&mut self.steal_ticks, &o.steal_ticks);
+    }
+
+    /// One line: the totals over CPUs, and the CPU that took the most of each.
+    pub fn describe(&self) -> String {
+        let part = |name: &str, v: &[u64], ns: bool| {
+            let show = |x: u64| if ns { format!("{} us", x / 1_000) } else { x.to_string() };
+            let total: u64 = v.iter().sum();
+            // the first CPU with the largest count
+            let top = v.iter().enumerate().fold(None, |best: Option<(usize, u64)>, (i, &x)| match best {
+                Some((_, b)) if b >= x => best,
+                _ => Some((i, x)),
+            });
+            match top {
+                Some((cpu, t)) if v.len() > 1 && t > 0 => format!("{name} {} (CPU {cpu}: {})", show(total), show(t)),
+                _ => format!("{name} {}", show(total)),
+            }
+        };
+        format!(
+            "{}, {}, {}, {}, context switches {}, {}",
+            part("NET_RX", &self.net_rx, false),
+            part("TIMER", &self.timer, false),
+            part("IRQs", &self.interrupts, false),
+            part("ksoftirqd ran", &self.ksoftirqd_ns, true),
+            self.context_switches,
+            part("steal ticks", &self.steal_ticks, false),
+        )
+    }
+}
+
+/// Counters per window, on the same grid as a stream's per-window maxima: window k covers
+/// [start + k*width_ns, start + (k+1)*width_ns) where start is `start_monotonic_ns`, the
+/// instant of the stream's `at_ns` = 0 (CLOCK_MONOTONIC).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowCounters {
+    pub width_ns: i64,
+    /// The grid's origin (CLOCK_MONOTONIC ns); None: the sampling's own start (the probe did
+    /// not say when it started; off by the probe's set-up time).
+    pub start_monotonic_ns: Option<i64>,
+    /// How finely the counters were sampled: a window's counters may include up to half of
+    /// this from each neighbour.
+    pub resolution_ns: i64,
+    pub windows: Vec<KernelCounters>,
+    /// Whether the last window was cut short by the end of the run.
+    pub last_partial: bool,
+}
+
+/// What the sampler read: one increase per sampling period from `start_monotonic_ns`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SampledCounters {
+    /// The period of each entry of `deltas` (the sampling period, doubled at each merge).
+    pub period_ns: i64,
+    pub start_monotonic_ns: i64,
+    pub deltas: Vec<KernelCounters>,
+    pub last_partial: bool,
+    /// Samples taken every `base_ns`, added up until they fill one entry.
+    base_ns: i64,
+    pending: KernelCounters,
+    pending_n: i64,
+}
+
+impl SampledCounters {
+    /// Nothing sampled yet; samples come every `period_ns` from `start_monotonic_ns`.
+    pub fn new(period_ns: i64, start_monotonic_ns: i64) -> SampledCounters {
+        let period_ns = period_ns.max(1);
+        SampledCounters { period_ns, start_monotonic_ns, base_ns: period_ns, ..Default::default() }
+    }
+
+    /// Add the increase over the next sampling period. Past `capacity` entries, neighbours
+    /// merge in pairs and an entry covers twice as many sampling periods, so the entries
+    /// always have the same width (`period_ns`) and nothing is dropped.
+    pub fn push(&mut self, c: KernelCounters, capacity: usize) {
+        self.pending.add(&c);
+        self.pending_n += 1;
+        if self.pending_n * self.base_ns < self.period_ns {
+            return;
+        }
+        self.deltas.push(std::mem::take(&mut self.pending));
+        self.pending_n = 0;
+        // an even capacity: pairs merge without an odd one out of twice the width
+        let cap = (capacity.max(2) / 2) * 2;
+        if self.deltas.len() >= cap {
+            let old = std::mem::take(&mut self.deltas);
+            let mut it = old.into_iter();
+            while let Some(mut a) = it.next() {
+                if let Some(b) = it.next() {
+                    a.add(&b);
+                }
+                self.deltas.push(a);
+            }
+            self.period_ns *= 2;
+        }
+    }
+
+    /// The end of the sampling: samples not yet filling an entry become the last (partial) one.
+    pub fn finish(&mut self, cut_short: bool) {
+        if self.pending_n > 0 {
+            self.deltas.push(std::mem::take(&mut self.pending));
+            self.pending_n = 0;
+            self.last_partial = true;
+        } else {
+            self.last_partial = cut_short;
+        }
+    }
+
+    /// Onto a stream's grid (origin `start`, None: the sampling's own start; `width_ns` its
+    /// window width): each sampling period goes to the window holding its midpoint; periods
+    /// before the origin (the probe's set-up) are left out.
+    pub fn align(&self, start: Option<i64>, width_ns: i64) -> WindowCounters {
+        let origin = start.unwrap_or(self.start_monotonic_ns);
+        let width = width_ns.max(1);
+        let mut windows: Vec<KernelCounters> = Vec::new();
+        let mut last_partial = false;
+        for (i, d) in self.deltas.iter().enumerate() {
+            let mid = self.start_monotonic_ns + i as i64 * self.period_ns + self.period_ns / 2;
+            if mid < origin {
+                continue;
+            }
+            let k = ((mid - origin) / width) as usize;
+            if windows.len() <= k {
+                windows.resize(k + 1, KernelCounters::default());
+            }
+            windows[k].add(d);
+            last_partial = i + 1 == self.deltas.len() && self.last_partial;
+        }
+        WindowCounters { width_ns: width, start_monotonic_ns: start, resolution_ns: self.period_ns, windows, last_partial }
+    }
+}
+
+impl WindowCounters {
+    /// The `n` windows of `stream` with the largest maxima, with the counters of the same
+    /// window when the widths agree: (window index, max ns, counters).
+    pub fn worst<'a>(&'a self, stream: &WindowData, n: usize) -> Vec<(usize, i64, Option<&'a KernelCounters>)> {
+        let mut w: Vec<(usize, i64)> = stream.max_ns.iter().enumerate().filter_map(|(i, m)| m.map(|m| (i, m))).collect();
+        w.sort_by_key(|&(i, m)| (std::cmp::Reverse(m), i));
+        w.truncate(n);
+        let aligned = stream.width_ns == self.width_ns;
+        w.into_iter().map(|(i, m)| (i, m, if aligned { self.windows.get(i) } else { None })).collect()
+    }
+}
+
+/// What the tracer found around the first sample above the threshold.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpikeEvidence {
+    pub threshold_ns: i64,
+    /// The stream of the sample that crossed it (None: none crossed, or the probe did not say).
+    #[serde(default)]
+    pub stream: Option<String>,
+    /// The sample that crossed it: its index in its stream, when (ns after the stream's
+    /// start) and its value. None: no sample crossed it.
+    pub index: Option<u64>,
+    pub at_ns: Option<i64>,
+    pub value_ns: Option<i64>,
+    /// Where the kernel trace around the spike was saved.
+    pub trace_file: Option<String>,
+    /// The explanation, most important first ("preempted by pid 812 (rustc) for 4.7 ms").
+    pub attribution: Vec<String>,
+    /// The kernel's own view (rtla timerlat) when it ran alongside.
+    pub timerlat: Option<serde_json::Value>,
+}
+
+/// Everything kept to explain a result's spikes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub counters: Option<WindowCounters>,
+    pub spike: Option<SpikeEvidence>,
+    /// What could not be collected on this machine, and why.
+    pub notes: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(n: u64) -> KernelCounters {
+        KernelCounters { net_rx: vec![n, 2 * n], timer: vec![1, 1], interrupts: vec![n, 0], ksoftirqd_ns: vec![0, n * 1000], context_switches: n, steal_ticks: vec![0, 0] }
+    }
+
+    #[test]
+    fn delta_and_add_are_inverse() {
+        let a = k(1);
+        let mut b = k(5);
+        b.net_rx.push(9); // a CPU came online: no earlier value, no delta
+        let d = a.delta(&b);
+        assert_eq!(d.net_rx, vec![4, 8]);
+        assert_eq!(d.context_switches, 4);
+        let mut s = a.clone();
+        s.add(&d);
+        assert_eq!(s.net_rx, vec![5, 10]);
+        assert_eq!(s.context_switches, 5);
+    }
+
+    #[test]
+    fn past_capacity_periods_merge_and_the_totals_stay() {
+        let mut w = SampledCounters::new(1_000, 0);
+        for i in 0..10 {
+            w.push(k(i), 4);
+        }
+        w.finish(false);
+        // 0+1, 2+3 merged into 0-3 at the 4th entry; then 4+5, 6+7 (period 2000); 8+9 in the end
+        assert_eq!(w.period_ns, 4_000);
+        assert_eq!(w.deltas.iter().map(|c| c.context_switches).collect::<Vec<_>>(), vec![1 + 2 + 3, 4 + 5 + 6 + 7, 8 + 9]);
+        assert!(w.last_partial, "8+9 is half an entry");
+    }
+
+    #[test]
+    fn alignment_puts_each_period_in_the_window_of_its_midpoint() {
+        // sampled every 250 from t=1000; the stream started at t=1600 with windows of 1000
+        let mut w = SampledCounters::new(250, 1_000);
+        for i in 0..12 {
+            w.push(k(i), 64);
+        }
+        w.finish(true);
+        let a = w.align(Some(1_600), 1_000);
+        assert_eq!(a.start_monotonic_ns, Some(1_600));
+        assert_eq!(a.resolution_ns, 250);
+        // periods 0-1 (midpoints 1125, 1375) and 2 (1625) ... : 0 and 1 are before the start
+        assert_eq!(a.windows[0].context_switches, 2 + 3 + 4 + 5, "midpoints 1625..2375");
+        assert_eq!(a.windows[1].context_switches, 6 + 7 + 8 + 9);
+        assert_eq!(a.windows[2].context_switches, 10 + 11);
+        assert!(a.last_partial);
+        let own = w.align(None, 1_000);
+        assert_eq!(own.windows[0].context_switches, 1 + 2 + 3);
+    }
+
+    #[test]
+    fn the_worst_windows_carry_their_counters() {
+        let w = WindowCounters { width_ns: 1_000, start_monotonic_ns: None, resolution_ns: 1_000, windows: (0..3).map(k).collect(), last_partial: false };
+        let s = WindowData { width_ns: 1_000, max_ns: vec![Some(5), None, Some(9)], count: vec![1, 0, 1] };
+        let worst = w.worst(&s, 2);
+        assert_eq!(worst.iter().map(|x| (x.0, x.1)).collect::<Vec<_>>(), vec![(2, 9), (0, 5)]);
+        assert_eq!(worst[0].2.unwrap().context_switches, 2);
+        let wide = WindowData { width_ns: 2_000, ..s };
+        assert!(w.worst(&wide, 1)[0].2.is_none(), "different widths are not paired");
+    }
+
+    #[test]
+    fn describe_names_the_busiest_cpu() {
+        let d = k(3).describe();
+        assert_eq!(d, "NET_RX 9 (CPU 1: 6), TIMER 2 (CPU 0: 1), IRQs 3 (CPU 0: 3), ksoftirqd ran 3 us (CPU 1: 3 us), context switches 3, steal ticks 0");
+    }
+}

@@ -1,0 +1,300 @@
+//! Spike evidence around any probe run (timer, udp, pubsub, and scenario cases): the
+//! kernel's counters sampled per window on their own thread, and with `--trace-on-spike`
+//! ftrace armed, the spike marked, the trace saved and the spike explained.
+//!
+//! Contract: nothing here runs on a measuring thread (the probes only raise a
+//! [`SpikeFlag`]); every tracefs change is journaled by the tracer and undone in `finish`
+//! (or on drop, or by `rtlab tune restore` after a kill -9).
+
+use rtlab_core::evidence::{Evidence, SpikeEvidence, WindowCounters};
+use rtlab_core::schema::Stream;
+use rtlab_core::sink::{SpikeFlag, SpikeHook};
+use rtlab_core::units::{us_1, Nanos};
+use rtlab_tune::host::Host;
+use rtlab_tune::spike::{CounterSampler, SpikeCapture, SpikeTracer};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What to collect around one probe run.
+#[derive(Clone, Debug)]
+pub struct EvidenceOptions {
+    /// The probe's window width (the counters are aligned with its windows).
+    pub window_ns: i64,
+    /// Sample the kernel counters per window.
+    pub counters: bool,
+    /// Arm ftrace and explain the first sample above this.
+    pub trace_on_spike_ns: Option<i64>,
+    /// Thread-name prefix of the measuring threads whose wake-ups the tracer explains.
+    pub victim: String,
+    /// Where the trace around a spike is saved.
+    pub trace_dir: PathBuf,
+    /// Said in the result when the tracer cannot see the probe's samples (e.g. subscribers
+    /// in other processes).
+    pub notes: Vec<String>,
+    /// CPUs the probe's threads run on (rtla timerlat watches these; empty: all).
+    pub cpus: Vec<usize>,
+    /// How long the probe should measure (rtla timerlat's -d; None: an hour, stopped early).
+    pub planned: Option<Duration>,
+    /// The stream names of the hook's sources (index = source), for the spike's `stream`.
+    pub sources: Vec<String>,
+}
+
+impl EvidenceOptions {
+    pub fn new(window_ns: i64, victim: &str) -> EvidenceOptions {
+        EvidenceOptions {
+            window_ns,
+            counters: true,
+            trace_on_spike_ns: None,
+            victim: victim.into(),
+            trace_dir: std::env::temp_dir(),
+            notes: Vec::new(),
+            cpus: Vec::new(),
+            planned: None,
+            sources: Vec::new(),
+        }
+    }
+}
+
+/// The streams of `udp ping` that raise the spike flag, by source.
+pub const UDP_PING_SOURCES: [&str; 2] = ["ping", "ping.send_lateness"];
+
+struct Armed<'h> {
+    threshold_ns: i64,
+    flag: Arc<SpikeFlag>,
+    tracer: SpikeTracer<'h>,
+    watcher: std::thread::JoinHandle<Option<SpikeCapture>>,
+    watch_stop: Arc<AtomicBool>,
+    /// rtla timerlat alongside, where the kernel has it.
+    timerlat: Option<rtlab_tune::timerlat::TimerlatRun>,
+}
+
+/// Collecting evidence while a probe runs; `finish` it with the probe's streams.
+pub struct EvidenceRun<'h> {
+    sampler: Option<CounterSampler>,
+    armed: Option<Armed<'h>>,
+    notes: Vec<String>,
+    sources: Vec<String>,
+}
+
+/// Where the tracer journals (next to the profile journal, so `rtlab tune restore` finds it).
+fn trace_journal() -> std::path::PathBuf {
+    std::path::PathBuf::from(rtlab_tune::spike::DEFAULT_TRACE_JOURNAL)
+}
+
+impl<'h> EvidenceRun<'h> {
+    /// Start sampling and, with a threshold, arm the tracer. Err: the tracer could not be
+    /// armed (no root, no tracefs), one line naming what.
+    pub fn start(host: &'h dyn Host, o: &EvidenceOptions) -> anyhow::Result<EvidenceRun<'h>> {
+        let armed = match o.trace_on_spike_ns {
+            None => None,
+            Some(threshold_ns) => {
+                let mut tracer = SpikeTracer::arm(host, &trace_journal()).map_err(|e| anyhow::anyhow!("--trace-on-spike: {e}"))?;
+                let flag = Arc::new(SpikeFlag::default());
+                let watch_stop = Arc::new(AtomicBool::new(false));
+                let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+                let file = o.trace_dir.join(format!("rtlab-spike-{}-{stamp}.trace", std::process::id()));
+                let watcher = tracer.watch(flag.clone(), watch_stop.clone(), o.victim.clone(), Duration::from_millis(5), Some(file));
+                let timerlat = start_timerlat(host, &mut tracer, o, threshold_ns);
+                Some(Armed { threshold_ns, flag, tracer, watcher, watch_stop, timerlat })
+            }
+        };
+        let sampler = o.counters.then(|| {
+            let period = rtlab_tune::spike::sample_period(o.window_ns);
+            // 34 min of 1 s windows at 8 samples each (~4 MB) before neighbours merge (the
+            // resolution halves, said in `resolution_ns`)
+            CounterSampler::start(Duration::from_nanos(period as u64), 1 << 14)
+        });
+        Ok(EvidenceRun { sampler, armed, notes: o.notes.clone(), sources: o.sources.clone() })
+    }
+
+    /// What the probe's recorders raise on a spike (None without `--trace-on-spike`).
+    pub fn hook(&self) -> Option<SpikeHook> {
+        self.armed.as_ref().map(|a| SpikeHook { threshold_ns: a.threshold_ns, flag: a.flag.clone(), source: 0 })
+    }
+
+    /// Stop sampling and watching, disarm (tracefs put back), align the counters with the
+    /// streams' windows (the first stream that knows its start).
+    pub fn finish(self, streams: &[Stream]) -> Evidence {
+        let mut notes = self.notes;
+        let counters = self.sampler.map(|s| {
+            let sampled = s.stop();
+            let base = streams.iter().find(|s| s.start_monotonic_ns.is_some()).or(streams.first());
+            let width = base.map(|s| s.windows.width_ns).unwrap_or(sampled.period_ns);
+            let start = base.and_then(|s| s.start_monotonic_ns);
+            if start.is_none() {
+                notes.push("the probe did not say when its windows start: the counters' windows start with the sampling (off by the probe's set-up time)".into());
+            }
+            let starts: std::collections::BTreeSet<i64> = streams.iter().filter_map(|s| s.start_monotonic_ns).map(|t| t / width.max(1)).collect();
+            if starts.len() > 1 {
+                notes.push(format!("the streams start at different times (a sweep of cases): the counters are aligned with the windows of '{}'", base.map(|s| s.name.as_str()).unwrap_or("")));
+            }
+            sampled.align(start, width)
+        });
+        let spike = self.armed.map(|a| {
+            a.watch_stop.store(true, Ordering::Relaxed);
+            let capture = a.watcher.join().ok().flatten();
+            let timerlat = a.timerlat.map(|t| t.stop()).and_then(|r| serde_json::to_value(r).ok());
+            notes.extend(a.tracer.notes.iter().cloned());
+            let restore = a.tracer.disarm();
+            if !restore.is_clean() {
+                notes.push(format!("tracefs NOT fully restored ({} changes): run `rtlab tune restore`", restore.failed.len()));
+            }
+            match capture {
+                None => SpikeEvidence { threshold_ns: a.threshold_ns, timerlat, ..Default::default() },
+                Some(c) => SpikeEvidence {
+                    threshold_ns: a.threshold_ns,
+                    stream: self.sources.get(c.source as usize).cloned(),
+                    index: Some(c.index),
+                    at_ns: Some(c.at_ns),
+                    value_ns: Some(c.value_ns),
+                    trace_file: c.trace_file,
+                    attribution: c.attribution,
+                    timerlat,
+                },
+            }
+        });
+        Evidence { counters, spike, notes }
+    }
+}
+
+/// rtla timerlat alongside the probe when the kernel and the machine have it (its leftovers
+/// after a crash journaled first, in the tracer's session); None otherwise (the tracer's
+/// notes say what is missing).
+fn start_timerlat(host: &dyn Host, tracer: &mut SpikeTracer<'_>, o: &EvidenceOptions, threshold_ns: i64) -> Option<rtlab_tune::timerlat::TimerlatRun> {
+    use rtlab_tune::timerlat;
+    if timerlat::detect(host).missing().is_some() {
+        return None;
+    }
+    if let Some(a) = timerlat::leftover_cleanup_action(host) {
+        if let Err(e) = tracer.journal(&a) {
+            tracer.notes.push(format!("rtla timerlat not started: journaling its clean-up failed: {e}"));
+            return None;
+        }
+    }
+    let cfg = timerlat::TimerlatConfig {
+        cpus: o.cpus.clone(),
+        threshold_us: (threshold_ns / 1_000).max(1) as u64,
+        // below the probe's threads (FIFO 80 in rtlab's profiles): it must not delay them
+        priority: Some(70),
+        period_us: 1_000,
+        duration: o.planned.map(|d| d + Duration::from_secs(2)).unwrap_or(Duration::from_secs(3600)),
+        trace_file: Some(o.trace_dir.join(format!("rtlab-timerlat-{}.trace", std::process::id()))),
+    };
+    match timerlat::start(&cfg) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            tracer.notes.push(format!("rtla timerlat not started: {e}"));
+            None
+        }
+    }
+}
+
+/// The stream whose windows the counters follow and whose worst windows are shown: the
+/// first with a known start, of the largest maximum among those on the counters' grid.
+fn worst_stream<'a>(streams: &'a [Stream], c: &WindowCounters) -> Option<&'a Stream> {
+    streams
+        .iter()
+        .filter(|s| s.windows.width_ns == c.width_ns && (c.start_monotonic_ns.is_none() || s.start_monotonic_ns == c.start_monotonic_ns))
+        .max_by_key(|s| s.stats.max_ns.unwrap_or(i64::MIN))
+}
+
+/// The terminal text: the spike and its explanation, then the worst windows with what the
+/// kernel did in each.
+pub fn render(ev: &Evidence, streams: &[Stream]) -> String {
+    let mut out = String::new();
+    if let Some(sp) = &ev.spike {
+        let _ = writeln!(out, "\nspike evidence (--trace-on-spike {} us)", us_1(sp.threshold_ns));
+        match (sp.index, sp.at_ns, sp.value_ns) {
+            (Some(i), Some(at), Some(v)) => {
+                let of = sp.stream.as_deref().map(|s| format!("{s} ")).unwrap_or_default();
+                let _ = writeln!(out, "  {of}sample {i} at {} after start: {} us", Nanos(at), us_1(v));
+                for l in &sp.attribution {
+                    let _ = writeln!(out, "  - {l}");
+                }
+                if let Some(f) = &sp.trace_file {
+                    let _ = writeln!(out, "  trace saved: {f}");
+                }
+            }
+            _ => {
+                let _ = writeln!(out, "  no sample above the threshold: nothing to explain");
+            }
+        }
+    }
+    if let Some(c) = &ev.counters {
+        if let Some(s) = worst_stream(streams, c) {
+            let worst = c.worst(&s.windows, 3);
+            if !worst.is_empty() {
+                let _ = writeln!(out, "\nworst windows of {} ({} each) and what the kernel did in them", s.name, Nanos(c.width_ns));
+                for (i, max, k) in worst {
+                    let what = k.map(|k| k.describe()).unwrap_or_else(|| "no counters for this window".into());
+                    let _ = writeln!(out, "  window {i} (from {}): max {} us; {what}", Nanos(i as i64 * c.width_ns), us_1(max));
+                }
+            }
+        }
+    }
+    for n in &ev.notes {
+        let _ = writeln!(out, "  note: {n}");
+    }
+    out
+}
+
+/// Print the evidence after a probe's tables. Quiet: only a spike's explanation, on stderr
+/// (with `--json -` stdout is the document).
+pub fn print(ev: Option<&Evidence>, streams: &[Stream], quiet: bool) {
+    let Some(ev) = ev else { return };
+    if quiet {
+        if ev.spike.is_some() {
+            let only_spike = Evidence { counters: None, spike: ev.spike.clone(), notes: ev.notes.clone() };
+            eprint!("{}", render(&only_spike, streams));
+        }
+    } else {
+        print!("{}", render(ev, streams));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtlab_core::evidence::KernelCounters;
+
+    fn stream(name: &str, max: Vec<Option<i64>>, start: Option<i64>) -> Stream {
+        let mut r = rtlab_core::sink::Recorder::new(
+            &rtlab_core::sink::RecorderConfig { deadline_ns: 1, window_ns: 1_000, window_capacity: 16, max_samples: None, us_histogram_buckets: None, spike_threshold_ns: None },
+            None,
+        );
+        for (i, m) in max.iter().enumerate() {
+            if let Some(m) = m {
+                rtlab_core::sink::Sink::record(&mut r, i as u64, i as i64 * 1_000, *m);
+            }
+        }
+        r.origin_monotonic_ns = start;
+        Stream::from_recorder(name, "rtt", "", Default::default(), &r)
+    }
+
+    #[test]
+    fn the_worst_windows_are_shown_with_their_counters() {
+        let s = vec![stream("ping", vec![Some(5_000), Some(90_000), Some(7_000)], Some(10))];
+        let k = |n| KernelCounters { net_rx: vec![n, 0], context_switches: n, ..Default::default() };
+        let ev = Evidence {
+            counters: Some(WindowCounters { width_ns: 1_000, start_monotonic_ns: Some(10), resolution_ns: 125, windows: vec![k(1), k(40), k(2)], last_partial: false }),
+            spike: Some(SpikeEvidence { threshold_ns: 50_000, index: Some(1), at_ns: Some(1_000), value_ns: Some(90_000), attribution: vec!["preempted by pid 9 (x, kernel prio 9) for 80 us".into()], ..Default::default() }),
+            notes: vec!["no timerlat".into()],
+        };
+        let t = render(&ev, &s);
+        assert!(t.contains("sample 1 at 1.0us after start: 90.0 us"), "{t}");
+        assert!(t.contains("  - preempted by pid 9"), "{t}");
+        assert!(t.contains("window 1 (from 1.0us): max 90.0 us; NET_RX 40 (CPU 0: 40)"), "{t}");
+        let first = t.find("window 1 ").unwrap();
+        assert!(first < t.find("window 2 ").unwrap() && t.find("window 2 ").unwrap() < t.find("window 0 ").unwrap(), "worst first: {t}");
+        assert!(t.contains("note: no timerlat"));
+    }
+
+    #[test]
+    fn no_spike_says_so() {
+        let ev = Evidence { spike: Some(SpikeEvidence { threshold_ns: 1_000, ..Default::default() }), ..Default::default() };
+        assert!(render(&ev, &[]).contains("no sample above the threshold"));
+    }
+}

@@ -33,7 +33,7 @@ fn per_cpu_row(text: &str, label: &str) -> Vec<u64> {
 }
 
 /// The ksoftirqd/N threads, by CPU (found once: they live as long as their CPU is online).
-fn ksoftirqd_pids(host: &dyn Host) -> Vec<(usize, i32)> {
+pub fn ksoftirqd_pids(host: &dyn Host) -> Vec<(usize, i32)> {
     let mut k: Vec<(usize, i32)> = crate::check::tasks(host).into_iter().filter_map(|(pid, c)| Some((c.strip_prefix("ksoftirqd/")?.parse().ok()?, pid))).collect();
     k.sort();
     k
@@ -44,7 +44,9 @@ pub fn read_counters(host: &dyn Host) -> Counters {
     read_counters_of(host, &ksoftirqd_pids(host))
 }
 
-fn read_counters_of(host: &dyn Host, ksoftirqd: &[(usize, i32)]) -> Counters {
+/// Read the counters, with the ksoftirqd threads found once by [`ksoftirqd_pids`] (what the
+/// sampler does at every period).
+pub fn read_counters_of(host: &dyn Host, ksoftirqd: &[(usize, i32)]) -> Counters {
     let soft = host.read("/proc/softirqs").unwrap_or_default();
     let ints = host.read("/proc/interrupts").unwrap_or_default();
     let ncpu = ints.lines().next().map(|l| l.split_whitespace().count()).unwrap_or(0);
@@ -86,6 +88,21 @@ pub fn sample_period(window_ns: i64) -> i64 {
 /// CLOCK_MONOTONIC times, so they can be aligned with any stream's windows afterwards
 /// ([`SampledCounters::align`]). The thread allocates (it is not a measuring loop) but keeps
 /// at most `max_periods` (merging neighbours beyond).
+/// Run the calling (helper) thread SCHED_OTHER and off `cpus` (the probe's), when another
+/// CPU is online: on a kernel without full preemption, a read of /proc/interrupts on the
+/// probe's CPU holds it for as long as the read takes, whatever the priorities.
+fn stay_off(cpus: &[usize]) {
+    let _ = rtlab_sys::sched::set_current_policy(rtlab_sys::sched::Policy::Other, 0);
+    if cpus.is_empty() {
+        return;
+    }
+    let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
+    let rest: Vec<usize> = online.into_iter().filter(|c| !cpus.contains(c)).collect();
+    if !rest.is_empty() {
+        let _ = rtlab_sys::sched::set_current_affinity(&rest);
+    }
+}
+
 pub struct CounterSampler {
     handle: Option<std::thread::JoinHandle<SampledCounters>>,
     stop: Arc<AtomicBool>,
@@ -93,6 +110,12 @@ pub struct CounterSampler {
 
 impl CounterSampler {
     pub fn start(period: Duration, max_periods: usize) -> CounterSampler {
+        CounterSampler::start_off(period, max_periods, &[])
+    }
+
+    /// [`CounterSampler::start`], the sampling thread kept off `cpus` (the probe's).
+    pub fn start_off(period: Duration, max_periods: usize, cpus: &[usize]) -> CounterSampler {
+        let avoid = cpus.to_vec();
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let period_ns = period.as_nanos() as i64;
@@ -100,7 +123,7 @@ impl CounterSampler {
             .name("rtlab-counters".into())
             .spawn(move || {
                 // never compete with the probe: a profile may have made the process FIFO
-                let _ = rtlab_sys::sched::set_current_policy(rtlab_sys::sched::Policy::Other, 0);
+                stay_off(&avoid);
                 let host = crate::host::RealHost::new();
                 let pids = ksoftirqd_pids(&host);
                 let mut prev = read_counters_of(&host, &pids);
@@ -161,6 +184,8 @@ pub struct SpikeTracer<'h> {
     dir: PathBuf,
     /// What is missing on this kernel (e.g. no timerlat), for the report.
     pub notes: Vec<String>,
+    /// CPUs the watcher keeps off (the probe's).
+    pub avoid_cpus: Vec<usize>,
 }
 
 /// What the tracer found around a spike.
@@ -217,7 +242,7 @@ impl<'h> SpikeTracer<'h> {
             .open(host.path(&format!("{dir}/trace")))
             .map_err(|e| format!("clearing {dir}/trace: {e}"))?;
         w(&mut session, format!("{dir}/tracing_on"), "1")?;
-        Ok(SpikeTracer { session, dir: host.path(&dir), notes })
+        Ok(SpikeTracer { session, dir: host.path(&dir), notes, avoid_cpus: Vec::new() })
     }
 
     /// Journal and make one more change in the tracer's session (undone with the rest),
@@ -236,11 +261,12 @@ impl<'h> SpikeTracer<'h> {
     /// comm starts with `victim`. Returns None if stopped without a spike.
     pub fn watch(&self, flag: Arc<SpikeFlag>, stop: Arc<AtomicBool>, victim: String, after: Duration, save_to: Option<PathBuf>) -> std::thread::JoinHandle<Option<SpikeCapture>> {
         let dir = self.dir.clone();
+        let avoid = self.avoid_cpus.clone();
         std::thread::Builder::new()
             .name("rtlab-spikewatch".into())
             .spawn(move || {
                 // never compete with the probe: a profile may have made the process FIFO
-                let _ = rtlab_sys::sched::set_current_policy(rtlab_sys::sched::Policy::Other, 0);
+                stay_off(&avoid);
                 loop {
                     if let Some((index, at_ns, value_ns)) = flag.get() {
                         let _ = std::fs::write(dir.join("trace_marker"), format!("rtlab spike: sample {index} late by {value_ns} ns"));

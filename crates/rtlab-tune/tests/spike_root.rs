@@ -91,3 +91,33 @@ fn spike_root_a_fifo_hog_is_found_in_the_attribution() {
         c.attribution
     );
 }
+
+#[test]
+fn the_sampler_keeps_off_the_probes_cpus() {
+    let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
+    if online.len() < 2 {
+        eprintln!("skipped: needs two CPUs");
+        return;
+    }
+    let probe_cpu = *online.last().unwrap();
+    let sampler = CounterSampler::start_off(Duration::from_millis(10), 100, &[probe_cpu]);
+    // find the sampling thread among ours and read the CPUs it may run on
+    let mut allowed = None;
+    for _ in 0..200 {
+        for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            if comm.trim() == "rtlab-counters" {
+                let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+                allowed = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).map(|v| rtlab_sys::cpus::parse_cpu_list(v.trim()).unwrap());
+            }
+        }
+        if allowed.as_ref().is_some_and(|a| !a.contains(&probe_cpu)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let sampled = sampler.stop();
+    let allowed = allowed.expect("the rtlab-counters thread was running");
+    assert!(!allowed.contains(&probe_cpu) && !allowed.is_empty(), "allowed on {allowed:?}, the probe is on {probe_cpu}");
+    assert!(!sampled.deltas.is_empty());
+}

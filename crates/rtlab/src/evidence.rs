@@ -92,6 +92,7 @@ impl<'h> EvidenceRun<'h> {
             None => None,
             Some(threshold_ns) => {
                 let mut tracer = SpikeTracer::arm(host, &trace_journal()).map_err(|e| anyhow::anyhow!("--trace-on-spike: {e}"))?;
+                tracer.avoid_cpus = o.cpus.clone();
                 let flag = Arc::new(SpikeFlag::default());
                 let watch_stop = Arc::new(AtomicBool::new(false));
                 let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
@@ -105,7 +106,7 @@ impl<'h> EvidenceRun<'h> {
             let period = rtlab_tune::spike::sample_period(o.window_ns);
             // 34 min of 1 s windows at 8 samples each (~4 MB) before neighbours merge (the
             // resolution halves, said in `resolution_ns`)
-            CounterSampler::start(Duration::from_nanos(period as u64), 1 << 14)
+            CounterSampler::start_off(Duration::from_nanos(period as u64), 1 << 14, &o.cpus)
         });
         Ok(EvidenceRun { sampler, armed, notes: o.notes.clone(), sources: o.sources.clone() })
     }

@@ -750,6 +750,17 @@ max_us = 464.0
     }
 
     #[test]
+    fn spike_tracing_and_counters_are_set_at_the_top_or_per_probe() {
+        let t = "name = \"x\"\nduration = \"1s\"\ntrace_on_spike = \"2ms\"\n[[probe]]\nkind = \"timer\"\n[[probe]]\nkind = \"udp\"\ntrace_on_spike = \"500us\"\ncounters = false\n";
+        let s = Scenario::parse("s.toml", t, 1.0).unwrap();
+        let (timer, udp) = (&s.cases()[0], &s.cases()[1]);
+        assert_eq!((timer.trace_on_spike_ns, timer.counters), (Some(2_000_000), true));
+        assert_eq!((udp.trace_on_spike_ns, udp.counters), (Some(500_000), false));
+        let e = err("name = \"x\"\nduration = \"1s\"\n[[probe]]\nkind = \"timer\"\ntrace_on_spike = \"0s\"\n");
+        assert!(e.starts_with("s.toml:5: probe[0].trace_on_spike: '0s' must be above zero"), "{e}");
+    }
+
+    #[test]
     fn errors_name_file_line_and_field() {
         let e = err("name = \"x\"\nduration = \"1s\"\n[[probe]]\nkind = \"timer\"\ninterval = \"fast\"\n");
         assert!(e.starts_with("s.toml:5: probe[0].interval: invalid duration 'fast'"), "{e}");

@@ -90,3 +90,34 @@ pub fn machine_v2(root: &Path) {
     put(root, "sys/fs/cgroup/user.slice/cgroup.type", "domain\n");
     put(root, "proc/812/cgroup", "0::/user.slice\n");
 }
+
+/// Every file and directory under a fake root with its text, to compare a fake machine before
+/// and after (the journal and the fake command log left out; fake process state at its
+/// default is the same as none).
+pub fn tree_snapshot(root: &Path) -> Vec<(String, String)> {
+    fn walk(dir: &Path, base: &Path, out: &mut Vec<(String, String)>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
+        entries.sort_by_key(|e| e.path());
+        for e in entries {
+            let p = e.path();
+            let rel = p.strip_prefix(base).unwrap().display().to_string();
+            if rel == "journal" || rel.starts_with("rtlab-fake-commands") {
+                continue;
+            }
+            let text = if p.is_file() { String::from_utf8_lossy(&std::fs::read(&p).unwrap()).trim_end().to_string() } else { String::new() };
+            // fake process state at its default is the same as none
+            if (rel.ends_with("rtlab-fake-sched") && text == "0 0") || (rel.ends_with("rtlab-fake-affinity") && text == "0-1") {
+                continue;
+            }
+            if p.is_dir() {
+                out.push((rel.clone(), "<dir>".into()));
+                walk(&p, base, out);
+            } else {
+                out.push((rel, text));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out
+}

@@ -12,40 +12,12 @@ use rtlab_tune::host::{FakeHost, Host};
 use rtlab_tune::journal::{read_journal, restore_journal, Change};
 use rtlab_tune::profile::{apply_profile, apply_step, builtin, in_force, plan, Report, Step, Target};
 use rtlab_tune::session::{Action, Session};
-use rtlab_tune::testing::{cgroup2, machine, machine_v2, put, task};
+use rtlab_tune::testing::{cgroup2, machine, machine_v2, put, task, tree_snapshot as snapshot};
 use std::path::Path;
 
 const ROOT_PROCS: &str = "/sys/fs/cgroup/cgroup.procs";
 const RT: &str = "/sys/fs/cgroup/rtlab-rt";
 
-/// Every file and directory under the fake root with its text (the journal and the command
-/// log left out; fake process state at its default is the same as none).
-fn snapshot(root: &Path) -> Vec<(String, String)> {
-    fn walk(dir: &Path, base: &Path, out: &mut Vec<(String, String)>) {
-        let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
-        entries.sort_by_key(|e| e.path());
-        for e in entries {
-            let p = e.path();
-            let rel = p.strip_prefix(base).unwrap().display().to_string();
-            if rel == "journal" || rel.starts_with("rtlab-fake-commands") {
-                continue;
-            }
-            let text = if p.is_file() { String::from_utf8_lossy(&std::fs::read(&p).unwrap()).trim_end().to_string() } else { String::new() };
-            if (rel.ends_with("rtlab-fake-sched") && text == "0 0") || (rel.ends_with("rtlab-fake-affinity") && text == "0-1") {
-                continue;
-            }
-            if p.is_dir() {
-                out.push((rel.clone(), "<dir>".into()));
-                walk(&p, base, out);
-            } else {
-                out.push((rel, text));
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(root, root, &mut out);
-    out
-}
 
 /// /proc/PID/status as the kernel shows it once CPU 1 is an isolated partition: the tasks of
 /// other cgroups are off it, the per-CPU ksoftirqd/1 and the threaded IRQ of an IRQ still
@@ -191,65 +163,57 @@ fn v2_kill9_then_tune_restore_puts_the_whole_profile_back_and_later_tasks_go_to_
     assert_eq!(snapshot(d.path()), before);
 }
 
-#[test]
-fn v2_partition_falls_back_to_root_when_the_kernel_refuses_isolated() {
+/// Apply the isolation step on a fake v2 machine whose kernel answers partition writes as
+/// `fake_partition` says (see `rtlab-fake-partition` in rtlab_tune::host), hand the outcome
+/// to `check`, then restore and compare the whole tree with the one before.
+fn with_partition(fake_partition: &str, check: impl FnOnce(&FakeHost, &Path, &rtlab_tune::profile::StepOutcome)) {
     let d = tempfile::tempdir().unwrap();
     machine_v2(d.path());
-    put(d.path(), "rtlab-fake-partition", "isolated EINVAL\n");
+    put(d.path(), "rtlab-fake-partition", fake_partition);
     let before = snapshot(d.path());
     let host = FakeHost::new(d.path());
     let step = isolation_step(&host, vec![812]);
     let jpath = d.path().join("journal");
     let mut s = Session::begin(&host, &jpath, "v2").unwrap();
     let o = apply_step(&mut s, &step);
-    assert_eq!(o.status, "done", "{o:?}");
-    assert!(o.detail.iter().any(|l| l == "a root partition ('isolated' EINVAL refused)"), "{o:?}");
-    assert_eq!(host.read(&format!("{RT}/cpuset.cpus.partition")).unwrap(), "root");
-    // the refused write is journaled as not made: one pending partition change
-    let st = read_journal(&jpath).unwrap();
-    assert!(st.restored.iter().any(|(_, why)| why == "not made: 'isolated' EINVAL"), "{:?}", st.restored);
-    let partition: Vec<_> = st.pending.iter().filter(|(_, c)| matches!(c, Change::File { path, .. } if path.ends_with("partition"))).collect();
-    assert_eq!(partition.len(), 1);
+    check(&host, &jpath, &o);
     assert!(s.restore().is_clean());
     assert_eq!(snapshot(d.path()), before);
+}
+
+#[test]
+fn v2_partition_falls_back_to_root_when_the_kernel_refuses_isolated() {
+    with_partition("isolated EINVAL\n", |host, jpath, o| {
+        assert_eq!(o.status, "done", "{o:?}");
+        assert!(o.detail.iter().any(|l| l == "a root partition ('isolated' EINVAL refused)"), "{o:?}");
+        assert_eq!(host.read(&format!("{RT}/cpuset.cpus.partition")).unwrap(), "root");
+        // the refused write is journaled as not made: one pending partition change
+        let st = read_journal(jpath).unwrap();
+        assert!(st.restored.iter().any(|(_, why)| why == "not made: 'isolated' EINVAL"), "{:?}", st.restored);
+        let partition: Vec<_> = st.pending.iter().filter(|(_, c)| matches!(c, Change::File { path, .. } if path.ends_with("partition"))).collect();
+        assert_eq!(partition.len(), 1);
+    });
 }
 
 #[test]
 fn v2_an_invalid_partition_is_a_failure_with_the_kernels_reason_and_is_undone() {
-    let d = tempfile::tempdir().unwrap();
-    machine_v2(d.path());
-    put(d.path(), "rtlab-fake-partition", "isolated isolated invalid (Cpu list in cpuset.cpus not exclusive)\n");
-    let before = snapshot(d.path());
-    let host = FakeHost::new(d.path());
-    let step = isolation_step(&host, vec![812]);
-    let jpath = d.path().join("journal");
-    let mut s = Session::begin(&host, &jpath, "v2").unwrap();
-    let o = apply_step(&mut s, &step);
-    assert_eq!(o.status, "partial", "{o:?}");
-    let why = format!("1 refused: {RT}/cpuset.cpus.partition: wrote 'isolated', the kernel says 'isolated invalid (Cpu list in cpuset.cpus not exclusive)'");
-    assert!(o.detail.contains(&why), "{o:?}");
-    // made (the file says so): journaled, shown as not in force, and written back
-    let st = read_journal(&jpath).unwrap();
-    let (_, c) = st.pending.last().unwrap();
-    assert_eq!(in_force(&host, c), "changed since: now 'isolated invalid (Cpu list in cpuset.cpus not exclusive)'");
-    assert!(s.restore().is_clean());
-    assert_eq!(snapshot(d.path()), before);
+    with_partition("isolated isolated invalid (Cpu list in cpuset.cpus not exclusive)\n", |host, jpath, o| {
+        assert_eq!(o.status, "partial", "{o:?}");
+        let why = format!("1 refused: {RT}/cpuset.cpus.partition: wrote 'isolated', the kernel says 'isolated invalid (Cpu list in cpuset.cpus not exclusive)'");
+        assert!(o.detail.contains(&why), "{o:?}");
+        // made (the file says so): journaled, shown as not in force, and written back
+        let st = read_journal(jpath).unwrap();
+        let (_, c) = st.pending.last().unwrap();
+        assert_eq!(in_force(host, c), "changed since: now 'isolated invalid (Cpu list in cpuset.cpus not exclusive)'");
+    });
 }
 
 #[test]
 fn v2_a_kernel_without_partitions_leaves_the_step_partial() {
-    let d = tempfile::tempdir().unwrap();
-    machine_v2(d.path());
-    put(d.path(), "rtlab-fake-partition", "absent\n");
-    let before = snapshot(d.path());
-    let host = FakeHost::new(d.path());
-    let step = isolation_step(&host, vec![812]);
-    let mut s = Session::begin(&host, &d.path().join("journal"), "v2").unwrap();
-    let o = apply_step(&mut s, &step);
-    assert_eq!(o.status, "partial", "{o:?}");
-    assert!(o.detail.iter().any(|l| l.contains("cpuset.cpus.partition: no such file: this kernel has no cpuset partitions")), "{o:?}");
-    assert!(s.restore().is_clean());
-    assert_eq!(snapshot(d.path()), before);
+    with_partition("absent\n", |_, _, o| {
+        assert_eq!(o.status, "partial", "{o:?}");
+        assert!(o.detail.iter().any(|l| l.contains("cpuset.cpus.partition: no such file: this kernel has no cpuset partitions")), "{o:?}");
+    });
 }
 
 #[test]

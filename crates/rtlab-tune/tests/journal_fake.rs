@@ -3,36 +3,8 @@
 use rtlab_tune::host::{FakeHost, Host};
 use rtlab_tune::journal::{read_journal, restore_journal, Change};
 use rtlab_tune::session::{Action, Session};
-use rtlab_tune::testing::{machine, put};
-use std::path::Path;
+use rtlab_tune::testing::{machine, put, tree_snapshot as snapshot};
 
-fn snapshot(root: &Path) -> Vec<(String, String)> {
-    fn walk(dir: &Path, base: &Path, out: &mut Vec<(String, String)>) {
-        let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
-        entries.sort_by_key(|e| e.path());
-        for e in entries {
-            let p = e.path();
-            let rel = p.strip_prefix(base).unwrap().display().to_string();
-            if rel == "journal" || rel.starts_with("rtlab-fake-commands") {
-                continue;
-            }
-            let text = if p.is_file() { String::from_utf8_lossy(&std::fs::read(&p).unwrap()).trim_end().to_string() } else { String::new() };
-            // fake process state at its default is the same as none
-            if (rel.ends_with("rtlab-fake-sched") && text == "0 0") || (rel.ends_with("rtlab-fake-affinity") && text == "0-1") {
-                continue;
-            }
-            if p.is_dir() {
-                out.push((rel.clone(), "<dir>".into()));
-                walk(&p, base, out);
-            } else {
-                out.push((rel, text));
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(root, root, &mut out);
-    out
-}
 
 fn all_actions() -> Vec<Action> {
     vec![

@@ -154,8 +154,36 @@ pub fn render_terminal(runs: &[Run], color: bool) -> String {
                     let _ = writeln!(out, "  - {}: {}", w.code, w.message);
                 }
             }
+            if let Some(ev) = &d.evidence {
+                out.push_str(&evidence_text(ev, headline(c)));
+            }
         }
         out.push('\n');
+    }
+    out
+}
+
+/// The spike's explanation and the worst window of the headline stream with its counters.
+fn evidence_text(ev: &rtlab_core::evidence::Evidence, h: Option<&rtlab_core::schema::Stream>) -> String {
+    let mut out = String::new();
+    if let Some(sp) = &ev.spike {
+        match (sp.index, sp.value_ns) {
+            (Some(i), Some(v)) => {
+                let of = sp.stream.as_deref().map(|s| format!("{s} ")).unwrap_or_default();
+                let _ = writeln!(out, "spike (first above {} us): {of}sample {i}, {} us", us_1(sp.threshold_ns), us_1(v));
+                for l in &sp.attribution {
+                    let _ = writeln!(out, "  - {l}");
+                }
+            }
+            _ => {
+                let _ = writeln!(out, "spike: none above {} us", us_1(sp.threshold_ns));
+            }
+        }
+    }
+    if let (Some(k), Some(h)) = (&ev.counters, h) {
+        if let Some((i, max, Some(c))) = k.worst(&h.windows, 1).into_iter().next() {
+            let _ = writeln!(out, "worst window of {}: {i}, max {} us; {}", h.name, us_1(max), c.describe());
+        }
     }
     out
 }

@@ -99,4 +99,7 @@ fn html_shows_the_spike_and_the_worst_windows_with_their_counters() {
     assert!(h.contains("<li>preempted by pid 812 (rustc, kernel prio 120) for 4.7 ms</li>"));
     assert!(h.contains(&format!("<li>window {worst}: max ")) && h.contains("NET_RX 777 (CPU 1: 777)"), "the worst window carries its counters");
     assert!(h.contains("Note: no timerlat &lt;here&gt;"), "notes are escaped");
+    let t = rtlab_report::render_terminal(std::slice::from_ref(&run), false);
+    assert!(t.contains("spike (first above 500.0 us): sample 3, 812.0 us\n  - preempted by pid 812"), "{t}");
+    assert!(t.contains(&format!("worst window of thread0: {worst}, max ")) && t.contains("NET_RX 777 (CPU 1: 777)"), "{t}");
 }

@@ -6,7 +6,9 @@
 //! - `stats`: one row per run / case / stream with the result-schema statistics columns;
 //!   a case without streams gets one row with an empty `stream`.
 //! - `histogram`: one row per histogram bucket (`low_ns <= v <= high_ns`, `count`).
-//! - `windows`: one row per max-over-time window (`start_ns = window * width_ns`).
+//! - `windows`: one row per max-over-time window (`start_ns = window * width_ns`), with the
+//!   kernel counters of that window summed over CPUs (`net_rx`, `timer_softirqs`,
+//!   `interrupts`, `ksoftirqd_ns`, `context_switches`, `steal_ticks`; empty: none kept).
 //!
 //! The matrix parameters of the cases become `param_<key>` columns (the union over the runs).
 
@@ -57,6 +59,10 @@ const STATS_COLS: [&str; 21] = [
     "out_of_order", "malformed",
 ];
 
+/// The columns of `--what windows`: the window, then the kernel counters of the same window
+/// summed over CPUs (empty when the case kept none on this stream's grid).
+const WINDOW_COLS: [&str; 11] = ["window", "start_ns", "width_ns", "max_ns", "count", "net_rx", "timer_softirqs", "interrupts", "ksoftirqd_ns", "context_switches", "steal_ticks"];
+
 /// The runs as CSV (see the module doc for the columns).
 pub fn to_csv(runs: &[Run], what: CsvWhat) -> String {
     let keys: BTreeSet<&str> = runs.iter().flat_map(|r| r.cases.iter().flat_map(|c| c.params.keys().map(String::as_str))).collect();
@@ -67,7 +73,7 @@ pub fn to_csv(runs: &[Run], what: CsvWhat) -> String {
     match what {
         CsvWhat::Stats => head.extend(STATS_COLS.iter().map(|s| s.to_string())),
         CsvWhat::Histogram => head.extend(["low_ns", "high_ns", "count"].map(String::from)),
-        CsvWhat::Windows => head.extend(["window", "start_ns", "width_ns", "max_ns", "count"].map(String::from)),
+        CsvWhat::Windows => head.extend(WINDOW_COLS.map(String::from)),
     }
     out.push_str(&head.iter().map(|h| field(h)).collect::<Vec<_>>().join(","));
     out.push('\n');
@@ -119,8 +125,17 @@ pub fn to_csv(runs: &[Run], what: CsvWhat) -> String {
                     }
                     CsvWhat::Windows => {
                         let w = &s.windows;
+                        // the kernel counters of the same window, when they follow this stream's grid
+                        let counters = c.document.as_ref().and_then(|d| d.evidence.as_ref()).and_then(|e| e.counters.as_ref()).filter(|k| k.width_ns == w.width_ns && k.start_monotonic_ns == s.start_monotonic_ns);
                         for (i, m) in w.max_ns.iter().enumerate() {
-                            let _ = writeln!(out, "{prefix},{name},{i},{},{},{},{}", i as i64 * w.width_ns, w.width_ns, opt(*m), w.count.get(i).copied().unwrap_or(0));
+                            let k = match counters.and_then(|k| k.windows.get(i)) {
+                                Some(k) => {
+                                    let sum = |v: &[u64]| v.iter().sum::<u64>().to_string();
+                                    format!("{},{},{},{},{},{}", sum(&k.net_rx), sum(&k.timer), sum(&k.interrupts), sum(&k.ksoftirqd_ns), k.context_switches, sum(&k.steal_ticks))
+                                }
+                                None => ",,,,,".into(),
+                            };
+                            let _ = writeln!(out, "{prefix},{name},{i},{},{},{},{},{k}", i as i64 * w.width_ns, w.width_ns, opt(*m), w.count.get(i).copied().unwrap_or(0));
                         }
                     }
                 }

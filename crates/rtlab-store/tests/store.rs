@@ -197,6 +197,14 @@ fn evidence_round_trips_and_a_version_1_store_is_migrated() {
     });
     let (s, id) = stored(&dir, &run);
     assert_eq!(s.load_run(id).unwrap().cases, run.cases, "evidence and stream starts round trip");
+    // the windows CSV carries the counters beside the stream whose grid they follow
+    let csv = to_csv(std::slice::from_ref(&run), CsvWhat::Windows);
+    let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    assert_eq!(&head[head.len() - 6..], ["net_rx", "timer_softirqs", "interrupts", "ksoftirqd_ns", "context_switches", "steal_ticks"]);
+    let with: Vec<&str> = csv.lines().filter(|l| !l.ends_with(",,,,,,") && !l.starts_with("run_id")).collect();
+    assert_eq!(with.len(), n, "one row per window of case 0's first stream");
+    assert!(with[2].ends_with(",6,3,7,11,9,1"), "window 2: NET_RX 2+4, TIMER 1+2, IRQs 7, ksoftirqd 11, ctxsw 9, steal 1: {}", with[2]);
+    assert!(csv.lines().all(|l| csv_fields(l) == head.len()), "no ragged row");
     // the counters are rows, one per window, queryable with SQL
     let path = dir.path().join("results/rtlab.db");
     drop(s);

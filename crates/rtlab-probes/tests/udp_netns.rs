@@ -28,7 +28,7 @@ fn rt() -> RtConfig {
 
 /// A reflector in side b for the duration of `f`, then its outcome.
 fn with_reflector<T>(p: &NetnsPair, bind: String, drop_every: Option<u64>, f: impl FnOnce() -> T) -> (T, ReflectOutcome) {
-    let cfg = UdpReflectConfig { bind, netns: Some(p.ns_b.clone()), drop_every, duration_ns: None, count: None, window_ns: 1_000_000_000, rt: rt(), socket: SocketConfig::default() };
+    let cfg = UdpReflectConfig { bind, netns: Some(p.ns_b.clone()), drop_every, duration_ns: None, count: None, window_ns: 1_000_000_000, rt: rt(), socket: SocketConfig::default(), spike: None };
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();
     let s = stop.clone();

@@ -58,8 +58,12 @@ impl EvidenceOptions {
     }
 }
 
-/// The streams of `udp ping` that raise the spike flag, by source.
-pub const UDP_PING_SOURCES: [&str; 2] = ["ping", "ping.send_lateness"];
+/// The streams of `udp ping` that raise the spike flag, by source (the reflector: with
+/// `--pair` and in scenarios, where it runs in this process).
+pub const UDP_PING_SOURCES: [&str; 3] = ["ping", "ping.send_lateness", "reflector"];
+
+/// The threads explained for a udp pair in this process: the pinger and the reflector.
+pub const UDP_PAIR_THREADS: &str = "rtlab-udp-ping|rtlab-udp-refl";
 
 struct Armed<'h> {
     threshold_ns: i64,
@@ -193,13 +197,10 @@ fn start_timerlat(host: &dyn Host, tracer: &mut SpikeTracer<'_>, o: &EvidenceOpt
     }
 }
 
-/// The stream whose windows the counters follow and whose worst windows are shown: the
-/// first with a known start, of the largest maximum among those on the counters' grid.
+/// The stream whose worst windows are shown: the probe's headline (its first stream: thread0,
+/// ping, the first subscriber) when the counters follow its grid.
 fn worst_stream<'a>(streams: &'a [Stream], c: &WindowCounters) -> Option<&'a Stream> {
-    streams
-        .iter()
-        .filter(|s| s.windows.width_ns == c.width_ns && (c.start_monotonic_ns.is_none() || s.start_monotonic_ns == c.start_monotonic_ns))
-        .max_by_key(|s| s.stats.max_ns.unwrap_or(i64::MIN))
+    streams.iter().find(|s| s.windows.width_ns == c.width_ns && (c.start_monotonic_ns.is_none() || s.start_monotonic_ns == c.start_monotonic_ns))
 }
 
 /// The terminal text: the spike and its explanation, then the worst windows with what the

@@ -126,7 +126,9 @@ fn loopback_ping_with_drops_accounts_for_everything_and_writes_the_schema() {
 
     let r = read_json(&rjson);
     assert_eq!(r["config"]["role"], "reflect");
-    assert!(r["evidence"].is_null(), "the reflector keeps no evidence");
+    // the reflector keeps its own counters, on its turnaround stream's grid
+    assert_eq!(r["evidence"]["counters"]["start_monotonic_ns"], r["streams"][0]["start_monotonic_ns"]);
+    assert!(!r["evidence"]["counters"]["windows"].as_array().unwrap().is_empty());
     let rs = &r["streams"][0];
     assert_eq!(rs["name"], "reflector");
     assert_eq!(rs["metric"], "turnaround");

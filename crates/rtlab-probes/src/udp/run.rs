@@ -106,6 +106,9 @@ pub struct UdpReflectConfig {
     pub window_ns: i64,
     pub rt: RtConfig,
     pub socket: SocketConfig,
+    /// Raise this flag on the first turnaround above its threshold (`--trace-on-spike`).
+    #[serde(skip)]
+    pub spike: Option<rtlab_core::sink::SpikeHook>,
 }
 
 /// Errors that stop the probe before it measures (exit 2 in the CLI).
@@ -547,7 +550,7 @@ pub fn reflect(
     sock.set_nonblocking(true).map_err(|e| UdpError::Invalid(format!("--bind {bind}: {e}")))?;
     let local_addr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let (lock_guard, memory_lock) = lock_memory(cfg.rt.mlockall);
-    let mut turnaround = recorder(i64::MAX, cfg.window_ns, cfg.duration_ns.unwrap_or(4096 * cfg.window_ns));
+    let mut turnaround = recorder(i64::MAX, cfg.window_ns, cfg.duration_ns.unwrap_or(4096 * cfg.window_ns)).with_hook(cfg.spike.as_ref());
     let mut reflector = Reflector::new(cfg.drop_every);
     let mut buf = vec![0u8; RX_BYTES];
     let progress = Arc::new(AtomicU64::new(0));
@@ -697,6 +700,7 @@ mod tests {
             window_ns: 1_000_000_000,
             rt: RtConfig { policy: "other".into(), priority: 0, cpu: None, mlockall: false },
             socket: SocketConfig::default(),
+            spike: None,
         }
     }
 

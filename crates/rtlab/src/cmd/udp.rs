@@ -74,6 +74,8 @@ pub struct ReflectArgs {
     pub rt: RtArgs,
     #[command(flatten)]
     pub sock: SockArgs,
+    #[command(flatten)]
+    pub evidence: crate::cli::EvidenceArgs,
     /// Width of a max-over-time window.
     #[arg(long, default_value = "1s")]
     pub window: String,
@@ -295,6 +297,7 @@ pub fn reflect_config(a: &ReflectArgs) -> anyhow::Result<UdpReflectConfig> {
         window_ns: positive("--window", &a.window)?,
         rt: rt_config(&a.rt)?,
         socket: socket_config(&a.sock)?,
+        spike: None,
     })
 }
 
@@ -310,11 +313,19 @@ fn common_warnings(doc: &ResultDocument, memory_lock: &Option<Result<(), String>
 }
 
 fn reflect(a: ReflectArgs) -> anyhow::Result<u8> {
-    let cfg = reflect_config(&a)?;
+    let mut cfg = reflect_config(&a)?;
     if let Some(p) = &a.json {
         check_writable(p, "--json")?;
     }
+    let mut ev_opts = a.evidence.options(cfg.window_ns, "rtlab-udp-refl")?;
+    ev_opts.cpus = cfg.rt.cpu.into_iter().collect();
+    ev_opts.planned = cfg.duration_ns.map(|d| std::time::Duration::from_nanos(d as u64));
+    ev_opts.sources = vec!["reflector".into()];
     let stop = stop_flag()?;
+    // the tracer's tracefs changes are journaled and undone in `finish` (or on drop)
+    let trace_host = rtlab_tune::host::RealHost::new();
+    let evidence = crate::evidence::EvidenceRun::start(&trace_host, &ev_opts)?;
+    cfg.spike = evidence.hook();
     let started = std::time::SystemTime::now();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let quiet = a.quiet || a.json.as_deref() == Some("-");
@@ -337,6 +348,7 @@ fn reflect(a: ReflectArgs) -> anyhow::Result<u8> {
     doc.interrupted = false; // a reflector runs until told to stop: Ctrl-C is its normal end
     doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
     doc.streams = outcome.streams(&cfg);
+    doc.evidence = Some(evidence.finish(&doc.streams));
     let mut warns = common_warnings(&doc, &outcome.memory_lock, &cfg.rt, &cfg.socket);
     if outcome.counts.malformed + outcome.counts.foreign > 0 {
         warns.push(Warn::UdpForeignDatagrams { count: outcome.counts.malformed + outcome.counts.foreign });
@@ -352,6 +364,7 @@ fn reflect(a: ReflectArgs) -> anyhow::Result<u8> {
             eprintln!("warning: {}", w.message);
         }
     }
+    crate::evidence::print(doc.evidence.as_ref(), &doc.streams, quiet);
     Ok(0)
 }
 
@@ -435,6 +448,8 @@ pub fn measure(
             window_ns: cfg.window_ns,
             rt: cfg.rt.clone(),
             socket: cfg.socket.clone(),
+            // the reflector of the pair is in this process: its turnaround counts too
+            spike: cfg.spike.as_ref().map(|h| h.for_source(2)),
         };
         let (tx, rx) = std::sync::mpsc::channel();
         let (rs, rcc) = (reflector_stop.clone(), rc.clone());
@@ -497,7 +512,7 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
     if let Some(p) = &a.json {
         check_writable(p, "--json")?;
     }
-    let mut ev_opts = a.evidence.options(cfg.window_ns, "rtlab-udp-ping")?;
+    let mut ev_opts = a.evidence.options(cfg.window_ns, if a.pair { crate::evidence::UDP_PAIR_THREADS } else { "rtlab-udp-ping" })?;
     ev_opts.cpus = cfg.rt.cpu.into_iter().collect();
     ev_opts.sources = crate::evidence::UDP_PING_SOURCES.iter().map(|s| s.to_string()).collect();
     ev_opts.planned = cfg.duration_ns.map(|d| std::time::Duration::from_nanos(d as u64));

@@ -102,7 +102,7 @@ impl LiveExecutor {
     /// The case's evidence options (counters, trace on spike) for its probe's threads.
     fn evidence_options(&self, case: &CaseSpec, ps: &ProcessSettings) -> crate::evidence::EvidenceOptions {
         let victim = match case.probe.as_str() {
-            "udp" => "rtlab-udp-ping",
+            "udp" => crate::evidence::UDP_PAIR_THREADS,
             "timer" => "rtlab-timer",
             _ => "", // pubsub: set from its configuration
         };

@@ -394,6 +394,10 @@ pub struct CaseResult {
     /// What `--thread-priority` did in the publisher's process.
     #[serde(default)]
     pub thread_priorities_set: Vec<String>,
+    /// The publisher's own lateness: each message's send time - its slot on the grid
+    /// (`<case>.pub.send_lateness`); None when the case did not run.
+    #[serde(default)]
+    pub publisher: Option<Stream>,
 }
 
 impl CaseResult {
@@ -410,6 +414,7 @@ impl CaseResult {
             slowest: None,
             error: Some(why),
             thread_priorities_set: Vec::new(),
+            publisher: None,
         }
     }
 }
@@ -770,12 +775,25 @@ impl CaseSetup<'_> {
         let len = self.len;
         let period = self.period;
         let spec = cfg.rt.spec("rtlab-pub", 0);
+        // the publisher's lateness: preallocated here, filled on the sender thread
+        let mut lateness = Recorder::new(
+            &RecorderConfig {
+                deadline_ns: self.period,
+                window_ns: cfg.window_ns,
+                window_capacity: window_capacity(duration_ns, cfg.window_ns),
+                max_samples: None,
+                us_histogram_buckets: None,
+                spike_threshold_ns: None,
+            },
+            None,
+        )
+        .with_hook(cfg.spike.as_ref().map(|h| h.for_source(PUBLISHER_SPIKE_SOURCE)).as_ref());
         let sender = spawn_rt(&spec, move || {
-            let r = send_loop(publisher.as_mut(), len, period, count, &sstop);
-            (r, publisher)
+            let r = send_loop(publisher.as_mut(), len, period, count, &sstop, &mut lateness);
+            (r, publisher, lateness)
         })
         .map_err(|e| ProbeError::Rt(e.to_string()))?;
-        let ((published, overruns, send_err), publisher) = sender.join().map_err(|_| ProbeError::Setup("the sender thread panicked".into()))?;
+        let ((published, overruns, send_err), publisher, lateness) = sender.join().map_err(|_| ProbeError::Setup("the sender thread panicked".into()))?;
         if let Some(e) = send_err {
             return Err(e.into());
         }
@@ -843,7 +861,30 @@ impl CaseSetup<'_> {
                 s.labels.insert("case_p50_spread_ns".into(), sp.to_string());
             }
         }
-        Ok(CaseResult { payload: self.len, period_ns: self.period, subscribers: self.n, published, overruns, streams, p50_spread_ns, fastest, slowest, error: None, thread_priorities_set })
+        let mut publisher = Stream::from_recorder(
+            format!("{}.{}.{}B.{}.n{}.pub.send_lateness", self.transport.name(), cfg.mode.name(), self.len, rate_label(self.period), self.n),
+            "send_lateness",
+            SEND_LATENESS_DEFINITION,
+            self.labels(0, published),
+            &lateness,
+        );
+        publisher.labels.remove("subscriber");
+        publisher.stats.missed = None;
+        publisher.stats.overruns = Some(overruns);
+        Ok(CaseResult {
+            payload: self.len,
+            period_ns: self.period,
+            subscribers: self.n,
+            published,
+            overruns,
+            streams,
+            p50_spread_ns,
+            fastest,
+            slowest,
+            error: None,
+            thread_priorities_set,
+            publisher: Some(publisher),
+        })
     }
 
     fn labels(&self, i: usize, published: u64) -> BTreeMap<String, String> {
@@ -885,10 +926,17 @@ pub fn rate_label(period_ns: i64) -> String {
     }
 }
 
-/// The sender: `count` messages on the absolute grid t0 + k*period. Returns (published,
-/// overruns, error). Allocation-free.
-fn send_loop(publisher: &mut dyn Publisher, len: usize, period: i64, count: u64, stop: &AtomicBool) -> (u64, u64, Option<TransportError>) {
+/// What the publisher's `send_lateness` stream measures.
+pub const SEND_LATENESS_DEFINITION: &str = "message stamped and handed to the transport - its slot on the absolute grid t0 + k*T (publisher CLOCK_MONOTONIC): the publisher's own wake-up latency; skipped slots are overruns";
+
+/// The spike hook's source of the publisher's lateness (receivers raise source 0).
+pub const PUBLISHER_SPIKE_SOURCE: u32 = 1;
+
+/// The sender: `count` messages on the absolute grid t0 + k*period, each one's lateness
+/// (stamp - slot) into `lateness`. Returns (published, overruns, error). Allocation-free.
+fn send_loop(publisher: &mut dyn Publisher, len: usize, period: i64, count: u64, stop: &AtomicBool, lateness: &mut Recorder) -> (u64, u64, Option<TransportError>) {
     let t0 = monotonic_ns() + period.min(10_000_000);
+    lateness.origin_monotonic_ns = Some(t0);
     let mut published = 0u64;
     let mut overruns = 0u64;
     let mut slot = 0u64;
@@ -907,6 +955,7 @@ fn send_loop(publisher: &mut dyn Publisher, len: usize, period: i64, count: u64,
         if let Err(e) = publisher.publish(published, stamp, len) {
             return (published, overruns, Some(e));
         }
+        lateness.record(slot, stamp - t0, stamp - due);
         published += 1;
         slot += 1;
     }

@@ -151,7 +151,7 @@ impl<'h> EvidenceRun<'h> {
                 None => SpikeEvidence { threshold_ns: a.threshold_ns, timerlat, ..Default::default() },
                 Some(c) => SpikeEvidence {
                     threshold_ns: a.threshold_ns,
-                    stream: self.sources.get(c.source as usize).cloned(),
+                    stream: self.sources.get(c.source as usize).filter(|s| !s.is_empty()).cloned(),
                     index: Some(c.index),
                     at_ns: Some(c.at_ns),
                     value_ns: Some(c.value_ns),

@@ -35,8 +35,15 @@ fn short_run(dir: &std::path::Path, args: &[&str]) -> Value {
 
 fn check(doc: &Value, transport: &str, metric: &str, subscribers: usize) {
     assert_eq!(doc["probe"], "pubsub");
-    let streams = doc["streams"].as_array().unwrap();
+    let all = doc["streams"].as_array().unwrap();
+    let (publisher, streams): (Vec<&Value>, Vec<&Value>) = all.iter().partition(|s| s["metric"] == "send_lateness");
     assert_eq!(streams.len(), subscribers, "one stream per subscriber");
+    // and the publisher's own lateness, last, one sample per message it sent
+    assert_eq!(publisher.len(), 1);
+    assert!(std::ptr::eq(publisher[0], all.last().unwrap()));
+    assert!(publisher[0]["name"].as_str().unwrap().ends_with(".pub.send_lateness"));
+    assert_eq!(publisher[0]["stats"]["count"].as_u64().unwrap().to_string(), publisher[0]["labels"]["published"].as_str().unwrap());
+    assert!(publisher[0]["labels"].get("subscriber").is_none());
     for (i, s) in streams.iter().enumerate() {
         assert_eq!(s["metric"], metric);
         assert_eq!(s["labels"]["transport"], transport);
@@ -82,7 +89,8 @@ fn roundtrip_and_busy_poll_and_sweep() {
 
 fn check_sweep(doc: &Value, cases: usize) {
     assert_eq!(doc["config"]["cases"].as_array().unwrap().len(), cases);
-    assert_eq!(doc["streams"].as_array().unwrap().len(), cases);
+    // per case: its subscriber, then its publisher
+    assert_eq!(doc["streams"].as_array().unwrap().len(), 2 * cases);
 }
 
 #[test]
@@ -105,7 +113,7 @@ fn ctrl_c_stops_cleanly_and_keeps_what_subscriber_processes_measured() {
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["interrupted"], true);
     let streams = v["streams"].as_array().unwrap();
-    assert_eq!(streams.len(), 2);
+    assert_eq!(streams.len(), 3, "2 subscribers and the publisher");
     for s in streams {
         let n = s["stats"]["count"].as_u64().unwrap();
         assert!(n > 0 && n < 60_000, "measured {n} before the stop");

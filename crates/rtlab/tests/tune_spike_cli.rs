@@ -22,13 +22,17 @@ fn tune_spike_bad_threshold_is_one_line_and_exit_2() {
     }
 }
 
+/// One tracer (one trace journal) at a time, and no hog disturbing another test's probe.
+fn one_tracer() -> std::sync::MutexGuard<'static, ()> {
+    static TRACEFS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TRACEFS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Run `args` (plus `--trace-on-spike 5ms --json`), start a SCHED_FIFO 90 hog for 20 ms on
 /// `cpu` once the probe has printed its first line and measured for 0.5 s; return the
 /// terminal text and the document. Checks that tracefs is back as it was found.
 fn with_a_hog(args: &[&str], cpu: usize) -> (String, serde_json::Value) {
-    // one tracer (one trace journal) at a time, and no hog disturbing another test's probe
-    static TRACEFS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = TRACEFS.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_tracer();
     let host = rtlab_tune::host::RealHost::new();
     let before = rtlab_tune::snapshot::take(&host, None);
     let d = tempfile::tempdir().unwrap();
@@ -136,15 +140,22 @@ fn tune_spike_root_pubsub_roundtrip_names_a_fifo_hog() {
 }
 
 #[test]
-fn tune_spike_root_pubsub_subscriber_processes_keep_counters_and_say_why_no_trace() {
+fn tune_spike_root_pubsub_subscriber_processes_leave_the_publisher_to_raise_the_flag() {
     if !rtlab_sys::tune_sys::is_root() {
         eprintln!("skipped: needs root (CI runs as root)");
         return;
     }
-    let o = rtlab().args(["pubsub", "--transport", "udp", "--rate", "1khz", "--count", "200", "--trace-on-spike", "1ms", "--json", "-"]).output().unwrap();
+    // a 1 ns threshold: the publisher's first send is already later than its slot
+    let _one = one_tracer();
+    let o = rtlab().args(["pubsub", "--transport", "udp", "--rate", "1khz", "--count", "200", "--trace-on-spike", "1ns", "--json", "-"]).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let ev = &v["evidence"];
-    assert!(ev["spike"].is_null() && !ev["counters"]["windows"].as_array().unwrap().is_empty(), "{ev}");
+    assert!(!ev["counters"]["windows"].as_array().unwrap().is_empty(), "{ev}");
     assert!(ev["notes"][0].as_str().unwrap().contains("own processes"), "{ev}");
+    assert_eq!(ev["spike"]["stream"], "pub.send_lateness", "only the publisher is in this process: {ev}");
+    // the publisher's stream follows the subscriber's in the document
+    let names: Vec<&str> = v["streams"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["udp.oneway.64B.1khz.n1.sub0", "udp.oneway.64B.1khz.n1.pub.send_lateness"]);
+    assert_eq!(v["streams"][1]["metric"], "send_lateness");
 }

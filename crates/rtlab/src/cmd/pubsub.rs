@@ -270,17 +270,19 @@ pub fn evidence_options(cfg: &PubsubConfig, a: &crate::cli::EvidenceArgs) -> any
     Ok(o)
 }
 
-/// The receivers' thread names, and no tracer when no receiver is in this process.
+/// The threads explained (the publisher, the receivers and echoes in this process) and the
+/// streams that raise the flag.
 pub fn fit_evidence(cfg: &PubsubConfig, o: &mut crate::evidence::EvidenceOptions) {
     let in_process = cfg.in_process || cfg.transport.kind == probe::TransportKind::Intra;
     // a round trip's latency goes through the echoes (rtlab-subN) and the pong receivers
-    o.victim = if cfg.mode == Mode::Roundtrip { "rtlab-pong|rtlab-sub" } else { "rtlab-sub" }.into();
+    o.victim = if cfg.mode == Mode::Roundtrip { "rtlab-pub|rtlab-pong|rtlab-sub" } else { "rtlab-pub|rtlab-sub" }.into();
+    // source 0: any receiver here (several streams); 1: the publisher's lateness
+    o.sources = vec![String::new(), "pub.send_lateness".into()];
     o.cpus = cfg.rt.cpus.clone().unwrap_or_default();
     let cases = (cfg.payloads.len() * cfg.periods_ns.len() * cfg.subscribers.len()) as u64;
     o.planned = Some(std::time::Duration::from_nanos(cfg.case_duration_ns.max(0) as u64 * cases.max(1)));
     if o.trace_on_spike_ns.is_some() && cfg.mode == Mode::Oneway && !in_process {
-        o.trace_on_spike_ns = None;
-        o.notes.push("trace on spike: the subscribers run in their own processes and cannot raise the spike flag; use in-process subscribers or roundtrip mode (the counters are kept)".into());
+        o.notes.push("trace on spike: the subscribers run in their own processes and cannot raise the spike flag, only the publisher's send lateness does; for the message latency use in-process subscribers or roundtrip mode".into());
     }
 }
 
@@ -318,7 +320,8 @@ pub fn measure(
         Some(Ok(h)) => Some(h.value_us),
         _ => None,
     };
-    doc.streams = outcome.cases.iter().flat_map(|c| c.streams.iter().cloned()).collect();
+    // per case: its subscribers, then the publisher's own lateness
+    doc.streams = outcome.cases.iter().flat_map(|c| c.streams.iter().cloned().chain(c.publisher.clone())).collect();
 
     let lock_state = memory_lock.as_ref().map(|r| r.as_ref().map(|_| ()).map_err(|e| e.clone()));
     let mut warns = crate::document::process_warnings(&doc.environment, &lock_state, cfg.rt.policy == "other");
@@ -404,6 +407,14 @@ fn print_tables(cfg: &PubsubConfig, o: &PubsubOutcome) -> anyhow::Result<()> {
     };
     let rows: Vec<Row> = o.cases.iter().flat_map(|c| c.streams.iter()).map(|s| Row { label: label(s), summary: &s.stats }).collect();
     write!(out, "{}", stats_table(&rows, color))?;
+    writeln!(out)?;
+    writeln!(out, "publisher send lateness ({})", probe::SEND_LATENESS_DEFINITION)?;
+    let pubs: Vec<Row> = o
+        .cases
+        .iter()
+        .filter_map(|c| c.publisher.as_ref().map(|s| Row { label: format!("{}B {} n{}", c.payload, probe::rate_label(c.period_ns), c.subscribers), summary: &s.stats }))
+        .collect();
+    write!(out, "{}", stats_table(&pubs, color))?;
     writeln!(out)?;
     writeln!(out, "{:<28} {:>9} {:>7} {:>7} {:>5} {:>5} {:>9}", "counters", "published", "lost", "late", "dup", "ooo", "overruns")?;
     for c in &o.cases {

@@ -163,9 +163,10 @@ impl SampledCounters {
     }
 
     /// Onto a stream's grid (origin `start`, None: the sampling's own start; `width_ns` its
-    /// window width): each sampling period goes to the window holding its midpoint; periods
-    /// before the origin (the probe's set-up) are left out.
-    pub fn align(&self, start: Option<i64>, width_ns: i64) -> WindowCounters {
+    /// window width; at most `max_windows`, the stream's own count): each sampling period goes
+    /// to the window holding its midpoint; periods before the origin (the probe's set-up) or
+    /// past the stream's last window (its tear-down) are left out.
+    pub fn align(&self, start: Option<i64>, width_ns: i64, max_windows: usize) -> WindowCounters {
         let origin = start.unwrap_or(self.start_monotonic_ns);
         let width = width_ns.max(1);
         let mut windows: Vec<KernelCounters> = Vec::new();
@@ -176,6 +177,9 @@ impl SampledCounters {
                 continue;
             }
             let k = ((mid - origin) / width) as usize;
+            if k >= max_windows {
+                continue;
+            }
             if windows.len() <= k {
                 windows.resize(k + 1, KernelCounters::default());
             }
@@ -270,7 +274,7 @@ mod tests {
             w.push(k(i), 64);
         }
         w.finish(true);
-        let a = w.align(Some(1_600), 1_000);
+        let a = w.align(Some(1_600), 1_000, 16);
         assert_eq!(a.start_monotonic_ns, Some(1_600));
         assert_eq!(a.resolution_ns, 250);
         // periods 0-1 (midpoints 1125, 1375) and 2 (1625) ... : 0 and 1 are before the start
@@ -278,8 +282,11 @@ mod tests {
         assert_eq!(a.windows[1].context_switches, 6 + 7 + 8 + 9);
         assert_eq!(a.windows[2].context_switches, 10 + 11);
         assert!(a.last_partial);
-        let own = w.align(None, 1_000);
+        let own = w.align(None, 1_000, 16);
         assert_eq!(own.windows[0].context_switches, 1 + 2 + 3);
+        // no more windows than the stream has, whatever the origin says
+        assert_eq!(w.align(Some(1_600), 1_000, 2).windows.len(), 2);
+        assert!(w.align(Some(-1_000_000_000_000), 1_000, 16).windows.is_empty(), "an origin far before the sampling");
     }
 
     #[test]

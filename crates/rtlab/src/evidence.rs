@@ -132,11 +132,16 @@ impl<'h> EvidenceRun<'h> {
             if start.is_none() {
                 notes.push("the probe did not say when its windows start: the counters' windows start with the sampling (off by the probe's set-up time)".into());
             }
-            let starts: std::collections::BTreeSet<i64> = streams.iter().filter_map(|s| s.start_monotonic_ns).map(|t| t / width.max(1)).collect();
-            if starts.len() > 1 {
+            // a sweep: streams of the headline's metric (other cases) that start elsewhere
+            let sweep = base.zip(start).is_some_and(|(b, t0)| {
+                streams.iter().filter(|s| s.metric == b.metric).filter_map(|s| s.start_monotonic_ns).any(|t| (t - t0).abs() > sampled.period_ns)
+            });
+            if sweep {
                 notes.push(format!("the streams start at different times (a sweep of cases): the counters are aligned with the windows of '{}'", base.map(|s| s.name.as_str()).unwrap_or("")));
             }
-            sampled.align(start, width)
+            // no more windows than the stream (nor than the sampling periods without a stream)
+            let max = base.map(|s| s.windows.max_ns.len()).unwrap_or(sampled.deltas.len() + 1);
+            sampled.align(start, width, max)
         });
         let spike = self.armed.map(|a| {
             a.watch_stop.store(true, Ordering::Relaxed);
@@ -292,6 +297,23 @@ mod tests {
         let first = t.find("window 1 ").unwrap();
         assert!(first < t.find("window 2 ").unwrap() && t.find("window 2 ").unwrap() < t.find("window 0 ").unwrap(), "worst first: {t}");
         assert!(t.contains("note: no timerlat"));
+    }
+
+    #[test]
+    fn only_a_sweep_of_cases_is_said_to_start_elsewhere() {
+        let run = |streams: &[Stream]| {
+            let host = rtlab_tune::host::RealHost::new();
+            let mut o = EvidenceOptions::new(1_000, "x");
+            o.counters = true;
+            EvidenceRun::start(&host, &o).unwrap().finish(streams).notes
+        };
+        let mut other = stream("reflector", vec![Some(1)], Some(10 + 5_000_000_000));
+        other.metric = "turnaround".into();
+        let pair = [stream("ping", vec![Some(1)], Some(10)), other];
+        assert!(run(&pair).is_empty(), "another metric starting elsewhere is not a sweep");
+        let sweep = [stream("case0.sub0", vec![Some(1)], Some(10)), stream("case1.sub0", vec![Some(1)], Some(10 + 5_000_000_000))];
+        let notes = run(&sweep);
+        assert!(notes.iter().any(|n| n.contains("a sweep of cases") && n.contains("'case0.sub0'")), "{notes:?}");
     }
 
     #[test]

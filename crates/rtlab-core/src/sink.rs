@@ -129,9 +129,9 @@ impl Recorder {
     }
 
     /// Raise `flag` on the first sample above `cfg.spike_threshold_ns` (no-op without a threshold).
-    pub fn with_spike(mut self, cfg: &RecorderConfig, flag: std::sync::Arc<SpikeFlag>) -> Self {
-        self.spike = cfg.spike_threshold_ns.map(|t| (t, flag, 0));
-        self
+    pub fn with_spike(self, cfg: &RecorderConfig, flag: std::sync::Arc<SpikeFlag>) -> Self {
+        let hook = cfg.spike_threshold_ns.map(|threshold_ns| SpikeHook { threshold_ns, flag, source: 0 });
+        self.with_hook(hook.as_ref())
     }
 
     /// Raise the hook's flag on the first sample above its threshold (None: no-op).

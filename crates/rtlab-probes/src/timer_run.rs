@@ -143,12 +143,12 @@ pub fn run(cfg: &TimerConfig, stop: Arc<AtomicBool>, on_progress: impl FnMut(u64
     run_with_spike(cfg, stop, None, on_progress)
 }
 
-/// [`run`], and the first sample above `spike.0` ns (any thread) raises `spike.1`, for a
-/// watcher off the hot path (`rtlab timer --trace-on-spike`).
+/// [`run`], and the first sample above the hook's threshold (any thread; thread i is its
+/// source i) raises its flag, for a watcher off the hot path (`rtlab timer --trace-on-spike`).
 pub fn run_with_spike(
     cfg: &TimerConfig,
     stop: Arc<AtomicBool>,
-    spike: Option<(i64, Arc<rtlab_core::sink::SpikeFlag>)>,
+    spike: Option<rtlab_core::sink::SpikeHook>,
     mut on_progress: impl FnMut(u64, u64),
 ) -> Result<TimerOutcome, TimerError> {
     let (online, _) = rtlab_sys::cpus::online_cpus(Path::new("/"));
@@ -228,10 +228,9 @@ pub fn run_with_spike(
             window_capacity,
             max_samples: cfg.loops,
             us_histogram_buckets: cfg.histogram_us_buckets,
-            spike_threshold_ns: spike.as_ref().map(|s| s.0),
+            spike_threshold_ns: None,
         };
-        let hook = spike.as_ref().map(|(t, flag)| rtlab_core::sink::SpikeHook { threshold_ns: *t, flag: flag.clone(), source: i as u32 });
-        let mut latency = Recorder::new(&rc, raw).with_hook(hook.as_ref());
+        let mut latency = Recorder::new(&rc, raw).with_hook(spike.as_ref().map(|h| h.for_source(i as u32)).as_ref());
         let jrc = RecorderConfig { max_samples: None, us_histogram_buckets: None, spike_threshold_ns: None, ..rc.clone() };
         let mut jitter = Recorder::new(&jrc, None);
         let spec = ThreadSpec {

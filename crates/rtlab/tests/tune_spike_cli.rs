@@ -87,6 +87,7 @@ fn tune_spike_root_timer_names_a_fifo_hog() {
     // the document keeps the spike and the counters of every window, on the stream's grid
     let ev = &v["evidence"];
     assert!(ev["spike"]["value_ns"].as_i64().unwrap() > 5_000_000, "{ev}");
+    assert_eq!(ev["spike"]["stream"], "thread0");
     let stream = &v["streams"][0];
     assert_eq!(ev["counters"]["start_monotonic_ns"], stream["start_monotonic_ns"]);
     assert_eq!(ev["counters"]["width_ns"], stream["windows"]["width_ns"]);

@@ -125,7 +125,7 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
         println!("{}", headline(&cfg));
     }
     let progress = Progress::new(0, "timer", quiet);
-    let outcome = timer_run::run_with_spike(&cfg, stop, evidence.hook().map(|h| (h.threshold_ns, h.flag)), |done, planned| {
+    let outcome = timer_run::run_with_spike(&cfg, stop, evidence.hook(), |done, planned| {
         progress.set_len_once(planned);
         progress.set(done);
     });

@@ -131,7 +131,7 @@ impl LiveExecutor {
             Ok(e) => e,
             Err(e) => return CaseResult::failed(e.to_string()),
         };
-        let measured = timer_run::run_with_spike(&cfg, stop.clone(), evidence.hook().map(|h| (h.threshold_ns, h.flag)), |_, _| {});
+        let measured = timer_run::run_with_spike(&cfg, stop.clone(), evidence.hook(), |_, _| {});
         // finished (tracefs put back) before anything else, whatever the probe did
         let evidence = evidence.finish(measured.as_ref().map(|o| o.streams(&cfg)).unwrap_or_default().as_slice());
         match measured {

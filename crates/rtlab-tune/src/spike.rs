@@ -186,6 +186,8 @@ pub struct SpikeTracer<'h> {
     pub notes: Vec<String>,
     /// CPUs the watcher keeps off (the probe's).
     pub avoid_cpus: Vec<usize>,
+    /// Whether rtla timerlat can run here (found once, when armed).
+    pub timerlat: crate::timerlat::Availability,
 }
 
 /// What the tracer found around a spike.
@@ -210,18 +212,18 @@ impl<'h> SpikeTracer<'h> {
     /// unexpanded state cannot be written back, so rtlab does not touch it.
     pub fn arm(host: &'h dyn Host, journal: &Path) -> Result<SpikeTracer<'h>, String> {
         let mut session = Session::begin(host, journal, "rtlab spike tracer").map_err(|e| e.to_string())?;
-        let mut dir = "/sys/kernel/tracing".to_string();
-        if !host.exists(&format!("{dir}/trace")) {
-            if host.exists("/sys/kernel/debug/tracing/trace") {
-                dir = "/sys/kernel/debug/tracing".into();
-            } else if host.exists(&dir) {
-                session.apply(&Action::Mount { fstype: "tracefs".into(), target: dir.clone() }).map_err(|e| format!("mounting tracefs: {e}"))?;
-            } else {
-                return Err("no tracefs (/sys/kernel/tracing): the kernel lacks CONFIG_FTRACE".into());
+        let dirs = crate::timerlat::TRACEFS_DIRS;
+        let dir = match dirs.iter().find(|d| host.exists(&format!("{d}/trace"))) {
+            Some(d) => d.to_string(),
+            None if host.exists(dirs[0]) => {
+                session.apply(&Action::Mount { fstype: "tracefs".into(), target: dirs[0].into() }).map_err(|e| format!("mounting tracefs: {e}"))?;
+                dirs[0].to_string()
             }
-        }
+            None => return Err(format!("no tracefs ({}): the kernel lacks CONFIG_FTRACE", dirs[0])),
+        };
         let mut notes = Vec::new();
-        match crate::timerlat::detect(host).missing() {
+        let timerlat = crate::timerlat::detect(host);
+        match timerlat.missing() {
             Some(why) => notes.push(format!("{why}; the spike is explained from sched/irq/softirq events alone")),
             None => notes.push("timerlat and rtla are available: `rtla timerlat top` runs alongside and gives the kernel's own IRQ/thread latency split".into()),
         }
@@ -242,7 +244,7 @@ impl<'h> SpikeTracer<'h> {
             .open(host.path(&format!("{dir}/trace")))
             .map_err(|e| format!("clearing {dir}/trace: {e}"))?;
         w(&mut session, format!("{dir}/tracing_on"), "1")?;
-        Ok(SpikeTracer { session, dir: host.path(&dir), notes, avoid_cpus: Vec::new() })
+        Ok(SpikeTracer { session, dir: host.path(&dir), notes, avoid_cpus: Vec::new(), timerlat })
     }
 
     /// Journal and make one more change in the tracer's session (undone with the rest),

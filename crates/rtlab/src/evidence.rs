@@ -175,7 +175,8 @@ impl<'h> EvidenceRun<'h> {
 /// notes say what is missing).
 fn start_timerlat(host: &dyn Host, tracer: &mut SpikeTracer<'_>, o: &EvidenceOptions, threshold_ns: i64) -> Option<rtlab_tune::timerlat::TimerlatRun> {
     use rtlab_tune::timerlat;
-    if timerlat::detect(host).missing().is_some() {
+    // found when the tracer was armed (detecting runs `rtla --version`)
+    if tracer.timerlat.missing().is_some() {
         return None;
     }
     if let Some(a) = timerlat::leftover_cleanup_action(host) {

@@ -28,5 +28,10 @@ fn main() {
     }
     let el = t.elapsed();
     std::hint::black_box(&r);
-    println!("Recorder::record: {:.1} ns per sample over {} samples ({} missed)", el.as_nanos() as f64 / n as f64, n, r.missed);
+    println!(
+        "Recorder::record: {:.1} ns per sample over {} samples ({} missed)",
+        el.as_nanos() as f64 / n as f64,
+        n,
+        r.missed
+    );
 }

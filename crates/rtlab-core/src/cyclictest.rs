@@ -130,7 +130,10 @@ mod tests {
         b.record(0, 3_000);
         let out = render(
             &[&a, &b],
-            &[ThreadFooter { min_us: 1, avg_us: 4, max_us: 9 }, ThreadFooter { min_us: 3, avg_us: 3, max_us: 3 }],
+            &[
+                ThreadFooter { min_us: 1, avg_us: 4, max_us: 9 },
+                ThreadFooter { min_us: 3, avg_us: 3, max_us: 3 },
+            ],
         );
         let expect = "# Histogram\n000000 000000\t000000\n000001 000002\t000000\n000002 000000\t000000\n000003 000000\t000001\n\
 # Total: 000000002 000000001\n# Min Latencies: 00001 00003\n# Avg Latencies: 00004 00003\n# Max Latencies: 00009 00003\n\

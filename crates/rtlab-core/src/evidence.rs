@@ -66,12 +66,15 @@ impl KernelCounters {
             let show = |x: u64| if ns { format!("{} us", x / 1_000) } else { x.to_string() };
             let total: u64 = v.iter().sum();
             // the first CPU with the largest count
-            let top = v.iter().enumerate().fold(None, |best: Option<(usize, u64)>, (i, &x)| match best {
-                Some((_, b)) if b >= x => best,
-                _ => Some((i, x)),
-            });
+            let top =
+                v.iter().enumerate().fold(None, |best: Option<(usize, u64)>, (i, &x)| match best {
+                    Some((_, b)) if b >= x => best,
+                    _ => Some((i, x)),
+                });
             match top {
-                Some((cpu, t)) if v.len() > 1 && t > 0 => format!("{name} {} (CPU {cpu}: {})", show(total), show(t)),
+                Some((cpu, t)) if v.len() > 1 && t > 0 => {
+                    format!("{name} {} (CPU {cpu}: {})", show(total), show(t))
+                }
                 _ => format!("{name} {}", show(total)),
             }
         };
@@ -186,19 +189,32 @@ impl SampledCounters {
             windows[k].add(d);
             last_partial = i + 1 == self.deltas.len() && self.last_partial;
         }
-        WindowCounters { width_ns: width, start_monotonic_ns: start, resolution_ns: self.period_ns, windows, last_partial }
+        WindowCounters {
+            width_ns: width,
+            start_monotonic_ns: start,
+            resolution_ns: self.period_ns,
+            windows,
+            last_partial,
+        }
     }
 }
 
 impl WindowCounters {
     /// The `n` windows of `stream` with the largest maxima, with the counters of the same
     /// window when the widths agree: (window index, max ns, counters).
-    pub fn worst<'a>(&'a self, stream: &WindowData, n: usize) -> Vec<(usize, i64, Option<&'a KernelCounters>)> {
-        let mut w: Vec<(usize, i64)> = stream.max_ns.iter().enumerate().filter_map(|(i, m)| m.map(|m| (i, m))).collect();
+    pub fn worst<'a>(
+        &'a self,
+        stream: &WindowData,
+        n: usize,
+    ) -> Vec<(usize, i64, Option<&'a KernelCounters>)> {
+        let mut w: Vec<(usize, i64)> =
+            stream.max_ns.iter().enumerate().filter_map(|(i, m)| m.map(|m| (i, m))).collect();
         w.sort_by_key(|&(i, m)| (std::cmp::Reverse(m), i));
         w.truncate(n);
         let aligned = stream.width_ns == self.width_ns;
-        w.into_iter().map(|(i, m)| (i, m, if aligned { self.windows.get(i) } else { None })).collect()
+        w.into_iter()
+            .map(|(i, m)| (i, m, if aligned { self.windows.get(i) } else { None }))
+            .collect()
     }
 }
 
@@ -236,7 +252,14 @@ mod tests {
     use super::*;
 
     fn k(n: u64) -> KernelCounters {
-        KernelCounters { net_rx: vec![n, 2 * n], timer: vec![1, 1], interrupts: vec![n, 0], ksoftirqd_ns: vec![0, n * 1000], context_switches: n, steal_ticks: vec![0, 0] }
+        KernelCounters {
+            net_rx: vec![n, 2 * n],
+            timer: vec![1, 1],
+            interrupts: vec![n, 0],
+            ksoftirqd_ns: vec![0, n * 1000],
+            context_switches: n,
+            steal_ticks: vec![0, 0],
+        }
     }
 
     #[test]
@@ -262,7 +285,10 @@ mod tests {
         w.finish(false);
         // 0+1, 2+3 merged into 0-3 at the 4th entry; then 4+5, 6+7 (period 2000); 8+9 in the end
         assert_eq!(w.period_ns, 4_000);
-        assert_eq!(w.deltas.iter().map(|c| c.context_switches).collect::<Vec<_>>(), vec![1 + 2 + 3, 4 + 5 + 6 + 7, 8 + 9]);
+        assert_eq!(
+            w.deltas.iter().map(|c| c.context_switches).collect::<Vec<_>>(),
+            vec![1 + 2 + 3, 4 + 5 + 6 + 7, 8 + 9]
+        );
         assert!(w.last_partial, "8+9 is half an entry");
     }
 
@@ -286,13 +312,26 @@ mod tests {
         assert_eq!(own.windows[0].context_switches, 1 + 2 + 3);
         // no more windows than the stream has, whatever the origin says
         assert_eq!(w.align(Some(1_600), 1_000, 2).windows.len(), 2);
-        assert!(w.align(Some(-1_000_000_000_000), 1_000, 16).windows.is_empty(), "an origin far before the sampling");
+        assert!(
+            w.align(Some(-1_000_000_000_000), 1_000, 16).windows.is_empty(),
+            "an origin far before the sampling"
+        );
     }
 
     #[test]
     fn the_worst_windows_carry_their_counters() {
-        let w = WindowCounters { width_ns: 1_000, start_monotonic_ns: None, resolution_ns: 1_000, windows: (0..3).map(k).collect(), last_partial: false };
-        let s = WindowData { width_ns: 1_000, max_ns: vec![Some(5), None, Some(9)], count: vec![1, 0, 1] };
+        let w = WindowCounters {
+            width_ns: 1_000,
+            start_monotonic_ns: None,
+            resolution_ns: 1_000,
+            windows: (0..3).map(k).collect(),
+            last_partial: false,
+        };
+        let s = WindowData {
+            width_ns: 1_000,
+            max_ns: vec![Some(5), None, Some(9)],
+            count: vec![1, 0, 1],
+        };
         let worst = w.worst(&s, 2);
         assert_eq!(worst.iter().map(|x| (x.0, x.1)).collect::<Vec<_>>(), vec![(2, 9), (0, 5)]);
         assert_eq!(worst[0].2.unwrap().context_switches, 2);

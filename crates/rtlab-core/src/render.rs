@@ -25,7 +25,10 @@ fn cell(v: Option<i64>) -> String {
 
 /// The statistics table, in microseconds with one decimal. `color` adds ANSI emphasis.
 pub fn stats_table(rows: &[Row<'_>], color: bool) -> String {
-    let head = ["", "count", "min", "mean", "stddev", "p50", "p90", "p99", "p99.9", "p99.99", "max", "missed", "overruns"];
+    let head = [
+        "", "count", "min", "mean", "stddev", "p50", "p90", "p99", "p99.9", "p99.99", "max",
+        "missed", "overruns",
+    ];
     let mut table: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
     for r in rows {
         let s = r.summary;
@@ -45,12 +48,18 @@ pub fn stats_table(rows: &[Row<'_>], color: bool) -> String {
             s.overruns.map(|m| m.to_string()).unwrap_or_else(|| "-".into()),
         ]);
     }
-    let widths: Vec<usize> = (0..head.len()).map(|c| table.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..head.len())
+        .map(|c| table.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
     let mut out = String::new();
     for (ri, r) in table.iter().enumerate() {
         for (c, v) in r.iter().enumerate() {
             let pad = widths[c] - v.chars().count();
-            let text = if c == 0 { format!("{v}{}", " ".repeat(pad)) } else { format!("{}{v}", " ".repeat(pad)) };
+            let text = if c == 0 {
+                format!("{v}{}", " ".repeat(pad))
+            } else {
+                format!("{}{v}", " ".repeat(pad))
+            };
             let emph = color && (head[c] == "max" || head[c] == "p99.9");
             if c > 0 {
                 out.push_str("  ");
@@ -93,11 +102,30 @@ pub fn terminal_histogram(h: &HistogramData, bins: usize, width: usize) -> Strin
     for (i, &c) in counts.iter().enumerate() {
         let from = lo + i as i64 * span;
         let to = (from + span - 1).min(hi);
-        let len = if c == 0 { 0 } else { (((c as f64 + 1.0).log10() / scale) * width as f64).ceil() as usize };
-        let _ = writeln!(out, "{:>9} .. {:>9} us |{:<width$}| {}", us_1(from), us_1(to), "#".repeat(len), c, width = width);
+        let len = if c == 0 {
+            0
+        } else {
+            (((c as f64 + 1.0).log10() / scale) * width as f64).ceil() as usize
+        };
+        let _ = writeln!(
+            out,
+            "{:>9} .. {:>9} us |{:<width$}| {}",
+            us_1(from),
+            us_1(to),
+            "#".repeat(len),
+            c,
+            width = width
+        );
     }
     if h.overflow_high + h.overflow_low > 0 {
-        let _ = writeln!(out, "overflow: {} above {} us, {} below -{} us", h.overflow_high, us_1(h.limit_ns), h.overflow_low, us_1(h.limit_ns));
+        let _ = writeln!(
+            out,
+            "overflow: {} above {} us, {} below -{} us",
+            h.overflow_high,
+            us_1(h.limit_ns),
+            h.overflow_low,
+            us_1(h.limit_ns)
+        );
     }
     out.push_str("(bar length: log10 of the count)\n");
     out
@@ -138,7 +166,8 @@ mod tests {
     fn histogram_rows_cover_every_sample() {
         let (_, h) = summary_of(&[1_000, 1_100, 5_000, 9_000, 9_000]);
         let out = terminal_histogram(&h.to_data(), 4, 20);
-        let total: u64 = out.lines().filter_map(|l| l.rsplit("| ").next()?.trim().parse::<u64>().ok()).sum();
+        let total: u64 =
+            out.lines().filter_map(|l| l.rsplit("| ").next()?.trim().parse::<u64>().ok()).sum();
         assert_eq!(total, 5, "{out}");
     }
 }

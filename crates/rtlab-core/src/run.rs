@@ -56,9 +56,13 @@ pub struct RunInfo {
 pub enum CaseStatus {
     Ok,
     /// The case failed; the run went on.
-    Failed { error: String },
+    Failed {
+        error: String,
+    },
     /// The case could not apply on this machine (a qdisc, a tool, a kernel feature missing).
-    Skipped { reason: String },
+    Skipped {
+        reason: String,
+    },
     /// Ctrl-C during the case: what was measured is in the document.
     Interrupted,
 }
@@ -141,7 +145,8 @@ mod tests {
 
     #[test]
     fn case_status_serializes_with_a_tag() {
-        let s = serde_json::to_value(CaseStatus::Failed { error: "iperf3 missing".into() }).unwrap();
+        let s =
+            serde_json::to_value(CaseStatus::Failed { error: "iperf3 missing".into() }).unwrap();
         assert_eq!(s["status"], "failed");
         assert_eq!(s["error"], "iperf3 missing");
         let back: CaseStatus = serde_json::from_value(s).unwrap();

@@ -167,30 +167,61 @@ pub enum LoadSpec {
     Idle,
     /// stress-ng workers: cpu (with a method), vm, io, hdd — S2's `-c 4 --cpu-method fft`,
     /// S3's 8/8/8/8.
-    Stress { cpu: u32, cpu_method: Option<String>, cpu_load: Option<u8>, vm: u32, io: u32, hdd: u32 },
+    Stress {
+        cpu: u32,
+        cpu_method: Option<String>,
+        cpu_load: Option<u8>,
+        vm: u32,
+        io: u32,
+        hdd: u32,
+    },
     /// iperf3 traffic at a bit rate; `direction` tx (from the probe's side) or rx (towards it).
-    Traffic { bits_per_second: u64, direction: String, protocol: String },
+    Traffic {
+        bits_per_second: u64,
+        direction: String,
+        protocol: String,
+    },
     /// A user command, started and stopped like the others.
-    Command { argv: Vec<String> },
+    Command {
+        argv: Vec<String>,
+    },
     /// Several loads at once (S3: "load + 40 Mbps").
-    Combined { parts: Vec<LoadSpec> },
+    Combined {
+        parts: Vec<LoadSpec>,
+    },
 }
 
 /// Built-in loads by name.
 pub fn builtin_load(name: &str) -> Option<LoadSpec> {
-    let stress = |cpu, vm, io, hdd, m: Option<&str>| LoadSpec::Stress { cpu, cpu_method: m.map(str::to_string), cpu_load: None, vm, io, hdd };
+    let stress = |cpu, vm, io, hdd, m: Option<&str>| LoadSpec::Stress {
+        cpu,
+        cpu_method: m.map(str::to_string),
+        cpu_load: None,
+        vm,
+        io,
+        hdd,
+    };
     Some(match name {
         "idle" => LoadSpec::Idle,
         "cpu" => stress(0, 0, 0, 0, Some("fft")), // 0 = one worker per online CPU
         "stress" => stress(8, 8, 8, 8, None),
-        "tx" => LoadSpec::Traffic { bits_per_second: 100_000_000, direction: "tx".into(), protocol: "udp".into() },
-        "rx" => LoadSpec::Traffic { bits_per_second: 100_000_000, direction: "rx".into(), protocol: "udp".into() },
+        "tx" => LoadSpec::Traffic {
+            bits_per_second: 100_000_000,
+            direction: "tx".into(),
+            protocol: "udp".into(),
+        },
+        "rx" => LoadSpec::Traffic {
+            bits_per_second: 100_000_000,
+            direction: "rx".into(),
+            protocol: "udp".into(),
+        },
         _ => return None,
     })
 }
 
 /// Built-in profile names (DESIGN.md "profile").
-pub const PROFILES: &[&str] = &["no-rt", "rt-normal", "rt-affinities", "rt-isolation", "rt-kthreads"];
+pub const PROFILES: &[&str] =
+    &["no-rt", "rt-normal", "rt-affinities", "rt-isolation", "rt-kthreads"];
 /// Probe kinds.
 pub const PROBES: &[&str] = &["timer", "udp", "pubsub"];
 /// Pub/sub transports (DESIGN.md "transport").
@@ -264,8 +295,18 @@ impl Ctx<'_> {
     fn line_of(&self, offset: usize) -> usize {
         self.text[..offset.min(self.text.len())].bytes().filter(|&b| b == b'\n').count() + 1
     }
-    fn err(&self, span: std::ops::Range<usize>, field: impl Into<String>, message: impl Into<String>) -> ScenarioError {
-        ScenarioError { origin: self.origin.into(), line: self.line_of(span.start), field: field.into(), message: message.into() }
+    fn err(
+        &self,
+        span: std::ops::Range<usize>,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> ScenarioError {
+        ScenarioError {
+            origin: self.origin.into(),
+            line: self.line_of(span.start),
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -274,7 +315,19 @@ fn allowed(kind: &str) -> &'static [&'static str] {
     match kind {
         "timer" => &["interval", "mode", "threads", "distance", "policy"],
         "udp" => &["period", "payload", "loss_timeout", "so_priority", "mode"],
-        "pubsub" => &["transport", "payload", "rate", "period", "subscribers", "reliability", "history", "durability", "wait", "mode", "loss_timeout"],
+        "pubsub" => &[
+            "transport",
+            "payload",
+            "rate",
+            "period",
+            "subscribers",
+            "reliability",
+            "history",
+            "durability",
+            "wait",
+            "mode",
+            "loss_timeout",
+        ],
         _ => &[],
     }
 }
@@ -296,7 +349,12 @@ impl Scenario {
             ctx.err(span, field, msg.replace('\n', " "))
         })?;
         if !(scale > 0.0 && scale.is_finite()) {
-            return Err(ScenarioError { origin: origin.into(), line: 0, field: "--scale".into(), message: format!("{scale} must be above zero") });
+            return Err(ScenarioError {
+                origin: origin.into(),
+                line: 0,
+                field: "--scale".into(),
+                message: format!("{scale} must be above zero"),
+            });
         }
         let name = file.name.get_ref().trim().to_string();
         if name.is_empty() {
@@ -323,12 +381,18 @@ impl Scenario {
                     parts.push(p);
                 }
                 if parts.len() < 2 {
-                    return Err(ctx.err(spec.span(), format!("load.{lname}.parts"), "a combined load needs parts = [at least two load names]"));
+                    return Err(ctx.err(
+                        spec.span(),
+                        format!("load.{lname}.parts"),
+                        "a combined load needs parts = [at least two load names]",
+                    ));
                 }
                 loads.insert(lname.clone(), LoadSpec::Combined { parts });
             }
         }
-        let load_spec = |names: &Spanned<Vec<String>>, field: &str| -> Result<Vec<(String, LoadSpec)>, ScenarioError> {
+        let load_spec = |names: &Spanned<Vec<String>>,
+                         field: &str|
+         -> Result<Vec<(String, LoadSpec)>, ScenarioError> {
             let mut out = Vec::new();
             for n in names.get_ref() {
                 let spec = loads.get(n).cloned().or_else(|| builtin_load(n)).ok_or_else(|| {
@@ -341,17 +405,22 @@ impl Scenario {
             }
             Ok(out)
         };
-        let profile_list = |names: &Spanned<Vec<String>>, field: &str| -> Result<Vec<String>, ScenarioError> {
-            for n in names.get_ref() {
-                if !PROFILES.contains(&n.as_str()) {
-                    return Err(ctx.err(names.span(), field, format!("unknown profile '{n}' (accepted: {})", PROFILES.join(", "))));
+        let profile_list =
+            |names: &Spanned<Vec<String>>, field: &str| -> Result<Vec<String>, ScenarioError> {
+                for n in names.get_ref() {
+                    if !PROFILES.contains(&n.as_str()) {
+                        return Err(ctx.err(
+                            names.span(),
+                            field,
+                            format!("unknown profile '{n}' (accepted: {})", PROFILES.join(", ")),
+                        ));
+                    }
                 }
-            }
-            if names.get_ref().is_empty() {
-                return Err(ctx.err(names.span(), field, "empty list"));
-            }
-            Ok(names.get_ref().clone())
-        };
+                if names.get_ref().is_empty() {
+                    return Err(ctx.err(names.span(), field, "empty list"));
+                }
+                Ok(names.get_ref().clone())
+            };
         let top_loads = match &file.loads {
             Some(l) => load_spec(l, "loads")?,
             None => vec![("idle".to_string(), LoadSpec::Idle)],
@@ -362,16 +431,28 @@ impl Scenario {
         };
         let top_duration = file.duration.as_ref().map(|d| dur(&ctx, d, "duration")).transpose()?;
         let top_count = file.count.as_ref().map(|c| positive(&ctx, c, "count")).transpose()?;
-        let top_reps = file.repetitions.as_ref().map(|c| positive(&ctx, c, "repetitions")).transpose()?.unwrap_or(1);
+        let top_reps = file
+            .repetitions
+            .as_ref()
+            .map(|c| positive(&ctx, c, "repetitions"))
+            .transpose()?
+            .unwrap_or(1);
         let top_deadline = file.deadline.as_ref().map(|d| dur(&ctx, d, "deadline")).transpose()?;
-        let top_spike = file.trace_on_spike.as_ref().map(|d| dur(&ctx, d, "trace_on_spike")).transpose()?;
+        let top_spike =
+            file.trace_on_spike.as_ref().map(|d| dur(&ctx, d, "trace_on_spike")).transpose()?;
 
         let mut published = Vec::new();
         for p in &file.published {
             let s = p.get_ref();
             for k in s.matches.keys() {
-                if !["probe", "load", "profile"].contains(&k.as_str()) && !PROBES.iter().any(|pk| allowed(pk).contains(&k.as_str())) {
-                    return Err(ctx.err(p.span(), format!("published.match.{k}"), "not a probe, load, profile or parameter name"));
+                if !["probe", "load", "profile"].contains(&k.as_str())
+                    && !PROBES.iter().any(|pk| allowed(pk).contains(&k.as_str()))
+                {
+                    return Err(ctx.err(
+                        p.span(),
+                        format!("published.match.{k}"),
+                        "not a probe, load, profile or parameter name",
+                    ));
                 }
             }
             published.push(s);
@@ -382,7 +463,11 @@ impl Scenario {
             let field = |f: &str| format!("probe[{pi}].{f}");
             let kind = p.kind.get_ref().as_str();
             if !PROBES.contains(&kind) {
-                return Err(ctx.err(p.kind.span(), field("kind"), format!("unknown probe '{kind}' (accepted: {})", PROBES.join(", "))));
+                return Err(ctx.err(
+                    p.kind.span(),
+                    field("kind"),
+                    format!("unknown probe '{kind}' (accepted: {})", PROBES.join(", ")),
+                ));
             }
             // fields that do not belong to this kind
             let present: [(&str, Option<std::ops::Range<usize>>); 19] = [
@@ -409,13 +494,23 @@ impl Scenario {
             for (f, span) in present.iter() {
                 if let Some(span) = span {
                     if !allowed(kind).contains(f) {
-                        return Err(ctx.err(span.clone(), field(f), format!("not a parameter of the {kind} probe (accepted: {})", allowed(kind).join(", "))));
+                        return Err(ctx.err(
+                            span.clone(),
+                            field(f),
+                            format!(
+                                "not a parameter of the {kind} probe (accepted: {})",
+                                allowed(kind).join(", ")
+                            ),
+                        ));
                     }
                 }
             }
             // the axes, each value checked
             let mut axes: Vec<(&str, Vec<String>)> = Vec::new();
-            let mut axis = |name: &'static str, a: &Axis, check: &dyn Fn(&str) -> Result<(), String>| -> Result<(), ScenarioError> {
+            let mut axis = |name: &'static str,
+                            a: &Axis,
+                            check: &dyn Fn(&str) -> Result<(), String>|
+             -> Result<(), ScenarioError> {
                 if let Some(a) = a {
                     let items = a.get_ref().items();
                     if items.is_empty() {
@@ -428,11 +523,29 @@ impl Scenario {
                 }
                 Ok(())
             };
-            let duration_ok = |v: &str| parse_duration(v).map_err(|e| e.to_string()).and_then(|n| if n.0 > 0 { Ok(()) } else { Err(format!("'{v}' must be above zero")) });
-            let one_of = |list: &'static [&'static str]| move |v: &str| if list.contains(&v) { Ok(()) } else { Err(format!("'{v}' is not one of {}", list.join(", "))) };
-            let int_in = |lo: i64, hi: i64| move |v: &str| match v.parse::<i64>() {
-                Ok(n) if (lo..=hi).contains(&n) => Ok(()),
-                _ => Err(format!("'{v}' is not a whole number in {lo}..={hi}")),
+            let duration_ok = |v: &str| {
+                parse_duration(v).map_err(|e| e.to_string()).and_then(|n| {
+                    if n.0 > 0 {
+                        Ok(())
+                    } else {
+                        Err(format!("'{v}' must be above zero"))
+                    }
+                })
+            };
+            let one_of = |list: &'static [&'static str]| {
+                move |v: &str| {
+                    if list.contains(&v) {
+                        Ok(())
+                    } else {
+                        Err(format!("'{v}' is not one of {}", list.join(", ")))
+                    }
+                }
+            };
+            let int_in = |lo: i64, hi: i64| {
+                move |v: &str| match v.parse::<i64>() {
+                    Ok(n) if (lo..=hi).contains(&n) => Ok(()),
+                    _ => Err(format!("'{v}' is not a whole number in {lo}..={hi}")),
+                }
             };
             match kind {
                 "timer" => {
@@ -459,12 +572,17 @@ impl Scenario {
                         Ok(n) => Err(format!("{n} bytes is outside 16 B..64 MiB")),
                         Err(e) => Err(e.to_string()),
                     })?;
-                    axis("rate", &p.rate, &|v: &str| period_of_rate(v).map(|_| ()).map_err(|e| e.to_string()))?;
+                    axis("rate", &p.rate, &|v: &str| {
+                        period_of_rate(v).map(|_| ()).map_err(|e| e.to_string())
+                    })?;
                     axis("period", &p.period, &duration_ok)?;
                     axis("subscribers", &p.subscribers, &int_in(1, 64))?;
                     axis("reliability", &p.reliability, &one_of(&["reliable", "best-effort"]))?;
                     axis("history", &p.history, &|v: &str| {
-                        if v == "keep-all" || v.strip_prefix("keep-last:").is_some_and(|n| n.parse::<u32>().is_ok_and(|n| n > 0)) {
+                        if v == "keep-all"
+                            || v.strip_prefix("keep-last:")
+                                .is_some_and(|n| n.parse::<u32>().is_ok_and(|n| n > 0))
+                        {
                             Ok(())
                         } else {
                             Err(format!("'{v}' is not keep-last:N or keep-all"))
@@ -473,7 +591,14 @@ impl Scenario {
                     axis("durability", &p.durability, &one_of(&["volatile", "transient-local"]))?;
                     axis("wait", &p.wait, &one_of(&["blocking", "busy-poll"]))?;
                     if p.transport.is_none() {
-                        return Err(ctx.err(p.kind.span(), field("transport"), format!("a pubsub probe needs transport = one or a list of {}", TRANSPORTS.join(", "))));
+                        return Err(ctx.err(
+                            p.kind.span(),
+                            field("transport"),
+                            format!(
+                                "a pubsub probe needs transport = one or a list of {}",
+                                TRANSPORTS.join(", ")
+                            ),
+                        ));
                     }
                 }
             }
@@ -493,14 +618,43 @@ impl Scenario {
                 Some(l) => profile_list(l, &field("profiles"))?,
                 None => top_profiles.clone(),
             };
-            let duration = p.duration.as_ref().map(|d| dur(&ctx, d, &field("duration"))).transpose()?.or(top_duration);
-            let count = p.count.as_ref().map(|c| positive(&ctx, c, &field("count"))).transpose()?.or(top_count);
+            let duration = p
+                .duration
+                .as_ref()
+                .map(|d| dur(&ctx, d, &field("duration")))
+                .transpose()?
+                .or(top_duration);
+            let count = p
+                .count
+                .as_ref()
+                .map(|c| positive(&ctx, c, &field("count")))
+                .transpose()?
+                .or(top_count);
             if duration.is_none() && count.is_none() {
-                return Err(ctx.err(p.kind.span(), field("duration"), "no duration or count for this probe (set one here or at the top)"));
+                return Err(ctx.err(
+                    p.kind.span(),
+                    field("duration"),
+                    "no duration or count for this probe (set one here or at the top)",
+                ));
             }
-            let reps = p.repetitions.as_ref().map(|c| positive(&ctx, c, &field("repetitions"))).transpose()?.unwrap_or(top_reps);
-            let deadline = p.deadline.as_ref().map(|d| dur(&ctx, d, &field("deadline"))).transpose()?.or(top_deadline);
-            let trace_on_spike = p.trace_on_spike.as_ref().map(|d| dur(&ctx, d, &field("trace_on_spike"))).transpose()?.or(top_spike);
+            let reps = p
+                .repetitions
+                .as_ref()
+                .map(|c| positive(&ctx, c, &field("repetitions")))
+                .transpose()?
+                .unwrap_or(top_reps);
+            let deadline = p
+                .deadline
+                .as_ref()
+                .map(|d| dur(&ctx, d, &field("deadline")))
+                .transpose()?
+                .or(top_deadline);
+            let trace_on_spike = p
+                .trace_on_spike
+                .as_ref()
+                .map(|d| dur(&ctx, d, &field("trace_on_spike")))
+                .transpose()?
+                .or(top_spike);
             let counters = p.counters.or(file.counters).unwrap_or(true);
 
             // the matrix: parameter axes (in file order) x loads x profiles x repetitions
@@ -549,17 +703,20 @@ impl Scenario {
                                 counters,
                                 published: None,
                             };
-                            case.published = published.iter().find(|p| matches_case(p, &case)).map(|p| Published {
-                                source: p.source.clone(),
-                                label: p.label.clone(),
-                                min_us: p.min_us,
-                                avg_us: p.avg_us,
-                                max_us: p.max_us,
-                                median_us: p.median_us,
-                                missed: p.missed,
-                                lost: p.lost,
-                                of: p.of,
-                            });
+                            case.published =
+                                published.iter().find(|p| matches_case(p, &case)).map(|p| {
+                                    Published {
+                                        source: p.source.clone(),
+                                        label: p.label.clone(),
+                                        min_us: p.min_us,
+                                        avg_us: p.avg_us,
+                                        max_us: p.max_us,
+                                        median_us: p.median_us,
+                                        missed: p.missed,
+                                        lost: p.lost,
+                                        of: p.of,
+                                    }
+                                });
                             cases.push(case);
                         }
                     }
@@ -577,7 +734,13 @@ impl Scenario {
                 c.name = format!("{}~{k}", c.name);
             }
         }
-        Ok(Scenario { name, description: file.description.unwrap_or_default(), origin: origin.into(), text: text.into(), cases })
+        Ok(Scenario {
+            name,
+            description: file.description.unwrap_or_default(),
+            origin: origin.into(),
+            text: text.into(),
+            cases,
+        })
     }
 
     pub fn cases(&self) -> &[CaseSpec] {
@@ -624,7 +787,11 @@ fn load_of(ctx: &Ctx, name: &str, spec: &Spanned<LoadFileSpec>) -> Result<LoadSp
         match w {
             None => Ok(0),
             Some(w) if (0..=1024).contains(w.get_ref()) => Ok(*w.get_ref() as u32),
-            Some(w) => Err(ctx.err(w.span(), field("workers"), format!("{} is not in 0..=1024 (0 = one per CPU)", w.get_ref()))),
+            Some(w) => Err(ctx.err(
+                w.span(),
+                field("workers"),
+                format!("{} is not in 0..=1024 (0 = one per CPU)", w.get_ref()),
+            )),
         }
     };
     let n = |v: Option<i64>, f: &str| -> Result<u32, ScenarioError> {
@@ -637,7 +804,13 @@ fn load_of(ctx: &Ctx, name: &str, spec: &Spanned<LoadFileSpec>) -> Result<LoadSp
     let cpu_load = match s.cpu_load {
         None => None,
         Some(p) if (1..=100).contains(&p) => Some(p as u8),
-        Some(p) => return Err(ctx.err(spec.span(), field("cpu_load"), format!("{p} is not a percentage in 1..=100"))),
+        Some(p) => {
+            return Err(ctx.err(
+                spec.span(),
+                field("cpu_load"),
+                format!("{p} is not a percentage in 1..=100"),
+            ))
+        }
     };
     Ok(match s.kind.get_ref().as_str() {
         "idle" => LoadSpec::Idle,
@@ -733,7 +906,14 @@ max_us = 464.0
         assert_eq!(c.published.as_ref().unwrap().max_us, Some(464.0));
         assert!(s.cases()[7].published.is_none());
         let u = &s.cases()[10];
-        assert_eq!(u.load_spec, LoadSpec::Traffic { bits_per_second: 40_000_000, direction: "tx".into(), protocol: "udp".into() });
+        assert_eq!(
+            u.load_spec,
+            LoadSpec::Traffic {
+                bits_per_second: 40_000_000,
+                direction: "tx".into(),
+                protocol: "udp".into()
+            }
+        );
         assert_eq!(u.count, Some(1000));
         assert_eq!(u.planned_ns(), 2_000_000_000, "duration wins over count for planning");
     }
@@ -762,23 +942,35 @@ max_us = 464.0
 
     #[test]
     fn errors_name_file_line_and_field() {
-        let e = err("name = \"x\"\nduration = \"1s\"\n[[probe]]\nkind = \"timer\"\ninterval = \"fast\"\n");
+        let e = err(
+            "name = \"x\"\nduration = \"1s\"\n[[probe]]\nkind = \"timer\"\ninterval = \"fast\"\n",
+        );
         assert!(e.starts_with("s.toml:5: probe[0].interval: invalid duration 'fast'"), "{e}");
         let e = err("name = \"x\"\nduration = \"1s\"\n[[probe]]\nkind = \"timer\"\nbogus = 1\n");
         assert!(e.starts_with("s.toml:5: bogus: unknown field"), "{e}");
         let e = err("name = \"x\"\nduration = 5\n[[probe]]\nkind = \"timer\"\n");
         assert!(e.starts_with("s.toml:2: "), "{e}");
-        let e = err("name = \"x\"\nduration = \"1s\"\n[[probe]]\nkind = \"udp\"\npayload = 70000\n");
+        let e =
+            err("name = \"x\"\nduration = \"1s\"\n[[probe]]\nkind = \"udp\"\npayload = 70000\n");
         assert!(e.starts_with("s.toml:5: probe[0].payload: 70000 bytes is outside"), "{e}");
-        let e = err("name = \"x\"\nduration = \"1s\"\n[[probe]]\nkind = \"timer\"\ntransport = \"dds\"\n");
-        assert!(e.starts_with("s.toml:5: probe[0].transport: not a parameter of the timer probe"), "{e}");
+        let e = err(
+            "name = \"x\"\nduration = \"1s\"\n[[probe]]\nkind = \"timer\"\ntransport = \"dds\"\n",
+        );
+        assert!(
+            e.starts_with("s.toml:5: probe[0].transport: not a parameter of the timer probe"),
+            "{e}"
+        );
         let e = err("name = \"x\"\nduration = \"1s\"\nprofiles = [\"turbo\"]\n[[probe]]\nkind = \"timer\"\n");
         assert!(e.starts_with("s.toml:3: profiles: unknown profile 'turbo'"), "{e}");
-        let e = err("name = \"x\"\nduration = \"1s\"\nloads = [\"heavy\"]\n[[probe]]\nkind = \"timer\"\n");
+        let e = err(
+            "name = \"x\"\nduration = \"1s\"\nloads = [\"heavy\"]\n[[probe]]\nkind = \"timer\"\n",
+        );
         assert!(e.starts_with("s.toml:3: loads: unknown load 'heavy'"), "{e}");
         let e = err("name = \"x\"\n[[probe]]\nkind = \"timer\"\n");
         assert!(e.contains("probe[0].duration: no duration or count"), "{e}");
-        let e = err("name = \"x\"\nduration = \"1s\"\n[[probe]]\nkind = \"pubsub\"\ntransport = \"ros1\"\n");
+        let e = err(
+            "name = \"x\"\nduration = \"1s\"\n[[probe]]\nkind = \"pubsub\"\ntransport = \"ros1\"\n",
+        );
         assert!(e.starts_with("s.toml:5: probe[0].transport: 'ros1' is not one of"), "{e}");
         let e = err("name = \"x\"\ncount = 0\n[[probe]]\nkind = \"timer\"\n");
         assert!(e.starts_with("s.toml:2: count: 0 must be at least 1"), "{e}");
@@ -811,7 +1003,8 @@ mod preset_tests {
     #[test]
     fn every_preset_parses_and_has_cases() {
         for (name, text) in PRESETS {
-            let s = Scenario::parse(&format!("preset {name}"), text, 1.0).unwrap_or_else(|e| panic!("{e}"));
+            let s = Scenario::parse(&format!("preset {name}"), text, 1.0)
+                .unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(&s.name, name);
             assert!(!s.cases().is_empty());
         }
@@ -829,7 +1022,10 @@ mod preset_tests {
 
         let s4 = Scenario::parse("s4", preset("s4-timer").unwrap(), 1.0).unwrap();
         assert_eq!(s4.cases().len(), 12, "2 intervals x (normal + rr + fifo) x 2 loads");
-        assert!(s4.cases().iter().all(|c| c.published.is_some()), "every S4 case has its published row");
+        assert!(
+            s4.cases().iter().all(|c| c.published.is_some()),
+            "every S4 case has its published row"
+        );
         let s3 = Scenario::parse("s3", preset("s3-ros2-rtt").unwrap(), 1.0).unwrap();
         assert!(s3.cases().iter().filter(|c| c.published.is_some()).count() >= 11);
         let q = Scenario::parse("quick", preset("quick").unwrap(), 1.0).unwrap();

@@ -32,7 +32,9 @@ impl SpikeFlag {
     /// (index, at_ns, value_ns) of the first spike, if any.
     pub fn get(&self) -> Option<(u64, i64, i64)> {
         use std::sync::atomic::Ordering::Acquire;
-        self.hit.load(Acquire).then(|| (self.index.load(Acquire), self.at_ns.load(Acquire), self.value_ns.load(Acquire)))
+        self.hit.load(Acquire).then(|| {
+            (self.index.load(Acquire), self.at_ns.load(Acquire), self.value_ns.load(Acquire))
+        })
     }
 }
 
@@ -55,7 +57,9 @@ impl SpikeHook {
 
 impl PartialEq for SpikeHook {
     fn eq(&self, o: &SpikeHook) -> bool {
-        self.threshold_ns == o.threshold_ns && self.source == o.source && std::sync::Arc::ptr_eq(&self.flag, &o.flag)
+        self.threshold_ns == o.threshold_ns
+            && self.source == o.source
+            && std::sync::Arc::ptr_eq(&self.flag, &o.flag)
     }
 }
 
@@ -130,7 +134,8 @@ impl Recorder {
 
     /// Raise `flag` on the first sample above `cfg.spike_threshold_ns` (no-op without a threshold).
     pub fn with_spike(self, cfg: &RecorderConfig, flag: std::sync::Arc<SpikeFlag>) -> Self {
-        let hook = cfg.spike_threshold_ns.map(|threshold_ns| SpikeHook { threshold_ns, flag, source: 0 });
+        let hook =
+            cfg.spike_threshold_ns.map(|threshold_ns| SpikeHook { threshold_ns, flag, source: 0 });
         self.with_hook(hook.as_ref())
     }
 
@@ -172,7 +177,10 @@ impl Sink for Recorder {
         }
         if let Some((threshold, flag, source)) = self.spike.as_ref() {
             use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-            if value_ns > *threshold && !flag.hit.load(Relaxed) && flag.claimed.compare_exchange(false, true, Acquire, Relaxed).is_ok() {
+            if value_ns > *threshold
+                && !flag.hit.load(Relaxed)
+                && flag.claimed.compare_exchange(false, true, Acquire, Relaxed).is_ok()
+            {
                 flag.source.store(*source, Release);
                 flag.index.store(index, Release);
                 flag.at_ns.store(at_ns, Release);

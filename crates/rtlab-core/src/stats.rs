@@ -25,7 +25,15 @@ pub struct Running {
 
 impl Default for Running {
     fn default() -> Self {
-        Running { count: 0, min: i64::MAX, max: i64::MIN, max_index: 0, max_at_ns: 0, sum: 0, sum_sq: 0 }
+        Running {
+            count: 0,
+            min: i64::MAX,
+            max: i64::MIN,
+            max_index: 0,
+            max_at_ns: 0,
+            sum: 0,
+            sum_sq: 0,
+        }
     }
 }
 

@@ -11,7 +11,9 @@ use std::fmt;
 use std::str::FromStr;
 
 /// A signed time or lateness in integer nanoseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Nanos(pub i64);
 
@@ -97,10 +99,9 @@ pub fn parse_duration(s: &str) -> Result<Nanos, UnitError> {
         "" => return Err(unit_error("duration", s, "a unit is required", DURATION_UNITS)),
         _ => return Err(unit_error("duration", s, "unknown unit", DURATION_UNITS)),
     };
-    let v = scaled(num, scale).ok_or_else(|| unit_error("duration", s, "not a number", DURATION_UNITS))?;
-    i64::try_from(v)
-        .map(Nanos)
-        .map_err(|_| unit_error("duration", s, "too large", DURATION_UNITS))
+    let v = scaled(num, scale)
+        .ok_or_else(|| unit_error("duration", s, "not a number", DURATION_UNITS))?;
+    i64::try_from(v).map(Nanos).map_err(|_| unit_error("duration", s, "too large", DURATION_UNITS))
 }
 
 /// A rate such as `100hz` or `1khz` in millihertz (exact), above zero.
@@ -111,7 +112,8 @@ fn parse_milli_hz(s: &str) -> Result<u128, UnitError> {
         "khz" => 1_000_000,
         _ => return Err(unit_error("rate", s, "unknown or missing unit", RATE_UNITS)),
     };
-    let milli_hz = scaled(num, scale).ok_or_else(|| unit_error("rate", s, "not a number", RATE_UNITS))?;
+    let milli_hz =
+        scaled(num, scale).ok_or_else(|| unit_error("rate", s, "not a number", RATE_UNITS))?;
     if milli_hz == 0 {
         return Err(unit_error("rate", s, "must be above zero", RATE_UNITS));
     }
@@ -156,7 +158,8 @@ pub fn parse_bitrate(s: &str) -> Result<u64, UnitError> {
         "gbit" => 1_000_000_000,
         _ => return Err(unit_error("bit rate", s, "unknown or missing unit", BITRATE_UNITS)),
     };
-    let v = scaled(num, scale).ok_or_else(|| unit_error("bit rate", s, "not a number", BITRATE_UNITS))?;
+    let v = scaled(num, scale)
+        .ok_or_else(|| unit_error("bit rate", s, "not a number", BITRATE_UNITS))?;
     u64::try_from(v).map_err(|_| unit_error("bit rate", s, "too large", BITRATE_UNITS))
 }
 
@@ -188,7 +191,13 @@ impl fmt::Display for Nanos {
 /// Format a duration the way it is written on the command line (`1ms`, `250us`, `1500ns`).
 pub fn format_duration_exact(n: Nanos) -> String {
     let v = n.0;
-    for (unit, scale) in [("h", 3_600_000_000_000i64), ("m", 60_000_000_000), ("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
+    for (unit, scale) in [
+        ("h", 3_600_000_000_000i64),
+        ("m", 60_000_000_000),
+        ("s", 1_000_000_000),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+    ] {
         if v != 0 && v % scale == 0 {
             return format!("{}{unit}", v / scale);
         }

@@ -32,7 +32,15 @@ fn main() {
     let (stop, progress) = (AtomicBool::new(false), AtomicU64::new(0));
     let start = rtlab_sys::clock::monotonic_ns();
     let t0 = rtlab_sys::clock::monotonic_ns();
-    run_loop(&mut NoSleep, Schedule { mode: TimerMode::Abs, interval_ns: 1, duration_ns: None }, start, &mut lat, &mut jit, &stop, &progress);
+    run_loop(
+        &mut NoSleep,
+        Schedule { mode: TimerMode::Abs, interval_ns: 1, duration_ns: None },
+        start,
+        &mut lat,
+        &mut jit,
+        &stop,
+        &progress,
+    );
     let el = rtlab_sys::clock::monotonic_ns() - t0;
     let t1 = rtlab_sys::clock::monotonic_ns();
     for _ in 0..n {

@@ -126,13 +126,20 @@ fn run(tool: &str, args: &[&str]) -> Result<String, NetnsError> {
 /// Run a tc command that makes a qdisc of `kind`; a kernel without it is named.
 fn tc_qdisc(kind: &str, args: &[&str]) -> Result<(), NetnsError> {
     match run("tc", args) {
-        Err(NetnsError::Command { stderr, .. }) if stderr.contains("Specified qdisc kind is unknown") || stderr.contains("Unknown qdisc") => {
+        Err(NetnsError::Command { stderr, .. })
+            if stderr.contains("Specified qdisc kind is unknown")
+                || stderr.contains("Unknown qdisc") =>
+        {
             let hint = match kind {
                 "htb" => "try --shaper tbf",
                 "tbf" => "try --shaper htb",
                 _ => "try --priority-path class (htb)",
             };
-            Err(NetnsError::QdiscMissing { kind: kind.into(), upper: kind.to_ascii_uppercase(), hint: hint.into() })
+            Err(NetnsError::QdiscMissing {
+                kind: kind.into(),
+                upper: kind.to_ascii_uppercase(),
+                hint: hint.into(),
+            })
         }
         r => r.map(|_| ()),
     }
@@ -144,7 +151,9 @@ pub fn exists(ns: &str) -> bool {
 }
 
 fn check_name(name: &str) -> Result<(), NetnsError> {
-    let ok = !name.is_empty() && name.len() <= 13 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    let ok = !name.is_empty()
+        && name.len() <= 13
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     if !ok {
         return Err(NetnsError::Invalid(format!("--name '{name}': 1 to 13 letters, digits, '-' or '_' (it prefixes interface names, at most 15 characters)")));
     }
@@ -153,7 +162,13 @@ fn check_name(name: &str) -> Result<(), NetnsError> {
 
 /// The IP of an `ADDR/PREFIX` (checked).
 fn ip_of(flag: &str, cidr: &str, v6: bool) -> Result<String, NetnsError> {
-    let bad = || NetnsError::Invalid(format!("{flag} '{cidr}': not an {} address with a prefix, e.g. {}", if v6 { "IPv6" } else { "IPv4" }, if v6 { "fd00::1/64" } else { "198.18.0.1/24" }));
+    let bad = || {
+        NetnsError::Invalid(format!(
+            "{flag} '{cidr}': not an {} address with a prefix, e.g. {}",
+            if v6 { "IPv6" } else { "IPv4" },
+            if v6 { "fd00::1/64" } else { "198.18.0.1/24" }
+        ))
+    };
     let (ip, prefix) = cidr.split_once('/').ok_or_else(bad)?;
     let max = if v6 { 128 } else { 32 };
     match (ip.parse::<std::net::IpAddr>(), prefix.parse::<u8>()) {
@@ -189,7 +204,9 @@ impl NetnsPair {
         let ip6_a = cfg.addr6_a.as_deref().map(|a| ip_of("--addr6-a", a, true)).transpose()?;
         let ip6_b = cfg.addr6_b.as_deref().map(|a| ip_of("--addr6-b", a, true)).transpose()?;
         if ip_a == ip_b || (ip6_a.is_some() && ip6_a == ip6_b) {
-            return Err(NetnsError::Invalid("--addr-a and --addr-b: the two sides need different addresses".into()));
+            return Err(NetnsError::Invalid(
+                "--addr-a and --addr-b: the two sides need different addresses".into(),
+            ));
         }
         if ip6_a.is_some() != ip6_b.is_some() {
             return Err(NetnsError::Invalid("--addr6-a / --addr6-b: give both or neither".into()));
@@ -197,7 +214,9 @@ impl NetnsPair {
         if matches!(cfg.rate_bps, Some(r) if r < 8_000) {
             return Err(NetnsError::Invalid("--rate: at least 8kbit".into()));
         }
-        if cfg.priority_path == PriorityPath::Class && (cfg.rate_bps.is_none() || cfg.shaper != Shaper::Htb) {
+        if cfg.priority_path == PriorityPath::Class
+            && (cfg.rate_bps.is_none() || cfg.shaper != Shaper::Htb)
+        {
             return Err(NetnsError::Invalid("--priority-path class needs --rate with --shaper htb (the classes share the bottleneck)".into()));
         }
         let ns_a = format!("{}-a", cfg.name);
@@ -223,8 +242,27 @@ impl NetnsPair {
             kept: false,
         };
         run("ip", &["netns", "add", &ns_b])?;
-        run("ip", &["link", "add", &pair.dev_a, "netns", &ns_a, "type", "veth", "peer", "name", &pair.dev_b, "netns", &ns_b])?;
-        for (ns, dev, addr, addr6) in [(&ns_a, &pair.dev_a, &cfg.addr_a, &cfg.addr6_a), (&ns_b, &pair.dev_b, &cfg.addr_b, &cfg.addr6_b)] {
+        run(
+            "ip",
+            &[
+                "link",
+                "add",
+                &pair.dev_a,
+                "netns",
+                &ns_a,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &pair.dev_b,
+                "netns",
+                &ns_b,
+            ],
+        )?;
+        for (ns, dev, addr, addr6) in [
+            (&ns_a, &pair.dev_a, &cfg.addr_a, &cfg.addr6_a),
+            (&ns_b, &pair.dev_b, &cfg.addr_b, &cfg.addr6_b),
+        ] {
             run("ip", &["-n", ns, "addr", "add", addr, "dev", dev])?;
             if let Some(a6) = addr6 {
                 run("ip", &["-n", ns, "addr", "add", a6, "dev", dev, "nodad"])?;
@@ -262,15 +300,21 @@ impl NetnsPair {
 
     /// The qdiscs on side a's veth end, as `tc -s qdisc show` prints them.
     pub fn qdisc_stats(&self) -> String {
-        run("tc", &["-n", &self.ns_a, "-s", "qdisc", "show", "dev", &self.dev_a]).unwrap_or_default()
+        run("tc", &["-n", &self.ns_a, "-s", "qdisc", "show", "dev", &self.dev_a])
+            .unwrap_or_default()
     }
 
     /// How a probe gets onto the priority path (None: there is none).
     pub fn priority_hint(&self) -> Option<String> {
         match self.config.priority_path {
             PriorityPath::None => None,
-            PriorityPath::Class => Some(format!("--tos {:#04x} or --so-priority {CLASS_SO_PRIORITY:#x} (htb class 1:10)", self.config.prio_tos)),
-            PriorityPath::Band => Some(format!("--so-priority {BAND_SO_PRIORITY} (pfifo_fast band 0)")),
+            PriorityPath::Class => Some(format!(
+                "--tos {:#04x} or --so-priority {CLASS_SO_PRIORITY:#x} (htb class 1:10)",
+                self.config.prio_tos
+            )),
+            PriorityPath::Band => {
+                Some(format!("--so-priority {BAND_SO_PRIORITY} (pfifo_fast band 0)"))
+            }
         }
     }
 }
@@ -304,7 +348,9 @@ pub fn down(name: &str) -> Result<Vec<String>, NetnsError> {
 
 /// The tc commands for one veth end: (qdisc kind made, or "" for classes and filters; args).
 fn queueing(cfg: &NetnsConfig, ns: &str, dev: &str) -> Vec<(&'static str, Vec<String>)> {
-    let s = |v: &[&str]| -> Vec<String> { [&["-n", ns][..], v].concat().iter().map(|x| x.to_string()).collect() };
+    let s = |v: &[&str]| -> Vec<String> {
+        [&["-n", ns][..], v].concat().iter().map(|x| x.to_string()).collect()
+    };
     let mut out = Vec::new();
     match cfg.rate_bps {
         None => {
@@ -316,29 +362,107 @@ fn queueing(cfg: &NetnsConfig, ns: &str, dev: &str) -> Vec<(&'static str, Vec<St
             let rate = format!("{r}bit");
             match cfg.shaper {
                 Shaper::Htb => {
-                    out.push(("htb", s(&["qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "20"])));
-                    out.push(("", s(&["class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &rate, "ceil", &rate, "quantum", "3028"])));
+                    out.push((
+                        "htb",
+                        s(&[
+                            "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default",
+                            "20",
+                        ]),
+                    ));
+                    out.push((
+                        "",
+                        s(&[
+                            "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
+                            "rate", &rate, "ceil", &rate, "quantum", "3028",
+                        ]),
+                    ));
                     if cfg.priority_path == PriorityPath::Class {
                         let small = format!("{}bit", (r / 10).max(8_000));
                         let rest = format!("{}bit", (r - r / 10).max(8_000));
-                        out.push(("", s(&["class", "add", "dev", dev, "parent", "1:1", "classid", "1:10", "htb", "rate", &small, "ceil", &rate, "prio", "0", "quantum", "3028"])));
-                        out.push(("", s(&["class", "add", "dev", dev, "parent", "1:1", "classid", "1:20", "htb", "rate", &rest, "ceil", &rate, "prio", "1", "quantum", "3028"])));
+                        out.push((
+                            "",
+                            s(&[
+                                "class", "add", "dev", dev, "parent", "1:1", "classid", "1:10",
+                                "htb", "rate", &small, "ceil", &rate, "prio", "0", "quantum",
+                                "3028",
+                            ]),
+                        ));
+                        out.push((
+                            "",
+                            s(&[
+                                "class", "add", "dev", dev, "parent", "1:1", "classid", "1:20",
+                                "htb", "rate", &rest, "ceil", &rate, "prio", "1", "quantum",
+                                "3028",
+                            ]),
+                        ));
                         let tos = format!("{:#04x}", cfg.prio_tos);
-                        out.push(("", s(&["filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip", "tos", &tos, "0xfc", "flowid", "1:10"])));
-                        out.push(("", s(&["filter", "add", "dev", dev, "parent", "1:", "protocol", "ipv6", "prio", "2", "u32", "match", "ip6", "priority", &tos, "0xfc", "flowid", "1:10"])));
+                        out.push((
+                            "",
+                            s(&[
+                                "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip",
+                                "prio", "1", "u32", "match", "ip", "tos", &tos, "0xfc", "flowid",
+                                "1:10",
+                            ]),
+                        ));
+                        out.push((
+                            "",
+                            s(&[
+                                "filter", "add", "dev", dev, "parent", "1:", "protocol", "ipv6",
+                                "prio", "2", "u32", "match", "ip6", "priority", &tos, "0xfc",
+                                "flowid", "1:10",
+                            ]),
+                        ));
                     } else {
-                        out.push(("", s(&["class", "add", "dev", dev, "parent", "1:1", "classid", "1:20", "htb", "rate", &rate, "ceil", &rate, "quantum", "3028"])));
+                        out.push((
+                            "",
+                            s(&[
+                                "class", "add", "dev", dev, "parent", "1:1", "classid", "1:20",
+                                "htb", "rate", &rate, "ceil", &rate, "quantum", "3028",
+                            ]),
+                        ));
                         if cfg.priority_path == PriorityPath::Band {
-                            out.push(("pfifo_fast", s(&["qdisc", "add", "dev", dev, "parent", "1:20", "handle", "20:", "pfifo_fast"])));
+                            out.push((
+                                "pfifo_fast",
+                                s(&[
+                                    "qdisc",
+                                    "add",
+                                    "dev",
+                                    dev,
+                                    "parent",
+                                    "1:20",
+                                    "handle",
+                                    "20:",
+                                    "pfifo_fast",
+                                ]),
+                            ));
                         }
                     }
                 }
                 Shaper::Tbf => {
                     // burst: 1 ms at the rate, at least two full frames
                     let burst = format!("{}", (r / 8 / 1000).max(3028));
-                    out.push(("tbf", s(&["qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate", &rate, "burst", &burst, "latency", "100ms"])));
+                    out.push((
+                        "tbf",
+                        s(&[
+                            "qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate",
+                            &rate, "burst", &burst, "latency", "100ms",
+                        ]),
+                    ));
                     if cfg.priority_path == PriorityPath::Band {
-                        out.push(("pfifo_fast", s(&["qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "pfifo_fast"])));
+                        out.push((
+                            "pfifo_fast",
+                            s(&[
+                                "qdisc",
+                                "add",
+                                "dev",
+                                dev,
+                                "parent",
+                                "1:1",
+                                "handle",
+                                "10:",
+                                "pfifo_fast",
+                            ]),
+                        ));
                     }
                 }
             }
@@ -370,7 +494,11 @@ mod tests {
 
     #[test]
     fn queueing_commands_follow_the_options() {
-        let mut c = NetnsConfig { rate_bps: Some(100_000_000), priority_path: PriorityPath::Class, ..Default::default() };
+        let mut c = NetnsConfig {
+            rate_bps: Some(100_000_000),
+            priority_path: PriorityPath::Class,
+            ..Default::default()
+        };
         let cmds = queueing(&c, "n-a", "n-a");
         let text: Vec<String> = cmds.iter().map(|(_, a)| a.join(" ")).collect();
         assert!(text[0].ends_with("root handle 1: htb default 20"), "{text:?}");
@@ -379,7 +507,8 @@ mod tests {
         assert!(text.iter().any(|t| t.contains("match ip6 priority 0xb8 0xfc flowid 1:10")));
         c.priority_path = PriorityPath::Band;
         c.shaper = Shaper::Tbf;
-        let text: Vec<String> = queueing(&c, "n-a", "n-a").iter().map(|(_, a)| a.join(" ")).collect();
+        let text: Vec<String> =
+            queueing(&c, "n-a", "n-a").iter().map(|(_, a)| a.join(" ")).collect();
         assert_eq!(text.len(), 2);
         assert!(text[0].contains("tbf rate 100000000bit burst 12500 latency 100ms"));
         assert!(text[1].contains("parent 1:1 handle 10: pfifo_fast"));
@@ -391,7 +520,9 @@ mod tests {
 
     fn is_root() -> bool {
         std::fs::read_to_string("/proc/self/status")
-            .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+            .map(|s| {
+                s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+            })
             .unwrap_or(false)
     }
 
@@ -404,13 +535,25 @@ mod tests {
         let name = format!("rtq{}", std::process::id() % 100_000);
         // a step that fails after the namespaces and the veth exist: the kernel refuses a
         // multicast address on an interface
-        let c = NetnsConfig { name: name.clone(), addr6_b: Some("ff02::1/64".into()), ..Default::default() };
+        let c = NetnsConfig {
+            name: name.clone(),
+            addr6_b: Some("ff02::1/64".into()),
+            ..Default::default()
+        };
         let e = NetnsPair::up(&c).unwrap_err().to_string();
         assert!(e.contains("ff02::1/64"), "{e}");
-        assert!(!exists(&format!("{name}-a")) && !exists(&format!("{name}-b")), "the guard removed what was made");
+        assert!(
+            !exists(&format!("{name}-a")) && !exists(&format!("{name}-b")),
+            "the guard removed what was made"
+        );
         // a qdisc kind no kernel has
-        let pair = NetnsPair::up(&NetnsConfig { name: name.clone(), ..Default::default() }).unwrap();
-        let e = tc_qdisc("rtlabnosuch", &["-n", &pair.ns_a, "qdisc", "add", "dev", &pair.dev_a, "root", "rtlabnosuch"]).unwrap_err();
+        let pair =
+            NetnsPair::up(&NetnsConfig { name: name.clone(), ..Default::default() }).unwrap();
+        let e = tc_qdisc(
+            "rtlabnosuch",
+            &["-n", &pair.ns_a, "qdisc", "add", "dev", &pair.dev_a, "root", "rtlabnosuch"],
+        )
+        .unwrap_err();
         assert!(matches!(e, NetnsError::QdiscMissing { .. }), "{e}");
         assert!(e.to_string().contains("sch_rtlabnosuch"), "{e}");
         drop(pair);

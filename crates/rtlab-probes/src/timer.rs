@@ -233,7 +233,10 @@ mod tests {
         assert_eq!(lat.samples.len(), 10);
         stop.store(true, Ordering::Relaxed);
         let mut lat2 = Keep::default();
-        assert_eq!(run_loop(&mut c, sched, 0, &mut lat2, &mut jit, &stop, &p), LoopEnd::Interrupted);
+        assert_eq!(
+            run_loop(&mut c, sched, 0, &mut lat2, &mut jit, &stop, &p),
+            LoopEnd::Interrupted
+        );
         assert!(lat2.samples.is_empty());
     }
 }

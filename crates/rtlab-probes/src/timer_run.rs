@@ -113,14 +113,21 @@ impl TimerConfig {
         }
         for (i, t) in self.threads.iter().enumerate() {
             if t.interval_ns <= 0 {
-                return Err(TimerError::Invalid(format!("--interval: thread {i} has interval {} ns; must be above zero", t.interval_ns)));
+                return Err(TimerError::Invalid(format!(
+                    "--interval: thread {i} has interval {} ns; must be above zero",
+                    t.interval_ns
+                )));
             }
-            let p = Policy::parse(&t.policy)
-                .ok_or_else(|| TimerError::Invalid(format!("--policy: '{}' is not fifo, rr or other", t.policy)))?;
-            p.check_priority(t.priority).map_err(|e| TimerError::Invalid(format!("--priority: {e}")))?;
+            let p = Policy::parse(&t.policy).ok_or_else(|| {
+                TimerError::Invalid(format!("--policy: '{}' is not fifo, rr or other", t.policy))
+            })?;
+            p.check_priority(t.priority)
+                .map_err(|e| TimerError::Invalid(format!("--priority: {e}")))?;
             if let Some(c) = t.cpu {
                 if !online.contains(&c) {
-                    return Err(TimerError::Invalid(format!("--cpus: CPU {c} (thread {i}) is not online (online: {online:?})")));
+                    return Err(TimerError::Invalid(format!(
+                        "--cpus: CPU {c} (thread {i}) is not online (online: {online:?})"
+                    )));
                 }
             }
         }
@@ -139,7 +146,11 @@ impl TimerConfig {
 
 /// Run the probe. `on_progress(done, planned)` is called about every 100 ms from the
 /// calling thread (never from a measuring thread).
-pub fn run(cfg: &TimerConfig, stop: Arc<AtomicBool>, on_progress: impl FnMut(u64, u64)) -> Result<TimerOutcome, TimerError> {
+pub fn run(
+    cfg: &TimerConfig,
+    stop: Arc<AtomicBool>,
+    on_progress: impl FnMut(u64, u64),
+) -> Result<TimerOutcome, TimerError> {
     run_with_spike(cfg, stop, None, on_progress)
 }
 
@@ -203,17 +214,24 @@ pub fn run_with_spike(
     let writer_stop = Arc::new(AtomicBool::new(false));
     let writer = match &cfg.raw_file {
         Some(path) => {
-            let file = std::fs::File::create(path).map_err(|e| TimerError::RawFile { path: path.clone(), source: e })?;
+            let file = std::fs::File::create(path)
+                .map_err(|e| TimerError::RawFile { path: path.clone(), source: e })?;
             let ws = writer_stop.clone();
             Some(std::thread::spawn(move || raw_writer(file, consumers, ws)))
         }
         None => None,
     };
 
-    let progress: Vec<Arc<AtomicU64>> = cfg.threads.iter().map(|_| Arc::new(AtomicU64::new(0))).collect();
+    let progress: Vec<Arc<AtomicU64>> =
+        cfg.threads.iter().map(|_| Arc::new(AtomicU64::new(0))).collect();
     let planned: u64 = cfg.threads.iter().map(|t| cfg.planned_samples(t)).sum();
     let window_capacity = {
-        let longest = cfg.threads.iter().map(|t| cfg.planned_samples(t) as i64 * t.interval_ns).max().unwrap_or(0);
+        let longest = cfg
+            .threads
+            .iter()
+            .map(|t| cfg.planned_samples(t) as i64 * t.interval_ns)
+            .max()
+            .unwrap_or(0);
         ((longest / cfg.window_ns) as usize + 2).clamp(16, 1 << 16)
     };
 
@@ -230,8 +248,14 @@ pub fn run_with_spike(
             us_histogram_buckets: cfg.histogram_us_buckets,
             spike_threshold_ns: None,
         };
-        let mut latency = Recorder::new(&rc, raw).with_hook(spike.as_ref().map(|h| h.for_source(i as u32)).as_ref());
-        let jrc = RecorderConfig { max_samples: None, us_histogram_buckets: None, spike_threshold_ns: None, ..rc.clone() };
+        let mut latency = Recorder::new(&rc, raw)
+            .with_hook(spike.as_ref().map(|h| h.for_source(i as u32)).as_ref());
+        let jrc = RecorderConfig {
+            max_samples: None,
+            us_histogram_buckets: None,
+            spike_threshold_ns: None,
+            ..rc.clone()
+        };
         let mut jitter = Recorder::new(&jrc, None);
         let spec = ThreadSpec {
             name: format!("rtlab-timer{i}"),
@@ -240,7 +264,8 @@ pub fn run_with_spike(
             cpus: t.cpu.map(|c| vec![c]),
             stack_bytes: STACK_BYTES,
         };
-        let sched = Schedule { mode: cfg.mode, interval_ns: t.interval_ns, duration_ns: cfg.duration_ns };
+        let sched =
+            Schedule { mode: cfg.mode, interval_ns: t.interval_ns, duration_ns: cfg.duration_ns };
         let stop = stop.clone();
         let prog = progress[i].clone();
         let prefault = cfg.stack_prefault_bytes.min(STACK_BYTES / 2);
@@ -299,11 +324,22 @@ pub fn run_with_spike(
     drop(dma_guard);
     drop(memory_lock_guard);
     let interrupted = threads.iter().any(|t| t.end == LoopEnd::Interrupted);
-    Ok(TimerOutcome { threads, interrupted, duration_ns, memory_lock, cpu_dma_latency, raw_dropped })
+    Ok(TimerOutcome {
+        threads,
+        interrupted,
+        duration_ns,
+        memory_lock,
+        cpu_dma_latency,
+        raw_dropped,
+    })
 }
 
 /// Drain the rings to CSV until told to stop, then once more. Returns samples dropped.
-fn raw_writer(file: std::fs::File, consumers: Vec<(String, RawConsumer)>, stop: Arc<AtomicBool>) -> u64 {
+fn raw_writer(
+    file: std::fs::File,
+    consumers: Vec<(String, RawConsumer)>,
+    stop: Arc<AtomicBool>,
+) -> u64 {
     let mut w = std::io::BufWriter::new(file);
     let _ = writeln!(w, "stream,index,at_ns,value_ns");
     loop {
@@ -334,10 +370,22 @@ impl TimerOutcome {
             labels.insert("interval_ns".into(), t.config.interval_ns.to_string());
             labels.insert("policy".into(), t.config.policy.clone());
             labels.insert("priority".into(), t.config.priority.to_string());
-            labels.insert("cpu".into(), t.config.cpu.map(|c| c.to_string()).unwrap_or_else(|| "any".into()));
-            labels.insert("policy_seen".into(), t.policy_seen.0.map(|p| p.name()).unwrap_or("unknown").into());
+            labels.insert(
+                "cpu".into(),
+                t.config.cpu.map(|c| c.to_string()).unwrap_or_else(|| "any".into()),
+            );
+            labels.insert(
+                "policy_seen".into(),
+                t.policy_seen.0.map(|p| p.name()).unwrap_or("unknown").into(),
+            );
             labels.insert("priority_seen".into(), t.policy_seen.1.to_string());
-            let mut s = Stream::from_recorder(format!("thread{i}"), cfg.mode.metric(), cfg.mode.definition(), labels.clone(), &t.latency);
+            let mut s = Stream::from_recorder(
+                format!("thread{i}"),
+                cfg.mode.metric(),
+                cfg.mode.definition(),
+                labels.clone(),
+                &t.latency,
+            );
             if cfg.raw_file.is_some() {
                 s.raw_file = cfg.raw_file.clone();
                 s.raw_dropped = Some(self.raw_dropped);
@@ -389,7 +437,10 @@ impl TimerOutcome {
             out.push(Stream {
                 name: "all".into(),
                 metric: cfg.mode.metric().into(),
-                definition: format!("{} (every thread together; max_index is the index within its thread)", cfg.mode.definition()),
+                definition: format!(
+                    "{} (every thread together; max_index is the index within its thread)",
+                    cfg.mode.definition()
+                ),
                 labels,
                 deadline_ns: self.threads.iter().map(|t| t.config.deadline_ns).min().unwrap_or(0),
                 stats,
@@ -397,7 +448,11 @@ impl TimerOutcome {
                 windows,
                 raw_file: None,
                 raw_dropped: None,
-                start_monotonic_ns: self.threads.iter().filter_map(|t| t.latency.origin_monotonic_ns).min(),
+                start_monotonic_ns: self
+                    .threads
+                    .iter()
+                    .filter_map(|t| t.latency.origin_monotonic_ns)
+                    .min(),
             });
         }
         out

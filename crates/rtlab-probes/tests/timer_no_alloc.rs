@@ -40,7 +40,7 @@ static A: Counting = Counting;
 fn the_timer_loop_allocates_nothing() {
     for mode in [TimerMode::Abs, TimerMode::Rel] {
         let cfg = RecorderConfig {
-            deadline_ns: 1_000, // most samples miss it: that path is exercised too
+            deadline_ns: 1_000,   // most samples miss it: that path is exercised too
             window_ns: 1_000_000, // 1 ms windows: 300 loops of 100 us outlast 4 windows
             window_capacity: 4,
             max_samples: Some(300),

@@ -5,13 +5,17 @@
 
 use rtlab_probes::netns::{exists, NetnsConfig, NetnsPair, PriorityPath, CLASS_SO_PRIORITY};
 use rtlab_probes::udp::ping::PingMode;
-use rtlab_probes::udp::run::{ping, reflect, ReflectOutcome, RtConfig, SocketConfig, UdpPingConfig, UdpReflectConfig};
+use rtlab_probes::udp::run::{
+    ping, reflect, ReflectOutcome, RtConfig, SocketConfig, UdpPingConfig, UdpReflectConfig,
+};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
-        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+        .map(|s| {
+            s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
@@ -19,7 +23,8 @@ static N: AtomicUsize = AtomicUsize::new(0);
 
 fn pair(rate: Option<u64>, path: PriorityPath) -> NetnsPair {
     let name = format!("rtp{}x{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::Relaxed));
-    NetnsPair::up(&NetnsConfig { name, rate_bps: rate, priority_path: path, ..Default::default() }).expect("netns pair")
+    NetnsPair::up(&NetnsConfig { name, rate_bps: rate, priority_path: path, ..Default::default() })
+        .expect("netns pair")
 }
 
 fn rt() -> RtConfig {
@@ -27,8 +32,23 @@ fn rt() -> RtConfig {
 }
 
 /// A reflector in side b for the duration of `f`, then its outcome.
-fn with_reflector<T>(p: &NetnsPair, bind: String, drop_every: Option<u64>, f: impl FnOnce() -> T) -> (T, ReflectOutcome) {
-    let cfg = UdpReflectConfig { bind, netns: Some(p.ns_b.clone()), drop_every, duration_ns: None, count: None, window_ns: 1_000_000_000, rt: rt(), socket: SocketConfig::default(), spike: None };
+fn with_reflector<T>(
+    p: &NetnsPair,
+    bind: String,
+    drop_every: Option<u64>,
+    f: impl FnOnce() -> T,
+) -> (T, ReflectOutcome) {
+    let cfg = UdpReflectConfig {
+        bind,
+        netns: Some(p.ns_b.clone()),
+        drop_every,
+        duration_ns: None,
+        count: None,
+        window_ns: 1_000_000_000,
+        rt: rt(),
+        socket: SocketConfig::default(),
+        spike: None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();
     let s = stop.clone();
@@ -67,15 +87,33 @@ fn root_netns_idle_runs_lose_nothing_ipv4_and_ipv6() {
     }
     let p = pair(None, PriorityPath::None);
     let to = format!("{}:9100", p.ip_b);
-    let (out, refl) = with_reflector(&p, to.clone(), None, || ping(&ping_cfg(&p, to, 2000, SocketConfig::default()), Arc::new(AtomicBool::new(false)), |_, _| {}).unwrap());
+    let (out, refl) = with_reflector(&p, to.clone(), None, || {
+        ping(
+            &ping_cfg(&p, to, 2000, SocketConfig::default()),
+            Arc::new(AtomicBool::new(false)),
+            |_, _| {},
+        )
+        .unwrap()
+    });
     let c = out.counts;
-    assert_eq!((c.sent, c.samples, c.lost, c.late, c.duplicates, c.malformed), (2000, 2000, 0, 0, 0, 0), "{c:?}");
+    assert_eq!(
+        (c.sent, c.samples, c.lost, c.late, c.duplicates, c.malformed),
+        (2000, 2000, 0, 0, 0, 0),
+        "{c:?}"
+    );
     assert_eq!(refl.forward_lost, 0);
     assert_eq!(refl.counts.runs[0].requests, 2000);
     assert!(out.local_addr.starts_with(&p.ip_a), "sent from side a: {}", out.local_addr);
 
     let to6 = format!("[{}]:9101", p.ip6_b.clone().unwrap());
-    let (out, _) = with_reflector(&p, to6.clone(), None, || ping(&ping_cfg(&p, to6, 300, SocketConfig::default()), Arc::new(AtomicBool::new(false)), |_, _| {}).unwrap());
+    let (out, _) = with_reflector(&p, to6.clone(), None, || {
+        ping(
+            &ping_cfg(&p, to6, 300, SocketConfig::default()),
+            Arc::new(AtomicBool::new(false)),
+            |_, _| {},
+        )
+        .unwrap()
+    });
     assert_eq!((out.counts.samples, out.counts.lost), (300, 0));
 }
 
@@ -87,7 +125,14 @@ fn root_netns_injected_drops_are_exactly_the_losses() {
     }
     let p = pair(None, PriorityPath::None);
     let to = format!("{}:9102", p.ip_b);
-    let (out, refl) = with_reflector(&p, to.clone(), Some(7), || ping(&ping_cfg(&p, to, 1000, SocketConfig::default()), Arc::new(AtomicBool::new(false)), |_, _| {}).unwrap());
+    let (out, refl) = with_reflector(&p, to.clone(), Some(7), || {
+        ping(
+            &ping_cfg(&p, to, 1000, SocketConfig::default()),
+            Arc::new(AtomicBool::new(false)),
+            |_, _| {},
+        )
+        .unwrap()
+    });
     let c = out.counts;
     assert_eq!(c.lost, 1000 / 7, "{c:?}");
     assert_eq!(c.samples, 1000 - 1000 / 7);
@@ -97,7 +142,10 @@ fn root_netns_injected_drops_are_exactly_the_losses() {
 }
 
 fn class_packets(p: &NetnsPair, class: &str) -> u64 {
-    let out = std::process::Command::new("tc").args(["-n", &p.ns_a, "-s", "class", "show", "dev", &p.dev_a]).output().unwrap();
+    let out = std::process::Command::new("tc")
+        .args(["-n", &p.ns_a, "-s", "class", "show", "dev", &p.dev_a])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let mut lines = text.lines();
     while let Some(l) = lines.next() {
@@ -105,7 +153,11 @@ fn class_packets(p: &NetnsPair, class: &str) -> u64 {
             let sent = lines.next().unwrap_or("");
             // " Sent 12345 bytes 67 pkt ..."
             let w: Vec<&str> = sent.split_whitespace().collect();
-            return w.iter().position(|x| *x == "pkt").and_then(|i| w[i - 1].parse().ok()).unwrap_or(0);
+            return w
+                .iter()
+                .position(|x| *x == "pkt")
+                .and_then(|i| w[i - 1].parse().ok())
+                .unwrap_or(0);
         }
     }
     panic!("class {class} not found in:\n{text}");
@@ -120,12 +172,17 @@ fn root_netns_priority_path_class_takes_the_probe_by_tos_and_by_so_priority() {
     let p = pair(Some(100_000_000), PriorityPath::Class);
     let to = format!("{}:9103", p.ip_b);
     let by_tos = SocketConfig { tos: Some(0xb8), ..Default::default() };
-    let (out, _) = with_reflector(&p, to.clone(), None, || ping(&ping_cfg(&p, to.clone(), 200, by_tos), Arc::new(AtomicBool::new(false)), |_, _| {}).unwrap());
+    let (out, _) = with_reflector(&p, to.clone(), None, || {
+        ping(&ping_cfg(&p, to.clone(), 200, by_tos), Arc::new(AtomicBool::new(false)), |_, _| {})
+            .unwrap()
+    });
     assert_eq!(out.counts.lost, 0);
     let after_tos = class_packets(&p, "1:10");
     assert!(after_tos >= 200, "requests marked TOS 0xb8 go to class 1:10: {after_tos}");
     let by_prio = SocketConfig { so_priority: Some(CLASS_SO_PRIORITY), ..Default::default() };
-    let (out, _) = with_reflector(&p, to.clone(), None, || ping(&ping_cfg(&p, to, 200, by_prio), Arc::new(AtomicBool::new(false)), |_, _| {}).unwrap());
+    let (out, _) = with_reflector(&p, to.clone(), None, || {
+        ping(&ping_cfg(&p, to, 200, by_prio), Arc::new(AtomicBool::new(false)), |_, _| {}).unwrap()
+    });
     assert_eq!(out.socket.so_priority, Some(CLASS_SO_PRIORITY as i32));
     assert!(class_packets(&p, "1:10") >= after_tos + 200, "SO_PRIORITY 0x10010 goes to class 1:10");
 }

@@ -44,7 +44,17 @@ unsafe impl GlobalAlloc for Counting {
 static A: Counting = Counting;
 
 fn recorder(deadline: i64) -> Recorder {
-    Recorder::new(&RecorderConfig { deadline_ns: deadline, window_ns: 10_000_000, window_capacity: 64, max_samples: None, us_histogram_buckets: None, spike_threshold_ns: None }, None)
+    Recorder::new(
+        &RecorderConfig {
+            deadline_ns: deadline,
+            window_ns: 10_000_000,
+            window_capacity: 64,
+            max_samples: None,
+            us_histogram_buckets: None,
+            spike_threshold_ns: None,
+        },
+        None,
+    )
 }
 
 #[test]
@@ -72,7 +82,13 @@ fn the_ping_loop_allocates_nothing() {
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
         sock.connect(addr).unwrap();
         let mut link = UdpLink { sock, timer: AbsTimer::new().unwrap() };
-        let plan = PingPlan { mode, period_ns: 200_000, count: Some(300), duration_ns: None, loss_timeout_ns: 50_000_000 };
+        let plan = PingPlan {
+            mode,
+            period_ns: 200_000,
+            count: Some(300),
+            duration_ns: None,
+            loss_timeout_ns: 50_000_000,
+        };
         let mut tracker = Tracker::new(1024, plan.loss_timeout_ns, 1_000_000, run_id, 64);
         let mut tx = vec![0u8; 64];
         wire::write(&mut tx, Kind::Request, run_id, 0, 0);
@@ -84,8 +100,18 @@ fn the_ping_loop_allocates_nothing() {
         let start = rtlab_sys::clock::monotonic_ns() + 1_000_000;
         ALLOCS.store(0, Ordering::Relaxed);
         COUNTING.with(|c| c.set(true));
-        Pinger { link: &mut link, tracker: &mut tracker, tx: &mut tx, rx: &mut rx, run_id, rtt: &mut rtt, lateness: &mut lateness, stop: &never, progress: &progress }
-            .run(&plan, start);
+        Pinger {
+            link: &mut link,
+            tracker: &mut tracker,
+            tx: &mut tx,
+            rx: &mut rx,
+            run_id,
+            rtt: &mut rtt,
+            lateness: &mut lateness,
+            stop: &never,
+            progress: &progress,
+        }
+        .run(&plan, start);
         COUNTING.with(|c| c.set(false));
         let c = tracker.counts;
         // the loss path ran (every 10th request is dropped); the exact count is checked

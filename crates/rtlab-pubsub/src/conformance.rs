@@ -26,12 +26,20 @@ static TOPIC: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0
 /// A topic name no other check uses.
 pub fn fresh_topic(what: &str) -> String {
     let n = TOPIC.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("rtlab_conf_{}_{}_{what}_{n}", std::process::id(), rtlab_sys::clock::monotonic_ns() % 1_000_000)
+    format!(
+        "rtlab_conf_{}_{}_{what}_{n}",
+        std::process::id(),
+        rtlab_sys::clock::monotonic_ns() % 1_000_000
+    )
 }
 
 /// The strongest QoS the transport honours among reliable/best-effort with a deep history.
 pub fn usable_qos(t: &dyn Transport) -> Qos {
-    let reliable = Qos { reliability: Reliability::Reliable, history: History::KeepLast(256), durability: Durability::Volatile };
+    let reliable = Qos {
+        reliability: Reliability::Reliable,
+        history: History::KeepLast(256),
+        durability: Durability::Volatile,
+    };
     if t.map_qos(&reliable).is_ok() {
         return reliable;
     }
@@ -45,8 +53,13 @@ pub fn warm_up(publisher: &mut dyn Publisher, subs: &mut [Box<dyn Subscriber>], 
     let mut got = vec![false; subs.len()];
     let mut k = 0u64;
     while !got.iter().all(|g| *g) {
-        assert!(rtlab_sys::clock::monotonic_ns() < end, "warm-up: subscribers {got:?} got nothing in 20 s");
-        publisher.publish(WARMUP_BIT | k, rtlab_sys::clock::monotonic_ns(), len).expect("publish warm-up");
+        assert!(
+            rtlab_sys::clock::monotonic_ns() < end,
+            "warm-up: subscribers {got:?} got nothing in 20 s"
+        );
+        publisher
+            .publish(WARMUP_BIT | k, rtlab_sys::clock::monotonic_ns(), len)
+            .expect("publish warm-up");
         k += 1;
         for (i, s) in subs.iter_mut().enumerate() {
             while let Some(r) = s.take(WaitStyle::Blocking, 5_000_000).expect("take") {
@@ -63,7 +76,11 @@ pub fn warm_up(publisher: &mut dyn Publisher, subs: &mut [Box<dyn Subscriber>], 
 }
 
 /// Receive on every subscriber concurrently until `want` measured messages each or 10 s.
-fn collect(subs: Vec<Box<dyn Subscriber>>, want: usize, wait: WaitStyle) -> Vec<std::thread::JoinHandle<Vec<Received>>> {
+fn collect(
+    subs: Vec<Box<dyn Subscriber>>,
+    want: usize,
+    wait: WaitStyle,
+) -> Vec<std::thread::JoinHandle<Vec<Received>>> {
     subs.into_iter()
         .map(|mut s| {
             std::thread::spawn(move || {
@@ -83,11 +100,18 @@ fn collect(subs: Vec<Box<dyn Subscriber>>, want: usize, wait: WaitStyle) -> Vec<
 }
 
 /// Send `seqs` paced by `gap_ns`, each `len` bytes, and return what each subscriber got.
-fn exchange(s: &Subject, n_subs: usize, len: usize, seqs: &[u64], wait: WaitStyle) -> Vec<Vec<Received>> {
+fn exchange(
+    s: &Subject,
+    n_subs: usize,
+    len: usize,
+    seqs: &[u64],
+    wait: WaitStyle,
+) -> Vec<Vec<Received>> {
     let (pt, st) = (s.make)();
     let topic = fresh_topic("x");
     let qos = usable_qos(pt.as_ref());
-    let mut subs: Vec<Box<dyn Subscriber>> = (0..n_subs).map(|_| st.subscriber(&topic, &qos, len).expect("subscriber")).collect();
+    let mut subs: Vec<Box<dyn Subscriber>> =
+        (0..n_subs).map(|_| st.subscriber(&topic, &qos, len).expect("subscriber")).collect();
     let mut p = pt.publisher(&topic, &qos, len).expect("publisher");
     warm_up(p.as_mut(), &mut subs, len);
     let handles = collect(subs, seqs.len(), wait);
@@ -95,7 +119,8 @@ fn exchange(s: &Subject, n_subs: usize, len: usize, seqs: &[u64], wait: WaitStyl
         p.publish(q, rtlab_sys::clock::monotonic_ns(), len).expect("publish");
         std::thread::sleep(std::time::Duration::from_micros(500));
     }
-    let out: Vec<Vec<Received>> = handles.into_iter().map(|h| h.join().expect("receiver")).collect();
+    let out: Vec<Vec<Received>> =
+        handles.into_iter().map(|h| h.join().expect("receiver")).collect();
     drop(p);
     out
 }
@@ -160,13 +185,18 @@ pub fn qos_mapping(s: &Subject) {
                         for it in [&m.reliability, &m.history, &m.durability] {
                             assert!(!it.native.is_empty(), "{q:?}: empty native mapping");
                         }
-                        drop(pt.publisher(&topic, &q, 64).unwrap_or_else(|e| panic!("{q:?} mapped but the publisher failed: {e}")));
+                        drop(pt.publisher(&topic, &q, 64).unwrap_or_else(|e| {
+                            panic!("{q:?} mapped but the publisher failed: {e}")
+                        }));
                     }
                     Err(e) => {
                         assert!(matches!(e, TransportError::QosUnsupported { .. }), "{q:?}: {e}");
                         assert!(e.is_bad_input());
                         let p = pt.publisher(&topic, &q, 64);
-                        assert!(matches!(p, Err(TransportError::QosUnsupported { .. })), "{q:?}: refused by map_qos, accepted by publisher");
+                        assert!(
+                            matches!(p, Err(TransportError::QosUnsupported { .. })),
+                            "{q:?}: refused by map_qos, accepted by publisher"
+                        );
                     }
                 }
             }
@@ -187,7 +217,12 @@ pub fn size_limits(s: &Subject) {
     let max = pt.max_message();
     if max < (1 << 40) {
         let big = pt.publisher(&fresh_topic("big"), &q, max + 1);
-        assert!(matches!(big, Err(TransportError::MessageTooLarge { .. })), "{}: {} bytes accepted", pt.name(), max + 1);
+        assert!(
+            matches!(big, Err(TransportError::MessageTooLarge { .. })),
+            "{}: {} bytes accepted",
+            pt.name(),
+            max + 1
+        );
         assert!(big.err().is_some_and(|e| e.is_bad_input()));
     }
     drop(pt);
@@ -251,7 +286,8 @@ pub fn files_under(dirs: &[PathBuf], needles: &[&str]) -> BTreeSet<PathBuf> {
             if p.is_dir() {
                 stack.push(p);
             } else {
-                let name = p.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+                let name =
+                    p.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
                 if needles.is_empty() || needles.iter().any(|n| name.contains(n)) {
                     out.insert(p);
                 }

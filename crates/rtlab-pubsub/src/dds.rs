@@ -104,7 +104,11 @@ impl DdsTransport {
     /// A participant in DDS domain `domain` (loopback configuration).
     pub fn new(domain: u32) -> Result<Self, TransportError> {
         if domain > 232 {
-            return Err(TransportError::Library { transport: NAME, what: "domain", why: format!("domain id {domain} above 232") });
+            return Err(TransportError::Library {
+                transport: NAME,
+                what: "domain",
+                why: format!("domain id {domain} above 232"),
+            });
         }
         acquire_domain(domain)?;
         // SAFETY: null QoS and listener are accepted (defaults).
@@ -117,11 +121,22 @@ impl DdsTransport {
     }
 
     fn topic(&self, topic: &str) -> Result<dds_entity_t, TransportError> {
-        let name = CString::new(format!("rt/{topic}")).map_err(|_| TransportError::Library { transport: NAME, what: "topic", why: "NUL in name".into() })?;
+        let name = CString::new(format!("rt/{topic}")).map_err(|_| TransportError::Library {
+            transport: NAME,
+            what: "topic",
+            why: "NUL in name".into(),
+        })?;
         let ty = CString::new(TYPE_NAME).expect("no NUL");
         // SAFETY: both strings are valid and NUL-terminated for the call; cyclocut copies them
         // (the pointers are *mut only because of the C signature; nothing is written).
-        let t = unsafe { cdds_create_blob_topic(self.p.handle, name.as_ptr() as *mut _, ty.as_ptr() as *mut _, true) };
+        let t = unsafe {
+            cdds_create_blob_topic(
+                self.p.handle,
+                name.as_ptr() as *mut _,
+                ty.as_ptr() as *mut _,
+                true,
+            )
+        };
         if t < 0 {
             return Err(lib("create topic", t));
         }
@@ -138,16 +153,30 @@ impl NativeQos {
         unsafe {
             let p = dds_create_qos();
             match q.reliability {
-                Reliability::Reliable => dds_qset_reliability(p, dds_reliability_kind_DDS_RELIABILITY_RELIABLE, 1_000_000_000),
-                Reliability::BestEffort => dds_qset_reliability(p, dds_reliability_kind_DDS_RELIABILITY_BEST_EFFORT, 0),
+                Reliability::Reliable => dds_qset_reliability(
+                    p,
+                    dds_reliability_kind_DDS_RELIABILITY_RELIABLE,
+                    1_000_000_000,
+                ),
+                Reliability::BestEffort => {
+                    dds_qset_reliability(p, dds_reliability_kind_DDS_RELIABILITY_BEST_EFFORT, 0)
+                }
             }
             match q.history {
-                History::KeepLast(n) => dds_qset_history(p, dds_history_kind_DDS_HISTORY_KEEP_LAST, n.min(i32::MAX as u32) as i32),
+                History::KeepLast(n) => dds_qset_history(
+                    p,
+                    dds_history_kind_DDS_HISTORY_KEEP_LAST,
+                    n.min(i32::MAX as u32) as i32,
+                ),
                 History::KeepAll => dds_qset_history(p, dds_history_kind_DDS_HISTORY_KEEP_ALL, 0),
             }
             match q.durability {
-                Durability::Volatile => dds_qset_durability(p, dds_durability_kind_DDS_DURABILITY_VOLATILE),
-                Durability::TransientLocal => dds_qset_durability(p, dds_durability_kind_DDS_DURABILITY_TRANSIENT_LOCAL),
+                Durability::Volatile => {
+                    dds_qset_durability(p, dds_durability_kind_DDS_DURABILITY_VOLATILE)
+                }
+                Durability::TransientLocal => {
+                    dds_qset_durability(p, dds_durability_kind_DDS_DURABILITY_TRANSIENT_LOCAL)
+                }
             }
             NativeQos(p)
         }
@@ -170,20 +199,37 @@ impl Transport for DdsTransport {
     }
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
         let reliability = match qos.reliability {
-            Reliability::Reliable => item(qos.reliability, "DDS_RELIABILITY_RELIABLE, max_blocking_time 1 s", Fidelity::Exact),
-            Reliability::BestEffort => item(qos.reliability, "DDS_RELIABILITY_BEST_EFFORT", Fidelity::Exact),
+            Reliability::Reliable => item(
+                qos.reliability,
+                "DDS_RELIABILITY_RELIABLE, max_blocking_time 1 s",
+                Fidelity::Exact,
+            ),
+            Reliability::BestEffort => {
+                item(qos.reliability, "DDS_RELIABILITY_BEST_EFFORT", Fidelity::Exact)
+            }
         };
         let history = match qos.history {
-            History::KeepLast(n) => item(qos.history, format!("DDS_HISTORY_KEEP_LAST depth {n}"), Fidelity::Exact),
+            History::KeepLast(n) => {
+                item(qos.history, format!("DDS_HISTORY_KEEP_LAST depth {n}"), Fidelity::Exact)
+            }
             History::KeepAll => item(qos.history, "DDS_HISTORY_KEEP_ALL", Fidelity::Exact),
         };
         let durability = match qos.durability {
-            Durability::Volatile => item(qos.durability, "DDS_DURABILITY_VOLATILE", Fidelity::Exact),
-            Durability::TransientLocal => item(qos.durability, "DDS_DURABILITY_TRANSIENT_LOCAL", Fidelity::Exact),
+            Durability::Volatile => {
+                item(qos.durability, "DDS_DURABILITY_VOLATILE", Fidelity::Exact)
+            }
+            Durability::TransientLocal => {
+                item(qos.durability, "DDS_DURABILITY_TRANSIENT_LOCAL", Fidelity::Exact)
+            }
         };
         Ok(QosMapping { reliability, history, durability })
     }
-    fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Result<Box<dyn Publisher>, TransportError> {
+    fn publisher(
+        &self,
+        topic: &str,
+        qos: &Qos,
+        max_len: usize,
+    ) -> Result<Box<dyn Publisher>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
         let t = self.topic(topic)?;
@@ -209,9 +255,21 @@ impl Transport for DdsTransport {
         let size = ENCAPSULATION.len() + BODY_HEAD + (max_len - HEADER_LEN);
         let mut buf = vec![0u8; size].into_boxed_slice();
         buf[..4].copy_from_slice(&ENCAPSULATION);
-        Ok(Box::new(DdsPublisher { _p: self.p.clone(), writer: w, topic: t, sertype, buf, max_len }))
+        Ok(Box::new(DdsPublisher {
+            _p: self.p.clone(),
+            writer: w,
+            topic: t,
+            sertype,
+            buf,
+            max_len,
+        }))
     }
-    fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Result<Box<dyn Subscriber>, TransportError> {
+    fn subscriber(
+        &self,
+        topic: &str,
+        qos: &Qos,
+        max_len: usize,
+    ) -> Result<Box<dyn Subscriber>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
         let t = self.topic(topic)?;
@@ -278,9 +336,14 @@ impl Publisher for DdsPublisher {
         // SAFETY: iov points into our buffer of at least `size` bytes for the call (Cyclone
         // copies it); sertype belongs to our live writer; dds_writecdr takes the serdata ref.
         let rc = unsafe {
-            let sd = ddsi_serdata_from_ser_iov(self.sertype, ddsi_serdata_kind_SDK_DATA, 1, &iov, size);
+            let sd =
+                ddsi_serdata_from_ser_iov(self.sertype, ddsi_serdata_kind_SDK_DATA, 1, &iov, size);
             if sd.is_null() {
-                return Err(TransportError::Library { transport: NAME, what: "serialize", why: "serdata allocation failed".into() });
+                return Err(TransportError::Library {
+                    transport: NAME,
+                    what: "serialize",
+                    why: "serdata allocation failed".into(),
+                });
             }
             dds_writecdr(self.writer, sd)
         };
@@ -332,7 +395,11 @@ impl Subscriber for DdsSubscriber {
                 let mut iov = iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
                 let r = ddsi_serdata_to_ser_ref(sd, 0, head.len(), &mut iov);
                 if !r.is_null() && !iov.iov_base.is_null() && iov.iov_len >= head.len() {
-                    std::ptr::copy_nonoverlapping(iov.iov_base as *const u8, head.as_mut_ptr(), head.len());
+                    std::ptr::copy_nonoverlapping(
+                        iov.iov_base as *const u8,
+                        head.as_mut_ptr(),
+                        head.len(),
+                    );
                     ok = true;
                 }
                 if !r.is_null() {
@@ -350,14 +417,19 @@ impl Subscriber for DdsSubscriber {
         let sec = i32::from_le_bytes(b[8..12].try_into().expect("4 bytes"));
         let nsec = u32::from_le_bytes(b[12..16].try_into().expect("4 bytes"));
         let plen = u32::from_le_bytes(b[16..20].try_into().expect("4 bytes")) as usize;
-        Ok(Some(Received { seq, stamp_ns: sec as i64 * 1_000_000_000 + nsec as i64, len: plen + HEADER_LEN }))
+        Ok(Some(Received {
+            seq,
+            stamp_ns: sec as i64 * 1_000_000_000 + nsec as i64,
+            len: plen + HEADER_LEN,
+        }))
     }
     fn wait_take(&mut self, timeout_ns: i64) -> Result<Option<Received>, TransportError> {
         if let Some(r) = self.try_take()? {
             return Ok(Some(r));
         }
         // SAFETY: live waitset; no attachment output wanted (null, 0).
-        let rc = unsafe { dds_waitset_wait(self.waitset, std::ptr::null_mut(), 0, timeout_ns.max(0)) };
+        let rc =
+            unsafe { dds_waitset_wait(self.waitset, std::ptr::null_mut(), 0, timeout_ns.max(0)) };
         if rc < 0 {
             return Err(lib("wait", rc));
         }

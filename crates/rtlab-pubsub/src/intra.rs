@@ -12,7 +12,9 @@
 use crate::transport::*;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
+use std::sync::mpsc::{
+    sync_channel, Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError,
+};
 use std::sync::{Arc, Mutex};
 
 const NAME: &str = "intra";
@@ -55,8 +57,16 @@ impl Transport for IntraTransport {
     }
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
         let reliability = match qos.reliability {
-            Reliability::Reliable => item(qos.reliability, "publisher waits while a subscriber queue is full (no loss)", Fidelity::Exact),
-            Reliability::BestEffort => item(qos.reliability, "message dropped for a subscriber whose queue is full", Fidelity::Exact),
+            Reliability::Reliable => item(
+                qos.reliability,
+                "publisher waits while a subscriber queue is full (no loss)",
+                Fidelity::Exact,
+            ),
+            Reliability::BestEffort => item(
+                qos.reliability,
+                "message dropped for a subscriber whose queue is full",
+                Fidelity::Exact,
+            ),
         };
         let history = match qos.history {
             History::KeepLast(n) => item(
@@ -67,19 +77,25 @@ impl Transport for IntraTransport {
             History::KeepAll => item(qos.history, format!("subscriber queue of {KEEP_ALL_DEPTH} messages (bounded)"), Fidelity::Closest),
         };
         let durability = match qos.durability {
-            Durability::Volatile => item(qos.durability, "late subscribers get only new messages", Fidelity::Exact),
-            Durability::TransientLocal => {
-                return Err(TransportError::QosUnsupported {
-                    transport: NAME,
-                    setting: "--durability",
-                    asked: qos.durability.to_string(),
-                    why: "the in-process hand-off keeps no history for late subscribers (use volatile)".into(),
-                })
+            Durability::Volatile => {
+                item(qos.durability, "late subscribers get only new messages", Fidelity::Exact)
             }
+            Durability::TransientLocal => return Err(TransportError::QosUnsupported {
+                transport: NAME,
+                setting: "--durability",
+                asked: qos.durability.to_string(),
+                why: "the in-process hand-off keeps no history for late subscribers (use volatile)"
+                    .into(),
+            }),
         };
         Ok(QosMapping { reliability, history, durability })
     }
-    fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Result<Box<dyn Publisher>, TransportError> {
+    fn publisher(
+        &self,
+        topic: &str,
+        qos: &Qos,
+        max_len: usize,
+    ) -> Result<Box<dyn Publisher>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, self.max_message(), max_len)?;
         let depth = qos.history.depth(KEEP_ALL_DEPTH);
@@ -94,7 +110,12 @@ impl Transport for IntraTransport {
             reliable: qos.reliability == Reliability::Reliable,
         }))
     }
-    fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Result<Box<dyn Subscriber>, TransportError> {
+    fn subscriber(
+        &self,
+        topic: &str,
+        qos: &Qos,
+        max_len: usize,
+    ) -> Result<Box<dyn Subscriber>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, self.max_message(), max_len)?;
         let (tx, rx) = sync_channel(qos.history.depth(KEEP_ALL_DEPTH));
@@ -131,7 +152,8 @@ impl IntraPublisher {
         // every subscriber may hold `depth` queued slots plus the one it is reading
         let want = (self.depth + 1) * self.senders.len().max(1) + 2;
         while self.pool.len() < want {
-            self.pool.push(Arc::new(Slot { buf: vec![0u8; self.max_len].into_boxed_slice(), len: 0 }));
+            self.pool
+                .push(Arc::new(Slot { buf: vec![0u8; self.max_len].into_boxed_slice(), len: 0 }));
         }
     }
 
@@ -199,7 +221,9 @@ impl Subscriber for IntraSubscriber {
             Err(RecvTimeoutError::Timeout) => Ok(None),
             Err(RecvTimeoutError::Disconnected) => {
                 // no publisher yet/anymore: wait out the time so callers do not spin
-                std::thread::sleep(std::time::Duration::from_nanos(timeout_ns.clamp(0, 1_000_000) as u64));
+                std::thread::sleep(std::time::Duration::from_nanos(
+                    timeout_ns.clamp(0, 1_000_000) as u64
+                ));
                 Ok(None)
             }
         }

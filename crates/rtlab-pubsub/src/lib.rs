@@ -32,8 +32,12 @@ pub fn open(spec: &probe::TransportSpec) -> Result<Arc<dyn Transport>, Transport
         TransportKind::Intra => Ok(Arc::new(intra::IntraTransport::new())),
         TransportKind::Udp => Ok(Arc::new(udp::UdpTransport::default())),
         TransportKind::Shm => Ok(Arc::new(shm::ShmTransport::new()?)),
-        TransportKind::Zenoh => Ok(Arc::new(zenoh_t::ZenohTransport::new(&spec.listen, &spec.connect)?)),
-        TransportKind::Dds => Ok(Arc::new(dds::DdsTransport::new(spec.domain.unwrap_or_else(default_dds_domain))?)),
+        TransportKind::Zenoh => {
+            Ok(Arc::new(zenoh_t::ZenohTransport::new(&spec.listen, &spec.connect)?))
+        }
+        TransportKind::Dds => {
+            Ok(Arc::new(dds::DdsTransport::new(spec.domain.unwrap_or_else(default_dds_domain))?))
+        }
     }
 }
 

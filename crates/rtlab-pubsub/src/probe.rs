@@ -91,7 +91,13 @@ pub enum TransportKind {
 }
 
 impl TransportKind {
-    pub const ALL: [TransportKind; 5] = [TransportKind::Intra, TransportKind::Udp, TransportKind::Shm, TransportKind::Zenoh, TransportKind::Dds];
+    pub const ALL: [TransportKind; 5] = [
+        TransportKind::Intra,
+        TransportKind::Udp,
+        TransportKind::Shm,
+        TransportKind::Zenoh,
+        TransportKind::Dds,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             TransportKind::Intra => "intra",
@@ -227,7 +233,10 @@ pub fn apply_thread_priorities(rules: &[ThreadPriority]) -> Result<Vec<String>, 
     }
     let list = || -> Result<Vec<(String, String)>, String> {
         let mut threads = Vec::new();
-        for e in std::fs::read_dir("/proc/self/task").map_err(|e| format!("/proc/self/task: {e}"))?.flatten() {
+        for e in std::fs::read_dir("/proc/self/task")
+            .map_err(|e| format!("/proc/self/task: {e}"))?
+            .flatten()
+        {
             let tid = e.file_name().to_string_lossy().to_string();
             if let Ok(comm) = std::fs::read_to_string(e.path().join("comm")) {
                 threads.push((tid, comm.trim().to_string()));
@@ -238,18 +247,27 @@ pub fn apply_thread_priorities(rules: &[ThreadPriority]) -> Result<Vec<String>, 
     // libraries start some threads lazily (Cyclone's `recv` once discovery runs): give them 2 s
     let end = monotonic_ns() + 2_000_000_000;
     let mut threads = list()?;
-    while !rules.iter().all(|r| threads.iter().any(|(_, c)| c.starts_with(&r.name))) && monotonic_ns() < end {
+    while !rules.iter().all(|r| threads.iter().any(|(_, c)| c.starts_with(&r.name)))
+        && monotonic_ns() < end
+    {
         std::thread::sleep(std::time::Duration::from_millis(20));
         threads = list()?;
     }
     let mut done = Vec::new();
     for r in rules {
-        let matched: Vec<&(String, String)> = threads.iter().filter(|(_, c)| c.starts_with(&r.name)).collect();
+        let matched: Vec<&(String, String)> =
+            threads.iter().filter(|(_, c)| c.starts_with(&r.name)).collect();
         if matched.is_empty() {
             let mut names: Vec<&str> = threads.iter().map(|(_, c)| c.as_str()).collect();
             names.sort();
             names.dedup();
-            return Err(format!("--thread-priority {}={}: no thread named {} here (threads: {})", r.name, r.priority, r.name, names.join(", ")));
+            return Err(format!(
+                "--thread-priority {}={}: no thread named {} here (threads: {})",
+                r.name,
+                r.priority,
+                r.name,
+                names.join(", ")
+            ));
         }
         for (tid, comm) in matched {
             let o = Command::new("chrt")
@@ -257,7 +275,12 @@ pub fn apply_thread_priorities(rules: &[ThreadPriority]) -> Result<Vec<String>, 
                 .output()
                 .map_err(|e| format!("--thread-priority: running chrt (util-linux): {e}"))?;
             if !o.status.success() {
-                return Err(format!("--thread-priority {}={}: chrt refused thread {comm} ({tid}): {}", r.name, r.priority, String::from_utf8_lossy(&o.stderr).trim()));
+                return Err(format!(
+                    "--thread-priority {}={}: chrt refused thread {comm} ({tid}): {}",
+                    r.name,
+                    r.priority,
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ));
             }
             done.push(format!("thread {comm} (tid {tid}) -> fifo {}", r.priority));
         }
@@ -435,13 +458,17 @@ pub type Launcher<'a> = &'a dyn Fn(&str) -> Command;
 /// Check the configuration against the transport without starting anything.
 pub fn validate(cfg: &PubsubConfig, transport: &dyn Transport) -> Result<QosMapping, ProbeError> {
     if cfg.payloads.is_empty() || cfg.periods_ns.is_empty() || cfg.subscribers.is_empty() {
-        return Err(ProbeError::Invalid("--payload, --rate and --subscribers need at least one value each".into()));
+        return Err(ProbeError::Invalid(
+            "--payload, --rate and --subscribers need at least one value each".into(),
+        ));
     }
     if let Some(p) = cfg.periods_ns.iter().find(|p| **p <= 0) {
         return Err(ProbeError::Invalid(format!("--rate: period {p} ns must be above zero")));
     }
     if cfg.subscribers.contains(&0) {
-        return Err(ProbeError::Invalid("--subscribers 0: at least one subscriber is needed".into()));
+        return Err(ProbeError::Invalid(
+            "--subscribers 0: at least one subscriber is needed".into(),
+        ));
     }
     if cfg.loss_timeout_ns <= 0 {
         return Err(ProbeError::Invalid("--loss-timeout: must be above zero".into()));
@@ -464,7 +491,8 @@ pub fn run(
     cfg.rt.apply_policy_here().map_err(ProbeError::Rt)?;
     let mut spec = cfg.transport.clone();
     if spec.kind == TransportKind::Zenoh && spec.listen.is_empty() {
-        spec.listen = vec![format!("tcp/127.0.0.1:{}", free_tcp_port().map_err(ProbeError::Setup)?)];
+        spec.listen =
+            vec![format!("tcp/127.0.0.1:{}", free_tcp_port().map_err(ProbeError::Setup)?)];
     }
     if spec.kind == TransportKind::Dds && spec.domain.is_none() {
         spec.domain = Some(crate::default_dds_domain());
@@ -482,7 +510,8 @@ pub fn run(
             break;
         }
         progress(ci, cases.len());
-        let topic = format!("rtlab_{}_{}_{}", std::process::id(), started.rem_euclid(1_000_000), ci);
+        let topic =
+            format!("rtlab_{}_{}_{}", std::process::id(), started.rem_euclid(1_000_000), ci);
         let case = CaseSetup {
             cfg,
             transport: transport.clone(),
@@ -522,7 +551,8 @@ pub fn run(
 }
 
 fn free_tcp_port() -> Result<u16, String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("finding a free loopback port: {e}"))?;
+    let l = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| format!("finding a free loopback port: {e}"))?;
     l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }
 
@@ -618,7 +648,12 @@ impl CaseSetup<'_> {
         }
     }
 
-    fn start_role(&self, rc: RoleConfig, events: mpsc::Sender<(usize, RoleEvent)>, launcher: Launcher) -> Result<RoleHandle, ProbeError> {
+    fn start_role(
+        &self,
+        rc: RoleConfig,
+        events: mpsc::Sender<(usize, RoleEvent)>,
+        launcher: Launcher,
+    ) -> Result<RoleHandle, ProbeError> {
         let index = rc.index;
         if self.in_process {
             let stop = Arc::new(AtomicBool::new(false));
@@ -669,7 +704,8 @@ impl CaseSetup<'_> {
                 std::thread::sleep(std::time::Duration::from_millis(50));
                 let why = last_err.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 let why = if why.is_empty() { "exited without a report".to_string() } else { why };
-                let _ = events.send((index, RoleEvent::Failed(format!("subscriber process {index}: {why}"))));
+                let _ = events
+                    .send((index, RoleEvent::Failed(format!("subscriber process {index}: {why}"))));
             }
         });
         Ok(RoleHandle::Process { child, stdin })
@@ -697,7 +733,11 @@ impl CaseSetup<'_> {
         if cfg.mode == Mode::Roundtrip {
             for i in 0..self.n {
                 let rc = self.role_config(RoleKind::Subscriber, i, duration_ns);
-                let sub = self.transport.subscriber(&format!("{}_pong_{i}", self.topic), &cfg.qos, self.len)?;
+                let sub = self.transport.subscriber(
+                    &format!("{}_pong_{i}", self.topic),
+                    &cfg.qos,
+                    self.len,
+                )?;
                 let events = tx.clone();
                 let rs = rstop.clone();
                 let spec = cfg.rt.spec(&format!("rtlab-pong{i}"), 1 + i);
@@ -713,7 +753,8 @@ impl CaseSetup<'_> {
         }
         let _stop_receivers = StopOnDrop(rstop.clone());
         // middleware threads exist once ports do (Cyclone starts `recv` lazily)
-        let thread_priorities_set = apply_thread_priorities(&cfg.thread_priorities).map_err(ProbeError::Invalid)?;
+        let thread_priorities_set =
+            apply_thread_priorities(&cfg.thread_priorities).map_err(ProbeError::Invalid)?;
 
         let mut roles = Roles(Vec::new());
         for i in 0..self.n {
@@ -735,8 +776,15 @@ impl CaseSetup<'_> {
             }
             let now = monotonic_ns();
             if now > setup_end {
-                let which = if ready.iter().all(|r| *r) { "received nothing (discovery failed?)" } else { "did not start" };
-                let idx: Vec<String> = (0..self.n).filter(|i| !(ready[*i] && warm[*i])).map(|i| i.to_string()).collect();
+                let which = if ready.iter().all(|r| *r) {
+                    "received nothing (discovery failed?)"
+                } else {
+                    "did not start"
+                };
+                let idx: Vec<String> = (0..self.n)
+                    .filter(|i| !(ready[*i] && warm[*i]))
+                    .map(|i| i.to_string())
+                    .collect();
                 return Err(ProbeError::Setup(format!(
                     "{}: subscriber(s) {} {which} within {} s",
                     self.transport.name(),
@@ -764,7 +812,9 @@ impl CaseSetup<'_> {
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(ProbeError::Setup("every subscriber ended during set-up".into())),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(ProbeError::Setup("every subscriber ended during set-up".into()))
+                }
             }
         }
         // let the last warm-up messages drain before measuring
@@ -793,7 +843,8 @@ impl CaseSetup<'_> {
             (r, publisher, lateness)
         })
         .map_err(|e| ProbeError::Rt(e.to_string()))?;
-        let ((published, overruns, send_err), publisher, lateness) = sender.join().map_err(|_| ProbeError::Setup("the sender thread panicked".into()))?;
+        let ((published, overruns, send_err), publisher, lateness) =
+            sender.join().map_err(|_| ProbeError::Setup("the sender thread panicked".into()))?;
         if let Some(e) = send_err {
             return Err(e.into());
         }
@@ -814,7 +865,9 @@ impl CaseSetup<'_> {
                             reports[i] = r.map(|b| *b);
                             done[i] = true;
                         }
-                        Ok((i, RoleEvent::Failed(why))) if i < 1000 => return Err(ProbeError::Setup(why)),
+                        Ok((i, RoleEvent::Failed(why))) if i < 1000 => {
+                            return Err(ProbeError::Setup(why))
+                        }
                         Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
                         Err(mpsc::RecvTimeoutError::Disconnected) => break,
                     }
@@ -834,7 +887,14 @@ impl CaseSetup<'_> {
         for (i, r) in reports.into_iter().enumerate() {
             let r = r.ok_or_else(|| ProbeError::Setup(format!("subscriber {i} sent no report")))?;
             let mut s = r.stream;
-            s.name = format!("{}.{}.{}B.{}.n{}.sub{i}", self.transport.name(), cfg.mode.name(), self.len, rate_label(self.period), self.n);
+            s.name = format!(
+                "{}.{}.{}B.{}.n{}.sub{i}",
+                self.transport.name(),
+                cfg.mode.name(),
+                self.len,
+                rate_label(self.period),
+                self.n
+            );
             s.metric = cfg.mode.metric().into();
             s.definition = cfg.mode.definition().into();
             s.deadline_ns = deadline_ns;
@@ -848,7 +908,11 @@ impl CaseSetup<'_> {
             streams.push(s);
         }
         let (mut p50_spread_ns, mut fastest, mut slowest) = (None, None, None);
-        let p50s: Vec<(usize, i64)> = streams.iter().enumerate().filter_map(|(i, s)| s.stats.p50_ns.map(|p| (i, p))).collect();
+        let p50s: Vec<(usize, i64)> = streams
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.stats.p50_ns.map(|p| (i, p)))
+            .collect();
         if p50s.len() >= 2 {
             let f = p50s.iter().min_by_key(|x| x.1).copied().expect("non-empty");
             let sl = p50s.iter().max_by_key(|x| x.1).copied().expect("non-empty");
@@ -862,7 +926,14 @@ impl CaseSetup<'_> {
             }
         }
         let mut publisher = Stream::from_recorder(
-            format!("{}.{}.{}B.{}.n{}.pub.send_lateness", self.transport.name(), cfg.mode.name(), self.len, rate_label(self.period), self.n),
+            format!(
+                "{}.{}.{}B.{}.n{}.pub.send_lateness",
+                self.transport.name(),
+                cfg.mode.name(),
+                self.len,
+                rate_label(self.period),
+                self.n
+            ),
             "send_lateness",
             SEND_LATENESS_DEFINITION,
             self.labels(0, published),
@@ -934,7 +1005,14 @@ pub const PUBLISHER_SPIKE_SOURCE: u32 = 1;
 
 /// The sender: `count` messages on the absolute grid t0 + k*period, each one's lateness
 /// (stamp - slot) into `lateness`. Returns (published, overruns, error). Allocation-free.
-fn send_loop(publisher: &mut dyn Publisher, len: usize, period: i64, count: u64, stop: &AtomicBool, lateness: &mut Recorder) -> (u64, u64, Option<TransportError>) {
+fn send_loop(
+    publisher: &mut dyn Publisher,
+    len: usize,
+    period: i64,
+    count: u64,
+    stop: &AtomicBool,
+    lateness: &mut Recorder,
+) -> (u64, u64, Option<TransportError>) {
     let t0 = monotonic_ns() + period.min(10_000_000);
     lateness.origin_monotonic_ns = Some(t0);
     let mut published = 0u64;
@@ -964,7 +1042,12 @@ fn send_loop(publisher: &mut dyn Publisher, len: usize, period: i64, count: u64,
 
 /// A receiver: take, stamp, count, record until `stop`. Emits `Warm` on the first
 /// warm-up message. Allocation-free after set-up.
-pub fn receive_loop(mut sub: Box<dyn Subscriber>, rc: &RoleConfig, stop: &AtomicBool, emit: &mut dyn FnMut(RoleEvent)) -> ReceiverReport {
+pub fn receive_loop(
+    mut sub: Box<dyn Subscriber>,
+    rc: &RoleConfig,
+    stop: &AtomicBool,
+    emit: &mut dyn FnMut(RoleEvent),
+) -> ReceiverReport {
     let mut rec = Recorder::new(
         &RecorderConfig {
             deadline_ns: rc.deadline_ns,
@@ -1029,7 +1112,12 @@ pub fn receive_loop(mut sub: Box<dyn Subscriber>, rc: &RoleConfig, stop: &Atomic
 }
 
 /// An echo: republish every message unchanged (sequence and stamp kept) until `stop`.
-fn echo_loop(mut sub: Box<dyn Subscriber>, mut publisher: Box<dyn Publisher>, rc: &RoleConfig, stop: &AtomicBool) -> Result<(), TransportError> {
+fn echo_loop(
+    mut sub: Box<dyn Subscriber>,
+    mut publisher: Box<dyn Publisher>,
+    rc: &RoleConfig,
+    stop: &AtomicBool,
+) -> Result<(), TransportError> {
     let give_up = monotonic_ns() + rc.run_timeout_ns;
     while !stop.load(Ordering::Relaxed) && monotonic_ns() < give_up {
         if let Some(r) = sub.take(rc.wait, POLL_SLICE_NS)? {
@@ -1040,7 +1128,12 @@ fn echo_loop(mut sub: Box<dyn Subscriber>, mut publisher: Box<dyn Publisher>, rc
 }
 
 /// Run one role on the calling thread with an open transport.
-pub fn run_role(rc: &RoleConfig, transport: Arc<dyn Transport>, stop: &AtomicBool, emit: &mut dyn FnMut(RoleEvent)) {
+pub fn run_role(
+    rc: &RoleConfig,
+    transport: Arc<dyn Transport>,
+    stop: &AtomicBool,
+    emit: &mut dyn FnMut(RoleEvent),
+) {
     let sub = match transport.subscriber(&rc.topic_in, &rc.qos, rc.max_len) {
         Ok(s) => s,
         Err(e) => return emit(RoleEvent::Failed(e.to_string())),
@@ -1138,7 +1231,12 @@ mod tests {
 
     #[test]
     fn events_round_trip_through_lines() {
-        for e in [RoleEvent::Ready, RoleEvent::Warm, RoleEvent::Failed("x y".into()), RoleEvent::Done(None)] {
+        for e in [
+            RoleEvent::Ready,
+            RoleEvent::Warm,
+            RoleEvent::Failed("x y".into()),
+            RoleEvent::Done(None),
+        ] {
             let line = format!("rtlab-role {}", serde_json::to_string(&e).unwrap());
             assert_eq!(parse_event(&line), Some(e));
         }

@@ -21,7 +21,14 @@ pub struct SeqTracker {
 
 impl Default for SeqTracker {
     fn default() -> Self {
-        SeqTracker { next: 0, seen: vec![false; WINDOW as usize].into_boxed_slice(), received: 0, lost: 0, duplicates: 0, out_of_order: 0 }
+        SeqTracker {
+            next: 0,
+            seen: vec![false; WINDOW as usize].into_boxed_slice(),
+            received: 0,
+            lost: 0,
+            duplicates: 0,
+            out_of_order: 0,
+        }
     }
 }
 

@@ -41,7 +41,14 @@ impl ShmTransport {
         Ok(ShmTransport { node })
     }
 
-    fn service(&self, topic: &str, qos: &Qos) -> Result<iceoryx2::service::port_factory::publish_subscribe::PortFactory<Svc, [u8], ()>, TransportError> {
+    fn service(
+        &self,
+        topic: &str,
+        qos: &Qos,
+    ) -> Result<
+        iceoryx2::service::port_factory::publish_subscribe::PortFactory<Svc, [u8], ()>,
+        TransportError,
+    > {
         let name = ServiceName::new(topic).map_err(|e| lib("service name")(format!("{e:?}")))?;
         let depth = qos.history.depth(KEEP_ALL_DEPTH);
         let history = match qos.durability {
@@ -61,8 +68,12 @@ impl ShmTransport {
             .map_err(|e| lib("open the publish-subscribe service")(format!("{e:?}")))
     }
 
-    fn event(&self, topic: &str) -> Result<iceoryx2::service::port_factory::event::PortFactory<Svc>, TransportError> {
-        let name = ServiceName::new(&format!("{topic}/ev")).map_err(|e| lib("service name")(format!("{e:?}")))?;
+    fn event(
+        &self,
+        topic: &str,
+    ) -> Result<iceoryx2::service::port_factory::event::PortFactory<Svc>, TransportError> {
+        let name = ServiceName::new(&format!("{topic}/ev"))
+            .map_err(|e| lib("service name")(format!("{e:?}")))?;
         self.node
             .service_builder(&name)
             .event()
@@ -89,8 +100,16 @@ impl Transport for ShmTransport {
             Reliability::BestEffort => item(qos.reliability, "enable_safe_overflow(true): a full subscriber buffer drops its oldest sample", Fidelity::Exact),
         };
         let history = match qos.history {
-            History::KeepLast(n) => item(qos.history, format!("subscriber buffer_size {n} (oldest replaced when full and best effort)"), Fidelity::Exact),
-            History::KeepAll => item(qos.history, format!("subscriber buffer_size {KEEP_ALL_DEPTH} (bounded)"), Fidelity::Closest),
+            History::KeepLast(n) => item(
+                qos.history,
+                format!("subscriber buffer_size {n} (oldest replaced when full and best effort)"),
+                Fidelity::Exact,
+            ),
+            History::KeepAll => item(
+                qos.history,
+                format!("subscriber buffer_size {KEEP_ALL_DEPTH} (bounded)"),
+                Fidelity::Closest,
+            ),
         };
         let durability = match qos.durability {
             Durability::Volatile => item(qos.durability, "history_size 0", Fidelity::Exact),
@@ -102,7 +121,12 @@ impl Transport for ShmTransport {
         };
         Ok(QosMapping { reliability, history, durability })
     }
-    fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Result<Box<dyn Publisher>, TransportError> {
+    fn publisher(
+        &self,
+        topic: &str,
+        qos: &Qos,
+        max_len: usize,
+    ) -> Result<Box<dyn Publisher>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
         let svc = self.service(topic, qos)?;
@@ -117,10 +141,22 @@ impl Transport for ShmTransport {
             .create()
             .map_err(|e| lib("create publisher")(format!("{e:?}")))?;
         let ev = self.event(topic)?;
-        let notifier = ev.notifier_builder().create().map_err(|e| lib("create notifier")(format!("{e:?}")))?;
-        Ok(Box::new(ShmPublisher { publisher, notifier, buf: vec![0u8; max_len].into_boxed_slice(), _svc: svc, _ev: ev }))
+        let notifier =
+            ev.notifier_builder().create().map_err(|e| lib("create notifier")(format!("{e:?}")))?;
+        Ok(Box::new(ShmPublisher {
+            publisher,
+            notifier,
+            buf: vec![0u8; max_len].into_boxed_slice(),
+            _svc: svc,
+            _ev: ev,
+        }))
     }
-    fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Result<Box<dyn Subscriber>, TransportError> {
+    fn subscriber(
+        &self,
+        topic: &str,
+        qos: &Qos,
+        max_len: usize,
+    ) -> Result<Box<dyn Subscriber>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
         let svc = self.service(topic, qos)?;
@@ -130,7 +166,8 @@ impl Transport for ShmTransport {
             .create()
             .map_err(|e| lib("create subscriber")(format!("{e:?}")))?;
         let ev = self.event(topic)?;
-        let listener = ev.listener_builder().create().map_err(|e| lib("create listener")(format!("{e:?}")))?;
+        let listener =
+            ev.listener_builder().create().map_err(|e| lib("create listener")(format!("{e:?}")))?;
         Ok(Box::new(ShmSubscriber { subscriber, listener, _svc: svc, _ev: ev }))
     }
     fn notes(&self) -> Vec<String> {
@@ -150,7 +187,8 @@ impl Publisher for ShmPublisher {
     fn publish(&mut self, seq: u64, stamp_ns: i64, len: usize) -> Result<(), TransportError> {
         check_len(NAME, self.buf.len(), len)?;
         encode_header(&mut self.buf, seq, stamp_ns);
-        let sample = self.publisher.loan_slice_uninit(len).map_err(|e| lib("loan")(format!("{e:?}")))?;
+        let sample =
+            self.publisher.loan_slice_uninit(len).map_err(|e| lib("loan")(format!("{e:?}")))?;
         let sample = sample.write_from_slice(&self.buf[..len]);
         sample.send().map_err(|e| lib("send")(format!("{e:?}")))?;
         self.notifier.notify().map_err(|e| lib("notify")(format!("{e:?}")))?;

@@ -106,7 +106,11 @@ pub struct Qos {
 impl Default for Qos {
     /// ROS 2's "sensor data" profile: best effort, keep last 5, volatile.
     fn default() -> Self {
-        Qos { reliability: Reliability::BestEffort, history: History::KeepLast(5), durability: Durability::Volatile }
+        Qos {
+            reliability: Reliability::BestEffort,
+            history: History::KeepLast(5),
+            durability: Durability::Volatile,
+        }
     }
 }
 
@@ -179,7 +183,11 @@ pub struct QosMapping {
     pub durability: QosItem,
 }
 
-pub(crate) fn item(asked: impl fmt::Display, native: impl Into<String>, fidelity: Fidelity) -> QosItem {
+pub(crate) fn item(
+    asked: impl fmt::Display,
+    native: impl Into<String>,
+    fidelity: Fidelity,
+) -> QosItem {
     QosItem { asked: asked.to_string(), native: native.into(), fidelity }
 }
 
@@ -201,7 +209,12 @@ pub enum TransportError {
 impl TransportError {
     /// Bad input from the user (exit 2 with one line) rather than a runtime failure.
     pub fn is_bad_input(&self) -> bool {
-        matches!(self, TransportError::QosUnsupported { .. } | TransportError::MessageTooLarge { .. } | TransportError::MessageTooSmall(_))
+        matches!(
+            self,
+            TransportError::QosUnsupported { .. }
+                | TransportError::MessageTooLarge { .. }
+                | TransportError::MessageTooSmall(_)
+        )
     }
 }
 
@@ -230,7 +243,11 @@ pub trait Subscriber: Send {
     /// The next message, waiting at most `timeout_ns` in the library's blocking wait.
     fn wait_take(&mut self, timeout_ns: i64) -> Result<Option<Received>, TransportError>;
     /// The next message with the given wait style, at most `timeout_ns`.
-    fn take(&mut self, wait: WaitStyle, timeout_ns: i64) -> Result<Option<Received>, TransportError> {
+    fn take(
+        &mut self,
+        wait: WaitStyle,
+        timeout_ns: i64,
+    ) -> Result<Option<Received>, TransportError> {
         match wait {
             WaitStyle::Blocking => self.wait_take(timeout_ns),
             WaitStyle::BusyPoll => {
@@ -258,9 +275,19 @@ pub trait Transport: Send + Sync {
     /// What `qos` becomes natively, or why it cannot be honoured.
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError>;
     /// A publisher on `topic` for messages up to `max_len` bytes.
-    fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Result<Box<dyn Publisher>, TransportError>;
+    fn publisher(
+        &self,
+        topic: &str,
+        qos: &Qos,
+        max_len: usize,
+    ) -> Result<Box<dyn Publisher>, TransportError>;
     /// A subscriber on `topic` for messages up to `max_len` bytes.
-    fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Result<Box<dyn Subscriber>, TransportError>;
+    fn subscriber(
+        &self,
+        topic: &str,
+        qos: &Qos,
+        max_len: usize,
+    ) -> Result<Box<dyn Subscriber>, TransportError>;
     /// Facts about this transport that a reader of the results needs (recorded).
     fn notes(&self) -> Vec<String> {
         Vec::new()

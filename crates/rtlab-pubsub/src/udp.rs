@@ -24,7 +24,10 @@ pub fn default_dir() -> PathBuf {
 }
 
 fn port_file(dir: &Path, topic: &str) -> PathBuf {
-    let safe: String = topic.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    let safe: String = topic
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .collect();
     dir.join(format!("{safe}.port"))
 }
 
@@ -57,7 +60,11 @@ impl Transport for UdpTransport {
     }
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
         let reliability = match qos.reliability {
-            Reliability::BestEffort => item(qos.reliability, "UDP datagrams (lost when a socket buffer is full)", Fidelity::Exact),
+            Reliability::BestEffort => item(
+                qos.reliability,
+                "UDP datagrams (lost when a socket buffer is full)",
+                Fidelity::Exact,
+            ),
             Reliability::Reliable => {
                 return Err(TransportError::QosUnsupported {
                     transport: NAME,
@@ -69,7 +76,9 @@ impl Transport for UdpTransport {
         };
         let history = item(qos.history, "kernel socket receive buffer (default SO_RCVBUF, bytes not messages; newest dropped when full)", Fidelity::Closest);
         let durability = match qos.durability {
-            Durability::Volatile => item(qos.durability, "late subscribers get only new datagrams", Fidelity::Exact),
+            Durability::Volatile => {
+                item(qos.durability, "late subscribers get only new datagrams", Fidelity::Exact)
+            }
             Durability::TransientLocal => {
                 return Err(TransportError::QosUnsupported {
                     transport: NAME,
@@ -81,7 +90,12 @@ impl Transport for UdpTransport {
         };
         Ok(QosMapping { reliability, history, durability })
     }
-    fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Result<Box<dyn Publisher>, TransportError> {
+    fn publisher(
+        &self,
+        topic: &str,
+        qos: &Qos,
+        max_len: usize,
+    ) -> Result<Box<dyn Publisher>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, MAX_DATAGRAM, max_len)?;
         let socket = UdpSocket::bind("127.0.0.1:0").map_err(io("bind publisher"))?;
@@ -101,7 +115,12 @@ impl Transport for UdpTransport {
             join_buf: [0u8; 64],
         }))
     }
-    fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Result<Box<dyn Subscriber>, TransportError> {
+    fn subscriber(
+        &self,
+        topic: &str,
+        qos: &Qos,
+        max_len: usize,
+    ) -> Result<Box<dyn Subscriber>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, MAX_DATAGRAM, max_len)?;
         let socket = UdpSocket::bind("127.0.0.1:0").map_err(io("bind subscriber"))?;
@@ -133,7 +152,8 @@ impl UdpPublisher {
         for _ in 0..MAX_SUBSCRIBERS {
             match self.socket.recv_from(&mut self.join_buf) {
                 Ok((n, from)) if &self.join_buf[..n] == JOIN => {
-                    if !self.subscribers[..self.n].contains(&Some(from)) && self.n < MAX_SUBSCRIBERS {
+                    if !self.subscribers[..self.n].contains(&Some(from)) && self.n < MAX_SUBSCRIBERS
+                    {
                         self.subscribers[self.n] = Some(from);
                         self.n += 1;
                     }
@@ -154,7 +174,9 @@ impl Publisher for UdpPublisher {
             match self.socket.send_to(&self.buf[..len], to) {
                 Ok(_) => {}
                 // a full socket buffer or a departed subscriber: the datagram is lost
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::ConnectionRefused) => {}
+                Err(e)
+                    if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::ConnectionRefused) => {
+                }
                 Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
                 Err(e) => return Err(io("send")(e)),
             }
@@ -187,7 +209,9 @@ impl UdpSubscriber {
             return;
         }
         self.last_join_ns = now;
-        if let Some(port) = std::fs::read_to_string(&self.file).ok().and_then(|s| s.trim().parse::<u16>().ok()) {
+        if let Some(port) =
+            std::fs::read_to_string(&self.file).ok().and_then(|s| s.trim().parse::<u16>().ok())
+        {
             let _ = self.socket.send_to(JOIN, ("127.0.0.1", port));
         }
     }
@@ -209,7 +233,9 @@ impl Subscriber for UdpSubscriber {
         }
         match self.socket.recv(&mut self.buf) {
             Ok(n) => Ok(self.got(n)),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::ConnectionRefused) => Ok(None),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::ConnectionRefused) => {
+                Ok(None)
+            }
             Err(e) => Err(io("receive")(e)),
         }
     }
@@ -231,7 +257,17 @@ impl Subscriber for UdpSubscriber {
         }
         match self.socket.recv(&mut self.buf) {
             Ok(n) => Ok(self.got(n)),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::ConnectionRefused | ErrorKind::Interrupted) => Ok(None),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock
+                        | ErrorKind::TimedOut
+                        | ErrorKind::ConnectionRefused
+                        | ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(None)
+            }
             Err(e) => Err(io("receive")(e)),
         }
     }

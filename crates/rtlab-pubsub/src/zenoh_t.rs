@@ -38,13 +38,20 @@ impl ZenohTransport {
     pub fn new(listen: &[String], connect: &[String]) -> Result<Self, TransportError> {
         for e in listen.iter().chain(connect) {
             if !(e.contains("127.") || e.contains("[::1]") || e.contains("localhost")) {
-                return Err(TransportError::Library { transport: NAME, what: "endpoint", why: format!("{e}: only loopback endpoints are used") });
+                return Err(TransportError::Library {
+                    transport: NAME,
+                    what: "endpoint",
+                    why: format!("{e}: only loopback endpoints are used"),
+                });
             }
         }
         // a peer listens somewhere in any case: keep it on loopback (Zenoh's default is every interface)
-        let listen: Vec<String> = if listen.is_empty() { vec!["tcp/127.0.0.1:0".into()] } else { listen.to_vec() };
+        let listen: Vec<String> =
+            if listen.is_empty() { vec!["tcp/127.0.0.1:0".into()] } else { listen.to_vec() };
         let mut c = zenoh::Config::default();
-        let set = |c: &mut zenoh::Config, k: &str, v: String| c.insert_json5(k, &v).map_err(|e| lib("configure")(format!("{k}: {e}")));
+        let set = |c: &mut zenoh::Config, k: &str, v: String| {
+            c.insert_json5(k, &v).map_err(|e| lib("configure")(format!("{k}: {e}")))
+        };
         set(&mut c, "mode", "\"peer\"".into())?;
         set(&mut c, "listen/endpoints", serde_json::to_string(&listen).unwrap_or_default())?;
         set(&mut c, "connect/endpoints", serde_json::to_string(connect).unwrap_or_default())?;
@@ -71,8 +78,18 @@ impl Transport for ZenohTransport {
             ),
         };
         let history = match qos.history {
-            History::KeepLast(n) => item(qos.history, format!("subscriber RingChannel({n}) (oldest replaced)"), Fidelity::Exact),
-            History::KeepAll => item(qos.history, format!("subscriber FifoChannel({KEEP_ALL_DEPTH}) (bounded; delivery waits when full)"), Fidelity::Closest),
+            History::KeepLast(n) => item(
+                qos.history,
+                format!("subscriber RingChannel({n}) (oldest replaced)"),
+                Fidelity::Exact,
+            ),
+            History::KeepAll => item(
+                qos.history,
+                format!(
+                    "subscriber FifoChannel({KEEP_ALL_DEPTH}) (bounded; delivery waits when full)"
+                ),
+                Fidelity::Closest,
+            ),
         };
         let durability = match qos.durability {
             Durability::Volatile => item(qos.durability, "plain publisher (no cache for late joiners)", Fidelity::Exact),
@@ -87,7 +104,12 @@ impl Transport for ZenohTransport {
         };
         Ok(QosMapping { reliability, history, durability })
     }
-    fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Result<Box<dyn Publisher>, TransportError> {
+    fn publisher(
+        &self,
+        topic: &str,
+        qos: &Qos,
+        max_len: usize,
+    ) -> Result<Box<dyn Publisher>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
         let publisher = self
@@ -101,13 +123,26 @@ impl Transport for ZenohTransport {
             .map_err(|e| lib("declare publisher")(e.to_string()))?;
         Ok(Box::new(ZenohPublisher { publisher, buf: vec![0u8; max_len] }))
     }
-    fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Result<Box<dyn Subscriber>, TransportError> {
+    fn subscriber(
+        &self,
+        topic: &str,
+        qos: &Qos,
+        max_len: usize,
+    ) -> Result<Box<dyn Subscriber>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
         let b = self.session.declare_subscriber(topic.to_string());
         let rx = match qos.history {
-            History::KeepLast(n) => Rx::Ring(b.with(RingChannel::new(n as usize)).wait().map_err(|e| lib("declare subscriber")(e.to_string()))?),
-            History::KeepAll => Rx::Fifo(b.with(FifoChannel::new(KEEP_ALL_DEPTH)).wait().map_err(|e| lib("declare subscriber")(e.to_string()))?),
+            History::KeepLast(n) => Rx::Ring(
+                b.with(RingChannel::new(n as usize))
+                    .wait()
+                    .map_err(|e| lib("declare subscriber")(e.to_string()))?,
+            ),
+            History::KeepAll => Rx::Fifo(
+                b.with(FifoChannel::new(KEEP_ALL_DEPTH))
+                    .wait()
+                    .map_err(|e| lib("declare subscriber")(e.to_string()))?,
+            ),
         };
         Ok(Box::new(ZenohSubscriber { rx }))
     }

@@ -73,8 +73,10 @@ fn zenoh_conforms() {
     // two peer sessions joined by one explicit loopback TCP link
     let make = || {
         let ep = vec![format!("tcp/127.0.0.1:{}", free_port())];
-        let a: Arc<dyn Transport> = Arc::new(rtlab_pubsub::zenoh_t::ZenohTransport::new(&ep, &[]).unwrap());
-        let b: Arc<dyn Transport> = Arc::new(rtlab_pubsub::zenoh_t::ZenohTransport::new(&[], &ep).unwrap());
+        let a: Arc<dyn Transport> =
+            Arc::new(rtlab_pubsub::zenoh_t::ZenohTransport::new(&ep, &[]).unwrap());
+        let b: Arc<dyn Transport> =
+            Arc::new(rtlab_pubsub::zenoh_t::ZenohTransport::new(&[], &ep).unwrap());
         (a, b)
     };
     let leftovers = BTreeSet::new;

@@ -1,7 +1,9 @@
 //! The probe end to end: cases, fan-out rows, counters, role processes (this test binary
 //! re-executes itself as the role process), bad input.
 
-use rtlab_pubsub::probe::{self, CaseResult, Mode, PubsubConfig, RtSpec, TransportKind, TransportSpec};
+use rtlab_pubsub::probe::{
+    self, CaseResult, Mode, PubsubConfig, RtSpec, TransportKind, TransportSpec,
+};
 use rtlab_pubsub::{Qos, WaitStyle};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
@@ -21,11 +23,17 @@ fn role_process_entry() {
 
 fn launcher(json: &str) -> Command {
     let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--exact", "role_process_entry", "--nocapture", "--test-threads=1"]).env(ROLE_ENV, json);
+    c.args(["--exact", "role_process_entry", "--nocapture", "--test-threads=1"])
+        .env(ROLE_ENV, json);
     c
 }
 
-pub fn config(kind: TransportKind, mode: Mode, subscribers: Vec<usize>, in_process: bool) -> PubsubConfig {
+pub fn config(
+    kind: TransportKind,
+    mode: Mode,
+    subscribers: Vec<usize>,
+    in_process: bool,
+) -> PubsubConfig {
     PubsubConfig {
         transport: TransportSpec::new(kind),
         mode,
@@ -48,7 +56,8 @@ pub fn config(kind: TransportKind, mode: Mode, subscribers: Vec<usize>, in_proce
 }
 
 pub fn run(cfg: &PubsubConfig) -> probe::PubsubOutcome {
-    probe::run(cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_or_else(|e| panic!("{e}"))
+    probe::run(cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {})
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Counts add up: every published message is a sample, late or lost.
@@ -115,16 +124,20 @@ fn udp_roundtrip_in_a_process() {
 fn bad_input_is_refused_before_anything_runs() {
     let mut cfg = config(TransportKind::Udp, Mode::Oneway, vec![1], true);
     cfg.payloads = vec![70_000];
-    let e = probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
+    let e =
+        probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
     assert!(e.is_bad_input(), "{e}");
     assert!(e.to_string().contains("65507"), "{e}");
     let mut cfg = config(TransportKind::Udp, Mode::Oneway, vec![1], true);
     cfg.qos.reliability = rtlab_pubsub::Reliability::Reliable;
-    let e = probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
+    let e =
+        probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
     assert!(e.is_bad_input() && e.to_string().contains("reliab"), "{e}");
     let mut cfg = config(TransportKind::Intra, Mode::Oneway, vec![0], true);
     cfg.payloads = vec![64];
-    assert!(probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err().is_bad_input());
+    assert!(probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {})
+        .unwrap_err()
+        .is_bad_input());
 }
 
 #[test]
@@ -195,9 +208,20 @@ fn dds_middleware_thread_priorities_needs_root() {
     cfg.thread_priorities = vec![probe::ThreadPriority { name: "recv".into(), priority: 71 }];
     let out = run(&cfg);
     check_case(&out.cases[0], "one_way_latency");
-    assert!(out.notes.iter().any(|n| n.contains("thread recv") && n.contains("fifo 71")), "{:?}", out.notes);
+    assert!(
+        out.notes.iter().any(|n| n.contains("thread recv") && n.contains("fifo 71")),
+        "{:?}",
+        out.notes
+    );
     // a thread that does not exist is refused as bad input, naming the threads there are
-    cfg.thread_priorities = vec![probe::ThreadPriority { name: "no-such-thread".into(), priority: 70 }];
-    let e = probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
-    assert!(e.is_bad_input() && e.to_string().contains("no-such-thread") && e.to_string().contains("recv"), "{e}");
+    cfg.thread_priorities =
+        vec![probe::ThreadPriority { name: "no-such-thread".into(), priority: 70 }];
+    let e =
+        probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
+    assert!(
+        e.is_bad_input()
+            && e.to_string().contains("no-such-thread")
+            && e.to_string().contains("recv"),
+        "{e}"
+    );
 }

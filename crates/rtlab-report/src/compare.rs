@@ -98,7 +98,10 @@ pub fn q_ks(lambda: f64) -> f64 {
 /// Two-sample KS test on two histograms of the same scheme (None: a side is empty or the
 /// schemes differ).
 pub fn ks_histograms(a: &HistogramData, b: &HistogramData) -> Option<Ks> {
-    if a.scheme != b.scheme || a.exact_below_ns != b.exact_below_ns || a.buckets_per_octave != b.buckets_per_octave {
+    if a.scheme != b.scheme
+        || a.exact_below_ns != b.exact_below_ns
+        || a.buckets_per_octave != b.buckets_per_octave
+    {
         return None;
     }
     let n_a = a.buckets.iter().map(|x| x.count).sum::<u64>() + a.overflow_low + a.overflow_high;
@@ -185,7 +188,10 @@ impl Comparison {
 
 fn compared_streams(c: &CaseRecord) -> Vec<&Stream> {
     let Some(h) = headline(c) else { return Vec::new() };
-    c.document.as_ref().map(|d| d.streams.iter().filter(|s| s.metric == h.metric).collect()).unwrap_or_default()
+    c.document
+        .as_ref()
+        .map(|d| d.streams.iter().filter(|s| s.metric == h.metric).collect())
+        .unwrap_or_default()
 }
 
 fn pct(a: Option<i64>, b: Option<i64>) -> Option<f64> {
@@ -197,7 +203,15 @@ fn pct(a: Option<i64>, b: Option<i64>) -> Option<f64> {
 
 /// Compare run `b` against run `a` (the reference).
 pub fn compare(a: &Run, b: &Run, cfg: CompareConfig) -> Comparison {
-    let mut out = Comparison { run_a: a.id, run_b: b.id, config: cfg, streams: Vec::new(), only_a: Vec::new(), only_b: Vec::new(), unmeasured: Vec::new() };
+    let mut out = Comparison {
+        run_a: a.id,
+        run_b: b.id,
+        config: cfg,
+        streams: Vec::new(),
+        only_a: Vec::new(),
+        only_b: Vec::new(),
+        unmeasured: Vec::new(),
+    };
     for ca in &a.cases {
         let Some(cb) = b.cases.iter().find(|c| c.name == ca.name) else {
             out.only_a.push(ca.name.clone());
@@ -219,7 +233,15 @@ pub fn compare(a: &Run, b: &Run, cfg: CompareConfig) -> Comparison {
                 (true, Some(d)) if d > 0.0 => Verdict::Worse,
                 (true, Some(_)) => Verdict::Better,
             };
-            out.streams.push(StreamDiff { case: ca.name.clone(), stream: x.name.clone(), a: x.stats.clone(), b: y.stats.clone(), ks, delta_pct, verdict });
+            out.streams.push(StreamDiff {
+                case: ca.name.clone(),
+                stream: x.name.clone(),
+                a: x.stats.clone(),
+                b: y.stats.clone(),
+                ks,
+                delta_pct,
+                verdict,
+            });
         }
     }
     for cb in &b.cases {
@@ -241,15 +263,38 @@ fn cell(a: Option<i64>, b: Option<i64>) -> String {
 fn count(a: Option<u64>, b: Option<u64>) -> String {
     match (a, b) {
         (None, None) => "-".into(),
-        _ => format!("{} -> {}", a.map(|v| v.to_string()).unwrap_or_else(|| "-".into()), b.map(|v| v.to_string()).unwrap_or_else(|| "-".into())),
+        _ => format!(
+            "{} -> {}",
+            a.map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
+            b.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
+        ),
     }
 }
 
 /// The comparison as a terminal table.
 pub fn render(c: &Comparison) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "Run {} (A) -> run {} (B): {} stream(s) compared", c.run_a, c.run_b, c.streams.len());
-    let mut rows = vec![["case / stream", "verdict", "p50 (us)", "p99 (us)", "p99.9 (us)", "max (us)", "missed", "lost", "KS D", "KS p"].map(String::from).to_vec()];
+    let _ = writeln!(
+        out,
+        "Run {} (A) -> run {} (B): {} stream(s) compared",
+        c.run_a,
+        c.run_b,
+        c.streams.len()
+    );
+    let mut rows = vec![[
+        "case / stream",
+        "verdict",
+        "p50 (us)",
+        "p99 (us)",
+        "p99.9 (us)",
+        "max (us)",
+        "missed",
+        "lost",
+        "KS D",
+        "KS p",
+    ]
+    .map(String::from)
+    .to_vec()];
     for s in &c.streams {
         rows.push(vec![
             format!("{} / {}", s.case, s.stream),
@@ -261,7 +306,8 @@ pub fn render(c: &Comparison) -> String {
             count(s.a.missed, s.b.missed),
             count(s.a.lost, s.b.lost),
             s.ks.map(|k| format!("{:.3}", k.d)).unwrap_or_else(|| "-".into()),
-            s.ks.map(|k| if k.p < 1e-4 { "<1e-4".to_string() } else { format!("{:.4}", k.p) }).unwrap_or_else(|| "-".into()),
+            s.ks.map(|k| if k.p < 1e-4 { "<1e-4".to_string() } else { format!("{:.4}", k.p) })
+                .unwrap_or_else(|| "-".into()),
         ]);
     }
     out.push_str(&align(&rows));
@@ -281,7 +327,13 @@ pub fn render(c: &Comparison) -> String {
     );
     match c.config.threshold_pct {
         Some(t) => {
-            let _ = writeln!(out, "{} regression(s): {} grew by more than {t}% with p < {}", c.regressions(), c.config.metric.name(), c.config.alpha);
+            let _ = writeln!(
+                out,
+                "{} regression(s): {} grew by more than {t}% with p < {}",
+                c.regressions(),
+                c.config.metric.name(),
+                c.config.alpha
+            );
         }
         None => out.push_str("no --threshold: nothing is judged a regression\n"),
     }

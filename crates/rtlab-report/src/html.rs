@@ -10,7 +10,9 @@
 //!
 //! Contract: deterministic for a given input; every piece of text is escaped.
 
-use crate::model::{grids, headline, lost_of, missed_of, params_text, primary_streams, status, sweeps};
+use crate::model::{
+    grids, headline, lost_of, missed_of, params_text, primary_streams, status, sweeps,
+};
 use crate::svg::{self, esc};
 use crate::terminal::{env_diff, machine_line};
 use rtlab_core::run::{CaseRecord, Run};
@@ -50,14 +52,25 @@ pub fn studies_table(run: &Run) -> String {
         let _ = write!(o, "<tr class=\"{st}\"><td class=\"n\">{}</td><td><a href=\"#run{}-case{}\">{}</a></td><td class=\"status-{st}\" title=\"{}\">{st}</td>", c.index, run.id, c.index, esc(&c.name), esc(why));
         match headline(c) {
             Some(s) => {
-                let _ = write!(o, "{}{}{}{}{}", td(&us(s.stats.min_ns)), td(&us(s.stats.mean_ns)), td(&us(s.stats.max_ns)), td(&missed_of(s)), td(&lost_of(s)));
+                let _ = write!(
+                    o,
+                    "{}{}{}{}{}",
+                    td(&us(s.stats.min_ns)),
+                    td(&us(s.stats.mean_ns)),
+                    td(&us(s.stats.max_ns)),
+                    td(&missed_of(s)),
+                    td(&lost_of(s))
+                );
             }
             None => o.push_str(&"<td class=\"n\">-</td>".repeat(5)),
         }
         o.push_str("</tr>\n");
         if let Some(p) = &c.published {
             let f = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
-            let of = |x: Option<u64>| x.map(|v| p.of.map(|n| format!("{v}/{n}")).unwrap_or_else(|| v.to_string())).unwrap_or_else(|| "-".into());
+            let of = |x: Option<u64>| {
+                x.map(|v| p.of.map(|n| format!("{v}/{n}")).unwrap_or_else(|| v.to_string()))
+                    .unwrap_or_else(|| "-".into())
+            };
             let _ = writeln!(o, "<tr class=\"published\"><td></td><td>published: {} <span class=\"env\">({})</span></td><td>published</td>{}{}{}{}{}</tr>", esc(&p.label), esc(&p.source), td(&f(p.min_us)), td(&f(p.avg_us)), td(&f(p.max_us)), td(&of(p.missed)), td(&of(p.lost)));
         }
     }
@@ -102,7 +115,8 @@ fn grid_html(run: &Run) -> String {
     let mut o = String::new();
     for g in grids(run) {
         let top = g.cells.iter().flatten().flatten().map(|c| c.0).max().unwrap_or(1).max(1) as f64;
-        let bottom = g.cells.iter().flatten().flatten().map(|c| c.0).min().unwrap_or(1).max(1) as f64;
+        let bottom =
+            g.cells.iter().flatten().flatten().map(|c| c.0).min().unwrap_or(1).max(1) as f64;
         let _ = write!(o, "<h3>Profile x load: {} (max / p99.9, us; worst over the cell's cases)</h3><table class=\"grid\"><tr><th>profile \\ load</th>", esc(&g.probe));
         for l in &g.loads {
             let _ = write!(o, "<th>{}</th>", esc(l));
@@ -115,7 +129,11 @@ fn grid_html(run: &Run) -> String {
                     Some((max, p999, n)) => {
                         // shade by log(max) between the best and the worst cell
                         let span = (top.ln() - bottom.ln()).max(1e-9);
-                        let f = if top > bottom { (((*max).max(1) as f64).ln() - bottom.ln()) / span } else { 1.0 };
+                        let f = if top > bottom {
+                            (((*max).max(1) as f64).ln() - bottom.ln()) / span
+                        } else {
+                            1.0
+                        };
                         let light = (95.0 - 35.0 * f.clamp(0.0, 1.0)).round();
                         let _ = write!(o, "<td class=\"grid\" style=\"background: hsl(0, 70%, {light}%)\" title=\"{n} case(s)\">{} / {}</td>", us_1(*max), us(*p999));
                     }
@@ -137,10 +155,26 @@ fn sweeps_html(run: &Run) -> String {
     }
     o.push_str("<h2>Sweeps</h2><div class=\"plots\">");
     for s in sw {
-        let pick = |f: fn(&rtlab_core::stats::Summary) -> Option<i64>| -> Vec<(f64, f64)> { s.points.iter().filter_map(|(x, c)| headline(c).and_then(|h| f(&h.stats)).map(|v| (*x, v as f64 / 1e3))).collect() };
-        let series = vec![("p50".to_string(), pick(|t| t.p50_ns)), ("p99".to_string(), pick(|t| t.p99_ns)), ("max".to_string(), pick(|t| t.max_ns))];
+        let pick = |f: fn(&rtlab_core::stats::Summary) -> Option<i64>| -> Vec<(f64, f64)> {
+            s.points
+                .iter()
+                .filter_map(|(x, c)| {
+                    headline(c).and_then(|h| f(&h.stats)).map(|v| (*x, v as f64 / 1e3))
+                })
+                .collect()
+        };
+        let series = vec![
+            ("p50".to_string(), pick(|t| t.p50_ns)),
+            ("p99".to_string(), pick(|t| t.p99_ns)),
+            ("max".to_string(), pick(|t| t.max_ns)),
+        ];
         let xlabel = if s.axis == "payload" { "payload (bytes)" } else { "rate (Hz)" };
-        o.push_str(&svg::lines(&format!("latency vs {}: {}", s.axis, s.label), xlabel, "latency (us, log)", &series));
+        o.push_str(&svg::lines(
+            &format!("latency vs {}: {}", s.axis, s.label),
+            xlabel,
+            "latency (us, log)",
+            &series,
+        ));
     }
     o.push_str("</div>\n");
     o
@@ -162,7 +196,12 @@ fn case_html(run: &Run, c: &CaseRecord) -> String {
         c.duration_ns as f64 / 1e9
     );
     if !why.is_empty() {
-        let _ = writeln!(o, "<p class=\"err\">{}: {}</p>", if st == "skipped" { "skipped" } else { "error" }, esc(why));
+        let _ = writeln!(
+            o,
+            "<p class=\"err\">{}: {}</p>",
+            if st == "skipped" { "skipped" } else { "error" },
+            esc(why)
+        );
     }
     let Some(d) = &c.document else {
         o.push_str("<p>Nothing was measured in this case.</p></div>\n");
@@ -170,9 +209,21 @@ fn case_html(run: &Run, c: &CaseRecord) -> String {
     };
     let diff = env_diff(&run.info.environment, &d.environment);
     if diff.is_empty() {
-        let _ = writeln!(o, "<p class=\"env\">Environment: as the run's ({})</p>", esc(&machine_line(&d.environment)));
+        let _ = writeln!(
+            o,
+            "<p class=\"env\">Environment: as the run's ({})</p>",
+            esc(&machine_line(&d.environment))
+        );
     } else {
-        let _ = writeln!(o, "<p class=\"env\">Environment: as the run's except {}</p>", esc(&diff.iter().map(|(k, a, b)| format!("{k}: {a} -> {b}")).collect::<Vec<_>>().join(", ")));
+        let _ = writeln!(
+            o,
+            "<p class=\"env\">Environment: as the run's except {}</p>",
+            esc(&diff
+                .iter()
+                .map(|(k, a, b)| format!("{k}: {a} -> {b}"))
+                .collect::<Vec<_>>()
+                .join(", "))
+        );
     }
     if d.warnings.is_empty() {
         o.push_str("<p class=\"warn\">Warnings: none</p>\n");
@@ -185,15 +236,34 @@ fn case_html(run: &Run, c: &CaseRecord) -> String {
     }
     if let Some(h) = headline(c) {
         o.push_str("<div class=\"plots\">");
-        o.push_str(&svg::histogram(&format!("{}: {} histogram", h.name, h.metric), &h.histogram, Some(h.deadline_ns)));
-        o.push_str(&svg::max_over_time(&format!("{}: max over time", h.name), &h.windows, Some(h.deadline_ns)));
+        o.push_str(&svg::histogram(
+            &format!("{}: {} histogram", h.name, h.metric),
+            &h.histogram,
+            Some(h.deadline_ns),
+        ));
+        o.push_str(&svg::max_over_time(
+            &format!("{}: max over time", h.name),
+            &h.windows,
+            Some(h.deadline_ns),
+        ));
         let prim = primary_streams(c);
         if prim.len() > 1 {
             let cats: Vec<String> = prim.iter().map(|s| s.name.clone()).collect();
-            let ser = |f: fn(&rtlab_core::stats::Summary) -> Option<i64>| prim.iter().map(|s| f(&s.stats).map(|v| v as f64 / 1e3)).collect::<Vec<_>>();
-            let series = vec![("p50".to_string(), ser(|t| t.p50_ns)), ("p99".to_string(), ser(|t| t.p99_ns)), ("max".to_string(), ser(|t| t.max_ns))];
+            let ser = |f: fn(&rtlab_core::stats::Summary) -> Option<i64>| {
+                prim.iter().map(|s| f(&s.stats).map(|v| v as f64 / 1e3)).collect::<Vec<_>>()
+            };
+            let series = vec![
+                ("p50".to_string(), ser(|t| t.p50_ns)),
+                ("p99".to_string(), ser(|t| t.p99_ns)),
+                ("max".to_string(), ser(|t| t.max_ns)),
+            ];
             let what = if c.probe == "pubsub" { "per subscriber" } else { "per stream" };
-            o.push_str(&svg::bars(&format!("fairness {what} ({})", h.metric), "latency (us, log)", &cats, &series));
+            o.push_str(&svg::bars(
+                &format!("fairness {what} ({})", h.metric),
+                "latency (us, log)",
+                &cats,
+                &series,
+            ));
         }
         o.push_str("</div>\n");
     }
@@ -208,12 +278,20 @@ fn case_html(run: &Run, c: &CaseRecord) -> String {
 
 /// The spike's explanation and the worst windows of the headline stream with what the
 /// kernel counted in each (the counters follow the stream's window grid).
-fn evidence_html(ev: &rtlab_core::evidence::Evidence, h: Option<&rtlab_core::schema::Stream>) -> String {
+fn evidence_html(
+    ev: &rtlab_core::evidence::Evidence,
+    h: Option<&rtlab_core::schema::Stream>,
+) -> String {
     let mut o = String::new();
     if let Some(sp) = &ev.spike {
         match (sp.index, sp.value_ns) {
             (Some(i), Some(v)) => {
-                let _ = write!(o, "<p class=\"env\">Spike (first sample above {} us): sample {i}, {} us", rtlab_core::units::us_1(sp.threshold_ns), rtlab_core::units::us_1(v));
+                let _ = write!(
+                    o,
+                    "<p class=\"env\">Spike (first sample above {} us): sample {i}, {} us",
+                    rtlab_core::units::us_1(sp.threshold_ns),
+                    rtlab_core::units::us_1(v)
+                );
                 if let Some(f) = &sp.trace_file {
                     let _ = write!(o, "; trace <code>{}</code>", esc(f));
                 }
@@ -224,7 +302,11 @@ fn evidence_html(ev: &rtlab_core::evidence::Evidence, h: Option<&rtlab_core::sch
                 o.push_str("</ul>\n");
             }
             _ => {
-                let _ = writeln!(o, "<p class=\"env\">Spike tracing armed at {} us: no sample crossed it.</p>", rtlab_core::units::us_1(sp.threshold_ns));
+                let _ = writeln!(
+                    o,
+                    "<p class=\"env\">Spike tracing armed at {} us: no sample crossed it.</p>",
+                    rtlab_core::units::us_1(sp.threshold_ns)
+                );
             }
         }
     }
@@ -233,8 +315,14 @@ fn evidence_html(ev: &rtlab_core::evidence::Evidence, h: Option<&rtlab_core::sch
         if !worst.is_empty() && worst.iter().any(|w| w.2.is_some()) {
             let _ = write!(o, "<p class=\"env\">Worst windows of {} and what the kernel did in them:</p><ul class=\"env\">", esc(&h.name));
             for (i, max, k) in worst {
-                let what = k.map(|k| k.describe()).unwrap_or_else(|| "no counters for this window".into());
-                let _ = write!(o, "<li>window {i}: max {} us; {}</li>", rtlab_core::units::us_1(max), esc(&what));
+                let what =
+                    k.map(|k| k.describe()).unwrap_or_else(|| "no counters for this window".into());
+                let _ = write!(
+                    o,
+                    "<li>window {i}: max {} us; {}</li>",
+                    rtlab_core::units::us_1(max),
+                    esc(&what)
+                );
             }
             o.push_str("</ul>\n");
         }
@@ -248,12 +336,23 @@ fn evidence_html(ev: &rtlab_core::evidence::Evidence, h: Option<&rtlab_core::sch
 /// The whole report as one HTML document.
 pub fn render_html(runs: &[Run]) -> String {
     let mut o = String::new();
-    let title = runs.iter().map(|r| format!("run {} ({})", r.id, r.info.scenario)).collect::<Vec<_>>().join(", ");
+    let title = runs
+        .iter()
+        .map(|r| format!("run {} ({})", r.id, r.info.scenario))
+        .collect::<Vec<_>>()
+        .join(", ");
     let _ = write!(o, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>rtlab report: {}</title><style>{CSS}</style></head><body>\n", esc(&title));
     let _ = writeln!(o, "<h1>rtlab report: {}</h1>", esc(&title));
     for run in runs {
         let i = &run.info;
-        let _ = writeln!(o, "<section class=\"run\" id=\"run{}\"><h2>Run {}: {} ({})</h2>", run.id, run.id, esc(&i.scenario), esc(&i.source));
+        let _ = writeln!(
+            o,
+            "<section class=\"run\" id=\"run{}\"><h2>Run {}: {} ({})</h2>",
+            run.id,
+            run.id,
+            esc(&i.scenario),
+            esc(&i.source)
+        );
         let _ = writeln!(
             o,
             "<table class=\"runinfo\"><tr><th>status</th><td>{}</td></tr><tr><th>started</th><td>{}</td></tr><tr><th>finished</th><td>{}</td></tr><tr><th>rtlab</th><td>{}</td></tr><tr><th>scale</th><td>{}</td></tr><tr><th>command</th><td><code>{}</code></td></tr><tr><th>machine</th><td>{}</td></tr><tr><th>kernel command line</th><td><code>{}</code></td></tr></table>",

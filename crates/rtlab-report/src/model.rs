@@ -66,13 +66,17 @@ pub struct Sweep<'a> {
 /// from `period`/`interval` as 1/period).
 pub fn axis_value(c: &CaseRecord, axis: &str) -> Option<(f64, &'static str)> {
     match axis {
-        "payload" => c.params.get("payload").and_then(|v| parse_size(v).ok()).map(|b| (b as f64, "payload")),
+        "payload" => {
+            c.params.get("payload").and_then(|v| parse_size(v).ok()).map(|b| (b as f64, "payload"))
+        }
         "rate" => {
             if let Some(r) = c.params.get("rate").and_then(|v| parse_rate_hz(v).ok()) {
                 return Some((r, "rate"));
             }
             for k in ["period", "interval"] {
-                if let Some(ns) = c.params.get(k).and_then(|v| parse_duration(v).ok()).filter(|n| n.0 > 0) {
+                if let Some(ns) =
+                    c.params.get(k).and_then(|v| parse_duration(v).ok()).filter(|n| n.0 > 0)
+                {
                     return Some((1e9 / ns.0 as f64, k_static(k)));
                 }
             }
@@ -100,7 +104,15 @@ pub fn sweeps(run: &Run) -> Vec<Sweep<'_>> {
                 Some(s) if s.stats.count > 0 => {}
                 _ => continue,
             }
-            let rest: Vec<String> = c.params.iter().filter(|(k, _)| k.as_str() != key && !(axis == "rate" && ["rate", "period", "interval"].contains(&k.as_str()))).map(|(k, v)| format!("{k}={v}")).collect();
+            let rest: Vec<String> = c
+                .params
+                .iter()
+                .filter(|(k, _)| {
+                    k.as_str() != key
+                        && !(axis == "rate" && ["rate", "period", "interval"].contains(&k.as_str()))
+                })
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
             let mut label = format!("{} / {} / {}", c.probe, c.load, c.profile);
             if !rest.is_empty() {
                 label.push_str(&format!(" / {}", rest.join(" ")));

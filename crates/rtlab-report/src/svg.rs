@@ -56,7 +56,8 @@ fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     }
     let raw = (hi - lo) / n.max(1) as f64;
     let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
+    let step =
+        [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
     let mut t = (lo / step).ceil() * step;
     let mut out = Vec::new();
     while t <= hi + step * 1e-9 && out.len() < 50 {
@@ -87,7 +88,13 @@ struct Axis {
 
 impl Axis {
     fn new(lo: f64, hi: f64, log: bool) -> Axis {
-        let (lo, hi) = if hi > lo { (lo, hi) } else if log { (lo / 2.0, lo * 2.0) } else { (lo - 1.0, lo + 1.0) };
+        let (lo, hi) = if hi > lo {
+            (lo, hi)
+        } else if log {
+            (lo / 2.0, lo * 2.0)
+        } else {
+            (lo - 1.0, lo + 1.0)
+        };
         Axis { lo, hi, log }
     }
     fn frac(&self, v: f64) -> f64 {
@@ -115,30 +122,79 @@ impl Axis {
 }
 
 fn open(out: &mut String, title: &str, class: &str) {
-    let _ = write!(out, r#"<svg class="plot {class}" xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img"><title>{}</title>"#, esc(title));
+    let _ = write!(
+        out,
+        r#"<svg class="plot {class}" xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img"><title>{}</title>"#,
+        esc(title)
+    );
     let _ = write!(out, r##"<rect x="0" y="0" width="{W}" height="{H}" fill="#ffffff"/>"##);
-    let _ = write!(out, r##"<text x="{ML}" y="16" font-size="13" font-family="sans-serif" fill="#222">{}</text>"##, esc(title));
+    let _ = write!(
+        out,
+        r##"<text x="{ML}" y="16" font-size="13" font-family="sans-serif" fill="#222">{}</text>"##,
+        esc(title)
+    );
 }
 
-fn frame(out: &mut String, x: &Axis, y: &Axis, xlabel: &str, ylabel: &str, xfmt: &dyn Fn(f64) -> String) {
+fn frame(
+    out: &mut String,
+    x: &Axis,
+    y: &Axis,
+    xlabel: &str,
+    ylabel: &str,
+    xfmt: &dyn Fn(f64) -> String,
+) {
     let (x0, x1, y0, y1) = (ML, W - MR, MT, H - MB);
     for t in y.ticks() {
         let py = y.y(t);
-        let _ = write!(out, r##"<line x1="{x0}" y1="{py:.1}" x2="{x1}" y2="{py:.1}" stroke="#e4e4e4"/><text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" text-anchor="end" fill="#444">{}</text>"##, x0 - 4.0, py + 3.0, num(t));
+        let _ = write!(
+            out,
+            r##"<line x1="{x0}" y1="{py:.1}" x2="{x1}" y2="{py:.1}" stroke="#e4e4e4"/><text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" text-anchor="end" fill="#444">{}</text>"##,
+            x0 - 4.0,
+            py + 3.0,
+            num(t)
+        );
     }
     for t in x.ticks() {
         let px = x.x(t);
-        let _ = write!(out, r##"<line x1="{px:.1}" y1="{y1}" x2="{px:.1}" y2="{:.1}" stroke="#888"/><text x="{px:.1}" y="{:.1}" font-size="10" font-family="sans-serif" text-anchor="middle" fill="#444">{}</text>"##, y1 + 4.0, y1 + 15.0, xfmt(t));
+        let _ = write!(
+            out,
+            r##"<line x1="{px:.1}" y1="{y1}" x2="{px:.1}" y2="{:.1}" stroke="#888"/><text x="{px:.1}" y="{:.1}" font-size="10" font-family="sans-serif" text-anchor="middle" fill="#444">{}</text>"##,
+            y1 + 4.0,
+            y1 + 15.0,
+            xfmt(t)
+        );
     }
-    let _ = write!(out, r##"<rect x="{x0}" y="{y0}" width="{:.1}" height="{:.1}" fill="none" stroke="#888"/>"##, x1 - x0, y1 - y0);
-    let _ = write!(out, r##"<text x="{:.1}" y="{:.1}" font-size="11" font-family="sans-serif" text-anchor="middle" fill="#222">{}</text>"##, (x0 + x1) / 2.0, H - 8.0, esc(xlabel));
-    let _ = write!(out, r##"<text x="12" y="{:.1}" font-size="11" font-family="sans-serif" text-anchor="middle" fill="#222" transform="rotate(-90 12 {:.1})">{}</text>"##, (y0 + y1) / 2.0, (y0 + y1) / 2.0, esc(ylabel));
+    let _ = write!(
+        out,
+        r##"<rect x="{x0}" y="{y0}" width="{:.1}" height="{:.1}" fill="none" stroke="#888"/>"##,
+        x1 - x0,
+        y1 - y0
+    );
+    let _ = write!(
+        out,
+        r##"<text x="{:.1}" y="{:.1}" font-size="11" font-family="sans-serif" text-anchor="middle" fill="#222">{}</text>"##,
+        (x0 + x1) / 2.0,
+        H - 8.0,
+        esc(xlabel)
+    );
+    let _ = write!(
+        out,
+        r##"<text x="12" y="{:.1}" font-size="11" font-family="sans-serif" text-anchor="middle" fill="#222" transform="rotate(-90 12 {:.1})">{}</text>"##,
+        (y0 + y1) / 2.0,
+        (y0 + y1) / 2.0,
+        esc(ylabel)
+    );
 }
 
 fn empty(title: &str, class: &str) -> String {
     let mut out = String::new();
     open(&mut out, title, class);
-    let _ = write!(out, r##"<text x="{:.1}" y="{:.1}" font-size="13" font-family="sans-serif" text-anchor="middle" fill="#888">no samples</text></svg>"##, W / 2.0, H / 2.0);
+    let _ = write!(
+        out,
+        r##"<text x="{:.1}" y="{:.1}" font-size="13" font-family="sans-serif" text-anchor="middle" fill="#888">no samples</text></svg>"##,
+        W / 2.0,
+        H / 2.0
+    );
     out
 }
 
@@ -165,7 +221,14 @@ pub fn histogram(title: &str, h: &HistogramData, deadline_ns: Option<i64>) -> St
     let ya = Axis::new(0.0, (top + 1.0).log10().ceil().max(1.0), false);
     let mut out = String::new();
     open(&mut out, title, "histogram");
-    frame(&mut out, &xa, &ya, if log { "latency (us, log scale)" } else { "latency (us)" }, "log10(count+1)", &num);
+    frame(
+        &mut out,
+        &xa,
+        &ya,
+        if log { "latency (us, log scale)" } else { "latency (us)" },
+        "log10(count+1)",
+        &num,
+    );
     let cw = (W - ML - MR) / COLS as f64;
     for (i, &c) in cols.iter().enumerate() {
         if c == 0 {
@@ -173,17 +236,36 @@ pub fn histogram(title: &str, h: &HistogramData, deadline_ns: Option<i64>) -> St
         }
         let v = (c as f64 + 1.0).log10();
         let y = ya.y(v);
-        let _ = write!(out, r#"<rect x="{:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="{BAR}"><title>{c} samples</title></rect>"#, ML + i as f64 * cw, (cw - 0.5).max(0.8), H - MB - y);
+        let _ = write!(
+            out,
+            r#"<rect x="{:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="{BAR}"><title>{c} samples</title></rect>"#,
+            ML + i as f64 * cw,
+            (cw - 0.5).max(0.8),
+            H - MB - y
+        );
     }
     if let Some(d) = deadline_ns {
         let du = d as f64 / 1e3;
         if du >= xa.lo && du <= xa.hi {
             let x = xa.x(du);
-            let _ = write!(out, r#"<line class="deadline" x1="{x:.1}" y1="{MT}" x2="{x:.1}" y2="{:.1}" stroke="{DEADLINE}" stroke-width="2" stroke-dasharray="6 3"/><text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" fill="{DEADLINE}">deadline</text>"#, H - MB, x + 3.0, MT + 10.0);
+            let _ = write!(
+                out,
+                r#"<line class="deadline" x1="{x:.1}" y1="{MT}" x2="{x:.1}" y2="{:.1}" stroke="{DEADLINE}" stroke-width="2" stroke-dasharray="6 3"/><text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" fill="{DEADLINE}">deadline</text>"#,
+                H - MB,
+                x + 3.0,
+                MT + 10.0
+            );
         }
     }
     if h.overflow_high + h.overflow_low > 0 {
-        let _ = write!(out, r##"<text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" text-anchor="end" fill="#b00">overflow: {} high, {} low</text>"##, W - MR - 4.0, MT + 12.0, h.overflow_high, h.overflow_low);
+        let _ = write!(
+            out,
+            r##"<text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" text-anchor="end" fill="#b00">overflow: {} high, {} low</text>"##,
+            W - MR - 4.0,
+            MT + 12.0,
+            h.overflow_high,
+            h.overflow_low
+        );
     }
     out.push_str("</svg>");
     out
@@ -192,11 +274,17 @@ pub fn histogram(title: &str, h: &HistogramData, deadline_ns: Option<i64>) -> St
 /// Max over time: the maximum of each window (us) against the window's start (s), with the
 /// deadline as a red dashed line.
 pub fn max_over_time(title: &str, w: &WindowData, deadline_ns: Option<i64>) -> String {
-    let pts: Vec<(f64, f64)> = w.max_ns.iter().enumerate().filter_map(|(i, m)| m.map(|m| (i as f64 * w.width_ns as f64 / 1e9, m as f64 / 1e3))).collect();
+    let pts: Vec<(f64, f64)> = w
+        .max_ns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| m.map(|m| (i as f64 * w.width_ns as f64 / 1e9, m as f64 / 1e3)))
+        .collect();
     if pts.is_empty() {
         return empty(title, "timeplot");
     }
-    let xmax = (w.max_ns.len() as f64 * w.width_ns as f64 / 1e9).max(pts.last().map(|p| p.0).unwrap_or(0.0));
+    let xmax = (w.max_ns.len() as f64 * w.width_ns as f64 / 1e9)
+        .max(pts.last().map(|p| p.0).unwrap_or(0.0));
     let mut ymax = pts.iter().map(|p| p.1).fold(f64::MIN, f64::max);
     let ymin = pts.iter().map(|p| p.1).fold(f64::MAX, f64::min).min(0.0);
     if let Some(d) = deadline_ns {
@@ -206,18 +294,37 @@ pub fn max_over_time(title: &str, w: &WindowData, deadline_ns: Option<i64>) -> S
     let ya = Axis::new(ymin, ymax * 1.08, false);
     let mut out = String::new();
     open(&mut out, title, "timeplot");
-    frame(&mut out, &xa, &ya, &format!("time (s), window {} ms", num(w.width_ns as f64 / 1e6)), "max latency (us)", &num);
+    frame(
+        &mut out,
+        &xa,
+        &ya,
+        &format!("time (s), window {} ms", num(w.width_ns as f64 / 1e6)),
+        "max latency (us)",
+        &num,
+    );
     let mut path = String::new();
     for (i, (x, y)) in pts.iter().enumerate() {
         let _ = write!(path, "{}{:.1},{:.1}", if i == 0 { "M" } else { " L" }, xa.x(*x), ya.y(*y));
     }
     let _ = write!(out, r#"<path d="{path}" fill="none" stroke="{BAR}" stroke-width="1.5"/>"#);
     for (x, y) in &pts {
-        let _ = write!(out, r#"<circle cx="{:.1}" cy="{:.1}" r="2.2" fill="{BAR}"/>"#, xa.x(*x), ya.y(*y));
+        let _ = write!(
+            out,
+            r#"<circle cx="{:.1}" cy="{:.1}" r="2.2" fill="{BAR}"/>"#,
+            xa.x(*x),
+            ya.y(*y)
+        );
     }
     if let Some(d) = deadline_ns {
         let y = ya.y(d as f64 / 1e3);
-        let _ = write!(out, r#"<line class="deadline" x1="{ML}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{DEADLINE}" stroke-width="2" stroke-dasharray="6 3"/><text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" text-anchor="end" fill="{DEADLINE}">deadline {} us</text>"#, W - MR, W - MR - 4.0, y - 4.0, num(d as f64 / 1e3));
+        let _ = write!(
+            out,
+            r#"<line class="deadline" x1="{ML}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{DEADLINE}" stroke-width="2" stroke-dasharray="6 3"/><text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" text-anchor="end" fill="{DEADLINE}">deadline {} us</text>"#,
+            W - MR,
+            W - MR - 4.0,
+            y - 4.0,
+            num(d as f64 / 1e3)
+        );
     }
     out.push_str("</svg>");
     out
@@ -225,15 +332,22 @@ pub fn max_over_time(title: &str, w: &WindowData, deadline_ns: Option<i64>) -> S
 
 /// Line plot of several named series over a numeric x (log y; log x when the x range spans
 /// more than a decade).
-pub fn lines(title: &str, xlabel: &str, ylabel: &str, series: &[(String, Vec<(f64, f64)>)]) -> String {
-    let all: Vec<(f64, f64)> = series.iter().flat_map(|s| s.1.iter().copied()).filter(|p| p.1 > 0.0).collect();
+pub fn lines(
+    title: &str,
+    xlabel: &str,
+    ylabel: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> String {
+    let all: Vec<(f64, f64)> =
+        series.iter().flat_map(|s| s.1.iter().copied()).filter(|p| p.1 > 0.0).collect();
     if all.is_empty() {
         return empty(title, "lines");
     }
     let (xlo, xhi) = all.iter().fold((f64::MAX, f64::MIN), |a, p| (a.0.min(p.0), a.1.max(p.0)));
     let (ylo, yhi) = all.iter().fold((f64::MAX, f64::MIN), |a, p| (a.0.min(p.1), a.1.max(p.1)));
     let xlog = xlo > 0.0 && xhi / xlo > 10.0;
-    let xa = Axis::new(if xlog { xlo } else { xlo.min(0.0) }, xhi * if xlog { 1.0 } else { 1.05 }, xlog);
+    let xa =
+        Axis::new(if xlog { xlo } else { xlo.min(0.0) }, xhi * if xlog { 1.0 } else { 1.05 }, xlog);
     let ya = Axis::new(ylo / 1.5, yhi * 1.5, true);
     let mut out = String::new();
     open(&mut out, title, "lines");
@@ -242,22 +356,42 @@ pub fn lines(title: &str, xlabel: &str, ylabel: &str, series: &[(String, Vec<(f6
         let col = SERIES[k % SERIES.len()];
         let mut path = String::new();
         for (i, (x, y)) in pts.iter().filter(|p| p.1 > 0.0).enumerate() {
-            let _ = write!(path, "{}{:.1},{:.1}", if i == 0 { "M" } else { " L" }, xa.x(*x), ya.y(*y));
+            let _ =
+                write!(path, "{}{:.1},{:.1}", if i == 0 { "M" } else { " L" }, xa.x(*x), ya.y(*y));
         }
         let _ = write!(out, r#"<path d="{path}" fill="none" stroke="{col}" stroke-width="2"/>"#);
         for (x, y) in pts.iter().filter(|p| p.1 > 0.0) {
-            let _ = write!(out, r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{col}"/>"#, xa.x(*x), ya.y(*y));
+            let _ = write!(
+                out,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{col}"/>"#,
+                xa.x(*x),
+                ya.y(*y)
+            );
         }
         let ly = MT + 12.0 + k as f64 * 13.0;
-        let _ = write!(out, r#"<rect x="{:.1}" y="{:.1}" width="10" height="3" fill="{col}"/><text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" fill="{col}">{}</text>"#, ML + 8.0, ly - 4.0, ML + 22.0, ly, esc(name));
+        let _ = write!(
+            out,
+            r#"<rect x="{:.1}" y="{:.1}" width="10" height="3" fill="{col}"/><text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" fill="{col}">{}</text>"#,
+            ML + 8.0,
+            ly - 4.0,
+            ML + 22.0,
+            ly,
+            esc(name)
+        );
     }
     out.push_str("</svg>");
     out
 }
 
 /// Grouped bars: one group per category (stream), one bar per series (p50, p99, max), log y.
-pub fn bars(title: &str, ylabel: &str, categories: &[String], series: &[(String, Vec<Option<f64>>)]) -> String {
-    let vals: Vec<f64> = series.iter().flat_map(|s| s.1.iter().flatten().copied()).filter(|v| *v > 0.0).collect();
+pub fn bars(
+    title: &str,
+    ylabel: &str,
+    categories: &[String],
+    series: &[(String, Vec<Option<f64>>)],
+) -> String {
+    let vals: Vec<f64> =
+        series.iter().flat_map(|s| s.1.iter().flatten().copied()).filter(|v| *v > 0.0).collect();
     if vals.is_empty() || categories.is_empty() {
         return empty(title, "bars");
     }
@@ -274,15 +408,37 @@ pub fn bars(title: &str, ylabel: &str, categories: &[String], series: &[(String,
         for (si, (_, v)) in series.iter().enumerate() {
             if let Some(v) = v.get(ci).copied().flatten().filter(|v| *v > 0.0) {
                 let y = ya.y(v);
-                let _ = write!(out, r#"<rect x="{:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{}: {}</title></rect>"#, gx + si as f64 * bw, bw - 1.0, H - MB - y, SERIES[si % SERIES.len()], esc(cat), num(v));
+                let _ = write!(
+                    out,
+                    r#"<rect x="{:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{}: {}</title></rect>"#,
+                    gx + si as f64 * bw,
+                    bw - 1.0,
+                    H - MB - y,
+                    SERIES[si % SERIES.len()],
+                    esc(cat),
+                    num(v)
+                );
             }
         }
-        let _ = write!(out, r##"<text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" text-anchor="middle" fill="#222">{}</text>"##, ML + (ci as f64 + 0.5) * gw, H - MB + 14.0, esc(cat));
+        let _ = write!(
+            out,
+            r##"<text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" text-anchor="middle" fill="#222">{}</text>"##,
+            ML + (ci as f64 + 0.5) * gw,
+            H - MB + 14.0,
+            esc(cat)
+        );
     }
     for (si, (name, _)) in series.iter().enumerate() {
         let col = SERIES[si % SERIES.len()];
         let lx = ML + 8.0 + si as f64 * 70.0;
-        let _ = write!(out, r##"<rect x="{lx:.1}" y="{:.1}" width="10" height="8" fill="{col}"/><text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" fill="#222">{}</text>"##, MT + 4.0, lx + 13.0, MT + 12.0, esc(name));
+        let _ = write!(
+            out,
+            r##"<rect x="{lx:.1}" y="{:.1}" width="10" height="8" fill="{col}"/><text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" fill="#222">{}</text>"##,
+            MT + 4.0,
+            lx + 13.0,
+            MT + 12.0,
+            esc(name)
+        );
     }
     out.push_str("</svg>");
     out
@@ -316,7 +472,8 @@ mod tests {
     #[test]
     fn text_is_escaped() {
         assert_eq!(esc("<a & \"b\">"), "&lt;a &amp; &quot;b&quot;&gt;");
-        assert!(lines("<x>", "x", "y", &[("s<".into(), vec![(1.0, 2.0), (2.0, 3.0)])]).contains("&lt;x&gt;"));
+        assert!(lines("<x>", "x", "y", &[("s<".into(), vec![(1.0, 2.0), (2.0, 3.0)])])
+            .contains("&lt;x&gt;"));
     }
 
     #[test]

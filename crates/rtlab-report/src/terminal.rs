@@ -29,7 +29,9 @@ pub fn align(rows: &[Vec<String>]) -> String {
 /// Align a table: the columns in `left` left-aligned, the others right, two spaces apart.
 pub fn align_left(rows: &[Vec<String>], left: &[usize]) -> String {
     let n = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..n).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|v| v.chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..n)
+        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|v| v.chars().count()).max().unwrap_or(0))
+        .collect();
     let mut out = String::new();
     for r in rows {
         let mut line = String::new();
@@ -52,22 +54,57 @@ pub fn align_left(rows: &[Vec<String>], left: &[usize]) -> String {
 
 /// The published figures as a table row (same columns as a measured row).
 pub fn published_row(p: &Published) -> Vec<String> {
-    let of = |x: Option<u64>| x.map(|v| match p.of { Some(n) => format!("{v}/{n}"), None => v.to_string() }).unwrap_or_else(|| "-".into());
-    vec![String::new(), format!("  published: {}", p.label), "published".into(), usf(p.min_us), usf(p.avg_us), usf(p.max_us), of(p.missed), of(p.lost)]
+    let of = |x: Option<u64>| {
+        x.map(|v| match p.of {
+            Some(n) => format!("{v}/{n}"),
+            None => v.to_string(),
+        })
+        .unwrap_or_else(|| "-".into())
+    };
+    vec![
+        String::new(),
+        format!("  published: {}", p.label),
+        "published".into(),
+        usf(p.min_us),
+        usf(p.avg_us),
+        usf(p.max_us),
+        of(p.missed),
+        of(p.lost),
+    ]
 }
 
 /// One studies-table row of a case: index, name, status, min, avg, max, missed x/N, lost x/N.
 pub fn case_row(c: &CaseRecord) -> Vec<String> {
     let (st, _) = status(c);
     match headline(c) {
-        Some(s) => vec![c.index.to_string(), c.name.clone(), st.into(), us(s.stats.min_ns), us(s.stats.mean_ns), us(s.stats.max_ns), missed_of(s), lost_of(s)],
-        None => vec![c.index.to_string(), c.name.clone(), st.into(), "-".into(), "-".into(), "-".into(), "-".into(), "-".into()],
+        Some(s) => vec![
+            c.index.to_string(),
+            c.name.clone(),
+            st.into(),
+            us(s.stats.min_ns),
+            us(s.stats.mean_ns),
+            us(s.stats.max_ns),
+            missed_of(s),
+            lost_of(s),
+        ],
+        None => vec![
+            c.index.to_string(),
+            c.name.clone(),
+            st.into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+        ],
     }
 }
 
 /// The studies' table of a run.
 pub fn studies_table(run: &Run) -> String {
-    let mut rows = vec![["#", "case", "status", "min", "avg", "max", "missed", "lost"].map(String::from).to_vec()];
+    let mut rows = vec![["#", "case", "status", "min", "avg", "max", "missed", "lost"]
+        .map(String::from)
+        .to_vec()];
     for c in &run.cases {
         rows.push(case_row(c));
         if let Some(p) = &c.published {
@@ -90,7 +127,11 @@ pub fn studies_table(run: &Run) -> String {
 
 /// Environment fields whose value differs between `a` (the run's) and `b` (the case's).
 pub fn env_diff(a: &Environment, b: &Environment) -> Vec<(String, String, String)> {
-    let (Ok(serde_json::Value::Object(va)), Ok(serde_json::Value::Object(vb))) = (serde_json::to_value(a), serde_json::to_value(b)) else { return Vec::new() };
+    let (Ok(serde_json::Value::Object(va)), Ok(serde_json::Value::Object(vb))) =
+        (serde_json::to_value(a), serde_json::to_value(b))
+    else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     for (k, x) in &vb {
         let y = va.get(k).cloned().unwrap_or(serde_json::Value::Null);
@@ -122,29 +163,64 @@ pub fn render_terminal(runs: &[Run], color: bool) -> String {
     let mut out = String::new();
     for run in runs {
         let i = &run.info;
-        let _ = writeln!(out, "Run {} · {} ({}) · {} · started {}{}", run.id, i.scenario, i.source, run.status.name(), i.started_at, run.finished_at.as_deref().map(|f| format!(" · finished {f}")).unwrap_or_default());
+        let _ = writeln!(
+            out,
+            "Run {} · {} ({}) · {} · started {}{}",
+            run.id,
+            i.scenario,
+            i.source,
+            run.status.name(),
+            i.started_at,
+            run.finished_at.as_deref().map(|f| format!(" · finished {f}")).unwrap_or_default()
+        );
         let _ = writeln!(out, "Machine: {}", machine_line(&i.environment));
-        let _ = writeln!(out, "rtlab {} · scale {} · {}", i.tool_version, i.scale, i.command_line.join(" "));
+        let _ = writeln!(
+            out,
+            "rtlab {} · scale {} · {}",
+            i.tool_version,
+            i.scale,
+            i.command_line.join(" ")
+        );
         let _ = writeln!(out, "\nCases ({})", run.cases.len());
         out.push_str(&studies_table(run));
         for c in &run.cases {
             let (st, why) = status(c);
             let _ = writeln!(out, "\n== Case {}: {} [{st}]", c.index, c.name);
-            let _ = writeln!(out, "probe {} · load {} · profile {} · {} · repetition {}", c.probe, c.load, c.profile, if c.params.is_empty() { "no params".into() } else { params_text(c) }, c.repetition);
+            let _ = writeln!(
+                out,
+                "probe {} · load {} · profile {} · {} · repetition {}",
+                c.probe,
+                c.load,
+                c.profile,
+                if c.params.is_empty() { "no params".into() } else { params_text(c) },
+                c.repetition
+            );
             if !why.is_empty() {
-                let _ = writeln!(out, "{}: {why}", if st == "skipped" { "reason" } else { "error" });
+                let _ =
+                    writeln!(out, "{}: {why}", if st == "skipped" { "reason" } else { "error" });
             }
             let Some(d) = &c.document else {
                 let _ = writeln!(out, "(nothing measured)");
                 continue;
             };
-            let rows: Vec<Row<'_>> = d.streams.iter().map(|s| Row { label: format!("{} ({})", s.name, s.metric), summary: &s.stats }).collect();
+            let rows: Vec<Row<'_>> = d
+                .streams
+                .iter()
+                .map(|s| Row { label: format!("{} ({})", s.name, s.metric), summary: &s.stats })
+                .collect();
             out.push_str(&stats_table(&rows, color));
             let diff = env_diff(&i.environment, &d.environment);
             if diff.is_empty() {
                 let _ = writeln!(out, "environment: as the run's");
             } else {
-                let _ = writeln!(out, "environment: as the run's except {}", diff.iter().map(|(k, a, b)| format!("{k} {a} -> {b}")).collect::<Vec<_>>().join(", "));
+                let _ = writeln!(
+                    out,
+                    "environment: as the run's except {}",
+                    diff.iter()
+                        .map(|(k, a, b)| format!("{k} {a} -> {b}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
             }
             if d.warnings.is_empty() {
                 let _ = writeln!(out, "warnings: none");
@@ -164,13 +240,21 @@ pub fn render_terminal(runs: &[Run], color: bool) -> String {
 }
 
 /// The spike's explanation and the worst window of the headline stream with its counters.
-fn evidence_text(ev: &rtlab_core::evidence::Evidence, h: Option<&rtlab_core::schema::Stream>) -> String {
+fn evidence_text(
+    ev: &rtlab_core::evidence::Evidence,
+    h: Option<&rtlab_core::schema::Stream>,
+) -> String {
     let mut out = String::new();
     if let Some(sp) = &ev.spike {
         match (sp.index, sp.value_ns) {
             (Some(i), Some(v)) => {
                 let of = sp.stream.as_deref().map(|s| format!("{s} ")).unwrap_or_default();
-                let _ = writeln!(out, "spike (first above {} us): {of}sample {i}, {} us", us_1(sp.threshold_ns), us_1(v));
+                let _ = writeln!(
+                    out,
+                    "spike (first above {} us): {of}sample {i}, {} us",
+                    us_1(sp.threshold_ns),
+                    us_1(v)
+                );
                 for l in &sp.attribution {
                     let _ = writeln!(out, "  - {l}");
                 }
@@ -182,7 +266,13 @@ fn evidence_text(ev: &rtlab_core::evidence::Evidence, h: Option<&rtlab_core::sch
     }
     if let (Some(k), Some(h)) = (&ev.counters, h) {
         if let Some((i, max, Some(c))) = k.worst(&h.windows, 1).into_iter().next() {
-            let _ = writeln!(out, "worst window of {}: {i}, max {} us; {}", h.name, us_1(max), c.describe());
+            let _ = writeln!(
+                out,
+                "worst window of {}: {i}, max {} us; {}",
+                h.name,
+                us_1(max),
+                c.describe()
+            );
         }
     }
     out

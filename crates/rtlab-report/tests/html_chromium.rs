@@ -36,7 +36,17 @@ fn html_report_renders_in_headless_chromium() {
     let shot = dir.path().join("shot.png");
     let profile = dir.path().join("profile");
     let mut child = Command::new(&bin)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"])
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(format!("--screenshot={}", shot.display()))
         .arg("--window-size=1400,3000")
@@ -66,7 +76,8 @@ fn html_report_renders_in_headless_chromium() {
     assert!(status.success(), "chromium failed ({status}): {err}");
     assert!(shot.is_file(), "no screenshot written; chromium said: {err}");
     // keep a copy to look at
-    let keep = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rtlab-report-screenshot.png");
+    let keep =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rtlab-report-screenshot.png");
     let _ = std::fs::copy(&shot, &keep);
 
     let decoder = png::Decoder::new(std::fs::File::open(&shot).unwrap());
@@ -77,9 +88,11 @@ fn html_report_renders_in_headless_chromium() {
     assert!(bpp >= 3, "unexpected PNG colour type {:?}", info.color_type);
     let (w, h) = (info.width as usize, info.height as usize);
     assert_eq!((w, h), (1400, 3000), "screenshot size");
-    let px = |x: usize, y: usize| &buf[y * info.line_size + x * bpp..y * info.line_size + x * bpp + 3];
+    let px =
+        |x: usize, y: usize| &buf[y * info.line_size + x * bpp..y * info.line_size + x * bpp + 3];
     let mut colours = std::collections::HashSet::new();
-    let (mut header, mut bars, mut non_white_top, mut non_white_bottom) = (0usize, 0usize, 0usize, 0usize);
+    let (mut header, mut bars, mut non_white_top, mut non_white_bottom) =
+        (0usize, 0usize, 0usize, 0usize);
     let mut first_bar_y = None;
     for y in 0..h {
         for x in 0..w {
@@ -106,5 +119,8 @@ fn html_report_renders_in_headless_chromium() {
     assert!(colours.len() > 1, "blank screenshot");
     assert!(header > 1000, "no table header colour in the top half ({header} px)");
     assert!(bars > 1000, "no plot bars in the screenshot ({bars} px)");
-    assert!(non_white_top > 10_000 && non_white_bottom > 10_000, "a region is empty: top {non_white_top}, bottom {non_white_bottom}");
+    assert!(
+        non_white_top > 10_000 && non_white_bottom > 10_000,
+        "a region is empty: top {non_white_top}, bottom {non_white_bottom}"
+    );
 }

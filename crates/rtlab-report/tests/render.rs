@@ -12,9 +12,15 @@ fn snapshot(name: &str, got: &str) {
         std::fs::write(&p, got).unwrap();
         return;
     }
-    let want = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_SNAPSHOTS=1 to create it)", p.display()));
+    let want = std::fs::read_to_string(&p).unwrap_or_else(|e| {
+        panic!("{}: {e} (run with UPDATE_SNAPSHOTS=1 to create it)", p.display())
+    });
     if want != got {
-        let line = want.lines().zip(got.lines()).position(|(a, b)| a != b).unwrap_or(want.lines().count().min(got.lines().count()));
+        let line = want
+            .lines()
+            .zip(got.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(want.lines().count().min(got.lines().count()));
         panic!("{name} differs from the snapshot at line {}:\nwant: {:?}\ngot:  {:?}\n(UPDATE_SNAPSHOTS=1 to accept)", line + 1, want.lines().nth(line), got.lines().nth(line));
     }
 }
@@ -51,7 +57,11 @@ fn html_report_structure() {
     for bad in ["<script", "<link", " src=", "url(", "@import", "https://"] {
         assert!(!h.contains(bad), "found {bad}");
     }
-    assert_eq!(h.matches("http://").count(), h.matches("xmlns=\"http://www.w3.org/2000/svg\"").count(), "only SVG namespaces may name a URL");
+    assert_eq!(
+        h.matches("http://").count(),
+        h.matches("xmlns=\"http://www.w3.org/2000/svg\"").count(),
+        "only SVG namespaces may name a URL"
+    );
     // one section per case, every case present
     for c in &run.cases {
         assert!(h.contains(&format!("id=\"run1-case{}\"", c.index)), "case {} missing", c.index);
@@ -60,7 +70,11 @@ fn html_report_structure() {
     assert_eq!(h.matches("class=\"plot histogram\"").count(), measured);
     assert_eq!(h.matches("class=\"plot timeplot\"").count(), measured);
     assert_eq!(h.matches("class=\"plot bars\"").count(), 1, "fairness of the 3-thread case");
-    assert_eq!(h.matches("class=\"plot lines\"").count(), 1, "the interval sweep of timer/idle/no-rt");
+    assert_eq!(
+        h.matches("class=\"plot lines\"").count(),
+        1,
+        "the interval sweep of timer/idle/no-rt"
+    );
     assert!(h.contains("latency vs rate: timer / idle / no-rt"));
     assert_eq!(h.matches("<svg").count(), h.matches("</svg>").count());
     // deadline lines on the time plots
@@ -78,7 +92,10 @@ fn html_report_structure() {
     let grid = &grid[..grid.find("</table>").unwrap()];
     assert_eq!(grid.matches("<td class=\"grid\"").count(), 4);
     // warnings on every measured case
-    assert_eq!(h.matches("<ul class=\"warn\">").count() + h.matches("Warnings: none").count(), measured);
+    assert_eq!(
+        h.matches("<ul class=\"warn\">").count() + h.matches("Warnings: none").count(),
+        measured
+    );
 }
 
 #[test]
@@ -88,18 +105,47 @@ fn html_shows_the_spike_and_the_worst_windows_with_their_counters() {
     let doc = run.cases[5].document.as_mut().unwrap();
     let w = &doc.streams[0].windows;
     let worst = w.max_ns.iter().enumerate().max_by_key(|(_, m)| **m).map(|(i, _)| i).unwrap();
-    let windows = (0..w.max_ns.len()).map(|i| KernelCounters { net_rx: vec![0, if i == worst { 777 } else { 1 }], context_switches: 5, ..Default::default() }).collect();
+    let windows = (0..w.max_ns.len())
+        .map(|i| KernelCounters {
+            net_rx: vec![0, if i == worst { 777 } else { 1 }],
+            context_switches: 5,
+            ..Default::default()
+        })
+        .collect();
     doc.evidence = Some(Evidence {
-        counters: Some(WindowCounters { width_ns: w.width_ns, start_monotonic_ns: None, resolution_ns: w.width_ns / 8, windows, last_partial: false }),
-        spike: Some(SpikeEvidence { threshold_ns: 500_000, index: Some(3), at_ns: Some(3_000_000), value_ns: Some(812_000), attribution: vec!["preempted by pid 812 (rustc, kernel prio 120) for 4.7 ms".into()], ..Default::default() }),
+        counters: Some(WindowCounters {
+            width_ns: w.width_ns,
+            start_monotonic_ns: None,
+            resolution_ns: w.width_ns / 8,
+            windows,
+            last_partial: false,
+        }),
+        spike: Some(SpikeEvidence {
+            threshold_ns: 500_000,
+            index: Some(3),
+            at_ns: Some(3_000_000),
+            value_ns: Some(812_000),
+            attribution: vec!["preempted by pid 812 (rustc, kernel prio 120) for 4.7 ms".into()],
+            ..Default::default()
+        }),
         notes: vec!["no timerlat <here>".into()],
     });
     let h = rtlab_report::render_html(std::slice::from_ref(&run));
     assert!(h.contains("Spike (first sample above 500.0 us): sample 3, 812.0 us"), "the spike");
     assert!(h.contains("<li>preempted by pid 812 (rustc, kernel prio 120) for 4.7 ms</li>"));
-    assert!(h.contains(&format!("<li>window {worst}: max ")) && h.contains("NET_RX 777 (CPU 1: 777)"), "the worst window carries its counters");
+    assert!(
+        h.contains(&format!("<li>window {worst}: max ")) && h.contains("NET_RX 777 (CPU 1: 777)"),
+        "the worst window carries its counters"
+    );
     assert!(h.contains("Note: no timerlat &lt;here&gt;"), "notes are escaped");
     let t = rtlab_report::render_terminal(std::slice::from_ref(&run), false);
-    assert!(t.contains("spike (first above 500.0 us): sample 3, 812.0 us\n  - preempted by pid 812"), "{t}");
-    assert!(t.contains(&format!("worst window of thread0: {worst}, max ")) && t.contains("NET_RX 777 (CPU 1: 777)"), "{t}");
+    assert!(
+        t.contains("spike (first above 500.0 us): sample 3, 812.0 us\n  - preempted by pid 812"),
+        "{t}"
+    );
+    assert!(
+        t.contains(&format!("worst window of thread0: {worst}, max "))
+            && t.contains("NET_RX 777 (CPU 1: 777)"),
+        "{t}"
+    );
 }

@@ -26,7 +26,12 @@ pub enum CsvWhat {
 
 /// The runs as one JSON document: a single run as an object, several as an array.
 pub fn to_json(runs: &[Run]) -> String {
-    let mut s = if runs.len() == 1 { serde_json::to_string_pretty(&runs[0]) } else { serde_json::to_string_pretty(runs) }.expect("plain serde data serializes");
+    let mut s = if runs.len() == 1 {
+        serde_json::to_string_pretty(&runs[0])
+    } else {
+        serde_json::to_string_pretty(runs)
+    }
+    .expect("plain serde data serializes");
     s.push('\n');
     s
 }
@@ -55,19 +60,67 @@ pub fn status_of(c: &CaseRecord) -> (&'static str, &str) {
 }
 
 const STATS_COLS: [&str; 21] = [
-    "metric", "deadline_ns", "count", "min_ns", "mean_ns", "stddev_ns", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "p99_99_ns", "max_ns", "max_index", "max_at_ns", "missed", "overruns", "lost", "late", "duplicates",
-    "out_of_order", "malformed",
+    "metric",
+    "deadline_ns",
+    "count",
+    "min_ns",
+    "mean_ns",
+    "stddev_ns",
+    "p50_ns",
+    "p90_ns",
+    "p99_ns",
+    "p99_9_ns",
+    "p99_99_ns",
+    "max_ns",
+    "max_index",
+    "max_at_ns",
+    "missed",
+    "overruns",
+    "lost",
+    "late",
+    "duplicates",
+    "out_of_order",
+    "malformed",
 ];
 
 /// The columns of `--what windows`: the window, then the kernel counters of the same window
 /// summed over CPUs (empty when the case kept none on this stream's grid).
-const WINDOW_COLS: [&str; 11] = ["window", "start_ns", "width_ns", "max_ns", "count", "net_rx", "timer_softirqs", "interrupts", "ksoftirqd_ns", "context_switches", "steal_ticks"];
+const WINDOW_COLS: [&str; 11] = [
+    "window",
+    "start_ns",
+    "width_ns",
+    "max_ns",
+    "count",
+    "net_rx",
+    "timer_softirqs",
+    "interrupts",
+    "ksoftirqd_ns",
+    "context_switches",
+    "steal_ticks",
+];
 
 /// The runs as CSV (see the module doc for the columns).
 pub fn to_csv(runs: &[Run], what: CsvWhat) -> String {
-    let keys: BTreeSet<&str> = runs.iter().flat_map(|r| r.cases.iter().flat_map(|c| c.params.keys().map(String::as_str))).collect();
+    let keys: BTreeSet<&str> = runs
+        .iter()
+        .flat_map(|r| r.cases.iter().flat_map(|c| c.params.keys().map(String::as_str)))
+        .collect();
     let mut out = String::new();
-    let mut head = vec!["run_id", "scenario", "case_index", "case", "probe", "load", "profile", "repetition", "status", "error"].into_iter().map(String::from).collect::<Vec<_>>();
+    let mut head = vec![
+        "run_id",
+        "scenario",
+        "case_index",
+        "case",
+        "probe",
+        "load",
+        "profile",
+        "repetition",
+        "status",
+        "error",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect::<Vec<_>>();
     head.extend(keys.iter().map(|k| format!("param_{k}")));
     head.push("stream".into());
     match what {
@@ -80,7 +133,18 @@ pub fn to_csv(runs: &[Run], what: CsvWhat) -> String {
     for r in runs {
         for c in &r.cases {
             let (status, error) = status_of(c);
-            let mut pre = vec![r.id.to_string(), r.info.scenario.clone(), c.index.to_string(), c.name.clone(), c.probe.clone(), c.load.clone(), c.profile.clone(), c.repetition.to_string(), status.into(), error.into()];
+            let mut pre = vec![
+                r.id.to_string(),
+                r.info.scenario.clone(),
+                c.index.to_string(),
+                c.name.clone(),
+                c.probe.clone(),
+                c.load.clone(),
+                c.profile.clone(),
+                c.repetition.to_string(),
+                status.into(),
+                error.into(),
+            ];
             pre.extend(keys.iter().map(|k| c.params.get(*k).cloned().unwrap_or_default()));
             let prefix = pre.iter().map(|s| field(s)).collect::<Vec<_>>().join(",");
             let streams = c.document.as_ref().map(|d| d.streams.as_slice()).unwrap_or(&[]);
@@ -120,22 +184,49 @@ pub fn to_csv(runs: &[Run], what: CsvWhat) -> String {
                     }
                     CsvWhat::Histogram => {
                         for b in &s.histogram.buckets {
-                            let _ = writeln!(out, "{prefix},{name},{},{},{}", b.low_ns, b.high_ns, b.count);
+                            let _ = writeln!(
+                                out,
+                                "{prefix},{name},{},{},{}",
+                                b.low_ns, b.high_ns, b.count
+                            );
                         }
                     }
                     CsvWhat::Windows => {
                         let w = &s.windows;
                         // the kernel counters of the same window, when they follow this stream's grid
-                        let counters = c.document.as_ref().and_then(|d| d.evidence.as_ref()).and_then(|e| e.counters.as_ref()).filter(|k| k.width_ns == w.width_ns && k.start_monotonic_ns == s.start_monotonic_ns);
+                        let counters = c
+                            .document
+                            .as_ref()
+                            .and_then(|d| d.evidence.as_ref())
+                            .and_then(|e| e.counters.as_ref())
+                            .filter(|k| {
+                                k.width_ns == w.width_ns
+                                    && k.start_monotonic_ns == s.start_monotonic_ns
+                            });
                         for (i, m) in w.max_ns.iter().enumerate() {
                             let k = match counters.and_then(|k| k.windows.get(i)) {
                                 Some(k) => {
                                     let sum = |v: &[u64]| v.iter().sum::<u64>().to_string();
-                                    format!("{},{},{},{},{},{}", sum(&k.net_rx), sum(&k.timer), sum(&k.interrupts), sum(&k.ksoftirqd_ns), k.context_switches, sum(&k.steal_ticks))
+                                    format!(
+                                        "{},{},{},{},{},{}",
+                                        sum(&k.net_rx),
+                                        sum(&k.timer),
+                                        sum(&k.interrupts),
+                                        sum(&k.ksoftirqd_ns),
+                                        k.context_switches,
+                                        sum(&k.steal_ticks)
+                                    )
                                 }
                                 None => ",,,,,".into(),
                             };
-                            let _ = writeln!(out, "{prefix},{name},{i},{},{},{},{},{k}", i as i64 * w.width_ns, w.width_ns, opt(*m), w.count.get(i).copied().unwrap_or(0));
+                            let _ = writeln!(
+                                out,
+                                "{prefix},{name},{i},{},{},{},{},{k}",
+                                i as i64 * w.width_ns,
+                                w.width_ns,
+                                opt(*m),
+                                w.count.get(i).copied().unwrap_or(0)
+                            );
                         }
                     }
                 }

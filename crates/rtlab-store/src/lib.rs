@@ -203,7 +203,9 @@ pub fn schema_version() -> u32 {
 pub enum StoreError {
     #[error("{path}: store schema version {found} is newer than this rtlab supports ({supported}); use a newer rtlab (nothing was changed)")]
     NewerSchema { path: String, found: u32, supported: u32 },
-    #[error("{path}: no store here (run a scenario first, e.g. `rtlab run quick`, or give --db FILE)")]
+    #[error(
+        "{path}: no store here (run a scenario first, e.g. `rtlab run quick`, or give --db FILE)"
+    )]
     Missing { path: String },
     #[error("{path}: {what}")]
     Sql { path: String, what: String },
@@ -235,7 +237,10 @@ impl Store {
     pub fn open(path: impl AsRef<Path>) -> Result<Store> {
         let path = path.as_ref();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| StoreError::Sql { path: path.display().to_string(), what: format!("cannot create the directory: {e}") })?;
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Sql {
+                path: path.display().to_string(),
+                what: format!("cannot create the directory: {e}"),
+            })?;
         }
         Self::open_inner(path)
     }
@@ -251,9 +256,11 @@ impl Store {
 
     fn open_inner(path: &Path) -> Result<Store> {
         let p = path.display().to_string();
-        let conn = Connection::open(path).map_err(|e| StoreError::Sql { path: p.clone(), what: e.to_string() })?;
+        let conn = Connection::open(path)
+            .map_err(|e| StoreError::Sql { path: p.clone(), what: e.to_string() })?;
         // a report read while `rtlab run` writes a case waits for it instead of failing
-        conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(|e| StoreError::Sql { path: p.clone(), what: e.to_string() })?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(|e| StoreError::Sql { path: p.clone(), what: e.to_string() })?;
         let mut s = Store { conn, path: path.to_path_buf() };
         s.migrate()?;
         Ok(s)
@@ -274,17 +281,36 @@ impl Store {
 
     fn migrate(&mut self) -> Result<()> {
         // reading the version is the first access: a non-database file fails here, untouched
-        let found: u32 = self.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| self.err(e))?;
+        let found: u32 = self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
         let supported = schema_version();
         if found > supported {
-            return Err(StoreError::NewerSchema { path: self.path.display().to_string(), found, supported });
+            return Err(StoreError::NewerSchema {
+                path: self.path.display().to_string(),
+                found,
+                supported,
+            });
         }
         self.conn.execute_batch("PRAGMA foreign_keys = ON;").map_err(|e| self.err(e))?;
         for v in found..supported {
-            let tx = self.conn.transaction().map_err(|e| StoreError::Sql { path: self.path.display().to_string(), what: e.to_string() })?;
-            tx.execute_batch(MIGRATIONS[v as usize]).map_err(|e| StoreError::Sql { path: self.path.display().to_string(), what: format!("migration to schema {}: {e}", v + 1) })?;
-            tx.pragma_update(None, "user_version", v + 1).map_err(|e| StoreError::Sql { path: self.path.display().to_string(), what: e.to_string() })?;
-            tx.commit().map_err(|e| StoreError::Sql { path: self.path.display().to_string(), what: e.to_string() })?;
+            let tx = self.conn.transaction().map_err(|e| StoreError::Sql {
+                path: self.path.display().to_string(),
+                what: e.to_string(),
+            })?;
+            tx.execute_batch(MIGRATIONS[v as usize]).map_err(|e| StoreError::Sql {
+                path: self.path.display().to_string(),
+                what: format!("migration to schema {}: {e}", v + 1),
+            })?;
+            tx.pragma_update(None, "user_version", v + 1).map_err(|e| StoreError::Sql {
+                path: self.path.display().to_string(),
+                what: e.to_string(),
+            })?;
+            tx.commit().map_err(|e| StoreError::Sql {
+                path: self.path.display().to_string(),
+                what: e.to_string(),
+            })?;
         }
         Ok(())
     }
@@ -316,7 +342,11 @@ impl Store {
         let path = self.path.display().to_string();
         let exists: Option<i64> = self
             .conn
-            .query_row("SELECT id FROM cases WHERE run_id = ?1 AND name = ?2", params![run_id, c.name], |r| r.get(0))
+            .query_row(
+                "SELECT id FROM cases WHERE run_id = ?1 AND name = ?2",
+                params![run_id, c.name],
+                |r| r.get(0),
+            )
             .optional()
             .map_err(|e| self.err(e))?;
         if exists.is_some() {
@@ -354,10 +384,18 @@ impl Store {
         .map_err(e)?;
         let case_id = tx.last_insert_rowid();
         for (k, v) in &c.params {
-            tx.execute("INSERT INTO case_params (case_id, key, value) VALUES (?1, ?2, ?3)", params![case_id, k, v]).map_err(e)?;
+            tx.execute(
+                "INSERT INTO case_params (case_id, key, value) VALUES (?1, ?2, ?3)",
+                params![case_id, k, v],
+            )
+            .map_err(e)?;
         }
         if let Some(ev) = &c.spike_evidence {
-            tx.execute("INSERT INTO spike_evidence (case_id, json) VALUES (?1, ?2)", params![case_id, json(ev)]).map_err(e)?;
+            tx.execute(
+                "INSERT INTO spike_evidence (case_id, json) VALUES (?1, ?2)",
+                params![case_id, json(ev)],
+            )
+            .map_err(e)?;
         }
         if let Some(d) = &c.document {
             tx.execute(
@@ -366,9 +404,17 @@ impl Store {
             )
             .map_err(e)?;
             insert_env(&tx, run_id, Some(case_id), &d.environment).map_err(e)?;
-            tx.execute("INSERT INTO configurations (case_id, json) VALUES (?1, ?2)", params![case_id, json(&d.config)]).map_err(e)?;
+            tx.execute(
+                "INSERT INTO configurations (case_id, json) VALUES (?1, ?2)",
+                params![case_id, json(&d.config)],
+            )
+            .map_err(e)?;
             for (i, w) in d.warnings.iter().enumerate() {
-                tx.execute("INSERT INTO warnings (case_id, pos, code, message) VALUES (?1, ?2, ?3, ?4)", params![case_id, i as i64, w.code, w.message]).map_err(e)?;
+                tx.execute(
+                    "INSERT INTO warnings (case_id, pos, code, message) VALUES (?1, ?2, ?3, ?4)",
+                    params![case_id, i as i64, w.code, w.message],
+                )
+                .map_err(e)?;
             }
             for (pos, s) in d.streams.iter().enumerate() {
                 insert_stream(&tx, case_id, pos, s).map_err(e)?;
@@ -385,13 +431,19 @@ impl Store {
     pub fn finish_run(&mut self, run_id: i64, status: RunStatus) -> Result<()> {
         self.check_run(run_id)?;
         self.conn
-            .execute("UPDATE runs SET status = ?1, finished_at = ?2 WHERE id = ?3", params![status.name(), now_rfc3339(), run_id])
+            .execute(
+                "UPDATE runs SET status = ?1, finished_at = ?2 WHERE id = ?3",
+                params![status.name(), now_rfc3339(), run_id],
+            )
             .map_err(|e| self.err(e))?;
         Ok(())
     }
 
     fn check_run(&self, id: i64) -> Result<()> {
-        let n: i64 = self.conn.query_row("SELECT COUNT(*) FROM runs WHERE id = ?1", [id], |r| r.get(0)).map_err(|e| self.err(e))?;
+        let n: i64 = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
         if n == 0 {
             return Err(StoreError::UnknownRun { path: self.path.display().to_string(), id });
         }
@@ -413,13 +465,32 @@ impl Store {
             .map_err(|e| self.err(e))?;
         let rows = st
             .query_map([], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, u32>(4)?, r.get::<_, u32>(5)?, r.get::<_, Option<String>>(6)?, r.get::<_, Option<String>>(7)?))
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, u32>(4)?,
+                    r.get::<_, u32>(5)?,
+                    r.get::<_, Option<String>>(6)?,
+                    r.get::<_, Option<String>>(7)?,
+                ))
             })
             .map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, scenario, started_at, status, cases, failed, host, kernel) = row.map_err(|e| self.err(e))?;
-            out.push(RunSummary { id, scenario, started_at, status: self.run_status(&status)?, cases, failed, hostname: host.unwrap_or_default(), kernel_release: kernel.unwrap_or_default() });
+            let (id, scenario, started_at, status, cases, failed, host, kernel) =
+                row.map_err(|e| self.err(e))?;
+            out.push(RunSummary {
+                id,
+                scenario,
+                started_at,
+                status: self.run_status(&status)?,
+                cases,
+                failed,
+                hostname: host.unwrap_or_default(),
+                kernel_release: kernel.unwrap_or_default(),
+            });
         }
         Ok(out)
     }
@@ -436,7 +507,10 @@ impl Store {
 
     /// The id of the newest run.
     pub fn latest_run(&self) -> Result<i64> {
-        let id: Option<i64> = self.conn.query_row("SELECT MAX(id) FROM runs", [], |r| r.get(0)).map_err(|e| self.err(e))?;
+        let id: Option<i64> = self
+            .conn
+            .query_row("SELECT MAX(id) FROM runs", [], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
         id.ok_or_else(|| StoreError::Empty { path: self.path.display().to_string() })
     }
 
@@ -452,15 +526,38 @@ impl Store {
             )
             .optional()
             .map_err(|e| self.err(e))?;
-        let Some((scenario, source, scenario_text, scale, cmd, started_at, tool_version, status, finished_at)) = row else {
+        let Some((
+            scenario,
+            source,
+            scenario_text,
+            scale,
+            cmd,
+            started_at,
+            tool_version,
+            status,
+            finished_at,
+        )) = row
+        else {
             return Err(StoreError::UnknownRun { path: self.path.display().to_string(), id });
         };
         let environment = self.environment(id, None)?.unwrap_or_default();
-        let info = RunInfo { scenario, source, scenario_text, scale, command_line: self.parse(&cmd)?, started_at, tool_version, environment };
+        let info = RunInfo {
+            scenario,
+            source,
+            scenario_text,
+            scale,
+            command_line: self.parse(&cmd)?,
+            started_at,
+            tool_version,
+            environment,
+        };
         let status = self.run_status(&status)?;
         let mut cases = Vec::new();
         let ids: Vec<i64> = {
-            let mut st = self.conn.prepare("SELECT id FROM cases WHERE run_id = ?1 ORDER BY idx, id").map_err(|e| self.err(e))?;
+            let mut st = self
+                .conn
+                .prepare("SELECT id FROM cases WHERE run_id = ?1 ORDER BY idx, id")
+                .map_err(|e| self.err(e))?;
             let rows = st.query_map([id], |r| r.get(0)).map_err(|e| self.err(e))?;
             rows.collect::<std::result::Result<_, _>>().map_err(|e| self.err(e))?
         };
@@ -477,14 +574,33 @@ impl Store {
     fn environment(&self, run_id: i64, case_id: Option<i64>) -> Result<Option<Environment>> {
         let j: Option<String> = self
             .conn
-            .query_row("SELECT json FROM environments WHERE run_id = ?1 AND case_id IS ?2", params![run_id, case_id], |r| r.get(0))
+            .query_row(
+                "SELECT json FROM environments WHERE run_id = ?1 AND case_id IS ?2",
+                params![run_id, case_id],
+                |r| r.get(0),
+            )
             .optional()
             .map_err(|e| self.err(e))?;
         j.map(|j| self.parse(&j)).transpose()
     }
 
     fn load_case(&self, run_id: i64, cid: i64) -> Result<CaseRecord> {
-        type CaseRow = (u32, String, String, String, String, u32, String, Option<String>, String, i64, Option<String>, Option<String>, Option<String>, bool);
+        type CaseRow = (
+            u32,
+            String,
+            String,
+            String,
+            String,
+            u32,
+            String,
+            Option<String>,
+            String,
+            i64,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            bool,
+        );
         let row: CaseRow = self
             .conn
             .query_row(
@@ -493,7 +609,22 @@ impl Store {
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?, r.get(11)?, r.get(12)?, r.get(13)?)),
             )
             .map_err(|e| self.err(e))?;
-        let (index, name, probe, load, profile, repetition, status, error, started_at, duration_ns, load_report, profile_report, published, has_document) = row;
+        let (
+            index,
+            name,
+            probe,
+            load,
+            profile,
+            repetition,
+            status,
+            error,
+            started_at,
+            duration_ns,
+            load_report,
+            profile_report,
+            published,
+            has_document,
+        ) = row;
         let status = match status.as_str() {
             "ok" => CaseStatus::Ok,
             "failed" => CaseStatus::Failed { error: error.unwrap_or_default() },
@@ -503,14 +634,23 @@ impl Store {
         };
         let mut params_map = BTreeMap::new();
         {
-            let mut st = self.conn.prepare("SELECT key, value FROM case_params WHERE case_id = ?1").map_err(|e| self.err(e))?;
-            let rows = st.query_map([cid], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).map_err(|e| self.err(e))?;
+            let mut st = self
+                .conn
+                .prepare("SELECT key, value FROM case_params WHERE case_id = ?1")
+                .map_err(|e| self.err(e))?;
+            let rows = st
+                .query_map([cid], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+                .map_err(|e| self.err(e))?;
             for r in rows {
                 let (k, v) = r.map_err(|e| self.err(e))?;
                 params_map.insert(k, v);
             }
         }
-        let spike: Option<String> = self.conn.query_row("SELECT json FROM spike_evidence WHERE case_id = ?1", [cid], |r| r.get(0)).optional().map_err(|e| self.err(e))?;
+        let spike: Option<String> = self
+            .conn
+            .query_row("SELECT json FROM spike_evidence WHERE case_id = ?1", [cid], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))?;
         let document = if has_document { Some(self.load_document(run_id, cid)?) } else { None };
         Ok(CaseRecord {
             index,
@@ -541,12 +681,22 @@ impl Store {
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?)),
             )
             .map_err(|e| self.err(e))?;
-        let environment = self.environment(run_id, Some(cid))?.ok_or_else(|| self.corrupt(format!("case {cid}: no environment")))?;
-        let config: String = self.conn.query_row("SELECT json FROM configurations WHERE case_id = ?1", [cid], |r| r.get(0)).map_err(|e| self.err(e))?;
+        let environment = self
+            .environment(run_id, Some(cid))?
+            .ok_or_else(|| self.corrupt(format!("case {cid}: no environment")))?;
+        let config: String = self
+            .conn
+            .query_row("SELECT json FROM configurations WHERE case_id = ?1", [cid], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
         let mut warnings = Vec::new();
         {
-            let mut st = self.conn.prepare("SELECT code, message FROM warnings WHERE case_id = ?1 ORDER BY pos").map_err(|e| self.err(e))?;
-            let rows = st.query_map([cid], |r| Ok(Warning { code: r.get(0)?, message: r.get(1)? })).map_err(|e| self.err(e))?;
+            let mut st = self
+                .conn
+                .prepare("SELECT code, message FROM warnings WHERE case_id = ?1 ORDER BY pos")
+                .map_err(|e| self.err(e))?;
+            let rows = st
+                .query_map([cid], |r| Ok(Warning { code: r.get(0)?, message: r.get(1)? }))
+                .map_err(|e| self.err(e))?;
             for r in rows {
                 warnings.push(r.map_err(|e| self.err(e))?);
             }
@@ -580,7 +730,9 @@ impl Store {
             )
             .optional()
             .map_err(|e| self.err(e))?;
-        let Some((width, start_monotonic_ns, resolution, last_partial, spike, notes)) = row else { return Ok(None) };
+        let Some((width, start_monotonic_ns, resolution, last_partial, spike, notes)) = row else {
+            return Ok(None);
+        };
         let counters = match width {
             None => None,
             Some(width_ns) => {
@@ -589,11 +741,21 @@ impl Store {
                     .prepare("SELECT context_switches, net_rx, timer, interrupts, ksoftirqd_ns, steal_ticks FROM window_counters WHERE case_id = ?1 ORDER BY idx")
                     .map_err(|e| self.err(e))?;
                 let rows = st
-                    .query_map([cid], |r| Ok((r.get::<_, u64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?, r.get::<_, String>(5)?)))
+                    .query_map([cid], |r| {
+                        Ok((
+                            r.get::<_, u64>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, String>(2)?,
+                            r.get::<_, String>(3)?,
+                            r.get::<_, String>(4)?,
+                            r.get::<_, String>(5)?,
+                        ))
+                    })
                     .map_err(|e| self.err(e))?;
                 let mut windows = Vec::new();
                 for r in rows {
-                    let (context_switches, net_rx, timer, interrupts, ksoftirqd_ns, steal_ticks) = r.map_err(|e| self.err(e))?;
+                    let (context_switches, net_rx, timer, interrupts, ksoftirqd_ns, steal_ticks) =
+                        r.map_err(|e| self.err(e))?;
                     windows.push(KernelCounters {
                         net_rx: self.parse(&net_rx)?,
                         timer: self.parse(&timer)?,
@@ -603,10 +765,20 @@ impl Store {
                         steal_ticks: self.parse(&steal_ticks)?,
                     });
                 }
-                Some(WindowCounters { width_ns, start_monotonic_ns, resolution_ns: resolution.unwrap_or(width_ns), windows, last_partial })
+                Some(WindowCounters {
+                    width_ns,
+                    start_monotonic_ns,
+                    resolution_ns: resolution.unwrap_or(width_ns),
+                    windows,
+                    last_partial,
+                })
             }
         };
-        Ok(Some(Evidence { counters, spike: spike.map(|j| self.parse(&j)).transpose()?, notes: self.parse(&notes)? }))
+        Ok(Some(Evidence {
+            counters,
+            spike: spike.map(|j| self.parse(&j)).transpose()?,
+            notes: self.parse(&notes)?,
+        }))
     }
 
     fn load_streams(&self, cid: i64) -> Result<Vec<Stream>> {
@@ -651,30 +823,86 @@ impl Store {
                     overflow_low: r.get(32)?,
                     buckets: Vec::new(),
                 };
-                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?, r.get::<_, i64>(5)?, stats, r.get::<_, Option<String>>(25)?, r.get::<_, Option<u64>>(26)?, hist, r.get::<_, i64>(33)?, r.get::<_, Option<i64>>(34)?))
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, i64>(5)?,
+                    stats,
+                    r.get::<_, Option<String>>(25)?,
+                    r.get::<_, Option<u64>>(26)?,
+                    hist,
+                    r.get::<_, i64>(33)?,
+                    r.get::<_, Option<i64>>(34)?,
+                ))
             })
             .map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         for row in rows {
-            let (sid, name, metric, definition, labels, deadline_ns, stats, raw_file, raw_dropped, mut histogram, width_ns, start_monotonic_ns) = row.map_err(|e| self.err(e))?;
+            let (
+                sid,
+                name,
+                metric,
+                definition,
+                labels,
+                deadline_ns,
+                stats,
+                raw_file,
+                raw_dropped,
+                mut histogram,
+                width_ns,
+                start_monotonic_ns,
+            ) = row.map_err(|e| self.err(e))?;
             let mut hb = self.conn.prepare_cached("SELECT low_ns, high_ns, count FROM histogram_buckets WHERE stream_id = ?1 ORDER BY pos").map_err(|e| self.err(e))?;
-            for b in hb.query_map([sid], |r| Ok(HistogramBucket { low_ns: r.get(0)?, high_ns: r.get(1)?, count: r.get(2)? })).map_err(|e| self.err(e))? {
+            for b in hb
+                .query_map([sid], |r| {
+                    Ok(HistogramBucket { low_ns: r.get(0)?, high_ns: r.get(1)?, count: r.get(2)? })
+                })
+                .map_err(|e| self.err(e))?
+            {
                 histogram.buckets.push(b.map_err(|e| self.err(e))?);
             }
             let mut windows = WindowData { width_ns, max_ns: Vec::new(), count: Vec::new() };
-            let mut wq = self.conn.prepare_cached("SELECT max_ns, count FROM windows WHERE stream_id = ?1 ORDER BY idx").map_err(|e| self.err(e))?;
-            for w in wq.query_map([sid], |r| Ok((r.get::<_, Option<i64>>(0)?, r.get::<_, u64>(1)?))).map_err(|e| self.err(e))? {
+            let mut wq = self
+                .conn
+                .prepare_cached(
+                    "SELECT max_ns, count FROM windows WHERE stream_id = ?1 ORDER BY idx",
+                )
+                .map_err(|e| self.err(e))?;
+            for w in wq
+                .query_map([sid], |r| Ok((r.get::<_, Option<i64>>(0)?, r.get::<_, u64>(1)?)))
+                .map_err(|e| self.err(e))?
+            {
                 let (m, c) = w.map_err(|e| self.err(e))?;
                 windows.max_ns.push(m);
                 windows.count.push(c);
             }
-            out.push(Stream { name, metric, definition, labels: self.parse(&labels)?, deadline_ns, stats, histogram, windows, raw_file, raw_dropped, start_monotonic_ns });
+            out.push(Stream {
+                name,
+                metric,
+                definition,
+                labels: self.parse(&labels)?,
+                deadline_ns,
+                stats,
+                histogram,
+                windows,
+                raw_file,
+                raw_dropped,
+                start_monotonic_ns,
+            });
         }
         Ok(out)
     }
 
     /// The raw samples stored for stream `stream` of case `case` of run `run_id`, as (index, at_ns, value_ns).
-    pub fn raw_samples(&self, run_id: i64, case: &str, stream: &str) -> Result<Vec<(u64, i64, i64)>> {
+    pub fn raw_samples(
+        &self,
+        run_id: i64,
+        case: &str,
+        stream: &str,
+    ) -> Result<Vec<(u64, i64, i64)>> {
         let mut st = self
             .conn
             .prepare(
@@ -682,7 +910,9 @@ impl Store {
                  WHERE c.run_id = ?1 AND c.name = ?2 AND s.stream = ?3 ORDER BY r.rowid",
             )
             .map_err(|e| self.err(e))?;
-        let rows = st.query_map(params![run_id, case, stream], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map(params![run_id, case, stream], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .map_err(|e| self.err(e))?;
         rows.collect::<std::result::Result<_, _>>().map_err(|e| self.err(e))
     }
 }
@@ -691,7 +921,12 @@ fn json<T: serde::Serialize + ?Sized>(v: &T) -> String {
     serde_json::to_string(v).expect("plain serde data serializes")
 }
 
-fn insert_env(tx: &rusqlite::Transaction<'_>, run_id: i64, case_id: Option<i64>, e: &Environment) -> rusqlite::Result<()> {
+fn insert_env(
+    tx: &rusqlite::Transaction<'_>,
+    run_id: i64,
+    case_id: Option<i64>,
+    e: &Environment,
+) -> rusqlite::Result<()> {
     tx.execute(
         "INSERT INTO environments (run_id, case_id, hostname, kernel_release, preemption_model, preempt_rt, hz, virtualization, cpu_model, json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         params![run_id, case_id, e.hostname, e.kernel_release, e.preemption_model, e.preempt_rt, e.hz, e.virtualization, e.cpu_model, json(e)],
@@ -699,7 +934,11 @@ fn insert_env(tx: &rusqlite::Transaction<'_>, run_id: i64, case_id: Option<i64>,
     Ok(())
 }
 
-fn insert_evidence(tx: &rusqlite::Transaction, case_id: i64, ev: &Evidence) -> rusqlite::Result<()> {
+fn insert_evidence(
+    tx: &rusqlite::Transaction,
+    case_id: i64,
+    ev: &Evidence,
+) -> rusqlite::Result<()> {
     let c = ev.counters.as_ref();
     tx.execute(
         "INSERT INTO evidence (case_id, counters_width_ns, counters_start_monotonic_ns, counters_resolution_ns, last_partial, spike, notes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -714,7 +953,12 @@ fn insert_evidence(tx: &rusqlite::Transaction, case_id: i64, ev: &Evidence) -> r
     Ok(())
 }
 
-fn insert_stream(tx: &rusqlite::Transaction<'_>, case_id: i64, pos: usize, s: &Stream) -> rusqlite::Result<()> {
+fn insert_stream(
+    tx: &rusqlite::Transaction<'_>,
+    case_id: i64,
+    pos: usize,
+    s: &Stream,
+) -> rusqlite::Result<()> {
     let st = &s.stats;
     let h = &s.histogram;
     tx.execute(
@@ -769,10 +1013,17 @@ fn insert_stream(tx: &rusqlite::Transaction<'_>, case_id: i64, pos: usize, s: &S
         }
     }
     {
-        let mut w = tx.prepare_cached("INSERT INTO windows (stream_id, idx, max_ns, count) VALUES (?1, ?2, ?3, ?4)")?;
+        let mut w = tx.prepare_cached(
+            "INSERT INTO windows (stream_id, idx, max_ns, count) VALUES (?1, ?2, ?3, ?4)",
+        )?;
         let n = s.windows.max_ns.len().max(s.windows.count.len());
         for i in 0..n {
-            w.execute(params![sid, i as i64, s.windows.max_ns.get(i).copied().flatten(), s.windows.count.get(i).copied().unwrap_or(0)])?;
+            w.execute(params![
+                sid,
+                i as i64,
+                s.windows.max_ns.get(i).copied().flatten(),
+                s.windows.count.get(i).copied().unwrap_or(0)
+            ])?;
         }
     }
     if let Some(file) = &s.raw_file {
@@ -783,13 +1034,23 @@ fn insert_stream(tx: &rusqlite::Transaction<'_>, case_id: i64, pos: usize, s: &S
 
 /// Raw samples of `stream` from a raw file (`stream,index,at_ns,value_ns`); a file that is
 /// gone or unreadable is skipped (its path stays in `statistics.raw_file`).
-fn import_raw(tx: &rusqlite::Transaction<'_>, sid: i64, stream: &str, file: &Path) -> rusqlite::Result<()> {
+fn import_raw(
+    tx: &rusqlite::Transaction<'_>,
+    sid: i64,
+    stream: &str,
+    file: &Path,
+) -> rusqlite::Result<()> {
     use std::io::BufRead;
     let Ok(f) = std::fs::File::open(file) else { return Ok(()) };
-    let mut ins = tx.prepare_cached("INSERT INTO raw_samples (stream_id, idx, at_ns, value_ns) VALUES (?1, ?2, ?3, ?4)")?;
+    let mut ins = tx.prepare_cached(
+        "INSERT INTO raw_samples (stream_id, idx, at_ns, value_ns) VALUES (?1, ?2, ?3, ?4)",
+    )?;
     for line in std::io::BufReader::new(f).lines().map_while(|l| l.ok()) {
         let mut it = line.split(',');
-        let (Some(name), Some(i), Some(at), Some(v)) = (it.next(), it.next(), it.next(), it.next()) else { continue };
+        let (Some(name), Some(i), Some(at), Some(v)) = (it.next(), it.next(), it.next(), it.next())
+        else {
+            continue;
+        };
         if name != stream {
             continue;
         }

@@ -4,7 +4,7 @@
 #[path = "../../rtlab-report/tests/fixture/mod.rs"]
 mod fixture;
 
-use rtlab_core::run::{RunStatus, Run};
+use rtlab_core::run::{Run, RunStatus};
 use rtlab_store::export::{to_csv, to_json, CsvWhat};
 use rtlab_store::{Store, StoreError};
 
@@ -79,10 +79,14 @@ fn a_store_from_a_newer_schema_is_refused_untouched() {
 fn bad_files_and_ids_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("junk.db");
-    std::fs::write(&junk, "this is not a database, it is a text file of some length........").unwrap();
+    std::fs::write(&junk, "this is not a database, it is a text file of some length........")
+        .unwrap();
     let e = Store::open(&junk).err().expect("junk refused").to_string();
     assert!(e.contains("junk.db"), "{e}");
-    assert!(matches!(Store::open_existing(dir.path().join("none.db")), Err(StoreError::Missing { .. })));
+    assert!(matches!(
+        Store::open_existing(dir.path().join("none.db")),
+        Err(StoreError::Missing { .. })
+    ));
     let (mut s, id) = stored(&dir, &fixture::run());
     assert!(matches!(s.load_run(id + 41), Err(StoreError::UnknownRun { .. })));
     let dup = s.add_case(id, &fixture::run().cases[0]);
@@ -104,8 +108,15 @@ fn statistics_are_queryable_with_sql() {
         .query_row("SELECT s.p99_9_ns FROM statistics s JOIN cases c ON c.id = s.case_id WHERE c.load = 'cpu' AND c.profile = 'no-rt' AND s.stream = 'thread0'", [], |r| r.get(0))
         .unwrap();
     assert_eq!(got, want);
-    let buckets: i64 = c.query_row("SELECT COUNT(*) FROM histogram_buckets", [], |r| r.get(0)).unwrap();
-    let want_buckets: usize = run.cases.iter().filter_map(|c| c.document.as_ref()).flat_map(|d| &d.streams).map(|s| s.histogram.buckets.len()).sum();
+    let buckets: i64 =
+        c.query_row("SELECT COUNT(*) FROM histogram_buckets", [], |r| r.get(0)).unwrap();
+    let want_buckets: usize = run
+        .cases
+        .iter()
+        .filter_map(|c| c.document.as_ref())
+        .flat_map(|d| &d.streams)
+        .map(|s| s.histogram.buckets.len())
+        .sum();
     assert_eq!(buckets as usize, want_buckets);
 }
 
@@ -142,10 +153,21 @@ fn csv_export_has_every_case_and_stream() {
     let csv = to_csv(std::slice::from_ref(&run), CsvWhat::Stats);
     let mut lines = csv.lines();
     let head: Vec<&str> = lines.next().unwrap().split(',').collect();
-    for col in ["run_id", "case", "status", "param_interval", "param_payload", "stream", "p99_9_ns", "missed", "lost"] {
+    for col in [
+        "run_id",
+        "case",
+        "status",
+        "param_interval",
+        "param_payload",
+        "stream",
+        "p99_9_ns",
+        "missed",
+        "lost",
+    ] {
         assert!(head.contains(&col), "{col} missing from {head:?}");
     }
-    let streams: usize = run.cases.iter().map(|c| c.document.as_ref().map_or(1, |d| d.streams.len())).sum();
+    let streams: usize =
+        run.cases.iter().map(|c| c.document.as_ref().map_or(1, |d| d.streams.len())).sum();
     let rows: Vec<&str> = lines.collect();
     assert_eq!(rows.len(), streams);
     for r in &rows {
@@ -153,10 +175,22 @@ fn csv_export_has_every_case_and_stream() {
     }
     assert!(rows.iter().any(|r| r.contains(",failed,synthetic failure")));
     let hist = to_csv(std::slice::from_ref(&run), CsvWhat::Histogram);
-    let buckets: usize = run.cases.iter().filter_map(|c| c.document.as_ref()).flat_map(|d| &d.streams).map(|s| s.histogram.buckets.len()).sum();
+    let buckets: usize = run
+        .cases
+        .iter()
+        .filter_map(|c| c.document.as_ref())
+        .flat_map(|d| &d.streams)
+        .map(|s| s.histogram.buckets.len())
+        .sum();
     assert_eq!(hist.lines().count(), buckets + 1);
     let win = to_csv(std::slice::from_ref(&run), CsvWhat::Windows);
-    let windows: usize = run.cases.iter().filter_map(|c| c.document.as_ref()).flat_map(|d| &d.streams).map(|s| s.windows.max_ns.len()).sum();
+    let windows: usize = run
+        .cases
+        .iter()
+        .filter_map(|c| c.document.as_ref())
+        .flat_map(|d| &d.streams)
+        .map(|s| s.windows.max_ns.len())
+        .sum();
     assert_eq!(win.lines().count(), windows + 1);
     let back: Run = serde_json::from_str(&to_json(std::slice::from_ref(&run))).unwrap();
     assert_eq!(back, run);
@@ -189,10 +223,28 @@ fn evidence_round_trips_and_a_version_1_store_is_migrated() {
             width_ns: doc.streams[0].windows.width_ns,
             start_monotonic_ns: Some(123_456_789),
             resolution_ns: 125_000_000,
-            windows: (0..n as u64).map(|i| KernelCounters { net_rx: vec![i, 2 * i], timer: vec![1, 2], interrupts: vec![3, 4], ksoftirqd_ns: vec![5, 6], context_switches: 7 + i, steal_ticks: vec![0, 1] }).collect(),
+            windows: (0..n as u64)
+                .map(|i| KernelCounters {
+                    net_rx: vec![i, 2 * i],
+                    timer: vec![1, 2],
+                    interrupts: vec![3, 4],
+                    ksoftirqd_ns: vec![5, 6],
+                    context_switches: 7 + i,
+                    steal_ticks: vec![0, 1],
+                })
+                .collect(),
             last_partial: true,
         }),
-        spike: Some(SpikeEvidence { threshold_ns: 500_000, stream: Some("thread0".into()), index: Some(3), at_ns: Some(3_000_000), value_ns: Some(812_000), trace_file: Some("/tmp/x.trace".into()), attribution: vec!["preempted by pid 9".into()], timerlat: None }),
+        spike: Some(SpikeEvidence {
+            threshold_ns: 500_000,
+            stream: Some("thread0".into()),
+            index: Some(3),
+            at_ns: Some(3_000_000),
+            value_ns: Some(812_000),
+            trace_file: Some("/tmp/x.trace".into()),
+            attribution: vec!["preempted by pid 9".into()],
+            timerlat: None,
+        }),
         notes: vec!["no timerlat".into()],
     });
     let (s, id) = stored(&dir, &run);
@@ -200,10 +252,25 @@ fn evidence_round_trips_and_a_version_1_store_is_migrated() {
     // the windows CSV carries the counters beside the stream whose grid they follow
     let csv = to_csv(std::slice::from_ref(&run), CsvWhat::Windows);
     let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
-    assert_eq!(&head[head.len() - 6..], ["net_rx", "timer_softirqs", "interrupts", "ksoftirqd_ns", "context_switches", "steal_ticks"]);
-    let with: Vec<&str> = csv.lines().filter(|l| !l.ends_with(",,,,,,") && !l.starts_with("run_id")).collect();
+    assert_eq!(
+        &head[head.len() - 6..],
+        [
+            "net_rx",
+            "timer_softirqs",
+            "interrupts",
+            "ksoftirqd_ns",
+            "context_switches",
+            "steal_ticks"
+        ]
+    );
+    let with: Vec<&str> =
+        csv.lines().filter(|l| !l.ends_with(",,,,,,") && !l.starts_with("run_id")).collect();
     assert_eq!(with.len(), n, "one row per window of case 0's first stream");
-    assert!(with[2].ends_with(",6,3,7,11,9,1"), "window 2: NET_RX 2+4, TIMER 1+2, IRQs 7, ksoftirqd 11, ctxsw 9, steal 1: {}", with[2]);
+    assert!(
+        with[2].ends_with(",6,3,7,11,9,1"),
+        "window 2: NET_RX 2+4, TIMER 1+2, IRQs 7, ksoftirqd 11, ctxsw 9, steal 1: {}",
+        with[2]
+    );
     assert!(csv.lines().all(|l| csv_fields(l) == head.len()), "no ragged row");
     // the counters are rows, one per window, queryable with SQL
     let path = dir.path().join("results/rtlab.db");

@@ -32,7 +32,14 @@ pub fn sleep_until(t_ns: i64) {
     let ts = ts_of(t_ns);
     loop {
         // SAFETY: ts is valid; a null remain pointer is allowed with TIMER_ABSTIME.
-        let rc = unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
+        let rc = unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &ts,
+                std::ptr::null_mut(),
+            )
+        };
         if rc != libc::EINTR {
             return;
         }

@@ -26,7 +26,8 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
 
 /// The online CPUs under `root` (`/` on a real machine) and the raw list text.
 pub fn online_cpus(root: &Path) -> (Vec<usize>, String) {
-    let text = std::fs::read_to_string(root.join("sys/devices/system/cpu/online")).unwrap_or_default();
+    let text =
+        std::fs::read_to_string(root.join("sys/devices/system/cpu/online")).unwrap_or_default();
     let text = text.trim().to_string();
     match parse_cpu_list(&text) {
         Ok(v) if !v.is_empty() => (v, text),

@@ -34,18 +34,29 @@ fn cmdline_value<'a>(cmdline: &'a str, key: &str) -> Option<&'a str> {
 }
 
 /// (model, source, dynamic, rt) of the preemption model.
-pub fn preemption(root: &Path, version: &str, cmdline: &str, config: Option<&str>) -> (String, String, bool, bool) {
+pub fn preemption(
+    root: &Path,
+    version: &str,
+    cmdline: &str,
+    config: Option<&str>,
+) -> (String, String, bool, bool) {
     let rt = version.contains("PREEMPT_RT")
         || read(root, "sys/kernel/realtime").as_deref() == Some("1")
         || config.and_then(|c| config_value(c, "CONFIG_PREEMPT_RT")) == Some("y");
-    let dynamic = version.contains("PREEMPT_DYNAMIC") || config.and_then(|c| config_value(c, "CONFIG_PREEMPT_DYNAMIC")) == Some("y");
+    let dynamic = version.contains("PREEMPT_DYNAMIC")
+        || config.and_then(|c| config_value(c, "CONFIG_PREEMPT_DYNAMIC")) == Some("y");
     if rt {
         return ("rt".into(), "PREEMPT_RT".into(), dynamic, true);
     }
     // debugfs shows the dynamic model in force, e.g. "none voluntary (full) lazy"
     if let Some(s) = read(root, "sys/kernel/debug/sched/preempt") {
         if let Some(m) = s.split_whitespace().find(|w| w.starts_with('(')) {
-            return (m.trim_matches(|c| c == '(' || c == ')').to_string(), "/sys/kernel/debug/sched/preempt".into(), dynamic, false);
+            return (
+                m.trim_matches(|c| c == '(' || c == ')').to_string(),
+                "/sys/kernel/debug/sched/preempt".into(),
+                dynamic,
+                false,
+            );
         }
     }
     if dynamic {
@@ -74,15 +85,25 @@ pub fn preemption(root: &Path, version: &str, cmdline: &str, config: Option<&str
 /// The kind of virtual machine, or None on bare metal.
 pub fn virtualization(root: &Path) -> Option<String> {
     let vendor = read(root, "sys/class/dmi/id/sys_vendor").unwrap_or_default().to_ascii_lowercase();
-    let product = read(root, "sys/class/dmi/id/product_name").unwrap_or_default().to_ascii_lowercase();
-    let clocksource = read(root, "sys/devices/system/clocksource/clocksource0/current_clocksource").unwrap_or_default();
-    let available = read(root, "sys/devices/system/clocksource/clocksource0/available_clocksource").unwrap_or_default();
+    let product =
+        read(root, "sys/class/dmi/id/product_name").unwrap_or_default().to_ascii_lowercase();
+    let clocksource = read(root, "sys/devices/system/clocksource/clocksource0/current_clocksource")
+        .unwrap_or_default();
+    let available = read(root, "sys/devices/system/clocksource/clocksource0/available_clocksource")
+        .unwrap_or_default();
     let idle = read(root, "sys/devices/system/cpu/cpuidle/current_driver").unwrap_or_default();
     let hv = read(root, "sys/hypervisor/type").unwrap_or_default();
     let cpuinfo = read(root, "proc/cpuinfo").unwrap_or_default();
-    let hypervisor_flag = cpuinfo.lines().any(|l| l.starts_with("flags") && l.split_whitespace().any(|w| w == "hypervisor"));
+    let hypervisor_flag = cpuinfo
+        .lines()
+        .any(|l| l.starts_with("flags") && l.split_whitespace().any(|w| w == "hypervisor"));
     // kvm-clock offered as a clocksource, or the haltpoll idle driver, exist only in KVM guests
-    if vendor.contains("qemu") || product.contains("kvm") || clocksource == "kvm-clock" || available.split_whitespace().any(|c| c == "kvm-clock") || idle == "haltpoll" {
+    if vendor.contains("qemu")
+        || product.contains("kvm")
+        || clocksource == "kvm-clock"
+        || available.split_whitespace().any(|c| c == "kvm-clock")
+        || idle == "haltpoll"
+    {
         Some("kvm".into())
     } else if hv == "xen" || clocksource == "xen" {
         Some("xen".into())
@@ -105,14 +126,21 @@ pub fn detect(root: &Path) -> Environment {
     let cmdline = read(root, "proc/cmdline").unwrap_or_default();
     let config = kernel_config(root, &release);
     let (model, source, dynamic, rt) = preemption(root, &version, &cmdline, config.as_deref());
-    let hz = config.as_deref().and_then(|c| config_value(c, "CONFIG_HZ")).and_then(|v| v.parse().ok());
+    let hz =
+        config.as_deref().and_then(|c| config_value(c, "CONFIG_HZ")).and_then(|v| v.parse().ok());
     let high_res = read(root, "proc/timer_list").and_then(|t| {
-        t.lines().find_map(|l| l.trim().strip_prefix(".hres_active").map(|v| v.trim_start_matches([' ', ':']).trim() == "1"))
+        t.lines().find_map(|l| {
+            l.trim()
+                .strip_prefix(".hres_active")
+                .map(|v| v.trim_start_matches([' ', ':']).trim() == "1")
+        })
     });
     let cpuinfo = read(root, "proc/cpuinfo").unwrap_or_default();
     let cpu_model = cpuinfo
         .lines()
-        .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string()))
+        .find_map(|l| {
+            l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+        })
         .unwrap_or_default();
     Environment {
         hostname: read(root, "proc/sys/kernel/hostname").unwrap_or_default(),
@@ -135,7 +163,8 @@ pub fn detect(root: &Path) -> Environment {
         cpus_online: read(root, "sys/devices/system/cpu/online").unwrap_or_default(),
         cpu_model,
         cmdline,
-        sched_rt_runtime_us: read(root, "proc/sys/kernel/sched_rt_runtime_us").and_then(|v| v.parse().ok()),
+        sched_rt_runtime_us: read(root, "proc/sys/kernel/sched_rt_runtime_us")
+            .and_then(|v| v.parse().ok()),
         cpu_dma_latency_us: None,
         memory_locked: false,
     }
@@ -185,7 +214,10 @@ mod tests {
         put(r, "sys/devices/system/clocksource/clocksource0/current_clocksource", "kvm-clock\n");
         put(r, "proc/cpuinfo", "flags\t\t: fpu hypervisor\n");
         let e = detect(r);
-        assert_eq!((e.preemption_model.as_str(), e.preemption_source.as_str()), ("none", "cmdline preempt="));
+        assert_eq!(
+            (e.preemption_model.as_str(), e.preemption_source.as_str()),
+            ("none", "cmdline preempt=")
+        );
         assert!(e.preempt_dynamic && !e.preempt_rt && !e.threaded_irqs);
         assert_eq!(e.virtualization.as_deref(), Some("kvm"));
         assert_eq!(e.hz, None);

@@ -16,14 +16,20 @@ pub mod tune_sys;
 /// Errors of the system layer.
 #[derive(Debug, thiserror::Error)]
 pub enum SysError {
-    #[error("{policy} priority {priority} is out of range for the policy (accepted: {min}..={max})")]
+    #[error(
+        "{policy} priority {priority} is out of range for the policy (accepted: {min}..={max})"
+    )]
     PriorityOutOfRange { policy: &'static str, priority: i32, min: i32, max: i32 },
     #[error("CPU {cpu} is not online (online: {online})")]
     CpuNotOnline { cpu: usize, online: String },
     #[error("the kernel refused {policy} priority {priority} (EPERM): run as root, or grant CAP_SYS_NICE or an rtprio limit")]
     RtRefused { policy: &'static str, priority: i32 },
     #[error("{what} failed: {source}")]
-    Os { what: String, #[source] source: std::io::Error },
+    Os {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl SysError {

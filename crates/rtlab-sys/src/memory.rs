@@ -14,7 +14,10 @@ impl MemoryLock {
         // SAFETY: mlockall has no memory-safety preconditions.
         let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
         if rc != 0 {
-            return Err(SysError::Os { what: "mlockall(MCL_CURRENT|MCL_FUTURE)".into(), source: std::io::Error::last_os_error() });
+            return Err(SysError::Os {
+                what: "mlockall(MCL_CURRENT|MCL_FUTURE)".into(),
+                source: std::io::Error::last_os_error(),
+            });
         }
         Ok(MemoryLock(()))
     }

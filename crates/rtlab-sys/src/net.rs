@@ -16,15 +16,31 @@ fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
-fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: i32, what: &str) -> Result<(), SysError> {
+fn set_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: i32,
+    what: &str,
+) -> Result<(), SysError> {
     let v: libc::c_int = value;
     // SAFETY: v is a live c_int and its size is passed; fd is owned by the caller.
     let rc = unsafe {
-        libc::setsockopt(fd, level, name, &v as *const libc::c_int as *const libc::c_void, std::mem::size_of::<libc::c_int>() as libc::socklen_t)
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &v as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
     };
     if rc != 0 {
         let e = errno();
-        let what = if e == libc::EPERM { format!("{what} (needs CAP_NET_ADMIN: run as root)") } else { what.to_string() };
+        let what = if e == libc::EPERM {
+            format!("{what} (needs CAP_NET_ADMIN: run as root)")
+        } else {
+            what.to_string()
+        };
         return Err(SysError::os(what, e));
     }
     Ok(())
@@ -34,7 +50,9 @@ fn get_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> Option<i32> {
     let mut v: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: v and len are live and sized for a c_int.
-    let rc = unsafe { libc::getsockopt(fd, level, name, &mut v as *mut libc::c_int as *mut libc::c_void, &mut len) };
+    let rc = unsafe {
+        libc::getsockopt(fd, level, name, &mut v as *mut libc::c_int as *mut libc::c_void, &mut len)
+    };
     (rc == 0).then_some(v)
 }
 
@@ -53,7 +71,13 @@ pub fn priority(fd: RawFd) -> Option<i32> {
 /// On IPv4 the kernel also derives SO_PRIORITY from it (ip(7)).
 pub fn set_tos(fd: RawFd, ipv6: bool, tos: u8) -> Result<(), SysError> {
     if ipv6 {
-        set_int(fd, libc::IPPROTO_IPV6, libc::IPV6_TCLASS, tos as i32, &format!("IPV6_TCLASS {tos:#04x}"))
+        set_int(
+            fd,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_TCLASS,
+            tos as i32,
+            &format!("IPV6_TCLASS {tos:#04x}"),
+        )
     } else {
         set_int(fd, libc::IPPROTO_IP, libc::IP_TOS, tos as i32, &format!("IP_TOS {tos:#04x}"))
     }
@@ -71,7 +95,13 @@ pub fn tos(fd: RawFd, ipv6: bool) -> Option<i32> {
 /// SO_BUSY_POLL: busy-poll the device queue for up to `us` microseconds on a blocking
 /// receive (raising it needs CAP_NET_ADMIN).
 pub fn set_busy_poll(fd: RawFd, us: u32) -> Result<(), SysError> {
-    set_int(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, us.min(i32::MAX as u32) as i32, &format!("SO_BUSY_POLL {us}"))
+    set_int(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_BUSY_POLL,
+        us.min(i32::MAX as u32) as i32,
+        &format!("SO_BUSY_POLL {us}"),
+    )
 }
 
 /// The socket's SO_BUSY_POLL now (us).
@@ -103,7 +133,11 @@ pub fn set_buffer(fd: RawFd, which: Buffer, bytes: u32) -> Result<i32, SysError>
 
 /// A socket buffer size as the kernel reports it.
 pub fn buffer(fd: RawFd, which: Buffer) -> Option<i32> {
-    get_int(fd, libc::SOL_SOCKET, if which == Buffer::Receive { libc::SO_RCVBUF } else { libc::SO_SNDBUF })
+    get_int(
+        fd,
+        libc::SOL_SOCKET,
+        if which == Buffer::Receive { libc::SO_RCVBUF } else { libc::SO_SNDBUF },
+    )
 }
 
 /// Receive one datagram without blocking (MSG_DONTWAIT). Ok(None): nothing queued.
@@ -111,7 +145,9 @@ pub fn buffer(fd: RawFd, which: Buffer) -> Option<i32> {
 #[inline]
 pub fn recv_dontwait(fd: RawFd, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
     // SAFETY: buf is a live, writable slice of the length passed.
-    let n = unsafe { libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), libc::MSG_DONTWAIT) };
+    let n = unsafe {
+        libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), libc::MSG_DONTWAIT)
+    };
     if n >= 0 {
         return Ok(Some(n as usize));
     }
@@ -132,7 +168,9 @@ pub struct AbsTimer {
 impl AbsTimer {
     pub fn new() -> Result<AbsTimer, SysError> {
         // SAFETY: plain syscall; the returned fd is checked and owned below.
-        let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC | libc::TFD_NONBLOCK) };
+        let fd = unsafe {
+            libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC | libc::TFD_NONBLOCK)
+        };
         if fd < 0 {
             return Err(SysError::os("timerfd_create(CLOCK_MONOTONIC)", errno()));
         }
@@ -149,7 +187,14 @@ impl AbsTimer {
             it_value: libc::timespec { tv_sec: t / 1_000_000_000, tv_nsec: t % 1_000_000_000 },
         };
         // SAFETY: spec is a valid itimerspec; the old value is not asked for.
-        unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
+        unsafe {
+            libc::timerfd_settime(
+                self.fd.as_raw_fd(),
+                libc::TFD_TIMER_ABSTIME,
+                &spec,
+                std::ptr::null_mut(),
+            )
+        };
     }
 
     /// Consume an expiry so that the fd is no longer readable.
@@ -191,8 +236,14 @@ pub fn wait2(a: RawFd, b: RawFd, timeout_ms: i32) -> Ready {
 /// Run `f` on a helper thread that has entered the network namespace at `ns_path`
 /// (e.g. `/run/netns/NAME`); a socket created there stays in that namespace for its
 /// whole life, wherever it is used afterwards. The calling thread never changes namespace.
-pub fn socket_in_netns<T: Send + 'static>(ns_path: &str, f: impl FnOnce() -> T + Send + 'static) -> Result<T, SysError> {
-    let file = std::fs::File::open(ns_path).map_err(|e| SysError::Os { what: format!("opening network namespace {ns_path}"), source: e })?;
+pub fn socket_in_netns<T: Send + 'static>(
+    ns_path: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, SysError> {
+    let file = std::fs::File::open(ns_path).map_err(|e| SysError::Os {
+        what: format!("opening network namespace {ns_path}"),
+        source: e,
+    })?;
     let path = ns_path.to_string();
     let h = std::thread::spawn(move || -> Result<T, SysError> {
         // SAFETY: file is an open namespace fd; setns changes only this helper thread,
@@ -200,12 +251,19 @@ pub fn socket_in_netns<T: Send + 'static>(ns_path: &str, f: impl FnOnce() -> T +
         let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
         if rc != 0 {
             let e = errno();
-            let what = if e == libc::EPERM { format!("entering network namespace {path} (needs CAP_SYS_ADMIN: run as root)") } else { format!("entering network namespace {path}") };
+            let what = if e == libc::EPERM {
+                format!("entering network namespace {path} (needs CAP_SYS_ADMIN: run as root)")
+            } else {
+                format!("entering network namespace {path}")
+            };
             return Err(SysError::os(what, e));
         }
         Ok(f())
     });
-    h.join().map_err(|_| SysError::Os { what: format!("helper thread in {ns_path}"), source: std::io::Error::other("panicked") })?
+    h.join().map_err(|_| SysError::Os {
+        what: format!("helper thread in {ns_path}"),
+        source: std::io::Error::other("panicked"),
+    })?
 }
 
 /// A random u64 from the kernel (getrandom(2)); falls back to time and pid if it fails.

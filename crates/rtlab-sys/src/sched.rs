@@ -46,7 +46,9 @@ impl Policy {
     /// The kernel's priority range for the policy (fifo/rr: 1..=99, other: 0..=0).
     pub fn priority_range(self) -> (i32, i32) {
         // SAFETY: plain queries with a valid policy constant.
-        unsafe { (libc::sched_get_priority_min(self.raw()), libc::sched_get_priority_max(self.raw())) }
+        unsafe {
+            (libc::sched_get_priority_min(self.raw()), libc::sched_get_priority_max(self.raw()))
+        }
     }
 
     /// Check `priority` against the range, naming both on error.
@@ -165,7 +167,11 @@ where
         libc::pthread_attr_setschedparam(&mut attr, &param);
         if let Some(cpus) = &spec.cpus {
             let set = cpu_set_of(cpus);
-            libc::pthread_attr_setaffinity_np(&mut attr, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            libc::pthread_attr_setaffinity_np(
+                &mut attr,
+                std::mem::size_of::<libc::cpu_set_t>(),
+                &set,
+            );
         }
         let mut tid: libc::pthread_t = 0;
         let rc = libc::pthread_create(&mut tid, &attr, trampoline, arg);
@@ -229,7 +235,13 @@ pub fn current_policy() -> (Option<Policy>, i32) {
 pub fn set_current_affinity(cpus: &[usize]) -> Result<(), SysError> {
     let set = cpu_set_of(cpus);
     // SAFETY: set is a valid cpu_set_t of the size passed.
-    let rc = unsafe { libc::pthread_setaffinity_np(libc::pthread_self(), std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    let rc = unsafe {
+        libc::pthread_setaffinity_np(
+            libc::pthread_self(),
+            std::mem::size_of::<libc::cpu_set_t>(),
+            &set,
+        )
+    };
     if rc != 0 {
         return Err(SysError::os(format!("pinning to CPUs {cpus:?}"), rc));
     }
@@ -240,7 +252,13 @@ pub fn set_current_affinity(cpus: &[usize]) -> Result<(), SysError> {
 pub fn current_affinity() -> Vec<usize> {
     // SAFETY: set is zeroed plain data, written by the call.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    unsafe { libc::pthread_getaffinity_np(libc::pthread_self(), std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    unsafe {
+        libc::pthread_getaffinity_np(
+            libc::pthread_self(),
+            std::mem::size_of::<libc::cpu_set_t>(),
+            &mut set,
+        )
+    };
     (0..libc::CPU_SETSIZE as usize)
         // SAFETY: c is below CPU_SETSIZE.
         .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
@@ -281,7 +299,13 @@ mod tests {
 
     #[test]
     fn a_normal_thread_is_created_pinned_with_its_policy() {
-        let spec = ThreadSpec { name: "rtlab-test".into(), policy: Policy::Other, priority: 0, cpus: Some(vec![0]), stack_bytes: 256 * 1024 };
+        let spec = ThreadSpec {
+            name: "rtlab-test".into(),
+            policy: Policy::Other,
+            priority: 0,
+            cpus: Some(vec![0]),
+            stack_bytes: 256 * 1024,
+        };
         let t = spawn_rt(&spec, || (current_policy(), current_affinity(), current_cpu())).unwrap();
         let ((p, prio), aff, cpu) = t.join().unwrap();
         assert_eq!(p, Some(Policy::Other));
@@ -296,7 +320,13 @@ mod tests {
             eprintln!("skipped: needs root or an rtprio limit (CI runs as root)");
             return;
         }
-        let spec = ThreadSpec { name: "rtlab-fifo".into(), policy: Policy::Fifo, priority: 10, cpus: None, stack_bytes: 256 * 1024 };
+        let spec = ThreadSpec {
+            name: "rtlab-fifo".into(),
+            policy: Policy::Fifo,
+            priority: 10,
+            cpus: None,
+            stack_bytes: 256 * 1024,
+        };
         let t = spawn_rt(&spec, || {
             // a thread spawned from here inherits FIFO 10
             let inner = std::thread::spawn(current_policy).join().unwrap();
@@ -310,7 +340,13 @@ mod tests {
 
     #[test]
     fn a_panicking_thread_is_reported_on_join() {
-        let spec = ThreadSpec { name: "rtlab-panic".into(), policy: Policy::Other, priority: 0, cpus: None, stack_bytes: 256 * 1024 };
+        let spec = ThreadSpec {
+            name: "rtlab-panic".into(),
+            policy: Policy::Other,
+            priority: 0,
+            cpus: None,
+            stack_bytes: 256 * 1024,
+        };
         let t = spawn_rt(&spec, || -> u32 { panic!("boom") }).unwrap();
         assert!(t.join().is_err());
     }

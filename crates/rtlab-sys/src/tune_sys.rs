@@ -33,7 +33,10 @@ pub fn sched_set(pid: i32, policy: i32, priority: i32) -> Result<(), SysError> {
     let param = libc::sched_param { sched_priority: priority };
     // SAFETY: param is a valid sched_param for the duration of the call.
     if unsafe { libc::sched_setscheduler(pid, policy, &param) } < 0 {
-        return Err(SysError::os(format!("sched_setscheduler(pid {pid}, policy {policy}, priority {priority})"), errno()));
+        return Err(SysError::os(
+            format!("sched_setscheduler(pid {pid}, policy {policy}, priority {priority})"),
+            errno(),
+        ));
     }
     Ok(())
 }
@@ -43,7 +46,8 @@ pub fn affinity_get(pid: i32) -> Result<Vec<usize>, SysError> {
     // SAFETY: set is zeroed plain data written by the call.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: set is a valid cpu_set_t of the size passed.
-    if unsafe { libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } < 0 {
+    if unsafe { libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } < 0
+    {
         return Err(SysError::os(format!("sched_getaffinity(pid {pid})"), errno()));
     }
     // SAFETY: c is below CPU_SETSIZE.
@@ -101,7 +105,8 @@ pub fn pid_alive(pid: i32) -> bool {
 /// Mount a filesystem of type `fstype` (e.g. tracefs) on `target`.
 pub fn mount_fs(fstype: &str, target: &str) -> Result<(), SysError> {
     let src = CString::new(fstype).map_err(|_| SysError::os("mount: NUL in type", libc::EINVAL))?;
-    let tgt = CString::new(target).map_err(|_| SysError::os("mount: NUL in target", libc::EINVAL))?;
+    let tgt =
+        CString::new(target).map_err(|_| SysError::os("mount: NUL in target", libc::EINVAL))?;
     // SAFETY: all strings are NUL-terminated and outlive the call; data is null.
     if unsafe { libc::mount(src.as_ptr(), tgt.as_ptr(), src.as_ptr(), 0, std::ptr::null()) } < 0 {
         return Err(SysError::os(format!("mount -t {fstype} {target}"), errno()));
@@ -111,7 +116,8 @@ pub fn mount_fs(fstype: &str, target: &str) -> Result<(), SysError> {
 
 /// Unmount `target`.
 pub fn umount_fs(target: &str) -> Result<(), SysError> {
-    let tgt = CString::new(target).map_err(|_| SysError::os("umount: NUL in target", libc::EINVAL))?;
+    let tgt =
+        CString::new(target).map_err(|_| SysError::os("umount: NUL in target", libc::EINVAL))?;
     // SAFETY: tgt is NUL-terminated and outlives the call.
     if unsafe { libc::umount(tgt.as_ptr()) } < 0 {
         return Err(SysError::os(format!("umount {target}"), errno()));

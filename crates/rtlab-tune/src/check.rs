@@ -42,8 +42,20 @@ pub struct Check {
     pub remedy: String,
 }
 
-fn c(id: &'static str, title: &'static str, status: Status, found: impl Into<String>, remedy: impl Into<String>) -> Check {
-    Check { id, title, status, found: found.into(), remedy: if status == Status::Pass { String::new() } else { remedy.into() } }
+fn c(
+    id: &'static str,
+    title: &'static str,
+    status: Status,
+    found: impl Into<String>,
+    remedy: impl Into<String>,
+) -> Check {
+    Check {
+        id,
+        title,
+        status,
+        found: found.into(),
+        remedy: if status == Status::Pass { String::new() } else { remedy.into() },
+    }
 }
 
 fn cmdline_value<'a>(cmdline: &'a str, key: &str) -> Option<&'a str> {
@@ -73,8 +85,16 @@ pub fn run_checks(host: &dyn Host) -> Vec<Check> {
             "none" => Status::Fail,
             _ => Status::Info,
         },
-        format!("{model} (from {}{})", env.preemption_source, if env.preempt_dynamic { ", PREEMPT_DYNAMIC" } else { "" }),
-        if env.preempt_dynamic { "boot with preempt=full (this kernel is PREEMPT_DYNAMIC), or better a PREEMPT_RT kernel" } else { "use a kernel built with CONFIG_PREEMPT or PREEMPT_RT" },
+        format!(
+            "{model} (from {}{})",
+            env.preemption_source,
+            if env.preempt_dynamic { ", PREEMPT_DYNAMIC" } else { "" }
+        ),
+        if env.preempt_dynamic {
+            "boot with preempt=full (this kernel is PREEMPT_DYNAMIC), or better a PREEMPT_RT kernel"
+        } else {
+            "use a kernel built with CONFIG_PREEMPT or PREEMPT_RT"
+        },
     ));
     out.push(match env.hz {
         Some(1000) => c("hz", "timer tick (CONFIG_HZ)", Status::Pass, "1000", ""),
@@ -83,8 +103,20 @@ pub fn run_checks(host: &dyn Host) -> Vec<Check> {
     });
     out.push(match env.high_res_timers {
         Some(true) => c("high-res-timers", "high-resolution timers", Status::Pass, "active", ""),
-        Some(false) => c("high-res-timers", "high-resolution timers", Status::Fail, "not active", "enable CONFIG_HIGH_RES_TIMERS and do not boot with highres=off"),
-        None => c("high-res-timers", "high-resolution timers", Status::Info, "unknown (/proc/timer_list not readable)", "run as root"),
+        Some(false) => c(
+            "high-res-timers",
+            "high-resolution timers",
+            Status::Fail,
+            "not active",
+            "enable CONFIG_HIGH_RES_TIMERS and do not boot with highres=off",
+        ),
+        None => c(
+            "high-res-timers",
+            "high-resolution timers",
+            Status::Info,
+            "unknown (/proc/timer_list not readable)",
+            "run as root",
+        ),
     });
     let nohz = env.nohz_full.clone().filter(|s| !s.is_empty() && s != "(null)");
     out.push(c(
@@ -110,16 +142,38 @@ pub fn run_checks(host: &dyn Host) -> Vec<Check> {
         "boot with rcu_nocbs=<RT CPUs> so RCU callbacks run elsewhere",
     ));
     out.push(match &env.cpufreq_governor {
-        Some(g) if g == "performance" => c("governor", "CPU frequency governor", Status::Pass, g.clone(), ""),
-        Some(g) => c("governor", "CPU frequency governor", Status::Warn, g.clone(), "set the performance governor (the rt-* profiles do, and put it back)"),
-        None => c("governor", "CPU frequency governor", Status::Info, "no cpufreq (fixed frequency or a VM)", ""),
+        Some(g) if g == "performance" => {
+            c("governor", "CPU frequency governor", Status::Pass, g.clone(), "")
+        }
+        Some(g) => c(
+            "governor",
+            "CPU frequency governor",
+            Status::Warn,
+            g.clone(),
+            "set the performance governor (the rt-* profiles do, and put it back)",
+        ),
+        None => c(
+            "governor",
+            "CPU frequency governor",
+            Status::Info,
+            "no cpufreq (fixed frequency or a VM)",
+            "",
+        ),
     });
     out.push(cstates(host, &env));
     let smt = rd("/sys/devices/system/cpu/smt/control");
     let smt_active = rd("/sys/devices/system/cpu/smt/active");
     out.push(match (smt.as_deref(), smt_active.as_deref()) {
-        (Some("notsupported") | Some("notimplemented"), _) => c("smt", "SMT (hyper-threading)", Status::Pass, "not supported on this CPU", ""),
-        (_, Some("1")) => c("smt", "SMT (hyper-threading)", Status::Warn, "active", "boot with nosmt, or keep the RT CPU's sibling idle (its load shares the core)"),
+        (Some("notsupported") | Some("notimplemented"), _) => {
+            c("smt", "SMT (hyper-threading)", Status::Pass, "not supported on this CPU", "")
+        }
+        (_, Some("1")) => c(
+            "smt",
+            "SMT (hyper-threading)",
+            Status::Warn,
+            "active",
+            "boot with nosmt, or keep the RT CPU's sibling idle (its load shares the core)",
+        ),
         (Some(s), _) => c("smt", "SMT (hyper-threading)", Status::Pass, s.to_string(), ""),
         (None, _) => c("smt", "SMT (hyper-threading)", Status::Info, "unknown", ""),
     });
@@ -137,16 +191,26 @@ pub fn run_checks(host: &dyn Host) -> Vec<Check> {
         "stop irqbalance (systemctl stop irqbalance): it rewrites the IRQ affinities a profile sets",
     ));
     let thp = rd("/sys/kernel/mm/transparent_hugepage/enabled");
-    let thp_mode = thp.as_deref().and_then(|t| t.split_whitespace().find(|w| w.starts_with('['))).map(|w| w.trim_matches(['[', ']']).to_string());
+    let thp_mode = thp
+        .as_deref()
+        .and_then(|t| t.split_whitespace().find(|w| w.starts_with('[')))
+        .map(|w| w.trim_matches(['[', ']']).to_string());
     out.push(match thp_mode.as_deref() {
         Some("always") => c("thp", "transparent huge pages", Status::Warn, "always", "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled (compaction stalls otherwise)"),
         Some(m) => c("thp", "transparent huge pages", Status::Pass, m.to_string(), ""),
         None => c("thp", "transparent huge pages", Status::Info, "not available", ""),
     });
-    let swaps = rd("/proc/swaps").map(|s| s.lines().skip(1).filter(|l| !l.trim().is_empty()).count());
+    let swaps =
+        rd("/proc/swaps").map(|s| s.lines().skip(1).filter(|l| !l.trim().is_empty()).count());
     out.push(match swaps {
         Some(0) => c("swap", "swap", Status::Pass, "none", ""),
-        Some(n) => c("swap", "swap", Status::Warn, format!("{n} swap area(s)"), "swapoff -a, or make sure every RT process locks its memory (mlockall)"),
+        Some(n) => c(
+            "swap",
+            "swap",
+            Status::Warn,
+            format!("{n} swap area(s)"),
+            "swapoff -a, or make sure every RT process locks its memory (mlockall)",
+        ),
         None => c("swap", "swap", Status::Info, "unknown", ""),
     });
     out.push(match &env.virtualization {
@@ -163,16 +227,61 @@ pub fn run_checks(host: &dyn Host) -> Vec<Check> {
     out.push(ksoftirqd(host));
     out.extend(qdiscs(host));
     out.push(match rtlab_sys::pmqos::CpuDmaLatency::current(&host.path("/dev/cpu_dma_latency")) {
-        Ok(v) if v <= 10 => c("cpu-dma-latency", "/dev/cpu_dma_latency", Status::Pass, format!("held at {v} us"), ""),
-        Ok(v) => c("cpu-dma-latency", "/dev/cpu_dma_latency", Status::Info, format!("{v} us (no request held)"), "rtlab holds it during a run (--cpu-dma-latency, rt-* profiles)"),
-        Err(e) => c("cpu-dma-latency", "/dev/cpu_dma_latency", Status::Info, format!("not readable: {e}"), "run as root"),
+        Ok(v) if v <= 10 => c(
+            "cpu-dma-latency",
+            "/dev/cpu_dma_latency",
+            Status::Pass,
+            format!("held at {v} us"),
+            "",
+        ),
+        Ok(v) => c(
+            "cpu-dma-latency",
+            "/dev/cpu_dma_latency",
+            Status::Info,
+            format!("{v} us (no request held)"),
+            "rtlab holds it during a run (--cpu-dma-latency, rt-* profiles)",
+        ),
+        Err(e) => c(
+            "cpu-dma-latency",
+            "/dev/cpu_dma_latency",
+            Status::Info,
+            format!("not readable: {e}"),
+            "run as root",
+        ),
     });
-    let tracing = ["/sys/kernel/tracing/available_tracers", "/sys/kernel/debug/tracing/available_tracers"].iter().find_map(|p| rd(p));
+    let tracing =
+        ["/sys/kernel/tracing/available_tracers", "/sys/kernel/debug/tracing/available_tracers"]
+            .iter()
+            .find_map(|p| rd(p));
     out.push(match tracing {
-        Some(t) if t.split_whitespace().any(|w| w == "timerlat") => c("tracing", "ftrace for spike evidence", Status::Pass, "tracefs mounted, timerlat available", ""),
-        Some(_) => c("tracing", "ftrace for spike evidence", Status::Info, "tracefs mounted; no timerlat tracer (CONFIG_TIMERLAT_TRACER)", "sched/irq/softirq events still work; rtla timerlat needs CONFIG_TIMERLAT_TRACER"),
-        None if host.exists("/sys/kernel/tracing") => c("tracing", "ftrace for spike evidence", Status::Info, "tracefs not mounted", "rtlab mounts it while tracing (and unmounts it after)"),
-        None => c("tracing", "ftrace for spike evidence", Status::Warn, "no tracefs", "enable CONFIG_FTRACE"),
+        Some(t) if t.split_whitespace().any(|w| w == "timerlat") => c(
+            "tracing",
+            "ftrace for spike evidence",
+            Status::Pass,
+            "tracefs mounted, timerlat available",
+            "",
+        ),
+        Some(_) => c(
+            "tracing",
+            "ftrace for spike evidence",
+            Status::Info,
+            "tracefs mounted; no timerlat tracer (CONFIG_TIMERLAT_TRACER)",
+            "sched/irq/softirq events still work; rtla timerlat needs CONFIG_TIMERLAT_TRACER",
+        ),
+        None if host.exists("/sys/kernel/tracing") => c(
+            "tracing",
+            "ftrace for spike evidence",
+            Status::Info,
+            "tracefs not mounted",
+            "rtlab mounts it while tracing (and unmounts it after)",
+        ),
+        None => c(
+            "tracing",
+            "ftrace for spike evidence",
+            Status::Warn,
+            "no tracefs",
+            "enable CONFIG_FTRACE",
+        ),
     });
     out
 }
@@ -183,13 +292,22 @@ fn cstates(host: &dyn Host, env: &rtlab_core::schema::Environment) -> Check {
     for i in 0..16 {
         let base = format!("/sys/devices/system/cpu/cpu0/cpuidle/state{i}");
         let Ok(name) = host.read(&format!("{base}/name")) else { break };
-        let latency: u64 = host.read(&format!("{base}/latency")).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(0);
-        let disabled = host.read(&format!("{base}/disable")).map(|v| v.trim() == "1").unwrap_or(false);
+        let latency: u64 = host
+            .read(&format!("{base}/latency"))
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        let disabled =
+            host.read(&format!("{base}/disable")).map(|v| v.trim() == "1").unwrap_or(false);
         if latency > 0 && !disabled {
             deep.push(format!("{} ({latency} us)", name.trim()));
         }
     }
-    let found = if deep.is_empty() { format!("driver {driver}, no deep state enabled") } else { format!("driver {driver}, enabled: {}", deep.join(", ")) };
+    let found = if deep.is_empty() {
+        format!("driver {driver}, no deep state enabled")
+    } else {
+        format!("driver {driver}, enabled: {}", deep.join(", "))
+    };
     let status = if deep.is_empty() && driver != "haltpoll" { Status::Pass } else { Status::Warn };
     let remedy = if driver == "haltpoll" {
         "a VM guest's haltpoll idle: hold /dev/cpu_dma_latency at 0 during runs (rt-* profiles, --cpu-dma-latency); the host's C-states still apply"
@@ -231,7 +349,11 @@ fn ksoftirqd(host: &dyn Host) -> Check {
         return c("ksoftirqd", "ksoftirqd policy", Status::Info, "no ksoftirqd threads seen", "");
     }
     let all_rt = seen.iter().all(|(_, p, _)| *p == 1 || *p == 2);
-    let found = seen.iter().map(|(c, p, pr)| format!("{c} {} {pr}", crate::journal::policy_name(*p))).collect::<Vec<_>>().join(", ");
+    let found = seen
+        .iter()
+        .map(|(c, p, pr)| format!("{c} {} {pr}", crate::journal::policy_name(*p)))
+        .collect::<Vec<_>>()
+        .join(", ");
     c(
         "ksoftirqd",
         "ksoftirqd policy",
@@ -244,13 +366,22 @@ fn ksoftirqd(host: &dyn Host) -> Check {
 fn qdiscs(host: &dyn Host) -> Vec<Check> {
     let text = match host.run(&["tc".to_string(), "qdisc".into(), "show".into()]) {
         Ok(t) => t,
-        Err(e) => return vec![c("qdisc", "qdisc per interface", Status::Info, format!("tc not usable: {e}"), "apt install iproute2")],
+        Err(e) => {
+            return vec![c(
+                "qdisc",
+                "qdisc per interface",
+                Status::Info,
+                format!("tc not usable: {e}"),
+                "apt install iproute2",
+            )]
+        }
     };
     let mut out = Vec::new();
     for l in text.lines().filter(|l| l.contains(" root ")) {
         let w: Vec<&str> = l.split_whitespace().collect();
         let kind = w.get(1).copied().unwrap_or("?");
-        let dev = w.iter().position(|x| *x == "dev").and_then(|i| w.get(i + 1)).copied().unwrap_or("?");
+        let dev =
+            w.iter().position(|x| *x == "dev").and_then(|i| w.get(i + 1)).copied().unwrap_or("?");
         let (status, found, remedy) = match kind {
             "noqueue" => (Status::Pass, format!("{dev}: noqueue (no queue: nothing to prioritise)"), String::new()),
             "pfifo_fast" => (Status::Pass, format!("{dev}: pfifo_fast (fixed priomap: SO_PRIORITY 6 and 7 go to band 0, the first served)"), String::new()),

@@ -100,7 +100,11 @@ impl Host for RealHost {
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
-            Err(format!("`{}` failed: {}", argv.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+            Err(format!(
+                "`{}` failed: {}",
+                argv.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
         }
     }
     fn mount(&self, fstype: &str, target: &str) -> Result<(), String> {
@@ -136,14 +140,22 @@ impl FakeHost {
 
     fn log(&self, line: &str) {
         use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(self.root.join("rtlab-fake-commands")) {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.root.join("rtlab-fake-commands"))
+        {
             let _ = writeln!(f, "{line}");
         }
     }
 
     /// Every command and mount the fake machine was asked to run, in order.
     pub fn commands(&self) -> Vec<String> {
-        std::fs::read_to_string(self.root.join("rtlab-fake-commands")).unwrap_or_default().lines().map(String::from).collect()
+        std::fs::read_to_string(self.root.join("rtlab-fake-commands"))
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect()
     }
 }
 
@@ -184,7 +196,8 @@ impl Host for FakeHost {
             // cgroup v1: a task is in exactly one cpuset; kernel threads named in
             // rtlab-fake-pinned refuse to move (EINVAL), like per-CPU kthreads
             let pid = value.trim();
-            let pinned = std::fs::read_to_string(self.root.join("rtlab-fake-pinned")).unwrap_or_default();
+            let pinned =
+                std::fs::read_to_string(self.root.join("rtlab-fake-pinned")).unwrap_or_default();
             if pinned.lines().any(|l| l.trim() == pid) {
                 return Err(std::io::Error::from_raw_os_error(22));
             }
@@ -208,20 +221,24 @@ impl Host for FakeHost {
             return self.v2_mkdir(parent, &real);
         }
         std::fs::create_dir(&real)?;
-        for (f, v) in [("cpuset.cpus", ""), ("cpuset.mems", ""), ("cpuset.cpu_exclusive", "0"), ("tasks", "")] {
+        for (f, v) in
+            [("cpuset.cpus", ""), ("cpuset.mems", ""), ("cpuset.cpu_exclusive", "0"), ("tasks", "")]
+        {
             std::fs::write(real.join(f), v)?;
         }
         Ok(())
     }
     fn sched_get(&self, pid: i32) -> Result<(i32, i32), String> {
         self.check_task(pid)?;
-        let s = std::fs::read_to_string(self.task_file(pid, "sched")).unwrap_or_else(|_| "0 0".into());
+        let s =
+            std::fs::read_to_string(self.task_file(pid, "sched")).unwrap_or_else(|_| "0 0".into());
         let mut it = s.split_whitespace().map(|v| v.parse::<i32>().unwrap_or(0));
         Ok((it.next().unwrap_or(0), it.next().unwrap_or(0)))
     }
     fn sched_set(&self, pid: i32, policy: i32, priority: i32) -> Result<(), String> {
         self.check_task(pid)?;
-        std::fs::write(self.task_file(pid, "sched"), format!("{policy} {priority}")).map_err(|e| e.to_string())
+        std::fs::write(self.task_file(pid, "sched"), format!("{policy} {priority}"))
+            .map_err(|e| e.to_string())
     }
     fn affinity_get(&self, pid: i32) -> Result<Vec<usize>, String> {
         self.check_task(pid)?;
@@ -232,7 +249,8 @@ impl Host for FakeHost {
     }
     fn affinity_set(&self, pid: i32, cpus: &[usize]) -> Result<(), String> {
         self.check_task(pid)?;
-        std::fs::write(self.task_file(pid, "affinity"), crate::cpu_list(cpus)).map_err(|e| e.to_string())
+        std::fs::write(self.task_file(pid, "affinity"), crate::cpu_list(cpus))
+            .map_err(|e| e.to_string())
     }
     fn run(&self, argv: &[String]) -> Result<String, String> {
         let line = argv.join(" ");
@@ -258,7 +276,11 @@ impl Host for FakeHost {
 /// The fake kernel's cgroup v2 (see the module doc).
 impl FakeHost {
     fn partition_rules(&self) -> Vec<String> {
-        std::fs::read_to_string(self.root.join("rtlab-fake-partition")).unwrap_or_default().lines().map(|l| l.trim().to_string()).collect()
+        std::fs::read_to_string(self.root.join("rtlab-fake-partition"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.trim().to_string())
+            .collect()
     }
 
     /// The root of the cgroup-v2 tree holding `file`: its topmost directory with cgroup.controllers.
@@ -277,7 +299,8 @@ impl FakeHost {
     /// A process is in exactly one cgroup: take it out of the others, list it sorted here.
     fn v2_move(&self, real: &Path, value: &str) -> std::io::Result<()> {
         let pid = value.trim();
-        let pinned = std::fs::read_to_string(self.root.join("rtlab-fake-pinned")).unwrap_or_default();
+        let pinned =
+            std::fs::read_to_string(self.root.join("rtlab-fake-pinned")).unwrap_or_default();
         if pinned.lines().any(|l| l.trim() == pid) {
             return Err(std::io::Error::from_raw_os_error(22));
         }
@@ -297,10 +320,17 @@ impl FakeHost {
         pids.sort_unstable();
         std::fs::write(real, pids.iter().map(|p| format!("{p}\n")).collect::<String>())?;
         // /proc/PID/cgroup names the cgroup from the mount's root ("0::/rtlab-rt")
-        let rel = real.parent().and_then(|d| d.strip_prefix(&top).ok()).map(|r| format!("/{}", r.display())).unwrap_or_else(|| "/".into());
+        let rel = real
+            .parent()
+            .and_then(|d| d.strip_prefix(&top).ok())
+            .map(|r| format!("/{}", r.display()))
+            .unwrap_or_else(|| "/".into());
         let cg = self.root.join(format!("proc/{n}/cgroup"));
         if let Ok(text) = std::fs::read_to_string(&cg) {
-            let lines: Vec<String> = text.lines().map(|l| if l.starts_with("0::") { format!("0::{rel}") } else { l.to_string() }).collect();
+            let lines: Vec<String> = text
+                .lines()
+                .map(|l| if l.starts_with("0::") { format!("0::{rel}") } else { l.to_string() })
+                .collect();
             std::fs::write(&cg, lines.iter().map(|l| format!("{l}\n")).collect::<String>())?;
         }
         Ok(())
@@ -309,7 +339,8 @@ impl FakeHost {
     /// A new cgroup: the core files, and the cpuset files when the parent enables cpuset.
     fn v2_mkdir(&self, parent: &Path, real: &Path) -> std::io::Result<()> {
         std::fs::create_dir(real)?;
-        let enabled = std::fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+        let enabled =
+            std::fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
         let mut files = vec![
             ("cgroup.controllers", format!("{}\n", enabled.trim())),
             ("cgroup.subtree_control", "\n".to_string()),

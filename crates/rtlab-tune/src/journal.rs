@@ -30,7 +30,15 @@ pub enum Change {
     /// writes `undo` (`-cpuset`), because what the file reads back cannot be written back.
     WriteWithUndo { path: String, new: String, undo: String },
     /// The policy/priority of a task (thread) was set.
-    Sched { pid: i32, comm: String, start_time: u64, old_policy: i32, old_priority: i32, new_policy: i32, new_priority: i32 },
+    Sched {
+        pid: i32,
+        comm: String,
+        start_time: u64,
+        old_policy: i32,
+        old_priority: i32,
+        new_policy: i32,
+        new_priority: i32,
+    },
     /// The CPU affinity of a task was set.
     Affinity { pid: i32, comm: String, start_time: u64, old_cpus: Vec<usize>, new_cpus: Vec<usize> },
     /// Tasks were moved from one cgroup membership file to another (cgroup-v1 `tasks`, or
@@ -61,20 +69,34 @@ impl Change {
     pub fn describe(&self) -> String {
         match self {
             Change::File { path, old, new } => format!("{path}: {} -> {}", short(old), short(new)),
-            Change::WriteWithUndo { path, new, undo } => format!("{path}: wrote '{}' (undo: '{}')", short(new), short(undo)),
-            Change::Sched { pid, comm, old_policy, old_priority, new_policy, new_priority, .. } => format!(
+            Change::WriteWithUndo { path, new, undo } => {
+                format!("{path}: wrote '{}' (undo: '{}')", short(new), short(undo))
+            }
+            Change::Sched {
+                pid, comm, old_policy, old_priority, new_policy, new_priority, ..
+            } => format!(
                 "pid {pid} ({comm}): {} {old_priority} -> {} {new_priority}",
                 policy_name(*old_policy),
                 policy_name(*new_policy)
             ),
             Change::Affinity { pid, comm, old_cpus, new_cpus, .. } => {
-                format!("pid {pid} ({comm}): CPUs {} -> {}", crate::cpu_list(old_cpus), crate::cpu_list(new_cpus))
+                format!(
+                    "pid {pid} ({comm}): CPUs {} -> {}",
+                    crate::cpu_list(old_cpus),
+                    crate::cpu_list(new_cpus)
+                )
             }
-            Change::CgroupMove { from, to, tasks } => format!("{} tasks moved {from} -> {to}", tasks.len()),
+            Change::CgroupMove { from, to, tasks } => {
+                format!("{} tasks moved {from} -> {to}", tasks.len())
+            }
             Change::MkDir { path, .. } => format!("created {path}"),
-            Change::Command { did, undo } => format!("ran `{}` (undo: `{}`)", did.join(" "), undo.join(" ")),
+            Change::Command { did, undo } => {
+                format!("ran `{}` (undo: `{}`)", did.join(" "), undo.join(" "))
+            }
             Change::Mount { fstype, target } => format!("mounted {fstype} on {target}"),
-            Change::PmQos { path, value_us, holder_pid } => format!("{path} held at {value_us} us by pid {holder_pid}"),
+            Change::PmQos { path, value_us, holder_pid } => {
+                format!("{path} held at {value_us} us by pid {holder_pid}")
+            }
         }
     }
 }
@@ -150,7 +172,8 @@ pub fn read_journal(path: &Path) -> Result<JournalState, JournalError> {
             Err(_) => {} // a line torn by a crash while it was written
         }
     }
-    st.pending = changes.into_iter().filter(|(s, _)| !st.restored.iter().any(|(r, _)| r == s)).collect();
+    st.pending =
+        changes.into_iter().filter(|(s, _)| !st.restored.iter().any(|(r, _)| r == s)).collect();
     Ok(st)
 }
 
@@ -168,15 +191,32 @@ impl Journal {
         let st = read_journal(path)?;
         if !st.pending.is_empty() {
             let pid = st.owner.as_ref().map(|o| o.0).unwrap_or(0);
-            let alive = if pid > 0 && rtlab_sys::tune_sys::pid_alive(pid) { ", still running" } else { ", no longer running" };
-            return Err(JournalError::Pending { path: path.display().to_string(), pending: st.pending.len(), pid, alive });
+            let alive = if pid > 0 && rtlab_sys::tune_sys::pid_alive(pid) {
+                ", still running"
+            } else {
+                ", no longer running"
+            };
+            return Err(JournalError::Pending {
+                path: path.display().to_string(),
+                pending: st.pending.len(),
+                pid,
+                alive,
+            });
         }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
-        let file = std::fs::OpenOptions::new().create(true).write(true).truncate(true).open(path).map_err(io)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(path)
+            .map_err(io)?;
         let mut j = Journal { path: path.to_path_buf(), file, next_seq: 1 };
-        let at_unix_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let at_unix_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
         j.append(&Line::Begin { pid: std::process::id() as i32, what: what.into(), at_unix_s })?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             // the new directory entry must survive a power cut too
@@ -191,7 +231,14 @@ impl Journal {
     pub fn reopen(path: &Path) -> Result<Journal, JournalError> {
         let io = |e| JournalError::Io { path: path.display().to_string(), source: e };
         let st = read_journal(path)?;
-        let next_seq = st.pending.iter().map(|p| p.0).chain(st.restored.iter().map(|r| r.0)).max().unwrap_or(0) + 1;
+        let next_seq = st
+            .pending
+            .iter()
+            .map(|p| p.0)
+            .chain(st.restored.iter().map(|r| r.0))
+            .max()
+            .unwrap_or(0)
+            + 1;
         let file = std::fs::OpenOptions::new().append(true).open(path).map_err(io)?;
         Ok(Journal { path: path.to_path_buf(), file, next_seq })
     }
@@ -259,7 +306,8 @@ pub fn restore_journal(host: &dyn Host, path: &Path) -> Result<RestoreReport, Jo
         }
     }
     if report.failed.is_empty() {
-        std::fs::remove_file(path).map_err(|e| JournalError::Io { path: path.display().to_string(), source: e })?;
+        std::fs::remove_file(path)
+            .map_err(|e| JournalError::Io { path: path.display().to_string(), source: e })?;
     }
     Ok(report)
 }
@@ -284,14 +332,16 @@ pub fn undo(host: &dyn Host, change: &Change) -> Result<String, String> {
             if !host.exists(path) {
                 return Ok("gone (nothing to restore)".into());
             }
-            host.write(path, old).map_err(|e| format!("writing '{}' to {path}: {e}", short(old)))?;
+            host.write(path, old)
+                .map_err(|e| format!("writing '{}' to {path}: {e}", short(old)))?;
             Ok("restored".into())
         }
         Change::WriteWithUndo { path, undo, .. } => {
             if !host.exists(path) {
                 return Ok("gone (nothing to restore)".into());
             }
-            host.write(path, undo).map_err(|e| format!("writing '{}' to {path}: {e}", short(undo)))?;
+            host.write(path, undo)
+                .map_err(|e| format!("writing '{}' to {path}: {e}", short(undo)))?;
             Ok("restored".into())
         }
         Change::Sched { pid, start_time, old_policy, old_priority, .. } => {
@@ -315,7 +365,8 @@ pub fn undo(host: &dyn Host, change: &Change) -> Result<String, String> {
                 return Ok(format!("{from} is gone: {} tasks not moved back", tasks.len()));
             }
             let (mut back, mut gone) = (0, 0);
-            let already: std::collections::HashSet<String> = host.read(from).unwrap_or_default().lines().map(|l| l.trim().to_string()).collect();
+            let already: std::collections::HashSet<String> =
+                host.read(from).unwrap_or_default().lines().map(|l| l.trim().to_string()).collect();
             for t in tasks {
                 if !same_task(host, t.pid, t.start_time) {
                     gone += 1;
@@ -339,11 +390,13 @@ pub fn undo(host: &dyn Host, change: &Change) -> Result<String, String> {
             }
             // tasks forked inside the cpuset since it was made go back to the parent too,
             // read from the same membership file as the parent's (`tasks` or `cgroup.procs`)
-            let members = parent_tasks.rsplit('/').next().filter(|f| !f.is_empty()).unwrap_or("tasks");
+            let members =
+                parent_tasks.rsplit('/').next().filter(|f| !f.is_empty()).unwrap_or("tasks");
             let tasks_file = format!("{path}/{members}");
             let mut moved = 0;
             for _round in 0..5 {
-                let left: Vec<String> = host.read(&tasks_file).unwrap_or_default().lines().map(String::from).collect();
+                let left: Vec<String> =
+                    host.read(&tasks_file).unwrap_or_default().lines().map(String::from).collect();
                 if left.is_empty() {
                     break;
                 }
@@ -358,7 +411,11 @@ pub fn undo(host: &dyn Host, change: &Change) -> Result<String, String> {
             } else {
                 host.rmdir(path).map_err(|e| format!("removing {path}: {e}"))?;
             }
-            Ok(if moved > 0 { format!("removed ({moved} later tasks moved to the parent)") } else { "removed".into() })
+            Ok(if moved > 0 {
+                format!("removed ({moved} later tasks moved to the parent)")
+            } else {
+                "removed".into()
+            })
         }
         Change::Command { undo, .. } => {
             host.run(undo)?;
@@ -369,7 +426,10 @@ pub fn undo(host: &dyn Host, change: &Change) -> Result<String, String> {
             Ok("unmounted".into())
         }
         Change::PmQos { holder_pid, .. } => {
-            if *holder_pid != std::process::id() as i32 && rtlab_sys::tune_sys::pid_alive(*holder_pid) && !host.is_fake() {
+            if *holder_pid != std::process::id() as i32
+                && rtlab_sys::tune_sys::pid_alive(*holder_pid)
+                && !host.is_fake()
+            {
                 return Ok(format!("still held by pid {holder_pid} until it exits"));
             }
             Ok("released by the kernel when its holder closed it".into())

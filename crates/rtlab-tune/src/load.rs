@@ -46,10 +46,18 @@ pub struct TrafficConfig {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum LoadConfig {
     /// stress-ng workers: `cpu`, `vm` (mem), `io`, `hdd` counts; `cpu_method` (S2: fft).
-    Stress { cpu: u32, vm: u32, io: u32, hdd: u32, cpu_method: Option<String> },
+    Stress {
+        cpu: u32,
+        vm: u32,
+        io: u32,
+        hdd: u32,
+        cpu_method: Option<String>,
+    },
     Traffic(TrafficConfig),
     /// A user command (argv).
-    Command { argv: Vec<String> },
+    Command {
+        argv: Vec<String>,
+    },
 }
 
 impl LoadConfig {
@@ -65,14 +73,18 @@ impl LoadConfig {
     /// A short name (`cpu`, `mix`, `traffic-udp-tx`, `cmd`).
     pub fn name(&self) -> String {
         match self {
-            LoadConfig::Stress { cpu, vm, io, hdd, .. } => match (*cpu > 0, *vm > 0, *io > 0, *hdd > 0) {
-                (true, false, false, false) => "cpu".into(),
-                (false, true, false, false) => "mem".into(),
-                (false, false, true, false) => "io".into(),
-                (false, false, false, true) => "hdd".into(),
-                _ => "mix".into(),
-            },
-            LoadConfig::Traffic(t) => format!("{}-{}", t.protocol, if t.direction == Direction::Tx { "tx" } else { "rx" }),
+            LoadConfig::Stress { cpu, vm, io, hdd, .. } => {
+                match (*cpu > 0, *vm > 0, *io > 0, *hdd > 0) {
+                    (true, false, false, false) => "cpu".into(),
+                    (false, true, false, false) => "mem".into(),
+                    (false, false, true, false) => "io".into(),
+                    (false, false, false, true) => "hdd".into(),
+                    _ => "mix".into(),
+                }
+            }
+            LoadConfig::Traffic(t) => {
+                format!("{}-{}", t.protocol, if t.direction == Direction::Tx { "tx" } else { "rx" })
+            }
             LoadConfig::Command { .. } => "cmd".into(),
         }
     }
@@ -142,7 +154,10 @@ impl CpuTimes {
                 (b.1.saturating_sub(a.1)) as f64 * 100.0 / dt as f64
             }
         };
-        (pct(self.all, later.all), self.per_cpu.iter().zip(&later.per_cpu).map(|(a, b)| pct(*a, *b)).collect())
+        (
+            pct(self.all, later.all),
+            self.per_cpu.iter().zip(&later.per_cpu).map(|(a, b)| pct(*a, *b)).collect(),
+        )
     }
 }
 
@@ -213,7 +228,16 @@ pub fn command_of(cfg: &LoadConfig) -> Vec<String> {
         }
         LoadConfig::Traffic(t) => {
             let mut v = netns_prefix(&t.client_netns);
-            v.extend(["iperf3".to_string(), "-c".into(), t.peer.clone(), "-p".into(), t.port.to_string(), "-t".into(), "0".into(), "--json".into()]);
+            v.extend([
+                "iperf3".to_string(),
+                "-c".into(),
+                t.peer.clone(),
+                "-p".into(),
+                t.port.to_string(),
+                "-t".into(),
+                "0".into(),
+                "--json".into(),
+            ]);
             if t.protocol == "udp" {
                 v.push("-u".into());
             }
@@ -239,7 +263,9 @@ impl RunningLoad {
         match cfg {
             LoadConfig::Stress { cpu, vm, io, hdd, .. } => {
                 if cpu + vm + io + hdd == 0 {
-                    return Err(LoadError::Invalid("a stress load needs at least one worker".into()));
+                    return Err(LoadError::Invalid(
+                        "a stress load needs at least one worker".into(),
+                    ));
                 }
                 need("stress-ng", "stress-ng")?;
                 children.push(("stress-ng".to_string(), spawn(&command, "stress-ng", false)?));
@@ -247,7 +273,10 @@ impl RunningLoad {
             LoadConfig::Traffic(t) => {
                 need("iperf3", "iperf3")?;
                 if t.protocol != "udp" && t.protocol != "tcp" {
-                    return Err(LoadError::Invalid(format!("protocol '{}': use udp or tcp", t.protocol)));
+                    return Err(LoadError::Invalid(format!(
+                        "protocol '{}': use udp or tcp",
+                        t.protocol
+                    )));
                 }
                 udp = t.protocol == "udp";
                 let mut server = netns_prefix(&t.netns);
@@ -258,9 +287,11 @@ impl RunningLoad {
                 } else {
                     server.extend(["-B".to_string(), t.peer.clone()]);
                 }
-                children.push(("iperf3 server".to_string(), spawn(&server, "iperf3 server", false)?));
+                children
+                    .push(("iperf3 server".to_string(), spawn(&server, "iperf3 server", false)?));
                 wait_listening(t, &mut children[0].1)?;
-                children.push(("iperf3 client".to_string(), spawn(&command, "iperf3 client", true)?));
+                children
+                    .push(("iperf3 client".to_string(), spawn(&command, "iperf3 client", true)?));
                 iperf_client = Some(1);
             }
             LoadConfig::Command { argv } => {
@@ -270,7 +301,16 @@ impl RunningLoad {
                 children.push((argv[0].clone(), spawn(argv, &argv[0], false)?));
             }
         }
-        let mut l = RunningLoad { name: cfg.name(), command, children, started: Instant::now(), cpu0, died: None, iperf_client, udp };
+        let mut l = RunningLoad {
+            name: cfg.name(),
+            command,
+            children,
+            started: Instant::now(),
+            cpu0,
+            died: None,
+            iperf_client,
+            udp,
+        };
         // a tool that refuses its arguments dies at once: say so now, not after the window
         std::thread::sleep(Duration::from_millis(150));
         l.check_alive()?;
@@ -290,7 +330,11 @@ impl RunningLoad {
                     use std::io::Read;
                     let _ = e.read_to_string(&mut stderr);
                 }
-                let stderr = stderr.lines().rfind(|l: &&str| !l.trim().is_empty()).map(|l| format!(": {}", l.trim())).unwrap_or_default();
+                let stderr = stderr
+                    .lines()
+                    .rfind(|l: &&str| !l.trim().is_empty())
+                    .map(|l| format!(": {}", l.trim()))
+                    .unwrap_or_default();
                 let err = LoadError::Died { what: what.clone(), status: st.to_string(), stderr };
                 self.died = Some(err.to_string());
                 return Err(err);
@@ -306,7 +350,9 @@ impl RunningLoad {
         let ran_ns = self.started.elapsed().as_nanos() as i64;
         // the client first, so that iperf3 prints its --json summary
         let order: Vec<usize> = match self.iperf_client {
-            Some(i) => std::iter::once(i).chain((0..self.children.len()).filter(|&j| j != i)).collect(),
+            Some(i) => {
+                std::iter::once(i).chain((0..self.children.len()).filter(|&j| j != i)).collect()
+            }
             None => (0..self.children.len()).collect(),
         };
         let mut iperf_json = None;
@@ -323,7 +369,8 @@ impl RunningLoad {
             }
         }
         let (all, per) = self.cpu0.busy_percent(&cpu1);
-        let (bitrate, lost) = iperf_json.as_deref().map(|j| parse_iperf(j, self.udp)).unwrap_or((None, None));
+        let (bitrate, lost) =
+            iperf_json.as_deref().map(|j| parse_iperf(j, self.udp)).unwrap_or((None, None));
         LoadReport {
             name: self.name.clone(),
             command: self.command.clone(),
@@ -373,7 +420,11 @@ fn wait_listening(t: &TrafficConfig, server: &mut Child) -> Result<(), LoadError
                 use std::io::Read;
                 let _ = e.read_to_string(&mut stderr);
             }
-            return Err(LoadError::Died { what: "iperf3 server".into(), status: st.to_string(), stderr: format!(": {}", stderr.trim()) });
+            return Err(LoadError::Died {
+                what: "iperf3 server".into(),
+                status: st.to_string(),
+                stderr: format!(": {}", stderr.trim()),
+            });
         }
         if t.netns.is_none() {
             // a probe connection would count as iperf3's one client (-s -1): look at /proc/net/tcp instead
@@ -414,11 +465,18 @@ pub fn parse_iperf(json: &str, udp: bool) -> (Option<f64>, Option<f64>) {
         packets += i["sum"]["packets"].as_f64().unwrap_or(0.0);
     }
     if secs > 0.0 {
-        let lost_pct = (udp && packets + lost > 0.0).then(|| lost * 100.0 / (packets + lost).max(packets));
+        let lost_pct =
+            (udp && packets + lost > 0.0).then(|| lost * 100.0 / (packets + lost).max(packets));
         return (Some(bytes * 8.0 / secs), if udp { lost_pct.or(Some(0.0)) } else { None });
     }
     let end = &v["end"];
-    let bps = if udp { end["sum"]["bits_per_second"].as_f64() } else { end["sum_received"]["bits_per_second"].as_f64().or(end["sum_sent"]["bits_per_second"].as_f64()) };
+    let bps = if udp {
+        end["sum"]["bits_per_second"].as_f64()
+    } else {
+        end["sum_received"]["bits_per_second"]
+            .as_f64()
+            .or(end["sum_sent"]["bits_per_second"].as_f64())
+    };
     let lost = if udp { end["sum"]["lost_percent"].as_f64() } else { None };
     (bps, lost)
 }
@@ -429,7 +487,10 @@ mod tests {
 
     #[test]
     fn commands_are_the_studies() {
-        assert_eq!(command_of(&LoadConfig::s2_cpu()).join(" "), "stress-ng --cpu 4 --cpu-method fft");
+        assert_eq!(
+            command_of(&LoadConfig::s2_cpu()).join(" "),
+            "stress-ng --cpu 4 --cpu-method fft"
+        );
         let s3 = command_of(&LoadConfig::s3_mix()).join(" ");
         assert!(s3.starts_with("stress-ng --cpu 8 --vm 8 --io 8 --hdd 8 --temp-path"), "{s3}");
         assert_eq!(LoadConfig::s3_mix().name(), "mix");
@@ -442,7 +503,10 @@ mod tests {
             peer: "127.0.0.1".into(),
             port: 5201,
         });
-        assert_eq!(command_of(&t).join(" "), "iperf3 -c 127.0.0.1 -p 5201 -t 0 --json -u -b 100000000 -R");
+        assert_eq!(
+            command_of(&t).join(" "),
+            "iperf3 -c 127.0.0.1 -p 5201 -t 0 --json -u -b 100000000 -R"
+        );
         assert_eq!(t.name(), "udp-rx");
     }
 

@@ -53,7 +53,8 @@ pub struct Profile {
 }
 
 /// The built-in profile names.
-pub const BUILTIN: [&str; 5] = ["no-rt", "rt-normal", "rt-affinities", "rt-isolation", "rt-kthreads"];
+pub const BUILTIN: [&str; 5] =
+    ["no-rt", "rt-normal", "rt-affinities", "rt-isolation", "rt-kthreads"];
 
 /// A built-in profile.
 pub fn builtin(name: &str) -> Option<Profile> {
@@ -123,8 +124,12 @@ struct ProfileFile {
 /// Read user profiles (`[profile.NAME]` tables) from a TOML file.
 pub fn load_file(path: &std::path::Path) -> Result<BTreeMap<String, Profile>, ProfileError> {
     let p = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ProfileError::File { path: p.clone(), msg: e.to_string() })?;
-    let f: ProfileFile = toml::from_str(&text).map_err(|e| ProfileError::File { path: p.clone(), msg: e.to_string().replace('\n', " ").trim().to_string() })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ProfileError::File { path: p.clone(), msg: e.to_string() })?;
+    let f: ProfileFile = toml::from_str(&text).map_err(|e| ProfileError::File {
+        path: p.clone(),
+        msg: e.to_string().replace('\n', " ").trim().to_string(),
+    })?;
     for (name, prof) in &f.profile {
         validate(name, prof)?;
     }
@@ -135,26 +140,39 @@ fn validate(name: &str, p: &Profile) -> Result<(), ProfileError> {
     let bad = |msg: String| ProfileError::Invalid { name: name.into(), msg };
     if let Some(b) = &p.base {
         if builtin(b).is_none() {
-            return Err(bad(format!("base = \"{b}\" is not a built-in profile ({})", BUILTIN.join(", "))));
+            return Err(bad(format!(
+                "base = \"{b}\" is not a built-in profile ({})",
+                BUILTIN.join(", ")
+            )));
         }
     }
     if let Some(pol) = &p.app_policy {
-        let policy = rtlab_sys::sched::Policy::parse(pol).ok_or_else(|| bad(format!("app_policy = \"{pol}\": use fifo, rr or other")))?;
+        let policy = rtlab_sys::sched::Policy::parse(pol)
+            .ok_or_else(|| bad(format!("app_policy = \"{pol}\": use fifo, rr or other")))?;
         if let Some(prio) = p.app_priority {
             policy.check_priority(prio).map_err(|e| bad(format!("app_priority: {e}")))?;
         }
     }
-    for (field, v) in [("irq_thread_priority", p.irq_thread_priority), ("ksoftirqd_priority", p.ksoftirqd_priority)] {
+    for (field, v) in [
+        ("irq_thread_priority", p.irq_thread_priority),
+        ("ksoftirqd_priority", p.ksoftirqd_priority),
+    ] {
         if let Some(v) = v {
             if !(1..=99).contains(&v) {
                 return Err(bad(format!("{field} = {v}: SCHED_FIFO priorities are 1..=99")));
             }
         }
     }
-    for (field, v) in [("app_cpus", &p.app_cpus), ("nic_irq_cpus", &p.nic_irq_cpus), ("other_irq_cpus", &p.other_irq_cpus), ("isolate_cpus", &p.isolate_cpus)] {
+    for (field, v) in [
+        ("app_cpus", &p.app_cpus),
+        ("nic_irq_cpus", &p.nic_irq_cpus),
+        ("other_irq_cpus", &p.other_irq_cpus),
+        ("isolate_cpus", &p.isolate_cpus),
+    ] {
         if let Some(v) = v {
             if v != "rt" && v != "others" {
-                rtlab_sys::cpus::parse_cpu_list(v).map_err(|e| bad(format!("{field} = \"{v}\": {e} (or rt, others)")))?;
+                rtlab_sys::cpus::parse_cpu_list(v)
+                    .map_err(|e| bad(format!("{field} = \"{v}\": {e} (or rt, others)")))?;
             }
         }
     }
@@ -183,7 +201,11 @@ pub fn find(name: &str, user: &BTreeMap<String, Profile>) -> Result<Profile, Pro
     }
     builtin(name).ok_or_else(|| ProfileError::Unknown {
         name: name.into(),
-        extra: if user.is_empty() { String::new() } else { format!("; in the file: {}", user.keys().cloned().collect::<Vec<_>>().join(", ")) },
+        extra: if user.is_empty() {
+            String::new()
+        } else {
+            format!("; in the file: {}", user.keys().cloned().collect::<Vec<_>>().join(", "))
+        },
     })
 }
 
@@ -250,16 +272,25 @@ impl Report {
     pub fn run(&self, host: &dyn Host) -> String {
         match self {
             Report::TasksStillOn { cpus, cgroup_procs } => {
-                let inside: Vec<i32> = host.read(cgroup_procs).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect();
+                let inside: Vec<i32> = host
+                    .read(cgroup_procs)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|l| l.trim().parse().ok())
+                    .collect();
                 let dir = cgroup_procs.trim_end_matches("/cgroup.procs");
                 let (read, still) = tasks_on(host, cpus, &inside);
                 if read == 0 {
                     return format!("no /proc/PID/status could be read: cannot tell which tasks still run on CPUs {}", crate::cpu_list(cpus));
                 }
                 if still.is_empty() {
-                    return format!("no task outside {dir} can run on CPUs {} any more", crate::cpu_list(cpus));
+                    return format!(
+                        "no task outside {dir} can run on CPUs {} any more",
+                        crate::cpu_list(cpus)
+                    );
                 }
-                let names: Vec<String> = still.iter().map(|(tid, comm)| format!("{comm} ({tid})")).collect();
+                let names: Vec<String> =
+                    still.iter().map(|(tid, comm)| format!("{comm} ({tid})")).collect();
                 format!(
                     "{} tasks outside {dir} can still run on CPUs {} (they cannot move: per-CPU kernel threads keep their CPU): {}",
                     still.len(),
@@ -281,10 +312,18 @@ fn tasks_on(host: &dyn Host, cpus: &[usize], except: &[i32]) -> (usize, Vec<(i32
     let (mut read, mut still) = (0, Vec::new());
     for pid in pids.into_iter().filter(|p| !except.contains(p)) {
         for tid in threads_of(host, pid) {
-            let status = host.read(&format!("/proc/{pid}/task/{tid}/status")).or_else(|_| host.read(&format!("/proc/{pid}/status")));
+            let status = host
+                .read(&format!("/proc/{pid}/task/{tid}/status"))
+                .or_else(|_| host.read(&format!("/proc/{pid}/status")));
             let Ok(status) = status else { continue };
-            let field = |k: &str| status.lines().find_map(|l| l.strip_prefix(k)).map(|v| v.trim().to_string());
-            let Some(allowed) = field("Cpus_allowed_list:").and_then(|l| rtlab_sys::cpus::parse_cpu_list(&l).ok()) else { continue };
+            let field = |k: &str| {
+                status.lines().find_map(|l| l.strip_prefix(k)).map(|v| v.trim().to_string())
+            };
+            let Some(allowed) =
+                field("Cpus_allowed_list:").and_then(|l| rtlab_sys::cpus::parse_cpu_list(&l).ok())
+            else {
+                continue;
+            };
             read += 1;
             if allowed.iter().any(|c| cpus.contains(c)) {
                 still.push((tid, field("Name:").unwrap_or_default()));
@@ -296,10 +335,22 @@ fn tasks_on(host: &dyn Host, cpus: &[usize], except: &[i32]) -> (usize, Vec<(i32
 
 impl Step {
     fn act(what: impl Into<String>, actions: Vec<Action>) -> Step {
-        Step { what: what.into(), alternatives: vec![(String::new(), actions)], skip: None, note: None, report: None }
+        Step {
+            what: what.into(),
+            alternatives: vec![(String::new(), actions)],
+            skip: None,
+            note: None,
+            report: None,
+        }
     }
     fn skip(what: impl Into<String>, why: impl Into<String>) -> Step {
-        Step { what: what.into(), alternatives: vec![], skip: Some(why.into()), note: None, report: None }
+        Step {
+            what: what.into(),
+            alternatives: vec![],
+            skip: Some(why.into()),
+            note: None,
+            report: None,
+        }
     }
     fn note(mut self, n: impl Into<String>) -> Step {
         self.note = Some(n.into());
@@ -349,7 +400,10 @@ pub fn default_nic(host: &dyn Host) -> Option<String> {
 pub fn nic_irqs(host: &dyn Host, nic: &str) -> Vec<u32> {
     let interrupts = host.read("/proc/interrupts").unwrap_or_default();
     let name_of = |irq: u32| {
-        interrupts.lines().find(|l| l.trim_start().starts_with(&format!("{irq}:"))).map(|l| l.split_whitespace().last().unwrap_or("").to_string())
+        interrupts
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{irq}:")))
+            .map(|l| l.split_whitespace().last().unwrap_or("").to_string())
     };
     let mut irqs = Vec::new();
     let dev = host.path(&format!("/sys/class/net/{nic}/device"));
@@ -414,28 +468,45 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
             cpus.as_ref().map(|c| format!(" on CPUs {}", crate::cpu_list(c))).unwrap_or_default()
         );
         if t.pids.is_empty() {
-            steps.push(Step::skip(what, "no --pid given: rtlab's probes take these settings from the profile"));
+            steps.push(Step::skip(
+                what,
+                "no --pid given: rtlab's probes take these settings from the profile",
+            ));
         } else {
             let mut acts = Vec::new();
             for &pid in &t.pids {
                 for tid in threads_of(host, pid) {
-                    acts.push(Action::SetSched { pid: tid, policy: policy_raw(pol), priority: prio });
+                    acts.push(Action::SetSched {
+                        pid: tid,
+                        policy: policy_raw(pol),
+                        priority: prio,
+                    });
                     if let Some(c) = &cpus {
                         acts.push(Action::SetAffinity { pid: tid, cpus: c.clone() });
                     }
                 }
             }
-            steps.push(if acts.is_empty() { Step::skip(what, format!("pids {:?}: no such process", t.pids)) } else { Step::act(what, acts) });
+            steps.push(if acts.is_empty() {
+                Step::skip(what, format!("pids {:?}: no such process", t.pids))
+            } else {
+                Step::act(what, acts)
+            });
         }
     }
     if let Some([lo, hi]) = p.middleware_priority {
-        steps.push(Step::skip(format!("middleware threads: FIFO {lo}-{hi}"), "set by the pubsub probe on the threads it creates (no outside threads named)"));
+        steps.push(Step::skip(
+            format!("middleware threads: FIFO {lo}-{hi}"),
+            "set by the pubsub probe on the threads it creates (no outside threads named)",
+        ));
     }
     if let Some(v) = p.rt_runtime_us {
         if host.exists("/proc/sys/kernel/sched_rt_runtime_us") {
             steps.push(Step::act(
                 format!("RT throttling: sched_rt_runtime_us = {v}"),
-                vec![Action::WriteFile { path: "/proc/sys/kernel/sched_rt_runtime_us".into(), value: v.to_string() }],
+                vec![Action::WriteFile {
+                    path: "/proc/sys/kernel/sched_rt_runtime_us".into(),
+                    value: v.to_string(),
+                }],
             ));
         } else {
             steps.push(Step::skip("RT throttling", "no /proc/sys/kernel/sched_rt_runtime_us"));
@@ -449,17 +520,27 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
             if !host.exists(&format!("{base}/scaling_governor")) {
                 continue;
             }
-            let avail = host.read(&format!("{base}/scaling_available_governors")).unwrap_or_default();
+            let avail =
+                host.read(&format!("{base}/scaling_available_governors")).unwrap_or_default();
             if avail.split_whitespace().any(|a| a == g) {
-                acts.push(Action::WriteFile { path: format!("{base}/scaling_governor"), value: g.clone() });
+                acts.push(Action::WriteFile {
+                    path: format!("{base}/scaling_governor"),
+                    value: g.clone(),
+                });
             } else {
                 lacking.push(c);
             }
         }
         steps.push(if acts.is_empty() && lacking.is_empty() {
-            Step::skip(format!("governor {g}"), "no cpufreq on this machine (a VM or a fixed frequency)")
+            Step::skip(
+                format!("governor {g}"),
+                "no cpufreq on this machine (a VM or a fixed frequency)",
+            )
         } else if acts.is_empty() {
-            Step::skip(format!("governor {g}"), format!("CPUs {} do not offer it", crate::cpu_list(&lacking)))
+            Step::skip(
+                format!("governor {g}"),
+                format!("CPUs {} do not offer it", crate::cpu_list(&lacking)),
+            )
         } else {
             Step::act(format!("governor {g}"), acts)
         });
@@ -486,13 +567,26 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
         let cpus = resolve_cpus(sel, rt, &online);
         let what = format!("{nic_label} queue IRQs on CPUs {}", crate::cpu_list(&cpus));
         steps.push(if let Some(ns) = &t.netns {
-            Step::skip(what, format!("{nic_label} lives in netns {ns}: a virtual device without IRQs of its own"))
+            Step::skip(
+                what,
+                format!(
+                    "{nic_label} lives in netns {ns}: a virtual device without IRQs of its own"
+                ),
+            )
         } else if irqs.is_empty() {
             Step::skip(what, format!("no IRQs found for {nic_label} (a virtual device?)"))
         } else {
             Step::act(
-                format!("{what} (IRQs {})", irqs.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",")),
-                irqs.iter().map(|i| Action::WriteFile { path: format!("/proc/irq/{i}/smp_affinity"), value: crate::cpu_mask(&cpus) }).collect(),
+                format!(
+                    "{what} (IRQs {})",
+                    irqs.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",")
+                ),
+                irqs.iter()
+                    .map(|i| Action::WriteFile {
+                        path: format!("/proc/irq/{i}/smp_affinity"),
+                        value: crate::cpu_mask(&cpus),
+                    })
+                    .collect(),
             )
         });
     }
@@ -500,19 +594,36 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
         let cpus = resolve_cpus(sel, rt, &online);
         let mut acts = vec![];
         if host.exists("/proc/irq/default_smp_affinity") {
-            acts.push(Action::WriteFile { path: "/proc/irq/default_smp_affinity".into(), value: crate::cpu_mask(&cpus) });
+            acts.push(Action::WriteFile {
+                path: "/proc/irq/default_smp_affinity".into(),
+                value: crate::cpu_mask(&cpus),
+            });
         }
         for i in all_irqs(host).into_iter().filter(|i| !irqs.contains(i)) {
             if host.exists(&format!("/proc/irq/{i}/smp_affinity")) {
-                acts.push(Action::WriteFile { path: format!("/proc/irq/{i}/smp_affinity"), value: crate::cpu_mask(&cpus) });
+                acts.push(Action::WriteFile {
+                    path: format!("/proc/irq/{i}/smp_affinity"),
+                    value: crate::cpu_mask(&cpus),
+                });
             }
         }
-        steps.push(Step::act(format!("every other IRQ on CPUs {} (some refuse: managed IRQs)", crate::cpu_list(&cpus)), acts));
+        steps.push(Step::act(
+            format!(
+                "every other IRQ on CPUs {} (some refuse: managed IRQs)",
+                crate::cpu_list(&cpus)
+            ),
+            acts,
+        ));
     }
     if let Some(prio) = p.irq_thread_priority {
         let threads: Vec<&(i32, String)> = tasks
             .iter()
-            .filter(|(_, c)| c.strip_prefix("irq/").and_then(|r| r.split('-').next()).and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| irqs.contains(&n)))
+            .filter(|(_, c)| {
+                c.strip_prefix("irq/")
+                    .and_then(|r| r.split('-').next())
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .is_some_and(|n| irqs.contains(&n))
+            })
             .collect();
         let what = format!("{nic_label} IRQ threads: FIFO {prio}");
         steps.push(if threads.is_empty() {
@@ -532,11 +643,17 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
         });
     }
     if let Some(prio) = p.ksoftirqd_priority {
-        let k: Vec<&(i32, String)> = tasks.iter().filter(|(_, c)| c.starts_with("ksoftirqd/")).collect();
+        let k: Vec<&(i32, String)> =
+            tasks.iter().filter(|(_, c)| c.starts_with("ksoftirqd/")).collect();
         steps.push(if k.is_empty() {
             Step::skip(format!("ksoftirqd: FIFO {prio}"), "no ksoftirqd threads found")
         } else {
-            Step::act(format!("ksoftirqd: FIFO {prio} ({} threads)", k.len()), k.iter().map(|(pid, _)| Action::SetSched { pid: *pid, policy: 1, priority: prio }).collect())
+            Step::act(
+                format!("ksoftirqd: FIFO {prio} ({} threads)", k.len()),
+                k.iter()
+                    .map(|(pid, _)| Action::SetSched { pid: *pid, policy: 1, priority: prio })
+                    .collect(),
+            )
         });
     }
     if let Some(sel) = &p.isolate_cpus {
@@ -551,7 +668,12 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
         steps.push(match (vlans, &nic) {
             (None, _) => Step::skip(what, "no VLAN here (8021q not loaded or not in this kernel)"),
             (Some(cfg), Some(n)) => {
-                let mine: Vec<String> = cfg.lines().skip(2).filter(|l| l.split('|').nth(2).map(|d| d.trim()) == Some(n.as_str())).map(|l| l.split('|').next().unwrap_or("").trim().to_string()).collect();
+                let mine: Vec<String> = cfg
+                    .lines()
+                    .skip(2)
+                    .filter(|l| l.split('|').nth(2).map(|d| d.trim()) == Some(n.as_str()))
+                    .map(|l| l.split('|').next().unwrap_or("").trim().to_string())
+                    .collect();
                 if mine.is_empty() {
                     Step::skip(what, format!("no VLAN on {n}"))
                 } else {
@@ -561,18 +683,37 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
                         mine.iter()
                             .map(|v| {
                                 // the map in force (/proc/net/vlan/DEV "EGRESS priority mappings: 0:0 5:3"), unmapped = 0
-                                let info = host.read(&format!("/proc/net/vlan/{v}")).unwrap_or_default();
+                                let info =
+                                    host.read(&format!("/proc/net/vlan/{v}")).unwrap_or_default();
                                 let old: BTreeMap<u32, u32> = info
                                     .lines()
-                                    .find_map(|l| l.trim().strip_prefix("EGRESS priority mappings:"))
+                                    .find_map(|l| {
+                                        l.trim().strip_prefix("EGRESS priority mappings:")
+                                    })
                                     .unwrap_or("")
                                     .split_whitespace()
-                                    .filter_map(|m| m.split_once(':').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?))))
+                                    .filter_map(|m| {
+                                        m.split_once(':').and_then(|(a, b)| {
+                                            Some((a.parse().ok()?, b.parse().ok()?))
+                                        })
+                                    })
                                     .collect();
-                                let mut did = vec!["ip".to_string(), "link".into(), "set".into(), v.clone(), "type".into(), "vlan".into(), "egress-qos-map".into()];
+                                let mut did = vec![
+                                    "ip".to_string(),
+                                    "link".into(),
+                                    "set".into(),
+                                    v.clone(),
+                                    "type".into(),
+                                    "vlan".into(),
+                                    "egress-qos-map".into(),
+                                ];
                                 let mut undo = did.clone();
                                 did.extend(map.clone());
-                                undo.extend((0..8).map(|i| format!("{i}:{}", old.get(&i).copied().unwrap_or(0))));
+                                undo.extend(
+                                    (0..8).map(|i| {
+                                        format!("{i}:{}", old.get(&i).copied().unwrap_or(0))
+                                    }),
+                                );
                                 Action::Command { did, undo }
                             })
                             .collect(),
@@ -589,10 +730,15 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
 }
 
 fn isolation(host: &dyn Host, t: &Target, iso: Vec<usize>, online: &[usize]) -> Step {
-    let what = format!("cpuset: CPUs {} for the application alone, every movable task off them", crate::cpu_list(&iso));
+    let what = format!(
+        "cpuset: CPUs {} for the application alone, every movable task off them",
+        crate::cpu_list(&iso)
+    );
     let root = "/sys/fs/cgroup/cpuset";
     // a cgroup-v1 cpuset hierarchy; a cgroup-v2 child named "cpuset" would have cgroup.controllers
-    if !host.exists(&format!("{root}/cpuset.cpus")) || host.exists(&format!("{root}/cgroup.controllers")) {
+    if !host.exists(&format!("{root}/cpuset.cpus"))
+        || host.exists(&format!("{root}/cgroup.controllers"))
+    {
         return isolation_v2(host, t, iso, online, what);
     }
     let rest: Vec<usize> = online.iter().copied().filter(|c| !iso.contains(c)).collect();
@@ -621,11 +767,18 @@ fn isolation(host: &dyn Host, t: &Target, iso: Vec<usize>, online: &[usize]) -> 
         Action::WriteFile { path: format!("{rtd}/cpuset.cpu_exclusive"), value: "1".into() },
     ];
     if !app.is_empty() {
-        acts.push(Action::MoveTasks { from: root_tasks.clone(), to: format!("{rtd}/tasks"), pids: app });
+        acts.push(Action::MoveTasks {
+            from: root_tasks.clone(),
+            to: format!("{rtd}/tasks"),
+            pids: app,
+        });
     }
     acts.push(Action::MoveTasks { from: root_tasks, to: format!("{sys}/tasks"), pids: everyone });
     if host.exists(&format!("{root}/cpuset.sched_load_balance")) {
-        acts.push(Action::WriteFile { path: format!("{root}/cpuset.sched_load_balance"), value: "0".into() });
+        acts.push(Action::WriteFile {
+            path: format!("{root}/cpuset.sched_load_balance"),
+            value: "0".into(),
+        });
     }
     Step::act(what, acts)
 }
@@ -650,18 +803,29 @@ pub fn cgroup2_mount(host: &dyn Host) -> Option<String> {
     if host.exists("/sys/fs/cgroup/cgroup.controllers") {
         return Some("/sys/fs/cgroup".into());
     }
-    mounts(host).into_iter().find(|m| m.1 == "cgroup2").map(|m| m.0.trim_end_matches('/').to_string()).filter(|m| host.exists(&format!("{m}/cgroup.controllers")))
+    mounts(host)
+        .into_iter()
+        .find(|m| m.1 == "cgroup2")
+        .map(|m| m.0.trim_end_matches('/').to_string())
+        .filter(|m| host.exists(&format!("{m}/cgroup.controllers")))
 }
 
 /// Where a cgroup-v1 hierarchy with the cpuset controller is mounted, if anywhere.
 fn cgroup1_cpuset_mount(host: &dyn Host) -> Option<String> {
-    mounts(host).into_iter().find(|m| m.1 == "cgroup" && m.2.split(',').any(|o| o == "cpuset")).map(|m| m.0)
+    mounts(host)
+        .into_iter()
+        .find(|m| m.1 == "cgroup" && m.2.split(',').any(|o| o == "cpuset"))
+        .map(|m| m.0)
 }
 
 /// The cgroup (a cgroup.procs file under `mnt`) a process is in, from its /proc/PID/cgroup
 /// `0::PATH` line (relative to the mount in a cgroup namespace too); the root when unknown.
 fn cgroup2_procs_of(host: &dyn Host, mnt: &str, pid: i32) -> String {
-    let path = host.read(&format!("/proc/{pid}/cgroup")).unwrap_or_default().lines().find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()));
+    let path = host
+        .read(&format!("/proc/{pid}/cgroup"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()));
     match path.as_deref().map(|p| p.trim_end_matches('/')) {
         Some(p) if !p.is_empty() && !p.contains(" (deleted)") => format!("{mnt}{p}/cgroup.procs"),
         _ => format!("{mnt}/cgroup.procs"),
@@ -682,9 +846,16 @@ fn cgroup2_procs_of(host: &dyn Host, mnt: &str, pid: i32) -> String {
 /// Documentation/admin-guide/cgroup-v2.rst, "cpuset.cpus.partition". `isolated` came in
 /// Linux 6.1 (commit f28e22441f35; the "root invalid (reason)" read-back with 7476a636d310);
 /// older kernels refuse it (EINVAL) and get `root`.
-fn isolation_v2(host: &dyn Host, t: &Target, iso: Vec<usize>, online: &[usize], what: String) -> Step {
+fn isolation_v2(
+    host: &dyn Host,
+    t: &Target,
+    iso: Vec<usize>,
+    online: &[usize],
+    what: String,
+) -> Step {
     let Some(mnt) = cgroup2_mount(host) else {
-        let v1 = mounts(host).into_iter().filter(|m| m.1 == "cgroup").map(|m| m.0).collect::<Vec<_>>();
+        let v1 =
+            mounts(host).into_iter().filter(|m| m.1 == "cgroup").map(|m| m.0).collect::<Vec<_>>();
         return Step::skip(
             what,
             match cgroup1_cpuset_mount(host) {
@@ -700,7 +871,13 @@ fn isolation_v2(host: &dyn Host, t: &Target, iso: Vec<usize>, online: &[usize], 
             Some(m) => format!("it is bound to the cgroup-v1 hierarchy at {m}"),
             None => "the kernel has no cpuset controller (CONFIG_CPUSETS) or a cgroup-v1 hierarchy holds it".into(),
         };
-        return Step::skip(what, format!("cgroup2 at {mnt} offers no cpuset controller (cgroup.controllers: '{}'): {why}", controllers.trim()));
+        return Step::skip(
+            what,
+            format!(
+                "cgroup2 at {mnt} offers no cpuset controller (cgroup.controllers: '{}'): {why}",
+                controllers.trim()
+            ),
+        );
     }
     let rest: Vec<usize> = online.iter().copied().filter(|c| !iso.contains(c)).collect();
     if rest.is_empty() || iso.is_empty() {
@@ -714,14 +891,28 @@ fn isolation_v2(host: &dyn Host, t: &Target, iso: Vec<usize>, online: &[usize], 
     if host.exists(&rtd) {
         return Step::skip(what, format!("{rtd} exists already (left by another tool, or by rtlab without a journal): remove it first"));
     }
-    let mems = host.read(&format!("{mnt}/cpuset.mems.effective")).ok().filter(|m| !m.trim().is_empty()).unwrap_or_else(|| "0".into());
+    let mems = host
+        .read(&format!("{mnt}/cpuset.mems.effective"))
+        .ok()
+        .filter(|m| !m.trim().is_empty())
+        .unwrap_or_else(|| "0".into());
     let mut acts = Vec::new();
     if !enabled.split_whitespace().any(|c| c == "cpuset") {
-        acts.push(Action::WriteWithUndo { path: subtree, value: "+cpuset".into(), undo: "-cpuset".into() });
+        acts.push(Action::WriteWithUndo {
+            path: subtree,
+            value: "+cpuset".into(),
+            undo: "-cpuset".into(),
+        });
     }
     acts.push(Action::MakeDir { path: rtd.clone(), parent_tasks: format!("{mnt}/cgroup.procs") });
-    acts.push(Action::WriteFile { path: format!("{rtd}/cpuset.cpus"), value: crate::cpu_list(&iso) });
-    acts.push(Action::WriteFile { path: format!("{rtd}/cpuset.mems"), value: mems.trim().to_string() });
+    acts.push(Action::WriteFile {
+        path: format!("{rtd}/cpuset.cpus"),
+        value: crate::cpu_list(&iso),
+    });
+    acts.push(Action::WriteFile {
+        path: format!("{rtd}/cpuset.mems"),
+        value: mems.trim().to_string(),
+    });
     // the application before the partition is made: left outside until then, the kernel
     // would take the RT CPUs (where the application step pinned it) from it for a moment.
     // Domain cgroups take whole processes, each from the cgroup it is in now (restore puts
@@ -737,12 +928,16 @@ fn isolation_v2(host: &dyn Host, t: &Target, iso: Vec<usize>, online: &[usize], 
     for (from, pids) in by_source {
         acts.push(Action::MoveTasks { from, to: format!("{rtd}/cgroup.procs"), pids });
     }
-    acts.push(Action::Partition { path: format!("{rtd}/cpuset.cpus.partition"), modes: vec!["isolated".into(), "root".into()] });
+    acts.push(Action::Partition {
+        path: format!("{rtd}/cpuset.cpus.partition"),
+        modes: vec!["isolated".into(), "root".into()],
+    });
     let mut step = Step::act(what, acts).note(format!(
         "cgroup v2 at {mnt}: {rtd} becomes an isolated partition (else root), which takes CPUs {} from every other cgroup; no rtlab-system needed",
         crate::cpu_list(&iso)
     ));
-    step.report = Some(Report::TasksStillOn { cpus: iso, cgroup_procs: format!("{rtd}/cgroup.procs") });
+    step.report =
+        Some(Report::TasksStillOn { cpus: iso, cgroup_procs: format!("{rtd}/cgroup.procs") });
     step
 }
 
@@ -790,7 +985,8 @@ fn qdisc_step(host: &dyn Host, t: &Target, nic: Option<&str>, kinds: &[String]) 
             )),
         }
     }
-    Step { what, alternatives: alts, skip: None, note: None, report: None }.note(format!("was: {}", if current.is_empty() { "none" } else { current.trim() }))
+    Step { what, alternatives: alts, skip: None, note: None, report: None }
+        .note(format!("was: {}", if current.is_empty() { "none" } else { current.trim() }))
 }
 
 /// Whether a journaled change is still in force (for `rtlab tune show`).
@@ -842,14 +1038,25 @@ pub struct StepOutcome {
 pub fn apply_step(s: &mut crate::session::Session<'_>, step: &Step) -> StepOutcome {
     let mut detail = Vec::new();
     if let Some(why) = &step.skip {
-        return StepOutcome { what: step.what.clone(), status: "skipped", detail: vec![why.clone()] };
+        return StepOutcome {
+            what: step.what.clone(),
+            status: "skipped",
+            detail: vec![why.clone()],
+        };
     }
     let mut tried = Vec::new();
     for (label, actions) in &step.alternatives {
         let Some(first) = actions.first() else { continue };
         match s.apply(first) {
             Err(e) => {
-                tried.push(if label.is_empty() { e } else { format!("{}: {e}", label.split_whitespace().next().unwrap_or(label).trim_end_matches(':')) });
+                tried.push(if label.is_empty() {
+                    e
+                } else {
+                    format!(
+                        "{}: {e}",
+                        label.split_whitespace().next().unwrap_or(label).trim_end_matches(':')
+                    )
+                });
                 continue;
             }
             Ok(o) => {
@@ -868,12 +1075,23 @@ pub fn apply_step(s: &mut crate::session::Session<'_>, step: &Step) -> StepOutco
                     }
                 }
                 let changed = outcomes.iter().filter(|o| o.as_str() != "already so").count();
-                let special: Vec<&String> = outcomes.iter().filter(|o| !["done", "already so"].contains(&o.as_str())).collect();
-                detail.push(format!("{changed} of {} changed, {} already so", actions.len(), outcomes.len() - changed));
+                let special: Vec<&String> = outcomes
+                    .iter()
+                    .filter(|o| !["done", "already so"].contains(&o.as_str()))
+                    .collect();
+                detail.push(format!(
+                    "{changed} of {} changed, {} already so",
+                    actions.len(),
+                    outcomes.len() - changed
+                ));
                 detail.extend(special.into_iter().cloned());
                 let status = if errors.is_empty() { "done" } else { "partial" };
                 if !errors.is_empty() {
-                    detail.push(format!("{} refused: {}", errors.len(), crate::session::abbreviate(&errors, 4)));
+                    detail.push(format!(
+                        "{} refused: {}",
+                        errors.len(),
+                        crate::session::abbreviate(&errors, 4)
+                    ));
                 }
                 if let Some(r) = &step.report {
                     detail.push(r.run(s.host()));
@@ -897,7 +1115,8 @@ pub fn apply_profile<'h>(
 ) -> Result<(crate::session::Session<'h>, Vec<StepOutcome>), String> {
     let p = find(name, user).map_err(|e| e.to_string())?;
     let steps = plan(&p, target, host);
-    let mut s = crate::session::Session::begin(host, journal, &format!("profile {name}")).map_err(|e| e.to_string())?;
+    let mut s = crate::session::Session::begin(host, journal, &format!("profile {name}"))
+        .map_err(|e| e.to_string())?;
     let outcomes = steps.iter().map(|st| apply_step(&mut s, st)).collect();
     Ok((s, outcomes))
 }
@@ -928,9 +1147,20 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let host = FakeHost::new(d.path());
         let m = "/sys/fs/cgroup";
-        assert_eq!(cgroup2_procs_of(&host, m, 7), "/sys/fs/cgroup/cgroup.procs", "unknown: the root");
-        put(d.path(), "proc/7/cgroup", "12:cpuset:/\n0::/user.slice/user-1000.slice/session-2.scope\n");
-        assert_eq!(cgroup2_procs_of(&host, m, 7), "/sys/fs/cgroup/user.slice/user-1000.slice/session-2.scope/cgroup.procs");
+        assert_eq!(
+            cgroup2_procs_of(&host, m, 7),
+            "/sys/fs/cgroup/cgroup.procs",
+            "unknown: the root"
+        );
+        put(
+            d.path(),
+            "proc/7/cgroup",
+            "12:cpuset:/\n0::/user.slice/user-1000.slice/session-2.scope\n",
+        );
+        assert_eq!(
+            cgroup2_procs_of(&host, m, 7),
+            "/sys/fs/cgroup/user.slice/user-1000.slice/session-2.scope/cgroup.procs"
+        );
         put(d.path(), "proc/7/cgroup", "0::/\n");
         assert_eq!(cgroup2_procs_of(&host, m, 7), "/sys/fs/cgroup/cgroup.procs");
     }

@@ -7,7 +7,9 @@
 //! guard is dropped normally. Nothing is changed when [`Session::dry_run`] is set.
 
 use crate::host::Host;
-use crate::journal::{restore_journal, task_identity, Change, Journal, JournalError, RestoreReport};
+use crate::journal::{
+    restore_journal, task_identity, Change, Journal, JournalError, RestoreReport,
+};
 use serde::Serialize;
 use std::path::Path;
 
@@ -50,12 +52,23 @@ impl Action {
     pub fn describe(&self) -> String {
         match self {
             Action::WriteFile { path, value } => format!("write '{value}' to {path}"),
-            Action::WriteWithUndo { path, value, undo } => format!("write '{value}' to {path} (undone by '{undo}')"),
-            Action::SetSched { pid, policy, priority } => format!("set pid {pid} to {} {priority}", crate::journal::policy_name(*policy)),
-            Action::SetAffinity { pid, cpus } => format!("pin pid {pid} to CPUs {}", crate::cpu_list(cpus)),
+            Action::WriteWithUndo { path, value, undo } => {
+                format!("write '{value}' to {path} (undone by '{undo}')")
+            }
+            Action::SetSched { pid, policy, priority } => {
+                format!("set pid {pid} to {} {priority}", crate::journal::policy_name(*policy))
+            }
+            Action::SetAffinity { pid, cpus } => {
+                format!("pin pid {pid} to CPUs {}", crate::cpu_list(cpus))
+            }
             Action::MakeDir { path, .. } => format!("create {path}"),
-            Action::MoveTasks { from, to, pids } => format!("move {} tasks from {from} to {to}", pids.len()),
-            Action::Partition { path, modes } => format!("write '{}' to {path} (the first the kernel takes) and check it", modes.join("', else '")),
+            Action::MoveTasks { from, to, pids } => {
+                format!("move {} tasks from {from} to {to}", pids.len())
+            }
+            Action::Partition { path, modes } => format!(
+                "write '{}' to {path} (the first the kernel takes) and check it",
+                modes.join("', else '")
+            ),
             Action::Command { did, .. } => format!("run `{}`", did.join(" ")),
             Action::Mount { fstype, target } => format!("mount {fstype} on {target}"),
             Action::HoldPmQos { path, value_us } => format!("hold {path} at {value_us} us"),
@@ -73,8 +86,17 @@ pub struct Session<'h> {
 
 impl<'h> Session<'h> {
     /// Start a session journaled at `journal`; refuses if that journal has pending changes.
-    pub fn begin(host: &'h dyn Host, journal: &Path, what: &str) -> Result<Session<'h>, JournalError> {
-        Ok(Session { host, journal: Some(Journal::begin(journal, what)?), pmqos: Vec::new(), last_report: None })
+    pub fn begin(
+        host: &'h dyn Host,
+        journal: &Path,
+        what: &str,
+    ) -> Result<Session<'h>, JournalError> {
+        Ok(Session {
+            host,
+            journal: Some(Journal::begin(journal, what)?),
+            pmqos: Vec::new(),
+            last_report: None,
+        })
     }
 
     pub fn host(&self) -> &dyn Host {
@@ -105,13 +127,16 @@ impl<'h> Session<'h> {
                 let old = host.read(path).map_err(|e| format!("reading {path}: {e}"))?;
                 // a choice file ("none [fifo] rr") is written back with the chosen word
                 let old = match (old.find('['), old.find(']')) {
-                    (Some(a), Some(b)) if a < b && !path.ends_with("/tasks") => old[a + 1..b].to_string(),
+                    (Some(a), Some(b)) if a < b && !path.ends_with("/tasks") => {
+                        old[a + 1..b].to_string()
+                    }
                     _ => old,
                 };
                 if old.trim() == value.trim() {
                     return Ok("already so".into());
                 }
-                let seq = self.record(&Change::File { path: path.clone(), old, new: value.clone() })?;
+                let seq =
+                    self.record(&Change::File { path: path.clone(), old, new: value.clone() })?;
                 match host.write(path, value) {
                     Ok(()) => Ok("done".into()),
                     Err(e) => self.failed(seq, format!("writing '{value}' to {path}: {e}")),
@@ -122,7 +147,11 @@ impl<'h> Session<'h> {
                 if control_holds(&now, value) {
                     return Ok("already so".into());
                 }
-                let seq = self.record(&Change::WriteWithUndo { path: path.clone(), new: value.clone(), undo: undo.clone() })?;
+                let seq = self.record(&Change::WriteWithUndo {
+                    path: path.clone(),
+                    new: value.clone(),
+                    undo: undo.clone(),
+                })?;
                 match host.write(path, value) {
                     Ok(()) => Ok("done".into()),
                     Err(e) => self.failed(seq, format!("writing '{value}' to {path}: {e}")),
@@ -138,7 +167,11 @@ impl<'h> Session<'h> {
                     if old.trim() == mode {
                         return Ok("already so".into());
                     }
-                    let seq = self.record(&Change::File { path: path.clone(), old: old.clone(), new: mode.clone() })?;
+                    let seq = self.record(&Change::File {
+                        path: path.clone(),
+                        old: old.clone(),
+                        new: mode.clone(),
+                    })?;
                     if let Err(e) = host.write(path, mode) {
                         // older kernels refuse `isolated` (EINVAL): try the next mode
                         let why = format!("'{mode}' {}", errno_word(&e));
@@ -153,14 +186,22 @@ impl<'h> Session<'h> {
                     // writes `old` back)
                     let now = host.read(path).unwrap_or_default();
                     if now.trim() != mode {
-                        return Err(format!("{path}: wrote '{mode}', the kernel says '{}'", now.trim()));
+                        return Err(format!(
+                            "{path}: wrote '{mode}', the kernel says '{}'",
+                            now.trim()
+                        ));
                     }
-                    return Ok(if refused.is_empty() { "done".into() } else { format!("a {mode} partition ({} refused)", refused.join(", ")) });
+                    return Ok(if refused.is_empty() {
+                        "done".into()
+                    } else {
+                        format!("a {mode} partition ({} refused)", refused.join(", "))
+                    });
                 }
                 Err(format!("{path}: the kernel refused {}", refused.join(", ")))
             }
             Action::SetSched { pid, policy, priority } => {
-                let t = task_identity(host, *pid).ok_or_else(|| format!("pid {pid}: no such task"))?;
+                let t =
+                    task_identity(host, *pid).ok_or_else(|| format!("pid {pid}: no such task"))?;
                 let (op, opr) = host.sched_get(*pid)?;
                 if (op, opr) == (*policy, *priority) {
                     return Ok("already so".into());
@@ -180,12 +221,19 @@ impl<'h> Session<'h> {
                 }
             }
             Action::SetAffinity { pid, cpus } => {
-                let t = task_identity(host, *pid).ok_or_else(|| format!("pid {pid}: no such task"))?;
+                let t =
+                    task_identity(host, *pid).ok_or_else(|| format!("pid {pid}: no such task"))?;
                 let old = host.affinity_get(*pid)?;
                 if &old == cpus {
                     return Ok("already so".into());
                 }
-                let seq = self.record(&Change::Affinity { pid: *pid, comm: t.comm, start_time: t.start_time, old_cpus: old, new_cpus: cpus.clone() })?;
+                let seq = self.record(&Change::Affinity {
+                    pid: *pid,
+                    comm: t.comm,
+                    start_time: t.start_time,
+                    old_cpus: old,
+                    new_cpus: cpus.clone(),
+                })?;
                 match host.affinity_set(*pid, cpus) {
                     Ok(()) => Ok("done".into()),
                     Err(e) => self.failed(seq, e),
@@ -195,7 +243,10 @@ impl<'h> Session<'h> {
                 if host.exists(path) {
                     return Err(format!("{path} exists already (left by another tool, or by rtlab without a journal): remove it first"));
                 }
-                let seq = self.record(&Change::MkDir { path: path.clone(), parent_tasks: parent_tasks.clone() })?;
+                let seq = self.record(&Change::MkDir {
+                    path: path.clone(),
+                    parent_tasks: parent_tasks.clone(),
+                })?;
                 match host.mkdir(path) {
                     Ok(()) => Ok("done".into()),
                     Err(e) => self.failed(seq, format!("creating {path}: {e}")),
@@ -203,7 +254,11 @@ impl<'h> Session<'h> {
             }
             Action::MoveTasks { from, to, pids } => {
                 let tasks: Vec<_> = pids.iter().filter_map(|p| task_identity(host, *p)).collect();
-                self.record(&Change::CgroupMove { from: from.clone(), to: to.clone(), tasks: tasks.clone() })?;
+                self.record(&Change::CgroupMove {
+                    from: from.clone(),
+                    to: to.clone(),
+                    tasks: tasks.clone(),
+                })?;
                 let mut stuck = Vec::new();
                 let mut moved = 0;
                 for t in &tasks {
@@ -216,7 +271,11 @@ impl<'h> Session<'h> {
                 if stuck.is_empty() {
                     Ok(format!("moved {moved}"))
                 } else {
-                    Ok(format!("moved {moved}; {} cannot move (per-CPU kernel threads): {}", stuck.len(), abbreviate(&stuck, 8)))
+                    Ok(format!(
+                        "moved {moved}; {} cannot move (per-CPU kernel threads): {}",
+                        stuck.len(),
+                        abbreviate(&stuck, 8)
+                    ))
                 }
             }
             Action::Command { did, undo } => {
@@ -227,7 +286,8 @@ impl<'h> Session<'h> {
                 }
             }
             Action::Mount { fstype, target } => {
-                let seq = self.record(&Change::Mount { fstype: fstype.clone(), target: target.clone() })?;
+                let seq =
+                    self.record(&Change::Mount { fstype: fstype.clone(), target: target.clone() })?;
                 match host.mount(fstype, target) {
                     Ok(()) => Ok("done".into()),
                     Err(e) => self.failed(seq, e),
@@ -235,7 +295,11 @@ impl<'h> Session<'h> {
             }
             Action::HoldPmQos { path, value_us } => {
                 let real = host.path(path);
-                let seq = self.record(&Change::PmQos { path: path.clone(), value_us: *value_us, holder_pid: std::process::id() as i32 })?;
+                let seq = self.record(&Change::PmQos {
+                    path: path.clone(),
+                    value_us: *value_us,
+                    holder_pid: std::process::id() as i32,
+                })?;
                 match rtlab_sys::pmqos::CpuDmaLatency::hold(&real, *value_us) {
                     Ok(g) => {
                         self.pmqos.push(g);
@@ -257,7 +321,10 @@ impl<'h> Session<'h> {
         drop(j);
         let report = match restore_journal(self.host, &path) {
             Ok(r) => r,
-            Err(e) => RestoreReport { restored: vec![], failed: vec![("the journal".into(), e.to_string())] },
+            Err(e) => RestoreReport {
+                restored: vec![],
+                failed: vec![("the journal".into(), e.to_string())],
+            },
         };
         self.last_report = Some(report.clone());
         report

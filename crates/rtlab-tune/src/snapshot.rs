@@ -24,7 +24,9 @@ pub struct Snapshot {
 }
 
 fn list_dir(host: &dyn Host, p: &str) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(host.path(p)).map(|rd| rd.flatten().filter_map(|e| e.file_name().to_str().map(String::from)).collect()).unwrap_or_default();
+    let mut v: Vec<String> = std::fs::read_dir(host.path(p))
+        .map(|rd| rd.flatten().filter_map(|e| e.file_name().to_str().map(String::from)).collect())
+        .unwrap_or_default();
     v.sort();
     v
 }
@@ -42,7 +44,10 @@ pub fn take(host: &dyn Host, netns: Option<&str>) -> Snapshot {
     for irq in list_dir(host, "/proc/irq") {
         file(format!("/proc/irq/{irq}/smp_affinity"));
     }
-    for cpu in list_dir(host, "/sys/devices/system/cpu").into_iter().filter(|c| c.starts_with("cpu") && c[3..].parse::<u32>().is_ok()) {
+    for cpu in list_dir(host, "/sys/devices/system/cpu")
+        .into_iter()
+        .filter(|c| c.starts_with("cpu") && c[3..].parse::<u32>().is_ok())
+    {
         file(format!("/sys/devices/system/cpu/{cpu}/cpufreq/scaling_governor"));
     }
     for f in ["cpuset.sched_load_balance", "cpuset.cpus", "cpuset.mems"] {
@@ -55,25 +60,45 @@ pub fn take(host: &dyn Host, netns: Option<&str>) -> Snapshot {
     for f in ["tracing_on", "current_tracer", "buffer_size_kb", "events/enable", "trace_options"] {
         file(format!("/sys/kernel/tracing/{f}"));
     }
-    s.cpusets = list_dir(host, "/sys/fs/cgroup/cpuset").into_iter().filter(|d| host.path(&format!("/sys/fs/cgroup/cpuset/{d}")).is_dir()).collect();
+    s.cpusets = list_dir(host, "/sys/fs/cgroup/cpuset")
+        .into_iter()
+        .filter(|d| host.path(&format!("/sys/fs/cgroup/cpuset/{d}")).is_dir())
+        .collect();
     // cgroup v2: only rtlab's own cgroup (systemd makes and removes others all the time)
     if let Some(rt) = v2.map(|m| format!("{m}/rtlab-rt")).filter(|rt| host.path(rt).is_dir()) {
         s.cpusets.push(rt);
     }
     for pid in list_dir(host, "/proc").into_iter().filter_map(|p| p.parse::<i32>().ok()) {
-        for tid in list_dir(host, &format!("/proc/{pid}/task")).into_iter().filter_map(|t| t.parse::<i32>().ok()) {
+        for tid in list_dir(host, &format!("/proc/{pid}/task"))
+            .into_iter()
+            .filter_map(|t| t.parse::<i32>().ok())
+        {
             let Some(t) = crate::journal::task_identity(host, tid) else { continue };
-            let (Ok((pol, prio)), Ok(cpus)) = (host.sched_get(tid), host.affinity_get(tid)) else { continue };
+            let (Ok((pol, prio)), Ok(cpus)) = (host.sched_get(tid), host.affinity_get(tid)) else {
+                continue;
+            };
             let cpuset = host.read(&format!("/proc/{pid}/task/{tid}/cpuset")).unwrap_or_default();
-            s.tasks.insert((tid, t.start_time), (t.comm, pol, prio, cpus, cpuset.trim().to_string()));
+            s.tasks
+                .insert((tid, t.start_time), (t.comm, pol, prio, cpus, cpuset.trim().to_string()));
         }
     }
     s.qdiscs = host.run(&["tc".into(), "qdisc".into(), "show".into()]).unwrap_or_default();
     if let Some(ns) = netns {
-        s.qdiscs.push_str(&host.run(&["tc".into(), "-n".into(), ns.into(), "qdisc".into(), "show".into()]).unwrap_or_default());
+        s.qdiscs.push_str(
+            &host
+                .run(&["tc".into(), "-n".into(), ns.into(), "qdisc".into(), "show".into()])
+                .unwrap_or_default(),
+        );
     }
-    s.tracefs_mounts = host.read("/proc/mounts").unwrap_or_default().lines().filter(|l| l.split_whitespace().nth(2) == Some("tracefs")).map(String::from).collect();
-    s.cpu_dma_latency = rtlab_sys::pmqos::CpuDmaLatency::current(&host.path("/dev/cpu_dma_latency")).ok();
+    s.tracefs_mounts = host
+        .read("/proc/mounts")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.split_whitespace().nth(2) == Some("tracefs"))
+        .map(String::from)
+        .collect();
+    s.cpu_dma_latency =
+        rtlab_sys::pmqos::CpuDmaLatency::current(&host.path("/dev/cpu_dma_latency")).ok();
     s
 }
 
@@ -81,7 +106,8 @@ impl Snapshot {
     /// Every difference to `later`, one line each (empty: the same machine).
     pub fn diff(&self, later: &Snapshot) -> Vec<String> {
         let mut d = Vec::new();
-        let keys: std::collections::BTreeSet<&String> = self.files.keys().chain(later.files.keys()).collect();
+        let keys: std::collections::BTreeSet<&String> =
+            self.files.keys().chain(later.files.keys()).collect();
         for k in keys {
             let (a, b) = (self.files.get(k), later.files.get(k));
             if a != b {
@@ -92,7 +118,13 @@ impl Snapshot {
             if let Some(b) = later.tasks.get(key) {
                 // a kworker's comm names its current work: compare the settings only
                 if (a.1, a.2, &a.3, &a.4) != (b.1, b.2, &b.3, &b.4) {
-                    d.push(format!("task {} ({}): {:?} -> {:?}", key.0, a.0, (a.1, a.2, &a.3, &a.4), (b.1, b.2, &b.3, &b.4)));
+                    d.push(format!(
+                        "task {} ({}): {:?} -> {:?}",
+                        key.0,
+                        a.0,
+                        (a.1, a.2, &a.3, &a.4),
+                        (b.1, b.2, &b.3, &b.4)
+                    ));
                 }
             }
         }
@@ -103,10 +135,16 @@ impl Snapshot {
             d.push(format!("qdiscs:\n{}\n->\n{}", self.qdiscs, later.qdiscs));
         }
         if self.tracefs_mounts != later.tracefs_mounts {
-            d.push(format!("tracefs mounts: {:?} -> {:?}", self.tracefs_mounts, later.tracefs_mounts));
+            d.push(format!(
+                "tracefs mounts: {:?} -> {:?}",
+                self.tracefs_mounts, later.tracefs_mounts
+            ));
         }
         if self.cpu_dma_latency != later.cpu_dma_latency {
-            d.push(format!("cpu_dma_latency: {:?} -> {:?}", self.cpu_dma_latency, later.cpu_dma_latency));
+            d.push(format!(
+                "cpu_dma_latency: {:?} -> {:?}",
+                self.cpu_dma_latency, later.cpu_dma_latency
+            ));
         }
         d
     }

@@ -28,13 +28,18 @@ use rtlab_core::evidence::SampledCounters;
 fn per_cpu_row(text: &str, label: &str) -> Vec<u64> {
     text.lines()
         .find(|l| l.trim_start().starts_with(label))
-        .map(|l| l.trim_start()[label.len()..].split_whitespace().map_while(|w| w.parse().ok()).collect())
+        .map(|l| {
+            l.trim_start()[label.len()..].split_whitespace().map_while(|w| w.parse().ok()).collect()
+        })
         .unwrap_or_default()
 }
 
 /// The ksoftirqd/N threads, by CPU (found once: they live as long as their CPU is online).
 pub fn ksoftirqd_pids(host: &dyn Host) -> Vec<(usize, i32)> {
-    let mut k: Vec<(usize, i32)> = crate::check::tasks(host).into_iter().filter_map(|(pid, c)| Some((c.strip_prefix("ksoftirqd/")?.parse().ok()?, pid))).collect();
+    let mut k: Vec<(usize, i32)> = crate::check::tasks(host)
+        .into_iter()
+        .filter_map(|(pid, c)| Some((c.strip_prefix("ksoftirqd/")?.parse().ok()?, pid)))
+        .collect();
     k.sort();
     k
 }
@@ -60,7 +65,11 @@ pub fn read_counters_of(host: &dyn Host, ksoftirqd: &[(usize, i32)]) -> Counters
         }
     }
     let stat = host.read("/proc/stat").unwrap_or_default();
-    let context_switches = stat.lines().find_map(|l| l.strip_prefix("ctxt ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+    let context_switches = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("ctxt "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
     let steal_ticks = stat
         .lines()
         .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
@@ -68,9 +77,21 @@ pub fn read_counters_of(host: &dyn Host, ksoftirqd: &[(usize, i32)]) -> Counters
         .collect();
     let ksoftirqd_ns = ksoftirqd
         .iter()
-        .map(|(_, pid)| host.read(&format!("/proc/{pid}/schedstat")).ok().and_then(|s| s.split_whitespace().next()?.parse().ok()).unwrap_or(0))
+        .map(|(_, pid)| {
+            host.read(&format!("/proc/{pid}/schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse().ok())
+                .unwrap_or(0)
+        })
         .collect();
-    Counters { net_rx: per_cpu_row(&soft, "NET_RX:"), timer: per_cpu_row(&soft, "TIMER:"), interrupts, ksoftirqd_ns, context_switches, steal_ticks }
+    Counters {
+        net_rx: per_cpu_row(&soft, "NET_RX:"),
+        timer: per_cpu_row(&soft, "TIMER:"),
+        interrupts,
+        ksoftirqd_ns,
+        context_switches,
+        steal_ticks,
+    }
 }
 
 /// The shortest sampling period: reading the counters costs ~100 us of one CPU; at most
@@ -176,7 +197,14 @@ impl Drop for CounterSampler {
 pub const DEFAULT_TRACE_JOURNAL: &str = "/var/lib/rtlab/journal.trace";
 
 /// The events armed.
-pub const EVENTS: [&str; 6] = ["sched/sched_switch", "sched/sched_wakeup", "irq/irq_handler_entry", "irq/irq_handler_exit", "irq/softirq_entry", "irq/softirq_exit"];
+pub const EVENTS: [&str; 6] = [
+    "sched/sched_switch",
+    "sched/sched_wakeup",
+    "irq/irq_handler_entry",
+    "irq/irq_handler_exit",
+    "irq/softirq_entry",
+    "irq/softirq_exit",
+];
 
 /// ftrace armed for spikes; dropping it disarms and restores tracefs.
 pub struct SpikeTracer<'h> {
@@ -211,15 +239,20 @@ impl<'h> SpikeTracer<'h> {
     /// The ring buffer keeps the kernel's default size (1408 KB per CPU once expanded): its
     /// unexpanded state cannot be written back, so rtlab does not touch it.
     pub fn arm(host: &'h dyn Host, journal: &Path) -> Result<SpikeTracer<'h>, String> {
-        let mut session = Session::begin(host, journal, "rtlab spike tracer").map_err(|e| e.to_string())?;
+        let mut session =
+            Session::begin(host, journal, "rtlab spike tracer").map_err(|e| e.to_string())?;
         let dirs = crate::timerlat::TRACEFS_DIRS;
         let dir = match dirs.iter().find(|d| host.exists(&format!("{d}/trace"))) {
             Some(d) => d.to_string(),
             None if host.exists(dirs[0]) => {
-                session.apply(&Action::Mount { fstype: "tracefs".into(), target: dirs[0].into() }).map_err(|e| format!("mounting tracefs: {e}"))?;
+                session
+                    .apply(&Action::Mount { fstype: "tracefs".into(), target: dirs[0].into() })
+                    .map_err(|e| format!("mounting tracefs: {e}"))?;
                 dirs[0].to_string()
             }
-            None => return Err(format!("no tracefs ({}): the kernel lacks CONFIG_FTRACE", dirs[0])),
+            None => {
+                return Err(format!("no tracefs ({}): the kernel lacks CONFIG_FTRACE", dirs[0]))
+            }
         };
         let mut notes = Vec::new();
         let timerlat = crate::timerlat::detect(host);
@@ -227,7 +260,9 @@ impl<'h> SpikeTracer<'h> {
             Some(why) => notes.push(format!("{why}; the spike is explained from sched/irq/softirq events alone")),
             None => notes.push("timerlat and rtla are available: `rtla timerlat top` runs alongside and gives the kernel's own IRQ/thread latency split".into()),
         }
-        let w = |session: &mut Session, p: String, v: &str| session.apply(&Action::WriteFile { path: p, value: v.into() });
+        let w = |session: &mut Session, p: String, v: &str| {
+            session.apply(&Action::WriteFile { path: p, value: v.into() })
+        };
         w(&mut session, format!("{dir}/tracing_on"), "0")?;
         for e in EVENTS {
             let p = format!("{dir}/events/{e}/enable");
@@ -261,7 +296,14 @@ impl<'h> SpikeTracer<'h> {
     /// Start the watcher: when `flag` rises it writes trace_marker, waits `after`, stops
     /// tracing, saves the trace to `save_to` and explains the spike of the threads whose
     /// comm starts with `victim`. Returns None if stopped without a spike.
-    pub fn watch(&self, flag: Arc<SpikeFlag>, stop: Arc<AtomicBool>, victim: String, after: Duration, save_to: Option<PathBuf>) -> std::thread::JoinHandle<Option<SpikeCapture>> {
+    pub fn watch(
+        &self,
+        flag: Arc<SpikeFlag>,
+        stop: Arc<AtomicBool>,
+        victim: String,
+        after: Duration,
+        save_to: Option<PathBuf>,
+    ) -> std::thread::JoinHandle<Option<SpikeCapture>> {
         let dir = self.dir.clone();
         let avoid = self.avoid_cpus.clone();
         std::thread::Builder::new()
@@ -271,7 +313,10 @@ impl<'h> SpikeTracer<'h> {
                 stay_off(&avoid);
                 loop {
                     if let Some((index, at_ns, value_ns)) = flag.get() {
-                        let _ = std::fs::write(dir.join("trace_marker"), format!("rtlab spike: sample {index} late by {value_ns} ns"));
+                        let _ = std::fs::write(
+                            dir.join("trace_marker"),
+                            format!("rtlab spike: sample {index} late by {value_ns} ns"),
+                        );
                         std::thread::sleep(after);
                         let _ = std::fs::write(dir.join("tracing_on"), "0");
                         let text = std::fs::read_to_string(dir.join("trace")).unwrap_or_default();
@@ -283,7 +328,14 @@ impl<'h> SpikeTracer<'h> {
                         }
                         let attribution = attribute(&parse_trace(&text), &victim, value_ns);
                         let source = flag.source.load(Ordering::Acquire);
-                        return Some(SpikeCapture { source, index, at_ns, value_ns, trace_file, attribution });
+                        return Some(SpikeCapture {
+                            source,
+                            index,
+                            at_ns,
+                            value_ns,
+                            trace_file,
+                            attribution,
+                        });
                     }
                     if stop.load(Ordering::Relaxed) {
                         return None;
@@ -349,7 +401,12 @@ pub fn parse_trace(text: &str) -> Vec<Event> {
 
 fn find_cpu_bracket(l: &str) -> Option<usize> {
     let b = l.as_bytes();
-    (0..b.len()).find(|&i| b[i] == b'[' && i + 4 < b.len() && b[i + 1..i + 4].iter().all(u8::is_ascii_digit) && b[i + 4] == b']')
+    (0..b.len()).find(|&i| {
+        b[i] == b'['
+            && i + 4 < b.len()
+            && b[i + 1..i + 4].iter().all(u8::is_ascii_digit)
+            && b[i + 4] == b']'
+    })
 }
 
 fn parse_ts(s: &str) -> Option<u64> {
@@ -387,15 +444,23 @@ pub fn attribute(events: &[Event], victim: &str, spike_ns: i64) -> Vec<String> {
         match e.name.as_str() {
             "sched_wakeup" if field(&e.fields, "comm").is_some_and(|c| is_victim(c, victim)) => {
                 let pid = field(&e.fields, "pid").and_then(|p| p.parse().ok()).unwrap_or(-1);
-                let cpu = field(&e.fields, "target_cpu").and_then(|c| c.parse().ok()).unwrap_or(e.cpu);
+                let cpu =
+                    field(&e.fields, "target_cpu").and_then(|c| c.parse().ok()).unwrap_or(e.cpu);
                 woken.insert(pid, (e.ts_ns, cpu));
             }
             // the woken thread ran: its switch-in, or (when the trace lacks that switch, as
             // seen after an idle wake-up here) the first event in its own context
-            name if (name == "sched_switch" && field(&e.fields, "next_comm").is_some_and(|c| is_victim(c, victim))) || (name != "sched_wakeup" && woken.contains_key(&e.pid)) => {
-                let switched_in = name == "sched_switch" && field(&e.fields, "next_comm").is_some_and(|c| is_victim(c, victim));
+            name if (name == "sched_switch"
+                && field(&e.fields, "next_comm").is_some_and(|c| is_victim(c, victim)))
+                || (name != "sched_wakeup" && woken.contains_key(&e.pid)) =>
+            {
+                let switched_in = name == "sched_switch"
+                    && field(&e.fields, "next_comm").is_some_and(|c| is_victim(c, victim));
                 let (pid, comm) = if switched_in {
-                    (field(&e.fields, "next_pid").and_then(|p| p.parse().ok()).unwrap_or(-1), field(&e.fields, "next_comm").unwrap_or("").to_string())
+                    (
+                        field(&e.fields, "next_pid").and_then(|p| p.parse().ok()).unwrap_or(-1),
+                        field(&e.fields, "next_comm").unwrap_or("").to_string(),
+                    )
                 } else {
                     (e.pid, e.comm.clone())
                 };
@@ -418,14 +483,20 @@ pub fn attribute(events: &[Event], victim: &str, spike_ns: i64) -> Vec<String> {
         return vec![format!("no wake-up of '{names}' threads in the trace (the buffer may have wrapped, or the spike happened before the trace started)")];
     };
     let gap = r - w;
-    let mut lines = vec![format!("{comm} (pid {pid}) on CPU {cpu}: woken at {:.6} s, ran {} later", w as f64 / 1e9, ms(gap))];
+    let mut lines = vec![format!(
+        "{comm} (pid {pid}) on CPU {cpu}: woken at {:.6} s, ran {} later",
+        w as f64 / 1e9,
+        ms(gap)
+    )];
     // who held the CPU: the task running at the wake-up, then every switch until the victim ran
     let on_cpu: Vec<&Event> = events.iter().filter(|e| e.cpu == cpu).collect();
     // kernel priorities seen for each pid
     let mut prios: BTreeMap<i32, String> = BTreeMap::new();
     for e in events.iter().filter(|e| e.name == "sched_switch") {
         for (pk, rk) in [("prev_pid", "prev_prio"), ("next_pid", "next_prio")] {
-            if let (Some(p), Some(r)) = (field(&e.fields, pk).and_then(|p| p.parse::<i32>().ok()), field(&e.fields, rk)) {
+            if let (Some(p), Some(r)) =
+                (field(&e.fields, pk).and_then(|p| p.parse::<i32>().ok()), field(&e.fields, rk))
+            {
                 prios.insert(p, r.to_string());
             }
         }
@@ -436,9 +507,19 @@ pub fn attribute(events: &[Event], victim: &str, spike_ns: i64) -> Vec<String> {
     let mut running: Option<(String, i32, String, u64)> = None; // comm, pid, prio, since
     for e in on_cpu.iter().filter(|e| e.ts_ns <= w) {
         running = Some(if e.name == "sched_switch" {
-            (field(&e.fields, "next_comm").unwrap_or("?").into(), field(&e.fields, "next_pid").and_then(|p| p.parse().ok()).unwrap_or(-1), field(&e.fields, "next_prio").unwrap_or("?").into(), e.ts_ns)
+            (
+                field(&e.fields, "next_comm").unwrap_or("?").into(),
+                field(&e.fields, "next_pid").and_then(|p| p.parse().ok()).unwrap_or(-1),
+                field(&e.fields, "next_prio").unwrap_or("?").into(),
+                e.ts_ns,
+            )
         } else {
-            (e.comm.clone(), e.pid, prios.get(&e.pid).cloned().unwrap_or_else(|| "?".into()), e.ts_ns)
+            (
+                e.comm.clone(),
+                e.pid,
+                prios.get(&e.pid).cloned().unwrap_or_else(|| "?".into()),
+                e.ts_ns,
+            )
         });
     }
     let mut held: BTreeMap<(i32, String, String), u64> = BTreeMap::new();
@@ -455,9 +536,19 @@ pub fn attribute(events: &[Event], victim: &str, spike_ns: i64) -> Vec<String> {
         }
         cursor = e.ts_ns;
         running = Some(if switched {
-            (field(&e.fields, "next_comm").unwrap_or("?").into(), field(&e.fields, "next_pid").and_then(|p| p.parse().ok()).unwrap_or(-1), field(&e.fields, "next_prio").unwrap_or("?").into(), e.ts_ns)
+            (
+                field(&e.fields, "next_comm").unwrap_or("?").into(),
+                field(&e.fields, "next_pid").and_then(|p| p.parse().ok()).unwrap_or(-1),
+                field(&e.fields, "next_prio").unwrap_or("?").into(),
+                e.ts_ns,
+            )
         } else {
-            (e.comm.clone(), e.pid, prios.get(&e.pid).cloned().unwrap_or_else(|| "?".into()), e.ts_ns)
+            (
+                e.comm.clone(),
+                e.pid,
+                prios.get(&e.pid).cloned().unwrap_or_else(|| "?".into()),
+                e.ts_ns,
+            )
         });
     }
     // a thread's comm at its first switch can be its parent's (renamed just after): use the
@@ -466,7 +557,10 @@ pub fn attribute(events: &[Event], victim: &str, spike_ns: i64) -> Vec<String> {
     for e in events {
         names.insert(e.pid, e.comm.clone());
         if e.name == "sched_switch" {
-            if let (Some(p), Some(c)) = (field(&e.fields, "prev_pid").and_then(|p| p.parse().ok()), field(&e.fields, "prev_comm")) {
+            if let (Some(p), Some(c)) = (
+                field(&e.fields, "prev_pid").and_then(|p| p.parse().ok()),
+                field(&e.fields, "prev_comm"),
+            ) {
                 names.insert(p, c.to_string());
             }
         }
@@ -477,10 +571,16 @@ pub fn attribute(events: &[Event], victim: &str, spike_ns: i64) -> Vec<String> {
         let e = merged.entry(p).or_insert(((p, names.get(&p).cloned().unwrap_or(c), pr), 0));
         e.1 += ns;
     }
-    let mut held: Vec<_> = merged.into_values().filter(|((p, c, _), _)| *p != pid && !is_victim(c, victim)).collect();
+    let mut held: Vec<_> =
+        merged.into_values().filter(|((p, c, _), _)| *p != pid && !is_victim(c, victim)).collect();
     held.sort_by_key(|b| std::cmp::Reverse(b.1));
     for ((p, c, prio), ns) in held.iter().take(3) {
-        let what = if *p == 0 { "the idle task held the CPU (a wake-up to a sleeping CPU: C-state exit or a host delay)".to_string() } else { format!("preempted by pid {p} ({c}, kernel prio {prio}) for {}", ms(*ns)) };
+        let what = if *p == 0 {
+            "the idle task held the CPU (a wake-up to a sleeping CPU: C-state exit or a host delay)"
+                .to_string()
+        } else {
+            format!("preempted by pid {p} ({c}, kernel prio {prio}) for {}", ms(*ns))
+        };
         lines.push(what);
     }
     // softirqs and IRQs on that CPU in the window
@@ -491,15 +591,31 @@ pub fn attribute(events: &[Event], victim: &str, spike_ns: i64) -> Vec<String> {
     for e in on_cpu.iter().filter(|e| e.ts_ns >= w.saturating_sub(1_000_000) && e.ts_ns <= r) {
         match e.name.as_str() {
             "softirq_entry" => {
-                let action = e.fields.split("action=").nth(1).unwrap_or("?").trim_end_matches(']').to_string();
+                let action = e
+                    .fields
+                    .split("action=")
+                    .nth(1)
+                    .unwrap_or("?")
+                    .trim_end_matches(']')
+                    .to_string();
                 open_soft = Some((action, e.comm.clone(), e.ts_ns));
             }
             "softirq_exit" => {
                 if let Some((a, c, t)) = open_soft.take() {
-                    *soft.entry((a, c)).or_default() += e.ts_ns - t.max(w.saturating_sub(1_000_000));
+                    *soft.entry((a, c)).or_default() +=
+                        e.ts_ns - t.max(w.saturating_sub(1_000_000));
                 }
             }
-            "irq_handler_entry" => open_irq = Some((format!("IRQ {} ({})", field(&e.fields, "irq").unwrap_or("?"), field(&e.fields, "name").unwrap_or("?")), e.ts_ns)),
+            "irq_handler_entry" => {
+                open_irq = Some((
+                    format!(
+                        "IRQ {} ({})",
+                        field(&e.fields, "irq").unwrap_or("?"),
+                        field(&e.fields, "name").unwrap_or("?")
+                    ),
+                    e.ts_ns,
+                ))
+            }
             "irq_handler_exit" => {
                 if let Some((n, t)) = open_irq.take() {
                     *hard.entry(n).or_default() += e.ts_ns - t;
@@ -551,7 +667,10 @@ mod tests {
     fn a_trace_is_parsed() {
         let ev = parse_trace(TRACE);
         assert_eq!(ev.len(), 10);
-        assert_eq!((ev[0].comm.as_str(), ev[0].pid, ev[0].cpu, ev[0].ts_ns), ("<idle>", 0, 1, 100_000_000_000));
+        assert_eq!(
+            (ev[0].comm.as_str(), ev[0].pid, ev[0].cpu, ev[0].ts_ns),
+            ("<idle>", 0, 1, 100_000_000_000)
+        );
         assert_eq!(ev[5].comm, "ksoftirqd/1");
         assert_eq!(ev[5].name, "softirq_entry");
         assert_eq!(ev[9].name, "tracing_mark_write");
@@ -560,12 +679,24 @@ mod tests {
     #[test]
     fn the_attribution_names_the_preemptor_and_the_softirq() {
         let a = attribute(&parse_trace(TRACE), "rtlab-timer", 8_100_000);
-        assert!(a[0].contains("rtlab-timer0 (pid 900) on CPU 1") && a[0].contains("ran 8.0 ms later"), "{a:?}");
-        assert!(a.iter().any(|l| l == "preempted by pid 812 (rustc, kernel prio 120) for 4.7 ms"), "{a:?}");
-        assert!(a.iter().any(|l| l == "NET_RX ran in ksoftirqd/1 for 3.2 ms before the spike"), "{a:?}");
+        assert!(
+            a[0].contains("rtlab-timer0 (pid 900) on CPU 1") && a[0].contains("ran 8.0 ms later"),
+            "{a:?}"
+        );
+        assert!(
+            a.iter().any(|l| l == "preempted by pid 812 (rustc, kernel prio 120) for 4.7 ms"),
+            "{a:?}"
+        );
+        assert!(
+            a.iter().any(|l| l == "NET_RX ran in ksoftirqd/1 for 3.2 ms before the spike"),
+            "{a:?}"
+        );
         // events from 1 ms before the wake-up count (they can delay the wake-up itself)
         assert!(a.iter().any(|l| l == "IRQ 38 (virtio2-input.0) handled for 100 us"), "{a:?}");
-        assert!(!a.iter().any(|l| l.contains("lateness")), "the whole lateness is after the wake-up: {a:?}");
+        assert!(
+            !a.iter().any(|l| l.contains("lateness")),
+            "the whole lateness is after the wake-up: {a:?}"
+        );
     }
 
     #[test]
@@ -577,7 +708,10 @@ mod tests {
        rtlab-hog-950     [001] d..2.   200.020000: sched_switch: prev_comm=rtlab-hog prev_pid=950 prev_prio=9 prev_state=X ==> next_comm=rtlab-timer0 next_pid=900 next_prio=19
 ";
         let a = attribute(&parse_trace(t), "rtlab-timer", 20_000_000);
-        assert!(a.iter().any(|l| l == "preempted by pid 950 (rtlab-hog, kernel prio 9) for 19.0 ms"), "{a:?}");
+        assert!(
+            a.iter().any(|l| l == "preempted by pid 950 (rtlab-hog, kernel prio 9) for 19.0 ms"),
+            "{a:?}"
+        );
     }
 
     #[test]
@@ -587,14 +721,21 @@ mod tests {
     rtlab-timer0-900     [001] d..2.   300.000015: sched_switch: prev_comm=rtlab-timer0 prev_pid=900 prev_prio=19 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
 ";
         let a = attribute(&parse_trace(t), "rtlab-timer", 20_000);
-        assert!(a[0].starts_with("rtlab-timer0 (pid 900) on CPU 1") && a[0].contains("ran 15 us later"), "{a:?}");
+        assert!(
+            a[0].starts_with("rtlab-timer0 (pid 900) on CPU 1") && a[0].contains("ran 15 us later"),
+            "{a:?}"
+        );
     }
 
     #[test]
     fn several_thread_names_can_be_explained() {
         let a = attribute(&parse_trace(TRACE), "rtlab-pong|rtlab-timer", 8_100_000);
         assert!(a[0].starts_with("rtlab-timer0 (pid 900)"), "{a:?}");
-        assert!(is_victim("rtlab-sub3", "rtlab-pong|rtlab-sub") && !is_victim("rtlab-spikewatch", "rtlab-pong|rtlab-sub") && !is_victim("x", ""));
+        assert!(
+            is_victim("rtlab-sub3", "rtlab-pong|rtlab-sub")
+                && !is_victim("rtlab-spikewatch", "rtlab-pong|rtlab-sub")
+                && !is_victim("x", "")
+        );
     }
 
     #[test]

@@ -12,7 +12,8 @@ pub fn put(root: &Path, rel: &str, text: &str) {
 
 /// A fake task: /proc/PID/{stat,comm} with a start time (stat field 22).
 pub fn task(root: &Path, pid: i32, comm: &str, start_time: u64) {
-    let rest: Vec<String> = (4..=52).map(|i| if i == 22 { start_time.to_string() } else { "0".into() }).collect();
+    let rest: Vec<String> =
+        (4..=52).map(|i| if i == 22 { start_time.to_string() } else { "0".into() }).collect();
     put(root, &format!("proc/{pid}/stat"), &format!("{pid} ({comm}) S {}\n", rest.join(" ")));
     put(root, &format!("proc/{pid}/comm"), &format!("{comm}\n"));
 }
@@ -23,9 +24,21 @@ pub fn machine(root: &Path) {
     put(root, "sys/devices/system/cpu/online", "0-1\n");
     put(root, "sys/devices/system/cpu/possible", "0-1\n");
     for c in 0..2 {
-        put(root, &format!("sys/devices/system/cpu/cpu{c}/cpufreq/scaling_governor"), "powersave\n");
-        put(root, &format!("sys/devices/system/cpu/cpu{c}/cpufreq/scaling_available_governors"), "performance powersave\n");
-        put(root, &format!("sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list"), &format!("{c}\n"));
+        put(
+            root,
+            &format!("sys/devices/system/cpu/cpu{c}/cpufreq/scaling_governor"),
+            "powersave\n",
+        );
+        put(
+            root,
+            &format!("sys/devices/system/cpu/cpu{c}/cpufreq/scaling_available_governors"),
+            "performance powersave\n",
+        );
+        put(
+            root,
+            &format!("sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list"),
+            &format!("{c}\n"),
+        );
     }
     put(root, "proc/sys/kernel/sched_rt_runtime_us", "950000\n");
     put(root, "proc/sys/kernel/osrelease", "6.18.0\n");
@@ -43,7 +56,11 @@ pub fn machine(root: &Path) {
     put(root, "sys/class/net/eth0/device/msi_irqs/41", "msix\n");
     put(root, "sys/class/net/eth0/device/msi_irqs/42", "msix\n");
     put(root, "sys/class/net/eth0/operstate", "up\n");
-    put(root, "proc/net/route", "Iface\tDestination\tGateway\nlo\t0000007F\t00000000\neth0\t00000000\t0100000A\n");
+    put(
+        root,
+        "proc/net/route",
+        "Iface\tDestination\tGateway\nlo\t0000007F\t00000000\neth0\t00000000\t0100000A\n",
+    );
     task(root, 1, "init", 5);
     task(root, 14, "ksoftirqd/0", 10);
     task(root, 22, "ksoftirqd/1", 11);
@@ -63,7 +80,11 @@ pub fn cgroup2(root: &Path, mount: &str, controllers: &str, enabled: &str, pids:
     let m = mount.trim_start_matches('/');
     put(root, &format!("{m}/cgroup.controllers"), &format!("{controllers}\n"));
     put(root, &format!("{m}/cgroup.subtree_control"), &format!("{enabled}\n"));
-    put(root, &format!("{m}/cgroup.procs"), &pids.iter().map(|p| format!("{p}\n")).collect::<String>());
+    put(
+        root,
+        &format!("{m}/cgroup.procs"),
+        &pids.iter().map(|p| format!("{p}\n")).collect::<String>(),
+    );
     if controllers.split_whitespace().any(|c| c == "cpuset") {
         put(root, &format!("{m}/cpuset.cpus.effective"), "0-1\n");
         put(root, &format!("{m}/cpuset.mems.effective"), "0\n");
@@ -74,7 +95,11 @@ pub fn cgroup2(root: &Path, mount: &str, controllers: &str, enabled: &str, pids:
         }
     }
     let mounts = std::fs::read_to_string(root.join("proc/mounts")).unwrap_or_default();
-    put(root, "proc/mounts", &format!("{mounts}cgroup2 /{m} cgroup2 rw,nosuid,nodev,noexec,relatime 0 0\n"));
+    put(
+        root,
+        "proc/mounts",
+        &format!("{mounts}cgroup2 /{m} cgroup2 rw,nosuid,nodev,noexec,relatime 0 0\n"),
+    );
 }
 
 /// [`machine`] on a unified (cgroup-v2 only) hierarchy at /sys/fs/cgroup, cpuset offered but
@@ -83,7 +108,13 @@ pub fn cgroup2(root: &Path, mount: &str, controllers: &str, enabled: &str, pids:
 pub fn machine_v2(root: &Path) {
     machine(root);
     std::fs::remove_dir_all(root.join("sys/fs/cgroup/cpuset")).expect("remove the fake v1 cpuset");
-    cgroup2(root, "/sys/fs/cgroup", "cpuset cpu io memory pids", "cpu io memory pids", &[1, 14, 22, 50]);
+    cgroup2(
+        root,
+        "/sys/fs/cgroup",
+        "cpuset cpu io memory pids",
+        "cpu io memory pids",
+        &[1, 14, 22, 50],
+    );
     put(root, "sys/fs/cgroup/user.slice/cgroup.controllers", "cpu io memory pids\n");
     put(root, "sys/fs/cgroup/user.slice/cgroup.subtree_control", "\n");
     put(root, "sys/fs/cgroup/user.slice/cgroup.procs", "812\n");
@@ -104,9 +135,15 @@ pub fn tree_snapshot(root: &Path) -> Vec<(String, String)> {
             if rel == "journal" || rel.starts_with("rtlab-fake-commands") {
                 continue;
             }
-            let text = if p.is_file() { String::from_utf8_lossy(&std::fs::read(&p).unwrap()).trim_end().to_string() } else { String::new() };
+            let text = if p.is_file() {
+                String::from_utf8_lossy(&std::fs::read(&p).unwrap()).trim_end().to_string()
+            } else {
+                String::new()
+            };
             // fake process state at its default is the same as none
-            if (rel.ends_with("rtlab-fake-sched") && text == "0 0") || (rel.ends_with("rtlab-fake-affinity") && text == "0-1") {
+            if (rel.ends_with("rtlab-fake-sched") && text == "0 0")
+                || (rel.ends_with("rtlab-fake-affinity") && text == "0-1")
+            {
                 continue;
             }
             if p.is_dir() {

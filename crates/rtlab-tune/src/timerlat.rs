@@ -34,7 +34,8 @@ pub const TRACEFS_DIRS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/t
 pub const RTLA_INSTANCES: [&str; 3] = ["timerlat_top", "osnoise_trace", "timerlat_aa"];
 
 /// The global osnoise settings rtla timerlat writes (and restores when it ends normally).
-pub const OSNOISE_SETTINGS: [&str; 5] = ["cpus", "timerlat_period_us", "stop_tracing_us", "stop_tracing_total_us", "print_stack"];
+pub const OSNOISE_SETTINGS: [&str; 5] =
+    ["cpus", "timerlat_period_us", "stop_tracing_us", "stop_tracing_total_us", "print_stack"];
 
 /// How long [`TimerlatRun::stop`] lets rtla finish after SIGINT (print, analyse, save the
 /// trace, remove its instances) before it kills it.
@@ -76,7 +77,8 @@ impl Availability {
             _ => {}
         }
         if self.rtla.is_none() {
-            parts.push("rtla is not installed (Debian package `rtla`: apt-get install rtla)".into());
+            parts
+                .push("rtla is not installed (Debian package `rtla`: apt-get install rtla)".into());
         }
         if parts.is_empty() {
             None
@@ -94,7 +96,11 @@ pub fn detect(host: &dyn Host) -> Availability {
 }
 
 /// [`detect`] with the rtla lookup given (tests, fake roots).
-pub fn detect_with(host: &dyn Host, rtla: Option<String>, rtla_version: Option<String>) -> Availability {
+pub fn detect_with(
+    host: &dyn Host,
+    rtla: Option<String>,
+    rtla_version: Option<String>,
+) -> Availability {
     let mut a = Availability { rtla, rtla_version, ..Availability::default() };
     let Some(dir) = tracefs_dir(host) else { return a };
     match host.read(&format!("{dir}/available_tracers")) {
@@ -120,7 +126,11 @@ pub fn tracefs_dir(host: &dyn Host) -> Option<String> {
 /// `rtla --version` prints "rtla version 6.1" (with its usage, to stderr, exit 1 in 6.1).
 fn rtla_version(rtla: &Path) -> Option<String> {
     let out = Command::new(rtla).arg("--version").stdin(Stdio::null()).output().ok()?;
-    let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     parse_version(&text)
 }
 
@@ -129,7 +139,10 @@ fn parse_version(text: &str) -> Option<String> {
         let mut w = l.split_whitespace();
         while let Some(x) = w.next() {
             if x == "version" {
-                return w.next().filter(|v| v.starts_with(|c: char| c.is_ascii_digit())).map(String::from);
+                return w
+                    .next()
+                    .filter(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+                    .map(String::from);
             }
         }
         None
@@ -157,7 +170,14 @@ pub struct TimerlatConfig {
 
 impl Default for TimerlatConfig {
     fn default() -> Self {
-        TimerlatConfig { cpus: Vec::new(), threshold_us: 0, priority: None, period_us: 0, duration: Duration::from_secs(30), trace_file: None }
+        TimerlatConfig {
+            cpus: Vec::new(),
+            threshold_us: 0,
+            priority: None,
+            period_us: 0,
+            duration: Duration::from_secs(30),
+            trace_file: None,
+        }
     }
 }
 
@@ -165,14 +185,22 @@ impl Default for TimerlatConfig {
 pub fn validate(cfg: &TimerlatConfig) -> Result<(), String> {
     if let Some(p) = cfg.priority {
         if !(1..=99).contains(&p) {
-            return Err(format!("timerlat priority {p}: timerlat's threads take a FIFO priority of 1 to 99"));
+            return Err(format!(
+                "timerlat priority {p}: timerlat's threads take a FIFO priority of 1 to 99"
+            ));
         }
     }
     if cfg.period_us != 0 && !(100..=1_000_000).contains(&cfg.period_us) {
-        return Err(format!("timerlat period {} us: the tracer accepts 100 us to 1 s (1000000 us)", cfg.period_us));
+        return Err(format!(
+            "timerlat period {} us: the tracer accepts 100 us to 1 s (1000000 us)",
+            cfg.period_us
+        ));
     }
     if cfg.duration.is_zero() {
-        return Err("timerlat duration 0: give rtla a duration (it must end on its own if rtlab is killed)".into());
+        return Err(
+            "timerlat duration 0: give rtla a duration (it must end on its own if rtlab is killed)"
+                .into(),
+        );
     }
     Ok(())
 }
@@ -184,7 +212,8 @@ pub fn validate(cfg: &TimerlatConfig) -> Result<(), String> {
 /// `-t=FILE` after `-a` (6.1's `-a` resets the file to timerlat_trace.txt, and 6.1 strips
 /// the first character of a `--trace=` or `-t` argument, which must therefore be `=FILE`).
 pub fn command(cfg: &TimerlatConfig) -> Vec<String> {
-    let mut v: Vec<String> = ["rtla", "timerlat", "top", "-q", "-n"].iter().map(|s| s.to_string()).collect();
+    let mut v: Vec<String> =
+        ["rtla", "timerlat", "top", "-q", "-n"].iter().map(|s| s.to_string()).collect();
     let secs = (cfg.duration.as_secs() + u64::from(cfg.duration.subsec_nanos() > 0)).max(1);
     v.extend(["-d".to_string(), secs.to_string()]);
     if cfg.period_us > 0 {
@@ -272,7 +301,9 @@ pub fn start(cfg: &TimerlatConfig) -> Result<TimerlatRun, String> {
         return Err(m);
     }
     let dir = a.tracefs.as_deref().unwrap_or(TRACEFS_DIRS[0]);
-    if let Some(i) = RTLA_INSTANCES.iter().map(|i| format!("{dir}/instances/{i}")).find(|p| host.exists(p)) {
+    if let Some(i) =
+        RTLA_INSTANCES.iter().map(|i| format!("{dir}/instances/{i}")).find(|p| host.exists(p))
+    {
         return Err(format!(
             "tracefs instance {i} exists: another rtla timerlat runs, or one was killed and left it (`rtlab tune restore` if rtlab journaled it, else `echo nop > {i}/current_tracer; rmdir {i}`)"
         ));
@@ -294,7 +325,10 @@ fn launch(argv: Vec<String>, settle: Duration) -> Result<TimerlatRun, String> {
     let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("rtlab-timerlat-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let file = |name: &str| std::fs::File::create(dir.join(name)).map_err(|e| format!("creating {}: {e}", dir.join(name).display()));
+    let file = |name: &str| {
+        std::fs::File::create(dir.join(name))
+            .map_err(|e| format!("creating {}: {e}", dir.join(name).display()))
+    };
     let (out, err) = (file("stdout")?, file("stderr")?);
     let child = Command::new(&argv[0])
         .args(&argv[1..])
@@ -317,7 +351,11 @@ fn launch(argv: Vec<String>, settle: Duration) -> Result<TimerlatRun, String> {
         if let Ok(Some(st)) = child.try_wait() {
             let stderr = std::fs::read_to_string(dir.join("stderr")).unwrap_or_default();
             let _ = std::fs::remove_dir_all(&dir);
-            return Err(format!("`{}` exited at once ({st}): {}", argv.join(" "), last_line(&stderr)));
+            return Err(format!(
+                "`{}` exited at once ({st}): {}",
+                argv.join(" "),
+                last_line(&stderr)
+            ));
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -325,7 +363,10 @@ fn launch(argv: Vec<String>, settle: Duration) -> Result<TimerlatRun, String> {
 }
 
 fn last_line(text: &str) -> String {
-    text.lines().rfind(|l| !l.trim().is_empty()).map(|l| l.trim().to_string()).unwrap_or_else(|| "no message".into())
+    text.lines()
+        .rfind(|l| !l.trim().is_empty())
+        .map(|l| l.trim().to_string())
+        .unwrap_or_else(|| "no message".into())
 }
 
 impl TimerlatRun {
@@ -360,9 +401,12 @@ impl TimerlatRun {
                 "rtla did not end within {} ms of SIGINT and was killed: its tracefs instances may be left (`rtlab tune restore` removes them when journaled)",
                 grace.as_millis()
             ));
-        } else if let Some(st) = status.filter(|s| !s.success() && (s.code() != Some(2) || !report.stopped_by_threshold)) {
+        } else if let Some(st) =
+            status.filter(|s| !s.success() && (s.code() != Some(2) || !report.stopped_by_threshold))
+        {
             // newer rtla exits 2 when the threshold stopped the trace: a result, not a failure
-            report.error = Some(format!("`{}` failed ({st}): {}", self.argv.join(" "), last_line(&stderr)));
+            report.error =
+                Some(format!("`{}` failed ({st}): {}", self.argv.join(" "), last_line(&stderr)));
         }
         report
     }
@@ -486,7 +530,9 @@ pub fn parse_top(text: &str) -> TimerlatReport {
     let mut in_analysis = false;
     for line in clean.lines() {
         let t = line.trim();
-        if let Some(rest) = t.strip_prefix("Saving trace to ").or_else(|| t.strip_prefix("saving trace to ")) {
+        if let Some(rest) =
+            t.strip_prefix("Saving trace to ").or_else(|| t.strip_prefix("saving trace to "))
+        {
             r.trace_file = Some(rest.trim().to_string());
             continue;
         }
@@ -515,8 +561,13 @@ pub fn parse_top(text: &str) -> TimerlatReport {
             continue;
         }
         let Some((cpu, count)) = parts[0].trim().split_once(" #") else { continue };
-        let (Ok(cpu), Ok(count)) = (cpu.trim().parse::<usize>(), count.trim().parse::<u64>()) else { continue };
-        let (Some(irq), Some(thread)) = (block(parts[1], scale), block(parts[2], scale)) else { continue };
+        let (Ok(cpu), Ok(count)) = (cpu.trim().parse::<usize>(), count.trim().parse::<u64>())
+        else {
+            continue;
+        };
+        let (Some(irq), Some(thread)) = (block(parts[1], scale), block(parts[2], scale)) else {
+            continue;
+        };
         let user = parts.get(3).and_then(|p| block(p, scale));
         r.per_cpu.push(TimerlatCpu {
             cpu,
@@ -553,9 +604,17 @@ mod tests {
             duration: Duration::from_millis(2500),
             trace_file: Some("/tmp/rtlab-tl.txt".into()),
         };
-        assert_eq!(command(&c).join(" "), "rtla timerlat top -q -n -d 3 -p 500 -c 1-3 -P f:95 -a 40 -t=/tmp/rtlab-tl.txt");
+        assert_eq!(
+            command(&c).join(" "),
+            "rtla timerlat top -q -n -d 3 -p 500 -c 1-3 -P f:95 -a 40 -t=/tmp/rtlab-tl.txt"
+        );
         // a trace file is only written when the threshold stops the trace: no threshold, no -t
-        let c = TimerlatConfig { cpus: vec![0, 2], trace_file: Some("/tmp/x".into()), duration: Duration::from_millis(10), ..cfg() };
+        let c = TimerlatConfig {
+            cpus: vec![0, 2],
+            trace_file: Some("/tmp/x".into()),
+            duration: Duration::from_millis(10),
+            ..cfg()
+        };
         assert_eq!(command(&c).join(" "), "rtla timerlat top -q -n -d 1 -c 0,2");
         // without a file, -a alone (rtla writes timerlat_trace.txt in its temporary directory)
         let c = TimerlatConfig { threshold_us: 100, ..cfg() };
@@ -692,7 +751,10 @@ Saving trace to timerlat_trace.txt
                 user_max_ns: None,
             }
         );
-        assert_eq!((r.per_cpu[23].cpu, r.per_cpu[23].count, r.per_cpu[23].irq_max_ns), (23, 58633, Some(10_000)));
+        assert_eq!(
+            (r.per_cpu[23].cpu, r.per_cpu[23].count, r.per_cpu[23].irq_max_ns),
+            (23, 58633, Some(10_000))
+        );
         assert_eq!(r.worst_thread(), Some((6, 30_000)));
         assert!(r.stopped_by_threshold);
         assert!(r.analysis.is_empty());
@@ -706,15 +768,27 @@ Saving trace to timerlat_trace.txt
         assert_eq!(r.per_cpu.len(), 23);
         assert_eq!(r.per_cpu[0].cpu, 1);
         let c23 = &r.per_cpu[22];
-        assert_eq!((c23.cpu, c23.count, c23.irq_max_ns, c23.thread_max_ns, c23.thread_avg_ns), (23, 12320, Some(28_000), Some(41_000), Some(11_000)));
+        assert_eq!(
+            (c23.cpu, c23.count, c23.irq_max_ns, c23.thread_max_ns, c23.thread_avg_ns),
+            (23, 12320, Some(28_000), Some(41_000), Some(11_000))
+        );
         assert_eq!(r.worst_thread(), Some((23, 41_000)));
         assert!(r.stopped_by_threshold);
         assert_eq!(r.analysis[0], "## CPU 23 hit stop tracing, analyzing it ##");
-        assert!(r.analysis[1].starts_with("IRQ handler delay:") && r.analysis[1].ends_with("27.49 us (65.52 %)"));
+        assert!(
+            r.analysis[1].starts_with("IRQ handler delay:")
+                && r.analysis[1].ends_with("27.49 us (65.52 %)")
+        );
         assert!(r.analysis.iter().any(|l| l.starts_with("Blocking thread:")));
-        assert!(r.analysis.iter().any(|l| l.trim() == "objtool:49256                       3.79 us"));
+        assert!(r
+            .analysis
+            .iter()
+            .any(|l| l.trim() == "objtool:49256                       3.79 us"));
         assert!(r.analysis.iter().any(|l| l.trim() == "-> _raw_spin_unlock_irqrestore"));
-        assert_eq!(r.analysis.last().unwrap().trim(), "Max timerlat IRQ latency from idle: 17.48 us in cpu 4");
+        assert_eq!(
+            r.analysis.last().unwrap().trim(),
+            "Max timerlat IRQ latency from idle: 17.48 us in cpu 4"
+        );
         assert!(!r.analysis.iter().any(|l| l.contains("Saving trace")), "{:?}", r.analysis);
         assert_eq!(r.trace_file.as_deref(), Some("timerlat_trace.txt"));
     }
@@ -750,10 +824,20 @@ ALL #40     e0 |                800      1075      4100 |               2000    
 
     fn fake_tracefs(root: &Path, tracers: &str) {
         crate::testing::put(root, "sys/kernel/tracing/available_tracers", tracers);
-        for (f, v) in [("cpus", "0-1\n"), ("timerlat_period_us", "1000\n"), ("stop_tracing_us", "0\n"), ("stop_tracing_total_us", "0\n"), ("print_stack", "0\n")] {
+        for (f, v) in [
+            ("cpus", "0-1\n"),
+            ("timerlat_period_us", "1000\n"),
+            ("stop_tracing_us", "0\n"),
+            ("stop_tracing_total_us", "0\n"),
+            ("print_stack", "0\n"),
+        ] {
             crate::testing::put(root, &format!("sys/kernel/tracing/osnoise/{f}"), v);
         }
-        crate::testing::put(root, "sys/kernel/tracing/osnoise/options", "DEFAULTS OSNOISE_WORKLOAD NO_OSNOISE_PANIC_ON_STOP\n");
+        crate::testing::put(
+            root,
+            "sys/kernel/tracing/osnoise/options",
+            "DEFAULTS OSNOISE_WORKLOAD NO_OSNOISE_PANIC_ON_STOP\n",
+        );
         std::fs::create_dir_all(root.join("sys/kernel/tracing/instances")).unwrap();
     }
 
@@ -778,7 +862,10 @@ ALL #40     e0 |                800      1075      4100 |               2000    
         );
         assert!(!m.contains('\n'));
         let a = detect_with(&host, None, None);
-        assert!(a.missing().unwrap().contains(", and rtla is not installed (Debian package `rtla`: apt-get install rtla)"));
+        assert!(a
+            .missing()
+            .unwrap()
+            .contains(", and rtla is not installed (Debian package `rtla`: apt-get install rtla)"));
         // a kernel with timerlat
         fake_tracefs(d.path(), "timerlat osnoise hwlat blk function nop\n");
         let a = detect_with(&host, Some("/usr/bin/rtla".into()), Some("6.1".into()));
@@ -788,14 +875,21 @@ ALL #40     e0 |                800      1075      4100 |               2000    
         assert_eq!(a.missing().unwrap(), "rtla timerlat cannot run: rtla is not installed (Debian package `rtla`: apt-get install rtla)");
         // the debugfs location
         let d2 = tempfile::tempdir().unwrap();
-        crate::testing::put(d2.path(), "sys/kernel/debug/tracing/available_tracers", "timerlat nop\n");
+        crate::testing::put(
+            d2.path(),
+            "sys/kernel/debug/tracing/available_tracers",
+            "timerlat nop\n",
+        );
         let a = detect_with(&crate::host::FakeHost::new(d2.path()), Some("rtla".into()), None);
         assert_eq!((a.tracer, a.tracefs.as_deref()), (true, Some("/sys/kernel/debug/tracing")));
     }
 
     #[test]
     fn the_version_is_read_from_rtlas_usage() {
-        assert_eq!(parse_version("\nrtla version 6.1\n\n  usage: rtla COMMAND ...\n"), Some("6.1".into()));
+        assert_eq!(
+            parse_version("\nrtla version 6.1\n\n  usage: rtla COMMAND ...\n"),
+            Some("6.1".into())
+        );
         assert_eq!(parse_version("usage: no version here\n"), None);
     }
 
@@ -805,11 +899,16 @@ ALL #40     e0 |                800      1075      4100 |               2000    
         let Some(m) = a.missing() else {
             return; // the kernel has timerlat and rtla is installed: nothing missing to name
         };
-        let e = start(&TimerlatConfig { duration: Duration::from_secs(1), ..cfg() }).err().expect("start must refuse");
+        let e = start(&TimerlatConfig { duration: Duration::from_secs(1), ..cfg() })
+            .err()
+            .expect("start must refuse");
         assert_eq!(e, m);
         assert!(!e.contains('\n'));
         if !a.tracer && a.tracefs.is_some() && a.read_error.is_none() {
-            assert!(e.contains("no timerlat tracer") && e.contains("CONFIG_TIMERLAT_TRACER"), "{e}");
+            assert!(
+                e.contains("no timerlat tracer") && e.contains("CONFIG_TIMERLAT_TRACER"),
+                "{e}"
+            );
         }
     }
 
@@ -820,7 +919,9 @@ ALL #40     e0 |                800      1075      4100 |               2000    
         crate::testing::put(d.path(), "sys/kernel/tracing/available_tracers", "blk function nop\n");
         assert_eq!(leftover_cleanup_action(&host), None, "no timerlat: rtla changes nothing");
         fake_tracefs(d.path(), "timerlat nop\n");
-        let Some(Action::Command { did, undo }) = leftover_cleanup_action(&host) else { panic!("an action") };
+        let Some(Action::Command { did, undo }) = leftover_cleanup_action(&host) else {
+            panic!("an action")
+        };
         assert_eq!(did[..2], ["sh", "-c"]);
         let script = &undo[2];
         for i in RTLA_INSTANCES {
@@ -838,21 +939,37 @@ ALL #40     e0 |                800      1075      4100 |               2000    
             // rtla (killed) left a changed setting behind
             crate::testing::put(d.path(), "sys/kernel/tracing/osnoise/timerlat_period_us", "250\n");
         }
-        assert!(host.commands().iter().any(|c| c.starts_with("sh -c set -e")), "{:?}", host.commands());
+        assert!(
+            host.commands().iter().any(|c| c.starts_with("sh -c set -e")),
+            "{:?}",
+            host.commands()
+        );
         assert!(!journal.exists());
 
         // the script itself, run on the fake tree: the settings go back
         let out = Command::new("sh").args(["-c", script]).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(std::fs::read_to_string(d.path().join("sys/kernel/tracing/osnoise/timerlat_period_us")).unwrap().trim(), "1000");
-        assert_eq!(std::fs::read_to_string(d.path().join("sys/kernel/tracing/osnoise/options")).unwrap().trim(), "OSNOISE_WORKLOAD");
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("sys/kernel/tracing/osnoise/timerlat_period_us"))
+                .unwrap()
+                .trim(),
+            "1000"
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("sys/kernel/tracing/osnoise/options"))
+                .unwrap()
+                .trim(),
+            "OSNOISE_WORKLOAD"
+        );
     }
 
     #[test]
     fn a_run_is_stopped_with_sigint_and_its_output_parsed() {
         // a stand-in for rtla that prints the 6.1 table when interrupted, like rtla -q
-        let script = format!("trap 'cat <<\"EOF\"\n{DOC_61}EOF\nexit 0' INT; while :; do sleep 0.05; done");
-        let run = launch(vec!["sh".into(), "-c".into(), script], Duration::from_millis(100)).expect("the stand-in starts");
+        let script =
+            format!("trap 'cat <<\"EOF\"\n{DOC_61}EOF\nexit 0' INT; while :; do sleep 0.05; done");
+        let run = launch(vec!["sh".into(), "-c".into(), script], Duration::from_millis(100))
+            .expect("the stand-in starts");
         let dir = run.dir.clone();
         let r = run.stop_within(Duration::from_secs(5));
         assert_eq!(r.error, None);
@@ -865,7 +982,8 @@ ALL #40     e0 |                800      1075      4100 |               2000    
     fn a_run_that_hits_the_threshold_ends_alone_and_exit_2_is_no_error() {
         // newer rtla (common.c: PASSED 0, ERROR 1, FAILED 2) exits 2 when the threshold stopped the trace
         let script = format!("cat <<\"EOF\"\n{DOC_AA}EOF\nsleep 0.2; exit 2");
-        let mut run = launch(vec!["sh".into(), "-c".into(), script], Duration::from_millis(50)).unwrap();
+        let mut run =
+            launch(vec!["sh".into(), "-c".into(), script], Duration::from_millis(50)).unwrap();
         let end = Instant::now() + Duration::from_secs(5);
         while run.is_running() && Instant::now() < end {
             std::thread::sleep(Duration::from_millis(10));
@@ -874,15 +992,31 @@ ALL #40     e0 |                800      1075      4100 |               2000    
         assert_eq!(r.error, None);
         assert!(r.stopped_by_threshold && !r.analysis.is_empty());
         // an exit 2 without a threshold hit is a failure, with rtla's last line
-        let run = launch(vec!["sh".into(), "-c".into(), "sleep 0.2; echo 'Error iterating on events' >&2; exit 2".into()], Duration::from_millis(50)).unwrap();
+        let run = launch(
+            vec![
+                "sh".into(),
+                "-c".into(),
+                "sleep 0.2; echo 'Error iterating on events' >&2; exit 2".into(),
+            ],
+            Duration::from_millis(50),
+        )
+        .unwrap();
         std::thread::sleep(Duration::from_millis(400));
         let r = run.stop_within(Duration::from_secs(1));
-        assert!(r.error.as_deref().unwrap().ends_with(": Error iterating on events"), "{:?}", r.error);
+        assert!(
+            r.error.as_deref().unwrap().ends_with(": Error iterating on events"),
+            "{:?}",
+            r.error
+        );
     }
 
     #[test]
     fn a_run_that_ignores_sigint_is_killed_and_says_so() {
-        let run = launch(vec!["sh".into(), "-c".into(), "trap '' INT; while :; do sleep 0.05; done".into()], Duration::from_millis(50)).unwrap();
+        let run = launch(
+            vec!["sh".into(), "-c".into(), "trap '' INT; while :; do sleep 0.05; done".into()],
+            Duration::from_millis(50),
+        )
+        .unwrap();
         let r = run.stop_within(Duration::from_millis(200));
         assert!(r.error.as_deref().unwrap().contains("was killed"), "{:?}", r.error);
         assert!(r.per_cpu.is_empty());

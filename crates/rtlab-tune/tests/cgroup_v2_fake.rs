@@ -10,7 +10,9 @@
 
 use rtlab_tune::host::{FakeHost, Host};
 use rtlab_tune::journal::{read_journal, restore_journal, Change};
-use rtlab_tune::profile::{apply_profile, apply_step, builtin, in_force, plan, Report, Step, Target};
+use rtlab_tune::profile::{
+    apply_profile, apply_step, builtin, in_force, plan, Report, Step, Target,
+};
 use rtlab_tune::session::{Action, Session};
 use rtlab_tune::testing::{cgroup2, machine, machine_v2, put, task, tree_snapshot as snapshot};
 use std::path::Path;
@@ -18,12 +20,17 @@ use std::path::Path;
 const ROOT_PROCS: &str = "/sys/fs/cgroup/cgroup.procs";
 const RT: &str = "/sys/fs/cgroup/rtlab-rt";
 
-
 /// /proc/PID/status as the kernel shows it once CPU 1 is an isolated partition: the tasks of
 /// other cgroups are off it, the per-CPU ksoftirqd/1 and the threaded IRQ of an IRQ still
 /// allowed on CPU 1 are not.
 fn statuses(root: &Path) {
-    for (pid, name, cpus) in [(1, "init", "0"), (14, "ksoftirqd/0", "0"), (22, "ksoftirqd/1", "1"), (50, "irq/41-virtio3-rx", "0-1"), (812, "rustc", "1")] {
+    for (pid, name, cpus) in [
+        (1, "init", "0"),
+        (14, "ksoftirqd/0", "0"),
+        (22, "ksoftirqd/1", "1"),
+        (50, "irq/41-virtio3-rx", "0-1"),
+        (812, "rustc", "1"),
+    ] {
         put(root, &format!("proc/{pid}/status"), &format!("Name:\t{name}\nState:\tS (sleeping)\nCpus_allowed:\t3\nCpus_allowed_list:\t{cpus}\n"));
     }
 }
@@ -31,8 +38,15 @@ fn statuses(root: &Path) {
 fn isolation_step(host: &dyn Host, pids: Vec<i32>) -> Step {
     let t = Target { rt_cpu: Some(1), pids, ..Default::default() };
     let steps = plan(&builtin("rt-isolation").unwrap(), &t, host);
-    let actions = steps.iter().flat_map(|s| s.alternatives.iter().flat_map(|a| a.1.iter())).map(|a| a.describe()).collect::<Vec<_>>();
-    assert!(!actions.iter().any(|a| a.contains("rtlab-system")), "no rtlab-system on cgroup v2: {actions:?}");
+    let actions = steps
+        .iter()
+        .flat_map(|s| s.alternatives.iter().flat_map(|a| a.1.iter()))
+        .map(|a| a.describe())
+        .collect::<Vec<_>>();
+    assert!(
+        !actions.iter().any(|a| a.contains("rtlab-system")),
+        "no rtlab-system on cgroup v2: {actions:?}"
+    );
     steps.into_iter().find(|s| s.what.starts_with("cpuset: CPUs 1")).expect("an isolation step")
 }
 
@@ -40,7 +54,10 @@ fn skip_reason(root: &Path) -> String {
     let host = FakeHost::new(root);
     let t = Target { rt_cpu: Some(1), pids: vec![812], ..Default::default() };
     let steps = plan(&builtin("rt-isolation").unwrap(), &t, &host);
-    let s = steps.into_iter().find(|s| s.what.starts_with("cpuset: CPUs 1")).expect("an isolation step");
+    let s = steps
+        .into_iter()
+        .find(|s| s.what.starts_with("cpuset: CPUs 1"))
+        .expect("an isolation step");
     assert!(s.alternatives.is_empty(), "{s:?}");
     s.skip.expect("a skip")
 }
@@ -56,17 +73,35 @@ fn v2_plan_enables_cpuset_makes_rtlab_rt_an_isolated_partition_and_moves_the_app
     assert_eq!(
         step.alternatives[0].1,
         vec![
-            Action::WriteWithUndo { path: "/sys/fs/cgroup/cgroup.subtree_control".into(), value: "+cpuset".into(), undo: "-cpuset".into() },
+            Action::WriteWithUndo {
+                path: "/sys/fs/cgroup/cgroup.subtree_control".into(),
+                value: "+cpuset".into(),
+                undo: "-cpuset".into()
+            },
             Action::MakeDir { path: RT.into(), parent_tasks: ROOT_PROCS.into() },
             Action::WriteFile { path: format!("{RT}/cpuset.cpus"), value: "1".into() },
             Action::WriteFile { path: format!("{RT}/cpuset.mems"), value: "0".into() },
             // from the cgroup /proc/812/cgroup names, whole processes
-            Action::MoveTasks { from: "/sys/fs/cgroup/user.slice/cgroup.procs".into(), to: format!("{RT}/cgroup.procs"), pids: vec![812] },
-            Action::Partition { path: format!("{RT}/cpuset.cpus.partition"), modes: vec!["isolated".into(), "root".into()] },
+            Action::MoveTasks {
+                from: "/sys/fs/cgroup/user.slice/cgroup.procs".into(),
+                to: format!("{RT}/cgroup.procs"),
+                pids: vec![812]
+            },
+            Action::Partition {
+                path: format!("{RT}/cpuset.cpus.partition"),
+                modes: vec!["isolated".into(), "root".into()]
+            },
         ]
     );
-    assert_eq!(step.report, Some(Report::TasksStillOn { cpus: vec![1], cgroup_procs: format!("{RT}/cgroup.procs") }));
-    assert!(step.note.as_deref().unwrap_or("").contains("no rtlab-system needed"), "{:?}", step.note);
+    assert_eq!(
+        step.report,
+        Some(Report::TasksStillOn { cpus: vec![1], cgroup_procs: format!("{RT}/cgroup.procs") })
+    );
+    assert!(
+        step.note.as_deref().unwrap_or("").contains("no rtlab-system needed"),
+        "{:?}",
+        step.note
+    );
 }
 
 #[test]
@@ -77,7 +112,10 @@ fn v2_plan_leaves_cpuset_alone_when_enabled_and_moves_nothing_without_pids() {
     let host = FakeHost::new(d.path());
     let acts = isolation_step(&host, vec![]).alternatives.remove(0).1;
     assert!(matches!(&acts[0], Action::MakeDir { .. }), "{acts:?}");
-    assert!(!acts.iter().any(|a| matches!(a, Action::WriteWithUndo { .. } | Action::MoveTasks { .. })), "{acts:?}");
+    assert!(
+        !acts.iter().any(|a| matches!(a, Action::WriteWithUndo { .. } | Action::MoveTasks { .. })),
+        "{acts:?}"
+    );
     assert!(matches!(acts.last(), Some(Action::Partition { .. })), "{acts:?}");
 }
 
@@ -86,14 +124,38 @@ fn v2_on_a_hybrid_mount_uses_the_cgroup2_line_of_proc_mounts() {
     let d = tempfile::tempdir().unwrap();
     machine(d.path());
     std::fs::remove_dir_all(d.path().join("sys/fs/cgroup/cpuset")).unwrap();
-    put(d.path(), "proc/mounts", "tmpfs /sys/fs/cgroup tmpfs rw 0 0\ncgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n");
+    put(
+        d.path(),
+        "proc/mounts",
+        "tmpfs /sys/fs/cgroup tmpfs rw 0 0\ncgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n",
+    );
     cgroup2(d.path(), "/sys/fs/cgroup/unified", "cpuset", "", &[1, 14, 22, 50, 812]);
     let host = FakeHost::new(d.path());
     let acts = isolation_step(&host, vec![812]).alternatives.remove(0).1;
     let u = "/sys/fs/cgroup/unified";
-    assert_eq!(acts[0], Action::WriteWithUndo { path: format!("{u}/cgroup.subtree_control"), value: "+cpuset".into(), undo: "-cpuset".into() });
-    assert_eq!(acts[1], Action::MakeDir { path: format!("{u}/rtlab-rt"), parent_tasks: format!("{u}/cgroup.procs") });
-    assert_eq!(acts[4], Action::MoveTasks { from: format!("{u}/cgroup.procs"), to: format!("{u}/rtlab-rt/cgroup.procs"), pids: vec![812] });
+    assert_eq!(
+        acts[0],
+        Action::WriteWithUndo {
+            path: format!("{u}/cgroup.subtree_control"),
+            value: "+cpuset".into(),
+            undo: "-cpuset".into()
+        }
+    );
+    assert_eq!(
+        acts[1],
+        Action::MakeDir {
+            path: format!("{u}/rtlab-rt"),
+            parent_tasks: format!("{u}/cgroup.procs")
+        }
+    );
+    assert_eq!(
+        acts[4],
+        Action::MoveTasks {
+            from: format!("{u}/cgroup.procs"),
+            to: format!("{u}/rtlab-rt/cgroup.procs"),
+            pids: vec![812]
+        }
+    );
 }
 
 #[test]
@@ -113,9 +175,15 @@ fn v2_apply_writes_the_files_and_dropping_the_guard_puts_every_file_back() {
         assert!(o.detail.iter().any(|l| l == "moved 1"), "{o:?}");
         // what cannot move: the per-CPU ksoftirqd/1 and the IRQ thread, not the app inside
         let report = o.detail.last().unwrap();
-        assert!(report.starts_with(&format!("2 tasks outside {RT} can still run on CPUs 1")), "{report}");
+        assert!(
+            report.starts_with(&format!("2 tasks outside {RT} can still run on CPUs 1")),
+            "{report}"
+        );
         assert!(report.ends_with("ksoftirqd/1 (22), irq/41-virtio3-rx (50)"), "{report}");
-        assert_eq!(host.read("/sys/fs/cgroup/cgroup.subtree_control").unwrap(), "cpuset cpu io memory pids");
+        assert_eq!(
+            host.read("/sys/fs/cgroup/cgroup.subtree_control").unwrap(),
+            "cpuset cpu io memory pids"
+        );
         assert_eq!(host.read(&format!("{RT}/cpuset.cpus")).unwrap(), "1");
         assert_eq!(host.read(&format!("{RT}/cpuset.mems")).unwrap(), "0");
         assert_eq!(host.read(&format!("{RT}/cpuset.cpus.partition")).unwrap(), "isolated");
@@ -125,8 +193,22 @@ fn v2_apply_writes_the_files_and_dropping_the_guard_puts_every_file_back() {
         // journaled before, each with how it goes back, and all in force
         let st = read_journal(&jpath).unwrap();
         assert_eq!(st.pending.len(), 6, "{:?}", st.pending);
-        assert_eq!(st.pending[0].1, Change::WriteWithUndo { path: "/sys/fs/cgroup/cgroup.subtree_control".into(), new: "+cpuset".into(), undo: "-cpuset".into() });
-        assert_eq!(st.pending[5].1, Change::File { path: format!("{RT}/cpuset.cpus.partition"), old: "member".into(), new: "isolated".into() });
+        assert_eq!(
+            st.pending[0].1,
+            Change::WriteWithUndo {
+                path: "/sys/fs/cgroup/cgroup.subtree_control".into(),
+                new: "+cpuset".into(),
+                undo: "-cpuset".into()
+            }
+        );
+        assert_eq!(
+            st.pending[5].1,
+            Change::File {
+                path: format!("{RT}/cpuset.cpus.partition"),
+                old: "member".into(),
+                new: "isolated".into()
+            }
+        );
         for (_, c) in &st.pending {
             let f = in_force(&host, c);
             assert!(["in force", "exists", "recorded"].contains(&f.as_str()), "{c:?}: {f}");
@@ -148,7 +230,8 @@ fn v2_kill9_then_tune_restore_puts_the_whole_profile_back_and_later_tasks_go_to_
     let host = FakeHost::new(d.path());
     let jpath = d.path().join("journal");
     let t = Target { rt_cpu: Some(1), pids: vec![812], ..Default::default() };
-    let (s, outcomes) = apply_profile(&host, "rt-isolation", &Default::default(), &t, &jpath).unwrap();
+    let (s, outcomes) =
+        apply_profile(&host, "rt-isolation", &Default::default(), &t, &jpath).unwrap();
     let iso = outcomes.iter().find(|o| o.what.starts_with("cpuset:")).unwrap();
     assert_eq!(iso.status, "done", "{outcomes:?}");
     assert_eq!(host.read(&format!("{RT}/cpuset.cpus.partition")).unwrap(), "isolated");
@@ -166,7 +249,10 @@ fn v2_kill9_then_tune_restore_puts_the_whole_profile_back_and_later_tasks_go_to_
 /// Apply the isolation step on a fake v2 machine whose kernel answers partition writes as
 /// `fake_partition` says (see `rtlab-fake-partition` in rtlab_tune::host), hand the outcome
 /// to `check`, then restore and compare the whole tree with the one before.
-fn with_partition(fake_partition: &str, check: impl FnOnce(&FakeHost, &Path, &rtlab_tune::profile::StepOutcome)) {
+fn with_partition(
+    fake_partition: &str,
+    check: impl FnOnce(&FakeHost, &Path, &rtlab_tune::profile::StepOutcome),
+) {
     let d = tempfile::tempdir().unwrap();
     machine_v2(d.path());
     put(d.path(), "rtlab-fake-partition", fake_partition);
@@ -185,34 +271,56 @@ fn with_partition(fake_partition: &str, check: impl FnOnce(&FakeHost, &Path, &rt
 fn v2_partition_falls_back_to_root_when_the_kernel_refuses_isolated() {
     with_partition("isolated EINVAL\n", |host, jpath, o| {
         assert_eq!(o.status, "done", "{o:?}");
-        assert!(o.detail.iter().any(|l| l == "a root partition ('isolated' EINVAL refused)"), "{o:?}");
+        assert!(
+            o.detail.iter().any(|l| l == "a root partition ('isolated' EINVAL refused)"),
+            "{o:?}"
+        );
         assert_eq!(host.read(&format!("{RT}/cpuset.cpus.partition")).unwrap(), "root");
         // the refused write is journaled as not made: one pending partition change
         let st = read_journal(jpath).unwrap();
-        assert!(st.restored.iter().any(|(_, why)| why == "not made: 'isolated' EINVAL"), "{:?}", st.restored);
-        let partition: Vec<_> = st.pending.iter().filter(|(_, c)| matches!(c, Change::File { path, .. } if path.ends_with("partition"))).collect();
+        assert!(
+            st.restored.iter().any(|(_, why)| why == "not made: 'isolated' EINVAL"),
+            "{:?}",
+            st.restored
+        );
+        let partition: Vec<_> = st
+            .pending
+            .iter()
+            .filter(|(_, c)| matches!(c, Change::File { path, .. } if path.ends_with("partition")))
+            .collect();
         assert_eq!(partition.len(), 1);
     });
 }
 
 #[test]
 fn v2_an_invalid_partition_is_a_failure_with_the_kernels_reason_and_is_undone() {
-    with_partition("isolated isolated invalid (Cpu list in cpuset.cpus not exclusive)\n", |host, jpath, o| {
-        assert_eq!(o.status, "partial", "{o:?}");
-        let why = format!("1 refused: {RT}/cpuset.cpus.partition: wrote 'isolated', the kernel says 'isolated invalid (Cpu list in cpuset.cpus not exclusive)'");
-        assert!(o.detail.contains(&why), "{o:?}");
-        // made (the file says so): journaled, shown as not in force, and written back
-        let st = read_journal(jpath).unwrap();
-        let (_, c) = st.pending.last().unwrap();
-        assert_eq!(in_force(host, c), "changed since: now 'isolated invalid (Cpu list in cpuset.cpus not exclusive)'");
-    });
+    with_partition(
+        "isolated isolated invalid (Cpu list in cpuset.cpus not exclusive)\n",
+        |host, jpath, o| {
+            assert_eq!(o.status, "partial", "{o:?}");
+            let why = format!("1 refused: {RT}/cpuset.cpus.partition: wrote 'isolated', the kernel says 'isolated invalid (Cpu list in cpuset.cpus not exclusive)'");
+            assert!(o.detail.contains(&why), "{o:?}");
+            // made (the file says so): journaled, shown as not in force, and written back
+            let st = read_journal(jpath).unwrap();
+            let (_, c) = st.pending.last().unwrap();
+            assert_eq!(
+                in_force(host, c),
+                "changed since: now 'isolated invalid (Cpu list in cpuset.cpus not exclusive)'"
+            );
+        },
+    );
 }
 
 #[test]
 fn v2_a_kernel_without_partitions_leaves_the_step_partial() {
     with_partition("absent\n", |_, _, o| {
         assert_eq!(o.status, "partial", "{o:?}");
-        assert!(o.detail.iter().any(|l| l.contains("cpuset.cpus.partition: no such file: this kernel has no cpuset partitions")), "{o:?}");
+        assert!(
+            o.detail.iter().any(|l| l.contains(
+                "cpuset.cpus.partition: no such file: this kernel has no cpuset partitions"
+            )),
+            "{o:?}"
+        );
     });
 }
 
@@ -264,10 +372,20 @@ fn v1_only_machines_keep_the_v1_path_or_say_why_not() {
             cgroup2(d.path(), "/sys/fs/cgroup/unified", "", "", &[]);
         }
         let host = FakeHost::new(d.path());
-        let steps = plan(&builtin("rt-isolation").unwrap(), &Target { rt_cpu: Some(1), pids: vec![812], ..Default::default() }, &host);
+        let steps = plan(
+            &builtin("rt-isolation").unwrap(),
+            &Target { rt_cpu: Some(1), pids: vec![812], ..Default::default() },
+            &host,
+        );
         let s = steps.iter().find(|s| s.what.starts_with("cpuset: CPUs 1")).unwrap();
         let acts = &s.alternatives[0].1;
-        assert_eq!(acts[0], Action::MakeDir { path: "/sys/fs/cgroup/cpuset/rtlab-system".into(), parent_tasks: "/sys/fs/cgroup/cpuset/tasks".into() });
+        assert_eq!(
+            acts[0],
+            Action::MakeDir {
+                path: "/sys/fs/cgroup/cpuset/rtlab-system".into(),
+                parent_tasks: "/sys/fs/cgroup/cpuset/tasks".into()
+            }
+        );
         assert!(s.report.is_none());
     }
     // v1 only, the cpuset hierarchy mounted somewhere else

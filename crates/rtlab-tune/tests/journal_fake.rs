@@ -5,18 +5,36 @@ use rtlab_tune::journal::{read_journal, restore_journal, Change};
 use rtlab_tune::session::{Action, Session};
 use rtlab_tune::testing::{machine, put, tree_snapshot as snapshot};
 
-
 fn all_actions() -> Vec<Action> {
     vec![
-        Action::WriteFile { path: "/proc/sys/kernel/sched_rt_runtime_us".into(), value: "-1".into() },
-        Action::WriteFile { path: "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor".into(), value: "performance".into() },
+        Action::WriteFile {
+            path: "/proc/sys/kernel/sched_rt_runtime_us".into(),
+            value: "-1".into(),
+        },
+        Action::WriteFile {
+            path: "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor".into(),
+            value: "performance".into(),
+        },
         Action::WriteFile { path: "/proc/irq/41/smp_affinity".into(), value: "2".into() },
         Action::SetSched { pid: 22, policy: 1, priority: 60 },
         Action::SetAffinity { pid: 812, cpus: vec![0] },
-        Action::MakeDir { path: "/sys/fs/cgroup/cpuset/rtlab-system".into(), parent_tasks: "/sys/fs/cgroup/cpuset/tasks".into() },
-        Action::WriteFile { path: "/sys/fs/cgroup/cpuset/rtlab-system/cpuset.cpus".into(), value: "0".into() },
-        Action::MoveTasks { from: "/sys/fs/cgroup/cpuset/tasks".into(), to: "/sys/fs/cgroup/cpuset/rtlab-system/tasks".into(), pids: vec![1, 14, 812] },
-        Action::Command { did: vec!["tc".into(), "qdisc".into(), "replace".into()], undo: vec!["tc".into(), "qdisc".into(), "del".into()] },
+        Action::MakeDir {
+            path: "/sys/fs/cgroup/cpuset/rtlab-system".into(),
+            parent_tasks: "/sys/fs/cgroup/cpuset/tasks".into(),
+        },
+        Action::WriteFile {
+            path: "/sys/fs/cgroup/cpuset/rtlab-system/cpuset.cpus".into(),
+            value: "0".into(),
+        },
+        Action::MoveTasks {
+            from: "/sys/fs/cgroup/cpuset/tasks".into(),
+            to: "/sys/fs/cgroup/cpuset/rtlab-system/tasks".into(),
+            pids: vec![1, 14, 812],
+        },
+        Action::Command {
+            did: vec!["tc".into(), "qdisc".into(), "replace".into()],
+            undo: vec!["tc".into(), "qdisc".into(), "del".into()],
+        },
         Action::HoldPmQos { path: "/dev/cpu_dma_latency".into(), value_us: 0 },
     ]
 }
@@ -42,9 +60,15 @@ fn every_change_is_journaled_before_it_is_made_and_restored_on_drop() {
         assert_eq!(host.sched_get(22).unwrap(), (1, 60));
         assert_eq!(host.affinity_get(812).unwrap(), vec![0]);
         let moved = host.read("/sys/fs/cgroup/cpuset/rtlab-system/tasks").unwrap();
-        assert_eq!(moved.lines().collect::<Vec<_>>(), vec!["1", "812"], "pid 14 is pinned and cannot move");
+        assert_eq!(
+            moved.lines().collect::<Vec<_>>(),
+            vec!["1", "812"],
+            "pid 14 is pinned and cannot move"
+        );
         match &st.pending[0].1 {
-            Change::File { old, new, .. } => assert_eq!((old.as_str(), new.as_str()), ("950000", "-1")),
+            Change::File { old, new, .. } => {
+                assert_eq!((old.as_str(), new.as_str()), ("950000", "-1"))
+            }
             c => panic!("{c:?}"),
         }
     }
@@ -63,13 +87,20 @@ fn restore_after_a_crash_replays_the_journal_newest_first() {
     let jpath = d.path().join("journal");
     let mut s = Session::begin(&host, &jpath, "crash").unwrap();
     // the same file changed twice: the first old value must win
-    s.apply(&Action::WriteFile { path: "/proc/irq/42/smp_affinity".into(), value: "1".into() }).unwrap();
-    s.apply(&Action::WriteFile { path: "/proc/irq/42/smp_affinity".into(), value: "2".into() }).unwrap();
+    s.apply(&Action::WriteFile { path: "/proc/irq/42/smp_affinity".into(), value: "1".into() })
+        .unwrap();
+    s.apply(&Action::WriteFile { path: "/proc/irq/42/smp_affinity".into(), value: "2".into() })
+        .unwrap();
     s.apply(&Action::SetSched { pid: 50, policy: 1, priority: 90 }).unwrap();
     std::mem::forget(s); // like kill -9: no drop
-    // a torn last line (power cut while writing) is ignored
+                         // a torn last line (power cut while writing) is ignored
     use std::io::Write;
-    std::fs::OpenOptions::new().append(true).open(&jpath).unwrap().write_all(b"{\"t\":\"chan").unwrap();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&jpath)
+        .unwrap()
+        .write_all(b"{\"t\":\"chan")
+        .unwrap();
     // a new session refuses to start over pending changes
     let again = Session::begin(&host, &jpath, "second");
     assert!(again.err().unwrap().to_string().contains("rtlab tune restore"));
@@ -92,7 +123,9 @@ fn a_reused_pid_is_never_touched_and_a_failed_change_is_not_pending() {
     let mut s = Session::begin(&host, &jpath, "reuse").unwrap();
     s.apply(&Action::SetSched { pid: 812, policy: 1, priority: 80 }).unwrap();
     // a write that fails (the file vanished) is journaled, then marked as not made
-    let e = s.apply(&Action::WriteFile { path: "/proc/irq/99/smp_affinity".into(), value: "1".into() }).unwrap_err();
+    let e = s
+        .apply(&Action::WriteFile { path: "/proc/irq/99/smp_affinity".into(), value: "1".into() })
+        .unwrap_err();
     assert!(e.contains("/proc/irq/99/smp_affinity"), "{e}");
     std::mem::forget(s);
     assert_eq!(read_journal(&jpath).unwrap().pending.len(), 1);
@@ -113,7 +146,11 @@ fn a_panic_restores_through_the_guard() {
     let res = std::panic::catch_unwind(move || {
         let host = FakeHost::new(&root);
         let mut s = Session::begin(&host, &root.join("journal"), "panic").unwrap();
-        s.apply(&Action::WriteFile { path: "/proc/sys/kernel/sched_rt_runtime_us".into(), value: "-1".into() }).unwrap();
+        s.apply(&Action::WriteFile {
+            path: "/proc/sys/kernel/sched_rt_runtime_us".into(),
+            value: "-1".into(),
+        })
+        .unwrap();
         panic!("a probe failed");
     });
     assert!(res.is_err());
@@ -128,7 +165,11 @@ fn an_undo_that_fails_keeps_the_journal() {
     let host = FakeHost::new(d.path());
     let jpath = d.path().join("journal");
     let mut s = Session::begin(&host, &jpath, "fail").unwrap();
-    s.apply(&Action::Command { did: vec!["tc".into(), "add".into()], undo: vec!["tc".into(), "del".into()] }).unwrap();
+    s.apply(&Action::Command {
+        did: vec!["tc".into(), "add".into()],
+        undo: vec!["tc".into(), "del".into()],
+    })
+    .unwrap();
     put(d.path(), "rtlab-fake-fail", "tc del\n");
     let r = s.restore();
     assert_eq!(r.failed.len(), 1);
@@ -145,18 +186,39 @@ fn a_profile_applied_for_a_probe_is_undone_with_its_guard() {
     put(d.path(), "sys/kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n");
     let before = snapshot(d.path());
     let host = FakeHost::new(d.path());
-    let target = rtlab_tune::profile::Target { rt_cpu: Some(1), pids: vec![812], ..Default::default() };
-    let (mut s, outcomes) = rtlab_tune::profile::apply_profile(&host, "rt-kthreads", &Default::default(), &target, &d.path().join("journal")).unwrap();
-    let by = |w: &str| outcomes.iter().find(|o| o.what.starts_with(w)).unwrap_or_else(|| panic!("{w}: {outcomes:?}")).clone();
+    let target =
+        rtlab_tune::profile::Target { rt_cpu: Some(1), pids: vec![812], ..Default::default() };
+    let (mut s, outcomes) = rtlab_tune::profile::apply_profile(
+        &host,
+        "rt-kthreads",
+        &Default::default(),
+        &target,
+        &d.path().join("journal"),
+    )
+    .unwrap();
+    let by = |w: &str| {
+        outcomes
+            .iter()
+            .find(|o| o.what.starts_with(w))
+            .unwrap_or_else(|| panic!("{w}: {outcomes:?}"))
+            .clone()
+    };
     assert_eq!(by("application").status, "done");
     assert_eq!(by("ksoftirqd").status, "done");
     assert_eq!(by("governor").status, "done");
     assert_eq!(by("middleware").status, "skipped");
     assert_eq!(host.sched_get(812).unwrap(), (1, 80));
     assert_eq!(host.sched_get(50).unwrap(), (1, 90), "the NIC's IRQ thread");
-    assert_eq!(host.read("/sys/devices/system/cpu/cpu1/cpufreq/scaling_governor").unwrap(), "performance");
+    assert_eq!(
+        host.read("/sys/devices/system/cpu/cpu1/cpufreq/scaling_governor").unwrap(),
+        "performance"
+    );
     // a choice file is journaled with the chosen word, so it can be written back
-    s.apply(&Action::WriteFile { path: "/sys/kernel/mm/transparent_hugepage/enabled".into(), value: "never".into() }).unwrap();
+    s.apply(&Action::WriteFile {
+        path: "/sys/kernel/mm/transparent_hugepage/enabled".into(),
+        value: "never".into(),
+    })
+    .unwrap();
     match &read_journal(&d.path().join("journal")).unwrap().pending.last().unwrap().1 {
         Change::File { old, .. } => assert_eq!(old, "madvise"),
         c => panic!("{c:?}"),

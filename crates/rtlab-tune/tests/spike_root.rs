@@ -13,7 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn tid() -> i32 {
-    std::fs::read_link("/proc/thread-self").ok().and_then(|p| p.file_name()?.to_str()?.parse().ok()).unwrap_or(-1)
+    std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name()?.to_str()?.parse().ok())
+        .unwrap_or(-1)
 }
 
 #[test]
@@ -31,32 +34,63 @@ fn spike_root_a_fifo_hog_is_found_in_the_attribution() {
     let flag = Arc::new(SpikeFlag::default());
     let stop = Arc::new(AtomicBool::new(false));
     let trace_file = d.path().join("spike.trace");
-    let watcher = tracer.watch(flag.clone(), stop.clone(), "rtlab-victim".into(), Duration::from_millis(5), Some(trace_file.clone()));
+    let watcher = tracer.watch(
+        flag.clone(),
+        stop.clone(),
+        "rtlab-victim".into(),
+        Duration::from_millis(5),
+        Some(trace_file.clone()),
+    );
     let sampler = CounterSampler::start(Duration::from_millis(100), 100);
 
-    let cfg = RecorderConfig { deadline_ns: 1_000_000, window_ns: 100_000_000, window_capacity: 64, max_samples: None, us_histogram_buckets: None, spike_threshold_ns: Some(5_000_000) };
+    let cfg = RecorderConfig {
+        deadline_ns: 1_000_000,
+        window_ns: 100_000_000,
+        window_capacity: 64,
+        max_samples: None,
+        us_histogram_buckets: None,
+        spike_threshold_ns: Some(5_000_000),
+    };
     let mut rec = Recorder::new(&cfg, None).with_spike(&cfg, flag.clone());
-    let victim = spawn_rt(&ThreadSpec { name: "rtlab-victim".into(), policy: Policy::Fifo, priority: 80, cpus: Some(vec![cpu]), stack_bytes: 256 * 1024 }, move || {
-        let start = monotonic_ns();
-        let mut next = start;
-        for i in 0..150u64 {
-            next += 1_000_000;
-            sleep_until(next);
-            let now = monotonic_ns();
-            rec.record(i, now - start, now - next);
-        }
-        rec
-    })
+    let victim = spawn_rt(
+        &ThreadSpec {
+            name: "rtlab-victim".into(),
+            policy: Policy::Fifo,
+            priority: 80,
+            cpus: Some(vec![cpu]),
+            stack_bytes: 256 * 1024,
+        },
+        move || {
+            let start = monotonic_ns();
+            let mut next = start;
+            for i in 0..150u64 {
+                next += 1_000_000;
+                sleep_until(next);
+                let now = monotonic_ns();
+                rec.record(i, now - start, now - next);
+            }
+            rec
+        },
+    )
     .unwrap();
     std::thread::sleep(Duration::from_millis(40));
-    let hog = spawn_rt(&ThreadSpec { name: "rtlab-hog".into(), policy: Policy::Fifo, priority: 90, cpus: Some(vec![cpu]), stack_bytes: 256 * 1024 }, || {
-        let me = tid();
-        let end = monotonic_ns() + 20_000_000;
-        while monotonic_ns() < end {
-            std::hint::spin_loop();
-        }
-        me
-    })
+    let hog = spawn_rt(
+        &ThreadSpec {
+            name: "rtlab-hog".into(),
+            policy: Policy::Fifo,
+            priority: 90,
+            cpus: Some(vec![cpu]),
+            stack_bytes: 256 * 1024,
+        },
+        || {
+            let me = tid();
+            let end = monotonic_ns() + 20_000_000;
+            while monotonic_ns() < end {
+                std::hint::spin_loop();
+            }
+            me
+        },
+    )
     .unwrap();
     let hog_tid = hog.join().unwrap();
     let rec = victim.join().unwrap();
@@ -76,7 +110,12 @@ fn spike_root_a_fifo_hog_is_found_in_the_attribution() {
     // the hog ran 20 ms at FIFO on `cpu`: the context switches it caused are counted
     assert!(windows.deltas.iter().map(|w| w.context_switches).sum::<u64>() > 0);
     assert_eq!(read_counters(&host).net_rx.len(), online.len());
-    assert!(notes.iter().any(|n| n.contains("timerlat")) || std::fs::read_to_string("/sys/kernel/tracing/available_tracers").unwrap_or_default().contains("timerlat"));
+    assert!(
+        notes.iter().any(|n| n.contains("timerlat"))
+            || std::fs::read_to_string("/sys/kernel/tracing/available_tracers")
+                .unwrap_or_default()
+                .contains("timerlat")
+    );
 
     assert!(rec.count() > 0);
     let c = capture.expect("the hog made a spike above 5 ms and the watcher caught it");
@@ -86,7 +125,10 @@ fn spike_root_a_fifo_hog_is_found_in_the_attribution() {
     // (tid {hog_tid} here): the hog is recognised by its name and its priority (FIFO 90 = kernel prio 9)
     let _ = hog_tid;
     assert!(
-        c.attribution.iter().any(|l| l.starts_with("preempted by pid ") && l.contains("(rtlab-hog, kernel prio 9) for ")),
+        c.attribution
+            .iter()
+            .any(|l| l.starts_with("preempted by pid ")
+                && l.contains("(rtlab-hog, kernel prio 9) for ")),
         "the hog is not in {:#?}",
         c.attribution
     );
@@ -108,7 +150,10 @@ fn the_sampler_keeps_off_the_probes_cpus() {
             let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
             if comm.trim() == "rtlab-counters" {
                 let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
-                allowed = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).map(|v| rtlab_sys::cpus::parse_cpu_list(v.trim()).unwrap());
+                allowed = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                    .map(|v| rtlab_sys::cpus::parse_cpu_list(v.trim()).unwrap());
             }
         }
         if allowed.as_ref().is_some_and(|a| !a.contains(&probe_cpu)) {
@@ -118,6 +163,9 @@ fn the_sampler_keeps_off_the_probes_cpus() {
     }
     let sampled = sampler.stop();
     let allowed = allowed.expect("the rtlab-counters thread was running");
-    assert!(!allowed.contains(&probe_cpu) && !allowed.is_empty(), "allowed on {allowed:?}, the probe is on {probe_cpu}");
+    assert!(
+        !allowed.contains(&probe_cpu) && !allowed.is_empty(),
+        "allowed on {allowed:?}, the probe is on {probe_cpu}"
+    );
     assert!(!sampled.deltas.is_empty());
 }

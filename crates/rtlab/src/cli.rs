@@ -143,7 +143,11 @@ pub struct EvidenceArgs {
 
 impl EvidenceArgs {
     /// The options, with the probe's window and measuring-thread name prefix.
-    pub fn options(&self, window_ns: i64, victim: &str) -> anyhow::Result<crate::evidence::EvidenceOptions> {
+    pub fn options(
+        &self,
+        window_ns: i64,
+        victim: &str,
+    ) -> anyhow::Result<crate::evidence::EvidenceOptions> {
         let mut o = crate::evidence::EvidenceOptions::new(window_ns, victim);
         o.counters = !self.no_counters;
         if let Some(t) = &self.trace_on_spike {

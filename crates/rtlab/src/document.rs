@@ -6,7 +6,12 @@ use rtlab_core::warnings::{environment_warnings, Warn};
 use std::io::Write;
 use std::path::Path;
 
-pub fn new_document(probe: &str, started: std::time::SystemTime, environment: Environment, config: serde_json::Value) -> ResultDocument {
+pub fn new_document(
+    probe: &str,
+    started: std::time::SystemTime,
+    environment: Environment,
+    config: serde_json::Value,
+) -> ResultDocument {
     ResultDocument {
         schema_version: SCHEMA_VERSION,
         tool: ToolInfo { name: "rtlab".into(), version: env!("CARGO_PKG_VERSION").into() },
@@ -37,7 +42,8 @@ pub fn write_text(text: &str, path: &str) -> std::io::Result<()> {
         return out.flush();
     }
     let p = Path::new(path);
-    let tmp = p.with_extension(format!("{}.tmp", p.extension().and_then(|e| e.to_str()).unwrap_or("")));
+    let tmp =
+        p.with_extension(format!("{}.tmp", p.extension().and_then(|e| e.to_str()).unwrap_or("")));
     std::fs::write(&tmp, text)?;
     std::fs::rename(&tmp, p)
 }
@@ -53,14 +59,19 @@ pub fn check_writable(path: &str, flag: &str) -> anyhow::Result<()> {
         anyhow::bail!("{flag} {path}: directory '{}' does not exist", dir.display());
     }
     let probe = dir.join(format!(".rtlab-write-test-{}", std::process::id()));
-    std::fs::write(&probe, b"").with_context(|| format!("{flag} {path}: cannot write in '{}'", dir.display()))?;
+    std::fs::write(&probe, b"")
+        .with_context(|| format!("{flag} {path}: cannot write in '{}'", dir.display()))?;
     let _ = std::fs::remove_file(probe);
     Ok(())
 }
 
 /// The warnings every probe shares: the environment's, the memory lock (`None`: not asked
 /// for, `--no-mlockall`) and a measuring thread under SCHED_OTHER.
-pub fn process_warnings(env: &Environment, memory_lock: &Option<Result<(), String>>, any_other_policy: bool) -> Vec<Warn> {
+pub fn process_warnings(
+    env: &Environment,
+    memory_lock: &Option<Result<(), String>>,
+    any_other_policy: bool,
+) -> Vec<Warn> {
     let mut w = environment_warnings(env);
     w.retain(|w| !matches!(w, Warn::MemoryNotLocked { .. }));
     match memory_lock {
@@ -69,7 +80,11 @@ pub fn process_warnings(env: &Environment, memory_lock: &Option<Result<(), Strin
         Some(Ok(())) => {}
     }
     if any_other_policy {
-        w.push(if rtlab_sys::sched::may_use_realtime() { Warn::NotRealtimePolicy } else { Warn::NoRtPrivilege });
+        w.push(if rtlab_sys::sched::may_use_realtime() {
+            Warn::NotRealtimePolicy
+        } else {
+            Warn::NoRtPrivilege
+        });
     }
     w
 }

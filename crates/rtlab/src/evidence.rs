@@ -95,13 +95,24 @@ impl<'h> EvidenceRun<'h> {
         let armed = match o.trace_on_spike_ns {
             None => None,
             Some(threshold_ns) => {
-                let mut tracer = SpikeTracer::arm(host, &trace_journal()).map_err(|e| anyhow::anyhow!("--trace-on-spike: {e}"))?;
+                let mut tracer = SpikeTracer::arm(host, &trace_journal())
+                    .map_err(|e| anyhow::anyhow!("--trace-on-spike: {e}"))?;
                 tracer.avoid_cpus = o.cpus.clone();
                 let flag = Arc::new(SpikeFlag::default());
                 let watch_stop = Arc::new(AtomicBool::new(false));
-                let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
-                let file = o.trace_dir.join(format!("rtlab-spike-{}-{stamp}.trace", std::process::id()));
-                let watcher = tracer.watch(flag.clone(), watch_stop.clone(), o.victim.clone(), Duration::from_millis(5), Some(file));
+                let stamp = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis())
+                    .unwrap_or(0);
+                let file =
+                    o.trace_dir.join(format!("rtlab-spike-{}-{stamp}.trace", std::process::id()));
+                let watcher = tracer.watch(
+                    flag.clone(),
+                    watch_stop.clone(),
+                    o.victim.clone(),
+                    Duration::from_millis(5),
+                    Some(file),
+                );
                 let timerlat = start_timerlat(host, &mut tracer, o, threshold_ns);
                 Some(Armed { threshold_ns, flag, tracer, watcher, watch_stop, timerlat })
             }
@@ -117,7 +128,11 @@ impl<'h> EvidenceRun<'h> {
 
     /// What the probe's recorders raise on a spike (None without `--trace-on-spike`).
     pub fn hook(&self) -> Option<SpikeHook> {
-        self.armed.as_ref().map(|a| SpikeHook { threshold_ns: a.threshold_ns, flag: a.flag.clone(), source: 0 })
+        self.armed.as_ref().map(|a| SpikeHook {
+            threshold_ns: a.threshold_ns,
+            flag: a.flag.clone(),
+            source: 0,
+        })
     }
 
     /// Stop sampling and watching, disarm (tracefs put back), align the counters with the
@@ -150,10 +165,15 @@ impl<'h> EvidenceRun<'h> {
             notes.extend(a.tracer.notes.iter().cloned());
             let restore = a.tracer.disarm();
             if !restore.is_clean() {
-                notes.push(format!("tracefs NOT fully restored ({} changes): run `rtlab tune restore`", restore.failed.len()));
+                notes.push(format!(
+                    "tracefs NOT fully restored ({} changes): run `rtlab tune restore`",
+                    restore.failed.len()
+                ));
             }
             match capture {
-                None => SpikeEvidence { threshold_ns: a.threshold_ns, timerlat, ..Default::default() },
+                None => {
+                    SpikeEvidence { threshold_ns: a.threshold_ns, timerlat, ..Default::default() }
+                }
                 Some(c) => SpikeEvidence {
                     threshold_ns: a.threshold_ns,
                     stream: self.sources.get(c.source as usize).filter(|s| !s.is_empty()).cloned(),
@@ -173,7 +193,12 @@ impl<'h> EvidenceRun<'h> {
 /// rtla timerlat alongside the probe when the kernel and the machine have it (its leftovers
 /// after a crash journaled first, in the tracer's session); None otherwise (the tracer's
 /// notes say what is missing).
-fn start_timerlat(host: &dyn Host, tracer: &mut SpikeTracer<'_>, o: &EvidenceOptions, threshold_ns: i64) -> Option<rtlab_tune::timerlat::TimerlatRun> {
+fn start_timerlat(
+    host: &dyn Host,
+    tracer: &mut SpikeTracer<'_>,
+    o: &EvidenceOptions,
+    threshold_ns: i64,
+) -> Option<rtlab_tune::timerlat::TimerlatRun> {
     use rtlab_tune::timerlat;
     // found when the tracer was armed (detecting runs `rtla --version`)
     if tracer.timerlat.missing().is_some() {
@@ -181,7 +206,9 @@ fn start_timerlat(host: &dyn Host, tracer: &mut SpikeTracer<'_>, o: &EvidenceOpt
     }
     if let Some(a) = timerlat::leftover_cleanup_action(host) {
         if let Err(e) = tracer.journal(&a) {
-            tracer.notes.push(format!("rtla timerlat not started: journaling its clean-up failed: {e}"));
+            tracer
+                .notes
+                .push(format!("rtla timerlat not started: journaling its clean-up failed: {e}"));
             return None;
         }
     }
@@ -191,7 +218,10 @@ fn start_timerlat(host: &dyn Host, tracer: &mut SpikeTracer<'_>, o: &EvidenceOpt
         // below the probe's threads (FIFO 80 in rtlab's profiles): it must not delay them
         priority: Some(70),
         period_us: 1_000,
-        duration: o.planned.map(|d| d + Duration::from_secs(2)).unwrap_or(Duration::from_secs(3600)),
+        duration: o
+            .planned
+            .map(|d| d + Duration::from_secs(2))
+            .unwrap_or(Duration::from_secs(3600)),
         trace_file: Some(o.trace_dir.join(format!("rtlab-timerlat-{}.trace", std::process::id()))),
     };
     match timerlat::start(&cfg) {
@@ -206,7 +236,10 @@ fn start_timerlat(host: &dyn Host, tracer: &mut SpikeTracer<'_>, o: &EvidenceOpt
 /// The stream whose worst windows are shown: the probe's headline (its first stream: thread0,
 /// ping, the first subscriber) when the counters follow its grid.
 fn worst_stream<'a>(streams: &'a [Stream], c: &WindowCounters) -> Option<&'a Stream> {
-    streams.iter().find(|s| s.windows.width_ns == c.width_ns && (c.start_monotonic_ns.is_none() || s.start_monotonic_ns == c.start_monotonic_ns))
+    streams.iter().find(|s| {
+        s.windows.width_ns == c.width_ns
+            && (c.start_monotonic_ns.is_none() || s.start_monotonic_ns == c.start_monotonic_ns)
+    })
 }
 
 /// The terminal text: the spike and its explanation, then the worst windows with what the
@@ -218,7 +251,8 @@ pub fn render(ev: &Evidence, streams: &[Stream]) -> String {
         match (sp.index, sp.at_ns, sp.value_ns) {
             (Some(i), Some(at), Some(v)) => {
                 let of = sp.stream.as_deref().map(|s| format!("{s} ")).unwrap_or_default();
-                let _ = writeln!(out, "  {of}sample {i} at {} after start: {} us", Nanos(at), us_1(v));
+                let _ =
+                    writeln!(out, "  {of}sample {i} at {} after start: {} us", Nanos(at), us_1(v));
                 for l in &sp.attribution {
                     let _ = writeln!(out, "  - {l}");
                 }
@@ -235,10 +269,22 @@ pub fn render(ev: &Evidence, streams: &[Stream]) -> String {
         if let Some(s) = worst_stream(streams, c) {
             let worst = c.worst(&s.windows, 3);
             if !worst.is_empty() {
-                let _ = writeln!(out, "\nworst windows of {} ({} each) and what the kernel did in them", s.name, Nanos(c.width_ns));
+                let _ = writeln!(
+                    out,
+                    "\nworst windows of {} ({} each) and what the kernel did in them",
+                    s.name,
+                    Nanos(c.width_ns)
+                );
                 for (i, max, k) in worst {
-                    let what = k.map(|k| k.describe()).unwrap_or_else(|| "no counters for this window".into());
-                    let _ = writeln!(out, "  window {i} (from {}): max {} us; {what}", Nanos(i as i64 * c.width_ns), us_1(max));
+                    let what = k
+                        .map(|k| k.describe())
+                        .unwrap_or_else(|| "no counters for this window".into());
+                    let _ = writeln!(
+                        out,
+                        "  window {i} (from {}): max {} us; {what}",
+                        Nanos(i as i64 * c.width_ns),
+                        us_1(max)
+                    );
                 }
             }
         }
@@ -255,7 +301,8 @@ pub fn print(ev: Option<&Evidence>, streams: &[Stream], quiet: bool) {
     let Some(ev) = ev else { return };
     if quiet {
         if ev.spike.is_some() {
-            let only_spike = Evidence { counters: None, spike: ev.spike.clone(), notes: ev.notes.clone() };
+            let only_spike =
+                Evidence { counters: None, spike: ev.spike.clone(), notes: ev.notes.clone() };
             eprint!("{}", render(&only_spike, streams));
         }
     } else {
@@ -270,7 +317,14 @@ mod tests {
 
     fn stream(name: &str, max: Vec<Option<i64>>, start: Option<i64>) -> Stream {
         let mut r = rtlab_core::sink::Recorder::new(
-            &rtlab_core::sink::RecorderConfig { deadline_ns: 1, window_ns: 1_000, window_capacity: 16, max_samples: None, us_histogram_buckets: None, spike_threshold_ns: None },
+            &rtlab_core::sink::RecorderConfig {
+                deadline_ns: 1,
+                window_ns: 1_000,
+                window_capacity: 16,
+                max_samples: None,
+                us_histogram_buckets: None,
+                spike_threshold_ns: None,
+            },
             None,
         );
         for (i, m) in max.iter().enumerate() {
@@ -285,10 +339,24 @@ mod tests {
     #[test]
     fn the_worst_windows_are_shown_with_their_counters() {
         let s = vec![stream("ping", vec![Some(5_000), Some(90_000), Some(7_000)], Some(10))];
-        let k = |n| KernelCounters { net_rx: vec![n, 0], context_switches: n, ..Default::default() };
+        let k =
+            |n| KernelCounters { net_rx: vec![n, 0], context_switches: n, ..Default::default() };
         let ev = Evidence {
-            counters: Some(WindowCounters { width_ns: 1_000, start_monotonic_ns: Some(10), resolution_ns: 125, windows: vec![k(1), k(40), k(2)], last_partial: false }),
-            spike: Some(SpikeEvidence { threshold_ns: 50_000, index: Some(1), at_ns: Some(1_000), value_ns: Some(90_000), attribution: vec!["preempted by pid 9 (x, kernel prio 9) for 80 us".into()], ..Default::default() }),
+            counters: Some(WindowCounters {
+                width_ns: 1_000,
+                start_monotonic_ns: Some(10),
+                resolution_ns: 125,
+                windows: vec![k(1), k(40), k(2)],
+                last_partial: false,
+            }),
+            spike: Some(SpikeEvidence {
+                threshold_ns: 50_000,
+                index: Some(1),
+                at_ns: Some(1_000),
+                value_ns: Some(90_000),
+                attribution: vec!["preempted by pid 9 (x, kernel prio 9) for 80 us".into()],
+                ..Default::default()
+            }),
             notes: vec!["no timerlat".into()],
         };
         let t = render(&ev, &s);
@@ -296,7 +364,11 @@ mod tests {
         assert!(t.contains("  - preempted by pid 9"), "{t}");
         assert!(t.contains("window 1 (from 1.0us): max 90.0 us; NET_RX 40 (CPU 0: 40)"), "{t}");
         let first = t.find("window 1 ").unwrap();
-        assert!(first < t.find("window 2 ").unwrap() && t.find("window 2 ").unwrap() < t.find("window 0 ").unwrap(), "worst first: {t}");
+        assert!(
+            first < t.find("window 2 ").unwrap()
+                && t.find("window 2 ").unwrap() < t.find("window 0 ").unwrap(),
+            "worst first: {t}"
+        );
         assert!(t.contains("note: no timerlat"));
     }
 
@@ -312,14 +384,23 @@ mod tests {
         other.metric = "turnaround".into();
         let pair = [stream("ping", vec![Some(1)], Some(10)), other];
         assert!(run(&pair).is_empty(), "another metric starting elsewhere is not a sweep");
-        let sweep = [stream("case0.sub0", vec![Some(1)], Some(10)), stream("case1.sub0", vec![Some(1)], Some(10 + 5_000_000_000))];
+        let sweep = [
+            stream("case0.sub0", vec![Some(1)], Some(10)),
+            stream("case1.sub0", vec![Some(1)], Some(10 + 5_000_000_000)),
+        ];
         let notes = run(&sweep);
-        assert!(notes.iter().any(|n| n.contains("a sweep of cases") && n.contains("'case0.sub0'")), "{notes:?}");
+        assert!(
+            notes.iter().any(|n| n.contains("a sweep of cases") && n.contains("'case0.sub0'")),
+            "{notes:?}"
+        );
     }
 
     #[test]
     fn no_spike_says_so() {
-        let ev = Evidence { spike: Some(SpikeEvidence { threshold_ns: 1_000, ..Default::default() }), ..Default::default() };
+        let ev = Evidence {
+            spike: Some(SpikeEvidence { threshold_ns: 1_000, ..Default::default() }),
+            ..Default::default()
+        };
         assert!(render(&ev, &[]).contains("no sample above the threshold"));
     }
 }

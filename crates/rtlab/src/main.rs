@@ -9,8 +9,8 @@ mod cli;
 mod cmd;
 mod document;
 mod evidence;
-mod progress;
 mod executor;
+mod progress;
 mod runner;
 mod store_sink;
 
@@ -63,5 +63,8 @@ fn one_line(text: &str) -> String {
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

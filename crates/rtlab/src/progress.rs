@@ -12,7 +12,10 @@ impl Progress {
         if quiet || !std::io::stderr().is_terminal() {
             return Progress { bar: None };
         }
-        let bar = ProgressBar::with_draw_target(Some(planned.max(1)), ProgressDrawTarget::stderr_with_hz(10));
+        let bar = ProgressBar::with_draw_target(
+            Some(planned.max(1)),
+            ProgressDrawTarget::stderr_with_hz(10),
+        );
         bar.set_style(
             ProgressStyle::with_template("{msg} [{wide_bar}] {pos}/{len} samples, ETA {eta}")
                 .unwrap_or_else(|_| ProgressStyle::default_bar())

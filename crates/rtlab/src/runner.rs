@@ -26,10 +26,16 @@ pub struct CaseResult {
 
 impl CaseResult {
     pub fn failed(error: impl Into<String>) -> CaseResult {
-        CaseResult { status: Some(CaseStatus::Failed { error: error.into() }), ..Default::default() }
+        CaseResult {
+            status: Some(CaseStatus::Failed { error: error.into() }),
+            ..Default::default()
+        }
     }
     pub fn skipped(reason: impl Into<String>) -> CaseResult {
-        CaseResult { status: Some(CaseStatus::Skipped { reason: reason.into() }), ..Default::default() }
+        CaseResult {
+            status: Some(CaseStatus::Skipped { reason: reason.into() }),
+            ..Default::default()
+        }
     }
 }
 
@@ -70,10 +76,12 @@ pub fn run_scenario(
             break;
         }
         progress.case_started(case, done_ns, planned);
-        let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        let started_at =
+            humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         let t0 = std::time::Instant::now();
         let r = exec.run_case(case, stop);
-        let interrupted = stop.load(Ordering::Relaxed) || r.document.as_ref().is_some_and(|d| d.interrupted);
+        let interrupted =
+            stop.load(Ordering::Relaxed) || r.document.as_ref().is_some_and(|d| d.interrupted);
         let case_status = match r.status {
             Some(s) => s,
             None if interrupted => CaseStatus::Interrupted,
@@ -181,14 +189,21 @@ interval = ["1ms", "2ms"]
     #[test]
     fn a_failed_case_is_recorded_and_the_run_goes_on() {
         let s = Scenario::parse("mini.toml", SCENARIO, 1.0).unwrap();
-        let mut exec = MockExec { fail: "timer/cpu/no-rt/interval=1ms", stop_at: None, seen: vec![] };
+        let mut exec =
+            MockExec { fail: "timer/cpu/no-rt/interval=1ms", stop_at: None, seen: vec![] };
         let mut sink = MemSink::default();
         let stop = Arc::new(AtomicBool::new(false));
-        let (id, status) = run_scenario(&s, &info(), &mut exec, &mut sink, &mut NoProgress, &stop).unwrap();
+        let (id, status) =
+            run_scenario(&s, &info(), &mut exec, &mut sink, &mut NoProgress, &stop).unwrap();
         assert_eq!((id, status), (7, RunStatus::Complete));
         assert_eq!(sink.cases.len(), 4);
         assert_eq!(exec.seen.len(), 4);
-        let failed: Vec<_> = sink.cases.iter().filter(|c| matches!(c.status, CaseStatus::Failed { .. })).map(|c| c.name.as_str()).collect();
+        let failed: Vec<_> = sink
+            .cases
+            .iter()
+            .filter(|c| matches!(c.status, CaseStatus::Failed { .. }))
+            .map(|c| c.name.as_str())
+            .collect();
         assert_eq!(failed, ["timer/cpu/no-rt/interval=1ms"]);
         assert_eq!(sink.status, Some(RunStatus::Complete));
     }
@@ -196,10 +211,12 @@ interval = ["1ms", "2ms"]
     #[test]
     fn ctrl_c_keeps_finished_cases_and_marks_the_run_interrupted() {
         let s = Scenario::parse("mini.toml", SCENARIO, 1.0).unwrap();
-        let mut exec = MockExec { fail: "", stop_at: Some("timer/cpu/no-rt/interval=1ms"), seen: vec![] };
+        let mut exec =
+            MockExec { fail: "", stop_at: Some("timer/cpu/no-rt/interval=1ms"), seen: vec![] };
         let mut sink = MemSink::default();
         let stop = Arc::new(AtomicBool::new(false));
-        let (_, status) = run_scenario(&s, &info(), &mut exec, &mut sink, &mut NoProgress, &stop).unwrap();
+        let (_, status) =
+            run_scenario(&s, &info(), &mut exec, &mut sink, &mut NoProgress, &stop).unwrap();
         assert_eq!(status, RunStatus::Interrupted);
         assert_eq!(sink.cases.len(), 2, "the finished case and the interrupted one are kept");
         assert_eq!(sink.cases[0].status, CaseStatus::Ok);

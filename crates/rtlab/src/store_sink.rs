@@ -22,21 +22,31 @@ impl RunSink for Store {
 /// Open (creating if needed) the store at `db`.
 pub fn open(db: &str) -> anyhow::Result<Store> {
     if let Some(dir) = Path::new(db).parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("--db {db}: cannot create '{}'", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--db {db}: cannot create '{}'", dir.display()))?;
     }
     Store::open(db).map_err(|e| anyhow::anyhow!("--db {db}: {e}"))
 }
 
 /// Render run `id` from the store to HTML (`html`, default `run-<ID>.html` beside the store).
-pub fn render_report(store: &Store, db: &str, id: i64, html: Option<&str>) -> anyhow::Result<String> {
+pub fn render_report(
+    store: &Store,
+    db: &str,
+    id: i64,
+    html: Option<&str>,
+) -> anyhow::Result<String> {
     let path = match html {
         Some(p) => p.to_string(),
         None => {
-            let dir = Path::new(db).parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            let dir = Path::new(db)
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
             dir.join(format!("run-{id}.html")).display().to_string()
         }
     };
     let run = store.load_run(id)?;
-    crate::document::write_text(&rtlab_report::render_html(&[run]), &path).with_context(|| format!("report {path}"))?;
+    crate::document::write_text(&rtlab_report::render_html(&[run]), &path)
+        .with_context(|| format!("report {path}"))?;
     Ok(path)
 }

@@ -7,14 +7,28 @@ use common::*;
 fn scenario_errors_name_file_line_and_field_and_exit_2() {
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("bad.toml");
-    std::fs::write(&f, "name = \"bad\"\nduration = \"1s\"\n[[probe]]\nkind = \"timer\"\ninterval = \"-3ms\"\n").unwrap();
+    std::fs::write(
+        &f,
+        "name = \"bad\"\nduration = \"1s\"\n[[probe]]\nkind = \"timer\"\ninterval = \"-3ms\"\n",
+    )
+    .unwrap();
     let path = f.to_str().unwrap();
-    assert_error(&["run", path, "--db", d.path().join("x.db").to_str().unwrap()], &[&format!("{path}:5: probe[0].interval")]);
-    std::fs::write(&f, "name = \"bad\"\nduration = \"1s\"\nspeed = 3\n[[probe]]\nkind = \"timer\"\n").unwrap();
+    assert_error(
+        &["run", path, "--db", d.path().join("x.db").to_str().unwrap()],
+        &[&format!("{path}:5: probe[0].interval")],
+    );
+    std::fs::write(
+        &f,
+        "name = \"bad\"\nduration = \"1s\"\nspeed = 3\n[[probe]]\nkind = \"timer\"\n",
+    )
+    .unwrap();
     assert_error(&["run", path], &[&format!("{path}:3: speed: unknown field")]);
     assert_error(&["run", "no-such-preset"], &["'no-such-preset' is neither a preset", "quick"]);
     assert_error(&["run", "quick", "--scale", "0"], &["--scale"]);
-    assert!(!d.path().join("x.db").exists(), "nothing is created for a scenario that does not validate");
+    assert!(
+        !d.path().join("x.db").exists(),
+        "nothing is created for a scenario that does not validate"
+    );
 }
 
 #[test]
@@ -46,7 +60,8 @@ fn a_small_matrix_runs_and_every_case_is_kept() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert_eq!(out.lines().filter(|l| l.starts_with('[')).count(), 4, "{out}");
-    let report = out.lines().find_map(|l| l.strip_prefix("report: ")).expect("the report's path is printed");
+    let report =
+        out.lines().find_map(|l| l.strip_prefix("report: ")).expect("the report's path is printed");
     let html = std::fs::read_to_string(report).unwrap();
     for case in ["timer/idle/no-rt/interval=200us", "timer/idle/rt-normal/interval=300us"] {
         assert!(html.contains(case), "{case} not in the report");
@@ -87,18 +102,37 @@ fn root_a_scenario_arms_the_tracer_per_case_and_keeps_the_evidence() {
     assert!(ev["spike"]["value_ns"].is_i64(), "the first sample was caught: {ev}");
     assert_eq!(timer["spike_evidence"]["threshold_ns"], 1, "the case keeps the capture too");
     let why = ev["spike"]["attribution"][0].as_str().unwrap();
-    assert!(why.starts_with("rtlab-timer0 (pid "), "the timer thread's wake-up is in the trace: {why}");
+    assert!(
+        why.starts_with("rtlab-timer0 (pid "),
+        "the timer thread's wake-up is in the trace: {why}"
+    );
     let trace = ev["spike"]["trace_file"].as_str().expect("a trace was saved");
-    assert!(std::path::Path::new(trace).starts_with(d.path().join("r")), "next to the store: {trace}");
+    assert!(
+        std::path::Path::new(trace).starts_with(d.path().join("r")),
+        "next to the store: {trace}"
+    );
     // 400 ms of 1 s windows: the counters of one window on the stream's grid
     assert_eq!(ev["counters"]["windows"].as_array().unwrap().len(), 1, "{ev}");
-    assert_eq!(ev["counters"]["start_monotonic_ns"], timer["document"]["streams"][0]["start_monotonic_ns"]);
+    assert_eq!(
+        ev["counters"]["start_monotonic_ns"],
+        timer["document"]["streams"][0]["start_monotonic_ns"]
+    );
     // pubsub (subscribers in other processes, counters off): only the publisher raises the
     // flag (its send lateness), and the notes say why
     let ps = &cases[1];
     let pev = &ps["document"]["evidence"];
     assert!(pev["counters"].is_null(), "{pev}");
     assert_eq!(pev["spike"]["stream"], "pub.send_lateness", "{pev}");
-    assert!(pev["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("own processes")), "{pev}");
-    assert!(!std::path::Path::new(rtlab_tune::spike::DEFAULT_TRACE_JOURNAL).exists(), "tracefs put back");
+    assert!(
+        pev["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("own processes")),
+        "{pev}"
+    );
+    assert!(
+        !std::path::Path::new(rtlab_tune::spike::DEFAULT_TRACE_JOURNAL).exists(),
+        "tracefs put back"
+    );
 }

@@ -14,14 +14,23 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_error(&["timer", "--interval", "abc", "--loops", "5"], &["--interval", "'abc'"]);
     assert_error(&["timer", "--interval", "1000", "--loops", "5"], &["--interval", "unit"]);
     assert_error(&["timer", "--priority", "120", "--loops", "5"], &["--priority", "1..=99"]);
-    assert_error(&["timer", "--policy", "other", "--priority", "5", "--loops", "5"], &["--priority", "other"]);
+    assert_error(
+        &["timer", "--policy", "other", "--priority", "5", "--loops", "5"],
+        &["--priority", "other"],
+    );
     assert_error(&["timer", "--cpus", "99", "--loops", "5"], &["--cpus", "CPU 99", "not online"]);
     assert_error(&["timer", "--cpus", "x", "--loops", "5"], &["--cpus", "'x'"]);
     assert_error(&["timer", "--loops", "0"], &["--loops"]);
     assert_error(&["timer", "--duration", "0s"], &["--duration"]);
-    assert_error(&["timer", "-t", "2", "--interval", "1ms,2ms,3ms", "--loops", "5"], &["--interval", "3 values for 2 threads"]);
+    assert_error(
+        &["timer", "-t", "2", "--interval", "1ms,2ms,3ms", "--loops", "5"],
+        &["--interval", "3 values for 2 threads"],
+    );
     assert_error(&["timer", "--policy", "deadline", "--loops", "5"], &["--policy"]);
-    assert_error(&["timer", "--loops", "5", "--json", "/nonexistent-dir/x.json"], &["--json", "does not exist"]);
+    assert_error(
+        &["timer", "--loops", "5", "--json", "/nonexistent-dir/x.json"],
+        &["--json", "does not exist"],
+    );
 }
 
 #[test]
@@ -31,9 +40,24 @@ fn a_short_run_writes_every_output() {
     let hist = d.path().join("h.txt");
     let raw = d.path().join("raw.csv");
     let o = run(&[
-        "timer", "-t", "2", "--interval", "200us", "--loops", "200", "--policy", if is_root() { "fifo" } else { "other" },
-        "--json", json.to_str().unwrap(), "--histogram-file", hist.to_str().unwrap(), "--histogram-max", "100us",
-        "--raw-file", raw.to_str().unwrap(), "--histogram",
+        "timer",
+        "-t",
+        "2",
+        "--interval",
+        "200us",
+        "--loops",
+        "200",
+        "--policy",
+        if is_root() { "fifo" } else { "other" },
+        "--json",
+        json.to_str().unwrap(),
+        "--histogram-file",
+        hist.to_str().unwrap(),
+        "--histogram-max",
+        "100us",
+        "--raw-file",
+        raw.to_str().unwrap(),
+        "--histogram",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
@@ -43,7 +67,12 @@ fn a_short_run_writes_every_output() {
     let v = read_json(&json);
     assert_eq!(v["probe"], "timer");
     assert_eq!(v["interrupted"], false);
-    let names: Vec<_> = v["streams"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap().to_string()).collect();
+    let names: Vec<_> = v["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(names, ["thread0", "thread0.jitter", "thread1", "thread1.jitter", "all"]);
     let s0 = &v["streams"][0];
     assert_eq!(s0["stats"]["count"], 200);
@@ -53,7 +82,12 @@ fn a_short_run_writes_every_output() {
     assert!(s0["stats"]["p99_99_ns"].as_i64() <= s0["stats"]["max_ns"].as_i64());
     assert_eq!(v["streams"][1]["stats"]["count"], 199);
     assert_eq!(v["streams"][4]["stats"]["count"], 400);
-    let bucket_total: u64 = s0["histogram"]["buckets"].as_array().unwrap().iter().map(|b| b["count"].as_u64().unwrap()).sum();
+    let bucket_total: u64 = s0["histogram"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["count"].as_u64().unwrap())
+        .sum();
     assert_eq!(bucket_total + s0["histogram"]["overflow_high"].as_u64().unwrap(), 200);
 
     let h = std::fs::read_to_string(&hist).unwrap();
@@ -73,21 +107,49 @@ fn a_short_run_writes_every_output() {
 fn s2_threads_and_rel_mode() {
     let d = tempfile::tempdir().unwrap();
     let json = d.path().join("t.json");
-    let o = run(&["timer", "-t", "5", "-i", "1000us", "-d", "500us", "--loops", "3", "--mode", "rel", "--policy", "other", "-q", "--json", json.to_str().unwrap()]);
+    let o = run(&[
+        "timer",
+        "-t",
+        "5",
+        "-i",
+        "1000us",
+        "-d",
+        "500us",
+        "--loops",
+        "3",
+        "--mode",
+        "rel",
+        "--policy",
+        "other",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).is_empty(), "-q prints nothing");
     let v = read_json(&json);
-    let intervals: Vec<_> = v["config"]["threads"].as_array().unwrap().iter().map(|t| t["interval_ns"].as_i64().unwrap()).collect();
+    let intervals: Vec<_> = v["config"]["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["interval_ns"].as_i64().unwrap())
+        .collect();
     assert_eq!(intervals, [1_000_000, 1_500_000, 2_000_000, 2_500_000, 3_000_000]);
     assert_eq!(v["config"]["mode"], "rel");
     assert_eq!(v["streams"][0]["metric"], "timer_error");
-    let codes: Vec<_> = v["warnings"].as_array().unwrap().iter().map(|w| w["code"].as_str().unwrap().to_string()).collect();
+    let codes: Vec<_> = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["code"].as_str().unwrap().to_string())
+        .collect();
     assert!(codes.contains(&"run-too-short".to_string()), "{codes:?}");
 }
 
 #[test]
 fn json_to_stdout_is_pure_json() {
-    let o = run(&["timer", "--loops", "5", "--interval", "100us", "--policy", "other", "--json", "-"]);
+    let o =
+        run(&["timer", "--loops", "5", "--interval", "100us", "--policy", "other", "--json", "-"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).expect("stdout is one JSON document");
     assert_eq!(v["schema_version"], 2);
@@ -98,14 +160,27 @@ fn ctrl_c_stops_cleanly_and_keeps_what_was_measured() {
     let d = tempfile::tempdir().unwrap();
     let json = d.path().join("t.json");
     let child = rtlab()
-        .args(["timer", "--duration", "60s", "--interval", "1ms", "--policy", "other", "--json", json.to_str().unwrap()])
+        .args([
+            "timer",
+            "--duration",
+            "60s",
+            "--interval",
+            "1ms",
+            "--policy",
+            "other",
+            "--json",
+            json.to_str().unwrap(),
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
     // SIGINT, as Ctrl-C sends it
-    let rc = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let rc = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(rc.success());
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -124,7 +199,16 @@ fn root_fifo_refused_without_privilege_is_exit_2() {
     }
     // as nobody (no CAP_SYS_NICE, RLIMIT_RTPRIO 0) the kernel refuses SCHED_FIFO at thread creation
     let o = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_rtlab"), "timer", "--loops", "5", "--no-mlockall"])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            env!("CARGO_BIN_EXE_rtlab"),
+            "timer",
+            "--loops",
+            "5",
+            "--no-mlockall",
+        ])
         .output()
         .unwrap();
     let err = stderr(&o);

@@ -36,7 +36,14 @@ fn two_runs(dir: &std::path::Path) -> String {
     let db = dir.join("c.db");
     let a = fixture::run();
     let mut b = fixture::run();
-    for s in b.cases[2].document.as_mut().unwrap().streams.iter_mut().filter(|s| s.metric == "wakeup_latency") {
+    for s in b.cases[2]
+        .document
+        .as_mut()
+        .unwrap()
+        .streams
+        .iter_mut()
+        .filter(|s| s.metric == "wakeup_latency")
+    {
         doubled(s);
     }
     assert_eq!(store(&db, &a), 1);
@@ -73,7 +80,9 @@ fn the_same_run_exits_0_and_without_threshold_nothing_fails() {
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     assert!(stdout(&o).contains("no --threshold"));
     // failed and skipped cases are named, not dropped
-    assert!(stdout(&o).contains("not compared: udp/tx/no-rt/payload=500#1: failed in A, failed in B"));
+    assert!(
+        stdout(&o).contains("not compared: udp/tx/no-rt/payload=500#1: failed in A, failed in B")
+    );
 }
 
 #[test]

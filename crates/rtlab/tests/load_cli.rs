@@ -12,7 +12,11 @@ fn rtlab() -> Command {
 
 fn out(c: &mut Command) -> (i32, String, String) {
     let o = c.output().unwrap();
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 fn json_of(args: &[&str]) -> serde_json::Value {
@@ -30,17 +34,46 @@ fn load_cpu_runs_stress_ng_and_records_cpu_use() {
     assert_eq!(l["alive_until_stop"], true);
     let busy = l["cpu_busy_percent"].as_f64().unwrap();
     assert!(busy > 0.0 && busy <= 100.0, "{busy}");
-    assert_eq!(l["cpu_busy_percent_per_cpu"].as_array().unwrap().len(), rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0.len());
+    assert_eq!(
+        l["cpu_busy_percent_per_cpu"].as_array().unwrap().len(),
+        rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0.len()
+    );
     assert!(l["ran_ns"].as_i64().unwrap() >= 1_000_000_000);
 }
 
 #[test]
 fn load_traffic_udp_and_tcp_over_loopback_record_a_bit_rate() {
-    let v = json_of(&["load", "traffic", "--rate", "5mbit", "--protocol", "udp", "--direction", "tx", "--port", "5371", "--duration", "1500ms"]);
+    let v = json_of(&[
+        "load",
+        "traffic",
+        "--rate",
+        "5mbit",
+        "--protocol",
+        "udp",
+        "--direction",
+        "tx",
+        "--port",
+        "5371",
+        "--duration",
+        "1500ms",
+    ]);
     assert_eq!(v["load"]["name"], "udp-tx");
     assert!(v["load"]["bitrate_bps"].as_f64().unwrap() > 0.0, "{v}");
     assert!(v["load"]["lost_percent"].as_f64().is_some());
-    let v = json_of(&["load", "traffic", "--rate", "5mbit", "--protocol", "tcp", "--direction", "rx", "--port", "5372", "--duration", "1500ms"]);
+    let v = json_of(&[
+        "load",
+        "traffic",
+        "--rate",
+        "5mbit",
+        "--protocol",
+        "tcp",
+        "--direction",
+        "rx",
+        "--port",
+        "5372",
+        "--duration",
+        "1500ms",
+    ]);
     assert_eq!(v["load"]["name"], "tcp-rx");
     assert!(v["load"]["bitrate_bps"].as_f64().unwrap() > 0.0, "{v}");
 }
@@ -50,10 +83,13 @@ fn load_stop_kills_the_whole_process_group() {
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("pids");
     let script = format!("sleep 30 & echo $! > {}; sleep 30", f.display());
-    let load = RunningLoad::start(&LoadConfig::Command { argv: vec!["sh".into(), "-c".into(), script] }).unwrap();
+    let load =
+        RunningLoad::start(&LoadConfig::Command { argv: vec!["sh".into(), "-c".into(), script] })
+            .unwrap();
     let mut pid = None;
     for _ in 0..100 {
-        if let Some(p) = std::fs::read_to_string(&f).ok().and_then(|s| s.trim().parse::<i32>().ok()) {
+        if let Some(p) = std::fs::read_to_string(&f).ok().and_then(|s| s.trim().parse::<i32>().ok())
+        {
             pid = Some(p);
             break;
         }
@@ -62,8 +98,12 @@ fn load_stop_kills_the_whole_process_group() {
     let pid = pid.expect("the command wrote its child's pid");
     assert!(rtlab_sys::tune_sys::pid_alive(pid));
     drop(load); // like a panic in a probe: the guard stops it
-    // gone, or a zombie waiting for its new parent to reap it
-    let dead = || std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.rsplit(')').next().unwrap_or("").trim().starts_with('Z')).unwrap_or(true);
+                // gone, or a zombie waiting for its new parent to reap it
+    let dead = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.rsplit(')').next().unwrap_or("").trim().starts_with('Z'))
+            .unwrap_or(true)
+    };
     for _ in 0..100 {
         if dead() {
             break;
@@ -75,7 +115,16 @@ fn load_stop_kills_the_whole_process_group() {
 
 #[test]
 fn load_that_ends_early_is_an_error() {
-    let (code, _, stderr) = out(rtlab().args(["load", "cmd", "--duration", "5s", "--", "sh", "-c", "echo broken >&2; exit 3"]));
+    let (code, _, stderr) = out(rtlab().args([
+        "load",
+        "cmd",
+        "--duration",
+        "5s",
+        "--",
+        "sh",
+        "-c",
+        "echo broken >&2; exit 3",
+    ]));
     assert_eq!(code, 2);
     assert!(stderr.contains("ended early") && stderr.contains("broken"), "{stderr}");
 }
@@ -83,11 +132,13 @@ fn load_that_ends_early_is_an_error() {
 #[test]
 fn load_missing_tool_names_the_debian_package() {
     let d = tempfile::tempdir().unwrap();
-    let (code, _, stderr) = out(rtlab().args(["load", "cpu", "--duration", "1s"]).env("PATH", d.path()));
+    let (code, _, stderr) =
+        out(rtlab().args(["load", "cpu", "--duration", "1s"]).env("PATH", d.path()));
     assert_eq!(code, 2);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("stress-ng is not installed (Debian package: stress-ng"), "{stderr}");
-    let (code, _, stderr) = out(rtlab().args(["load", "traffic", "--duration", "1s"]).env("PATH", d.path()));
+    let (code, _, stderr) =
+        out(rtlab().args(["load", "traffic", "--duration", "1s"]).env("PATH", d.path()));
     assert_eq!(code, 2);
     assert!(stderr.contains("Debian package: iperf3"), "{stderr}");
 }
@@ -125,7 +176,9 @@ fn load_root_traffic_into_a_netns_peer() {
     let ns = Netns(format!("rtlab-l5-{}", std::process::id()));
     let a = format!("rtl{}a", std::process::id() % 100000);
     let b = format!("rtl{}b", std::process::id() % 100000);
-    let ok = |args: &[&str]| Command::new("ip").args(args).output().map(|o| o.status.success()).unwrap_or(false);
+    let ok = |args: &[&str]| {
+        Command::new("ip").args(args).output().map(|o| o.status.success()).unwrap_or(false)
+    };
     assert!(ok(&["netns", "add", &ns.0]));
     assert!(ok(&["link", "add", &a, "type", "veth", "peer", "name", &b, "netns", &ns.0]));
     assert!(ok(&["addr", "add", "10.251.77.1/30", "dev", &a]));
@@ -134,7 +187,20 @@ fn load_root_traffic_into_a_netns_peer() {
     assert!(ok(&["-n", &ns.0, "link", "set", &b, "up"]));
     assert!(ok(&["-n", &ns.0, "link", "set", "lo", "up"]));
     for dir in ["tx", "rx"] {
-        let v = json_of(&["load", "traffic", "--netns", &ns.0, "--peer", "10.251.77.2", "--rate", "10mbit", "--direction", dir, "--duration", "1500ms"]);
+        let v = json_of(&[
+            "load",
+            "traffic",
+            "--netns",
+            &ns.0,
+            "--peer",
+            "10.251.77.2",
+            "--rate",
+            "10mbit",
+            "--direction",
+            dir,
+            "--duration",
+            "1500ms",
+        ]);
         assert_eq!(v["load"]["name"], format!("udp-{dir}"));
         assert!(v["load"]["bitrate_bps"].as_f64().unwrap() > 0.0, "{v}");
     }

@@ -12,7 +12,9 @@ struct Cleanup(String);
 impl Drop for Cleanup {
     fn drop(&mut self) {
         for s in ["a", "b"] {
-            let _ = std::process::Command::new("ip").args(["netns", "del", &format!("{}-{s}", self.0)]).output();
+            let _ = std::process::Command::new("ip")
+                .args(["netns", "del", &format!("{}-{s}", self.0)])
+                .output();
         }
     }
 }
@@ -28,9 +30,15 @@ fn name(tag: &str) -> String {
 #[test]
 fn netns_bad_input_is_one_line_and_exit_2() {
     assert_error(&["netns", "up", "--name", "has space"], &["--name 'has space'"]);
-    assert_error(&["netns", "up", "--name", "rtcbad", "--addr-a", "198.18.0.1"], &["--addr-a '198.18.0.1'"]);
+    assert_error(
+        &["netns", "up", "--name", "rtcbad", "--addr-a", "198.18.0.1"],
+        &["--addr-a '198.18.0.1'"],
+    );
     assert_error(&["netns", "up", "--name", "rtcbad", "--rate", "fast"], &["--rate"]);
-    assert_error(&["netns", "up", "--name", "rtcbad", "--priority-path", "class"], &["--priority-path class needs --rate"]);
+    assert_error(
+        &["netns", "up", "--name", "rtcbad", "--priority-path", "class"],
+        &["--priority-path class needs --rate"],
+    );
     assert_error(&["netns", "up", "--name", "rtcbad", "--prio-tos", "0x1ff"], &["--prio-tos"]);
     assert!(!exists("rtcbad-a"));
 }
@@ -53,7 +61,18 @@ fn root_netns_up_down_and_a_run_between_the_namespaces() {
     let dir = tempfile::tempdir().unwrap();
     let rjson = dir.path().join("r.json");
     let mut refl = rtlab()
-        .args(["udp", "reflect", "--netns", &format!("{n}-b"), "--bind", "198.18.0.2:9200", "--drop-every", "25", "--count", "501"])
+        .args([
+            "udp",
+            "reflect",
+            "--netns",
+            &format!("{n}-b"),
+            "--bind",
+            "198.18.0.2:9200",
+            "--drop-every",
+            "25",
+            "--count",
+            "501",
+        ])
         .args(["--policy", "other", "--json", rjson.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -63,7 +82,22 @@ fn root_netns_up_down_and_a_run_between_the_namespaces() {
     BufReader::new(refl.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
     assert!(line.contains("listening on 198.18.0.2:9200 in netns"), "{line}");
     let pjson = dir.path().join("p.json");
-    let o = run(&["udp", "ping", "--netns", &format!("{n}-a"), "--to", "198.18.0.2:9200", "--count", "500", "--so-priority", "6", "--policy", "other", "--json", pjson.to_str().unwrap()]);
+    let o = run(&[
+        "udp",
+        "ping",
+        "--netns",
+        &format!("{n}-a"),
+        "--to",
+        "198.18.0.2:9200",
+        "--count",
+        "500",
+        "--so-priority",
+        "6",
+        "--policy",
+        "other",
+        "--json",
+        pjson.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(refl.wait().unwrap().code(), Some(0));
     let d: Value = serde_json::from_str(&std::fs::read_to_string(&pjson).unwrap()).unwrap();
@@ -89,10 +123,31 @@ fn root_udp_ping_pair_runs_and_leaves_nothing_behind() {
         eprintln!("skipped: needs root (CI runs as root)");
         return;
     }
-    let o = run(&["udp", "ping", "--pair", "--rate", "100mbit", "--priority-path", "class", "--tos", "0xb8", "--count", "300", "--policy", "other", "--json", "-"]);
+    let o = run(&[
+        "udp",
+        "ping",
+        "--pair",
+        "--rate",
+        "100mbit",
+        "--priority-path",
+        "class",
+        "--tos",
+        "0xb8",
+        "--count",
+        "300",
+        "--policy",
+        "other",
+        "--json",
+        "-",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let d: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let names: Vec<_> = d["streams"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap().to_string()).collect();
+    let names: Vec<_> = d["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(names, ["ping", "ping.send_lateness", "reflector"]);
     assert_eq!(d["streams"][0]["stats"]["lost"], 0);
     assert_eq!(d["config"]["pair"]["priority_path"], "class");
@@ -101,7 +156,17 @@ fn root_udp_ping_pair_runs_and_leaves_nothing_behind() {
     // a run that fails after the pair is made removes it too: the reflector in side b
     // refuses an SO_PRIORITY that does not fit the kernel's int
     let child = rtlab()
-        .args(["udp", "ping", "--pair", "--count", "10", "--policy", "other", "--so-priority", "0xffffffff"])
+        .args([
+            "udp",
+            "ping",
+            "--pair",
+            "--count",
+            "10",
+            "--policy",
+            "other",
+            "--so-priority",
+            "0xffffffff",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -123,7 +188,18 @@ fn root_an_interrupted_pair_run_keeps_its_figures_and_removes_the_pair() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("p.json");
     let child = rtlab()
-        .args(["udp", "ping", "--pair", "--duration", "20s", "--policy", "other", "-q", "--json", json.to_str().unwrap()])
+        .args([
+            "udp",
+            "ping",
+            "--pair",
+            "--duration",
+            "20s",
+            "--policy",
+            "other",
+            "-q",
+            "--json",
+            json.to_str().unwrap(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

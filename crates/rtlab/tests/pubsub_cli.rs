@@ -8,23 +8,52 @@ use serde_json::Value;
 
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
-    assert_error(&["pubsub", "--transport", "carrier-pigeon"], &["--transport", "carrier-pigeon", "accepted"]);
-    assert_error(&["pubsub", "--transport", "udp", "--reliability", "reliable", "--count", "5"], &["udp", "cannot honour", "reliable"]);
-    assert_error(&["pubsub", "--transport", "udp", "--payload", "70000", "--count", "5"], &["udp", "65507", "70000"]);
-    assert_error(&["pubsub", "--transport", "zenoh", "--durability", "transient-local", "--count", "5"], &["zenoh", "transient-local"]);
-    assert_error(&["pubsub", "--transport", "intra", "--payload", "8", "--count", "5"], &["16 bytes"]);
+    assert_error(
+        &["pubsub", "--transport", "carrier-pigeon"],
+        &["--transport", "carrier-pigeon", "accepted"],
+    );
+    assert_error(
+        &["pubsub", "--transport", "udp", "--reliability", "reliable", "--count", "5"],
+        &["udp", "cannot honour", "reliable"],
+    );
+    assert_error(
+        &["pubsub", "--transport", "udp", "--payload", "70000", "--count", "5"],
+        &["udp", "65507", "70000"],
+    );
+    assert_error(
+        &["pubsub", "--transport", "zenoh", "--durability", "transient-local", "--count", "5"],
+        &["zenoh", "transient-local"],
+    );
+    assert_error(
+        &["pubsub", "--transport", "intra", "--payload", "8", "--count", "5"],
+        &["16 bytes"],
+    );
     assert_error(&["pubsub", "--history", "keep-last:0"], &["--history", "keep-last:N"]);
     assert_error(&["pubsub", "--subscribers", "0"], &["--subscribers"]);
     assert_error(&["pubsub", "--rate", "fast"], &["--rate"]);
     assert_error(&["pubsub", "--policy", "fifo", "--priority", "120"], &["--priority"]);
     assert_error(&["pubsub", "--thread-priority", "recv"], &["--thread-priority", "NAME=PRIORITY"]);
     assert_error(&["pubsub", "--thread-priority", "recv=0"], &["--thread-priority"]);
-    assert_error(&["pubsub", "--transport", "dds", "--thread-priority", "nosuch=70", "--count", "5"], &["nosuch", "threads:"]);
+    assert_error(
+        &["pubsub", "--transport", "dds", "--thread-priority", "nosuch=70", "--count", "5"],
+        &["nosuch", "threads:"],
+    );
 }
 
 fn short_run(dir: &std::path::Path, args: &[&str]) -> Value {
     let json = dir.join("out.json");
-    let mut all = vec!["pubsub", "--rate", "1khz", "--count", "60", "--loss-timeout", "200ms", "--no-mlockall", "--quiet", "--json"];
+    let mut all = vec![
+        "pubsub",
+        "--rate",
+        "1khz",
+        "--count",
+        "60",
+        "--loss-timeout",
+        "200ms",
+        "--no-mlockall",
+        "--quiet",
+        "--json",
+    ];
     let j = json.to_str().unwrap().to_string();
     all.push(&j);
     all.extend_from_slice(args);
@@ -36,13 +65,17 @@ fn short_run(dir: &std::path::Path, args: &[&str]) -> Value {
 fn check(doc: &Value, transport: &str, metric: &str, subscribers: usize) {
     assert_eq!(doc["probe"], "pubsub");
     let all = doc["streams"].as_array().unwrap();
-    let (publisher, streams): (Vec<&Value>, Vec<&Value>) = all.iter().partition(|s| s["metric"] == "send_lateness");
+    let (publisher, streams): (Vec<&Value>, Vec<&Value>) =
+        all.iter().partition(|s| s["metric"] == "send_lateness");
     assert_eq!(streams.len(), subscribers, "one stream per subscriber");
     // and the publisher's own lateness, last, one sample per message it sent
     assert_eq!(publisher.len(), 1);
     assert!(std::ptr::eq(publisher[0], all.last().unwrap()));
     assert!(publisher[0]["name"].as_str().unwrap().ends_with(".pub.send_lateness"));
-    assert_eq!(publisher[0]["stats"]["count"].as_u64().unwrap().to_string(), publisher[0]["labels"]["published"].as_str().unwrap());
+    assert_eq!(
+        publisher[0]["stats"]["count"].as_u64().unwrap().to_string(),
+        publisher[0]["labels"]["published"].as_str().unwrap()
+    );
     assert!(publisher[0]["labels"].get("subscriber").is_none());
     for (i, s) in streams.iter().enumerate() {
         assert_eq!(s["metric"], metric);
@@ -51,8 +84,15 @@ fn check(doc: &Value, transport: &str, metric: &str, subscribers: usize) {
         let st = &s["stats"];
         let published: u64 = s["labels"]["published"].as_str().unwrap().parse().unwrap();
         assert!(st["count"].as_u64().unwrap() > 0, "{transport}: no samples");
-        assert_eq!(st["count"].as_u64().unwrap() + st["lost"].as_u64().unwrap() + st["late"].as_u64().unwrap(), published);
-        assert!(st["duplicates"].is_u64() && st["out_of_order"].is_u64() && st["overruns"].is_u64());
+        assert_eq!(
+            st["count"].as_u64().unwrap()
+                + st["lost"].as_u64().unwrap()
+                + st["late"].as_u64().unwrap(),
+            published
+        );
+        assert!(
+            st["duplicates"].is_u64() && st["out_of_order"].is_u64() && st["overruns"].is_u64()
+        );
     }
     let m = &doc["config"]["qos_mapping"];
     for k in ["reliability", "history", "durability"] {
@@ -77,12 +117,36 @@ fn every_transport_runs_oneway_with_subscriber_processes() {
 #[test]
 fn roundtrip_and_busy_poll_and_sweep() {
     let dir = tempfile::tempdir().unwrap();
-    let doc = short_run(dir.path(), &["--transport", "shm", "--mode", "roundtrip", "--wait", "busy-poll", "--payload", "64,4kib"]);
+    let doc = short_run(
+        dir.path(),
+        &[
+            "--transport",
+            "shm",
+            "--mode",
+            "roundtrip",
+            "--wait",
+            "busy-poll",
+            "--payload",
+            "64,4kib",
+        ],
+    );
     check_sweep(&doc, 2);
     assert_eq!(doc["streams"][0]["metric"], "rtt");
     assert_eq!(doc["streams"][0]["labels"]["wait"], "busy-poll");
     assert!(doc["streams"][0]["definition"].as_str().unwrap().contains("not halved"));
-    let doc = short_run(dir.path(), &["--transport", "dds", "--mode", "roundtrip", "--reliability", "reliable", "--history", "keep-all"]);
+    let doc = short_run(
+        dir.path(),
+        &[
+            "--transport",
+            "dds",
+            "--mode",
+            "roundtrip",
+            "--reliability",
+            "reliable",
+            "--history",
+            "keep-all",
+        ],
+    );
     check(&doc, "dds", "rtt", 1);
     assert_eq!(doc["config"]["qos_mapping"]["history"]["native"], "DDS_HISTORY_KEEP_ALL");
 }
@@ -98,7 +162,18 @@ fn ctrl_c_stops_cleanly_and_keeps_what_subscriber_processes_measured() {
     let d = tempfile::tempdir().unwrap();
     let json = d.path().join("p.json");
     let child = common::rtlab()
-        .args(["pubsub", "--transport", "udp", "--subscribers", "2", "--rate", "1khz", "--duration", "60s", "--no-mlockall"])
+        .args([
+            "pubsub",
+            "--transport",
+            "udp",
+            "--subscribers",
+            "2",
+            "--rate",
+            "1khz",
+            "--duration",
+            "60s",
+            "--no-mlockall",
+        ])
         .args(["--json", json.to_str().unwrap()])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -106,7 +181,10 @@ fn ctrl_c_stops_cleanly_and_keeps_what_subscriber_processes_measured() {
         .unwrap();
     // set-up (2 processes, udp join) takes ~0.1 s idle; leave room for a loaded CI machine
     std::thread::sleep(std::time::Duration::from_millis(4000));
-    let rc = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let rc = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(rc.success());
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -8,7 +8,6 @@ use stored::{fixture, store_with_fixture};
 use common::{assert_error, run, stdout};
 use rtlab_core::run::{CaseRecord, CaseStatus, RunInfo, RunStatus};
 
-
 #[test]
 fn report_renders_the_latest_run_in_the_terminal() {
     let dir = tempfile::tempdir().unwrap();
@@ -32,7 +31,9 @@ fn report_writes_one_self_contained_html_file() {
     assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
     assert!(stdout(&o).contains(&format!("report: {html}")));
     let text = std::fs::read_to_string(&html).unwrap();
-    assert!(text.starts_with("<!DOCTYPE html>") && !text.contains("<script") && text.contains("<svg"));
+    assert!(
+        text.starts_with("<!DOCTYPE html>") && !text.contains("<script") && text.contains("<svg")
+    );
 }
 
 #[test]
@@ -50,9 +51,23 @@ fn report_bad_input_is_one_line_exit_2() {
 fn a_real_timer_measurement_is_stored_and_rendered() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("t.json");
-    let o = run(&["timer", "--loops", "200", "--interval", "1ms", "--policy", "other", "--window", "50ms", "-q", "--json", json.to_str().unwrap()]);
+    let o = run(&[
+        "timer",
+        "--loops",
+        "200",
+        "--interval",
+        "1ms",
+        "--policy",
+        "other",
+        "--window",
+        "50ms",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
-    let doc: rtlab_core::schema::ResultDocument = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc: rtlab_core::schema::ResultDocument =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let info = RunInfo {
         scenario: "test-timer".into(),
         source: "report_cli test".into(),
@@ -88,10 +103,16 @@ fn a_real_timer_measurement_is_stored_and_rendered() {
     assert_eq!(s.load_run(id).unwrap().cases[0], case);
     let db = db.display().to_string();
     let out = stdout(&run(&["report", "--db", &db]));
-    let row = out.lines().find(|l| l.starts_with("thread0 (wakeup_latency)")).unwrap_or_else(|| panic!("{out}"));
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("thread0 (wakeup_latency)"))
+        .unwrap_or_else(|| panic!("{out}"));
     assert_eq!(row.split_whitespace().nth(2), Some("200"), "{row}");
     let html = dir.path().join("real.html");
     let o = run(&["report", "--db", &db, "--html", html.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0));
-    assert_eq!(std::fs::read_to_string(&html).unwrap().matches("class=\"plot histogram\"").count(), 1);
+    assert_eq!(
+        std::fs::read_to_string(&html).unwrap().matches("class=\"plot histogram\"").count(),
+        1
+    );
 }

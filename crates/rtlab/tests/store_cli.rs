@@ -6,7 +6,6 @@ use stored::store_with_fixture;
 
 use common::{assert_error, run, stdout};
 
-
 #[test]
 fn runs_lists_the_stored_runs() {
     let dir = tempfile::tempdir().unwrap();
@@ -14,7 +13,10 @@ fn runs_lists_the_stored_runs() {
     let o = run(&["runs", "--db", &db]);
     assert_eq!(o.status.code(), Some(0));
     let out = stdout(&o);
-    let line = out.lines().find(|l| l.trim_start().starts_with("1 ")).unwrap_or_else(|| panic!("no run 1 in: {out}"));
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 "))
+        .unwrap_or_else(|| panic!("no run 1 in: {out}"));
     assert!(line.contains("fixture-timer") && line.contains("complete"), "{line}");
     let o = run(&["runs", "--db", &db, "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -37,7 +39,11 @@ fn a_store_from_a_newer_schema_is_refused_untouched() {
     newer_store(&path);
     let before = std::fs::read(&path).unwrap();
     let db = path.display().to_string();
-    for args in [vec!["runs", "--db", &db], vec!["report", "--db", &db], vec!["export", "1", "--format", "json", "--db", &db]] {
+    for args in [
+        vec!["runs", "--db", &db],
+        vec!["report", "--db", &db],
+        vec!["export", "1", "--format", "json", "--db", &db],
+    ] {
         assert_error(&args, &["future.db", "newer"]);
     }
     assert_eq!(std::fs::read(&path).unwrap(), before);

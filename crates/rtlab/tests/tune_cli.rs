@@ -20,12 +20,17 @@ fn rtlab() -> Command {
 
 fn out(c: &mut Command) -> (i32, String, String) {
     let o = c.output().unwrap();
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 /// Start `rtlab tune apply ... --hold` and wait until it holds; returns the child and its output so far.
 fn start_held(args: &[&str]) -> (Child, BufReader<std::process::ChildStdout>, String) {
-    let mut child = rtlab().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child =
+        rtlab().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let mut text = String::new();
     let mut r = BufReader::new(child.stdout.take().unwrap());
     let end = Instant::now() + Duration::from_secs(30);
@@ -57,12 +62,32 @@ fn tune_check_on_a_fake_machine_reports_every_item() {
     let d = tempfile::tempdir().unwrap();
     machine(d.path());
     put(d.path(), "sys/kernel/mm/transparent_hugepage/enabled", "[always] madvise never\n");
-    let (code, stdout, stderr) = out(rtlab().args(["tune", "check", "--json", "-", "--root"]).arg(d.path()));
+    let (code, stdout, stderr) =
+        out(rtlab().args(["tune", "check", "--json", "-", "--root"]).arg(d.path()));
     assert_eq!(code, 0, "{stderr}");
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let checks = v["checks"].as_array().unwrap();
     let ids: Vec<&str> = checks.iter().map(|c| c["id"].as_str().unwrap()).collect();
-    for id in ["preempt-rt", "preemption-model", "hz", "high-res-timers", "nohz-full", "isolcpus", "rcu-nocbs", "governor", "c-states", "smt", "rt-throttling", "irqbalance", "thp", "swap", "virtualization", "threaded-irqs", "ksoftirqd", "qdisc"] {
+    for id in [
+        "preempt-rt",
+        "preemption-model",
+        "hz",
+        "high-res-timers",
+        "nohz-full",
+        "isolcpus",
+        "rcu-nocbs",
+        "governor",
+        "c-states",
+        "smt",
+        "rt-throttling",
+        "irqbalance",
+        "thp",
+        "swap",
+        "virtualization",
+        "threaded-irqs",
+        "ksoftirqd",
+        "qdisc",
+    ] {
         assert!(ids.contains(&id), "{id} missing: {ids:?}");
     }
     let by = |id: &str| checks.iter().find(|c| c["id"] == id).unwrap().clone();
@@ -72,8 +97,15 @@ fn tune_check_on_a_fake_machine_reports_every_item() {
     assert_eq!(by("rt-throttling")["status"], "warn");
     assert!(by("rt-throttling")["remedy"].as_str().unwrap().contains("-1"));
     assert_eq!(by("ksoftirqd")["status"], "warn");
-    let (pass, warn, fail) = (v["summary"]["pass"].as_u64().unwrap(), v["summary"]["warn"].as_u64().unwrap(), v["summary"]["fail"].as_u64().unwrap());
-    assert_eq!((pass + warn + fail) as usize, checks.iter().filter(|c| c["status"] != "info").count());
+    let (pass, warn, fail) = (
+        v["summary"]["pass"].as_u64().unwrap(),
+        v["summary"]["warn"].as_u64().unwrap(),
+        v["summary"]["fail"].as_u64().unwrap(),
+    );
+    assert_eq!(
+        (pass + warn + fail) as usize,
+        checks.iter().filter(|c| c["status"] != "info").count()
+    );
 }
 
 #[test]
@@ -82,7 +114,11 @@ fn tune_dry_run_changes_nothing_and_skips_with_reasons() {
     machine(d.path());
     let before = fake_snapshot(d.path());
     let j = d.path().join("journal");
-    let (code, stdout, stderr) = out(rtlab().args(["tune", "apply", "rt-kthreads", "--dry-run", "--root"]).arg(d.path()).arg("--journal").arg(&j));
+    let (code, stdout, stderr) = out(rtlab()
+        .args(["tune", "apply", "rt-kthreads", "--dry-run", "--root"])
+        .arg(d.path())
+        .arg("--journal")
+        .arg(&j));
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("will  ksoftirqd: FIFO 60 (2 threads)"), "{stdout}");
     assert!(stdout.contains("will  eth0 IRQ threads: FIFO 90 (irq/41-virtio3-rx)"), "{stdout}");
@@ -91,7 +127,11 @@ fn tune_dry_run_changes_nothing_and_skips_with_reasons() {
     assert_eq!(fake_snapshot(d.path()), before);
     // without the IRQ thread (IRQs not threaded, like this machine) the step is skipped with the reason
     std::fs::remove_dir_all(d.path().join("proc/50")).unwrap();
-    let (_, stdout, _) = out(rtlab().args(["tune", "apply", "rt-kthreads", "--dry-run", "--root"]).arg(d.path()).arg("--journal").arg(&j));
+    let (_, stdout, _) = out(rtlab()
+        .args(["tune", "apply", "rt-kthreads", "--dry-run", "--root"])
+        .arg(d.path())
+        .arg("--journal")
+        .arg(&j));
     assert!(stdout.contains("skip  eth0 IRQ threads: FIFO 90 (IRQs are not threaded"), "{stdout}");
 }
 
@@ -104,9 +144,24 @@ fn tune_fake_kill9_then_restore_puts_back_the_fake_machine() {
     let j = d.path().join("journal");
     let root = d.path().display().to_string();
     let jj = j.display().to_string();
-    let (mut child, _out, text) = start_held(&["tune", "apply", "rt-isolation", "--hold", "60s", "--root", &root, "--journal", &jj, "--pid", "812"]);
+    let (mut child, _out, text) = start_held(&[
+        "tune",
+        "apply",
+        "rt-isolation",
+        "--hold",
+        "60s",
+        "--root",
+        &root,
+        "--journal",
+        &jj,
+        "--pid",
+        "812",
+    ]);
     assert!(text.contains("holding for 60s"), "{text}");
-    assert!(text.contains("cannot move (per-CPU kernel threads): 14 (ksoftirqd/0): EINVAL"), "{text}");
+    assert!(
+        text.contains("cannot move (per-CPU kernel threads): 14 (ksoftirqd/0): EINVAL"),
+        "{text}"
+    );
     let host = FakeHost::new(d.path());
     assert_eq!(host.read("/proc/irq/41/smp_affinity").unwrap(), "2");
     assert_eq!(host.read("/sys/fs/cgroup/cpuset/rtlab-rt/tasks").unwrap(), "812");
@@ -117,7 +172,8 @@ fn tune_fake_kill9_then_restore_puts_back_the_fake_machine() {
     let (_, shown, _) = out(rtlab().args(["tune", "show", "--root", &root, "--journal", &jj]));
     assert!(shown.contains("no longer running"), "{shown}");
     assert!(shown.contains("/proc/irq/41/smp_affinity: 3 -> 2  [in force]"), "{shown}");
-    let (code, restored, stderr) = out(rtlab().args(["tune", "restore", "--root", &root, "--journal", &jj]));
+    let (code, restored, stderr) =
+        out(rtlab().args(["tune", "restore", "--root", &root, "--journal", &jj]));
     assert_eq!(code, 0, "{stderr}");
     assert!(restored.contains("journal") && restored.contains("removed"), "{restored}");
     assert!(!j.exists());
@@ -134,8 +190,14 @@ fn tune_bad_input_is_one_line_and_exit_2() {
         (vec!["tune", "apply", "nope", "--dry-run"], "profile 'nope' does not exist"),
         (vec!["tune", "apply", "rt-normal", "--hold", "0s", "--journal", &jj], "--hold 0s"),
         (vec!["tune", "apply", "rt-normal", "--rt-cpu", "999", "--dry-run"], "--rt-cpu 999"),
-        (vec!["tune", "apply", "mine", "--dry-run", "--file", f.to_str().unwrap()], "ksoftirqd_priority = 120"),
-        (vec!["tune", "apply", "rt-normal", "--dry-run", "--nic", "nosuchnic0"], "--nic nosuchnic0"),
+        (
+            vec!["tune", "apply", "mine", "--dry-run", "--file", f.to_str().unwrap()],
+            "ksoftirqd_priority = 120",
+        ),
+        (
+            vec!["tune", "apply", "rt-normal", "--dry-run", "--nic", "nosuchnic0"],
+            "--nic nosuchnic0",
+        ),
     ] {
         let (code, _, stderr) = out(rtlab().args(&args));
         assert_eq!(code, 2, "{args:?}: {stderr}");
@@ -143,7 +205,8 @@ fn tune_bad_input_is_one_line_and_exit_2() {
         assert!(stderr.contains(want), "{args:?}: {stderr}");
     }
     std::fs::write(&f, "[profile.mine]\nbase = \"rt-normal\"\nunknown_field = 1\n").unwrap();
-    let (code, _, stderr) = out(rtlab().args(["tune", "apply", "mine", "--dry-run", "--file", f.to_str().unwrap()]));
+    let (code, _, stderr) =
+        out(rtlab().args(["tune", "apply", "mine", "--dry-run", "--file", f.to_str().unwrap()]));
     assert_eq!(code, 2);
     assert!(stderr.contains("p.toml") && stderr.contains("unknown_field"), "{stderr}");
 }
@@ -154,7 +217,11 @@ fn tune_user_profile_from_a_file_merges_its_base() {
     machine(d.path());
     let f = d.path().join("p.toml");
     std::fs::write(&f, "[profile.robot]\ndescription = \"my robot\"\nbase = \"rt-kthreads\"\nksoftirqd_priority = 55\nrt_runtime_us = 900000\n").unwrap();
-    let (code, stdout, stderr) = out(rtlab().args(["tune", "apply", "robot", "--dry-run", "--file"]).arg(&f).arg("--root").arg(d.path()));
+    let (code, stdout, stderr) = out(rtlab()
+        .args(["tune", "apply", "robot", "--dry-run", "--file"])
+        .arg(&f)
+        .arg("--root")
+        .arg(d.path()));
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("profile robot: my robot"), "{stdout}");
     assert!(stdout.contains("ksoftirqd: FIFO 55"), "{stdout}");
@@ -188,7 +255,10 @@ impl Drop for Cleanup {
             let _ = c.wait();
         }
         if self.journal.exists() {
-            let _ = rtlab().args(["tune", "restore", "--force", "--journal"]).arg(&self.journal).output();
+            let _ = rtlab()
+                .args(["tune", "restore", "--force", "--journal"])
+                .arg(&self.journal)
+                .output();
         }
         if let Some(ns) = &self.netns {
             let _ = Command::new("ip").args(["netns", "del", ns]).output();
@@ -197,8 +267,12 @@ impl Drop for Cleanup {
 }
 
 fn netns_with_veth(ns: &str) -> bool {
-    let ok = |a: &[&str]| Command::new("ip").args(a).output().map(|o| o.status.success()).unwrap_or(false);
-    ok(&["netns", "add", ns]) && ok(&["-n", ns, "link", "add", "rtv0", "type", "veth", "peer", "name", "rtv1"]) && ok(&["-n", ns, "link", "set", "rtv0", "up"])
+    let ok = |a: &[&str]| {
+        Command::new("ip").args(a).output().map(|o| o.status.success()).unwrap_or(false)
+    };
+    ok(&["netns", "add", ns])
+        && ok(&["-n", ns, "link", "add", "rtv0", "type", "veth", "peer", "name", "rtv1"])
+        && ok(&["-n", ns, "link", "set", "rtv0", "up"])
 }
 
 #[test]
@@ -212,25 +286,54 @@ fn tune_root_kill9_mid_hold_then_restore_leaves_the_machine_as_found() {
     let ns = format!("rtlab-t5-{}", std::process::id());
     let sleeper = Command::new("sleep").arg("120").spawn().unwrap();
     let app = sleeper.id().to_string();
-    let mut clean = Cleanup { netns: Some(ns.clone()), journal: d.path().join("journal"), children: vec![sleeper], holder: None };
+    let mut clean = Cleanup {
+        netns: Some(ns.clone()),
+        journal: d.path().join("journal"),
+        children: vec![sleeper],
+        holder: None,
+    };
     assert!(netns_with_veth(&ns), "cannot create a netns with a veth");
     let host = RealHost::new();
     let before = snapshot::take(&host, Some(&ns));
     let f = d.path().join("p.toml");
     std::fs::write(&f, "[profile.all]\nbase = \"rt-isolation\"\nksoftirqd_priority = 60\nirq_thread_priority = 90\nqdisc = [\"mqprio\", \"htb\"]\n").unwrap();
     let jj = clean.journal.display().to_string();
-    let (mut child, _out, text) = start_held(&["tune", "apply", "all", "--file", f.to_str().unwrap(), "--hold", "120s", "--journal", &jj, "--nic", "rtv0", "--netns", &ns, "--pid", &app, "--rt-cpu", "1"]);
+    let (mut child, _out, text) = start_held(&[
+        "tune",
+        "apply",
+        "all",
+        "--file",
+        f.to_str().unwrap(),
+        "--hold",
+        "120s",
+        "--journal",
+        &jj,
+        "--nic",
+        "rtv0",
+        "--netns",
+        &ns,
+        "--pid",
+        &app,
+        "--rt-cpu",
+        "1",
+    ]);
     clean.holder = Some(child.id() as i32);
     assert!(text.contains("holding for 120s"), "{text}");
     // applied now: the cpuset, the app, ksoftirqd, the qdisc in the namespace, cpu_dma_latency
     assert!(Path::new("/sys/fs/cgroup/cpuset/rtlab-rt").is_dir(), "{text}");
-    assert_eq!(std::fs::read_to_string("/sys/fs/cgroup/cpuset/rtlab-rt/tasks").unwrap().trim(), app);
+    assert_eq!(
+        std::fs::read_to_string("/sys/fs/cgroup/cpuset/rtlab-rt/tasks").unwrap().trim(),
+        app
+    );
     let (pol, prio) = rtlab_sys::tune_sys::sched_get(app.parse().unwrap()).unwrap();
     assert_eq!((pol, prio), (1, 80));
     assert!(text.contains("not available: mqprio"), "this kernel has no mqprio: {text}");
     let q = Command::new("tc").args(["-n", &ns, "qdisc", "show", "dev", "rtv0"]).output().unwrap();
     assert!(String::from_utf8_lossy(&q.stdout).contains("htb 1: root"));
-    assert_eq!(rtlab_sys::pmqos::CpuDmaLatency::current(Path::new("/dev/cpu_dma_latency")).unwrap(), 0);
+    assert_eq!(
+        rtlab_sys::pmqos::CpuDmaLatency::current(Path::new("/dev/cpu_dma_latency")).unwrap(),
+        0
+    );
     let k = rtlab_tune::check::tasks(&host).into_iter().find(|(_, c)| c == "ksoftirqd/0").unwrap();
     assert_eq!(rtlab_sys::tune_sys::sched_get(k.0).unwrap(), (1, 60));
     // kill -9 in the middle of the hold
@@ -254,14 +357,19 @@ fn tune_root_ctrl_c_restores_before_exit() {
     }
     let _lock = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
     let d = tempfile::tempdir().unwrap();
-    let mut clean = Cleanup { netns: None, journal: d.path().join("journal"), children: vec![], holder: None };
+    let mut clean =
+        Cleanup { netns: None, journal: d.path().join("journal"), children: vec![], holder: None };
     let host = RealHost::new();
     let before = snapshot::take(&host, None);
     let jj = clean.journal.display().to_string();
-    let (mut child, mut rest, text) = start_held(&["tune", "apply", "rt-kthreads", "--journal", &jj]);
+    let (mut child, mut rest, text) =
+        start_held(&["tune", "apply", "rt-kthreads", "--journal", &jj]);
     clean.holder = Some(child.id() as i32);
     assert!(text.contains("holding until Ctrl-C"), "{text}");
-    assert_eq!(std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap().trim(), "-1");
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap().trim(),
+        "-1"
+    );
     rtlab_sys::tune_sys::kill_pid(child.id() as i32, 2).unwrap();
     let mut tail = String::new();
     std::io::Read::read_to_string(&mut rest, &mut tail).unwrap();
@@ -286,14 +394,23 @@ fn tune_restore_also_puts_back_a_spike_tracer_killed_mid_trace() {
     }
     let before = fake_snapshot(d.path());
     let host = FakeHost::new(d.path());
-    let tracer = rtlab_tune::spike::SpikeTracer::arm(&host, &d.path().join("journal.trace")).unwrap();
+    let tracer =
+        rtlab_tune::spike::SpikeTracer::arm(&host, &d.path().join("journal.trace")).unwrap();
     assert!(tracer.notes.iter().any(|n| n.contains("no timerlat tracer")), "{:?}", tracer.notes);
     assert_eq!(host.read("/sys/kernel/tracing/tracing_on").unwrap(), "1");
     assert_eq!(host.read("/sys/kernel/tracing/events/sched/sched_switch/enable").unwrap(), "1");
     std::mem::forget(tracer); // kill -9 while tracing
-    let (_, shown, _) = out(rtlab().args(["tune", "show", "--root"]).arg(d.path()).arg("--journal").arg(d.path().join("journal")));
+    let (_, shown, _) = out(rtlab()
+        .args(["tune", "show", "--root"])
+        .arg(d.path())
+        .arg("--journal")
+        .arg(d.path().join("journal")));
     assert!(shown.contains("rtlab spike tracer"), "{shown}");
-    let (code, restored, stderr) = out(rtlab().args(["tune", "restore", "--root"]).arg(d.path()).arg("--journal").arg(d.path().join("journal")));
+    let (code, restored, stderr) = out(rtlab()
+        .args(["tune", "restore", "--root"])
+        .arg(d.path())
+        .arg("--journal")
+        .arg(d.path().join("journal")));
     assert_eq!(code, 0, "{stderr}");
     assert!(restored.contains("journal.trace removed"), "{restored}");
     assert_eq!(fake_snapshot(d.path()), before);
@@ -304,10 +421,14 @@ fn tune_restore_also_puts_back_a_spike_tracer_killed_mid_trace() {
 fn tune_isolation_on_cgroup_v2_plans_a_partition() {
     let d = tempfile::tempdir().unwrap();
     rtlab_tune::testing::machine_v2(d.path());
-    let (code, stdout, stderr) = out(rtlab().args(["tune", "apply", "rt-isolation", "--dry-run", "--root"]).arg(d.path()));
+    let (code, stdout, stderr) =
+        out(rtlab().args(["tune", "apply", "rt-isolation", "--dry-run", "--root"]).arg(d.path()));
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("will  cpuset: CPUs 1 "), "{stdout}");
-    assert!(stdout.contains("cgroup v2 at /sys/fs/cgroup") && stdout.contains("no rtlab-system needed"), "{stdout}");
+    assert!(
+        stdout.contains("cgroup v2 at /sys/fs/cgroup") && stdout.contains("no rtlab-system needed"),
+        "{stdout}"
+    );
     assert!(stdout.contains("will  every other IRQ on CPUs 0"), "{stdout}");
 }
 
@@ -318,7 +439,8 @@ fn tune_isolation_without_a_cpuset_controller_is_skipped_with_the_reason() {
     std::fs::remove_dir_all(d.path().join("sys/fs/cgroup/cpuset")).unwrap();
     put(d.path(), "sys/fs/cgroup/cgroup.controllers", "cpu io memory pids\n");
     put(d.path(), "sys/fs/cgroup/cgroup.subtree_control", "cpu\n");
-    let (code, stdout, stderr) = out(rtlab().args(["tune", "apply", "rt-isolation", "--dry-run", "--root"]).arg(d.path()));
+    let (code, stdout, stderr) =
+        out(rtlab().args(["tune", "apply", "rt-isolation", "--dry-run", "--root"]).arg(d.path()));
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("skip  cpuset: CPUs 1 for the application alone"), "{stdout}");
 }
@@ -347,10 +469,28 @@ fn tune_check_passes_a_tuned_fake_rt_machine() {
     for pid in [14, 22] {
         put(r, &format!("proc/{pid}/rtlab-fake-sched"), "1 60");
     }
-    let (code, stdout, stderr) = out(rtlab().args(["tune", "check", "--json", "-", "--root"]).arg(r));
+    let (code, stdout, stderr) =
+        out(rtlab().args(["tune", "check", "--json", "-", "--root"]).arg(r));
     assert_eq!(code, 0, "{stderr}");
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    for id in ["preempt-rt", "preemption-model", "hz", "high-res-timers", "nohz-full", "isolcpus", "rcu-nocbs", "governor", "smt", "rt-throttling", "irqbalance", "thp", "swap", "virtualization", "threaded-irqs", "ksoftirqd"] {
+    for id in [
+        "preempt-rt",
+        "preemption-model",
+        "hz",
+        "high-res-timers",
+        "nohz-full",
+        "isolcpus",
+        "rcu-nocbs",
+        "governor",
+        "smt",
+        "rt-throttling",
+        "irqbalance",
+        "thp",
+        "swap",
+        "virtualization",
+        "threaded-irqs",
+        "ksoftirqd",
+    ] {
         let c = v["checks"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap();
         assert_eq!(c["status"], "pass", "{c}");
         assert_eq!(c["remedy"], "", "a pass has no remedy: {c}");
@@ -364,12 +504,26 @@ fn tune_vlan_egress_map_is_set_and_undone_where_a_vlan_exists() {
     put(d.path(), "proc/net/vlan/config", "VLAN Dev name\t | VLAN ID\nName-Type: VLAN_NAME_TYPE_RAW_PLUS_VID_NO_PAD\neth0.2         | 2  | eth0\n");
     put(d.path(), "proc/net/vlan/eth0.2", "eth0.2  VID: 2\t REORDER_HDR: 1\n INGRESS priority mappings: 0:0  1:0\n EGRESS priority mappings: 5:3 \n");
     let j = d.path().join("journal");
-    let (code, stdout, stderr) = out(rtlab().args(["tune", "apply", "rt-affinities", "--hold", "1ms", "--root"]).arg(d.path()).arg("--journal").arg(&j));
+    let (code, stdout, stderr) = out(rtlab()
+        .args(["tune", "apply", "rt-affinities", "--hold", "1ms", "--root"])
+        .arg(d.path())
+        .arg("--journal")
+        .arg(&j));
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("done    VLAN egress map on eth0's VLANs"), "{stdout}");
     let cmds = FakeHost::new(d.path()).commands();
-    let set = cmds.iter().position(|c| c == "ip link set eth0.2 type vlan egress-qos-map 0:0 1:1 2:2 3:3 4:4 5:5 6:6 7:7").expect("set");
-    let undo = cmds.iter().position(|c| c == "ip link set eth0.2 type vlan egress-qos-map 0:0 1:0 2:0 3:0 4:0 5:3 6:0 7:0").expect("undone to the map in force");
+    let set = cmds
+        .iter()
+        .position(|c| {
+            c == "ip link set eth0.2 type vlan egress-qos-map 0:0 1:1 2:2 3:3 4:4 5:5 6:6 7:7"
+        })
+        .expect("set");
+    let undo = cmds
+        .iter()
+        .position(|c| {
+            c == "ip link set eth0.2 type vlan egress-qos-map 0:0 1:0 2:0 3:0 4:0 5:3 6:0 7:0"
+        })
+        .expect("undone to the map in force");
     assert!(set < undo, "{cmds:?}");
     assert!(!j.exists());
 }

@@ -13,8 +13,13 @@ fn rtlab() -> Command {
 
 #[test]
 fn tune_spike_bad_threshold_is_one_line_and_exit_2() {
-    for (v, want) in [("0s", "--trace-on-spike 0s: must be above zero"), ("soon", "--trace-on-spike")] {
-        let o = rtlab().args(["timer", "--loops", "1", "--policy", "other", "--trace-on-spike", v]).output().unwrap();
+    for (v, want) in
+        [("0s", "--trace-on-spike 0s: must be above zero"), ("soon", "--trace-on-spike")]
+    {
+        let o = rtlab()
+            .args(["timer", "--loops", "1", "--policy", "other", "--trace-on-spike", v])
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{stderr}");
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -37,17 +42,32 @@ fn with_a_hog(args: &[&str], cpu: usize) -> (String, serde_json::Value) {
     let before = rtlab_tune::snapshot::take(&host, None);
     let d = tempfile::tempdir().unwrap();
     let json = d.path().join("t.json");
-    let mut child = rtlab().args(args).args(["--trace-on-spike", "5ms", "--json", json.to_str().unwrap()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = rtlab()
+        .args(args)
+        .args(["--trace-on-spike", "5ms", "--json", json.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
     out.read_line(&mut first).unwrap(); // printed once the tracer is armed
     std::thread::sleep(Duration::from_millis(500));
-    let hog = spawn_rt(&ThreadSpec { name: "rtlab-hog".into(), policy: Policy::Fifo, priority: 90, cpus: Some(vec![cpu]), stack_bytes: 256 * 1024 }, || {
-        let end = rtlab_sys::clock::monotonic_ns() + 20_000_000;
-        while rtlab_sys::clock::monotonic_ns() < end {
-            std::hint::spin_loop();
-        }
-    })
+    let hog = spawn_rt(
+        &ThreadSpec {
+            name: "rtlab-hog".into(),
+            policy: Policy::Fifo,
+            priority: 90,
+            cpus: Some(vec![cpu]),
+            stack_bytes: 256 * 1024,
+        },
+        || {
+            let end = rtlab_sys::clock::monotonic_ns() + 20_000_000;
+            while rtlab_sys::clock::monotonic_ns() < end {
+                std::hint::spin_loop();
+            }
+        },
+    )
     .unwrap();
     hog.join().unwrap();
     let mut text = first;
@@ -59,7 +79,8 @@ fn with_a_hog(args: &[&str], cpu: usize) -> (String, serde_json::Value) {
     let diff = before.diff(&rtlab_tune::snapshot::take(&host, None));
     assert!(diff.is_empty(), "tracefs not restored:\n{}", diff.join("\n"));
     assert!(!std::path::Path::new(rtlab_tune::spike::DEFAULT_TRACE_JOURNAL).exists());
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     if let Some(f) = v["evidence"]["spike"]["trace_file"].as_str() {
         let _ = std::fs::remove_file(f);
     }
@@ -67,7 +88,8 @@ fn with_a_hog(args: &[&str], cpu: usize) -> (String, serde_json::Value) {
 }
 
 fn names_the_hog(text: &str) -> bool {
-    text.lines().any(|l| l.contains("preempted by pid ") && l.contains("(rtlab-hog, kernel prio 9) for "))
+    text.lines()
+        .any(|l| l.contains("preempted by pid ") && l.contains("(rtlab-hog, kernel prio 9) for "))
 }
 
 #[test]
@@ -78,7 +100,10 @@ fn tune_spike_root_timer_names_a_fifo_hog() {
     }
     let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
     let cpu = *online.last().unwrap();
-    let (text, v) = with_a_hog(&["timer", "--cpus", &cpu.to_string(), "--priority", "80", "--duration", "3s"], cpu);
+    let (text, v) = with_a_hog(
+        &["timer", "--cpus", &cpu.to_string(), "--priority", "80", "--duration", "3s"],
+        cpu,
+    );
     assert!(text.starts_with("rtlab timer:"), "{text}");
     assert!(text.contains("spike evidence (--trace-on-spike 5000.0 us)"), "{text}");
     assert!(names_the_hog(&text), "the hog is not named:\n{text}");
@@ -93,9 +118,14 @@ fn tune_spike_root_timer_names_a_fifo_hog() {
     assert_eq!(ev["counters"]["width_ns"], stream["windows"]["width_ns"]);
     let windows = ev["counters"]["windows"].as_array().unwrap();
     let n = stream["windows"]["max_ns"].as_array().unwrap().len();
-    assert!(windows.len() + 1 >= n && windows.len() <= n + 1, "{} counter windows for {n} stream windows", windows.len());
+    assert!(
+        windows.len() + 1 >= n && windows.len() <= n + 1,
+        "{} counter windows for {n} stream windows",
+        windows.len()
+    );
     // the hog's window: the hog and the timer switched in and out there
-    let w = (ev["spike"]["at_ns"].as_i64().unwrap() / stream["windows"]["width_ns"].as_i64().unwrap()) as usize;
+    let w = (ev["spike"]["at_ns"].as_i64().unwrap()
+        / stream["windows"]["width_ns"].as_i64().unwrap()) as usize;
     assert!(windows[w]["context_switches"].as_u64().unwrap() > 0, "{}", windows[w]);
     assert_eq!(windows[w]["interrupts"].as_array().unwrap().len(), online.len());
 }
@@ -108,11 +138,27 @@ fn tune_spike_root_udp_ping_names_a_fifo_hog() {
     }
     let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
     let cpu = *online.last().unwrap();
-    let (text, v) = with_a_hog(&["udp", "ping", "--pair", "--cpus", &cpu.to_string(), "--priority", "80", "--duration", "3s"], cpu);
+    let (text, v) = with_a_hog(
+        &[
+            "udp",
+            "ping",
+            "--pair",
+            "--cpus",
+            &cpu.to_string(),
+            "--priority",
+            "80",
+            "--duration",
+            "3s",
+        ],
+        cpu,
+    );
     assert!(names_the_hog(&text), "the hog is not named:\n{text}");
     let ev = &v["evidence"];
     assert!(ev["spike"]["value_ns"].as_i64().unwrap() > 5_000_000, "{ev}");
-    assert!(ev["spike"]["attribution"][0].as_str().unwrap().starts_with("rtlab-udp-ping (pid "), "{ev}");
+    assert!(
+        ev["spike"]["attribution"][0].as_str().unwrap().starts_with("rtlab-udp-ping (pid "),
+        "{ev}"
+    );
     // held off its CPU, the pinger sends late (slots are skipped, not bunched): the send
     // lateness crosses first, or a round trip in flight does
     let stream = ev["spike"]["stream"].as_str().unwrap();
@@ -129,13 +175,34 @@ fn tune_spike_root_pubsub_roundtrip_names_a_fifo_hog() {
     let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
     let cpu = *online.last().unwrap();
     if online.len() < 2 {
-        eprintln!("skipped: needs two CPUs (the echo held on one, the publisher free on the other)");
+        eprintln!(
+            "skipped: needs two CPUs (the echo held on one, the publisher free on the other)"
+        );
         return;
     }
     // slot 0 (the first CPU) is the publisher's, slot 1 the echo's and the pong receiver's:
     // the hog holds the echo while a ping is in flight, the publisher carries on elsewhere
     let cpus = format!("{},{cpu}", online[0]);
-    let (text, v) = with_a_hog(&["pubsub", "--transport", "intra", "--mode", "roundtrip", "--rate", "1khz", "--duration", "3s", "--policy", "fifo", "--priority", "80", "--cpus", &cpus], cpu);
+    let (text, v) = with_a_hog(
+        &[
+            "pubsub",
+            "--transport",
+            "intra",
+            "--mode",
+            "roundtrip",
+            "--rate",
+            "1khz",
+            "--duration",
+            "3s",
+            "--policy",
+            "fifo",
+            "--priority",
+            "80",
+            "--cpus",
+            &cpus,
+        ],
+        cpu,
+    );
     assert!(names_the_hog(&text), "the hog is not named:\n{text}");
     assert!(v["evidence"]["spike"]["value_ns"].as_i64().unwrap() > 5_000_000);
 }
@@ -148,15 +215,34 @@ fn tune_spike_root_pubsub_subscriber_processes_leave_the_publisher_to_raise_the_
     }
     // a 1 ns threshold: the publisher's first send is already later than its slot
     let _one = one_tracer();
-    let o = rtlab().args(["pubsub", "--transport", "udp", "--rate", "1khz", "--count", "200", "--trace-on-spike", "1ns", "--json", "-"]).output().unwrap();
+    let o = rtlab()
+        .args([
+            "pubsub",
+            "--transport",
+            "udp",
+            "--rate",
+            "1khz",
+            "--count",
+            "200",
+            "--trace-on-spike",
+            "1ns",
+            "--json",
+            "-",
+        ])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let ev = &v["evidence"];
     assert!(!ev["counters"]["windows"].as_array().unwrap().is_empty(), "{ev}");
     assert!(ev["notes"][0].as_str().unwrap().contains("own processes"), "{ev}");
-    assert_eq!(ev["spike"]["stream"], "pub.send_lateness", "only the publisher is in this process: {ev}");
+    assert_eq!(
+        ev["spike"]["stream"], "pub.send_lateness",
+        "only the publisher is in this process: {ev}"
+    );
     // the publisher's stream follows the subscriber's in the document
-    let names: Vec<&str> = v["streams"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> =
+        v["streams"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["udp.oneway.64B.1khz.n1.sub0", "udp.oneway.64B.1khz.n1.pub.send_lateness"]);
     assert_eq!(v["streams"][1]["metric"], "send_lateness");
 }

@@ -10,12 +10,17 @@ use std::process::{Child, Stdio};
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     let p = ["udp", "ping", "--policy", "other", "--count", "3"];
-    let with = |extra: &[&'static str]| -> Vec<&'static str> { p.iter().copied().chain(extra.iter().copied()).collect() };
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        p.iter().copied().chain(extra.iter().copied()).collect()
+    };
     assert_error(&with(&["--to", "1.2.3:9"]), &["--to '1.2.3:9'", "IPv4:PORT"]);
     assert_error(&with(&["--to", "::1:9000"]), &["--to '::1:9000'", "[IPv6]:PORT"]);
     assert_error(&with(&["--to", "localhost"]), &["--to 'localhost'"]);
     assert_error(&with(&["--to", "127.0.0.1:0"]), &["port 0"]);
-    assert_error(&with(&["--to", "127.0.0.1:9", "--payload", "15"]), &["--payload 15", "16..=65507"]);
+    assert_error(
+        &with(&["--to", "127.0.0.1:9", "--payload", "15"]),
+        &["--payload 15", "16..=65507"],
+    );
     assert_error(&with(&["--to", "127.0.0.1:9", "--payload", "65508"]), &["--payload 65508"]);
     assert_error(&with(&["--to", "127.0.0.1:9", "--payload", "lots"]), &["--payload"]);
     assert_error(&with(&["--to", "127.0.0.1:9", "--period", "0ms"]), &["--period"]);
@@ -23,23 +28,41 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_error(&with(&["--to", "127.0.0.1:9", "--tos", "300"]), &["--tos 300"]);
     assert_error(&with(&["--to", "127.0.0.1:9", "--so-priority", "x"]), &["--so-priority 'x'"]);
     assert_error(&with(&["--to", "127.0.0.1:9", "--bind", "[::1]:0"]), &["family"]);
-    assert_error(&with(&["--to", "127.0.0.1:9", "--netns", "rtlab-no-such-ns"]), &["--netns rtlab-no-such-ns", "rtlab netns up"]);
+    assert_error(
+        &with(&["--to", "127.0.0.1:9", "--netns", "rtlab-no-such-ns"]),
+        &["--netns rtlab-no-such-ns", "rtlab netns up"],
+    );
     assert_error(&with(&["--to", "127.0.0.1:9", "--cpus", "999"]), &["--cpus", "999"]);
-    assert_error(&["udp", "ping", "--to", "127.0.0.1:9", "--policy", "fifo", "--priority", "100"], &["--priority", "1..=99"]);
+    assert_error(
+        &["udp", "ping", "--to", "127.0.0.1:9", "--policy", "fifo", "--priority", "100"],
+        &["--priority", "1..=99"],
+    );
     assert_error(&["udp", "ping"], &["--to"]);
     assert_error(&["udp", "reflect", "--bind", "nowhere"], &["--bind 'nowhere'"]);
-    assert_error(&["udp", "reflect", "--bind", "127.0.0.1:0", "--drop-every", "0", "--policy", "other"], &["--drop-every 0"]);
-    assert_error(&["udp", "reflect", "--bind", "192.0.2.77:9000", "--policy", "other"], &["--bind 192.0.2.77:9000", "not an address of this host"]);
+    assert_error(
+        &["udp", "reflect", "--bind", "127.0.0.1:0", "--drop-every", "0", "--policy", "other"],
+        &["--drop-every 0"],
+    );
+    assert_error(
+        &["udp", "reflect", "--bind", "192.0.2.77:9000", "--policy", "other"],
+        &["--bind 192.0.2.77:9000", "not an address of this host"],
+    );
 }
 
 #[test]
 fn a_port_in_use_and_a_missing_reflector_are_one_line() {
     let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let addr = held.local_addr().unwrap().to_string();
-    assert_error(&["udp", "reflect", "--bind", &addr, "--policy", "other", "--count", "1"], &["already in use"]);
+    assert_error(
+        &["udp", "reflect", "--bind", &addr, "--policy", "other", "--count", "1"],
+        &["already in use"],
+    );
     drop(held);
     // nothing listens there now: the pre-flight check says so instead of counting losses
-    assert_error(&["udp", "ping", "--to", &addr, "--policy", "other", "--count", "5"], &["no reflector answered", &addr]);
+    assert_error(
+        &["udp", "ping", "--to", &addr, "--policy", "other", "--count", "5"],
+        &["no reflector answered", &addr],
+    );
 }
 
 #[test]
@@ -49,8 +72,25 @@ fn root_a_knob_without_privilege_is_exit_2() {
         return;
     }
     let o = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", env!("CARGO_BIN_EXE_rtlab")])
-        .args(["udp", "reflect", "--bind", "127.0.0.1:0", "--policy", "other", "--so-priority", "7", "--count", "1"])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            env!("CARGO_BIN_EXE_rtlab"),
+        ])
+        .args([
+            "udp",
+            "reflect",
+            "--bind",
+            "127.0.0.1:0",
+            "--policy",
+            "other",
+            "--so-priority",
+            "7",
+            "--count",
+            "1",
+        ])
         .output()
         .unwrap();
     let err = stderr(&o);
@@ -70,7 +110,11 @@ fn start_reflector(extra: &[&str]) -> (Child, String) {
         .unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.trim().strip_prefix("rtlab udp reflect: listening on ").unwrap_or_else(|| panic!("{line}")).to_string();
+    let addr = line
+        .trim()
+        .strip_prefix("rtlab udp reflect: listening on ")
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
     (child, addr)
 }
 
@@ -82,12 +126,38 @@ fn read_json(path: &std::path::Path) -> Value {
 fn loopback_ping_with_drops_accounts_for_everything_and_writes_the_schema() {
     let dir = tempfile::tempdir().unwrap();
     let rjson = dir.path().join("reflect.json");
-    let (child, addr) = start_reflector(&["--drop-every", "10", "--count", "301", "--json", rjson.to_str().unwrap()]);
+    let (child, addr) = start_reflector(&[
+        "--drop-every",
+        "10",
+        "--count",
+        "301",
+        "--json",
+        rjson.to_str().unwrap(),
+    ]);
     let pjson = dir.path().join("ping.json");
-    let o = run(&["udp", "ping", "--to", &addr, "--policy", "other", "--no-mlockall", "--count", "300", "--period", "500us", "--payload", "64", "--json", pjson.to_str().unwrap()]);
+    let o = run(&[
+        "udp",
+        "ping",
+        "--to",
+        &addr,
+        "--policy",
+        "other",
+        "--no-mlockall",
+        "--count",
+        "300",
+        "--period",
+        "500us",
+        "--payload",
+        "64",
+        "--json",
+        pjson.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("Missed deadlines") && out.contains("Packet loss") && out.contains("30 / 300"), "{out}");
+    assert!(
+        out.contains("Missed deadlines") && out.contains("Packet loss") && out.contains("30 / 300"),
+        "{out}"
+    );
     let r = child.wait_with_output().unwrap();
     assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
 
@@ -127,7 +197,10 @@ fn loopback_ping_with_drops_accounts_for_everything_and_writes_the_schema() {
     let r = read_json(&rjson);
     assert_eq!(r["config"]["role"], "reflect");
     // the reflector keeps its own counters, on its turnaround stream's grid
-    assert_eq!(r["evidence"]["counters"]["start_monotonic_ns"], r["streams"][0]["start_monotonic_ns"]);
+    assert_eq!(
+        r["evidence"]["counters"]["start_monotonic_ns"],
+        r["streams"][0]["start_monotonic_ns"]
+    );
     assert!(!r["evidence"]["counters"]["windows"].as_array().unwrap().is_empty());
     let rs = &r["streams"][0];
     assert_eq!(rs["name"], "reflector");
@@ -144,7 +217,17 @@ fn pingpong_ipv6_and_short_payload() {
         return;
     }
     let mut child = rtlab()
-        .args(["udp", "reflect", "--bind", "[::1]:0", "--policy", "other", "--no-mlockall", "--count", "1001"])
+        .args([
+            "udp",
+            "reflect",
+            "--bind",
+            "[::1]:0",
+            "--policy",
+            "other",
+            "--no-mlockall",
+            "--count",
+            "1001",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -153,7 +236,22 @@ fn pingpong_ipv6_and_short_payload() {
     BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
     let addr = line.trim().rsplit(' ').next().unwrap().to_string();
     assert!(addr.starts_with("[::1]:"), "{line}");
-    let o = run(&["udp", "ping", "--to", &addr, "--mode", "pingpong", "--payload", "16", "--count", "1000", "--policy", "other", "--json", "-"]);
+    let o = run(&[
+        "udp",
+        "ping",
+        "--to",
+        &addr,
+        "--mode",
+        "pingpong",
+        "--payload",
+        "16",
+        "--count",
+        "1000",
+        "--policy",
+        "other",
+        "--json",
+        "-",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let d: Value = serde_json::from_slice(&o.stdout).expect("--json - is pure JSON");
     assert_eq!(d["streams"][0]["stats"]["count"], 1000);

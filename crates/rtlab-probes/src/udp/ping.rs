@@ -215,7 +215,11 @@ impl<L: Link, R: Sink, S: Sink> Pinger<'_, L, R, S> {
             }
             let (seq, sent) = self.send_next();
             // wait for its reply, or its loss timeout (a refused send waits too: no spin)
-            self.take_until(start, sent.saturating_add(plan.loss_timeout_ns).saturating_add(1), Some(seq));
+            self.take_until(
+                start,
+                sent.saturating_add(plan.loss_timeout_ns).saturating_add(1),
+                Some(seq),
+            );
             self.tracker.expire(self.link.now());
         }
     }
@@ -242,7 +246,14 @@ pub(crate) mod tests {
 
     impl FakeLink {
         pub fn new(t: i64, script: impl FnMut(u64) -> Vec<i64> + 'static) -> FakeLink {
-            FakeLink { t, inbox: Vec::new(), script: Box::new(script), send_cost: VecDeque::new(), sends: Vec::new(), refuse: Vec::new() }
+            FakeLink {
+                t,
+                inbox: Vec::new(),
+                script: Box::new(script),
+                send_cost: VecDeque::new(),
+                sends: Vec::new(),
+                refuse: Vec::new(),
+            }
         }
         pub fn inject(&mut self, at: i64, bytes: Vec<u8>) {
             self.inbox.push((at, bytes));
@@ -270,7 +281,12 @@ pub(crate) mod tests {
             Ok(())
         }
         fn recv_until(&mut self, buf: &mut [u8], until: i64) -> Recv {
-            let first = self.inbox.iter().enumerate().min_by_key(|(i, (at, _))| (*at, *i)).map(|(i, (at, _))| (i, *at));
+            let first = self
+                .inbox
+                .iter()
+                .enumerate()
+                .min_by_key(|(i, (at, _))| (*at, *i))
+                .map(|(i, (at, _))| (i, *at));
             match first {
                 Some((i, at)) if at <= until.max(self.t) => {
                     let (at, b) = self.inbox.remove(i);
@@ -310,7 +326,13 @@ pub(crate) mod tests {
     }
 
     fn run_with(link: &mut FakeLink, mode: PingMode, count: u64, payload: usize) -> Run {
-        let plan = PingPlan { mode, period_ns: MS, count: Some(count), duration_ns: None, loss_timeout_ns: 500 * MS };
+        let plan = PingPlan {
+            mode,
+            period_ns: MS,
+            count: Some(count),
+            duration_ns: None,
+            loss_timeout_ns: 500 * MS,
+        };
         let mut tracker = Tracker::new(1024, plan.loss_timeout_ns, MS, 7, payload);
         let mut tx = vec![0u8; payload];
         let mut rx = vec![0u8; 65536];
@@ -319,8 +341,18 @@ pub(crate) mod tests {
         let stop = AtomicBool::new(false);
         let progress = AtomicU64::new(0);
         let start = link.t;
-        let end = Pinger { link: &mut *link, tracker: &mut tracker, tx: &mut tx, rx: &mut rx, run_id: 7, rtt: &mut rtt, lateness: &mut lateness, stop: &stop, progress: &progress }
-            .run(&plan, start);
+        let end = Pinger {
+            link: &mut *link,
+            tracker: &mut tracker,
+            tx: &mut tx,
+            rx: &mut rx,
+            run_id: 7,
+            rtt: &mut rtt,
+            lateness: &mut lateness,
+            stop: &stop,
+            progress: &progress,
+        }
+        .run(&plan, start);
         assert_eq!(progress.load(Ordering::Relaxed), tracker.counts.sent);
         let c = tracker.counts;
         assert_eq!(c.sent, c.samples + c.lost, "every request is answered or lost: {c:?}");
@@ -340,7 +372,10 @@ pub(crate) mod tests {
         let at: Vec<_> = r.sends.iter().map(|s| s.0 - 10 * MS).collect();
         assert_eq!(at, vec![0, MS, 2 * MS, 3 * MS, 4 * MS]);
         assert!(r.rtt.samples.iter().all(|s| s.2 == 200_000));
-        assert_eq!((r.counts.samples, r.counts.lost, r.counts.missed, r.rtt.overruns), (5, 0, 0, 0));
+        assert_eq!(
+            (r.counts.samples, r.counts.lost, r.counts.missed, r.rtt.overruns),
+            (5, 0, 0, 0)
+        );
         assert!(r.lateness.samples.iter().all(|s| s.2 == 0));
     }
 
@@ -348,10 +383,10 @@ pub(crate) mod tests {
     fn loss_late_duplicate_reorder_and_missed_deadline() {
         let r = periodic(
             |seq| match seq {
-                1 => vec![100_000, 150_000],     // duplicated
-                2 => vec![],                     // lost
-                3 => vec![600 * MS],             // late: after the 500 ms loss timeout
-                4 => vec![MS + 500_000],         // missed deadline, arrives after 5's reply
+                1 => vec![100_000, 150_000], // duplicated
+                2 => vec![],                 // lost
+                3 => vec![600 * MS],         // late: after the 500 ms loss timeout
+                4 => vec![MS + 500_000],     // missed deadline, arrives after 5's reply
                 _ => vec![100_000],
             },
             700, // long enough for the late reply to come in during the run
@@ -423,21 +458,47 @@ pub(crate) mod tests {
 
     #[test]
     fn the_stop_flag_and_the_duration_end_a_run_with_everything_accounted_for() {
-        let plan = PingPlan { mode: PingMode::Periodic, period_ns: MS, count: None, duration_ns: Some(10 * MS), loss_timeout_ns: 500 * MS };
+        let plan = PingPlan {
+            mode: PingMode::Periodic,
+            period_ns: MS,
+            count: None,
+            duration_ns: Some(10 * MS),
+            loss_timeout_ns: 500 * MS,
+        };
         let mut link = FakeLink::new(0, |s| if s == 9 { vec![] } else { vec![100_000] });
         let mut tracker = Tracker::new(1024, plan.loss_timeout_ns, MS, 7, 64);
         let (mut tx, mut rx) = (vec![0u8; 64], vec![0u8; 65536]);
         let (mut rtt, mut lat) = (Keep::default(), Keep::default());
         let stop = AtomicBool::new(false);
         let progress = AtomicU64::new(0);
-        let mut p = Pinger { link: &mut link, tracker: &mut tracker, tx: &mut tx, rx: &mut rx, run_id: 7, rtt: &mut rtt, lateness: &mut lat, stop: &stop, progress: &progress };
+        let mut p = Pinger {
+            link: &mut link,
+            tracker: &mut tracker,
+            tx: &mut tx,
+            rx: &mut rx,
+            run_id: 7,
+            rtt: &mut rtt,
+            lateness: &mut lat,
+            stop: &stop,
+            progress: &progress,
+        };
         assert_eq!(p.run(&plan, 0), LoopEnd::Duration);
         assert_eq!((tracker.counts.sent, tracker.counts.lost), (10, 1));
         // the last request was lost: the drain waited its loss timeout, no longer
         assert_eq!(link.t, 9 * MS + 500 * MS + 1);
         stop.store(true, Ordering::Relaxed);
         let mut tracker = Tracker::new(1024, plan.loss_timeout_ns, MS, 7, 64);
-        let mut p = Pinger { link: &mut link, tracker: &mut tracker, tx: &mut tx, rx: &mut rx, run_id: 7, rtt: &mut rtt, lateness: &mut lat, stop: &stop, progress: &progress };
+        let mut p = Pinger {
+            link: &mut link,
+            tracker: &mut tracker,
+            tx: &mut tx,
+            rx: &mut rx,
+            run_id: 7,
+            rtt: &mut rtt,
+            lateness: &mut lat,
+            stop: &stop,
+            progress: &progress,
+        };
         assert_eq!(p.run(&plan, 0), LoopEnd::Interrupted);
         assert_eq!(tracker.counts.sent, 0);
     }

@@ -127,7 +127,10 @@ pub struct Reflector {
 
 impl Reflector {
     pub fn new(drop_every: Option<u64>) -> Reflector {
-        Reflector { drop_every: drop_every.filter(|&n| n > 0), counts: ReflectCounts { runs: Vec::with_capacity(MAX_RUNS), ..Default::default() } }
+        Reflector {
+            drop_every: drop_every.filter(|&n| n > 0),
+            counts: ReflectCounts { runs: Vec::with_capacity(MAX_RUNS), ..Default::default() },
+        }
     }
 
     /// Decide about the `len` bytes at the start of `buf`; an answer is made in place.
@@ -235,11 +238,19 @@ mod tests {
         let mut reply = request(64, 1, 0);
         let h = wire::parse(&reply).unwrap();
         wire::to_reply(&mut reply, &h);
-        assert_eq!(r.handle(&mut reply, 64), Action::Ignore, "a reply is never answered (no reflector loops)");
+        assert_eq!(
+            r.handle(&mut reply, 64),
+            Action::Ignore,
+            "a reply is never answered (no reflector loops)"
+        );
         let mut tiny = vec![0u8; 4];
         assert_eq!(r.handle(&mut tiny, 4), Action::Ignore);
         let mut short = vec![0u8; 8];
-        assert_eq!(r.handle(&mut short, 100), Action::Ignore, "a length beyond the buffer is refused");
+        assert_eq!(
+            r.handle(&mut short, 100),
+            Action::Ignore,
+            "a length beyond the buffer is refused"
+        );
         assert_eq!((r.counts.malformed, r.counts.foreign, r.counts.answered), (3, 1, 0));
     }
 

@@ -133,17 +133,23 @@ pub fn parse_addr(flag: &'static str, s: &str, port_zero_ok: bool) -> Result<Soc
         "{flag} '{s}': not an address with a port (accepted: IPv4:PORT or [IPv6]:PORT, e.g. 127.0.0.1:9000 or [::1]:9000)"
     )))?;
     if a.port() == 0 && !port_zero_ok {
-        return Err(UdpError::Invalid(format!("{flag} '{s}': port 0 is not a port to send to (give 1-65535)")));
+        return Err(UdpError::Invalid(format!(
+            "{flag} '{s}': port 0 is not a port to send to (give 1-65535)"
+        )));
     }
     Ok(a)
 }
 
 fn check_rt(rt: &RtConfig, online: &[usize]) -> Result<Policy, UdpError> {
-    let p = Policy::parse(&rt.policy).ok_or_else(|| UdpError::Invalid(format!("--policy '{}': not fifo, rr or other", rt.policy)))?;
+    let p = Policy::parse(&rt.policy).ok_or_else(|| {
+        UdpError::Invalid(format!("--policy '{}': not fifo, rr or other", rt.policy))
+    })?;
     p.check_priority(rt.priority).map_err(|e| UdpError::Invalid(format!("--priority: {e}")))?;
     if let Some(c) = rt.cpu {
         if !online.contains(&c) {
-            return Err(UdpError::Invalid(format!("--cpus: CPU {c} is not online (online: {online:?})")));
+            return Err(UdpError::Invalid(format!(
+                "--cpus: CPU {c} is not online (online: {online:?})"
+            )));
         }
     }
     Ok(p)
@@ -151,19 +157,32 @@ fn check_rt(rt: &RtConfig, online: &[usize]) -> Result<Policy, UdpError> {
 
 impl UdpPingConfig {
     /// Check what can be checked before anything runs.
-    pub fn validate(&self, online: &[usize]) -> Result<(SocketAddr, Option<SocketAddr>, Policy), UdpError> {
+    pub fn validate(
+        &self,
+        online: &[usize],
+    ) -> Result<(SocketAddr, Option<SocketAddr>, Policy), UdpError> {
         let to = parse_addr("--to", &self.to, false)?;
         let bind = self.bind.as_deref().map(|b| parse_addr("--bind", b, true)).transpose()?;
         if let Some(b) = bind {
             if b.is_ipv4() != to.is_ipv4() {
-                return Err(UdpError::Invalid(format!("--bind {b}: not the family of --to {to} (both IPv4 or both IPv6)")));
+                return Err(UdpError::Invalid(format!(
+                    "--bind {b}: not the family of --to {to} (both IPv4 or both IPv6)"
+                )));
             }
         }
         if !(wire::MIN_LEN..=wire::MAX_LEN).contains(&self.payload) {
-            return Err(UdpError::Invalid(format!("--payload {}: out of range (accepted: {}..={} bytes)", self.payload, wire::MIN_LEN, wire::MAX_LEN)));
+            return Err(UdpError::Invalid(format!(
+                "--payload {}: out of range (accepted: {}..={} bytes)",
+                self.payload,
+                wire::MIN_LEN,
+                wire::MAX_LEN
+            )));
         }
         if self.mode == PingMode::Periodic && self.period_ns < 1_000 {
-            return Err(UdpError::Invalid(format!("--period {} ns: must be at least 1us", self.period_ns)));
+            return Err(UdpError::Invalid(format!(
+                "--period {} ns: must be at least 1us",
+                self.period_ns
+            )));
         }
         if self.loss_timeout_ns <= 0 {
             return Err(UdpError::Invalid("--loss-timeout: must be above zero".into()));
@@ -194,7 +213,11 @@ impl UdpPingConfig {
 }
 
 /// The length and window flags both sides take: --duration, --count, --window.
-fn check_length(duration_ns: Option<i64>, count: Option<u64>, window_ns: i64) -> Result<(), UdpError> {
+fn check_length(
+    duration_ns: Option<i64>,
+    count: Option<u64>,
+    window_ns: i64,
+) -> Result<(), UdpError> {
     if matches!(duration_ns, Some(d) if d <= 0) {
         return Err(UdpError::Invalid("--duration: must be above zero".into()));
     }
@@ -222,21 +245,39 @@ impl UdpReflectConfig {
 fn io_why(e: &std::io::Error, addr: &SocketAddr) -> String {
     match e.raw_os_error() {
         Some(libc::EADDRINUSE) => format!("port {} is already in use", addr.port()),
-        Some(libc::EADDRNOTAVAIL) => format!("{} is not an address of this host (or of its network namespace)", addr.ip()),
+        Some(libc::EADDRNOTAVAIL) => {
+            format!("{} is not an address of this host (or of its network namespace)", addr.ip())
+        }
         Some(libc::EACCES) => format!("permission denied (ports below 1024 need root): {e}"),
         Some(libc::ENETUNREACH) => format!("network unreachable: no route to {}", addr.ip()),
         Some(libc::EHOSTUNREACH) => format!("host unreachable: {}", addr.ip()),
-        Some(libc::EAFNOSUPPORT) => format!("address family not supported here (no {} on this host?)", if addr.is_ipv4() { "IPv4" } else { "IPv6" }),
+        Some(libc::EAFNOSUPPORT) => format!(
+            "address family not supported here (no {} on this host?)",
+            if addr.is_ipv4() { "IPv4" } else { "IPv6" }
+        ),
         _ => e.to_string(),
     }
 }
 
 /// Bind (and connect) a UDP socket, in the namespace `netns` when given.
-fn open_socket(netns: Option<&str>, bind: SocketAddr, connect: Option<SocketAddr>, bind_flag: &'static str) -> Result<UdpSocket, UdpError> {
+fn open_socket(
+    netns: Option<&str>,
+    bind: SocketAddr,
+    connect: Option<SocketAddr>,
+    bind_flag: &'static str,
+) -> Result<UdpSocket, UdpError> {
     let make = move || -> Result<UdpSocket, UdpError> {
-        let s = UdpSocket::bind(bind).map_err(|e| UdpError::Socket { flag: bind_flag, addr: bind.to_string(), why: io_why(&e, &bind) })?;
+        let s = UdpSocket::bind(bind).map_err(|e| UdpError::Socket {
+            flag: bind_flag,
+            addr: bind.to_string(),
+            why: io_why(&e, &bind),
+        })?;
         if let Some(to) = connect {
-            s.connect(to).map_err(|e| UdpError::Socket { flag: "--to", addr: to.to_string(), why: io_why(&e, &to) })?;
+            s.connect(to).map_err(|e| UdpError::Socket {
+                flag: "--to",
+                addr: to.to_string(),
+                why: io_why(&e, &to),
+            })?;
         }
         Ok(s)
     };
@@ -247,7 +288,8 @@ fn open_socket(netns: Option<&str>, bind: SocketAddr, connect: Option<SocketAddr
             if !std::path::Path::new(&path).exists() {
                 return Err(UdpError::Invalid(format!("--netns {ns}: no such network namespace ({path}); create it with `rtlab netns up`")));
             }
-            sysnet::socket_in_netns(&path, make).map_err(|e| UdpError::Invalid(format!("--netns {ns}: {e}")))?
+            sysnet::socket_in_netns(&path, make)
+                .map_err(|e| UdpError::Invalid(format!("--netns {ns}: {e}")))?
         }
     }
 }
@@ -261,7 +303,8 @@ fn apply_socket(s: &UdpSocket, ipv6: bool, c: &SocketConfig) -> Result<SocketRep
         sysnet::set_tos(fd, ipv6, t).map_err(|e| flagged("--tos", e))?;
     }
     if let Some(p) = c.so_priority {
-        let p = i32::try_from(p).map_err(|_| UdpError::Invalid(format!("--so-priority {p}: too large")))?;
+        let p = i32::try_from(p)
+            .map_err(|_| UdpError::Invalid(format!("--so-priority {p}: too large")))?;
         sysnet::set_priority(fd, p).map_err(|e| flagged("--so-priority", e))?;
     }
     if let Some(us) = c.busy_poll_us {
@@ -293,7 +336,13 @@ fn lock_memory(on: bool) -> (Option<MemoryLock>, Option<Result<(), String>>) {
 }
 
 /// Send hellos until one is answered or `wait_ns` has passed.
-fn preflight(s: &UdpSocket, run_id: u64, payload: usize, to: SocketAddr, wait_ns: i64) -> Result<(), UdpError> {
+fn preflight(
+    s: &UdpSocket,
+    run_id: u64,
+    payload: usize,
+    to: SocketAddr,
+    wait_ns: i64,
+) -> Result<(), UdpError> {
     let start = rtlab_sys::clock::monotonic_ns();
     let mut tx = vec![0u8; payload];
     let mut rx = vec![0u8; RX_BYTES];
@@ -316,7 +365,8 @@ fn preflight(s: &UdpSocket, run_id: u64, payload: usize, to: SocketAddr, wait_ns
                     }
                 }
                 Ok(None) => {
-                    let left = ((until - rtlab_sys::clock::monotonic_ns()) / 1_000_000).max(1) as i32;
+                    let left =
+                        ((until - rtlab_sys::clock::monotonic_ns()) / 1_000_000).max(1) as i32;
                     sysnet::wait2(s.as_raw_fd(), -1, left.min(50));
                 }
                 Err(e) => refused |= e.raw_os_error() == Some(libc::ECONNREFUSED),
@@ -350,17 +400,34 @@ pub struct PingOutcome {
 fn recorder(deadline_ns: i64, window_ns: i64, planned_span_ns: i64) -> Recorder {
     let window_capacity = ((planned_span_ns / window_ns.max(1)) as usize + 2).clamp(16, 1 << 16);
     Recorder::new(
-        &RecorderConfig { deadline_ns, window_ns, window_capacity, max_samples: None, us_histogram_buckets: None, spike_threshold_ns: None },
+        &RecorderConfig {
+            deadline_ns,
+            window_ns,
+            window_capacity,
+            max_samples: None,
+            us_histogram_buckets: None,
+            spike_threshold_ns: None,
+        },
         None,
     )
 }
 
 /// Run `udp ping`. `on_progress(sent, planned)` is called about every 100 ms from the
 /// calling thread (never from the measuring thread).
-pub fn ping(cfg: &UdpPingConfig, stop: Arc<AtomicBool>, mut on_progress: impl FnMut(u64, u64)) -> Result<PingOutcome, UdpError> {
+pub fn ping(
+    cfg: &UdpPingConfig,
+    stop: Arc<AtomicBool>,
+    mut on_progress: impl FnMut(u64, u64),
+) -> Result<PingOutcome, UdpError> {
     let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
     let (to, bind, policy) = cfg.validate(&online)?;
-    let local = bind.unwrap_or_else(|| if to.is_ipv4() { "0.0.0.0:0".parse().unwrap() } else { "[::]:0".parse().unwrap() });
+    let local = bind.unwrap_or_else(|| {
+        if to.is_ipv4() {
+            "0.0.0.0:0".parse().unwrap()
+        } else {
+            "[::]:0".parse().unwrap()
+        }
+    });
     let sock = open_socket(cfg.netns.as_deref(), local, Some(to), "--bind")?;
     let socket = apply_socket(&sock, to.is_ipv6(), &cfg.socket)?;
     let local_addr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
@@ -376,7 +443,13 @@ pub fn ping(cfg: &UdpPingConfig, stop: Arc<AtomicBool>, mut on_progress: impl Fn
         PingMode::Periodic => (cfg.loss_timeout_ns / cfg.period_ns) as usize + 1024,
         PingMode::Pingpong => 1024,
     };
-    let mut tracker = Tracker::new(outstanding.min(1 << 22), cfg.loss_timeout_ns, cfg.deadline_ns, run_id, cfg.payload);
+    let mut tracker = Tracker::new(
+        outstanding.min(1 << 22),
+        cfg.loss_timeout_ns,
+        cfg.deadline_ns,
+        run_id,
+        cfg.payload,
+    );
     let ring_capacity = tracker.capacity();
     let span = match (cfg.duration_ns, cfg.count) {
         (Some(d), _) => d,
@@ -385,14 +458,27 @@ pub fn ping(cfg: &UdpPingConfig, stop: Arc<AtomicBool>, mut on_progress: impl Fn
     };
     // a late send (the thread held off its CPU) is a spike as much as a slow round trip
     let mut rtt = recorder(cfg.deadline_ns, cfg.window_ns, span).with_hook(cfg.spike.as_ref());
-    let mut lateness = recorder(i64::MAX, cfg.window_ns, span).with_hook(cfg.spike.as_ref().map(|h| h.for_source(1)).as_ref());
+    let mut lateness = recorder(i64::MAX, cfg.window_ns, span)
+        .with_hook(cfg.spike.as_ref().map(|h| h.for_source(1)).as_ref());
     let mut tx = vec![0u8; cfg.payload];
     wire::write(&mut tx, Kind::Request, run_id, 0, 0);
     wire::fill(&mut tx);
     let mut rx = vec![0u8; RX_BYTES];
-    let plan = PingPlan { mode: cfg.mode, period_ns: cfg.period_ns, count: cfg.count, duration_ns: cfg.duration_ns, loss_timeout_ns: cfg.loss_timeout_ns };
+    let plan = PingPlan {
+        mode: cfg.mode,
+        period_ns: cfg.period_ns,
+        count: cfg.count,
+        duration_ns: cfg.duration_ns,
+        loss_timeout_ns: cfg.loss_timeout_ns,
+    };
     let progress = Arc::new(AtomicU64::new(0));
-    let spec = ThreadSpec { name: "rtlab-udp-ping".into(), policy, priority: cfg.rt.priority, cpus: cfg.rt.cpu.map(|c| vec![c]), stack_bytes: STACK_BYTES };
+    let spec = ThreadSpec {
+        name: "rtlab-udp-ping".into(),
+        policy,
+        priority: cfg.rt.priority,
+        cpus: cfg.rt.cpu.map(|c| vec![c]),
+        stack_bytes: STACK_BYTES,
+    };
     let (stop_in, progress_in) = (stop.clone(), progress.clone());
     let period = cfg.period_ns;
     let mode = cfg.mode;
@@ -402,7 +488,8 @@ pub fn ping(cfg: &UdpPingConfig, stop: Arc<AtomicBool>, mut on_progress: impl Fn
         let seen = (current_policy(), current_affinity());
         let mut link = UdpLink { sock, timer };
         // the first slot one period from now, so the thread is settled when it comes
-        let start = rtlab_sys::clock::monotonic_ns() + if mode == PingMode::Periodic { period } else { 0 };
+        let start =
+            rtlab_sys::clock::monotonic_ns() + if mode == PingMode::Periodic { period } else { 0 };
         rtt.origin_monotonic_ns = Some(start);
         lateness.origin_monotonic_ns = Some(start);
         let end = Pinger {
@@ -424,7 +511,8 @@ pub fn ping(cfg: &UdpPingConfig, stop: Arc<AtomicBool>, mut on_progress: impl Fn
         on_progress(progress.load(Ordering::Relaxed), planned);
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    let (counts, rtt, lateness, end, (policy_seen, cpus_seen)) = h.join().map_err(|_| UdpError::Invalid("the ping thread panicked".into()))?;
+    let (counts, rtt, lateness, end, (policy_seen, cpus_seen)) =
+        h.join().map_err(|_| UdpError::Invalid("the ping thread panicked".into()))?;
     on_progress(counts.sent, planned);
     drop(lock_guard);
     Ok(PingOutcome {
@@ -454,7 +542,12 @@ fn socket_labels(labels: &mut BTreeMap<String, String>, s: &SocketReport) {
     put("sndbuf", s.sndbuf);
 }
 
-fn rt_labels(labels: &mut BTreeMap<String, String>, rt: &RtConfig, seen: &(Option<Policy>, i32), cpus: &[usize]) {
+fn rt_labels(
+    labels: &mut BTreeMap<String, String>,
+    rt: &RtConfig,
+    seen: &(Option<Policy>, i32),
+    cpus: &[usize],
+) {
     labels.insert("policy".into(), rt.policy.clone());
     labels.insert("priority".into(), rt.priority.to_string());
     labels.insert("cpu".into(), rt.cpu.map(|c| c.to_string()).unwrap_or_else(|| "any".into()));
@@ -550,11 +643,19 @@ pub fn reflect(
     sock.set_nonblocking(true).map_err(|e| UdpError::Invalid(format!("--bind {bind}: {e}")))?;
     let local_addr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let (lock_guard, memory_lock) = lock_memory(cfg.rt.mlockall);
-    let mut turnaround = recorder(i64::MAX, cfg.window_ns, cfg.duration_ns.unwrap_or(4096 * cfg.window_ns)).with_hook(cfg.spike.as_ref());
+    let mut turnaround =
+        recorder(i64::MAX, cfg.window_ns, cfg.duration_ns.unwrap_or(4096 * cfg.window_ns))
+            .with_hook(cfg.spike.as_ref());
     let mut reflector = Reflector::new(cfg.drop_every);
     let mut buf = vec![0u8; RX_BYTES];
     let progress = Arc::new(AtomicU64::new(0));
-    let spec = ThreadSpec { name: "rtlab-udp-refl".into(), policy, priority: cfg.rt.priority, cpus: cfg.rt.cpu.map(|c| vec![c]), stack_bytes: STACK_BYTES };
+    let spec = ThreadSpec {
+        name: "rtlab-udp-refl".into(),
+        policy,
+        priority: cfg.rt.priority,
+        cpus: cfg.rt.cpu.map(|c| vec![c]),
+        stack_bytes: STACK_BYTES,
+    };
     let (stop_in, progress_in) = (stop.clone(), progress.clone());
     let (duration, count) = (cfg.duration_ns, cfg.count);
     let t0 = rtlab_sys::clock::monotonic_ns();
@@ -589,9 +690,14 @@ pub fn reflect(
                     }
                     progress_in.store(reflector.counts.received, Ordering::Relaxed);
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => {
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::Interrupted =>
+                {
                     // wake at least every 100 ms to see the stop flag and the duration
-                    let left = duration.map(|d| ((start + d - now) / 1_000_000 + 1).clamp(1, 100) as i32).unwrap_or(100);
+                    let left = duration
+                        .map(|d| ((start + d - now) / 1_000_000 + 1).clamp(1, 100) as i32)
+                        .unwrap_or(100);
                     sysnet::wait2(fd, -1, left);
                 }
                 Err(_) => {} // an ICMP error queued on the socket: nothing to answer
@@ -604,7 +710,8 @@ pub fn reflect(
         on_progress(progress.load(Ordering::Relaxed));
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    let (reflector, turnaround, end, (policy_seen, cpus_seen)) = h.join().map_err(|_| UdpError::Invalid("the reflector thread panicked".into()))?;
+    let (reflector, turnaround, end, (policy_seen, cpus_seen)) =
+        h.join().map_err(|_| UdpError::Invalid("the reflector thread panicked".into()))?;
     on_progress(reflector.counts.received);
     drop(lock_guard);
     let forward_lost = reflector.forward_lost();
@@ -744,7 +851,8 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let rstop = stop.clone();
         let r = std::thread::spawn(move || {
-            reflect(&reflect_cfg(Some(50)), rstop, |a| tx.send(a.to_string()).unwrap(), |_| {}).unwrap()
+            reflect(&reflect_cfg(Some(50)), rstop, |a| tx.send(a.to_string()).unwrap(), |_| {})
+                .unwrap()
         });
         let addr = rx.recv().unwrap();
         let cfg = ping_cfg(&addr);
@@ -776,7 +884,9 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = std::sync::mpsc::channel();
         let rstop = stop.clone();
-        let r = std::thread::spawn(move || reflect(&reflect_cfg(None), rstop, |a| tx.send(a.to_string()).unwrap(), |_| {}).unwrap());
+        let r = std::thread::spawn(move || {
+            reflect(&reflect_cfg(None), rstop, |a| tx.send(a.to_string()).unwrap(), |_| {}).unwrap()
+        });
         let mut cfg = ping_cfg(&rx.recv().unwrap());
         cfg.mode = PingMode::Pingpong;
         cfg.count = Some(2000);
@@ -803,7 +913,10 @@ mod tests {
         let held = UdpSocket::bind("127.0.0.1:0").unwrap();
         let mut cfg = reflect_cfg(None);
         cfg.bind = held.local_addr().unwrap().to_string();
-        let e = reflect(&cfg, Arc::new(AtomicBool::new(true)), |_| {}, |_| {}).err().unwrap().to_string();
+        let e = reflect(&cfg, Arc::new(AtomicBool::new(true)), |_| {}, |_| {})
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("already in use"), "{e}");
     }
 }

@@ -31,11 +31,23 @@ use super::wire::{Header, Kind};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Class {
     /// A first reply within the loss timeout: an RTT sample.
-    Sample { seq: u64, sent_ns: i64, rtt_ns: i64, missed: bool, out_of_order: bool },
-    Late { seq: u64 },
-    Duplicate { seq: u64 },
+    Sample {
+        seq: u64,
+        sent_ns: i64,
+        rtt_ns: i64,
+        missed: bool,
+        out_of_order: bool,
+    },
+    Late {
+        seq: u64,
+    },
+    Duplicate {
+        seq: u64,
+    },
     /// Older than the ring: counted late and stale.
-    Stale { seq: u64 },
+    Stale {
+        seq: u64,
+    },
     Foreign,
     Malformed,
     /// The answer to one of this run's pre-flight hellos, arriving late: not part of the
@@ -99,7 +111,13 @@ pub struct Tracker {
 impl Tracker {
     /// A tracker with room for at least `min_outstanding` requests in flight (rounded up
     /// to a power of two). `payload` is the length every reply must have.
-    pub fn new(min_outstanding: usize, loss_timeout_ns: i64, deadline_ns: i64, run_id: u64, payload: usize) -> Tracker {
+    pub fn new(
+        min_outstanding: usize,
+        loss_timeout_ns: i64,
+        deadline_ns: i64,
+        run_id: u64,
+        payload: usize,
+    ) -> Tracker {
         let cap = min_outstanding.max(2).next_power_of_two();
         Tracker {
             slots: vec![Slot { seq: u64::MAX, sent_ns: 0, state: EMPTY }; cap].into_boxed_slice(),
@@ -218,7 +236,11 @@ impl Tracker {
             self.counts.hello_replies += 1;
             return Class::Hello;
         }
-        if h.kind != Kind::Reply || !h.is_run(self.run_id) || len != self.payload || h.seq >= self.next_seq {
+        if h.kind != Kind::Reply
+            || !h.is_run(self.run_id)
+            || len != self.payload
+            || h.seq >= self.next_seq
+        {
             return self.foreign();
         }
         let seq = h.seq;
@@ -294,8 +316,13 @@ mod tests {
         let a = t.on_send(0);
         let b = t.on_send(MS);
         let c = t.on_send(2 * MS);
-        assert!(matches!(t.on_reply(&reply(42, a, 0), 500, MS / 2), Class::Sample { rtt_ns, missed: false, .. } if rtt_ns == MS / 2));
-        assert!(matches!(t.on_reply(&reply(42, b, MS), 500, 3 * MS), Class::Sample { missed: true, .. }));
+        assert!(
+            matches!(t.on_reply(&reply(42, a, 0), 500, MS / 2), Class::Sample { rtt_ns, missed: false, .. } if rtt_ns == MS / 2)
+        );
+        assert!(matches!(
+            t.on_reply(&reply(42, b, MS), 500, 3 * MS),
+            Class::Sample { missed: true, .. }
+        ));
         assert_eq!(t.outstanding(), 1);
         assert_eq!(t.next_expiry(), Some(502 * MS));
         t.expire(502 * MS); // exactly the timeout: not yet
@@ -328,11 +355,26 @@ mod tests {
         let mut t = tracker();
         let s: Vec<u64> = (0..4).map(|k| t.on_send(k * MS)).collect();
         // arrivals: 0, 2, 1, 2 (dup), 3
-        assert!(matches!(t.on_reply(&reply(42, s[0], 0), 500, MS / 2), Class::Sample { out_of_order: false, .. }));
-        assert!(matches!(t.on_reply(&reply(42, s[2], 2 * MS), 500, 2 * MS + 100), Class::Sample { out_of_order: false, .. }));
-        assert!(matches!(t.on_reply(&reply(42, s[1], MS), 500, 2 * MS + 200), Class::Sample { out_of_order: true, .. }));
-        assert_eq!(t.on_reply(&reply(42, s[2], 2 * MS), 500, 2 * MS + 300), Class::Duplicate { seq: 2 });
-        assert!(matches!(t.on_reply(&reply(42, s[3], 3 * MS), 500, 3 * MS + 100), Class::Sample { out_of_order: false, .. }));
+        assert!(matches!(
+            t.on_reply(&reply(42, s[0], 0), 500, MS / 2),
+            Class::Sample { out_of_order: false, .. }
+        ));
+        assert!(matches!(
+            t.on_reply(&reply(42, s[2], 2 * MS), 500, 2 * MS + 100),
+            Class::Sample { out_of_order: false, .. }
+        ));
+        assert!(matches!(
+            t.on_reply(&reply(42, s[1], MS), 500, 2 * MS + 200),
+            Class::Sample { out_of_order: true, .. }
+        ));
+        assert_eq!(
+            t.on_reply(&reply(42, s[2], 2 * MS), 500, 2 * MS + 300),
+            Class::Duplicate { seq: 2 }
+        );
+        assert!(matches!(
+            t.on_reply(&reply(42, s[3], 3 * MS), 500, 3 * MS + 100),
+            Class::Sample { out_of_order: false, .. }
+        ));
         t.finish();
         let k = t.counts;
         assert_eq!((k.samples, k.out_of_order, k.duplicates, k.lost), (4, 1, 1, 0));

@@ -159,7 +159,13 @@ pub fn parse(b: &[u8]) -> Result<Header, ParseError> {
         if b[6] != 0 || b[7] != 0 {
             return Err(ParseError::Reserved);
         }
-        return Ok(Header { form: Form::Full, kind, run_id: u64_at(b, 8), seq: u64_at(b, 16), send_ns: u64_at(b, 24) as i64 });
+        return Ok(Header {
+            form: Form::Full,
+            kind,
+            run_id: u64_at(b, 8),
+            seq: u64_at(b, 16),
+            send_ns: u64_at(b, 24) as i64,
+        });
     }
     if b[..2] == SHORT_MAGIC {
         if b.len() >= FULL_LEN {
@@ -240,7 +246,10 @@ mod tests {
         assert_eq!(&b[24..32], &10i64.to_be_bytes());
         assert_eq!(b[32], 0xee, "the filler is not touched");
         let h = parse(&b).unwrap();
-        assert_eq!((h.form, h.kind, h.run_id, h.seq, h.send_ns), (Form::Full, Kind::Request, 0x0102030405060708, 9, 10));
+        assert_eq!(
+            (h.form, h.kind, h.run_id, h.seq, h.send_ns),
+            (Form::Full, Kind::Request, 0x0102030405060708, 9, 10)
+        );
     }
 
     #[test]
@@ -278,7 +287,11 @@ mod tests {
         let mut b = vec![0u8; 64];
         write(&mut b, Kind::Request, 1, 2, 3);
         assert_eq!(parse(&b[..15]), Err(ParseError::TooShort));
-        assert_eq!(parse(&b[..20]), Err(ParseError::TooShort), "full magic, too short for the full form");
+        assert_eq!(
+            parse(&b[..20]),
+            Err(ParseError::TooShort),
+            "full magic, too short for the full form"
+        );
         let mut v = b.clone();
         v[4] = 2;
         assert_eq!(parse(&v), Err(ParseError::BadVersion(2)));

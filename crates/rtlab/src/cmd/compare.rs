@@ -43,7 +43,9 @@ pub fn config_of(a: &CompareArgs) -> anyhow::Result<CompareConfig> {
     let threshold_pct = match &a.threshold {
         None => None,
         Some(t) => {
-            let v: f64 = t.trim_end_matches('%').parse().map_err(|_| anyhow::anyhow!("--threshold {t}: expected a percentage such as 10 or 10%"))?;
+            let v: f64 = t.trim_end_matches('%').parse().map_err(|_| {
+                anyhow::anyhow!("--threshold {t}: expected a percentage such as 10 or 10%")
+            })?;
             if !v.is_finite() || v < 0.0 {
                 anyhow::bail!("--threshold {t}: must be 0 or more percent");
             }

@@ -96,21 +96,49 @@ pub fn config_of(k: &LoadKind) -> anyhow::Result<LoadConfig> {
         Ok(n)
     };
     Ok(match k {
-        LoadKind::Cpu { workers: w, method } => LoadConfig::Stress { cpu: workers(*w, "--workers")?, vm: 0, io: 0, hdd: 0, cpu_method: Some(method.clone()) },
-        LoadKind::Mem { workers: w } => LoadConfig::Stress { cpu: 0, vm: workers(*w, "--workers")?, io: 0, hdd: 0, cpu_method: None },
-        LoadKind::Io { workers: w } => LoadConfig::Stress { cpu: 0, vm: 0, io: workers(*w, "--workers")?, hdd: 0, cpu_method: None },
-        LoadKind::Hdd { workers: w } => LoadConfig::Stress { cpu: 0, vm: 0, io: 0, hdd: workers(*w, "--workers")?, cpu_method: None },
+        LoadKind::Cpu { workers: w, method } => LoadConfig::Stress {
+            cpu: workers(*w, "--workers")?,
+            vm: 0,
+            io: 0,
+            hdd: 0,
+            cpu_method: Some(method.clone()),
+        },
+        LoadKind::Mem { workers: w } => LoadConfig::Stress {
+            cpu: 0,
+            vm: workers(*w, "--workers")?,
+            io: 0,
+            hdd: 0,
+            cpu_method: None,
+        },
+        LoadKind::Io { workers: w } => LoadConfig::Stress {
+            cpu: 0,
+            vm: 0,
+            io: workers(*w, "--workers")?,
+            hdd: 0,
+            cpu_method: None,
+        },
+        LoadKind::Hdd { workers: w } => LoadConfig::Stress {
+            cpu: 0,
+            vm: 0,
+            io: 0,
+            hdd: workers(*w, "--workers")?,
+            cpu_method: None,
+        },
         LoadKind::Mix { workers: w } => {
             let n = workers(*w, "--workers")?;
             LoadConfig::Stress { cpu: n, vm: n, io: n, hdd: n, cpu_method: None }
         }
         LoadKind::Traffic { rate, protocol, direction, netns, peer, port } => {
-            let bps = rtlab_core::units::parse_bitrate(rate).map_err(|e| anyhow::anyhow!("--rate {rate}: {e}"))?;
+            let bps = rtlab_core::units::parse_bitrate(rate)
+                .map_err(|e| anyhow::anyhow!("--rate {rate}: {e}"))?;
             if bps == 0 {
                 anyhow::bail!("--rate {rate}: must be above zero");
             }
             if netns.is_some() && peer.is_none() {
-                anyhow::bail!("--netns {}: give --peer ADDR, the address of the peer inside it", netns.as_deref().unwrap_or(""));
+                anyhow::bail!(
+                    "--netns {}: give --peer ADDR, the address of the peer inside it",
+                    netns.as_deref().unwrap_or("")
+                );
             }
             let peer = peer.clone().unwrap_or_else(|| "127.0.0.1".into());
             if peer.parse::<std::net::IpAddr>().is_err() {
@@ -152,7 +180,12 @@ pub fn run(a: LoadArgs) -> anyhow::Result<u8> {
     let stop = stop_flag()?;
     let mut load = RunningLoad::start(&cfg)?;
     if !quiet {
-        println!("rtlab load {}: `{}` for {}", cfg.name(), rtlab_tune::load::command_of(&cfg).join(" "), a.duration);
+        println!(
+            "rtlab load {}: `{}` for {}",
+            cfg.name(),
+            rtlab_tune::load::command_of(&cfg).join(" "),
+            a.duration
+        );
     }
     let end = Instant::now() + Duration::from_nanos(ns as u64);
     let mut died = None;
@@ -161,12 +194,15 @@ pub fn run(a: LoadArgs) -> anyhow::Result<u8> {
             died = Some(e);
             break;
         }
-        std::thread::sleep(Duration::from_millis(100).min(end.saturating_duration_since(Instant::now())));
+        std::thread::sleep(
+            Duration::from_millis(100).min(end.saturating_duration_since(Instant::now())),
+        );
     }
     let report = load.stop();
     if let Some(p) = &a.json {
         let doc = serde_json::json!({ "schema_version": 1, "kind": "load", "config": cfg, "load": report, "interrupted": stop.load(Ordering::Relaxed) });
-        crate::document::write_text(&(serde_json::to_string_pretty(&doc)? + "\n"), p).map_err(|e| anyhow::anyhow!("--json {p}: {e}"))?;
+        crate::document::write_text(&(serde_json::to_string_pretty(&doc)? + "\n"), p)
+            .map_err(|e| anyhow::anyhow!("--json {p}: {e}"))?;
     }
     if !quiet {
         print_report(&report);
@@ -178,10 +214,24 @@ pub fn run(a: LoadArgs) -> anyhow::Result<u8> {
 }
 
 fn print_report(r: &LoadReport) {
-    let per: Vec<String> = r.cpu_busy_percent_per_cpu.iter().enumerate().map(|(i, p)| format!("cpu{i} {p:.1}")).collect();
-    println!("ran {:.1} s; CPU busy {:.1} % ({})", r.ran_ns as f64 / 1e9, r.cpu_busy_percent, per.join(", "));
+    let per: Vec<String> = r
+        .cpu_busy_percent_per_cpu
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("cpu{i} {p:.1}"))
+        .collect();
+    println!(
+        "ran {:.1} s; CPU busy {:.1} % ({})",
+        r.ran_ns as f64 / 1e9,
+        r.cpu_busy_percent,
+        per.join(", ")
+    );
     if let Some(b) = r.bitrate_bps {
-        println!("bit rate {:.1} Mbit/s{}", b / 1e6, r.lost_percent.map(|l| format!(", {l:.2} % datagrams lost")).unwrap_or_default());
+        println!(
+            "bit rate {:.1} Mbit/s{}",
+            b / 1e6,
+            r.lost_percent.map(|l| format!(", {l:.2} % datagrams lost")).unwrap_or_default()
+        );
     } else if r.name.starts_with("udp") || r.name.starts_with("tcp") {
         println!("bit rate: iperf3 gave no summary");
     }

@@ -50,7 +50,8 @@ pub fn duration_flag(flag: &str, v: &str) -> anyhow::Result<i64> {
 
 /// The CPU list of `--cpus`, checked against the online CPUs.
 pub fn cpus_flag(v: &str) -> anyhow::Result<Vec<usize>> {
-    let cpus = rtlab_sys::cpus::parse_cpu_list(v).map_err(|e| anyhow::anyhow!("--cpus {v}: {e}"))?;
+    let cpus =
+        rtlab_sys::cpus::parse_cpu_list(v).map_err(|e| anyhow::anyhow!("--cpus {v}: {e}"))?;
     let (online, text) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
     if cpus.is_empty() {
         anyhow::bail!("--cpus '{v}': no CPU given (online: {text})");

@@ -85,7 +85,10 @@ pub fn run(a: NetnsArgs) -> anyhow::Result<u8> {
         NetnsCommand::Down(n) => {
             let removed = netns::down(&n.name)?;
             if removed.is_empty() {
-                println!("rtlab netns down: no namespaces {0}-a / {0}-b: nothing to remove", n.name);
+                println!(
+                    "rtlab netns down: no namespaces {0}-a / {0}-b: nothing to remove",
+                    n.name
+                );
             } else {
                 println!("rtlab netns down: removed {}", removed.join(", "));
             }
@@ -100,14 +103,21 @@ pub fn run(a: NetnsArgs) -> anyhow::Result<u8> {
                 }
                 found = true;
                 println!("{ns}:");
-                for (tool, args) in [("ip", vec!["-n", &ns, "-br", "addr"]), ("tc", vec!["-n", &ns, "-s", "qdisc", "show", "dev", &ns]), ("tc", vec!["-n", &ns, "-s", "class", "show", "dev", &ns])] {
+                for (tool, args) in [
+                    ("ip", vec!["-n", &ns, "-br", "addr"]),
+                    ("tc", vec!["-n", &ns, "-s", "qdisc", "show", "dev", &ns]),
+                    ("tc", vec!["-n", &ns, "-s", "class", "show", "dev", &ns]),
+                ] {
                     if let Ok(o) = std::process::Command::new(tool).args(&args).output() {
                         print!("{}", String::from_utf8_lossy(&o.stdout));
                     }
                 }
             }
             if !found {
-                anyhow::bail!("no namespaces {0}-a / {0}-b (make them with `rtlab netns up --name {0}`)", n.name);
+                anyhow::bail!(
+                    "no namespaces {0}-a / {0}-b (make them with `rtlab netns up --name {0}`)",
+                    n.name
+                );
             }
             Ok(0)
         }
@@ -128,7 +138,11 @@ pub fn config_of(u: &UpArgs) -> anyhow::Result<NetnsConfig> {
         addr_b: u.addr_b.clone(),
         addr6_a: (!u.no_ipv6).then(|| u.addr6_a.clone()),
         addr6_b: (!u.no_ipv6).then(|| u.addr6_b.clone()),
-        rate_bps: u.rate.as_deref().map(|r| parse_bitrate(r).map_err(|e| anyhow::anyhow!("--rate: {e}"))).transpose()?,
+        rate_bps: u
+            .rate
+            .as_deref()
+            .map(|r| parse_bitrate(r).map_err(|e| anyhow::anyhow!("--rate: {e}")))
+            .transpose()?,
         shaper: match u.shaper {
             ShaperArg::Htb => Shaper::Htb,
             ShaperArg::Tbf => Shaper::Tbf,
@@ -145,9 +159,22 @@ pub fn config_of(u: &UpArgs) -> anyhow::Result<NetnsConfig> {
 fn up(u: UpArgs) -> anyhow::Result<u8> {
     let cfg = config_of(&u)?;
     let pair = NetnsPair::up(&cfg)?;
-    println!("rtlab netns up: {} ({}{}) <-> {} ({}{}) over veth {} / {}", pair.ns_a, pair.ip_a, v6(&pair.ip6_a), pair.ns_b, pair.ip_b, v6(&pair.ip6_b), pair.dev_a, pair.dev_b);
+    println!(
+        "rtlab netns up: {} ({}{}) <-> {} ({}{}) over veth {} / {}",
+        pair.ns_a,
+        pair.ip_a,
+        v6(&pair.ip6_a),
+        pair.ns_b,
+        pair.ip_b,
+        v6(&pair.ip6_b),
+        pair.dev_a,
+        pair.dev_b
+    );
     match cfg.rate_bps {
-        Some(r) => println!("bottleneck: {r} bit/s ({}) on both veth ends", if cfg.shaper == Shaper::Htb { "htb" } else { "tbf" }),
+        Some(r) => println!(
+            "bottleneck: {r} bit/s ({}) on both veth ends",
+            if cfg.shaper == Shaper::Htb { "htb" } else { "tbf" }
+        ),
         None => println!("bottleneck: none"),
     }
     if let Some(h) = pair.priority_hint() {

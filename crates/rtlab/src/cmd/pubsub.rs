@@ -10,7 +10,9 @@ use rtlab_core::render::{stats_table, Row};
 use rtlab_core::schema::ResultDocument;
 use rtlab_core::units::{format_duration_exact, parse_size, period_of_rate, Nanos};
 use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
-use rtlab_pubsub::probe::{self, Mode, PubsubConfig, PubsubOutcome, RtSpec, TransportKind, TransportSpec};
+use rtlab_pubsub::probe::{
+    self, Mode, PubsubConfig, PubsubOutcome, RtSpec, TransportKind, TransportSpec,
+};
 use rtlab_pubsub::transport::{Durability, History, Qos, Reliability, WaitStyle};
 use std::io::{IsTerminal, Write};
 
@@ -112,9 +114,11 @@ pub struct PubsubArgs {
 fn subscribers_flag(v: &[String]) -> anyhow::Result<Vec<usize>> {
     let mut out = Vec::new();
     for s in v {
-        let bad = || anyhow::anyhow!("--subscribers {s}: expected a count or a range like 1-6 (1..64)");
+        let bad =
+            || anyhow::anyhow!("--subscribers {s}: expected a count or a range like 1-6 (1..64)");
         if let Some((a, b)) = s.split_once('-') {
-            let (a, b): (usize, usize) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+            let (a, b): (usize, usize) =
+                (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
             if a == 0 || b < a || b > 64 {
                 return Err(bad());
             }
@@ -132,8 +136,12 @@ fn subscribers_flag(v: &[String]) -> anyhow::Result<Vec<usize>> {
 
 /// Turn the flags into a config (the one place where flags become a PubsubConfig).
 pub fn config_of(a: &PubsubArgs) -> anyhow::Result<PubsubConfig> {
-    let kind = TransportKind::parse(&a.transport)
-        .ok_or_else(|| anyhow::anyhow!("--transport {}: unknown transport (accepted: intra, shm, zenoh, dds, udp)", a.transport))?;
+    let kind = TransportKind::parse(&a.transport).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--transport {}: unknown transport (accepted: intra, shm, zenoh, dds, udp)",
+            a.transport
+        )
+    })?;
     let mut payloads = Vec::new();
     for p in &a.payload {
         let n = parse_size(p).map_err(|e| anyhow::anyhow!("--payload: {e}"))?;
@@ -148,7 +156,9 @@ pub fn config_of(a: &PubsubArgs) -> anyhow::Result<PubsubConfig> {
         "best-effort" => Reliability::BestEffort,
         o => anyhow::bail!("--reliability {o}: accepted: reliable, best-effort"),
     };
-    let history = History::parse(&a.history).ok_or_else(|| anyhow::anyhow!("--history {}: accepted: keep-last:N (N >= 1), keep-all", a.history))?;
+    let history = History::parse(&a.history).ok_or_else(|| {
+        anyhow::anyhow!("--history {}: accepted: keep-last:N (N >= 1), keep-all", a.history)
+    })?;
     let durability = match a.durability.as_str() {
         "volatile" => Durability::Volatile,
         "transient-local" => Durability::TransientLocal,
@@ -181,7 +191,9 @@ pub fn config_of(a: &PubsubArgs) -> anyhow::Result<PubsubConfig> {
     }
     let mut thread_priorities = Vec::new();
     for r in &a.thread_priority {
-        let bad = || anyhow::anyhow!("--thread-priority {r}: expected NAME=PRIORITY with a SCHED_FIFO priority 1-99, e.g. recv=75");
+        let bad = || {
+            anyhow::anyhow!("--thread-priority {r}: expected NAME=PRIORITY with a SCHED_FIFO priority 1-99, e.g. recv=75")
+        };
         let (name, p) = r.split_once('=').ok_or_else(bad)?;
         let priority: i32 = p.trim().parse().map_err(|_| bad())?;
         if name.trim().is_empty() || !(1..=99).contains(&priority) {
@@ -264,7 +276,10 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
 /// Evidence around a pubsub run: the tracer explains the wake-ups of the receivers in this
 /// process (roundtrip pong receivers, `--in-process` subscribers); subscriber processes
 /// cannot raise its flag, so then only the counters are kept and the reason is said.
-pub fn evidence_options(cfg: &PubsubConfig, a: &crate::cli::EvidenceArgs) -> anyhow::Result<crate::evidence::EvidenceOptions> {
+pub fn evidence_options(
+    cfg: &PubsubConfig,
+    a: &crate::cli::EvidenceArgs,
+) -> anyhow::Result<crate::evidence::EvidenceOptions> {
     let mut o = a.options(cfg.window_ns, "")?;
     fit_evidence(cfg, &mut o);
     Ok(o)
@@ -275,12 +290,18 @@ pub fn evidence_options(cfg: &PubsubConfig, a: &crate::cli::EvidenceArgs) -> any
 pub fn fit_evidence(cfg: &PubsubConfig, o: &mut crate::evidence::EvidenceOptions) {
     let in_process = cfg.in_process || cfg.transport.kind == probe::TransportKind::Intra;
     // a round trip's latency goes through the echoes (rtlab-subN) and the pong receivers
-    o.victim = if cfg.mode == Mode::Roundtrip { "rtlab-pub|rtlab-pong|rtlab-sub" } else { "rtlab-pub|rtlab-sub" }.into();
+    o.victim = if cfg.mode == Mode::Roundtrip {
+        "rtlab-pub|rtlab-pong|rtlab-sub"
+    } else {
+        "rtlab-pub|rtlab-sub"
+    }
+    .into();
     // source 0: any receiver here (several streams); 1: the publisher's lateness
     o.sources = vec![String::new(), "pub.send_lateness".into()];
     o.cpus = cfg.rt.cpus.clone().unwrap_or_default();
     let cases = (cfg.payloads.len() * cfg.periods_ns.len() * cfg.subscribers.len()) as u64;
-    o.planned = Some(std::time::Duration::from_nanos(cfg.case_duration_ns.max(0) as u64 * cases.max(1)));
+    o.planned =
+        Some(std::time::Duration::from_nanos(cfg.case_duration_ns.max(0) as u64 * cases.max(1)));
     if o.trace_on_spike_ns.is_some() && cfg.mode == Mode::Oneway && !in_process {
         o.notes.push("trace on spike: the subscribers run in their own processes and cannot raise the spike flag, only the publisher's send lateness does; for the message latency use in-process subscribers or roundtrip mode".into());
     }
@@ -296,11 +317,18 @@ pub fn measure(
     started: std::time::SystemTime,
     on_progress: &mut dyn FnMut(usize, usize),
 ) -> anyhow::Result<(ResultDocument, PubsubOutcome)> {
-    let memory_lock = if cfg.mlockall { Some(rtlab_sys::memory::MemoryLock::lock_all().map_err(|e| e.to_string())) } else { None };
+    let memory_lock = if cfg.mlockall {
+        Some(rtlab_sys::memory::MemoryLock::lock_all().map_err(|e| e.to_string()))
+    } else {
+        None
+    };
     let dma = dma_us.map(|v| {
-        rtlab_sys::pmqos::CpuDmaLatency::hold(std::path::Path::new("/dev/cpu_dma_latency"), v).map_err(|e| format!("/dev/cpu_dma_latency: {e}"))
+        rtlab_sys::pmqos::CpuDmaLatency::hold(std::path::Path::new("/dev/cpu_dma_latency"), v)
+            .map_err(|e| format!("/dev/cpu_dma_latency: {e}"))
     });
-    let exe = std::env::current_exe().map_err(|e| anyhow::anyhow!("finding the rtlab binary to start subscriber processes: {e}"))?;
+    let exe = std::env::current_exe().map_err(|e| {
+        anyhow::anyhow!("finding the rtlab binary to start subscriber processes: {e}")
+    })?;
     let launcher = move |json: &str| {
         let mut c = std::process::Command::new(&exe);
         c.args(["pubsub", "--role", json]);
@@ -308,7 +336,9 @@ pub fn measure(
     };
     let outcome = probe::run(cfg, &launcher, stop, on_progress);
     let outcome = outcome.map_err(|e| anyhow::anyhow!("{e}"))?;
-    if let Some(first) = outcome.cases.first().filter(|_| outcome.cases.iter().all(|c| c.error.is_some())) {
+    if let Some(first) =
+        outcome.cases.first().filter(|_| outcome.cases.iter().all(|c| c.error.is_some()))
+    {
         anyhow::bail!("{}", first.error.as_deref().unwrap_or("no case could run"));
     }
 
@@ -321,10 +351,15 @@ pub fn measure(
         _ => None,
     };
     // per case: its subscribers, then the publisher's own lateness
-    doc.streams = outcome.cases.iter().flat_map(|c| c.streams.iter().cloned().chain(c.publisher.clone())).collect();
+    doc.streams = outcome
+        .cases
+        .iter()
+        .flat_map(|c| c.streams.iter().cloned().chain(c.publisher.clone()))
+        .collect();
 
     let lock_state = memory_lock.as_ref().map(|r| r.as_ref().map(|_| ()).map_err(|e| e.clone()));
-    let mut warns = crate::document::process_warnings(&doc.environment, &lock_state, cfg.rt.policy == "other");
+    let mut warns =
+        crate::document::process_warnings(&doc.environment, &lock_state, cfg.rt.policy == "other");
     if let Some(Err(why)) = &dma {
         warns.push(Warn::CpuDmaLatencyUnavailable { why: why.clone() });
     }
@@ -403,20 +438,45 @@ fn print_tables(cfg: &PubsubConfig, o: &PubsubOutcome) -> anyhow::Result<()> {
     writeln!(out)?;
     writeln!(out, "{} ({})", cfg.mode.metric().replace('_', " "), cfg.mode.definition())?;
     let label = |s: &rtlab_core::schema::Stream| {
-        format!("{}B {} n{} sub{}", s.labels["payload_bytes"], s.labels["rate"], s.labels["subscribers"], s.labels["subscriber"])
+        format!(
+            "{}B {} n{} sub{}",
+            s.labels["payload_bytes"],
+            s.labels["rate"],
+            s.labels["subscribers"],
+            s.labels["subscriber"]
+        )
     };
-    let rows: Vec<Row> = o.cases.iter().flat_map(|c| c.streams.iter()).map(|s| Row { label: label(s), summary: &s.stats }).collect();
+    let rows: Vec<Row> = o
+        .cases
+        .iter()
+        .flat_map(|c| c.streams.iter())
+        .map(|s| Row { label: label(s), summary: &s.stats })
+        .collect();
     write!(out, "{}", stats_table(&rows, color))?;
     writeln!(out)?;
     writeln!(out, "publisher send lateness ({})", probe::SEND_LATENESS_DEFINITION)?;
     let pubs: Vec<Row> = o
         .cases
         .iter()
-        .filter_map(|c| c.publisher.as_ref().map(|s| Row { label: format!("{}B {} n{}", c.payload, probe::rate_label(c.period_ns), c.subscribers), summary: &s.stats }))
+        .filter_map(|c| {
+            c.publisher.as_ref().map(|s| Row {
+                label: format!(
+                    "{}B {} n{}",
+                    c.payload,
+                    probe::rate_label(c.period_ns),
+                    c.subscribers
+                ),
+                summary: &s.stats,
+            })
+        })
         .collect();
     write!(out, "{}", stats_table(&pubs, color))?;
     writeln!(out)?;
-    writeln!(out, "{:<28} {:>9} {:>7} {:>7} {:>5} {:>5} {:>9}", "counters", "published", "lost", "late", "dup", "ooo", "overruns")?;
+    writeln!(
+        out,
+        "{:<28} {:>9} {:>7} {:>7} {:>5} {:>5} {:>9}",
+        "counters", "published", "lost", "late", "dup", "ooo", "overruns"
+    )?;
     for c in &o.cases {
         for s in &c.streams {
             let st = &s.stats;
@@ -445,7 +505,9 @@ fn print_tables(cfg: &PubsubConfig, o: &PubsubOutcome) -> anyhow::Result<()> {
     }
     writeln!(out)?;
     let m = &o.qos_mapping;
-    for (what, it) in [("reliability", &m.reliability), ("history", &m.history), ("durability", &m.durability)] {
+    for (what, it) in
+        [("reliability", &m.reliability), ("history", &m.history), ("durability", &m.durability)]
+    {
         writeln!(out, "QoS {what} {} -> {} ({:?})", it.asked, it.native, it.fidelity)?;
     }
     for n in &o.notes {

@@ -30,7 +30,8 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
     let runs = load_runs(&store, &specs)?;
     match &a.html {
         Some(path) => {
-            write_text(&rtlab_report::render_html(&runs), path).with_context(|| format!("--html {path}"))?;
+            write_text(&rtlab_report::render_html(&runs), path)
+                .with_context(|| format!("--html {path}"))?;
             if path != "-" {
                 println!("report: {path}");
             }

@@ -54,7 +54,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
     if a.list {
         for (name, text) in PRESETS {
             let s = Scenario::parse(name, text, 1.0)?;
-            println!("{name:14} {:4} cases, {:>8} at scale 1: {}", s.cases().len(), format_duration_human(Nanos(s.planned_ns())), s.description);
+            println!(
+                "{name:14} {:4} cases, {:>8} at scale 1: {}",
+                s.cases().len(),
+                format_duration_human(Nanos(s.planned_ns())),
+                s.description
+            );
         }
         return Ok(0);
     }
@@ -65,10 +70,18 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
     let scenario = load_scenario(name, a.scale)?;
     if a.dry_run {
         for c in scenario.cases() {
-            let length = c.duration_ns.map(|d| format_duration_exact(Nanos(d))).or(c.count.map(|n| format!("{n} samples"))).unwrap_or_default();
+            let length = c
+                .duration_ns
+                .map(|d| format_duration_exact(Nanos(d)))
+                .or(c.count.map(|n| format!("{n} samples")))
+                .unwrap_or_default();
             println!("{:4} {:60} {}", c.index, c.name, length);
         }
-        println!("{} cases, about {} of measuring", scenario.cases().len(), format_duration_human(Nanos(scenario.planned_ns())));
+        println!(
+            "{} cases, about {} of measuring",
+            scenario.cases().len(),
+            format_duration_human(Nanos(scenario.planned_ns()))
+        );
         return Ok(0);
     }
     if let Some(h) = &a.html {
@@ -97,13 +110,25 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
     }
     let mut progress = TermProgress::new(scenario.cases().len(), scenario.planned_ns(), a.quiet);
     // traces around spikes are kept next to the store
-    let trace_dir = std::path::Path::new(&a.db).parent().filter(|p| !p.as_os_str().is_empty()).map(|p| p.to_path_buf()).unwrap_or_else(|| ".".into());
+    let trace_dir = std::path::Path::new(&a.db)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(|p| p.to_path_buf())
+        .unwrap_or_else(|| ".".into());
     let mut exec = LiveExecutor::new(trace_dir);
-    let (run_id, status) = run_scenario(&scenario, &info, &mut exec, &mut store, &mut progress, &stop)?;
+    let (run_id, status) =
+        run_scenario(&scenario, &info, &mut exec, &mut store, &mut progress, &stop)?;
     progress.finish();
     let report = crate::store_sink::render_report(&store, &a.db, run_id, a.html.as_deref())?;
     if !a.quiet {
-        println!("run {run_id} {}: {} of {} cases ({} failed, {} skipped)", status.name(), progress.finished, scenario.cases().len(), progress.failed, progress.skipped);
+        println!(
+            "run {run_id} {}: {} of {} cases ({} failed, {} skipped)",
+            status.name(),
+            progress.finished,
+            scenario.cases().len(),
+            progress.failed,
+            progress.skipped
+        );
     }
     println!("report: {report}");
     Ok(if status == RunStatus::Failed { 2 } else { 0 })
@@ -122,9 +147,14 @@ struct TermProgress {
 impl TermProgress {
     fn new(total: usize, planned_ns: i64, quiet: bool) -> TermProgress {
         let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
-            let b = ProgressBar::with_draw_target(Some((planned_ns / 1_000_000).max(1) as u64), ProgressDrawTarget::stderr_with_hz(4));
+            let b = ProgressBar::with_draw_target(
+                Some((planned_ns / 1_000_000).max(1) as u64),
+                ProgressDrawTarget::stderr_with_hz(4),
+            );
             b.set_style(
-                ProgressStyle::with_template("{msg} [{wide_bar}] ETA {eta}").unwrap_or_else(|_| ProgressStyle::default_bar()).progress_chars("=> "),
+                ProgressStyle::with_template("{msg} [{wide_bar}] ETA {eta}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
             );
             b.enable_steady_tick(std::time::Duration::from_millis(250));
             b
@@ -185,4 +215,3 @@ impl RunProgress for TermProgress {
         }
     }
 }
-

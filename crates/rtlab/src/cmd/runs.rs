@@ -25,7 +25,9 @@ pub fn resolve(store: &Store, spec: &str) -> anyhow::Result<i64> {
     if spec == "latest" {
         return store.latest_run().map_err(|e| anyhow::anyhow!("{e}"));
     }
-    let id: i64 = spec.parse().map_err(|_| anyhow::anyhow!("run '{spec}': expected a run id (see `rtlab runs`) or `latest`"))?;
+    let id: i64 = spec.parse().map_err(|_| {
+        anyhow::anyhow!("run '{spec}': expected a run id (see `rtlab runs`) or `latest`")
+    })?;
     Ok(id)
 }
 
@@ -51,9 +53,21 @@ pub fn run(a: RunsArgs) -> anyhow::Result<u8> {
         writeln!(out, "{}: no run stored yet", a.db)?;
         return Ok(0);
     }
-    let mut rows = vec![["id", "scenario", "started", "status", "cases", "failed", "host", "kernel"].map(String::from).to_vec()];
+    let mut rows =
+        vec![["id", "scenario", "started", "status", "cases", "failed", "host", "kernel"]
+            .map(String::from)
+            .to_vec()];
     for r in &runs {
-        rows.push(vec![r.id.to_string(), r.scenario.clone(), r.started_at.clone(), r.status.name().into(), r.cases.to_string(), r.failed.to_string(), r.hostname.clone(), r.kernel_release.clone()]);
+        rows.push(vec![
+            r.id.to_string(),
+            r.scenario.clone(),
+            r.started_at.clone(),
+            r.status.name().into(),
+            r.cases.to_string(),
+            r.failed.to_string(),
+            r.hostname.clone(),
+            r.kernel_release.clone(),
+        ]);
     }
     write!(out, "{}", rtlab_report::terminal::align_left(&rows, &[1, 2, 3, 6, 7]))?;
     Ok(0)

@@ -28,21 +28,32 @@ pub fn config_of(a: &TimerArgs) -> anyhow::Result<TimerConfig> {
         intervals.push(ns);
     }
     if intervals.len() > 1 && intervals.len() != a.threads {
-        anyhow::bail!("--interval: {} values for {} threads (give one, or one per thread)", intervals.len(), a.threads);
+        anyhow::bail!(
+            "--interval: {} values for {} threads (give one, or one per thread)",
+            intervals.len(),
+            a.threads
+        );
     }
-    let distance = a.distance.as_deref().map(|d| duration_flag("--distance", d)).transpose()?.unwrap_or(0);
+    let distance =
+        a.distance.as_deref().map(|d| duration_flag("--distance", d)).transpose()?.unwrap_or(0);
     if a.rt.priority.len() > 1 && a.rt.priority.len() != a.threads {
-        anyhow::bail!("--priority: {} values for {} threads (give one, or one per thread)", a.rt.priority.len(), a.threads);
+        anyhow::bail!(
+            "--priority: {} values for {} threads (give one, or one per thread)",
+            a.rt.priority.len(),
+            a.threads
+        );
     }
     let cpus = a.rt.cpus.as_deref().map(cpus_flag).transpose()?;
     let deadline = a.deadline.as_deref().map(|d| duration_flag("--deadline", d)).transpose()?;
     let policy = a.rt.policy.name().to_string();
     let mut threads = Vec::new();
     for i in 0..a.threads {
-        let interval_ns = if intervals.len() == 1 { intervals[0] + distance * i as i64 } else { intervals[i] };
+        let interval_ns =
+            if intervals.len() == 1 { intervals[0] + distance * i as i64 } else { intervals[i] };
         let priority = if a.rt.priority.len() == 1 { a.rt.priority[0] } else { a.rt.priority[i] };
         // other has only priority 0; the default 80 means "the default" there
-        let priority = if a.rt.policy == PolicyArg::Other && a.rt.priority == [80] { 0 } else { priority };
+        let priority =
+            if a.rt.policy == PolicyArg::Other && a.rt.priority == [80] { 0 } else { priority };
         let p = rtlab_sys::sched::Policy::parse(&policy).expect("clap checked the policy");
         p.check_priority(priority).map_err(|e| anyhow::anyhow!("--priority: {e}"))?;
         threads.push(TimerThreadConfig {
@@ -105,7 +116,9 @@ pub fn config_of(a: &TimerArgs) -> anyhow::Result<TimerConfig> {
 
 pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
     let cfg = config_of(&a)?;
-    for (path, flag) in [(&a.json, "--json"), (&a.histogram_file, "--histogram-file"), (&a.raw_file, "--raw-file")] {
+    for (path, flag) in
+        [(&a.json, "--json"), (&a.histogram_file, "--histogram-file"), (&a.raw_file, "--raw-file")]
+    {
         if let Some(p) = path {
             check_writable(p, flag)?;
         }
@@ -132,7 +145,9 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
     progress.finish();
     let outcome = match outcome {
         Ok(o) => o,
-        Err(TimerError::Sys(e)) => return Err(anyhow::anyhow!("{e}")).context("--policy/--priority/--cpus"),
+        Err(TimerError::Sys(e)) => {
+            return Err(anyhow::anyhow!("{e}")).context("--policy/--priority/--cpus")
+        }
         Err(e) => return Err(e.into()),
     };
 
@@ -144,7 +159,8 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
         write_json(&doc, path)?;
     }
     if let Some(path) = &a.histogram_file {
-        let hists: Vec<_> = outcome.threads.iter().filter_map(|t| t.latency.us_histogram.as_ref()).collect();
+        let hists: Vec<_> =
+            outcome.threads.iter().filter_map(|t| t.latency.us_histogram.as_ref()).collect();
         let footers: Vec<_> = outcome
             .threads
             .iter()
@@ -157,7 +173,8 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
                 }
             })
             .collect();
-        write_text(&cyclictest::render(&hists, &footers), path).with_context(|| format!("--histogram-file {path}"))?;
+        write_text(&cyclictest::render(&hists, &footers), path)
+            .with_context(|| format!("--histogram-file {path}"))?;
     }
     if !quiet {
         let color = std::io::stdout().is_terminal();
@@ -166,16 +183,27 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
         writeln!(out)?;
         let mains: Vec<_> = doc.streams.iter().filter(|s| !s.name.ends_with(".jitter")).collect();
         writeln!(out, "{} ({})", cfg.mode.metric().replace('_', " "), cfg.mode.definition())?;
-        let rows: Vec<Row> = mains.iter().map(|s| Row { label: s.name.clone(), summary: &s.stats }).collect();
+        let rows: Vec<Row> =
+            mains.iter().map(|s| Row { label: s.name.clone(), summary: &s.stats }).collect();
         write!(out, "{}", stats_table(&rows, color))?;
         writeln!(out)?;
         writeln!(out, "cycle jitter (P_k = t_(k+1) - t_k - T)")?;
         let jit: Vec<_> = doc.streams.iter().filter(|s| s.name.ends_with(".jitter")).collect();
-        let rows: Vec<Row> = jit.iter().map(|s| Row { label: s.name.clone(), summary: &s.stats }).collect();
+        let rows: Vec<Row> =
+            jit.iter().map(|s| Row { label: s.name.clone(), summary: &s.stats }).collect();
         write!(out, "{}", stats_table(&rows, color))?;
         for s in &mains {
-            if let (Some(max), Some(idx), Some(at)) = (s.stats.max_ns, s.stats.max_index, s.stats.max_at_ns) {
-                writeln!(out, "{}: max {} us at sample {} ({} after start)", s.name, rtlab_core::units::us_1(max), idx, Nanos(at))?;
+            if let (Some(max), Some(idx), Some(at)) =
+                (s.stats.max_ns, s.stats.max_index, s.stats.max_at_ns)
+            {
+                writeln!(
+                    out,
+                    "{}: max {} us at sample {} ({} after start)",
+                    s.name,
+                    rtlab_core::units::us_1(max),
+                    idx,
+                    Nanos(at)
+                )?;
             }
         }
         if a.histogram {
@@ -193,15 +221,25 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
 }
 
 /// The result document of a timer run, with its warnings.
-pub fn document(cfg: &TimerConfig, outcome: &timer_run::TimerOutcome, env: rtlab_core::schema::Environment, started: std::time::SystemTime) -> anyhow::Result<ResultDocument> {
+pub fn document(
+    cfg: &TimerConfig,
+    outcome: &timer_run::TimerOutcome,
+    env: rtlab_core::schema::Environment,
+    started: std::time::SystemTime,
+) -> anyhow::Result<ResultDocument> {
     let mut doc: ResultDocument = new_document("timer", started, env, serde_json::to_value(cfg)?);
     doc.duration_ns = outcome.duration_ns;
     doc.interrupted = outcome.interrupted;
     doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
-    doc.environment.cpu_dma_latency_us = outcome.cpu_dma_latency.as_ref().and_then(|r| r.as_ref().ok().copied());
+    doc.environment.cpu_dma_latency_us =
+        outcome.cpu_dma_latency.as_ref().and_then(|r| r.as_ref().ok().copied());
     doc.streams = outcome.streams(cfg);
 
-    let mut warns = crate::document::process_warnings(&doc.environment, &outcome.memory_lock, cfg.threads.iter().any(|t| t.policy == "other"));
+    let mut warns = crate::document::process_warnings(
+        &doc.environment,
+        &outcome.memory_lock,
+        cfg.threads.iter().any(|t| t.policy == "other"),
+    );
     if let Some(Err(why)) = &outcome.cpu_dma_latency {
         warns.push(Warn::CpuDmaLatencyUnavailable { why: why.clone() });
     }

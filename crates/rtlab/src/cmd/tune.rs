@@ -127,7 +127,8 @@ fn check(json: Option<String>, h: &HostArgs) -> anyhow::Result<u8> {
             "checks": checks,
             "summary": { "pass": pass, "warn": warn, "fail": fail },
         });
-        crate::document::write_text(&(serde_json::to_string_pretty(&doc)? + "\n"), p).map_err(|e| anyhow::anyhow!("--json {p}: {e}"))?;
+        crate::document::write_text(&(serde_json::to_string_pretty(&doc)? + "\n"), p)
+            .map_err(|e| anyhow::anyhow!("--json {p}: {e}"))?;
         if p == "-" {
             return Ok(0);
         }
@@ -162,14 +163,20 @@ fn restore(force: bool, h: &HostArgs) -> anyhow::Result<u8> {
         }
         any = true;
         if let Some((pid, what)) = &st.owner {
-            if !force && *pid != std::process::id() as i32 && rtlab_sys::tune_sys::pid_alive(*pid) && is_rtlab(*pid) && h.root.is_none() {
+            if !force
+                && *pid != std::process::id() as i32
+                && rtlab_sys::tune_sys::pid_alive(*pid)
+                && is_rtlab(*pid)
+                && h.root.is_none()
+            {
                 anyhow::bail!(
                     "{}: pid {pid} ({what}) still holds these changes and restores them when it ends (Ctrl-C or kill {pid}); --force to restore now",
                     path.display()
                 );
             }
         }
-        let r = restore_journal(host.as_ref(), &path).map_err(|e| anyhow::anyhow!("--journal: {e}"))?;
+        let r =
+            restore_journal(host.as_ref(), &path).map_err(|e| anyhow::anyhow!("--journal: {e}"))?;
         for (what, outcome) in &r.restored {
             println!("restored  {what}  [{outcome}]");
         }
@@ -191,7 +198,9 @@ fn restore(force: bool, h: &HostArgs) -> anyhow::Result<u8> {
 }
 
 fn is_rtlab(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim().starts_with("rtlab")).unwrap_or(false)
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|c| c.trim().starts_with("rtlab"))
+        .unwrap_or(false)
 }
 
 fn show(h: &HostArgs) -> anyhow::Result<u8> {
@@ -204,8 +213,16 @@ fn show(h: &HostArgs) -> anyhow::Result<u8> {
         }
         any = true;
         let (pid, what) = st.owner.clone().unwrap_or((0, "?".into()));
-        let alive = if pid > 0 && rtlab_sys::tune_sys::pid_alive(pid) { "running" } else { "no longer running: `rtlab tune restore` puts it back" };
-        println!("applied by pid {pid} ({what}, {alive}), {} changes ({}):", st.pending.len(), path.display());
+        let alive = if pid > 0 && rtlab_sys::tune_sys::pid_alive(pid) {
+            "running"
+        } else {
+            "no longer running: `rtlab tune restore` puts it back"
+        };
+        println!(
+            "applied by pid {pid} ({what}, {alive}), {} changes ({}):",
+            st.pending.len(),
+            path.display()
+        );
         for (_, c) in &st.pending {
             println!("  {}  [{}]", c.describe(), rtlab_tune::profile::in_force(host.as_ref(), c));
         }
@@ -219,7 +236,9 @@ fn show(h: &HostArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn user_profiles(file: Option<&Path>) -> anyhow::Result<std::collections::BTreeMap<String, Profile>> {
+fn user_profiles(
+    file: Option<&Path>,
+) -> anyhow::Result<std::collections::BTreeMap<String, Profile>> {
     match file {
         Some(f) => profile::load_file(f).map_err(|e| anyhow::anyhow!("--file {e}")),
         None => Ok(Default::default()),
@@ -233,7 +252,11 @@ fn list_profiles(file: Option<&Path>) -> anyhow::Result<u8> {
         println!("{name:<14} {}", p.description);
     }
     for (name, p) in &user {
-        println!("{name:<14} {} (from {})", p.description, file.map(|f| f.display().to_string()).unwrap_or_default());
+        println!(
+            "{name:<14} {} (from {})",
+            p.description,
+            file.map(|f| f.display().to_string()).unwrap_or_default()
+        );
     }
     Ok(0)
 }
@@ -258,14 +281,22 @@ fn apply(a: ApplyArgs) -> anyhow::Result<u8> {
         }
     }
     if a.netns.is_some() && a.nic.is_none() {
-        anyhow::bail!("--netns {}: give --nic, the interface inside that namespace", a.netns.as_deref().unwrap_or(""));
+        anyhow::bail!(
+            "--netns {}: give --nic, the interface inside that namespace",
+            a.netns.as_deref().unwrap_or("")
+        );
     }
     if let Some(n) = &a.nic {
         if a.netns.is_none() && !host.exists(&format!("/sys/class/net/{n}")) {
             anyhow::bail!("--nic {n}: no such interface");
         }
     }
-    let target = Target { rt_cpu: a.rt_cpu, nic: a.nic.clone(), netns: a.netns.clone(), pids: a.pid.clone() };
+    let target = Target {
+        rt_cpu: a.rt_cpu,
+        nic: a.nic.clone(),
+        netns: a.netns.clone(),
+        pids: a.pid.clone(),
+    };
     let steps = profile::plan(&prof, &target, host.as_ref());
     println!("profile {}: {}", a.profile, prof.description);
     if a.dry_run {
@@ -297,7 +328,8 @@ fn apply(a: ApplyArgs) -> anyhow::Result<u8> {
     // the Ctrl-C flag first: a signal during the changes must not skip the restore
     let stop = stop_flag()?;
     let what = format!("rtlab tune apply {}", a.profile);
-    let mut session = Session::begin(host.as_ref(), &a.host.journal, &what).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut session = Session::begin(host.as_ref(), &a.host.journal, &what)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut tally = std::collections::BTreeMap::<&str, usize>::new();
     for st in &steps {
         let o = profile::apply_step(&mut session, st);
@@ -313,7 +345,11 @@ fn apply(a: ApplyArgs) -> anyhow::Result<u8> {
     } else {
         match hold_ns {
             Some(ns) => {
-                println!("holding for {} (Ctrl-C restores now); journal: {}", a.hold.as_deref().unwrap_or(""), a.host.journal.display());
+                println!(
+                    "holding for {} (Ctrl-C restores now); journal: {}",
+                    a.hold.as_deref().unwrap_or(""),
+                    a.host.journal.display()
+                );
                 wait(&stop, Some(ns))
             }
             None => {
@@ -327,13 +363,21 @@ fn apply(a: ApplyArgs) -> anyhow::Result<u8> {
         "{}restored {} changes{}",
         if interrupted { "interrupted: " } else { "" },
         r.restored.len(),
-        if r.failed.is_empty() { String::new() } else { format!(", {} FAILED (the journal keeps them: rtlab tune restore)", r.failed.len()) }
+        if r.failed.is_empty() {
+            String::new()
+        } else {
+            format!(", {} FAILED (the journal keeps them: rtlab tune restore)", r.failed.len())
+        }
     );
     for (w, why) in &r.failed {
         eprintln!("  not restored: {w}: {why}");
     }
     if !r.failed.is_empty() {
-        anyhow::bail!("{} changes could not be put back; {} keeps them", r.failed.len(), a.host.journal.display());
+        anyhow::bail!(
+            "{} changes could not be put back; {} keeps them",
+            r.failed.len(),
+            a.host.journal.display()
+        );
     }
     Ok(0)
 }
@@ -349,6 +393,8 @@ fn wait(stop: &std::sync::atomic::AtomicBool, ns: Option<i64>) -> bool {
         if left == Some(std::time::Duration::ZERO) {
             return false;
         }
-        std::thread::sleep(left.unwrap_or(std::time::Duration::MAX).min(std::time::Duration::from_millis(50)));
+        std::thread::sleep(
+            left.unwrap_or(std::time::Duration::MAX).min(std::time::Duration::from_millis(50)),
+        );
     }
 }

@@ -14,7 +14,10 @@ use rtlab_core::units::{format_duration_exact, parse_bitrate, parse_size, us_1, 
 use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
 use rtlab_probes::netns::{NetnsConfig, NetnsPair, PriorityPath, Shaper};
 use rtlab_probes::udp::ping::PingMode;
-use rtlab_probes::udp::run::{self as udp_run, PingOutcome, ReflectOutcome, RtConfig, SocketConfig, UdpPingConfig, UdpReflectConfig};
+use rtlab_probes::udp::run::{
+    self as udp_run, PingOutcome, ReflectOutcome, RtConfig, SocketConfig, UdpPingConfig,
+    UdpReflectConfig,
+};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -183,7 +186,12 @@ pub fn run(a: UdpArgs) -> anyhow::Result<u8> {
 
 /// A byte or priority value: decimal, 0x-hex, or for --so-priority an htb class MAJOR:MINOR (hex).
 fn number_flag(flag: &str, v: &str, class_ok: bool) -> anyhow::Result<u32> {
-    let bad = || anyhow::anyhow!("{flag} '{v}': not a number (accepted: decimal, 0x hex{})", if class_ok { ", or an htb class id like 1:10" } else { "" });
+    let bad = || {
+        anyhow::anyhow!(
+            "{flag} '{v}': not a number (accepted: decimal, 0x hex{})",
+            if class_ok { ", or an htb class id like 1:10" } else { "" }
+        )
+    };
     let v = v.trim();
     if class_ok {
         if let Some((maj, min)) = v.split_once(':') {
@@ -206,7 +214,10 @@ fn socket_config(s: &SockArgs) -> anyhow::Result<SocketConfig> {
         v.as_deref()
             .map(|v| {
                 let n = parse_size(v).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
-                u32::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| anyhow::anyhow!("{flag} {v}: out of range (1 B .. 2 GiB)"))
+                u32::try_from(n)
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| anyhow::anyhow!("{flag} {v}: out of range (1 B .. 2 GiB)"))
             })
             .transpose()
     };
@@ -219,7 +230,11 @@ fn socket_config(s: &SockArgs) -> anyhow::Result<SocketConfig> {
         })
         .transpose()?;
     Ok(SocketConfig {
-        so_priority: s.so_priority.as_deref().map(|v| number_flag("--so-priority", v, true)).transpose()?,
+        so_priority: s
+            .so_priority
+            .as_deref()
+            .map(|v| number_flag("--so-priority", v, true))
+            .transpose()?,
         tos,
         busy_poll_us: s.busy_poll,
         rcvbuf: size("--rcvbuf", &s.rcvbuf)?,
@@ -231,7 +246,8 @@ fn rt_config(r: &RtArgs) -> anyhow::Result<RtConfig> {
     if r.priority.len() > 1 {
         anyhow::bail!("--priority: one value (the probe has one measuring thread)");
     }
-    let priority = if r.policy == PolicyArg::Other && r.priority == [80] { 0 } else { r.priority[0] };
+    let priority =
+        if r.policy == PolicyArg::Other && r.priority == [80] { 0 } else { r.priority[0] };
     let p = rtlab_sys::sched::Policy::parse(r.policy.name()).expect("clap checked the policy");
     p.check_priority(priority).map_err(|e| anyhow::anyhow!("--priority: {e}"))?;
     let cpu = r.cpus.as_deref().map(cpus_flag).transpose()?.map(|c| c[0]);
@@ -301,10 +317,18 @@ pub fn reflect_config(a: &ReflectArgs) -> anyhow::Result<UdpReflectConfig> {
     })
 }
 
-fn common_warnings(doc: &ResultDocument, memory_lock: &Option<Result<(), String>>, rt: &RtConfig, socket: &SocketConfig) -> Vec<Warn> {
-    let mut w = crate::document::process_warnings(&doc.environment, memory_lock, rt.policy == "other");
+fn common_warnings(
+    doc: &ResultDocument,
+    memory_lock: &Option<Result<(), String>>,
+    rt: &RtConfig,
+    socket: &SocketConfig,
+) -> Vec<Warn> {
+    let mut w =
+        crate::document::process_warnings(&doc.environment, memory_lock, rt.policy == "other");
     if matches!(socket.busy_poll_us, Some(us) if us > 0) {
-        let global = std::fs::read_to_string("/proc/sys/net/core/busy_poll").ok().and_then(|s| s.trim().parse::<u64>().ok());
+        let global = std::fs::read_to_string("/proc/sys/net/core/busy_poll")
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok());
         if global == Some(0) {
             w.push(Warn::UdpBusyPollInactive);
         }
@@ -337,13 +361,18 @@ fn reflect(a: ReflectArgs) -> anyhow::Result<u8> {
             if !json_to_stdout {
                 // the line scripts and tests wait for: the socket is bound
                 let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "rtlab udp reflect: listening on {addr}{}", cfg.netns.as_deref().map(|n| format!(" in netns {n}")).unwrap_or_default());
+                let _ = writeln!(
+                    out,
+                    "rtlab udp reflect: listening on {addr}{}",
+                    cfg.netns.as_deref().map(|n| format!(" in netns {n}")).unwrap_or_default()
+                );
                 let _ = out.flush();
             }
         },
         |_| {},
     )?;
-    let mut doc = new_document("udp", started, env, serde_json::json!({ "role": "reflect", "reflect": cfg }));
+    let mut doc =
+        new_document("udp", started, env, serde_json::json!({ "role": "reflect", "reflect": cfg }));
     doc.duration_ns = outcome.duration_ns;
     doc.interrupted = false; // a reflector runs until told to stop: Ctrl-C is its normal end
     doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
@@ -351,7 +380,9 @@ fn reflect(a: ReflectArgs) -> anyhow::Result<u8> {
     doc.evidence = Some(evidence.finish(&doc.streams));
     let mut warns = common_warnings(&doc, &outcome.memory_lock, &cfg.rt, &cfg.socket);
     if outcome.counts.malformed + outcome.counts.foreign > 0 {
-        warns.push(Warn::UdpForeignDatagrams { count: outcome.counts.malformed + outcome.counts.foreign });
+        warns.push(Warn::UdpForeignDatagrams {
+            count: outcome.counts.malformed + outcome.counts.foreign,
+        });
     }
     doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
     if let Some(p) = &a.json {
@@ -368,7 +399,11 @@ fn reflect(a: ReflectArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn write_reflector_report(out: &mut impl Write, o: &ReflectOutcome, s: &Stream) -> std::io::Result<()> {
+fn write_reflector_report(
+    out: &mut impl Write,
+    o: &ReflectOutcome,
+    s: &Stream,
+) -> std::io::Result<()> {
     let c = &o.counts;
     writeln!(
         out,
@@ -391,7 +426,11 @@ fn write_reflector_report(out: &mut impl Write, o: &ReflectOutcome, s: &Stream) 
     }
     if s.stats.count > 0 {
         writeln!(out, "turnaround (reply sent - request received, reflector clock)")?;
-        write!(out, "{}", stats_table(&[Row { label: "reflector".into(), summary: &s.stats }], false))?;
+        write!(
+            out,
+            "{}",
+            stats_table(&[Row { label: "reflector".into(), summary: &s.stats }], false)
+        )?;
     }
     Ok(())
 }
@@ -399,7 +438,11 @@ fn write_reflector_report(out: &mut impl Write, o: &ReflectOutcome, s: &Stream) 
 fn pair_config(a: &PingArgs) -> anyhow::Result<NetnsConfig> {
     Ok(NetnsConfig {
         name: format!("rtlab{}", std::process::id() % 100_000),
-        rate_bps: a.rate.as_deref().map(|r| parse_bitrate(r).map_err(|e| anyhow::anyhow!("--rate: {e}"))).transpose()?,
+        rate_bps: a
+            .rate
+            .as_deref()
+            .map(|r| parse_bitrate(r).map_err(|e| anyhow::anyhow!("--rate: {e}")))
+            .transpose()?,
         shaper: match a.shaper {
             ShaperArg::Htb => Shaper::Htb,
             ShaperArg::Tbf => Shaper::Tbf,
@@ -454,10 +497,11 @@ pub fn measure(
         let (tx, rx) = std::sync::mpsc::channel();
         let (rs, rcc) = (reflector_stop.clone(), rc.clone());
         reflector = Some(std::thread::spawn(move || {
-            udp_run::reflect(&rcc, rs, |addr| drop(tx.send(Ok(addr.to_string()))), |_| {}).inspect_err(|e| {
-                // the pinger waits for this: an error before binding ends the wait too
-                let _ = tx.send(Err(e.to_string()));
-            })
+            udp_run::reflect(&rcc, rs, |addr| drop(tx.send(Ok(addr.to_string()))), |_| {})
+                .inspect_err(|e| {
+                    // the pinger waits for this: an error before binding ends the wait too
+                    let _ = tx.send(Err(e.to_string()));
+                })
         }));
         match rx.recv() {
             Ok(Ok(_)) => {}
@@ -468,7 +512,8 @@ pub fn measure(
     }
     let outcome = udp_run::ping(&cfg, stop, on_progress);
     reflector_stop.store(true, Ordering::Relaxed);
-    let reflected: Option<ReflectOutcome> = reflector.and_then(|h| h.join().ok()).and_then(|r| r.ok());
+    let reflected: Option<ReflectOutcome> =
+        reflector.and_then(|h| h.join().ok()).and_then(|r| r.ok());
     let qdisc = pair.filter(|p| p.config.rate_bps.is_some()).map(|p| p.qdisc_stats());
     let outcome = outcome?;
 
@@ -495,7 +540,10 @@ pub fn measure(
         warns.push(Warn::UdpPacketLoss { lost: c.lost, sent: c.sent });
     }
     if cfg.mode == PingMode::Periodic && outcome.rtt.overruns > 0 {
-        warns.push(Warn::UdpSenderLate { overruns: outcome.rtt.overruns, max_late_ns: outcome.lateness.running.max });
+        warns.push(Warn::UdpSenderLate {
+            overruns: outcome.rtt.overruns,
+            max_late_ns: outcome.lateness.running.max,
+        });
     }
     if doc.interrupted {
         warns.push(Warn::Interrupted);
@@ -512,7 +560,10 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
     if let Some(p) = &a.json {
         check_writable(p, "--json")?;
     }
-    let mut ev_opts = a.evidence.options(cfg.window_ns, if a.pair { crate::evidence::UDP_PAIR_THREADS } else { "rtlab-udp-ping" })?;
+    let mut ev_opts = a.evidence.options(
+        cfg.window_ns,
+        if a.pair { crate::evidence::UDP_PAIR_THREADS } else { "rtlab-udp-ping" },
+    )?;
     ev_opts.cpus = cfg.rt.cpu.into_iter().collect();
     ev_opts.sources = crate::evidence::UDP_PING_SOURCES.iter().map(|s| s.to_string()).collect();
     ev_opts.planned = cfg.duration_ns.map(|d| std::time::Duration::from_nanos(d as u64));
@@ -525,8 +576,17 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
     let pair = pair_cfg.as_ref().map(NetnsPair::up).transpose()?;
     if !quiet {
         if let Some(p) = &pair {
-            let hint = p.priority_hint().map(|h| format!("; priority path: {h}")).unwrap_or_default();
-            println!("pair: {} ({}) -> {} ({}){}{}", p.ns_a, p.ip_a, p.ns_b, p.ip_b, p.config.rate_bps.map(|r| format!(", bottleneck {r} bit/s")).unwrap_or_default(), hint);
+            let hint =
+                p.priority_hint().map(|h| format!("; priority path: {h}")).unwrap_or_default();
+            println!(
+                "pair: {} ({}) -> {} ({}){}{}",
+                p.ns_a,
+                p.ip_a,
+                p.ns_b,
+                p.ip_b,
+                p.config.rate_bps.map(|r| format!(", bottleneck {r} bit/s")).unwrap_or_default(),
+                hint
+            );
             println!("{}", headline_of(p, &cfg));
         } else {
             println!("{}", headline(&cfg));
@@ -566,7 +626,11 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
         }
         if let Some(r) = &reflected {
             writeln!(out)?;
-            write_reflector_report(&mut out, r, doc.streams.iter().find(|s| s.name == "reflector").expect("reflector stream"))?;
+            write_reflector_report(
+                &mut out,
+                r,
+                doc.streams.iter().find(|s| s.name == "reflector").expect("reflector stream"),
+            )?;
         }
         if let Some(q) = qdisc {
             writeln!(out, "\nqdisc on the client's veth end:\n{}", q.trim_end())?;
@@ -594,7 +658,9 @@ fn headline(cfg: &UdpPingConfig) -> String {
         (None, None) => String::new(),
     };
     let mode = match cfg.mode {
-        PingMode::Periodic => format!("periodic every {}", format_duration_exact(Nanos(cfg.period_ns))),
+        PingMode::Periodic => {
+            format!("periodic every {}", format_duration_exact(Nanos(cfg.period_ns)))
+        }
         PingMode::Pingpong => "pingpong".into(),
     };
     format!(
@@ -611,20 +677,44 @@ fn headline(cfg: &UdpPingConfig) -> String {
 
 /// The studies' table (S1: Min / Avg / Max / Missed deadlines / Packet loss), then the
 /// percentiles, then the full accounting and what the socket and thread really had.
-fn write_ping_report(out: &mut impl Write, cfg: &UdpPingConfig, o: &PingOutcome, doc: &ResultDocument, color: bool) -> std::io::Result<()> {
+fn write_ping_report(
+    out: &mut impl Write,
+    cfg: &UdpPingConfig,
+    o: &PingOutcome,
+    doc: &ResultDocument,
+    color: bool,
+) -> std::io::Result<()> {
     let c = &o.counts;
     let s = &doc.streams[0].stats;
     let cell = |v: Option<i64>| v.map(us_1).unwrap_or_else(|| "-".into());
     writeln!(out, "RTT ({})", udp_run::RTT_DEFINITION)?;
     let head = ["Min", "Avg", "Max", "Missed deadlines", "Packet loss"];
-    let row = [cell(s.min_ns), cell(s.mean_ns), cell(s.max_ns), format!("{} / {}", c.missed, c.sent), format!("{} / {}", c.lost, c.sent)];
+    let row = [
+        cell(s.min_ns),
+        cell(s.mean_ns),
+        cell(s.max_ns),
+        format!("{} / {}", c.missed, c.sent),
+        format!("{} / {}", c.lost, c.sent),
+    ];
     let widths: Vec<usize> = head.iter().zip(&row).map(|(h, r)| h.len().max(r.len())).collect();
-    let line = |cells: &[String]| cells.iter().zip(&widths).map(|(v, w)| format!("{v:>w$}")).collect::<Vec<_>>().join("  ");
+    let line = |cells: &[String]| {
+        cells.iter().zip(&widths).map(|(v, w)| format!("{v:>w$}")).collect::<Vec<_>>().join("  ")
+    };
     writeln!(out, "{}", line(&head.map(String::from)))?;
     writeln!(out, "{}", line(&row))?;
-    writeln!(out, "(us; missed = RTT above the deadline {}, loss = no reply within {})", format_duration_exact(Nanos(cfg.deadline_ns)), format_duration_exact(Nanos(cfg.loss_timeout_ns)))?;
+    writeln!(
+        out,
+        "(us; missed = RTT above the deadline {}, loss = no reply within {})",
+        format_duration_exact(Nanos(cfg.deadline_ns)),
+        format_duration_exact(Nanos(cfg.loss_timeout_ns))
+    )?;
     writeln!(out)?;
-    let rows: Vec<Row> = doc.streams.iter().filter(|s| s.name.starts_with("ping")).map(|s| Row { label: s.name.clone(), summary: &s.stats }).collect();
+    let rows: Vec<Row> = doc
+        .streams
+        .iter()
+        .filter(|s| s.name.starts_with("ping"))
+        .map(|s| Row { label: s.name.clone(), summary: &s.stats })
+        .collect();
     write!(out, "{}", stats_table(&rows, color))?;
     writeln!(
         out,
@@ -639,7 +729,11 @@ fn write_ping_report(out: &mut impl Write, cfg: &UdpPingConfig, o: &PingOutcome,
         if cfg.mode == PingMode::Periodic { format!(", overruns {}", o.rtt.overruns) } else { String::new() }
     )?;
     if c.send_errors + c.receive_errors + c.stale > 0 {
-        writeln!(out, "  of which: send errors {}, receive errors {}, stale {}", c.send_errors, c.receive_errors, c.stale)?;
+        writeln!(
+            out,
+            "  of which: send errors {}, receive errors {}, stale {}",
+            c.send_errors, c.receive_errors, c.stale
+        )?;
     }
     if let (Some(max), Some(idx), Some(at)) = (s.max_ns, s.max_index, s.max_at_ns) {
         writeln!(out, "max {} us at request {} ({} after start)", us_1(max), idx, Nanos(at))?;
@@ -672,7 +766,10 @@ mod tests {
         assert_eq!(number_flag("--so-priority", "1:10", true).unwrap(), 0x10010);
         assert_eq!(number_flag("--so-priority", "0x10010", true).unwrap(), 0x10010);
         assert_eq!(number_flag("--tos", "0xb8", false).unwrap(), 184);
-        assert!(number_flag("--tos", "1:10", false).unwrap_err().to_string().contains("--tos '1:10'"));
+        assert!(number_flag("--tos", "1:10", false)
+            .unwrap_err()
+            .to_string()
+            .contains("--tos '1:10'"));
         assert!(number_flag("--so-priority", "x", true).is_err());
     }
 }

@@ -32,7 +32,11 @@ pub struct ProcessSettings {
 /// app 80); `rt-affinities` and `rt-isolation` pin them to the last online CPU (S1 pins the
 /// client and the RT queue's IRQ to CPU 1). A `policy` parameter (S4: rr or fifo) overrides
 /// the RT policy.
-pub fn process_settings(profile: &str, policy_param: Option<&str>, online: &[usize]) -> ProcessSettings {
+pub fn process_settings(
+    profile: &str,
+    policy_param: Option<&str>,
+    online: &[usize],
+) -> ProcessSettings {
     let last = online.last().copied();
     let rt_policy = match policy_param {
         Some("rr") => "rr",
@@ -54,8 +58,15 @@ pub fn process_settings(profile: &str, policy_param: Option<&str>, online: &[usi
 
 /// Build the timer probe's configuration of a case.
 pub fn timer_config(case: &CaseSpec, ps: &ProcessSettings) -> anyhow::Result<TimerConfig> {
-    let interval = parse_duration(case.params.get("interval").map(String::as_str).unwrap_or("1ms"))?.0;
-    let distance = case.params.get("distance").map(|d| parse_duration(d)).transpose()?.map(|n| n.0).unwrap_or(0);
+    let interval =
+        parse_duration(case.params.get("interval").map(String::as_str).unwrap_or("1ms"))?.0;
+    let distance = case
+        .params
+        .get("distance")
+        .map(|d| parse_duration(d))
+        .transpose()?
+        .map(|n| n.0)
+        .unwrap_or(0);
     let threads: usize = case.params.get("threads").map(|t| t.parse()).transpose()?.unwrap_or(1);
     let mode = match case.params.get("mode").map(String::as_str) {
         Some("rel") => TimerMode::Rel,
@@ -100,7 +111,11 @@ impl LiveExecutor {
     }
 
     /// The case's evidence options (counters, trace on spike) for its probe's threads.
-    fn evidence_options(&self, case: &CaseSpec, ps: &ProcessSettings) -> crate::evidence::EvidenceOptions {
+    fn evidence_options(
+        &self,
+        case: &CaseSpec,
+        ps: &ProcessSettings,
+    ) -> crate::evidence::EvidenceOptions {
         let victim = match case.probe.as_str() {
             "udp" => crate::evidence::UDP_PAIR_THREADS,
             "timer" => "rtlab-timer",
@@ -113,14 +128,24 @@ impl LiveExecutor {
         o.cpus = ps.cpu.into_iter().collect();
         o.sources = match case.probe.as_str() {
             "udp" => crate::evidence::UDP_PING_SOURCES.iter().map(|s| s.to_string()).collect(),
-            "timer" => (0..case.params.get("threads").and_then(|t| t.parse().ok()).unwrap_or(1usize)).map(|i| format!("thread{i}")).collect(),
+            "timer" => {
+                (0..case.params.get("threads").and_then(|t| t.parse().ok()).unwrap_or(1usize))
+                    .map(|i| format!("thread{i}"))
+                    .collect()
+            }
             _ => Vec::new(),
         };
         o.planned = Some(std::time::Duration::from_nanos(case.planned_ns().max(0) as u64));
         o
     }
 
-    fn timer(&self, case: &CaseSpec, ps: &ProcessSettings, ev: &crate::evidence::EvidenceOptions, stop: &Arc<AtomicBool>) -> CaseResult {
+    fn timer(
+        &self,
+        case: &CaseSpec,
+        ps: &ProcessSettings,
+        ev: &crate::evidence::EvidenceOptions,
+        stop: &Arc<AtomicBool>,
+    ) -> CaseResult {
         let cfg = match timer_config(case, ps) {
             Ok(c) => c,
             Err(e) => return CaseResult::failed(format!("timer configuration: {e}")),
@@ -133,7 +158,8 @@ impl LiveExecutor {
         };
         let measured = timer_run::run_with_spike(&cfg, stop.clone(), evidence.hook(), |_, _| {});
         // finished (tracefs put back) before anything else, whatever the probe did
-        let evidence = evidence.finish(measured.as_ref().map(|o| o.streams(&cfg)).unwrap_or_default().as_slice());
+        let evidence = evidence
+            .finish(measured.as_ref().map(|o| o.streams(&cfg)).unwrap_or_default().as_slice());
         match measured {
             Ok(outcome) => match crate::cmd::timer::document(&cfg, &outcome, env, started) {
                 Ok(mut doc) => {
@@ -150,10 +176,17 @@ impl LiveExecutor {
 impl CaseExecutor for LiveExecutor {
     fn run_case(&mut self, case: &CaseSpec, stop: &Arc<AtomicBool>) -> CaseResult {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let ps = process_settings(&case.profile, case.params.get("policy").map(String::as_str), &self.online);
+            let ps = process_settings(
+                &case.profile,
+                case.params.get("policy").map(String::as_str),
+                &self.online,
+            );
             // udp cases (and their traffic) go through two namespaces made for the case
             let pair = if case.probe == "udp" {
-                let cfg = rtlab_probes::netns::NetnsConfig { name: format!("rtlab{}", std::process::id() % 100_000), ..Default::default() };
+                let cfg = rtlab_probes::netns::NetnsConfig {
+                    name: format!("rtlab{}", std::process::id() % 100_000),
+                    ..Default::default()
+                };
                 match rtlab_probes::netns::NetnsPair::up(&cfg) {
                     Ok(p) => Some(p),
                     Err(e) => return CaseResult::failed(format!("netns pair: {e}")),
@@ -163,8 +196,18 @@ impl CaseExecutor for LiveExecutor {
             };
             // the profile's application settings go to this process, except for pub/sub, whose
             // middleware threads must not be pinned as a whole (pin threads, not processes)
-            let pids = if case.probe != "pubsub" || case.profile == "rt-isolation" { vec![std::process::id() as i32] } else { vec![] };
-            let mut setup = match setup::CaseSetup::start(&case.load_spec, pair.as_ref(), &case.profile, ps.cpu, pids) {
+            let pids = if case.probe != "pubsub" || case.profile == "rt-isolation" {
+                vec![std::process::id() as i32]
+            } else {
+                vec![]
+            };
+            let mut setup = match setup::CaseSetup::start(
+                &case.load_spec,
+                pair.as_ref(),
+                &case.profile,
+                ps.cpu,
+                pids,
+            ) {
                 Ok(s) => s,
                 // a tool this machine lacks: the case cannot apply here, said with the package to install
                 Err(e) if e.contains("is not installed") => return CaseResult::skipped(e),
@@ -178,14 +221,21 @@ impl CaseExecutor for LiveExecutor {
                 other => CaseResult::failed(format!("unknown probe {other}")),
             };
             // the spike's explanation is also kept with the case (reports show it)
-            r.spike_evidence = r.document.as_ref().and_then(|d| d.evidence.as_ref()).and_then(|e| e.spike.as_ref()).and_then(|s| serde_json::to_value(s).ok());
+            r.spike_evidence = r
+                .document
+                .as_ref()
+                .and_then(|d| d.evidence.as_ref())
+                .and_then(|e| e.spike.as_ref())
+                .and_then(|s| serde_json::to_value(s).ok());
             setup.finish();
             drop(pair);
             r.load_report = setup.load_report.take();
             r.profile_report = setup.profile_report.take();
             r
         }));
-        outcome.unwrap_or_else(|_| CaseResult::failed("the case panicked (a bug in rtlab: please report it)"))
+        outcome.unwrap_or_else(|_| {
+            CaseResult::failed("the case panicked (a bug in rtlab: please report it)")
+        })
     }
 }
 
@@ -196,11 +246,21 @@ mod tests {
     #[test]
     fn profiles_set_the_probe_threads() {
         let online = [0, 1];
-        assert_eq!(process_settings("no-rt", None, &online), ProcessSettings { policy: "other", priority: 0, cpu: None, mlockall: false });
-        assert_eq!(process_settings("rt-normal", None, &online), ProcessSettings { policy: "fifo", priority: 80, cpu: None, mlockall: true });
+        assert_eq!(
+            process_settings("no-rt", None, &online),
+            ProcessSettings { policy: "other", priority: 0, cpu: None, mlockall: false }
+        );
+        assert_eq!(
+            process_settings("rt-normal", None, &online),
+            ProcessSettings { policy: "fifo", priority: 80, cpu: None, mlockall: true }
+        );
         assert_eq!(process_settings("rt-affinities", Some("rr"), &online).cpu, Some(1));
         assert_eq!(process_settings("rt-normal", Some("rr"), &online).policy, "rr");
-        assert_eq!(process_settings("no-rt", Some("fifo"), &online).policy, "other", "no-rt stays normal");
+        assert_eq!(
+            process_settings("no-rt", Some("fifo"), &online).policy,
+            "other",
+            "no-rt stays normal"
+        );
     }
 
     #[test]
@@ -213,7 +273,10 @@ mod tests {
         .unwrap();
         let ps = process_settings("rt-normal", None, &[0, 1]);
         let c = timer_config(&s.cases()[0], &ps).unwrap();
-        assert_eq!(c.threads.iter().map(|t| t.interval_ns).collect::<Vec<_>>(), [1_000_000, 1_500_000, 2_000_000, 2_500_000, 3_000_000]);
+        assert_eq!(
+            c.threads.iter().map(|t| t.interval_ns).collect::<Vec<_>>(),
+            [1_000_000, 1_500_000, 2_000_000, 2_500_000, 3_000_000]
+        );
         assert_eq!(c.mode, TimerMode::Rel);
         assert_eq!(c.loops, Some(100));
         assert_eq!(c.threads[4].deadline_ns, 3_000_000);

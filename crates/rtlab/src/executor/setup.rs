@@ -24,27 +24,39 @@ const IPERF_PORT: u16 = 5299;
 
 /// The load configs of a case's load (several for a combined load). Traffic goes through
 /// `pair` when there is one (server in side b), else over loopback.
-pub fn load_configs(spec: &LoadSpec, pair: Option<&NetnsPair>, online_cpus: usize) -> Vec<LoadConfig> {
+pub fn load_configs(
+    spec: &LoadSpec,
+    pair: Option<&NetnsPair>,
+    online_cpus: usize,
+) -> Vec<LoadConfig> {
     match spec {
         LoadSpec::Idle => vec![],
         LoadSpec::Stress { cpu, cpu_method, vm, io, hdd, .. } => vec![LoadConfig::Stress {
-            cpu: if *cpu == 0 && *vm == 0 && *io == 0 && *hdd == 0 { online_cpus as u32 } else { *cpu },
+            cpu: if *cpu == 0 && *vm == 0 && *io == 0 && *hdd == 0 {
+                online_cpus as u32
+            } else {
+                *cpu
+            },
             vm: *vm,
             io: *io,
             hdd: *hdd,
             cpu_method: cpu_method.clone(),
         }],
-        LoadSpec::Traffic { bits_per_second, direction, protocol } => vec![LoadConfig::Traffic(TrafficConfig {
-            protocol: protocol.clone(),
-            bitrate_bps: *bits_per_second,
-            direction: if direction == "rx" { Direction::Rx } else { Direction::Tx },
-            netns: pair.map(|p| p.ns_b.clone()),
-            client_netns: pair.map(|p| p.ns_a.clone()),
-            peer: pair.map(|p| p.ip_b.clone()).unwrap_or_else(|| "127.0.0.1".into()),
-            port: IPERF_PORT,
-        })],
+        LoadSpec::Traffic { bits_per_second, direction, protocol } => {
+            vec![LoadConfig::Traffic(TrafficConfig {
+                protocol: protocol.clone(),
+                bitrate_bps: *bits_per_second,
+                direction: if direction == "rx" { Direction::Rx } else { Direction::Tx },
+                netns: pair.map(|p| p.ns_b.clone()),
+                client_netns: pair.map(|p| p.ns_a.clone()),
+                peer: pair.map(|p| p.ip_b.clone()).unwrap_or_else(|| "127.0.0.1".into()),
+                port: IPERF_PORT,
+            })]
+        }
         LoadSpec::Command { argv } => vec![LoadConfig::Command { argv: argv.clone() }],
-        LoadSpec::Combined { parts } => parts.iter().flat_map(|p| load_configs(p, pair, online_cpus)).collect(),
+        LoadSpec::Combined { parts } => {
+            parts.iter().flat_map(|p| load_configs(p, pair, online_cpus)).collect()
+        }
     }
 }
 
@@ -59,7 +71,13 @@ pub struct CaseSetup {
 
 impl CaseSetup {
     /// Start the load (through `pair` when given), then apply `profile` for `pids`.
-    pub fn start(spec: &LoadSpec, pair: Option<&NetnsPair>, profile: &str, rt_cpu: Option<usize>, pids: Vec<i32>) -> Result<CaseSetup, String> {
+    pub fn start(
+        spec: &LoadSpec,
+        pair: Option<&NetnsPair>,
+        profile: &str,
+        rt_cpu: Option<usize>,
+        pids: Vec<i32>,
+    ) -> Result<CaseSetup, String> {
         let mut s = CaseSetup::default();
         let online = rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0.len();
         for cfg in load_configs(spec, pair, online) {
@@ -71,7 +89,9 @@ impl CaseSetup {
         }
         let target = rtlab_tune::profile::Target { rt_cpu, nic: None, netns: None, pids };
         let journal = std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL);
-        let (session, outcomes) = rtlab_tune::profile::apply_profile(host(), profile, &BTreeMap::new(), &target, journal).map_err(|e| format!("profile {profile}: {e}"))?;
+        let (session, outcomes) =
+            rtlab_tune::profile::apply_profile(host(), profile, &BTreeMap::new(), &target, journal)
+                .map_err(|e| format!("profile {profile}: {e}"))?;
         s.session = Some(session);
         s.profile_report = Some(serde_json::json!({
             "profile": profile,

@@ -19,9 +19,12 @@ pub fn ping_config(case: &CaseSpec, ps: &ProcessSettings) -> anyhow::Result<UdpP
         Some("pingpong") => PingMode::Pingpong,
         _ => PingMode::Periodic,
     };
-    let period_ns = parse_duration(case.params.get("period").map(String::as_str).unwrap_or("1ms"))?.0;
-    let payload = parse_size(case.params.get("payload").map(String::as_str).unwrap_or("500"))? as usize;
-    let loss_timeout_ns = parse_duration(case.params.get("loss_timeout").map(String::as_str).unwrap_or("500ms"))?.0;
+    let period_ns =
+        parse_duration(case.params.get("period").map(String::as_str).unwrap_or("1ms"))?.0;
+    let payload =
+        parse_size(case.params.get("payload").map(String::as_str).unwrap_or("500"))? as usize;
+    let loss_timeout_ns =
+        parse_duration(case.params.get("loss_timeout").map(String::as_str).unwrap_or("500ms"))?.0;
     let so_priority = case.params.get("so_priority").map(|p| p.parse::<u32>()).transpose()?;
     Ok(UdpPingConfig {
         to: String::new(), // the pair decides
@@ -30,19 +33,34 @@ pub fn ping_config(case: &CaseSpec, ps: &ProcessSettings) -> anyhow::Result<UdpP
         mode,
         period_ns,
         payload,
-        deadline_ns: case.deadline_ns.unwrap_or(if mode == PingMode::Periodic { period_ns } else { 1_000_000 }),
+        deadline_ns: case.deadline_ns.unwrap_or(if mode == PingMode::Periodic {
+            period_ns
+        } else {
+            1_000_000
+        }),
         loss_timeout_ns,
         duration_ns: case.duration_ns,
         count: case.count,
         window_ns: 1_000_000_000,
-        rt: RtConfig { policy: ps.policy.into(), priority: ps.priority, cpu: ps.cpu, mlockall: ps.mlockall },
+        rt: RtConfig {
+            policy: ps.policy.into(),
+            priority: ps.priority,
+            cpu: ps.cpu,
+            mlockall: ps.mlockall,
+        },
         socket: SocketConfig { so_priority, ..SocketConfig::default() },
         preflight_ns: 2_000_000_000,
         spike: None,
     })
 }
 
-pub fn run(case: &CaseSpec, ps: &ProcessSettings, pair: &NetnsPair, ev: &crate::evidence::EvidenceOptions, stop: &Arc<AtomicBool>) -> CaseResult {
+pub fn run(
+    case: &CaseSpec,
+    ps: &ProcessSettings,
+    pair: &NetnsPair,
+    ev: &crate::evidence::EvidenceOptions,
+    stop: &Arc<AtomicBool>,
+) -> CaseResult {
     let mut cfg = match ping_config(case, ps) {
         Ok(c) => c,
         Err(e) => return CaseResult::failed(format!("udp configuration: {e}")),
@@ -54,7 +72,14 @@ pub fn run(case: &CaseSpec, ps: &ProcessSettings, pair: &NetnsPair, ev: &crate::
         Err(e) => return CaseResult::failed(e.to_string()),
     };
     cfg.spike = evidence.hook();
-    match crate::cmd::udp::measure(cfg, Some(pair), stop.clone(), env, |c| serde_json::json!({ "role": "ping", "ping": c, "pair": pair_json }), |_, _| {}) {
+    match crate::cmd::udp::measure(
+        cfg,
+        Some(pair),
+        stop.clone(),
+        env,
+        |c| serde_json::json!({ "role": "ping", "ping": c, "pair": pair_json }),
+        |_, _| {},
+    ) {
         Ok(mut run) => {
             run.doc.evidence = Some(evidence.finish(&run.doc.streams));
             CaseResult { document: Some(run.doc), ..Default::default() }

@@ -6,10 +6,12 @@
 #![forbid(unsafe_code)]
 
 pub mod cyclictest;
+pub mod error;
 pub mod evidence;
 pub mod histogram;
 pub mod raw;
 pub mod render;
+pub mod rt;
 pub mod run;
 pub mod scenario;
 pub mod schema;

@@ -9,60 +9,24 @@
 use crate::SysError;
 use std::sync::mpsc;
 
-/// A scheduling policy, named as on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Policy {
-    Fifo,
-    Rr,
-    Other,
+pub use rtlab_core::rt::{Policy, RtSettings};
+
+/// The kernel's constant for a policy.
+fn raw(p: Policy) -> libc::c_int {
+    match p {
+        Policy::Fifo => libc::SCHED_FIFO,
+        Policy::Rr => libc::SCHED_RR,
+        Policy::Other => libc::SCHED_OTHER,
+    }
 }
 
-impl Policy {
-    pub fn name(self) -> &'static str {
-        match self {
-            Policy::Fifo => "fifo",
-            Policy::Rr => "rr",
-            Policy::Other => "other",
-        }
+/// Check `priority` against the policy's range, naming both on error.
+pub fn check_priority(policy: Policy, priority: i32) -> Result<(), SysError> {
+    let (min, max) = policy.priority_range();
+    if priority < min || priority > max {
+        return Err(SysError::PriorityOutOfRange { policy: policy.name(), priority, min, max });
     }
-
-    pub fn parse(s: &str) -> Option<Policy> {
-        match s.to_ascii_lowercase().as_str() {
-            "fifo" | "sched_fifo" => Some(Policy::Fifo),
-            "rr" | "sched_rr" => Some(Policy::Rr),
-            "other" | "normal" | "sched_other" => Some(Policy::Other),
-            _ => None,
-        }
-    }
-
-    fn raw(self) -> libc::c_int {
-        match self {
-            Policy::Fifo => libc::SCHED_FIFO,
-            Policy::Rr => libc::SCHED_RR,
-            Policy::Other => libc::SCHED_OTHER,
-        }
-    }
-
-    /// The kernel's priority range for the policy (fifo/rr: 1..=99, other: 0..=0).
-    pub fn priority_range(self) -> (i32, i32) {
-        // SAFETY: plain queries with a valid policy constant.
-        unsafe {
-            (libc::sched_get_priority_min(self.raw()), libc::sched_get_priority_max(self.raw()))
-        }
-    }
-
-    /// Check `priority` against the range, naming both on error.
-    pub fn check_priority(self, priority: i32) -> Result<(), SysError> {
-        let (min, max) = self.priority_range();
-        if priority < min || priority > max {
-            return Err(SysError::PriorityOutOfRange { policy: self.name(), priority, min, max });
-        }
-        Ok(())
-    }
-
-    pub fn is_realtime(self) -> bool {
-        matches!(self, Policy::Fifo | Policy::Rr)
-    }
+    Ok(())
 }
 
 /// How a thread is created.
@@ -136,7 +100,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    spec.policy.check_priority(spec.priority)?;
+    check_priority(spec.policy, spec.priority)?;
     let (tx, rx) = mpsc::sync_channel::<T>(1);
     let name = spec.name.clone();
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -162,7 +126,7 @@ where
         let stack = spec.stack_bytes.max(libc::PTHREAD_STACK_MIN);
         libc::pthread_attr_setstacksize(&mut attr, stack);
         libc::pthread_attr_setinheritsched(&mut attr, libc::PTHREAD_EXPLICIT_SCHED);
-        libc::pthread_attr_setschedpolicy(&mut attr, spec.policy.raw());
+        libc::pthread_attr_setschedpolicy(&mut attr, raw(spec.policy));
         let param = libc::sched_param { sched_priority: spec.priority };
         libc::pthread_attr_setschedparam(&mut attr, &param);
         if let Some(cpus) = &spec.cpus {
@@ -205,10 +169,10 @@ pub fn set_current_thread_name(name: &str) {
 
 /// Set the calling thread's policy and priority.
 pub fn set_current_policy(policy: Policy, priority: i32) -> Result<(), SysError> {
-    policy.check_priority(priority)?;
+    check_priority(policy, priority)?;
     let param = libc::sched_param { sched_priority: priority };
     // SAFETY: param is a valid sched_param; pthread_self is always valid.
-    let rc = unsafe { libc::pthread_setschedparam(libc::pthread_self(), policy.raw(), &param) };
+    let rc = unsafe { libc::pthread_setschedparam(libc::pthread_self(), raw(policy), &param) };
     match rc {
         0 => Ok(()),
         libc::EPERM => Err(SysError::RtRefused { policy: policy.name(), priority }),

@@ -2,6 +2,7 @@
 //! sinks (rtlab-core) and return outcomes that the CLI renders and stores.
 
 pub mod clock;
+pub mod cyclic;
 pub mod netns;
 pub mod timer;
 pub mod timer_run;

@@ -10,6 +10,7 @@ pub mod env;
 pub mod memory;
 pub mod net;
 pub mod pmqos;
+pub mod process;
 pub mod sched;
 pub mod tune_sys;
 

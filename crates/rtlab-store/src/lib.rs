@@ -12,11 +12,19 @@
 //!   (`count, min_ns, ..., p99_9_ns, ..., missed, lost, ...`), so the file can be queried
 //!   with plain SQL; histograms, per-window maxima, warnings, spike evidence and raw samples
 //!   have their own tables (see `docs/store.md`).
+//! - An interrupted run is continued with [`Store::resume_point`] (what is stored),
+//!   [`Store::reopen_run`] (status back to `running`, interrupted cases removed to be
+//!   re-run, the resumption noted), then [`Store::add_case`] and [`Store::finish_run`] as
+//!   for a new run (see `resume.rs`).
+//! - [`Store::runs`] is one query over the runs table (no document is loaded).
 //! - Never used in a hot loop: a case is stored after it has been measured.
 
 #![forbid(unsafe_code)]
 
 pub mod export;
+mod resume;
+
+pub use resume::{ResumePoint, Resumption, StoredCase, StoredCaseStatus};
 
 use rtlab_core::evidence::{Evidence, KernelCounters, WindowCounters};
 use rtlab_core::histogram::{HistogramBucket, HistogramData};
@@ -191,7 +199,33 @@ CREATE TABLE window_counters (
     PRIMARY KEY (case_id, idx)
 );
 "#,
+    // 2 -> 3: resumable runs (`rtlab run PRESET --resume RUN`): one row per time a run was
+    // reopened, and the indexes that keep `runs` a single pass over the runs however many
+    // cases and environments the store holds.
+    r#"
+CREATE TABLE run_resumptions (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    pos INTEGER NOT NULL,                -- 0 for the first resumption
+    resumed_at TEXT NOT NULL,
+    previous_status TEXT NOT NULL,       -- the run's status before it was reopened
+    command_line TEXT NOT NULL,          -- JSON array: the resuming command
+    dropped_cases TEXT NOT NULL,         -- JSON array of the interrupted cases' names, removed to be re-run
+    PRIMARY KEY (run_id, pos)
+);
+CREATE INDEX environments_run ON environments(run_id, case_id);
+CREATE INDEX cases_run_status ON cases(run_id, status);
+"#,
 ];
+
+/// The query behind [`Store::runs`]: one pass over `runs`; the case counts and the machine
+/// are indexed look-ups (`cases_run_status`, `environments_run`), no document is read, so
+/// listing stays fast with thousands of runs.
+pub const RUNS_QUERY: &str = "SELECT r.id, r.scenario, r.started_at, r.status,
+        (SELECT COUNT(*) FROM cases c WHERE c.run_id = r.id),
+        (SELECT COUNT(*) FROM cases c WHERE c.run_id = r.id AND c.status = 'failed'),
+        e.hostname, e.kernel_release
+ FROM runs r LEFT JOIN environments e ON e.run_id = r.id AND e.case_id IS NULL
+ ORDER BY r.id";
 
 /// The schema version this rtlab writes.
 pub fn schema_version() -> u32 {
@@ -215,6 +249,8 @@ pub enum StoreError {
     Empty { path: String },
     #[error("{path}: run {run}: a case named '{name}' is already stored")]
     DuplicateCase { path: String, run: i64, name: String },
+    #[error("{path}: run {id} is complete: there is nothing to resume (start a new run instead)")]
+    NotResumable { path: String, id: i64 },
     #[error("{path}: corrupt record: {what}")]
     Corrupt { path: String, what: String },
 }
@@ -452,17 +488,7 @@ impl Store {
 
     /// Every run, oldest first.
     pub fn runs(&self) -> Result<Vec<RunSummary>> {
-        let mut st = self
-            .conn
-            .prepare(
-                "SELECT r.id, r.scenario, r.started_at, r.status,
-                        (SELECT COUNT(*) FROM cases c WHERE c.run_id = r.id),
-                        (SELECT COUNT(*) FROM cases c WHERE c.run_id = r.id AND c.status = 'failed'),
-                        e.hostname, e.kernel_release
-                 FROM runs r LEFT JOIN environments e ON e.run_id = r.id AND e.case_id IS NULL
-                 ORDER BY r.id",
-            )
-            .map_err(|e| self.err(e))?;
+        let mut st = self.conn.prepare(RUNS_QUERY).map_err(|e| self.err(e))?;
         let rows = st
             .query_map([], |r| {
                 Ok((

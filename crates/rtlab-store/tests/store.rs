@@ -279,9 +279,10 @@ fn evidence_round_trips_and_a_version_1_store_is_migrated() {
     let rows: i64 = c.query_row("SELECT COUNT(*) FROM window_counters", [], |r| r.get(0)).unwrap();
     assert_eq!(rows, n as i64);
 
-    // the same store as a version-1 file (schema 1 had neither): reopened, it is migrated
+    // the same store as a version-1 file (schema 1 had neither, nor the resumptions of
+    // schema 3): reopened, it is migrated
     // and every case reads back, without evidence
-    c.execute_batch("DROP TABLE evidence; DROP TABLE window_counters; ALTER TABLE statistics DROP COLUMN start_monotonic_ns; PRAGMA user_version = 1;").unwrap();
+    c.execute_batch("DROP TABLE run_resumptions; DROP INDEX environments_run; DROP INDEX cases_run_status; DROP TABLE evidence; DROP TABLE window_counters; ALTER TABLE statistics DROP COLUMN start_monotonic_ns; PRAGMA user_version = 1;").unwrap();
     drop(c);
     let s = Store::open(&path).unwrap();
     assert_eq!(s.file_schema_version().unwrap(), rtlab_store::schema_version());
@@ -290,4 +291,151 @@ fn evidence_round_trips_and_a_version_1_store_is_migrated() {
     want[0].document.as_mut().unwrap().evidence = None;
     want[0].document.as_mut().unwrap().streams[0].start_monotonic_ns = None;
     assert_eq!(back.cases, want);
+}
+
+#[test]
+fn an_interrupted_run_is_resumed_under_the_same_id() {
+    use rtlab_core::run::CaseStatus;
+    use rtlab_store::StoredCaseStatus;
+    let dir = tempfile::tempdir().unwrap();
+    let run = fixture::run();
+    let mut s = Store::open(dir.path().join("results/rtlab.db")).unwrap();
+    let id = s.begin_run(&run.info).unwrap();
+    // cases 0..=4 finished (ok), 7 failed, 8 skipped; case 5 was cut short by Ctrl-C
+    for i in [0, 1, 2, 3, 4, 7, 8] {
+        s.add_case(id, &run.cases[i]).unwrap();
+    }
+    let mut cut = run.cases[5].clone();
+    cut.status = CaseStatus::Interrupted;
+    s.add_case(id, &cut).unwrap();
+    s.finish_run(id, RunStatus::Interrupted).unwrap();
+
+    let p = s.resume_point(id).unwrap();
+    assert_eq!(p.run_id, id);
+    assert_eq!(p.scenario_text, run.info.scenario_text);
+    assert_eq!((p.scale, p.source.as_str()), (run.info.scale, run.info.source.as_str()));
+    assert_eq!(p.command_line, run.info.command_line);
+    assert_eq!(p.status, RunStatus::Interrupted);
+    let idx: Vec<u32> = p.done.iter().map(|c| c.index).collect();
+    assert_eq!(idx, [0, 1, 2, 3, 4, 7, 8]);
+    assert_eq!(p.done[5].status, StoredCaseStatus::Failed);
+    assert_eq!(p.done[6].status, StoredCaseStatus::Skipped);
+    assert_eq!(p.interrupted.len(), 1);
+    assert_eq!((p.interrupted[0].index, &p.interrupted[0].name), (5, &run.cases[5].name));
+    assert!(p.is_done(&run.cases[7].name) && !p.is_done(&run.cases[5].name));
+
+    let cmd: Vec<String> = ["rtlab", "run", "fixture", "--resume", "1"].map(String::from).into();
+    let after = s.reopen_run(id, &cmd).unwrap();
+    assert_eq!(after.status, RunStatus::Running);
+    assert!(after.interrupted.is_empty(), "the interrupted case is removed to be run again");
+    assert_eq!(after.done, p.done);
+    assert!(s.load_run(id).unwrap().finished_at.is_none());
+    let r = s.resumptions(id).unwrap();
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].previous_status, RunStatus::Interrupted);
+    assert_eq!(r[0].command_line, cmd);
+    assert_eq!(r[0].dropped_cases, [run.cases[5].name.clone()]);
+
+    // the remaining cases go to the same run id; the run reads back in scenario order
+    for i in [5, 6] {
+        assert!(!after.is_done(&run.cases[i].name));
+        s.add_case(id, &run.cases[i]).unwrap();
+    }
+    s.finish_run(id, RunStatus::Complete).unwrap();
+    let back = s.load_run(id).unwrap();
+    assert_eq!(back.status, RunStatus::Complete);
+    assert_eq!(back.cases, run.cases, "a resumed run is the run");
+    assert_eq!(s.runs().unwrap().len(), 1);
+    // nothing of the dropped attempt is left behind
+    let path = dir.path().join("results/rtlab.db");
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let envs: i64 = c
+        .query_row("SELECT COUNT(*) FROM environments WHERE case_id IS NOT NULL", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(envs as usize, run.cases.iter().filter(|c| c.document.is_some()).count());
+
+    // a complete run has nothing to resume: refused, untouched
+    match s.reopen_run(id, &cmd) {
+        Err(StoreError::NotResumable { id: i, .. }) => assert_eq!(i, id),
+        other => panic!("expected NotResumable, got {:?}", other.map(|p| p.status)),
+    }
+    assert_eq!(s.resumptions(id).unwrap().len(), 1);
+    assert!(matches!(s.resume_point(99), Err(StoreError::UnknownRun { id: 99, .. })));
+}
+
+#[test]
+fn a_version_2_store_is_migrated_and_its_runs_can_be_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = fixture::run();
+    let (s, id) = stored(&dir, &run);
+    let path = s.path().to_path_buf();
+    drop(s);
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute_batch("DROP TABLE run_resumptions; DROP INDEX environments_run; DROP INDEX cases_run_status; UPDATE runs SET status = 'running', finished_at = NULL; PRAGMA user_version = 2;").unwrap();
+    drop(c);
+    let mut s = Store::open(&path).unwrap();
+    assert_eq!(s.file_schema_version().unwrap(), 3);
+    assert_eq!(rtlab_store::schema_version(), 3);
+    assert_eq!(s.load_run(id).unwrap().cases, run.cases, "cases read back after migration");
+    assert!(s.resumptions(id).unwrap().is_empty());
+    let p = s.reopen_run(id, &["rtlab".to_string()]).unwrap();
+    assert_eq!(p.done.len(), run.cases.len());
+    assert_eq!(s.resumptions(id).unwrap()[0].previous_status, RunStatus::Running);
+}
+
+#[test]
+fn listing_a_store_of_1000_runs() {
+    use rtlab_core::run::{CaseRecord, CaseStatus};
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path().join("rtlab.db")).unwrap();
+    let info = fixture::run().info;
+    for i in 0..1000u32 {
+        let id = s.begin_run(&info).unwrap();
+        let status = if i % 3 == 0 {
+            CaseStatus::Failed { error: "x".into() }
+        } else {
+            CaseStatus::Skipped { reason: "y".into() }
+        };
+        let c = CaseRecord {
+            index: 0,
+            name: format!("case{i}"),
+            probe: "timer".into(),
+            load: "idle".into(),
+            profile: "no-rt".into(),
+            params: Default::default(),
+            repetition: 1,
+            status,
+            document: None,
+            load_report: None,
+            profile_report: None,
+            spike_evidence: None,
+            published: None,
+            started_at: info.started_at.clone(),
+            duration_ns: 0,
+        };
+        s.add_case(id, &c).unwrap();
+        if i % 2 == 0 {
+            s.finish_run(id, RunStatus::Complete).unwrap();
+        }
+    }
+    let list = s.runs().unwrap();
+    assert_eq!(list.len(), 1000);
+    assert_eq!(list.iter().map(|r| r.cases).sum::<u32>(), 1000);
+    assert_eq!(list.iter().map(|r| r.failed).sum::<u32>(), 334);
+    assert_eq!(list.iter().filter(|r| r.status == RunStatus::Complete).count(), 500);
+    assert!(list.windows(2).all(|w| w[0].id < w[1].id), "oldest first");
+    assert!(list.iter().all(|r| r.hostname == info.environment.hostname));
+    // the listing is one pass over `runs`, with indexed look-ups for counts and the machine
+    let c = rusqlite::Connection::open(dir.path().join("rtlab.db")).unwrap();
+    let plan: Vec<String> = c
+        .prepare(&format!("EXPLAIN QUERY PLAN {}", rtlab_store::RUNS_QUERY))
+        .unwrap()
+        .query_map([], |r| r.get::<_, String>(3))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert!(
+        plan.iter().filter(|l| l.starts_with("SCAN")).all(|l| l.starts_with("SCAN r")),
+        "only the runs table is scanned: {plan:?}"
+    );
 }

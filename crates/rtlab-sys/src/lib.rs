@@ -7,6 +7,7 @@
 pub mod clock;
 pub mod cpus;
 pub mod env;
+pub mod lock;
 pub mod memory;
 pub mod net;
 pub mod pmqos;

@@ -16,8 +16,134 @@
 //! `rtlab-fake-partition` says otherwise: a line `MODE EINVAL` refuses that mode, `MODE
 //! TEXT` makes the file read TEXT after MODE is written (`root root invalid (reason)`), and
 //! `absent` leaves the file out of new cgroups (a kernel without partitions).
+//!
+//! Errors: [`HostError`], one line naming the path, pid or command; its
+//! [`HostError::missing`] is Some when the machine lacks something (a privilege: EPERM/EACCES;
+//! a kernel interface: ENOENT of a file under /proc or /sys; a program: not installed).
 
+use rtlab_core::error::Missing;
 use std::path::{Path, PathBuf};
+
+/// What went wrong on the machine: a file, a task, a command or a mount.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// A kernel file or directory could not be read, written, created or removed
+    /// (`what`: "reading", "writing '1' to", "creating", "removing").
+    #[error("{what} {path}: {source}")]
+    File {
+        what: String,
+        path: String,
+        #[source]
+        source: std::io::Error,
+        missing: Option<Box<Missing>>,
+    },
+    /// The task is gone (or never was).
+    #[error("pid {pid}: no such process (ESRCH)")]
+    NoTask { pid: i32 },
+    /// A scheduling, affinity or mount syscall failed (the message names the call and pid).
+    #[error("{source}")]
+    Sys {
+        #[source]
+        source: rtlab_sys::SysError,
+        missing: Option<Box<Missing>>,
+    },
+    /// A program could not be started.
+    #[error("{program}: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+        missing: Option<Box<Missing>>,
+    },
+    /// A command exited with an error.
+    #[error("`{command}` failed: {stderr}")]
+    Command { command: String, stderr: String },
+}
+
+impl HostError {
+    /// A file operation on `path` failed; EPERM/EACCES is a missing privilege, ENOENT of a
+    /// /proc or /sys file a missing kernel feature.
+    pub fn file(what: impl Into<String>, path: &str, source: std::io::Error) -> HostError {
+        let what = what.into();
+        let missing = match source.raw_os_error() {
+            Some(1) | Some(13) => {
+                Some(Missing::privilege(&format!("write {path}"), "run rtlab as root (sudo)"))
+            }
+            Some(2) if is_kernel_path(path) => Some(Missing::kernel(
+                path,
+                "a kernel built with this interface (rtlab tune check says which)",
+            )),
+            _ => None,
+        };
+        HostError::File { what, path: path.into(), source, missing: missing.map(Box::new) }
+    }
+
+    /// A failed syscall; EPERM (and the refused RT priority) is a missing privilege, ENODEV
+    /// of a mount a missing kernel filesystem.
+    pub fn sys(source: rtlab_sys::SysError) -> HostError {
+        let missing = match &source {
+            rtlab_sys::SysError::RtRefused { .. } => Some(Missing::privilege(
+                "set a real-time priority",
+                "run as root, or grant CAP_SYS_NICE or an rtprio limit",
+            )),
+            rtlab_sys::SysError::Os { what, source } => match source.raw_os_error() {
+                Some(1) | Some(13) => Some(Missing::privilege(what, "run rtlab as root (sudo)")),
+                Some(19) => Some(Missing::kernel(what, "a kernel with this filesystem")),
+                _ => None,
+            },
+            _ => None,
+        };
+        HostError::Sys { source, missing: missing.map(Box::new) }
+    }
+
+    /// A program that could not be started: ENOENT is a tool that is not installed.
+    pub fn spawn(program: &str, source: std::io::Error) -> HostError {
+        let missing = (source.kind() == std::io::ErrorKind::NotFound)
+            .then(|| Missing::tool(program, package_of(program)));
+        HostError::Spawn { program: program.into(), source, missing: missing.map(Box::new) }
+    }
+
+    /// What this machine lacks, when that is the cause (the case is then skipped).
+    pub fn missing(&self) -> Option<&Missing> {
+        match self {
+            HostError::File { missing, .. }
+            | HostError::Sys { missing, .. }
+            | HostError::Spawn { missing, .. } => missing.as_deref(),
+            HostError::NoTask { .. } | HostError::Command { .. } => None,
+        }
+    }
+
+    /// The errno behind the error, if any.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            HostError::File { source, .. } | HostError::Spawn { source, .. } => {
+                source.raw_os_error()
+            }
+            HostError::Sys { source: rtlab_sys::SysError::Os { source, .. }, .. } => {
+                source.raw_os_error()
+            }
+            HostError::NoTask { .. } => Some(3),
+            _ => None,
+        }
+    }
+}
+
+/// A kernel interface (its absence is the kernel's, not a typo of rtlab's).
+fn is_kernel_path(path: &str) -> bool {
+    ["/proc/", "/sys/", "/dev/"].iter().any(|p| path.starts_with(p))
+}
+
+/// The Debian package of a program rtlab runs.
+pub fn package_of(program: &str) -> &str {
+    match program.rsplit('/').next().unwrap_or(program) {
+        "tc" | "ip" => "iproute2",
+        "rtla" => "rtla",
+        "stress-ng" => "stress-ng",
+        "iperf3" => "iperf3",
+        "ethtool" => "ethtool",
+        other => other,
+    }
+}
 
 /// What profiles, the journal and the tracer need from a machine.
 pub trait Host {
@@ -45,14 +171,14 @@ pub trait Host {
         std::fs::remove_dir(self.path(p))
     }
     /// Raw policy and priority of a task.
-    fn sched_get(&self, pid: i32) -> Result<(i32, i32), String>;
-    fn sched_set(&self, pid: i32, policy: i32, priority: i32) -> Result<(), String>;
-    fn affinity_get(&self, pid: i32) -> Result<Vec<usize>, String>;
-    fn affinity_set(&self, pid: i32, cpus: &[usize]) -> Result<(), String>;
+    fn sched_get(&self, pid: i32) -> Result<(i32, i32), HostError>;
+    fn sched_set(&self, pid: i32, policy: i32, priority: i32) -> Result<(), HostError>;
+    fn affinity_get(&self, pid: i32) -> Result<Vec<usize>, HostError>;
+    fn affinity_set(&self, pid: i32, cpus: &[usize]) -> Result<(), HostError>;
     /// Run a command (argv[0] is the program); Ok(stdout) on exit 0, Err(stderr) otherwise.
-    fn run(&self, argv: &[String]) -> Result<String, String>;
-    fn mount(&self, fstype: &str, target: &str) -> Result<(), String>;
-    fn umount(&self, target: &str) -> Result<(), String>;
+    fn run(&self, argv: &[String]) -> Result<String, HostError>;
+    fn mount(&self, fstype: &str, target: &str) -> Result<(), HostError>;
+    fn umount(&self, target: &str) -> Result<(), HostError>;
     /// True for a fake tree (tests, `--root`).
     fn is_fake(&self) -> bool {
         false
@@ -80,38 +206,37 @@ impl Host for RealHost {
     fn root(&self) -> &Path {
         &self.root
     }
-    fn sched_get(&self, pid: i32) -> Result<(i32, i32), String> {
-        rtlab_sys::tune_sys::sched_get(pid).map_err(|e| e.to_string())
+    fn sched_get(&self, pid: i32) -> Result<(i32, i32), HostError> {
+        rtlab_sys::tune_sys::sched_get(pid).map_err(HostError::sys)
     }
-    fn sched_set(&self, pid: i32, policy: i32, priority: i32) -> Result<(), String> {
-        rtlab_sys::tune_sys::sched_set(pid, policy, priority).map_err(|e| e.to_string())
+    fn sched_set(&self, pid: i32, policy: i32, priority: i32) -> Result<(), HostError> {
+        rtlab_sys::tune_sys::sched_set(pid, policy, priority).map_err(HostError::sys)
     }
-    fn affinity_get(&self, pid: i32) -> Result<Vec<usize>, String> {
-        rtlab_sys::tune_sys::affinity_get(pid).map_err(|e| e.to_string())
+    fn affinity_get(&self, pid: i32) -> Result<Vec<usize>, HostError> {
+        rtlab_sys::tune_sys::affinity_get(pid).map_err(HostError::sys)
     }
-    fn affinity_set(&self, pid: i32, cpus: &[usize]) -> Result<(), String> {
-        rtlab_sys::tune_sys::affinity_set(pid, cpus).map_err(|e| e.to_string())
+    fn affinity_set(&self, pid: i32, cpus: &[usize]) -> Result<(), HostError> {
+        rtlab_sys::tune_sys::affinity_set(pid, cpus).map_err(HostError::sys)
     }
-    fn run(&self, argv: &[String]) -> Result<String, String> {
+    fn run(&self, argv: &[String]) -> Result<String, HostError> {
         let out = std::process::Command::new(&argv[0])
             .args(&argv[1..])
             .output()
-            .map_err(|e| format!("{}: {e}", argv[0]))?;
+            .map_err(|e| HostError::spawn(&argv[0], e))?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
-            Err(format!(
-                "`{}` failed: {}",
-                argv.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
+            Err(HostError::Command {
+                command: argv.join(" "),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().replace('\n', "; "),
+            })
         }
     }
-    fn mount(&self, fstype: &str, target: &str) -> Result<(), String> {
-        rtlab_sys::tune_sys::mount_fs(fstype, target).map_err(|e| e.to_string())
+    fn mount(&self, fstype: &str, target: &str) -> Result<(), HostError> {
+        rtlab_sys::tune_sys::mount_fs(fstype, target).map_err(HostError::sys)
     }
-    fn umount(&self, target: &str) -> Result<(), String> {
-        rtlab_sys::tune_sys::umount_fs(target).map_err(|e| e.to_string())
+    fn umount(&self, target: &str) -> Result<(), HostError> {
+        rtlab_sys::tune_sys::umount_fs(target).map_err(HostError::sys)
     }
 }
 
@@ -130,11 +255,11 @@ impl FakeHost {
         self.root.join(format!("proc/{pid}/rtlab-fake-{what}"))
     }
 
-    fn check_task(&self, pid: i32) -> Result<(), String> {
+    fn check_task(&self, pid: i32) -> Result<(), HostError> {
         if self.root.join(format!("proc/{pid}")).is_dir() {
             Ok(())
         } else {
-            Err(format!("pid {pid}: no such process (ESRCH)"))
+            Err(HostError::NoTask { pid })
         }
     }
 
@@ -228,46 +353,59 @@ impl Host for FakeHost {
         }
         Ok(())
     }
-    fn sched_get(&self, pid: i32) -> Result<(i32, i32), String> {
+    fn sched_get(&self, pid: i32) -> Result<(i32, i32), HostError> {
         self.check_task(pid)?;
         let s =
             std::fs::read_to_string(self.task_file(pid, "sched")).unwrap_or_else(|_| "0 0".into());
         let mut it = s.split_whitespace().map(|v| v.parse::<i32>().unwrap_or(0));
         Ok((it.next().unwrap_or(0), it.next().unwrap_or(0)))
     }
-    fn sched_set(&self, pid: i32, policy: i32, priority: i32) -> Result<(), String> {
+    fn sched_set(&self, pid: i32, policy: i32, priority: i32) -> Result<(), HostError> {
         self.check_task(pid)?;
-        std::fs::write(self.task_file(pid, "sched"), format!("{policy} {priority}"))
-            .map_err(|e| e.to_string())
+        let f = self.task_file(pid, "sched");
+        std::fs::write(&f, format!("{policy} {priority}"))
+            .map_err(|e| HostError::file("writing", &f.display().to_string(), e))
     }
-    fn affinity_get(&self, pid: i32) -> Result<Vec<usize>, String> {
+    fn affinity_get(&self, pid: i32) -> Result<Vec<usize>, HostError> {
         self.check_task(pid)?;
         match std::fs::read_to_string(self.task_file(pid, "affinity")) {
-            Ok(s) => rtlab_sys::cpus::parse_cpu_list(&s),
+            Ok(s) => rtlab_sys::cpus::parse_cpu_list(&s).map_err(|m| {
+                let f = self.task_file(pid, "affinity").display().to_string();
+                HostError::file(
+                    "parsing",
+                    &f,
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, m),
+                )
+            }),
             Err(_) => Ok(rtlab_sys::cpus::online_cpus(&self.root).0),
         }
     }
-    fn affinity_set(&self, pid: i32, cpus: &[usize]) -> Result<(), String> {
+    fn affinity_set(&self, pid: i32, cpus: &[usize]) -> Result<(), HostError> {
         self.check_task(pid)?;
-        std::fs::write(self.task_file(pid, "affinity"), crate::cpu_list(cpus))
-            .map_err(|e| e.to_string())
+        let f = self.task_file(pid, "affinity");
+        std::fs::write(&f, crate::cpu_list(cpus))
+            .map_err(|e| HostError::file("writing", &f.display().to_string(), e))
     }
-    fn run(&self, argv: &[String]) -> Result<String, String> {
+    fn run(&self, argv: &[String]) -> Result<String, HostError> {
         let line = argv.join(" ");
         self.log(&line);
         // a fake machine can be told that a command fails
         if let Ok(fail) = std::fs::read_to_string(self.root.join("rtlab-fake-fail")) {
             if fail.lines().any(|f| !f.is_empty() && line.contains(f)) {
-                return Err(format!("`{line}` failed: refused by the fake machine"));
+                return Err(HostError::Command {
+                    command: line,
+                    stderr: "refused by the fake machine".into(),
+                });
             }
         }
         Ok(String::new())
     }
-    fn mount(&self, fstype: &str, target: &str) -> Result<(), String> {
+    fn mount(&self, fstype: &str, target: &str) -> Result<(), HostError> {
         self.log(&format!("mount -t {fstype} {target}"));
-        std::fs::create_dir_all(self.path(target)).map_err(|e| e.to_string())
+        std::fs::create_dir_all(self.path(target))
+            .map_err(|e| HostError::file("mounting on", target, e))
     }
-    fn umount(&self, target: &str) -> Result<(), String> {
+    fn umount(&self, target: &str) -> Result<(), HostError> {
         self.log(&format!("umount {target}"));
         Ok(())
     }
@@ -403,4 +541,46 @@ fn walk_files(dir: &Path, name: &str) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtlab_core::error::Need;
+
+    fn errno(n: i32) -> std::io::Error {
+        std::io::Error::from_raw_os_error(n)
+    }
+
+    #[test]
+    fn the_machine_s_lacks_are_missing_and_the_rest_is_not() {
+        let e =
+            HostError::file("writing '-1' to", "/proc/sys/kernel/sched_rt_runtime_us", errno(1));
+        assert!(matches!(e.missing().unwrap().need, Need::Privilege { .. }));
+        let msg = e.to_string();
+        assert!(msg.starts_with("writing '-1' to /proc/sys/kernel/sched_rt_runtime_us: "), "{msg}");
+        let e = HostError::file("reading", "/sys/fs/cgroup/cpuset.cpus.partition", errno(2));
+        assert!(matches!(e.missing().unwrap().need, Need::Kernel { .. }));
+        // a file of rtlab's own that is not there is not the kernel's lack
+        assert!(HostError::file("reading", "/tmp/x", errno(2)).missing().is_none());
+        assert!(HostError::file("writing 'x' to", "/proc/irq/5/smp_affinity", errno(22))
+            .missing()
+            .is_none());
+        let e = HostError::spawn("tc", std::io::Error::from(std::io::ErrorKind::NotFound));
+        assert_eq!(e.missing().unwrap().fix, "apt-get install iproute2");
+        assert!(HostError::Command { command: "tc qdisc".into(), stderr: "no".into() }
+            .missing()
+            .is_none());
+        let e = HostError::sys(rtlab_sys::SysError::RtRefused { policy: "fifo", priority: 80 });
+        assert!(matches!(e.missing().unwrap().need, Need::Privilege { .. }));
+        assert!(HostError::NoTask { pid: 7 }.missing().is_none());
+    }
+
+    #[test]
+    fn a_fake_task_that_is_gone_is_no_task() {
+        let d = tempfile::tempdir().unwrap();
+        let h = FakeHost::new(d.path());
+        assert!(matches!(h.sched_set(4242, 1, 80), Err(HostError::NoTask { pid: 4242 })));
+        assert_eq!(h.sched_get(4242).unwrap_err().raw_os_error(), Some(3));
+    }
 }

@@ -12,7 +12,8 @@
 //! never acts on a process that is not the one journaled (pid + start time); undoing a
 //! change that was never made is harmless (it writes the value already there).
 
-use crate::host::Host;
+use crate::host::{Host, HostError};
+use rtlab_core::error::Missing;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -138,10 +139,37 @@ enum Line {
 /// Errors of the journal.
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
+    /// The journal file or its directory could not be read or written.
     #[error("journal {path}: {source}")]
-    Io { path: String, source: std::io::Error },
-    #[error("journal {path} holds {pending} changes not yet restored (applied by pid {pid}{alive}): run `rtlab tune restore` first")]
-    Pending { path: String, pending: usize, pid: i32, alive: &'static str },
+    Io { path: String, source: std::io::Error, missing: Option<Box<Missing>> },
+    /// The journal still holds changes of an earlier session.
+    #[error("journal {path} holds {pending} changes not yet restored (applied by pid {pid}{alive}): {advice}")]
+    Pending { path: String, pending: usize, pid: i32, alive: &'static str, advice: &'static str },
+}
+
+impl JournalError {
+    /// An I/O error on the journal at `path`: EACCES/EPERM/EROFS is a missing privilege.
+    pub fn io(path: &Path, source: std::io::Error) -> JournalError {
+        let missing = matches!(source.raw_os_error(), Some(1) | Some(13) | Some(30)).then(|| {
+            Missing::privilege(
+                &format!("write the journal {}", path.display()),
+                "run rtlab as root, or give --journal a path you can write",
+            )
+        });
+        JournalError::Io {
+            path: path.display().to_string(),
+            source,
+            missing: missing.map(Box::new),
+        }
+    }
+
+    /// What this machine lacks, when that is the cause.
+    pub fn missing(&self) -> Option<&Missing> {
+        match self {
+            JournalError::Io { missing, .. } => missing.as_deref(),
+            JournalError::Pending { .. } => None,
+        }
+    }
 }
 
 /// What a journal file says.
@@ -149,6 +177,8 @@ pub enum JournalError {
 pub struct JournalState {
     /// Pid and description of the session that wrote it.
     pub owner: Option<(i32, String)>,
+    /// When that session began (seconds since the Unix epoch; 0 when unknown).
+    pub began_at_unix_s: u64,
     /// Changes not yet restored, oldest first.
     pub pending: Vec<(u64, Change)>,
     /// Restored changes with their outcome.
@@ -160,13 +190,16 @@ pub fn read_journal(path: &Path) -> Result<JournalState, JournalError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(JournalState::default()),
-        Err(e) => return Err(JournalError::Io { path: path.display().to_string(), source: e }),
+        Err(e) => return Err(JournalError::io(path, e)),
     };
     let mut st = JournalState::default();
     let mut changes = Vec::new();
     for l in text.lines() {
         match serde_json::from_str::<Line>(l) {
-            Ok(Line::Begin { pid, what, .. }) => st.owner = Some((pid, what)),
+            Ok(Line::Begin { pid, what, at_unix_s }) => {
+                st.owner = Some((pid, what));
+                st.began_at_unix_s = at_unix_s;
+            }
             Ok(Line::Change { seq, change }) => changes.push((seq, change)),
             Ok(Line::Restored { seq, outcome }) => st.restored.push((seq, outcome)),
             Err(_) => {} // a line torn by a crash while it was written
@@ -175,6 +208,73 @@ pub fn read_journal(path: &Path) -> Result<JournalState, JournalError> {
     st.pending =
         changes.into_iter().filter(|(s, _)| !st.restored.iter().any(|(r, _)| r == s)).collect();
     Ok(st)
+}
+
+/// A journal still holding changes: what the lab warns about before it measures.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PendingJournal {
+    pub path: PathBuf,
+    /// The process that began it (0 when the journal does not say).
+    pub pid: i32,
+    /// That process still runs *and* is an rtlab (/proc/PID/comm or exe is `rtlab`): a
+    /// recycled pid, or a process that is not rtlab, is not alive here.
+    pub alive: bool,
+    /// What began it (`rtlab tune apply rt-normal`, `profile rt-isolation`).
+    pub what: String,
+    /// When it began (seconds since the Unix epoch; 0 when unknown).
+    pub began_at_unix_s: u64,
+    /// Changes not yet restored.
+    pub changes: usize,
+}
+
+impl PendingJournal {
+    /// One line: "journal /var/lib/rtlab/journal holds 9 changes of pid 812 (profile
+    /// rt-affinities), which is no longer running".
+    pub fn describe(&self) -> String {
+        format!(
+            "journal {} holds {} changes of pid {} ({}), {}",
+            self.path.display(),
+            self.changes,
+            self.pid,
+            self.what,
+            if self.alive { "which still runs" } else { "which is no longer running" }
+        )
+    }
+}
+
+/// The journal at `path` when it still holds changes not restored (None: no journal, an
+/// unreadable one, or everything restored). Reads the real /proc for the owner's liveness.
+pub fn pending(path: &Path) -> Option<PendingJournal> {
+    let st = read_journal(path).ok()?;
+    if st.pending.is_empty() {
+        return None;
+    }
+    let (pid, what) = st.owner.clone().unwrap_or((0, "?".into()));
+    Some(PendingJournal {
+        path: path.to_path_buf(),
+        pid,
+        alive: pid > 0 && rtlab_alive(pid),
+        what,
+        began_at_unix_s: st.began_at_unix_s,
+        changes: st.pending.len(),
+    })
+}
+
+/// Whether `pid` runs and is an rtlab binary: its /proc/PID/comm is `rtlab`, or its
+/// /proc/PID/exe is a file named `rtlab` (also when replaced meanwhile: `rtlab (deleted)`).
+pub fn rtlab_alive(pid: i32) -> bool {
+    if pid <= 0 || !rtlab_sys::tune_sys::pid_alive(pid) {
+        return false;
+    }
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    if comm.trim() == "rtlab" {
+        return true;
+    }
+    std::fs::read_link(format!("/proc/{pid}/exe")).ok().is_some_and(|exe| {
+        exe.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.trim_end_matches(" (deleted)") == "rtlab")
+    })
 }
 
 /// An open journal, appended to and fsync'd line by line.
@@ -187,22 +287,21 @@ pub struct Journal {
 impl Journal {
     /// Start a session's journal at `path`. Refuses when the file holds pending changes.
     pub fn begin(path: &Path, what: &str) -> Result<Journal, JournalError> {
-        let io = |e| JournalError::Io { path: path.display().to_string(), source: e };
-        let st = read_journal(path)?;
-        if !st.pending.is_empty() {
-            let pid = st.owner.as_ref().map(|o| o.0).unwrap_or(0);
-            let alive = if pid > 0 && rtlab_sys::tune_sys::pid_alive(pid) {
-                ", still running"
-            } else {
-                ", no longer running"
-            };
+        let io = |e| JournalError::io(path, e);
+        if let Some(p) = pending(path) {
             return Err(JournalError::Pending {
                 path: path.display().to_string(),
-                pending: st.pending.len(),
-                pid,
-                alive,
+                pending: p.changes,
+                pid: p.pid,
+                alive: if p.alive { ", still running" } else { ", no longer running" },
+                advice: if p.alive {
+                    "another rtlab is using this machine; wait for it to end"
+                } else {
+                    "run `rtlab tune restore` first"
+                },
             });
         }
+        read_journal(path)?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
@@ -229,7 +328,7 @@ impl Journal {
 
     /// Open an existing journal to append `restored` lines to it.
     pub fn reopen(path: &Path) -> Result<Journal, JournalError> {
-        let io = |e| JournalError::Io { path: path.display().to_string(), source: e };
+        let io = |e| JournalError::io(path, e);
         let st = read_journal(path)?;
         let next_seq = st
             .pending
@@ -250,7 +349,7 @@ impl Journal {
     fn append(&mut self, line: &Line) -> Result<(), JournalError> {
         let mut text = serde_json::to_string(line).expect("journal lines serialize");
         text.push('\n');
-        let io = |e| JournalError::Io { path: self.path.display().to_string(), source: e };
+        let io = |e| JournalError::io(&self.path, e);
         self.file.write_all(text.as_bytes()).map_err(io)?;
         self.file.sync_data().map_err(io)
     }
@@ -302,12 +401,11 @@ pub fn restore_journal(host: &dyn Host, path: &Path) -> Result<RestoreReport, Jo
                 j.mark_restored(*seq, &outcome)?;
                 report.restored.push((change.describe(), outcome));
             }
-            Err(e) => report.failed.push((change.describe(), e)),
+            Err(e) => report.failed.push((change.describe(), e.to_string())),
         }
     }
     if report.failed.is_empty() {
-        std::fs::remove_file(path)
-            .map_err(|e| JournalError::Io { path: path.display().to_string(), source: e })?;
+        std::fs::remove_file(path).map_err(|e| JournalError::io(path, e))?;
     }
     Ok(report)
 }
@@ -326,14 +424,14 @@ fn same_task(host: &dyn Host, pid: i32, start_time: u64) -> bool {
 }
 
 /// Put one change back. Ok(outcome) also when there is nothing left to undo (task gone).
-pub fn undo(host: &dyn Host, change: &Change) -> Result<String, String> {
+pub fn undo(host: &dyn Host, change: &Change) -> Result<String, HostError> {
     match change {
         Change::File { path, old, .. } => {
             if !host.exists(path) {
                 return Ok("gone (nothing to restore)".into());
             }
             host.write(path, old)
-                .map_err(|e| format!("writing '{}' to {path}: {e}", short(old)))?;
+                .map_err(|e| HostError::file(format!("writing '{}' to", short(old)), path, e))?;
             Ok("restored".into())
         }
         Change::WriteWithUndo { path, undo, .. } => {
@@ -341,7 +439,7 @@ pub fn undo(host: &dyn Host, change: &Change) -> Result<String, String> {
                 return Ok("gone (nothing to restore)".into());
             }
             host.write(path, undo)
-                .map_err(|e| format!("writing '{}' to {path}: {e}", short(undo)))?;
+                .map_err(|e| HostError::file(format!("writing '{}' to", short(undo)), path, e))?;
             Ok("restored".into())
         }
         Change::Sched { pid, start_time, old_policy, old_priority, .. } => {
@@ -379,7 +477,13 @@ pub fn undo(host: &dyn Host, change: &Change) -> Result<String, String> {
                     Ok(()) => back += 1,
                     // exited between the check and the write
                     Err(e) if e.raw_os_error() == Some(libc_esrch()) => gone += 1,
-                    Err(e) => return Err(format!("moving pid {} back to {from}: {e}", t.pid)),
+                    Err(e) => {
+                        return Err(HostError::file(
+                            format!("moving pid {} back to", t.pid),
+                            from,
+                            e,
+                        ))
+                    }
                 }
             }
             Ok(format!("{back} moved back, {gone} gone"))
@@ -409,7 +513,7 @@ pub fn undo(host: &dyn Host, change: &Change) -> Result<String, String> {
             if host.is_fake() {
                 let _ = std::fs::remove_dir_all(host.path(path));
             } else {
-                host.rmdir(path).map_err(|e| format!("removing {path}: {e}"))?;
+                host.rmdir(path).map_err(|e| HostError::file("removing", path, e))?;
             }
             Ok(if moved > 0 {
                 format!("removed ({moved} later tasks moved to the parent)")

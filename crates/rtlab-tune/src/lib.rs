@@ -6,6 +6,12 @@
 //! [`journal::restore_journal`] after a kill -9. Everything takes a [`host::Host`], so the
 //! logic is tested against a fake sysfs/procfs tree without root. Nothing here prints
 //! (except the restore guard's last-resort line while a panic unwinds).
+//!
+//! Profiles come from one registry ([`profile::builtin_names`], [`profile::resolve`]);
+//! [`journal::pending`] says whether a journal (of a dead rtlab, or a live one) is still in
+//! force; [`lock::MachineLock`] keeps one measurement at a time per machine. Errors are
+//! typed (thiserror); each error that a machine's lack can cause has `missing()`, Some for
+//! a missing privilege, kernel feature or tool (the lab skips such a case instead of failing).
 
 #![forbid(unsafe_code)]
 
@@ -13,6 +19,7 @@ pub mod check;
 pub mod host;
 pub mod journal;
 pub mod load;
+pub mod lock;
 pub mod profile;
 pub mod session;
 pub mod snapshot;

@@ -6,12 +6,61 @@
 //! disk for `rtlab tune restore`. A Ctrl-C is a flag the caller's loop checks, after which the
 //! guard is dropped normally. Nothing is changed when [`Session::dry_run`] is set.
 
-use crate::host::Host;
+use crate::host::{Host, HostError};
 use crate::journal::{
     restore_journal, task_identity, Change, Journal, JournalError, RestoreReport,
 };
+use rtlab_core::error::Missing;
 use serde::Serialize;
 use std::path::Path;
+
+/// Why a change was not made (it is then marked "not made" in the journal, or never
+/// journaled). One line naming the path, pid or value.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The machine refused (a file, a task, a command, a mount).
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// The journal line could not be written: nothing was changed.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// The session was restored already; no more changes go through it.
+    #[error("the session is already restored")]
+    Restored,
+    /// A directory rtlab creates is there already.
+    #[error("{path} exists already (left by another tool, or by rtlab without a journal): remove it first")]
+    Exists { path: String },
+    /// This kernel has no cpuset partitions.
+    #[error("{path}: no such file: this kernel has no cpuset partitions, the CPUs stay shared with other cgroups")]
+    NoPartitions { path: String, missing: Box<Missing> },
+    /// The kernel took the partition mode and did not make a partition of it.
+    #[error("{path}: wrote '{mode}', the kernel says '{now}'")]
+    PartitionInvalid { path: String, mode: String, now: String },
+    /// The kernel refused every partition mode.
+    #[error("{path}: the kernel refused {refused}")]
+    PartitionRefused { path: String, refused: String },
+    /// /dev/cpu_dma_latency could not be held.
+    #[error("{path}: {source}")]
+    PmQos {
+        path: String,
+        #[source]
+        source: std::io::Error,
+        missing: Option<Box<Missing>>,
+    },
+}
+
+impl ApplyError {
+    /// What this machine lacks, when that is the cause (a privilege, a kernel feature, a tool).
+    pub fn missing(&self) -> Option<&Missing> {
+        match self {
+            ApplyError::Host(e) => e.missing(),
+            ApplyError::Journal(e) => e.missing(),
+            ApplyError::NoPartitions { missing, .. } => Some(missing),
+            ApplyError::PmQos { missing, .. } => missing.as_deref(),
+            _ => None,
+        }
+    }
+}
 
 /// One change a profile wants.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -107,12 +156,13 @@ impl<'h> Session<'h> {
         self.journal.as_ref().map(|j| j.path())
     }
 
-    fn record(&mut self, c: &Change) -> Result<u64, String> {
-        let j = self.journal.as_mut().ok_or("the session is already restored")?;
-        j.record(c).map_err(|e| e.to_string())
+    fn record(&mut self, c: &Change) -> Result<u64, ApplyError> {
+        let j = self.journal.as_mut().ok_or(ApplyError::Restored)?;
+        Ok(j.record(c)?)
     }
 
-    fn failed(&mut self, seq: u64, e: String) -> Result<String, String> {
+    fn failed(&mut self, seq: u64, e: impl Into<ApplyError>) -> Result<String, ApplyError> {
+        let e = e.into();
         if let Some(j) = self.journal.as_mut() {
             let _ = j.mark_restored(seq, &format!("not made: {e}"));
         }
@@ -120,11 +170,11 @@ impl<'h> Session<'h> {
     }
 
     /// Make one change (journaled first). Ok(what happened) or Err(why it was not made).
-    pub fn apply(&mut self, action: &Action) -> Result<String, String> {
+    pub fn apply(&mut self, action: &Action) -> Result<String, ApplyError> {
         let host = self.host;
         match action {
             Action::WriteFile { path, value } => {
-                let old = host.read(path).map_err(|e| format!("reading {path}: {e}"))?;
+                let old = host.read(path).map_err(|e| HostError::file("reading", path, e))?;
                 // a choice file ("none [fifo] rr") is written back with the chosen word
                 let old = match (old.find('['), old.find(']')) {
                     (Some(a), Some(b)) if a < b && !path.ends_with("/tasks") => {
@@ -139,11 +189,13 @@ impl<'h> Session<'h> {
                     self.record(&Change::File { path: path.clone(), old, new: value.clone() })?;
                 match host.write(path, value) {
                     Ok(()) => Ok("done".into()),
-                    Err(e) => self.failed(seq, format!("writing '{value}' to {path}: {e}")),
+                    Err(e) => {
+                        self.failed(seq, HostError::file(format!("writing '{value}' to"), path, e))
+                    }
                 }
             }
             Action::WriteWithUndo { path, value, undo } => {
-                let now = host.read(path).map_err(|e| format!("reading {path}: {e}"))?;
+                let now = host.read(path).map_err(|e| HostError::file("reading", path, e))?;
                 if control_holds(&now, value) {
                     return Ok("already so".into());
                 }
@@ -154,14 +206,22 @@ impl<'h> Session<'h> {
                 })?;
                 match host.write(path, value) {
                     Ok(()) => Ok("done".into()),
-                    Err(e) => self.failed(seq, format!("writing '{value}' to {path}: {e}")),
+                    Err(e) => {
+                        self.failed(seq, HostError::file(format!("writing '{value}' to"), path, e))
+                    }
                 }
             }
             Action::Partition { path, modes } => {
                 if !host.exists(path) {
-                    return Err(format!("{path}: no such file: this kernel has no cpuset partitions, the CPUs stay shared with other cgroups"));
+                    return Err(ApplyError::NoPartitions {
+                        path: path.clone(),
+                        missing: Box::new(Missing::kernel(
+                            "cpuset partitions (cpuset.cpus.partition)",
+                            "Linux 5.11 or later with cgroup v2 cpusets",
+                        )),
+                    });
                 }
-                let old = host.read(path).map_err(|e| format!("reading {path}: {e}"))?;
+                let old = host.read(path).map_err(|e| HostError::file("reading", path, e))?;
                 let mut refused = Vec::new();
                 for mode in modes {
                     if old.trim() == mode {
@@ -186,10 +246,11 @@ impl<'h> Session<'h> {
                     // writes `old` back)
                     let now = host.read(path).unwrap_or_default();
                     if now.trim() != mode {
-                        return Err(format!(
-                            "{path}: wrote '{mode}', the kernel says '{}'",
-                            now.trim()
-                        ));
+                        return Err(ApplyError::PartitionInvalid {
+                            path: path.clone(),
+                            mode: mode.clone(),
+                            now: now.trim().to_string(),
+                        });
                     }
                     return Ok(if refused.is_empty() {
                         "done".into()
@@ -197,11 +258,13 @@ impl<'h> Session<'h> {
                         format!("a {mode} partition ({} refused)", refused.join(", "))
                     });
                 }
-                Err(format!("{path}: the kernel refused {}", refused.join(", ")))
+                Err(ApplyError::PartitionRefused {
+                    path: path.clone(),
+                    refused: refused.join(", "),
+                })
             }
             Action::SetSched { pid, policy, priority } => {
-                let t =
-                    task_identity(host, *pid).ok_or_else(|| format!("pid {pid}: no such task"))?;
+                let t = task_identity(host, *pid).ok_or(HostError::NoTask { pid: *pid })?;
                 let (op, opr) = host.sched_get(*pid)?;
                 if (op, opr) == (*policy, *priority) {
                     return Ok("already so".into());
@@ -221,8 +284,7 @@ impl<'h> Session<'h> {
                 }
             }
             Action::SetAffinity { pid, cpus } => {
-                let t =
-                    task_identity(host, *pid).ok_or_else(|| format!("pid {pid}: no such task"))?;
+                let t = task_identity(host, *pid).ok_or(HostError::NoTask { pid: *pid })?;
                 let old = host.affinity_get(*pid)?;
                 if &old == cpus {
                     return Ok("already so".into());
@@ -241,7 +303,7 @@ impl<'h> Session<'h> {
             }
             Action::MakeDir { path, parent_tasks } => {
                 if host.exists(path) {
-                    return Err(format!("{path} exists already (left by another tool, or by rtlab without a journal): remove it first"));
+                    return Err(ApplyError::Exists { path: path.clone() });
                 }
                 let seq = self.record(&Change::MkDir {
                     path: path.clone(),
@@ -249,7 +311,7 @@ impl<'h> Session<'h> {
                 })?;
                 match host.mkdir(path) {
                     Ok(()) => Ok("done".into()),
-                    Err(e) => self.failed(seq, format!("creating {path}: {e}")),
+                    Err(e) => self.failed(seq, HostError::file("creating", path, e)),
                 }
             }
             Action::MoveTasks { from, to, pids } => {
@@ -305,7 +367,17 @@ impl<'h> Session<'h> {
                         self.pmqos.push(g);
                         Ok("held while rtlab runs".into())
                     }
-                    Err(e) => self.failed(seq, format!("{path}: {e}")),
+                    Err(e) => {
+                        let missing = matches!(e.raw_os_error(), Some(1) | Some(13)).then(|| {
+                            Missing::privilege(&format!("hold {path}"), "run rtlab as root (sudo)")
+                        });
+                        let e = ApplyError::PmQos {
+                            path: path.clone(),
+                            source: e,
+                            missing: missing.map(Box::new),
+                        };
+                        self.failed(seq, e)
+                    }
                 }
             }
         }

@@ -261,7 +261,9 @@ impl<'h> SpikeTracer<'h> {
             None => notes.push("timerlat and rtla are available: `rtla timerlat top` runs alongside and gives the kernel's own IRQ/thread latency split".into()),
         }
         let w = |session: &mut Session, p: String, v: &str| {
-            session.apply(&Action::WriteFile { path: p, value: v.into() })
+            session
+                .apply(&Action::WriteFile { path: p, value: v.into() })
+                .map_err(|e| e.to_string())
         };
         w(&mut session, format!("{dir}/tracing_on"), "0")?;
         for e in EVENTS {
@@ -285,7 +287,7 @@ impl<'h> SpikeTracer<'h> {
     /// Journal and make one more change in the tracer's session (undone with the rest),
     /// e.g. [`crate::timerlat::leftover_cleanup_action`] before starting rtla.
     pub fn journal(&mut self, a: &Action) -> Result<String, String> {
-        self.session.apply(a)
+        self.session.apply(a).map_err(|e| e.to_string())
     }
 
     /// The real tracefs directory.

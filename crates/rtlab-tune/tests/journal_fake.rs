@@ -1,7 +1,7 @@
 //! The journal and the restore guard against a fake sysfs/procfs tree (no root needed).
 
 use rtlab_tune::host::{FakeHost, Host};
-use rtlab_tune::journal::{read_journal, restore_journal, Change};
+use rtlab_tune::journal::{pending, read_journal, restore_journal, Change};
 use rtlab_tune::session::{Action, Session};
 use rtlab_tune::testing::{machine, put, tree_snapshot as snapshot};
 
@@ -126,7 +126,10 @@ fn a_reused_pid_is_never_touched_and_a_failed_change_is_not_pending() {
     let e = s
         .apply(&Action::WriteFile { path: "/proc/irq/99/smp_affinity".into(), value: "1".into() })
         .unwrap_err();
-    assert!(e.contains("/proc/irq/99/smp_affinity"), "{e}");
+    assert!(e.to_string().contains("/proc/irq/99/smp_affinity"), "{e}");
+    // ENOENT of a kernel interface file: this kernel lacks it, the case would be skipped
+    let m = e.missing().expect("a missing kernel interface");
+    assert!(matches!(m.need, rtlab_core::error::Need::Kernel { .. }), "{m:?}");
     std::mem::forget(s);
     assert_eq!(read_journal(&jpath).unwrap().pending.len(), 1);
     // pid 812 exits and the pid is reused by another program
@@ -227,4 +230,71 @@ fn a_profile_applied_for_a_probe_is_undone_with_its_guard() {
     assert!(r.is_clean(), "{:?}", r.failed);
     put(d.path(), "sys/kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n");
     assert_eq!(snapshot(d.path()), before);
+}
+
+/// A journal begun by `pid` holding one pending change.
+fn journal_of(path: &std::path::Path, pid: u32) {
+    let line = |v: serde_json::Value| format!("{v}\n");
+    let text = line(
+        serde_json::json!({"t": "begin", "pid": pid, "what": "profile rt-normal", "at_unix_s": 1700000000u64}),
+    ) + &line(
+        serde_json::json!({"t": "change", "seq": 1, "change": {"kind": "file", "path": "/proc/sys/kernel/sched_rt_runtime_us", "old": "950000", "new": "-1"}}),
+    ) + &line(
+        serde_json::json!({"t": "change", "seq": 2, "change": {"kind": "file", "path": "/proc/irq/41/smp_affinity", "old": "3", "new": "2"}}),
+    ) + &line(serde_json::json!({"t": "restored", "seq": 2, "outcome": "restored"}));
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn pending_names_a_dead_owner_and_what_it_began() {
+    let d = tempfile::tempdir().unwrap();
+    let j = d.path().join("journal");
+    assert_eq!(pending(&j), None, "no journal");
+    // a process that has exited
+    let mut c = std::process::Command::new("true").spawn().unwrap();
+    let dead = c.id();
+    c.wait().unwrap();
+    journal_of(&j, dead);
+    let p = pending(&j).unwrap();
+    assert_eq!((p.pid, p.alive, p.changes), (dead as i32, false, 1));
+    assert_eq!((p.what.as_str(), p.began_at_unix_s), ("profile rt-normal", 1700000000));
+    assert!(p.describe().contains("no longer running"), "{}", p.describe());
+    // Journal::begin refuses, saying restore
+    let e = Session::begin(&FakeHost::new(d.path()), &j, "x").err().unwrap();
+    assert!(e.to_string().contains("rtlab tune restore"), "{e}");
+}
+
+#[test]
+fn pending_counts_only_a_live_rtlab_as_alive() {
+    let d = tempfile::tempdir().unwrap();
+    let j = d.path().join("journal");
+    // a live process that is not rtlab (this test binary: a recycled pid looks like this)
+    journal_of(&j, std::process::id());
+    assert!(!pending(&j).unwrap().alive);
+    // a live process named rtlab
+    let exe = d.path().join("rtlab");
+    std::fs::copy("/bin/sleep", &exe).unwrap();
+    // ETXTBSY while another test thread's fork still holds the copy open for writing
+    let mut spawned = std::process::Command::new(&exe).arg("30").spawn();
+    for _ in 0..50 {
+        match &spawned {
+            Err(e) if e.raw_os_error() == Some(26) => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                spawned = std::process::Command::new(&exe).arg("30").spawn();
+            }
+            _ => break,
+        }
+    }
+    let mut child = spawned.unwrap();
+    journal_of(&j, child.id());
+    let alive = pending(&j).unwrap().alive;
+    let e = Session::begin(&FakeHost::new(d.path()), &j, "x").err().map(|e| e.to_string());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(alive, "a running rtlab is alive");
+    assert!(e.unwrap().contains("still running"));
+    assert!(!pending(&j).unwrap().alive, "gone after it exits");
+    // everything restored: nothing pending
+    restore_journal(&FakeHost::new(d.path()), &j).unwrap();
+    assert_eq!(pending(&j), None);
 }

@@ -34,6 +34,14 @@ tr.failed td, .status-failed { background: #fbe0e0; } tr.skipped td, .status-ski
 .warn { color: #8a4b00; } .err { color: #a00000; font-weight: bold; }
 .env { font-size: 12px; color: #444; }
 td.grid { text-align: right; }
+.tablebox { max-width: 100%; overflow-x: auto; }
+table.percentiles { font-size: 12px; }
+table.percentiles th, table.percentiles td { padding: 2px 5px; }
+table.percentiles td.n { white-space: nowrap; }
+table.percentiles td.stream { max-width: 200px; overflow-wrap: anywhere; }
+table.percentiles .metric { color: #555; font-size: 11px; }
+tr.casehead td { background: #f2f5fa; font-weight: bold; overflow-wrap: anywhere; }
+td.casename { max-width: 460px; overflow-wrap: anywhere; }
 "#;
 
 fn us(v: Option<i64>) -> String {
@@ -49,7 +57,7 @@ pub fn studies_table(run: &Run) -> String {
     let mut o = String::from("<table class=\"studies\"><tr><th>#</th><th>case</th><th>status</th><th>Min (us)</th><th>Avg (us)</th><th>Max (us)</th><th>Missed deadlines</th><th>Packet loss</th></tr>\n");
     for c in &run.cases {
         let (st, why) = status(c);
-        let _ = write!(o, "<tr class=\"{st}\"><td class=\"n\">{}</td><td><a href=\"#run{}-case{}\">{}</a></td><td class=\"status-{st}\" title=\"{}\">{st}</td>", c.index, run.id, c.index, esc(&c.name), esc(why));
+        let _ = write!(o, "<tr class=\"{st}\"><td class=\"n\">{}</td><td class=\"casename\"><a href=\"#run{}-case{}\">{}</a></td><td class=\"status-{st}\" title=\"{}\">{st}</td>", c.index, run.id, c.index, breakable(&c.name), esc(why));
         match headline(c) {
             Some(s) => {
                 let _ = write!(
@@ -78,19 +86,45 @@ pub fn studies_table(run: &Run) -> String {
     o
 }
 
-/// The percentile table of every stream of every measured case.
+/// A case name that may wrap after `/` and `,` (escaped).
+fn breakable(name: &str) -> String {
+    esc(name).replace('/', "/<wbr>").replace(',', ",<wbr>")
+}
+
+/// The column headers of the percentile table (all values in us).
+pub const PERCENTILE_COLUMNS: [&str; 14] = [
+    "stream", "count", "min", "mean", "stddev", "p50", "p90", "p99", "p99.9", "p99.99", "max",
+    "missed", "lost", "overruns",
+];
+
+/// The percentile table of every stream of every measured case. Made to fit a 1400 px
+/// page however long the names: each case is a full-width row of its own (its name wraps
+/// after `/` and `,`), its streams follow with the metric under the stream name, the
+/// numbers in a smaller font; the table sits in a box that scrolls sideways on a narrower
+/// page instead of cutting columns off.
 pub fn percentile_table(run: &Run) -> String {
-    let mut o = String::from("<table class=\"percentiles\"><tr><th>case</th><th>stream</th><th>metric</th><th>count</th><th>min</th><th>mean</th><th>stddev</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>p99.99</th><th>max</th><th>missed</th><th>lost</th><th>overruns</th></tr>\n");
+    let mut o = String::from("<div class=\"tablebox\"><table class=\"percentiles\"><tr>");
+    for h in PERCENTILE_COLUMNS {
+        let _ = write!(o, "<th>{h}</th>");
+    }
+    o.push_str("</tr>\n");
     for c in &run.cases {
         let Some(d) = &c.document else { continue };
+        let _ = writeln!(
+            o,
+            "<tr class=\"casehead\"><td colspan=\"{}\"><a href=\"#run{}-case{}\">{}</a></td></tr>",
+            PERCENTILE_COLUMNS.len(),
+            run.id,
+            c.index,
+            breakable(&c.name)
+        );
         for s in &d.streams {
             let t = &s.stats;
             let _ = writeln!(
                 o,
-                "<tr><td>{}</td><td>{}</td><td>{}</td>{}{}{}{}{}{}{}{}{}{}{}{}{}</tr>",
-                esc(&c.name),
-                esc(&s.name),
-                esc(&s.metric),
+                "<tr><td class=\"stream\">{}<br><span class=\"metric\">{}</span></td>{}{}{}{}{}{}{}{}{}{}{}{}{}</tr>",
+                esc(&s.name).replace('.', ".<wbr>"),
+                esc(&s.metric).replace('_', "_<wbr>"),
                 td(&t.count.to_string()),
                 td(&us(t.min_ns)),
                 td(&us(t.mean_ns)),
@@ -107,7 +141,7 @@ pub fn percentile_table(run: &Run) -> String {
             );
         }
     }
-    o.push_str("</table><p class=\"env\">All values in us.</p>\n");
+    o.push_str("</table></div><p class=\"env\">All values in us; missed = samples above the deadline / samples; lost = lost / (samples + lost).</p>\n");
     o
 }
 

@@ -5,7 +5,7 @@
 
 mod fixture;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn chromium() -> std::path::PathBuf {
@@ -27,14 +27,12 @@ fn near(px: &[u8], rgb: (u8, u8, u8)) -> bool {
     px[0].abs_diff(rgb.0) <= 3 && px[1].abs_diff(rgb.1) <= 3 && px[2].abs_diff(rgb.2) <= 3
 }
 
-#[test]
-fn html_report_renders_in_headless_chromium() {
+/// Run headless chromium on `html` with `extra` arguments (bounded: 120 s); its stdout.
+fn run_chromium(dir: &std::path::Path, html: &std::path::Path, extra: &[String]) -> String {
     let bin = chromium();
-    let dir = tempfile::tempdir().unwrap();
-    let html = dir.path().join("report.html");
-    std::fs::write(&html, rtlab_report::render_html(&[fixture::run()])).unwrap();
-    let shot = dir.path().join("shot.png");
-    let profile = dir.path().join("profile");
+    let profile = dir.join("profile");
+    let out = dir.join("chromium.stdout");
+    let err = dir.join("chromium.stderr");
     let mut child = Command::new(&bin)
         .args([
             "--headless",
@@ -48,14 +46,12 @@ fn html_report_renders_in_headless_chromium() {
             "--hide-scrollbars",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg("--window-size=1400,3000")
+        .args(extra)
         .arg(format!("file://{}", html.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
         .spawn()
         .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
-    // bounded: chromium gets 120 s
     let start = Instant::now();
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -68,13 +64,23 @@ fn html_report_renders_in_headless_chromium() {
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        use std::io::Read;
-        let _ = e.read_to_string(&mut err);
-    }
+    let err = std::fs::read_to_string(&err).unwrap_or_default();
     assert!(status.success(), "chromium failed ({status}): {err}");
-    assert!(shot.is_file(), "no screenshot written; chromium said: {err}");
+    std::fs::read_to_string(&out).unwrap()
+}
+
+#[test]
+fn html_report_renders_in_headless_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("report.html");
+    std::fs::write(&html, rtlab_report::render_html(&[fixture::run()])).unwrap();
+    let shot = dir.path().join("shot.png");
+    run_chromium(
+        dir.path(),
+        &html,
+        &[format!("--screenshot={}", shot.display()), "--window-size=1400,3000".into()],
+    );
+    assert!(shot.is_file(), "no screenshot written");
     // keep a copy to look at
     let keep =
         std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rtlab-report-screenshot.png");
@@ -123,4 +129,93 @@ fn html_report_renders_in_headless_chromium() {
         non_white_top > 10_000 && non_white_bottom > 10_000,
         "a region is empty: top {non_white_top}, bottom {non_white_bottom}"
     );
+}
+
+/// A run whose percentile table is as wide as real runs make it: long case names (pubsub
+/// parameters), long stream and metric names, 7-digit counts and 8-digit values.
+fn wide_run() -> rtlab_core::run::Run {
+    let mut run = fixture::run();
+    for c in run.cases.iter_mut() {
+        c.name = format!(
+            "pubsub/cpu+net/rt-affinities/history=keep-last:5,payload=65536,rate=1khz,subscribers=4,transport=zenoh#{}",
+            c.index
+        );
+        if let Some(d) = c.document.as_mut() {
+            for (i, s) in d.streams.iter_mut().enumerate() {
+                s.name = format!("subscriber{i}.publisher_lateness");
+                s.metric = "one_way_latency_with_clock_offset".into();
+                let t = &mut s.stats;
+                t.count = 4_320_000;
+                t.missed = Some(1_234_567);
+                t.lost = Some(123_456);
+                t.overruns = Some(18_500_000);
+                for v in [
+                    &mut t.min_ns,
+                    &mut t.mean_ns,
+                    &mut t.stddev_ns,
+                    &mut t.p50_ns,
+                    &mut t.p90_ns,
+                    &mut t.p99_ns,
+                    &mut t.p99_9_ns,
+                    &mut t.p99_99_ns,
+                    &mut t.max_ns,
+                ] {
+                    *v = Some(-16_123_456_789);
+                }
+            }
+        }
+    }
+    run
+}
+
+/// The percentile table fits a 1400 px page: the report is opened at 1400 px with a small
+/// script added by this test (the report itself has none) that writes the layout into the
+/// DOM, which `--dump-dom` prints: the table's right edge and the `missed` header's right
+/// edge must be inside the viewport, and the page must not scroll sideways.
+#[test]
+fn percentile_table_fits_a_1400px_page_in_headless_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("report.html");
+    let report = rtlab_report::render_html(&[wide_run()]);
+    let probe = r#"<script>
+(function () {
+  var t = document.querySelector('table.percentiles');
+  var ths = t.querySelectorAll('th');
+  var missed = Array.prototype.filter.call(ths, function (h) { return h.textContent.trim() === 'missed'; })[0];
+  var last = ths[ths.length - 1];
+  var p = document.createElement('pre');
+  p.id = 'layout';
+  p.textContent = 'LAYOUT table_right=' + Math.ceil(t.getBoundingClientRect().right)
+    + ' missed_right=' + (missed ? Math.ceil(missed.getBoundingClientRect().right) : -1)
+    + ' last_right=' + Math.ceil(last.getBoundingClientRect().right)
+    + ' client_width=' + document.documentElement.clientWidth
+    + ' scroll_width=' + document.documentElement.scrollWidth + ' END';
+  document.body.appendChild(p);
+})();
+</script></body>"#;
+    assert_eq!(report.matches("</body>").count(), 1);
+    std::fs::write(&html, report.replace("</body>", probe)).unwrap();
+    let _ = std::fs::copy(
+        &html,
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rtlab-report-wide.html"),
+    );
+    let dom =
+        run_chromium(dir.path(), &html, &["--dump-dom".into(), "--window-size=1400,1000".into()]);
+    // the last occurrence: the <pre> the script appended, not the script's own text
+    assert!(dom.contains("<pre id=\"layout\">LAYOUT "), "the layout script did not run");
+    let line = dom.rsplit("LAYOUT ").next().and_then(|l| l.split(" END").next()).unwrap_or("");
+    let get = |k: &str| -> i64 {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{k} missing in '{line}'"))
+    };
+    eprintln!("layout at 1400 px: {line}");
+    let page = get("client_width");
+    assert_eq!(page, 1400, "the viewport is the 1400 px page");
+    assert!(get("missed_right") > 0, "the missed column is there: {line}");
+    assert!(get("missed_right") <= page, "the missed column is cut off: {line}");
+    assert!(get("table_right") <= page, "the percentile table is wider than the page: {line}");
+    assert!(get("last_right") <= page, "the last column is cut off: {line}");
+    assert!(get("scroll_width") <= page, "the page scrolls sideways: {line}");
 }

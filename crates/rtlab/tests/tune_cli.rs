@@ -181,6 +181,48 @@ fn tune_fake_kill9_then_restore_puts_back_the_fake_machine() {
 }
 
 #[test]
+fn tune_restore_refuses_a_live_rtlab_s_journal_unless_forced() {
+    let d = tempfile::tempdir().unwrap();
+    machine(d.path());
+    let before = fake_snapshot(d.path());
+    let j = d.path().join("journal");
+    let root = d.path().display().to_string();
+    let jj = j.display().to_string();
+    let (mut child, _out, text) = start_held(&[
+        "tune",
+        "apply",
+        "rt-normal",
+        "--hold",
+        "60s",
+        "--root",
+        &root,
+        "--journal",
+        &jj,
+    ]);
+    assert!(text.contains("holding for 60s"), "{text}");
+    let pid = child.id();
+    // the live rtlab still holds its profile: restore names it and changes nothing
+    let (code, stdout, stderr) =
+        out(rtlab().args(["tune", "restore", "--root", &root, "--journal", &jj]));
+    let running = child.try_wait().unwrap().is_none();
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(stderr.contains(&format!("pid {pid} (rtlab tune apply rt-normal)")), "{stderr}");
+    assert!(stderr.contains("still running") && stderr.contains("--force"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(j.exists() && running, "nothing undone, the holder untouched");
+    assert_ne!(fake_snapshot(d.path()), before);
+    // --force puts it back now
+    let (code, stdout, stderr) =
+        out(rtlab().args(["tune", "restore", "--force", "--root", &root, "--journal", &jj]));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("removed"), "{stdout}");
+    assert!(!j.exists());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(fake_snapshot(d.path()), before);
+}
+
+#[test]
 fn tune_bad_input_is_one_line_and_exit_2() {
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("p.toml");

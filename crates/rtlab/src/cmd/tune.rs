@@ -5,7 +5,7 @@ use super::{duration_flag, stop_flag};
 use clap::{Args, Subcommand};
 use rtlab_tune::check::{counts, run_checks, Status};
 use rtlab_tune::host::{FakeHost, Host, RealHost};
-use rtlab_tune::journal::{read_journal, restore_journal, DEFAULT_JOURNAL};
+use rtlab_tune::journal::{pending, read_journal, restore_journal, DEFAULT_JOURNAL};
 use rtlab_tune::profile::{self, Profile, Target};
 use rtlab_tune::session::Session;
 use std::io::Write;
@@ -64,7 +64,8 @@ pub enum TuneCommand {
 
 #[derive(Args, Debug)]
 pub struct ApplyArgs {
-    /// The profile name.
+    /// The profile: a built-in name, a name from --file, or a profile file (`./my.toml`,
+    /// `./lab.toml#NAME` for a file of several).
     pub profile: String,
     /// A TOML file with user profiles ([profile.NAME] tables).
     #[arg(long)]
@@ -155,26 +156,33 @@ fn restore(force: bool, h: &HostArgs) -> anyhow::Result<u8> {
     let host = host_of(h)?;
     let mut failed = 0;
     let mut any = false;
-    for path in journals(&h.journal) {
+    let paths = journals(&h.journal);
+    // refuse before anything is undone: a live rtlab's journal is its profile in use
+    for path in &paths {
+        let st = read_journal(path).map_err(|e| anyhow::anyhow!("--journal: {e}"))?;
+        if st.pending.is_empty() {
+            continue;
+        }
+        if let Some(p) = pending(path) {
+            if !force && p.alive && p.pid != std::process::id() as i32 {
+                anyhow::bail!(
+                    "{}: pid {} ({}) is still running and holds these {} changes; it restores them when it ends (Ctrl-C or kill {}); --force to restore now",
+                    path.display(),
+                    p.pid,
+                    p.what,
+                    p.changes,
+                    p.pid
+                );
+            }
+        }
+    }
+    for path in paths {
         let st = read_journal(&path).map_err(|e| anyhow::anyhow!("--journal: {e}"))?;
         if st.pending.is_empty() {
             let _ = restore_journal(host.as_ref(), &path);
             continue;
         }
         any = true;
-        if let Some((pid, what)) = &st.owner {
-            if !force
-                && *pid != std::process::id() as i32
-                && rtlab_sys::tune_sys::pid_alive(*pid)
-                && is_rtlab(*pid)
-                && h.root.is_none()
-            {
-                anyhow::bail!(
-                    "{}: pid {pid} ({what}) still holds these changes and restores them when it ends (Ctrl-C or kill {pid}); --force to restore now",
-                    path.display()
-                );
-            }
-        }
         let r =
             restore_journal(host.as_ref(), &path).map_err(|e| anyhow::anyhow!("--journal: {e}"))?;
         for (what, outcome) in &r.restored {
@@ -197,12 +205,6 @@ fn restore(force: bool, h: &HostArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn is_rtlab(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|c| c.trim().starts_with("rtlab"))
-        .unwrap_or(false)
-}
-
 fn show(h: &HostArgs) -> anyhow::Result<u8> {
     let host = host_of(h)?;
     let mut any = false;
@@ -213,7 +215,7 @@ fn show(h: &HostArgs) -> anyhow::Result<u8> {
         }
         any = true;
         let (pid, what) = st.owner.clone().unwrap_or((0, "?".into()));
-        let alive = if pid > 0 && rtlab_sys::tune_sys::pid_alive(pid) {
+        let alive = if pending(&path).is_some_and(|p| p.alive) {
             "running"
         } else {
             "no longer running: `rtlab tune restore` puts it back"
@@ -247,7 +249,7 @@ fn user_profiles(
 
 fn list_profiles(file: Option<&Path>) -> anyhow::Result<u8> {
     let user = user_profiles(file)?;
-    for name in profile::BUILTIN {
+    for name in profile::builtin_names() {
         let p = profile::builtin(name).expect("built-in");
         println!("{name:<14} {}", p.description);
     }
@@ -263,7 +265,13 @@ fn list_profiles(file: Option<&Path>) -> anyhow::Result<u8> {
 
 fn apply(a: ApplyArgs) -> anyhow::Result<u8> {
     let user = user_profiles(a.file.as_deref())?;
-    let prof = profile::find(&a.profile, &user).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // `tune apply ./my.toml[#NAME]` reads the file as a scenario's `profiles` entry does
+    let prof = if a.file.is_none() && profile::is_file_ref(&a.profile) {
+        profile::resolve(&a.profile, Path::new(".")).map(|p| p.profile)
+    } else {
+        profile::find(&a.profile, &user)
+    }
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     let host = host_of(&a.host)?;
     let hold_ns = a.hold.as_deref().map(|h| duration_flag("--hold", h)).transpose()?;
     if hold_ns.is_some_and(|n| n <= 0) {

@@ -154,7 +154,7 @@ mod tests {
         let mut sinks = CycleSinks::<Keep, Keep, Keep>::default();
         let stop = AtomicBool::new(false);
         let progress = AtomicU64::new(0);
-        let mut w = work.to_vec().into_iter();
+        let mut w = work.iter().copied();
         let sched = CyclicSchedule { interval_ns: T, duration_ns, count };
         let end = run_cycles(
             &mut c,

@@ -72,7 +72,7 @@ impl Work {
             Work::MemoryWalk { bytes, .. } if bytes == 0 || bytes > MAX_WALK_BYTES => Err(format!(
                 "work: memory walk bytes is {bytes}; must be 1..={MAX_WALK_BYTES} (1 GiB)"
             )),
-            Work::MemoryWalk { stride, .. } if stride == 0 => {
+            Work::MemoryWalk { stride: 0, .. } => {
                 Err("work: memory walk stride is 0; must be at least 1 byte".into())
             }
             _ => Ok(()),

@@ -18,7 +18,7 @@
 pub mod check;
 pub mod host;
 pub mod journal;
-pub mod load;
+pub use rtlab_load as load;
 pub mod lock;
 pub mod profile;
 pub mod session;

@@ -11,7 +11,8 @@
 //! Contract: deterministic for a given input; every piece of text is escaped.
 
 use crate::model::{
-    grids, headline, lost_of, missed_of, params_text, primary_streams, status, sweeps,
+    grids, headline, lost_of, missed_of, params_text, primary_streams, profile_comparisons, status,
+    sweeps,
 };
 use crate::svg::{self, esc};
 use crate::terminal::{env_diff, machine_line};
@@ -178,6 +179,41 @@ fn grid_html(run: &Run) -> String {
         }
         o.push_str("</table>\n");
     }
+    o
+}
+
+/// One plot per probe x load (x parameters) measured under several profiles: the
+/// complementary CDF of each profile's headline stream on the same axes.
+pub fn profiles_compared_html(run: &Run) -> String {
+    let cmp = profile_comparisons(run);
+    if cmp.is_empty() {
+        return String::new();
+    }
+    let mut o = String::from("<h2>Profiles compared</h2><p class=\"env\">Each plot: the fraction of samples at or above a latency (complementary CDF, both axes log) of the headline stream, one line per profile (repetitions summed). The tail is at the bottom right: the line further left and lower is the better profile.</p><div class=\"plots\">");
+    for c in cmp {
+        let lines: Vec<svg::CcdfLine> = c
+            .profiles
+            .iter()
+            .map(|p| svg::CcdfLine {
+                name: format!(
+                    "{}: p99.9 {} · max {} us (n={})",
+                    p.profile,
+                    us(p.p99_9_ns),
+                    us(p.max_ns),
+                    p.count
+                ),
+                points: p.ccdf().into_iter().map(|(x, y)| (x as f64 / 1e3, y)).collect(),
+            })
+            .collect();
+        let deadline = c.profiles.first().map(|p| p.deadline_ns);
+        o.push_str(&svg::ccdf(
+            &format!("{}: {} by profile", c.label(), c.stream),
+            &format!("{} (us)", c.metric),
+            &lines,
+            deadline,
+        ));
+    }
+    o.push_str("</div>\n");
     o
 }
 
@@ -408,6 +444,7 @@ pub fn render_html(runs: &[Run]) -> String {
             o.push_str("<h2>Profiles and loads</h2>");
             o.push_str(&g);
         }
+        o.push_str(&profiles_compared_html(run));
         o.push_str(&sweeps_html(run));
         o.push_str("<h2>Case by case</h2>\n");
         for c in &run.cases {

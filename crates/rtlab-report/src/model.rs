@@ -187,3 +187,234 @@ pub fn grids(run: &Run) -> Vec<Grid> {
     }
     out
 }
+
+/// One window of a max-over-time plot.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowPoint {
+    /// Window index (its start is `index * width_ns` after the stream's start).
+    pub index: usize,
+    pub max_ns: i64,
+    pub count: u64,
+    /// The last window, holding clearly fewer samples than a full one: the run ended inside
+    /// it, so its maximum is over a fraction of a window. Drawn apart, never as a drop.
+    pub partial: bool,
+}
+
+/// The windows worth drawing: a window without samples is left out (a gap, not a zero);
+/// the last window is `partial` when it holds less than 90 % of the median count of the
+/// other non-empty windows (a probe sampling at a steady rate fills every full window
+/// alike; needs at least two other windows to tell).
+pub fn window_points(w: &rtlab_core::windows::WindowData) -> Vec<WindowPoint> {
+    let mut pts: Vec<WindowPoint> = w
+        .max_ns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| {
+            let count = w.count.get(i).copied().unwrap_or(0);
+            match m {
+                Some(m) if count > 0 => {
+                    Some(WindowPoint { index: i, max_ns: *m, count, partial: false })
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    let last_index = w.max_ns.len().checked_sub(1);
+    if pts.len() >= 3 && pts.last().map(|p| Some(p.index)) == Some(last_index) {
+        let mut others: Vec<u64> = pts[..pts.len() - 1].iter().map(|p| p.count).collect();
+        others.sort_unstable();
+        let median = others[others.len() / 2];
+        let last = pts.last_mut().expect("three or more");
+        last.partial = last.count * 10 < median * 9;
+    }
+    pts
+}
+
+/// One profile's distribution of the headline stream in a [`ProfileComparison`]: the
+/// histograms of its cases (repetitions) summed.
+pub struct ProfileDist<'a> {
+    pub profile: String,
+    pub cases: Vec<&'a CaseRecord>,
+    /// Samples (including the histogram's overflow counts).
+    pub count: u64,
+    pub deadline_ns: i64,
+    /// Percentiles and max: the stored (exact) figures for one case; for several, the
+    /// nearest rank over the summed histograms (bucket upper bound, clamped to the max).
+    pub p50_ns: Option<i64>,
+    pub p99_ns: Option<i64>,
+    pub p99_9_ns: Option<i64>,
+    pub max_ns: Option<i64>,
+    /// Non-empty buckets of the summed histograms, ascending: (low_ns, high_ns, count).
+    pub buckets: Vec<(i64, i64, u64)>,
+    /// Samples below / above the histogram's range.
+    pub overflow_low: u64,
+    pub overflow_high: u64,
+}
+
+impl ProfileDist<'_> {
+    /// The complementary CDF as steps: (x_ns, P(X >= x)) at the low edge of every bucket,
+    /// then (high edge of the last bucket, P(X >= that bucket)). Never 0, so it plots on a
+    /// log axis; the last step is at least 1/count.
+    pub fn ccdf(&self) -> Vec<(i64, f64)> {
+        let n = self.count.max(1) as f64;
+        let mut above = self.count - self.overflow_low;
+        let mut out = Vec::with_capacity(self.buckets.len() + 1);
+        for &(low, _, c) in &self.buckets {
+            out.push((low, above as f64 / n));
+            above -= c;
+        }
+        if let Some(&(_, high, c)) = self.buckets.last() {
+            out.push((high, (above + c) as f64 / n));
+        }
+        out
+    }
+}
+
+/// The cases of one probe x load x parameters measured under several profiles: "did the
+/// profile help?" answered on the headline stream's distribution.
+pub struct ProfileComparison<'a> {
+    pub probe: String,
+    pub load: String,
+    /// The parameters shared by the cases (`k=v k=v`, empty when none).
+    pub params: String,
+    /// Headline stream name and metric (the same for every case of the comparison).
+    pub stream: String,
+    pub metric: String,
+    /// One per profile, in the run's order.
+    pub profiles: Vec<ProfileDist<'a>>,
+}
+
+impl ProfileComparison<'_> {
+    /// `probe / load` and the parameters when there are any.
+    pub fn label(&self) -> String {
+        if self.params.is_empty() {
+            format!("{} / {}", self.probe, self.load)
+        } else {
+            format!("{} / {} / {}", self.probe, self.load, self.params)
+        }
+    }
+}
+
+/// Every probe x load (x identical parameters) measured under at least two profiles, with
+/// each profile's distribution of the headline stream (repetitions summed).
+pub fn profile_comparisons(run: &Run) -> Vec<ProfileComparison<'_>> {
+    // (probe, load, params, headline stream, metric) -> its cases
+    type Key = (String, String, String, String, String);
+    let mut groups: Vec<(Key, Vec<&CaseRecord>)> = Vec::new();
+    for c in &run.cases {
+        let Some(h) = headline(c) else { continue };
+        if h.stats.count == 0 {
+            continue;
+        }
+        let key =
+            (c.probe.clone(), c.load.clone(), params_text(c), h.name.clone(), h.metric.clone());
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.push(c),
+            None => groups.push((key, vec![c])),
+        }
+    }
+    let mut out = Vec::new();
+    for ((probe, load, params, stream, metric), cases) in groups {
+        let mut profiles: Vec<ProfileDist<'_>> = Vec::new();
+        for c in cases {
+            let h = headline(c).expect("grouped by headline");
+            let i = match profiles.iter().position(|p| p.profile == c.profile) {
+                Some(i) => i,
+                None => {
+                    profiles.push(ProfileDist {
+                        profile: c.profile.clone(),
+                        cases: Vec::new(),
+                        count: 0,
+                        deadline_ns: h.deadline_ns,
+                        p50_ns: None,
+                        p99_ns: None,
+                        p99_9_ns: None,
+                        max_ns: None,
+                        buckets: Vec::new(),
+                        overflow_low: 0,
+                        overflow_high: 0,
+                    });
+                    profiles.len() - 1
+                }
+            };
+            let p = &mut profiles[i];
+            p.cases.push(c);
+            p.overflow_low += h.histogram.overflow_low;
+            p.overflow_high += h.histogram.overflow_high;
+            p.max_ns = p.max_ns.max(h.stats.max_ns);
+            for b in &h.histogram.buckets {
+                match p.buckets.iter_mut().find(|x| x.0 == b.low_ns) {
+                    Some(x) => x.2 += b.count,
+                    None => p.buckets.push((b.low_ns, b.high_ns, b.count)),
+                }
+            }
+        }
+        if profiles.len() < 2 {
+            continue;
+        }
+        for p in &mut profiles {
+            p.buckets.sort_unstable();
+            p.count = p.buckets.iter().map(|b| b.2).sum::<u64>() + p.overflow_low + p.overflow_high;
+            if let [c] = p.cases[..] {
+                let s = &headline(c).expect("grouped by headline").stats;
+                (p.p50_ns, p.p99_ns, p.p99_9_ns) = (s.p50_ns, s.p99_ns, s.p99_9_ns);
+            } else {
+                let q = |q: f64| merged_quantile(p, q);
+                (p.p50_ns, p.p99_ns, p.p99_9_ns) = (q(0.5), q(0.99), q(0.999));
+            }
+        }
+        out.push(ProfileComparison { probe, load, params, stream, metric, profiles });
+    }
+    out
+}
+
+/// Nearest-rank quantile over summed buckets (as `Histogram::quantile` in rtlab-core:
+/// the holding bucket's upper bound, clamped to the max seen).
+fn merged_quantile(p: &ProfileDist<'_>, q: f64) -> Option<i64> {
+    if p.count == 0 {
+        return None;
+    }
+    let rank = rtlab_core::histogram::nearest_rank(q, p.count);
+    let mut seen = p.overflow_low;
+    if rank <= seen {
+        return p.buckets.first().map(|b| b.0);
+    }
+    for &(_, high, c) in &p.buckets {
+        seen += c;
+        if rank <= seen {
+            return Some(p.max_ns.map_or(high, |m| high.min(m)));
+        }
+    }
+    p.max_ns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtlab_core::windows::WindowData;
+
+    fn wd(max: &[Option<i64>], count: &[u64]) -> WindowData {
+        WindowData { width_ns: 100, max_ns: max.to_vec(), count: count.to_vec() }
+    }
+
+    #[test]
+    fn empty_windows_are_gaps_and_a_short_last_window_is_partial() {
+        let w = wd(&[Some(5), None, Some(7), Some(6), Some(1)], &[100, 0, 100, 99, 7]);
+        let p = window_points(&w);
+        assert_eq!(p.iter().map(|p| p.index).collect::<Vec<_>>(), [0, 2, 3, 4], "no zero");
+        assert_eq!(p.iter().map(|p| p.partial).collect::<Vec<_>>(), [false, false, false, true]);
+        assert_eq!((p[3].max_ns, p[3].count), (1, 7));
+    }
+
+    #[test]
+    fn a_full_last_window_or_too_few_windows_are_not_partial() {
+        let full = window_points(&wd(&[Some(5), Some(7), Some(6)], &[100, 100, 95]));
+        assert!(full.iter().all(|p| !p.partial));
+        let two = window_points(&wd(&[Some(5), Some(1)], &[100, 3]));
+        assert!(two.iter().all(|p| !p.partial), "two windows cannot tell");
+        // an empty last window is left out, and the one before it is not called partial
+        let gap = window_points(&wd(&[Some(5), Some(7), Some(6), None], &[100, 100, 10, 0]));
+        assert_eq!(gap.len(), 3);
+        assert!(gap.iter().all(|p| !p.partial));
+    }
+}

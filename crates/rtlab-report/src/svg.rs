@@ -19,7 +19,8 @@ const MB: f64 = 44.0; // bottom margin (x labels)
 /// Series colours (also checked by the screenshot test: the bars are `BAR`).
 pub const BAR: &str = "#3b6fb6";
 pub const DEADLINE: &str = "#d62728";
-pub const SERIES: [&str; 4] = ["#3b6fb6", "#ff7f0e", "#2ca02c", "#9467bd"];
+pub const SERIES: [&str; 8] =
+    ["#3b6fb6", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"];
 
 /// Escape text for XML/HTML.
 pub fn esc(s: &str) -> String {
@@ -143,6 +144,18 @@ fn frame(
     ylabel: &str,
     xfmt: &dyn Fn(f64) -> String,
 ) {
+    frame_fmt(out, x, y, xlabel, ylabel, xfmt, &num)
+}
+
+fn frame_fmt(
+    out: &mut String,
+    x: &Axis,
+    y: &Axis,
+    xlabel: &str,
+    ylabel: &str,
+    xfmt: &dyn Fn(f64) -> String,
+    yfmt: &dyn Fn(f64) -> String,
+) {
     let (x0, x1, y0, y1) = (ML, W - MR, MT, H - MB);
     for t in y.ticks() {
         let py = y.y(t);
@@ -151,7 +164,7 @@ fn frame(
             r##"<line x1="{x0}" y1="{py:.1}" x2="{x1}" y2="{py:.1}" stroke="#e4e4e4"/><text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" text-anchor="end" fill="#444">{}</text>"##,
             x0 - 4.0,
             py + 3.0,
-            num(t)
+            yfmt(t)
         );
     }
     for t in x.ticks() {
@@ -272,21 +285,20 @@ pub fn histogram(title: &str, h: &HistogramData, deadline_ns: Option<i64>) -> St
 }
 
 /// Max over time: the maximum of each window (us) against the window's start (s), with the
-/// deadline as a red dashed line.
+/// deadline as a red dashed line. Windows without samples are gaps in the line (never
+/// zeros); a partial last window ([`crate::model::window_points`]) is a hollow marker, not
+/// joined to the line, and said so in the plot.
 pub fn max_over_time(title: &str, w: &WindowData, deadline_ns: Option<i64>) -> String {
-    let pts: Vec<(f64, f64)> = w
-        .max_ns
-        .iter()
-        .enumerate()
-        .filter_map(|(i, m)| m.map(|m| (i as f64 * w.width_ns as f64 / 1e9, m as f64 / 1e3)))
-        .collect();
+    let wp = crate::model::window_points(w);
+    let at = |i: usize| i as f64 * w.width_ns as f64 / 1e9;
+    let pts: Vec<(usize, f64, f64, bool)> =
+        wp.iter().map(|p| (p.index, at(p.index), p.max_ns as f64 / 1e3, p.partial)).collect();
     if pts.is_empty() {
         return empty(title, "timeplot");
     }
-    let xmax = (w.max_ns.len() as f64 * w.width_ns as f64 / 1e9)
-        .max(pts.last().map(|p| p.0).unwrap_or(0.0));
-    let mut ymax = pts.iter().map(|p| p.1).fold(f64::MIN, f64::max);
-    let ymin = pts.iter().map(|p| p.1).fold(f64::MAX, f64::min).min(0.0);
+    let xmax = at(w.max_ns.len()).max(pts.last().map(|p| p.1).unwrap_or(0.0));
+    let mut ymax = pts.iter().map(|p| p.2).fold(f64::MIN, f64::max);
+    let ymin = pts.iter().map(|p| p.2).fold(f64::MAX, f64::min).min(0.0);
     if let Some(d) = deadline_ns {
         ymax = ymax.max(d as f64 / 1e3);
     }
@@ -303,16 +315,41 @@ pub fn max_over_time(title: &str, w: &WindowData, deadline_ns: Option<i64>) -> S
         &num,
     );
     let mut path = String::new();
-    for (i, (x, y)) in pts.iter().enumerate() {
-        let _ = write!(path, "{}{:.1},{:.1}", if i == 0 { "M" } else { " L" }, xa.x(*x), ya.y(*y));
+    let mut prev: Option<usize> = None;
+    for &(i, x, y, partial) in &pts {
+        if partial {
+            continue;
+        }
+        let cmd = if prev.is_some_and(|p| p + 1 == i) { " L" } else { " M" };
+        let _ = write!(path, "{cmd}{:.1},{:.1}", xa.x(x), ya.y(y));
+        prev = Some(i);
     }
-    let _ = write!(out, r#"<path d="{path}" fill="none" stroke="{BAR}" stroke-width="1.5"/>"#);
-    for (x, y) in &pts {
+    let _ = write!(
+        out,
+        r#"<path d="{}" fill="none" stroke="{BAR}" stroke-width="1.5"/>"#,
+        path.trim_start()
+    );
+    for &(_, x, y, partial) in &pts {
+        if partial {
+            continue;
+        }
         let _ = write!(
             out,
             r#"<circle cx="{:.1}" cy="{:.1}" r="2.2" fill="{BAR}"/>"#,
-            xa.x(*x),
-            ya.y(*y)
+            xa.x(x),
+            ya.y(y)
+        );
+    }
+    if let Some(p) = wp.iter().find(|p| p.partial) {
+        let (x, y) = (xa.x(at(p.index)), ya.y(p.max_ns as f64 / 1e3));
+        let _ = write!(
+            out,
+            r##"<circle class="partial" cx="{x:.1}" cy="{y:.1}" r="3" fill="#ffffff" stroke="{BAR}" stroke-width="1.2"><title>window {}: partial ({} samples)</title></circle><text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" text-anchor="end" fill="#555">○ last window partial ({} samples), not joined</text>"##,
+            p.index,
+            p.count,
+            W - MR - 4.0,
+            MT + 12.0,
+            p.count
         );
     }
     if let Some(d) = deadline_ns {
@@ -325,6 +362,112 @@ pub fn max_over_time(title: &str, w: &WindowData, deadline_ns: Option<i64>) -> S
             y - 4.0,
             num(d as f64 / 1e3)
         );
+    }
+    out.push_str("</svg>");
+    out
+}
+
+/// A probability on a log axis: `1`, `0.1`, `0.01`, then `1e-3`, `1e-4`, ...
+fn prob(v: f64) -> String {
+    if v >= 0.01 {
+        num(v)
+    } else {
+        format!("1e{}", v.log10().round() as i32)
+    }
+}
+
+/// One line of a [`ccdf`] plot.
+pub struct CcdfLine {
+    /// Legend text (the profile and its figures).
+    pub name: String,
+    /// Steps (x_us, P(X >= x)) as [`crate::model::ProfileDist::ccdf`] gives them (in us).
+    pub points: Vec<(f64, f64)>,
+}
+
+/// The complementary CDF of several distributions on the same axes: x latency (us; log
+/// when the range spans more than a decade), y the fraction of samples at or above x (log),
+/// one step line per distribution, a legend, the deadline as a red dashed line. The tail
+/// is at the bottom right: the line further left and lower is the better one.
+pub fn ccdf(title: &str, xlabel: &str, lines: &[CcdfLine], deadline_ns: Option<i64>) -> String {
+    let all: Vec<(f64, f64)> = lines.iter().flat_map(|l| l.points.iter().copied()).collect();
+    if all.is_empty() {
+        return empty(title, "ccdf");
+    }
+    let xpos: Vec<f64> = all.iter().map(|p| p.0).filter(|x| *x > 0.0).collect();
+    let xhi = all.iter().map(|p| p.0).fold(f64::MIN, f64::max);
+    let xlo_pos = xpos.iter().copied().fold(f64::MAX, f64::min);
+    let xlog = !xpos.is_empty() && xhi / xlo_pos > 10.0;
+    let xa = if xlog {
+        Axis::new(xlo_pos / 1.2, xhi * 1.2, true)
+    } else {
+        let lo = all.iter().map(|p| p.0).fold(f64::MAX, f64::min);
+        Axis::new(lo.min(0.0), xhi * 1.05, false)
+    };
+    let ylo = all.iter().map(|p| p.1).filter(|y| *y > 0.0).fold(1.0, f64::min);
+    let ya = Axis::new(10f64.powf(ylo.log10().floor()).min(ylo / 1.5), 1.0, true);
+    let mut out = String::new();
+    open(&mut out, title, "ccdf");
+    frame_fmt(&mut out, &xa, &ya, xlabel, "fraction of samples >= x (log)", &num, &prob);
+    let mut legend: Vec<(&str, &String)> = Vec::new();
+    for (k, l) in lines.iter().enumerate() {
+        let col = SERIES[k % SERIES.len()];
+        let mut path = String::new();
+        let mut last_y = None;
+        for &(x, y) in &l.points {
+            let (px, py) = (xa.x(x), ya.y(y));
+            match last_y {
+                None => {
+                    let _ = write!(path, "M{px:.1},{py:.1}");
+                }
+                Some(ly) => {
+                    let _ = write!(path, " L{px:.1},{ly:.1} L{px:.1},{py:.1}");
+                }
+            }
+            last_y = Some(py);
+        }
+        let _ = write!(
+            out,
+            r#"<path class="ccdf-line" d="{path}" fill="none" stroke="{col}" stroke-width="2"><title>{}</title></path>"#,
+            esc(&l.name)
+        );
+        legend.push((col, &l.name));
+    }
+    // the legend at the bottom left, where a CCDF never is (low latencies have P = 1)
+    let lh = 14.0;
+    let top = H - MB - 6.0 - legend.len() as f64 * lh;
+    let widest = legend.iter().map(|l| l.1.chars().count()).max().unwrap_or(0) as f64;
+    let _ = write!(
+        out,
+        r##"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="#ffffff" fill-opacity="0.85" stroke="#cccccc"/>"##,
+        ML + 4.0,
+        top,
+        widest * 5.6 + 30.0,
+        legend.len() as f64 * lh + 2.0
+    );
+    for (k, (col, name)) in legend.iter().enumerate() {
+        let ly = top + lh * (k as f64 + 1.0) - 3.0;
+        let _ = write!(
+            out,
+            r##"<rect x="{:.1}" y="{:.1}" width="14" height="3" fill="{col}"/><text class="legend" x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" fill="#222">{}</text>"##,
+            ML + 8.0,
+            ly - 4.0,
+            ML + 26.0,
+            ly,
+            esc(name)
+        );
+    }
+    if let Some(d) = deadline_ns {
+        let du = d as f64 / 1e3;
+        if du >= xa.lo && du <= xa.hi {
+            let x = xa.x(du);
+            let _ = write!(
+                out,
+                r#"<line class="deadline" x1="{x:.1}" y1="{MT}" x2="{x:.1}" y2="{:.1}" stroke="{DEADLINE}" stroke-width="2" stroke-dasharray="6 3"/><text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" fill="{DEADLINE}">deadline</text>"#,
+                H - MB,
+                x + 3.0,
+                MT + 10.0
+            );
+        }
     }
     out.push_str("</svg>");
     out

@@ -6,7 +6,7 @@
 //! Contract: plain text (ANSI emphasis only when `color`), deterministic for a given run
 //! (snapshot-tested); every case of the run appears.
 
-use crate::model::{headline, lost_of, missed_of, params_text, status};
+use crate::model::{headline, lost_of, missed_of, params_text, profile_comparisons, status};
 use rtlab_core::render::{stats_table, Row};
 use rtlab_core::run::{CaseRecord, Published, Run};
 use rtlab_core::schema::Environment;
@@ -125,6 +125,32 @@ pub fn studies_table(run: &Run) -> String {
     out
 }
 
+/// Per probe x load (x parameters) measured under several profiles: p50 / p99 / p99.9 /
+/// max of each profile's headline stream side by side (the terminal's form of the HTML
+/// report's CDF plots). Empty when no comparison applies.
+pub fn profiles_compared(run: &Run) -> String {
+    let mut out = String::new();
+    for c in profile_comparisons(run) {
+        let _ = writeln!(out, "\nProfiles compared: {} ({} {}, us)", c.label(), c.stream, c.metric);
+        let mut rows = vec![["profile", "cases", "count", "p50", "p99", "p99.9", "max"]
+            .map(String::from)
+            .to_vec()];
+        for p in &c.profiles {
+            rows.push(vec![
+                p.profile.clone(),
+                p.cases.len().to_string(),
+                p.count.to_string(),
+                us(p.p50_ns),
+                us(p.p99_ns),
+                us(p.p99_9_ns),
+                us(p.max_ns),
+            ]);
+        }
+        out.push_str(&align_left(&rows, &[0]));
+    }
+    out
+}
+
 /// Environment fields whose value differs between `a` (the run's) and `b` (the case's).
 pub fn env_diff(a: &Environment, b: &Environment) -> Vec<(String, String, String)> {
     let (Ok(serde_json::Value::Object(va)), Ok(serde_json::Value::Object(vb))) =
@@ -183,6 +209,7 @@ pub fn render_terminal(runs: &[Run], color: bool) -> String {
         );
         let _ = writeln!(out, "\nCases ({})", run.cases.len());
         out.push_str(&studies_table(run));
+        out.push_str(&profiles_compared(run));
         for c in &run.cases {
             let (st, why) = status(c);
             let _ = writeln!(out, "\n== Case {}: {} [{st}]", c.index, c.name);

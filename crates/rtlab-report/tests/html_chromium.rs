@@ -74,6 +74,10 @@ fn html_report_renders_in_headless_chromium() {
     let dir = tempfile::tempdir().unwrap();
     let html = dir.path().join("report.html");
     std::fs::write(&html, rtlab_report::render_html(&[fixture::run()])).unwrap();
+    let _ = std::fs::copy(
+        &html,
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rtlab-report.html"),
+    );
     let shot = dir.path().join("shot.png");
     run_chromium(
         dir.path(),

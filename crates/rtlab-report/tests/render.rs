@@ -149,3 +149,72 @@ fn html_shows_the_spike_and_the_worst_windows_with_their_counters() {
         "{t}"
     );
 }
+
+#[test]
+fn profiles_are_compared_per_probe_and_load() {
+    let mut run = fixture::run();
+    let cmp = rtlab_report::model::profile_comparisons(&run);
+    let labels: Vec<String> = cmp.iter().map(|c| c.label()).collect();
+    assert_eq!(labels, ["timer / idle / interval=1ms", "timer / cpu / interval=1ms"]);
+    for c in &cmp {
+        let names: Vec<&str> = c.profiles.iter().map(|p| p.profile.as_str()).collect();
+        assert_eq!(names, ["no-rt", "fifo80"]);
+        assert_eq!((c.stream.as_str(), c.metric.as_str()), ("thread0", "wakeup_latency"));
+        for p in &c.profiles {
+            let s = &rtlab_report::model::headline(p.cases[0]).unwrap().stats;
+            assert_eq!(p.count, s.count, "every sample is in the histogram");
+            assert_eq!((p.p99_9_ns, p.max_ns), (s.p99_9_ns, s.max_ns), "one case: its figures");
+            let cc = p.ccdf();
+            assert_eq!(cc.len(), p.buckets.len() + 1);
+            assert_eq!(cc[0].1, 1.0, "no sample below the first bucket");
+            assert!(cc.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 >= w[1].1), "monotone");
+            assert!(cc.last().unwrap().1 >= 1.0 / p.count as f64, "never 0 (log axis)");
+        }
+    }
+    // a second repetition of a case: its histogram is summed into the profile's line
+    let mut rep = run.cases[3].clone();
+    rep.repetition = 2;
+    rep.name = rep.name.replace("#1", "#2");
+    run.cases.push(rep);
+    let cmp = rtlab_report::model::profile_comparisons(&run);
+    let fifo = &cmp[0].profiles[1];
+    let s = &rtlab_report::model::headline(&run.cases[3]).unwrap().stats;
+    assert_eq!((fifo.cases.len(), fifo.count), (2, 2 * s.count));
+    assert_eq!(fifo.max_ns, s.max_ns);
+    assert!(fifo.p99_9_ns.unwrap() >= s.p99_ns.unwrap(), "the nearest rank of the sum");
+    // HTML: one CCDF plot per comparison, one line and one legend entry per profile
+    let h = rtlab_report::render_html(std::slice::from_ref(&run));
+    assert_eq!(h.matches("class=\"plot ccdf\"").count(), 2);
+    assert_eq!(h.matches("class=\"ccdf-line\"").count(), 4);
+    assert_eq!(h.matches("class=\"legend\"").count(), 4);
+    assert!(h.contains("timer / idle / interval=1ms: thread0 by profile"));
+    // terminal: the same comparison as figures side by side
+    let t = rtlab_report::terminal::profiles_compared(&run);
+    assert_eq!(t.matches("Profiles compared: ").count(), 2);
+    snapshot("profiles_compared.txt", &t);
+}
+
+#[test]
+fn the_partial_last_window_is_not_drawn_as_a_drop() {
+    let run = fixture::run();
+    // case 0's thread0: 5 windows of 100 ms, the last with 25 samples of 500
+    let w = &run.cases[0].document.as_ref().unwrap().streams[0].windows;
+    assert_eq!(w.count.last(), Some(&25));
+    let svg = rtlab_report::svg::max_over_time("t", w, Some(200_000));
+    assert_eq!(svg.matches("class=\"partial\"").count(), 1, "marked apart");
+    assert!(svg.contains("last window partial (25 samples)"));
+    let path = svg.split("<path d=\"").nth(1).unwrap().split('"').next().unwrap();
+    assert_eq!(path.matches(['M', 'L']).count(), w.max_ns.len() - 1, "the line stops before it");
+    // every plotted circle but the partial one is on the line
+    assert_eq!(svg.matches("<circle").count(), w.max_ns.len());
+    // a window without samples breaks the line instead of dropping to zero
+    let gap = rtlab_core::windows::WindowData {
+        width_ns: 1_000_000,
+        max_ns: vec![Some(50_000), None, Some(60_000), Some(55_000)],
+        count: vec![10, 0, 10, 10],
+    };
+    let svg = rtlab_report::svg::max_over_time("t", &gap, None);
+    let path = svg.split("<path d=\"").nth(1).unwrap().split('"').next().unwrap();
+    assert_eq!((path.matches('M').count(), path.matches('L').count()), (2, 1), "{path}");
+    assert!(!svg.contains("class=\"partial\""));
+}

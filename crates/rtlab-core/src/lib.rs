@@ -13,7 +13,6 @@ pub mod raw;
 pub mod render;
 pub mod rt;
 pub mod run;
-pub mod scenario;
 pub mod schema;
 pub mod sink;
 pub mod stats;

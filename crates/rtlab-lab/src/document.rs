@@ -1,6 +1,5 @@
 //! Assembling and writing result documents (the schema lives in rtlab-core).
 
-use anyhow::Context;
 use rtlab_core::schema::{Environment, ResultDocument, Stream, ToolInfo, Warning, SCHEMA_VERSION};
 use rtlab_core::warnings::{environment_warnings, Warn};
 use std::io::Write;
@@ -28,12 +27,6 @@ pub fn new_document(
     }
 }
 
-/// Write `doc` as pretty JSON to `path` (`-` = stdout), atomically for files.
-pub fn write_json(doc: &ResultDocument, path: &str) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(doc)? + "\n";
-    write_text(&text, path).with_context(|| format!("--json {path}"))
-}
-
 /// Write text to a file atomically (temp + rename), or to stdout for `-`.
 pub fn write_text(text: &str, path: &str) -> std::io::Result<()> {
     if path == "-" {
@@ -48,34 +41,20 @@ pub fn write_text(text: &str, path: &str) -> std::io::Result<()> {
     std::fs::rename(&tmp, p)
 }
 
-/// Check early that an output file can be created, so no measurement is lost at the end.
-pub fn check_writable(path: &str, flag: &str) -> anyhow::Result<()> {
-    if path == "-" {
-        return Ok(());
-    }
-    let p = Path::new(path);
-    let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    if !dir.is_dir() {
-        anyhow::bail!("{flag} {path}: directory '{}' does not exist", dir.display());
-    }
-    let probe = dir.join(format!(".rtlab-write-test-{}", std::process::id()));
-    std::fs::write(&probe, b"")
-        .with_context(|| format!("{flag} {path}: cannot write in '{}'", dir.display()))?;
-    let _ = std::fs::remove_file(probe);
-    Ok(())
-}
-
 /// The warnings every probe shares: the environment's, the memory lock (`None`: not asked
-/// for, `--no-mlockall`) and a measuring thread under SCHED_OTHER.
+/// for: `--no-mlockall`, or a profile that turns it off on purpose, which is no warning)
+/// and a measuring thread under SCHED_OTHER.
 pub fn process_warnings(
     env: &Environment,
     memory_lock: &Option<Result<(), String>>,
     any_other_policy: bool,
+    mlockall_off_by_profile: bool,
 ) -> Vec<Warn> {
     let mut w = environment_warnings(env);
     w.retain(|w| !matches!(w, Warn::MemoryNotLocked { .. }));
     match memory_lock {
         Some(Err(why)) => w.push(Warn::MemoryNotLocked { why: why.clone() }),
+        None if mlockall_off_by_profile => {}
         None => w.push(Warn::MemoryNotLocked { why: "--no-mlockall".into() }),
         Some(Ok(())) => {}
     }

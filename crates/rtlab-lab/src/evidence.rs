@@ -91,12 +91,12 @@ fn trace_journal() -> std::path::PathBuf {
 impl<'h> EvidenceRun<'h> {
     /// Start sampling and, with a threshold, arm the tracer. Err: the tracer could not be
     /// armed (no root, no tracefs), one line naming what.
-    pub fn start(host: &'h dyn Host, o: &EvidenceOptions) -> anyhow::Result<EvidenceRun<'h>> {
+    pub fn start(host: &'h dyn Host, o: &EvidenceOptions) -> Result<EvidenceRun<'h>, String> {
         let armed = match o.trace_on_spike_ns {
             None => None,
             Some(threshold_ns) => {
                 let mut tracer = SpikeTracer::arm(host, &trace_journal())
-                    .map_err(|e| anyhow::anyhow!("--trace-on-spike: {e}"))?;
+                    .map_err(|e| format!("--trace-on-spike: {e}"))?;
                 tracer.avoid_cpus = o.cpus.clone();
                 let flag = Arc::new(SpikeFlag::default());
                 let watch_stop = Arc::new(AtomicBool::new(false));
@@ -293,21 +293,6 @@ pub fn render(ev: &Evidence, streams: &[Stream]) -> String {
         let _ = writeln!(out, "  note: {n}");
     }
     out
-}
-
-/// Print the evidence after a probe's tables. Quiet: only a spike's explanation, on stderr
-/// (with `--json -` stdout is the document).
-pub fn print(ev: Option<&Evidence>, streams: &[Stream], quiet: bool) {
-    let Some(ev) = ev else { return };
-    if quiet {
-        if ev.spike.is_some() {
-            let only_spike =
-                Evidence { counters: None, spike: ev.spike.clone(), notes: ev.notes.clone() };
-            eprint!("{}", render(&only_spike, streams));
-        }
-    } else {
-        print!("{}", render(ev, streams));
-    }
 }
 
 #[cfg(test)]

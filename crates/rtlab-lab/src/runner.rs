@@ -7,8 +7,8 @@
 //! case changes (load, profile, namespaces) and must have put it back when `run_case`
 //! returns, whatever happened.
 
+use crate::scenario::{CaseSpec, Scenario};
 use rtlab_core::run::{CaseRecord, CaseStatus, RunInfo, RunStatus};
-use rtlab_core::scenario::{CaseSpec, Scenario};
 use rtlab_core::schema::ResultDocument;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -44,11 +44,14 @@ pub trait CaseExecutor {
     fn run_case(&mut self, case: &CaseSpec, stop: &Arc<AtomicBool>) -> CaseResult;
 }
 
+/// Why the store could not take a run or a case.
+pub type SinkError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Where runs and cases go (the SQLite store; a vector in tests).
 pub trait RunSink {
-    fn begin_run(&mut self, info: &RunInfo) -> anyhow::Result<i64>;
-    fn add_case(&mut self, run: i64, case: &CaseRecord) -> anyhow::Result<()>;
-    fn finish_run(&mut self, run: i64, status: RunStatus) -> anyhow::Result<()>;
+    fn begin_run(&mut self, info: &RunInfo) -> Result<i64, SinkError>;
+    fn add_case(&mut self, run: i64, case: &CaseRecord) -> Result<(), SinkError>;
+    fn finish_run(&mut self, run: i64, status: RunStatus) -> Result<(), SinkError>;
 }
 
 /// Progress of the whole run (called between and during cases, never from a probe thread).
@@ -65,8 +68,13 @@ pub fn run_scenario(
     sink: &mut dyn RunSink,
     progress: &mut dyn RunProgress,
     stop: &Arc<AtomicBool>,
-) -> anyhow::Result<(i64, RunStatus)> {
-    let run = sink.begin_run(info)?;
+    resume: Option<i64>,
+) -> Result<(i64, RunStatus), SinkError> {
+    // a resumed run goes on under its own id (the caller reopened it)
+    let run = match resume {
+        Some(id) => id,
+        None => sink.begin_run(info)?,
+    };
     let planned = scenario.planned_ns();
     let mut done_ns = 0;
     let mut status = RunStatus::Complete;
@@ -154,15 +162,15 @@ interval = ["1ms", "2ms"]
         status: Option<RunStatus>,
     }
     impl RunSink for MemSink {
-        fn begin_run(&mut self, _: &RunInfo) -> anyhow::Result<i64> {
+        fn begin_run(&mut self, _: &RunInfo) -> Result<i64, SinkError> {
             Ok(7)
         }
-        fn add_case(&mut self, run: i64, c: &CaseRecord) -> anyhow::Result<()> {
+        fn add_case(&mut self, run: i64, c: &CaseRecord) -> Result<(), SinkError> {
             assert_eq!(run, 7);
             self.cases.push(c.clone());
             Ok(())
         }
-        fn finish_run(&mut self, _: i64, s: RunStatus) -> anyhow::Result<()> {
+        fn finish_run(&mut self, _: i64, s: RunStatus) -> Result<(), SinkError> {
             self.status = Some(s);
             Ok(())
         }
@@ -194,7 +202,7 @@ interval = ["1ms", "2ms"]
         let mut sink = MemSink::default();
         let stop = Arc::new(AtomicBool::new(false));
         let (id, status) =
-            run_scenario(&s, &info(), &mut exec, &mut sink, &mut NoProgress, &stop).unwrap();
+            run_scenario(&s, &info(), &mut exec, &mut sink, &mut NoProgress, &stop, None).unwrap();
         assert_eq!((id, status), (7, RunStatus::Complete));
         assert_eq!(sink.cases.len(), 4);
         assert_eq!(exec.seen.len(), 4);
@@ -216,7 +224,7 @@ interval = ["1ms", "2ms"]
         let mut sink = MemSink::default();
         let stop = Arc::new(AtomicBool::new(false));
         let (_, status) =
-            run_scenario(&s, &info(), &mut exec, &mut sink, &mut NoProgress, &stop).unwrap();
+            run_scenario(&s, &info(), &mut exec, &mut sink, &mut NoProgress, &stop, None).unwrap();
         assert_eq!(status, RunStatus::Interrupted);
         assert_eq!(sink.cases.len(), 2, "the finished case and the interrupted one are kept");
         assert_eq!(sink.cases[0].status, CaseStatus::Ok);

@@ -1,36 +1,49 @@
 //! Scenario files: a matrix of probes x loads x profiles x parameters, validated with the
 //! file, line and field of every error before anything runs, and expanded into cases.
 //!
-//! Contract: [`Scenario::parse`] either returns a scenario whose every value was checked
-//! (units parse, values in range, names known) or the first error as one line
-//! `FILE:LINE: FIELD: what is wrong (what is accepted)`. [`Scenario::cases`] is pure and
-//! deterministic: the same file always gives the same cases in the same order.
+//! Contract: [`Scenario::parse`] either returns a scenario whose every case was read into
+//! its probe's typed configuration (the same struct, defaults and validation as the
+//! probe's flags: [`crate::probe::PROBES`]) or the first error as one line
+//! `FILE:LINE: FIELD: what is wrong (what is accepted)`. The number of cases is computed
+//! before anything is expanded and bounded ([`MAX_CASES`], `max_cases = N` raises it), so
+//! no file can make parsing hang. The same file always gives the same cases in the same order.
 //!
 //! The format (TOML):
 //! ```toml
 //! name = "my-scenario"
 //! duration = "10s"            # per case, unless a probe says otherwise (or `count`)
-//! trace_on_spike = "2ms"      # arm ftrace per case; explain its first sample above this
+//! trace_on_spike = "2ms"      # arm ftrace per case; explain its first samples above this
 //! counters = true             # kernel counters per window (default true)
-//! repetitions = 1
+//! repetitions = 1             # 1..=1000
 //! loads = ["idle", "cpu"]      # built-in loads or [load.NAME] tables
-//! profiles = ["no-rt", "rt-normal"]
+//! profiles = ["no-rt", "rt-normal", "./my-profile.toml"]
 //!
 //! [[probe]]
-//! kind = "timer"               # timer | udp | pubsub
-//! interval = ["1ms", "10ms"]   # a list is a matrix axis
+//! kind = "timer"               # timer | udp | pubsub | cyclic
+//! interval = ["1ms", "10ms"]   # a list is a matrix axis; every key is a field of the
+//!                              # probe's configuration (the same names as its flags)
 //!
 //! [load.cpu]
-//! kind = "cpu"                 # cpu | mem | io | hdd | stress | traffic | command
+//! kind = "cpu"                 # cpu | mem | io | hdd | stress | traffic | command | combined
 //! workers = 2
 //! method = "fft"
+//! cpu_load = 80                # percent busy per worker (S4)
 //! ```
 
-use crate::run::Published;
-use crate::units::{parse_bitrate, parse_duration, parse_size, period_of_rate};
+use crate::probe::{self, Probe};
+use rtlab_core::run::Published;
+use rtlab_core::units::parse_bitrate;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use toml::Spanned;
+
+/// Cases one run may hold unless the file raises it (`max_cases = N`).
+pub const MAX_CASES: u64 = 10_000;
+/// Repetitions of a probe's matrix, at most.
+pub const MAX_REPETITIONS: i64 = 1000;
+/// A scaled case keeps at least this many slots (`--scale` never makes a case meaningless).
+pub const MIN_SLOTS: u64 = 100;
 
 /// A scalar that may be written as a string or a number (`payload = 500` or `"4kb"`).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -49,78 +62,26 @@ impl Scalar {
     }
 }
 
-/// One value or a list of them (a list is a matrix axis).
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(untagged)]
-pub enum OneOrMany {
-    Many(Vec<Scalar>),
-    One(Scalar),
-}
-
-impl OneOrMany {
-    fn items(&self) -> Vec<String> {
-        match self {
-            OneOrMany::One(s) => vec![s.text()],
-            OneOrMany::Many(v) => v.iter().map(Scalar::text).collect(),
-        }
-    }
-}
-
-type Axis = Option<Spanned<OneOrMany>>;
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileSpec {
     name: Spanned<String>,
     description: Option<String>,
-    duration: Option<Spanned<String>>,
-    count: Option<Spanned<i64>>,
+    duration: Option<Spanned<toml::Value>>,
+    count: Option<Spanned<toml::Value>>,
     repetitions: Option<Spanned<i64>>,
-    deadline: Option<Spanned<String>>,
+    deadline: Option<Spanned<toml::Value>>,
     trace_on_spike: Option<Spanned<String>>,
     counters: Option<bool>,
+    max_cases: Option<Spanned<i64>>,
     loads: Option<Spanned<Vec<String>>>,
     profiles: Option<Spanned<Vec<String>>>,
     #[serde(default)]
-    probe: Vec<ProbeSpec>,
+    probe: Vec<Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
     #[serde(default)]
     load: BTreeMap<String, Spanned<LoadFileSpec>>,
     #[serde(default)]
     published: Vec<Spanned<PublishedSpec>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ProbeSpec {
-    kind: Spanned<String>,
-    duration: Option<Spanned<String>>,
-    count: Option<Spanned<i64>>,
-    repetitions: Option<Spanned<i64>>,
-    deadline: Option<Spanned<String>>,
-    trace_on_spike: Option<Spanned<String>>,
-    counters: Option<bool>,
-    loads: Option<Spanned<Vec<String>>>,
-    profiles: Option<Spanned<Vec<String>>>,
-    // timer
-    interval: Axis,
-    mode: Axis,
-    /// Overrides the profile's policy for the probe threads (S4 compares rr and fifo).
-    policy: Axis,
-    threads: Axis,
-    distance: Option<Spanned<String>>,
-    // udp and pubsub
-    period: Axis,
-    payload: Axis,
-    loss_timeout: Option<Spanned<String>>,
-    so_priority: Axis,
-    // pubsub
-    transport: Axis,
-    rate: Axis,
-    subscribers: Axis,
-    reliability: Axis,
-    history: Axis,
-    durability: Axis,
-    wait: Axis,
 }
 
 #[derive(Debug, Deserialize)]
@@ -219,54 +180,65 @@ pub fn builtin_load(name: &str) -> Option<LoadSpec> {
     })
 }
 
-/// Built-in profile names (DESIGN.md "profile").
-pub const PROFILES: &[&str] =
-    &["no-rt", "rt-normal", "rt-affinities", "rt-isolation", "rt-kthreads"];
-/// Probe kinds.
-pub const PROBES: &[&str] = &["timer", "udp", "pubsub"];
-/// Pub/sub transports (DESIGN.md "transport").
-pub const TRANSPORTS: &[&str] = &["intra", "shm", "zenoh", "dds", "udp"];
+/// Keys of a `[[probe]]` table that belong to the scenario, not to the probe's configuration.
+const CASE_KEYS: &[&str] =
+    &["kind", "repetitions", "trace_on_spike", "counters", "loads", "profiles"];
+/// Keys a probe inherits from the top of the file when it does not set them.
+const INHERITED: &[&str] = &["duration", "count", "deadline"];
 
 /// One cell of the matrix, one repetition: everything the runner needs.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct CaseSpec {
     pub index: u32,
     pub name: String,
     pub probe: String,
+    /// The probe, configured (the same typed configuration as its flags give).
+    pub config: Arc<dyn Probe>,
     pub load: String,
     pub load_spec: LoadSpec,
+    /// The profile as written (a built-in name or a file path).
     pub profile: String,
-    /// Matrix parameters, as written (units kept): interval, mode, payload, transport...
+    /// The profile, resolved.
+    pub profile_spec: rtlab_tune::profile::NamedProfile,
+    /// Matrix parameters as written (units kept): what names the case and what
+    /// `[[published]]` matches.
     pub params: BTreeMap<String, String>,
     pub repetition: u32,
-    pub duration_ns: Option<i64>,
-    pub count: Option<u64>,
-    pub deadline_ns: Option<i64>,
-    /// Arm ftrace for this case and explain its first sample above this (root).
+    /// Arm ftrace for this case and explain its first samples above this (root).
     pub trace_on_spike_ns: Option<i64>,
     /// Sample the kernel counters per window.
     pub counters: bool,
     pub published: Option<Published>,
+    /// Said when `--scale` hit a floor.
+    pub scale_note: Option<String>,
 }
 
 impl CaseSpec {
-    /// How long the case is expected to measure, for progress and ETA.
+    /// How long the case is expected to measure, for progress and ETA (slots, not samples).
     pub fn planned_ns(&self) -> i64 {
-        if let Some(d) = self.duration_ns {
-            return d;
+        self.config.plan().estimate_ns()
+    }
+
+    /// The case's length as the dry run shows it.
+    pub fn length(&self) -> String {
+        use rtlab_core::units::{format_duration_exact, Nanos};
+        let p = self.config.plan();
+        let one = match (p.duration_ns, p.count) {
+            (Some(d), Some(c)) => format!("{} or {c} slots", format_duration_exact(Nanos(d))),
+            (Some(d), None) => format_duration_exact(Nanos(d)),
+            (None, Some(c)) => format!("{c} slots"),
+            (None, None) => String::new(),
+        };
+        if p.sweep > 1 {
+            format!("{one} x {} sweep cases", p.sweep)
+        } else {
+            one
         }
-        let per = ["interval", "period"]
-            .iter()
-            .find_map(|k| self.params.get(*k).and_then(|v| parse_duration(v).ok()))
-            .or_else(|| self.params.get("rate").and_then(|r| period_of_rate(r).ok()))
-            .map(|n| n.0)
-            .unwrap_or(1_000_000);
-        self.count.map(|c| c as i64 * per).unwrap_or(0)
     }
 }
 
 /// A validated scenario.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Scenario {
     pub name: String,
     pub description: String,
@@ -310,35 +282,27 @@ impl Ctx<'_> {
     }
 }
 
-/// Which fields each probe kind takes.
-fn allowed(kind: &str) -> &'static [&'static str] {
-    match kind {
-        "timer" => &["interval", "mode", "threads", "distance", "policy"],
-        "udp" => &["period", "payload", "loss_timeout", "so_priority", "mode"],
-        "pubsub" => &[
-            "transport",
-            "payload",
-            "rate",
-            "period",
-            "subscribers",
-            "reliability",
-            "history",
-            "durability",
-            "wait",
-            "mode",
-            "loss_timeout",
-        ],
-        _ => &[],
+/// The text of a scalar value as written (`"1ms"` -> `1ms`, `500` -> `500`).
+fn value_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
     }
 }
 
-fn scale_ns(ns: i64, scale: f64) -> i64 {
-    ((ns as f64 * scale).round() as i64).max(1)
+/// Where a scenario file is: its directory resolves relative profile paths.
+fn base_dir(origin: &str) -> std::path::PathBuf {
+    std::path::Path::new(origin)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty() && !origin.starts_with("preset "))
+        .map(|p| p.to_path_buf())
+        .unwrap_or_else(|| ".".into())
 }
 
 impl Scenario {
     /// Parse and validate. `origin` names the file (or preset) in errors. `scale`
-    /// multiplies every duration and count (`--scale`; 1.0 = as written).
+    /// multiplies every duration and count (`--scale`; 1.0 = as written), keeping each case
+    /// at [`MIN_SLOTS`] slots or more.
     pub fn parse(origin: &str, text: &str, scale: f64) -> Result<Scenario, ScenarioError> {
         let ctx = Ctx { origin, text };
         let file: FileSpec = toml::from_str(text).map_err(|e| {
@@ -361,8 +325,20 @@ impl Scenario {
             return Err(ctx.err(file.name.span(), "name", "must not be empty"));
         }
         if file.probe.is_empty() {
-            return Err(ctx.err(0..0, "probe", "no [[probe]] table: a scenario needs at least one probe (kind = \"timer\" | \"udp\" | \"pubsub\")"));
+            return Err(ctx.err(
+                0..0,
+                "probe",
+                format!(
+                    "no [[probe]] table: a scenario needs at least one probe (kind = {})",
+                    probe::kind_names()
+                ),
+            ));
         }
+        let max_cases = match &file.max_cases {
+            None => MAX_CASES,
+            Some(m) if *m.get_ref() >= 1 => *m.get_ref() as u64,
+            Some(m) => return Err(ctx.err(m.span(), "max_cases", "must be at least 1")),
+        };
 
         // loads: built-ins and [load.NAME] tables
         let mut loads: BTreeMap<String, LoadSpec> = BTreeMap::new();
@@ -390,318 +366,289 @@ impl Scenario {
                 loads.insert(lname.clone(), LoadSpec::Combined { parts });
             }
         }
-        let load_spec = |names: &Spanned<Vec<String>>,
+        let load_list = |names: &[String],
+                         span: std::ops::Range<usize>,
                          field: &str|
          -> Result<Vec<(String, LoadSpec)>, ScenarioError> {
             let mut out = Vec::new();
-            for n in names.get_ref() {
+            for n in names {
                 let spec = loads.get(n).cloned().or_else(|| builtin_load(n)).ok_or_else(|| {
-                    ctx.err(names.span(), field, format!("unknown load '{n}' (built in: idle, cpu, stress, tx, rx; or define [load.{n}])"))
+                    ctx.err(span.clone(), field, format!("unknown load '{n}' (built in: idle, cpu, stress, tx, rx; or define [load.{n}])"))
                 })?;
                 out.push((n.clone(), spec));
             }
             if out.is_empty() {
-                return Err(ctx.err(names.span(), field, "empty list"));
+                return Err(ctx.err(span, field, "empty list"));
             }
             Ok(out)
         };
-        let profile_list =
-            |names: &Spanned<Vec<String>>, field: &str| -> Result<Vec<String>, ScenarioError> {
-                for n in names.get_ref() {
-                    if !PROFILES.contains(&n.as_str()) {
-                        return Err(ctx.err(
-                            names.span(),
-                            field,
-                            format!("unknown profile '{n}' (accepted: {})", PROFILES.join(", ")),
-                        ));
-                    }
+        let dir = base_dir(origin);
+        let mut resolved: BTreeMap<String, rtlab_tune::profile::NamedProfile> = BTreeMap::new();
+        let mut profile_list = |names: &[String],
+                                span: std::ops::Range<usize>,
+                                field: &str|
+         -> Result<Vec<String>, ScenarioError> {
+            if names.is_empty() {
+                return Err(ctx.err(span, field, "empty list"));
+            }
+            for n in names {
+                if !resolved.contains_key(n) {
+                    let p = rtlab_tune::profile::resolve(n, &dir)
+                        .map_err(|m| ctx.err(span.clone(), field, m.to_string()))?;
+                    resolved.insert(n.clone(), p);
                 }
-                if names.get_ref().is_empty() {
-                    return Err(ctx.err(names.span(), field, "empty list"));
-                }
-                Ok(names.get_ref().clone())
-            };
+            }
+            Ok(names.to_vec())
+        };
         let top_loads = match &file.loads {
-            Some(l) => load_spec(l, "loads")?,
+            Some(l) => load_list(l.get_ref(), l.span(), "loads")?,
             None => vec![("idle".to_string(), LoadSpec::Idle)],
         };
         let top_profiles = match &file.profiles {
-            Some(p) => profile_list(p, "profiles")?,
-            None => vec!["no-rt".to_string()],
+            Some(p) => profile_list(p.get_ref(), p.span(), "profiles")?,
+            None => profile_list(&["no-rt".to_string()], 0..0, "profiles")?,
         };
-        let top_duration = file.duration.as_ref().map(|d| dur(&ctx, d, "duration")).transpose()?;
-        let top_count = file.count.as_ref().map(|c| positive(&ctx, c, "count")).transpose()?;
+        let repetitions = |r: &Spanned<i64>, field: &str| -> Result<u32, ScenarioError> {
+            match *r.get_ref() {
+                n if (1..=MAX_REPETITIONS).contains(&n) => Ok(n as u32),
+                n => Err(ctx.err(r.span(), field, format!("{n} is not in 1..={MAX_REPETITIONS}"))),
+            }
+        };
         let top_reps = file
             .repetitions
             .as_ref()
-            .map(|c| positive(&ctx, c, "repetitions"))
+            .map(|r| repetitions(r, "repetitions"))
             .transpose()?
             .unwrap_or(1);
-        let top_deadline = file.deadline.as_ref().map(|d| dur(&ctx, d, "deadline")).transpose()?;
+        let spike = |v: &Spanned<String>, field: &str| -> Result<i64, ScenarioError> {
+            match rtlab_core::units::parse_duration(v.get_ref()) {
+                Ok(n) if n.0 > 0 => Ok(n.0),
+                Ok(_) => {
+                    Err(ctx.err(v.span(), field, format!("'{}' must be above zero", v.get_ref())))
+                }
+                Err(e) => Err(ctx.err(v.span(), field, e.to_string())),
+            }
+        };
         let top_spike =
-            file.trace_on_spike.as_ref().map(|d| dur(&ctx, d, "trace_on_spike")).transpose()?;
+            file.trace_on_spike.as_ref().map(|v| spike(v, "trace_on_spike")).transpose()?;
+        let top: BTreeMap<&str, &Spanned<toml::Value>> = [
+            ("duration", file.duration.as_ref()),
+            ("count", file.count.as_ref()),
+            ("deadline", file.deadline.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k, v)))
+        .collect();
 
         let mut published = Vec::new();
         for p in &file.published {
-            let s = p.get_ref();
-            for k in s.matches.keys() {
-                if !["probe", "load", "profile"].contains(&k.as_str())
-                    && !PROBES.iter().any(|pk| allowed(pk).contains(&k.as_str()))
-                {
-                    return Err(ctx.err(
-                        p.span(),
-                        format!("published.match.{k}"),
-                        "not a probe, load, profile or parameter name",
-                    ));
-                }
-            }
-            published.push(s);
+            published.push(p.get_ref());
         }
 
-        let mut cases = Vec::new();
-        for (pi, p) in file.probe.iter().enumerate() {
+        // first pass: the shape of every probe's matrix, and the number of cases, bounded
+        struct Shape<'f> {
+            kind: &'static probe::ProbeKind,
+            scalars: toml::Table,
+            axes: Vec<(String, Vec<toml::Value>, std::ops::Range<usize>)>,
+            spans: BTreeMap<String, std::ops::Range<usize>>,
+            loads: Vec<(String, LoadSpec)>,
+            profiles: Vec<String>,
+            reps: u32,
+            spike: Option<i64>,
+            counters: bool,
+            table: &'f Spanned<BTreeMap<String, Spanned<toml::Value>>>,
+        }
+        let mut shapes = Vec::new();
+        let mut total: u64 = 0;
+        let mut factors_of_largest = String::new();
+        let mut largest = 0u64;
+        for (pi, t) in file.probe.iter().enumerate() {
             let field = |f: &str| format!("probe[{pi}].{f}");
-            let kind = p.kind.get_ref().as_str();
-            if !PROBES.contains(&kind) {
-                return Err(ctx.err(
-                    p.kind.span(),
+            let map = t.get_ref();
+            let kind_v = map.get("kind").ok_or_else(|| {
+                ctx.err(
+                    t.span(),
                     field("kind"),
-                    format!("unknown probe '{kind}' (accepted: {})", PROBES.join(", ")),
-                ));
-            }
-            // fields that do not belong to this kind
-            let present: [(&str, Option<std::ops::Range<usize>>); 19] = [
-                ("policy", p.policy.as_ref().map(|s| s.span())),
-                ("interval", p.interval.as_ref().map(|s| s.span())),
-                ("mode", p.mode.as_ref().map(|s| s.span())),
-                ("threads", p.threads.as_ref().map(|s| s.span())),
-                ("distance", p.distance.as_ref().map(|s| s.span())),
-                ("period", p.period.as_ref().map(|s| s.span())),
-                ("payload", p.payload.as_ref().map(|s| s.span())),
-                ("loss_timeout", p.loss_timeout.as_ref().map(|s| s.span())),
-                ("so_priority", p.so_priority.as_ref().map(|s| s.span())),
-                ("transport", p.transport.as_ref().map(|s| s.span())),
-                ("rate", p.rate.as_ref().map(|s| s.span())),
-                ("subscribers", p.subscribers.as_ref().map(|s| s.span())),
-                ("reliability", p.reliability.as_ref().map(|s| s.span())),
-                ("history", p.history.as_ref().map(|s| s.span())),
-                ("durability", p.durability.as_ref().map(|s| s.span())),
-                ("wait", p.wait.as_ref().map(|s| s.span())),
-                ("duration", None),
-                ("count", None),
-                ("deadline", None),
-            ];
-            for (f, span) in present.iter() {
-                if let Some(span) = span {
-                    if !allowed(kind).contains(f) {
+                    format!("missing (accepted: {})", probe::kind_names()),
+                )
+            })?;
+            let kind_name = value_text(kind_v.get_ref());
+            let kind = probe::kind(&kind_name).ok_or_else(|| {
+                ctx.err(
+                    kind_v.span(),
+                    field("kind"),
+                    format!("unknown probe '{kind_name}' (accepted: {})", probe::kind_names()),
+                )
+            })?;
+            let reps = match map.get("repetitions") {
+                Some(v) => match v.get_ref() {
+                    toml::Value::Integer(n) => {
+                        repetitions(&Spanned::new(v.span(), *n), &field("repetitions"))?
+                    }
+                    _ => {
                         return Err(ctx.err(
-                            span.clone(),
-                            field(f),
-                            format!(
-                                "not a parameter of the {kind} probe (accepted: {})",
-                                allowed(kind).join(", ")
-                            ),
-                        ));
+                            v.span(),
+                            field("repetitions"),
+                            "expected a whole number",
+                        ))
                     }
-                }
-            }
-            // the axes, each value checked
-            let mut axes: Vec<(&str, Vec<String>)> = Vec::new();
-            let mut axis = |name: &'static str,
-                            a: &Axis,
-                            check: &dyn Fn(&str) -> Result<(), String>|
-             -> Result<(), ScenarioError> {
-                if let Some(a) = a {
-                    let items = a.get_ref().items();
-                    if items.is_empty() {
-                        return Err(ctx.err(a.span(), field(name), "empty list"));
-                    }
-                    for v in &items {
-                        check(v).map_err(|m| ctx.err(a.span(), field(name), m))?;
-                    }
-                    axes.push((name, items));
-                }
-                Ok(())
+                },
+                None => top_reps,
             };
-            let duration_ok = |v: &str| {
-                parse_duration(v).map_err(|e| e.to_string()).and_then(|n| {
-                    if n.0 > 0 {
-                        Ok(())
-                    } else {
-                        Err(format!("'{v}' must be above zero"))
-                    }
-                })
+            let spike_ns = match map.get("trace_on_spike") {
+                Some(v) => Some(spike(
+                    &Spanned::new(v.span(), value_text(v.get_ref())),
+                    &field("trace_on_spike"),
+                )?),
+                None => top_spike,
             };
-            let one_of = |list: &'static [&'static str]| {
-                move |v: &str| {
-                    if list.contains(&v) {
-                        Ok(())
-                    } else {
-                        Err(format!("'{v}' is not one of {}", list.join(", ")))
-                    }
-                }
+            let counters = match map.get("counters") {
+                Some(v) => v.get_ref().as_bool().ok_or_else(|| {
+                    ctx.err(v.span(), field("counters"), "expected true or false")
+                })?,
+                None => file.counters.unwrap_or(true),
             };
-            let int_in = |lo: i64, hi: i64| {
-                move |v: &str| match v.parse::<i64>() {
-                    Ok(n) if (lo..=hi).contains(&n) => Ok(()),
-                    _ => Err(format!("'{v}' is not a whole number in {lo}..={hi}")),
-                }
-            };
-            match kind {
-                "timer" => {
-                    axis("interval", &p.interval, &duration_ok)?;
-                    axis("mode", &p.mode, &one_of(&["abs", "rel"]))?;
-                    axis("threads", &p.threads, &int_in(1, 64))?;
-                    axis("policy", &p.policy, &one_of(&["fifo", "rr", "other"]))?;
-                }
-                "udp" => {
-                    axis("period", &p.period, &duration_ok)?;
-                    axis("mode", &p.mode, &one_of(&["periodic", "pingpong"]))?;
-                    axis("payload", &p.payload, &|v: &str| match parse_size(v) {
-                        Ok(n) if (16..=65507).contains(&n) => Ok(()),
-                        Ok(n) => Err(format!("{n} bytes is outside a UDP datagram's 16..=65507")),
-                        Err(e) => Err(e.to_string()),
-                    })?;
-                    axis("so_priority", &p.so_priority, &int_in(0, 6))?;
-                }
-                _ => {
-                    axis("transport", &p.transport, &one_of(TRANSPORTS))?;
-                    axis("mode", &p.mode, &one_of(&["oneway", "roundtrip"]))?;
-                    axis("payload", &p.payload, &|v: &str| match parse_size(v) {
-                        Ok(n) if (16..=64 * 1024 * 1024).contains(&n) => Ok(()),
-                        Ok(n) => Err(format!("{n} bytes is outside 16 B..64 MiB")),
-                        Err(e) => Err(e.to_string()),
-                    })?;
-                    axis("rate", &p.rate, &|v: &str| {
-                        period_of_rate(v).map(|_| ()).map_err(|e| e.to_string())
-                    })?;
-                    axis("period", &p.period, &duration_ok)?;
-                    axis("subscribers", &p.subscribers, &int_in(1, 64))?;
-                    axis("reliability", &p.reliability, &one_of(&["reliable", "best-effort"]))?;
-                    axis("history", &p.history, &|v: &str| {
-                        if v == "keep-all"
-                            || v.strip_prefix("keep-last:")
-                                .is_some_and(|n| n.parse::<u32>().is_ok_and(|n| n > 0))
-                        {
-                            Ok(())
-                        } else {
-                            Err(format!("'{v}' is not keep-last:N or keep-all"))
-                        }
-                    })?;
-                    axis("durability", &p.durability, &one_of(&["volatile", "transient-local"]))?;
-                    axis("wait", &p.wait, &one_of(&["blocking", "busy-poll"]))?;
-                    if p.transport.is_none() {
-                        return Err(ctx.err(
-                            p.kind.span(),
-                            field("transport"),
-                            format!(
-                                "a pubsub probe needs transport = one or a list of {}",
-                                TRANSPORTS.join(", ")
-                            ),
-                        ));
+            let string_list =
+                |v: &Spanned<toml::Value>, f: &str| -> Result<Vec<String>, ScenarioError> {
+                    match v.get_ref() {
+                        toml::Value::Array(a) => Ok(a.iter().map(value_text).collect()),
+                        toml::Value::String(s) => Ok(vec![s.clone()]),
+                        _ => Err(ctx.err(v.span(), field(f), "expected a list of names")),
                     }
-                }
-            }
-            if let Some(d) = &p.distance {
-                dur(&ctx, d, &field("distance"))?;
-                axes.push(("distance", vec![d.get_ref().clone()]));
-            }
-            if let Some(l) = &p.loss_timeout {
-                dur(&ctx, l, &field("loss_timeout"))?;
-                axes.push(("loss_timeout", vec![l.get_ref().clone()]));
-            }
-            let p_loads = match &p.loads {
-                Some(l) => load_spec(l, &field("loads"))?,
+                };
+            let probe_loads = match map.get("loads") {
+                Some(v) => load_list(&string_list(v, "loads")?, v.span(), &field("loads"))?,
                 None => top_loads.clone(),
             };
-            let p_profiles = match &p.profiles {
-                Some(l) => profile_list(l, &field("profiles"))?,
+            let probe_profiles = match map.get("profiles") {
+                Some(v) => {
+                    profile_list(&string_list(v, "profiles")?, v.span(), &field("profiles"))?
+                }
                 None => top_profiles.clone(),
             };
-            let duration = p
-                .duration
-                .as_ref()
-                .map(|d| dur(&ctx, d, &field("duration")))
-                .transpose()?
-                .or(top_duration);
-            let count = p
-                .count
-                .as_ref()
-                .map(|c| positive(&ctx, c, &field("count")))
-                .transpose()?
-                .or(top_count);
-            if duration.is_none() && count.is_none() {
-                return Err(ctx.err(
-                    p.kind.span(),
-                    field("duration"),
-                    "no duration or count for this probe (set one here or at the top)",
-                ));
-            }
-            let reps = p
-                .repetitions
-                .as_ref()
-                .map(|c| positive(&ctx, c, &field("repetitions")))
-                .transpose()?
-                .unwrap_or(top_reps);
-            let deadline = p
-                .deadline
-                .as_ref()
-                .map(|d| dur(&ctx, d, &field("deadline")))
-                .transpose()?
-                .or(top_deadline);
-            let trace_on_spike = p
-                .trace_on_spike
-                .as_ref()
-                .map(|d| dur(&ctx, d, &field("trace_on_spike")))
-                .transpose()?
-                .or(top_spike);
-            let counters = p.counters.or(file.counters).unwrap_or(true);
-
-            // the matrix: parameter axes (in file order) x loads x profiles x repetitions
-            let mut combos: Vec<BTreeMap<String, String>> = vec![BTreeMap::new()];
-            for (name, values) in &axes {
-                let mut next = Vec::new();
-                for c in &combos {
-                    for v in values {
-                        let mut c = c.clone();
-                        c.insert(name.to_string(), v.clone());
-                        next.push(c);
+            let mut scalars = toml::Table::new();
+            let mut axes = Vec::new();
+            let mut spans = BTreeMap::new();
+            for (k, v) in map {
+                if CASE_KEYS.contains(&k.as_str()) {
+                    continue;
+                }
+                spans.insert(k.clone(), v.span());
+                match v.get_ref() {
+                    toml::Value::Array(items) => {
+                        if items.is_empty() {
+                            return Err(ctx.err(v.span(), field(k), "empty list"));
+                        }
+                        axes.push((k.clone(), items.clone(), v.span()));
+                    }
+                    other => {
+                        scalars.insert(k.clone(), other.clone());
                     }
                 }
-                combos = next;
             }
-            for params in &combos {
-                for (lname, lspec) in &p_loads {
-                    for profile in &p_profiles {
-                        for rep in 1..=reps as u32 {
-                            let label: Vec<String> = axes
-                                .iter()
-                                .filter(|(_, v)| v.len() > 1)
-                                .map(|(k, _)| format!("{k}={}", params[*k]))
-                                .collect();
-                            let mut name = format!("{kind}/{lname}/{profile}");
+            for k in INHERITED {
+                if !map.contains_key(*k) {
+                    if let Some(v) = top.get(k) {
+                        scalars.insert(k.to_string(), v.get_ref().clone());
+                        spans.insert(k.to_string(), v.span());
+                    }
+                }
+            }
+            if !scalars.contains_key("duration")
+                && !scalars.contains_key("count")
+                && !axes.iter().any(|(k, _, _)| k == "duration" || k == "count")
+            {
+                return Err(ctx.err(
+                    t.span(),
+                    field("duration"),
+                    "no duration or count: give one here or at the top of the file",
+                ));
+            }
+            let mut n: u64 = reps as u64;
+            let mut factors = vec![format!("repetitions {reps}")];
+            for (k, items, _) in &axes {
+                n = n.saturating_mul(items.len() as u64);
+                factors.push(format!("{k} {}", items.len()));
+            }
+            n = n
+                .saturating_mul(probe_loads.len() as u64)
+                .saturating_mul(probe_profiles.len() as u64);
+            factors.push(format!("loads {}", probe_loads.len()));
+            factors.push(format!("profiles {}", probe_profiles.len()));
+            if n > largest {
+                largest = n;
+                factors_of_largest = format!("probe[{pi}]: {}", factors.join(" x "));
+            }
+            total = total.saturating_add(n);
+            shapes.push(Shape {
+                kind,
+                scalars,
+                axes,
+                spans,
+                loads: probe_loads,
+                profiles: probe_profiles,
+                reps,
+                spike: spike_ns,
+                counters,
+                table: t,
+            });
+        }
+        if total > max_cases {
+            let span = file.probe.first().map(|t| t.span()).unwrap_or(0..0);
+            return Err(ctx.err(span, "probe", format!(
+                "{total} cases is above the limit of {max_cases} per run (largest: {factors_of_largest}); split the scenario, or raise the limit with max_cases = N at the top of the file"
+            )));
+        }
+
+        // second pass: every case read into its probe's configuration
+        let mut cases: Vec<CaseSpec> = Vec::new();
+        for (pi, sh) in shapes.iter().enumerate() {
+            let field = |f: &str| format!("probe[{pi}].{f}");
+            let combos: u64 = sh.axes.iter().map(|(_, v, _)| v.len() as u64).product();
+            for combo in 0..combos {
+                let mut table = sh.scalars.clone();
+                let mut rest = combo;
+                let mut label = Vec::new();
+                for (k, items, _) in &sh.axes {
+                    let v = &items[(rest % items.len() as u64) as usize];
+                    rest /= items.len() as u64;
+                    table.insert(k.clone(), v.clone());
+                    label.push(format!("{k}={}", value_text(v)));
+                }
+                let mut config = (sh.kind.parse)(&table).map_err(|e| {
+                    let span = sh.spans.get(&e.field).cloned().unwrap_or(sh.table.span());
+                    ctx.err(span, field(&e.field), e.message)
+                })?;
+                let scale_note = if scale != 1.0 { config.scale(scale, MIN_SLOTS) } else { None };
+                let config: Arc<dyn Probe> = Arc::from(config);
+                let params: BTreeMap<String, String> =
+                    table.iter().map(|(k, v)| (k.clone(), value_text(v))).collect();
+                for (lname, lspec) in &sh.loads {
+                    for profile in &sh.profiles {
+                        for rep in 1..=sh.reps {
+                            let mut name = format!("{}/{lname}/{profile}", sh.kind.kind);
                             if !label.is_empty() {
                                 name.push('/');
                                 name.push_str(&label.join(","));
                             }
-                            if reps > 1 {
+                            if sh.reps > 1 {
                                 name.push_str(&format!("#{rep}"));
                             }
                             let mut case = CaseSpec {
                                 index: cases.len() as u32,
                                 name,
-                                probe: kind.to_string(),
+                                probe: sh.kind.kind.to_string(),
+                                config: config.clone(),
                                 load: lname.clone(),
                                 load_spec: lspec.clone(),
                                 profile: profile.clone(),
+                                profile_spec: resolved[profile].clone(),
                                 params: params.clone(),
                                 repetition: rep,
-                                duration_ns: duration.map(|d| scale_ns(d, scale)),
-                                count: count.map(|c| ((c as f64 * scale).round() as u64).max(1)),
-                                deadline_ns: deadline,
-                                trace_on_spike_ns: trace_on_spike,
-                                counters,
+                                trace_on_spike_ns: sh.spike,
+                                counters: sh.counters,
                                 published: None,
+                                scale_note: scale_note.clone(),
                             };
                             case.published =
                                 published.iter().find(|p| matches_case(p, &case)).map(|p| {
@@ -723,6 +670,7 @@ impl Scenario {
                 }
             }
         }
+        // the old order: loads and profiles inside each parameter combination
         // names must be unique: two probe tables of one kind with the same axes would clash
         let mut seen = std::collections::BTreeSet::new();
         for c in &mut cases {
@@ -747,10 +695,45 @@ impl Scenario {
         &self.cases
     }
 
+    /// Keep only the cases whose name matches `pattern` (a substring, or a glob with `*`).
+    pub fn retain_matching(&mut self, pattern: &str) {
+        self.cases.retain(|c| glob_match(pattern, &c.name));
+    }
+
+    /// Drop the cases whose index is in `done` (a resumed run).
+    pub fn skip_indices(&mut self, done: &std::collections::BTreeSet<u32>) {
+        self.cases.retain(|c| !done.contains(&c.index));
+    }
+
     /// Planned measuring time of the whole scenario.
     pub fn planned_ns(&self) -> i64 {
         self.cases.iter().map(CaseSpec::planned_ns).sum()
     }
+}
+
+/// `*` matches any run of characters; a pattern without `*` matches as a substring.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    if !pattern.contains('*') {
+        return name.contains(pattern);
+    }
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let mut rest = name;
+    for (i, p) in parts.iter().enumerate() {
+        if i == 0 {
+            match rest.strip_prefix(p) {
+                Some(r) => rest = r,
+                None => return false,
+            }
+        } else if i == parts.len() - 1 {
+            return p.is_empty() || rest.ends_with(p);
+        } else {
+            match rest.find(p) {
+                Some(at) => rest = &rest[at + p.len()..],
+                None => return false,
+            }
+        }
+    }
+    true
 }
 
 fn matches_case(p: &PublishedSpec, c: &CaseSpec) -> bool {
@@ -763,21 +746,6 @@ fn matches_case(p: &PublishedSpec, c: &CaseSpec) -> bool {
             other => c.params.get(other) == Some(&v),
         }
     })
-}
-
-fn dur(ctx: &Ctx, v: &Spanned<String>, field: &str) -> Result<i64, ScenarioError> {
-    let n = parse_duration(v.get_ref()).map_err(|e| ctx.err(v.span(), field, e.to_string()))?;
-    if n.0 <= 0 {
-        return Err(ctx.err(v.span(), field, format!("'{}' must be above zero", v.get_ref())));
-    }
-    Ok(n.0)
-}
-
-fn positive(ctx: &Ctx, v: &Spanned<i64>, field: &str) -> Result<u64, ScenarioError> {
-    match *v.get_ref() {
-        n if n > 0 => Ok(n as u64),
-        n => Err(ctx.err(v.span(), field, format!("{n} must be at least 1"))),
-    }
 }
 
 fn load_of(ctx: &Ctx, name: &str, spec: &Spanned<LoadFileSpec>) -> Result<LoadSpec, ScenarioError> {
@@ -902,7 +870,7 @@ max_us = 464.0
         );
         let c = &s.cases()[3];
         assert_eq!(c.params["mode"], "rel");
-        assert_eq!(c.duration_ns, Some(2_000_000_000));
+        assert_eq!(c.config.plan().duration_ns, Some(2_000_000_000));
         assert_eq!(c.published.as_ref().unwrap().max_us, Some(464.0));
         assert!(s.cases()[7].published.is_none());
         let u = &s.cases()[10];
@@ -914,15 +882,15 @@ max_us = 464.0
                 protocol: "udp".into()
             }
         );
-        assert_eq!(u.count, Some(1000));
+        assert_eq!(u.config.plan().count, Some(1000));
         assert_eq!(u.planned_ns(), 2_000_000_000, "duration wins over count for planning");
     }
 
     #[test]
     fn scale_shortens_durations_and_counts() {
         let s = Scenario::parse("t.toml", GOOD, 0.5).unwrap();
-        assert_eq!(s.cases()[0].duration_ns, Some(1_000_000_000));
-        assert_eq!(s.cases()[8].count, Some(500));
+        assert_eq!(s.cases()[0].config.plan().duration_ns, Some(1_000_000_000));
+        assert_eq!(s.cases()[8].config.plan().count, Some(500));
     }
 
     fn err(text: &str) -> String {
@@ -1016,7 +984,7 @@ mod preset_tests {
         let udp: Vec<_> = s1.cases().iter().filter(|c| c.probe == "udp").collect();
         assert_eq!(udp.len(), 16, "4 profiles x 4 loads");
         assert!(udp.iter().all(|c| c.published.as_ref().is_some_and(|p| p.of == Some(600000))));
-        assert_eq!(udp[0].count, Some(6000), "--scale 0.01 of 600,000 packets");
+        assert_eq!(udp[0].config.plan().count, Some(6000), "--scale 0.01 of 600,000 packets");
         let worst = udp.iter().find(|c| c.profile == "no-rt" && c.load == "stress").unwrap();
         assert_eq!(worst.published.as_ref().unwrap().max_us, Some(46742.0));
 

@@ -1,31 +1,32 @@
 //! Where `rtlab run` keeps its runs: the SQLite store, each case committed as it ends so
 //! that a Ctrl-C or a crash keeps every finished case; and the HTML report of a stored run.
 
+use crate::probe::LabError;
 use crate::runner::RunSink;
-use anyhow::Context;
 use rtlab_core::run::{CaseRecord, RunInfo, RunStatus};
 use rtlab_store::Store;
 use std::path::Path;
 
 impl RunSink for Store {
-    fn begin_run(&mut self, info: &RunInfo) -> anyhow::Result<i64> {
+    fn begin_run(&mut self, info: &RunInfo) -> Result<i64, crate::runner::SinkError> {
         Ok(Store::begin_run(self, info)?)
     }
-    fn add_case(&mut self, run: i64, case: &CaseRecord) -> anyhow::Result<()> {
+    fn add_case(&mut self, run: i64, case: &CaseRecord) -> Result<(), crate::runner::SinkError> {
         Ok(Store::add_case(self, run, case)?)
     }
-    fn finish_run(&mut self, run: i64, status: RunStatus) -> anyhow::Result<()> {
+    fn finish_run(&mut self, run: i64, status: RunStatus) -> Result<(), crate::runner::SinkError> {
         Ok(Store::finish_run(self, run, status)?)
     }
 }
 
 /// Open (creating if needed) the store at `db`.
-pub fn open(db: &str) -> anyhow::Result<Store> {
+pub fn open(db: &str) -> Result<Store, LabError> {
     if let Some(dir) = Path::new(db).parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("--db {db}: cannot create '{}'", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|e| {
+            LabError::Failed(format!("--db {db}: cannot create '{}': {e}", dir.display()))
+        })?;
     }
-    Store::open(db).map_err(|e| anyhow::anyhow!("--db {db}: {e}"))
+    Store::open(db).map_err(|e| LabError::Failed(format!("--db {db}: {e}")))
 }
 
 /// Render run `id` from the store to HTML (`html`, default `run-<ID>.html` beside the store).
@@ -34,7 +35,7 @@ pub fn render_report(
     db: &str,
     id: i64,
     html: Option<&str>,
-) -> anyhow::Result<String> {
+) -> Result<String, LabError> {
     let path = match html {
         Some(p) => p.to_string(),
         None => {
@@ -45,8 +46,8 @@ pub fn render_report(
             dir.join(format!("run-{id}.html")).display().to_string()
         }
     };
-    let run = store.load_run(id)?;
+    let run = store.load_run(id).map_err(|e| LabError::Failed(format!("run {id}: {e}")))?;
     crate::document::write_text(&rtlab_report::render_html(&[run]), &path)
-        .with_context(|| format!("report {path}"))?;
+        .map_err(|e| LabError::Failed(format!("report {path}: {e}")))?;
     Ok(path)
 }

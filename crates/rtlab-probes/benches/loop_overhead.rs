@@ -34,7 +34,7 @@ fn main() {
     let t0 = rtlab_sys::clock::monotonic_ns();
     run_loop(
         &mut NoSleep,
-        Schedule { mode: TimerMode::Abs, interval_ns: 1, duration_ns: None },
+        Schedule { mode: TimerMode::Abs, interval_ns: 1, duration_ns: None, slots: None },
         start,
         &mut lat,
         &mut jit,

@@ -72,6 +72,9 @@ pub struct Schedule {
     pub interval_ns: i64,
     /// Slots at or after `start + duration` are not taken (None: no limit).
     pub duration_ns: Option<i64>,
+    /// Slots after the `slots`-th are not taken (None: no limit). Slots are counted, not
+    /// samples: a skipped slot (an overrun) counts, so the run ends on time.
+    pub slots: Option<u64>,
 }
 
 /// Run one timer loop from `start` (slot 0 is `start`; the first wake-up is slot 1).
@@ -94,6 +97,9 @@ pub fn run_loop<C: Clock, L: Sink, J: Sink>(
     loop {
         if stop.load(Ordering::Relaxed) {
             return LoopEnd::Interrupted;
+        }
+        if matches!(sched.slots, Some(n) if k as u64 > n) {
+            return LoopEnd::Count;
         }
         let slot = start + k * t;
         if let Some(end) = end {
@@ -165,7 +171,7 @@ mod tests {
         let mut jit = Keep::default();
         let stop = AtomicBool::new(false);
         let progress = AtomicU64::new(0);
-        let sched = Schedule { mode, interval_ns: 1_000, duration_ns: None };
+        let sched = Schedule { mode, interval_ns: 1_000, duration_ns: None, slots: None };
         let end = run_loop(&mut c, sched, 1_000_000, &mut lat, &mut jit, &stop, &progress);
         assert_eq!(progress.load(Ordering::Relaxed), lat.samples.len() as u64);
         (c, lat, jit, end)
@@ -222,13 +228,36 @@ mod tests {
     }
 
     #[test]
+    fn a_count_of_slots_ends_on_time_whatever_the_overruns() {
+        // every wake-up 2.5 intervals late: each cycle skips two slots
+        let mut c = FakeClock::new(0, &[2_500; 100]);
+        let mut lat = Keep::default();
+        let mut jit = Keep::default();
+        let stop = AtomicBool::new(false);
+        let p = AtomicU64::new(0);
+        let sched = Schedule {
+            mode: TimerMode::Abs,
+            interval_ns: 1_000,
+            duration_ns: None,
+            slots: Some(9),
+        };
+        assert_eq!(run_loop(&mut c, sched, 0, &mut lat, &mut jit, &stop, &p), LoopEnd::Count);
+        assert_eq!(lat.samples.len() as u64 + lat.overruns, 9, "9 slots: samples + skipped");
+    }
+
+    #[test]
     fn duration_and_stop_flag_end_the_loop() {
         let mut c = FakeClock::new(0, &[]);
         let mut lat = Keep::default();
         let mut jit = Keep::default();
         let stop = AtomicBool::new(false);
         let p = AtomicU64::new(0);
-        let sched = Schedule { mode: TimerMode::Abs, interval_ns: 100, duration_ns: Some(1_000) };
+        let sched = Schedule {
+            mode: TimerMode::Abs,
+            interval_ns: 100,
+            duration_ns: Some(1_000),
+            slots: None,
+        };
         assert_eq!(run_loop(&mut c, sched, 0, &mut lat, &mut jit, &stop, &p), LoopEnd::Duration);
         assert_eq!(lat.samples.len(), 10);
         stop.store(true, Ordering::Relaxed);

@@ -27,8 +27,7 @@ use std::sync::Arc;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TimerThreadConfig {
     pub interval_ns: i64,
-    /// `fifo`, `rr` or `other`.
-    pub policy: String,
+    pub policy: Policy,
     pub priority: i32,
     /// The CPU the thread is pinned to (None: not pinned).
     pub cpu: Option<usize>,
@@ -42,6 +41,7 @@ pub struct TimerConfig {
     pub mode: TimerMode,
     pub threads: Vec<TimerThreadConfig>,
     pub duration_ns: Option<i64>,
+    /// Slots per thread (skipped slots count: the run ends on time).
     pub loops: Option<u64>,
     /// Width of a max-over-time window.
     pub window_ns: i64,
@@ -118,10 +118,8 @@ impl TimerConfig {
                     t.interval_ns
                 )));
             }
-            let p = Policy::parse(&t.policy).ok_or_else(|| {
-                TimerError::Invalid(format!("--policy: '{}' is not fifo, rr or other", t.policy))
-            })?;
-            p.check_priority(t.priority)
+            t.policy
+                .check_priority(t.priority)
                 .map_err(|e| TimerError::Invalid(format!("--priority: {e}")))?;
             if let Some(c) = t.cpu {
                 if !online.contains(&c) {
@@ -239,12 +237,12 @@ pub fn run_with_spike(
     let mut handles = Vec::new();
     let mut spawn_error = None;
     for (i, (t, raw)) in cfg.threads.iter().zip(producers).enumerate() {
-        let policy = Policy::parse(&t.policy).expect("validated");
+        let policy = t.policy;
         let rc = RecorderConfig {
             deadline_ns: t.deadline_ns,
             window_ns: cfg.window_ns,
             window_capacity,
-            max_samples: cfg.loops,
+            max_samples: None,
             us_histogram_buckets: cfg.histogram_us_buckets,
             spike_threshold_ns: None,
         };
@@ -264,8 +262,12 @@ pub fn run_with_spike(
             cpus: t.cpu.map(|c| vec![c]),
             stack_bytes: STACK_BYTES,
         };
-        let sched =
-            Schedule { mode: cfg.mode, interval_ns: t.interval_ns, duration_ns: cfg.duration_ns };
+        let sched = Schedule {
+            mode: cfg.mode,
+            interval_ns: t.interval_ns,
+            duration_ns: cfg.duration_ns,
+            slots: cfg.loops,
+        };
         let stop = stop.clone();
         let prog = progress[i].clone();
         let prefault = cfg.stack_prefault_bytes.min(STACK_BYTES / 2);
@@ -368,7 +370,7 @@ impl TimerOutcome {
             labels.insert("thread".into(), i.to_string());
             labels.insert("mode".into(), cfg.mode.name().into());
             labels.insert("interval_ns".into(), t.config.interval_ns.to_string());
-            labels.insert("policy".into(), t.config.policy.clone());
+            labels.insert("policy".into(), t.config.policy.name().into());
             labels.insert("priority".into(), t.config.priority.to_string());
             labels.insert(
                 "cpu".into(),

@@ -54,7 +54,8 @@ fn the_timer_loop_allocates_nothing() {
         let stop = AtomicBool::new(false);
         let progress = AtomicU64::new(0);
         let mut clock = MonotonicClock;
-        let sched = Schedule { mode, interval_ns: 100_000, duration_ns: Some(5_000_000_000) };
+        let sched =
+            Schedule { mode, interval_ns: 100_000, duration_ns: Some(5_000_000_000), slots: None };
         let start = rtlab_sys::clock::monotonic_ns();
 
         ALLOCS.store(0, Ordering::SeqCst);

@@ -28,7 +28,7 @@ fn pair(rate: Option<u64>, path: PriorityPath) -> NetnsPair {
 }
 
 fn rt() -> RtConfig {
-    RtConfig { policy: "other".into(), priority: 0, cpu: None, mlockall: false }
+    RtConfig::normal()
 }
 
 /// A reflector in side b for the duration of `f`, then its outcome.

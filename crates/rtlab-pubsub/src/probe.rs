@@ -24,7 +24,7 @@ use crate::transport::*;
 use rtlab_core::schema::Stream;
 use rtlab_core::sink::{Recorder, RecorderConfig, Sink};
 use rtlab_sys::clock::{monotonic_ns, sleep_until};
-use rtlab_sys::sched::{set_current_affinity, set_current_policy, spawn_rt, Policy, ThreadSpec};
+use rtlab_sys::sched::{set_current_affinity, set_current_policy, spawn_rt, ThreadSpec};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -136,42 +136,34 @@ pub fn open_transport(spec: &TransportSpec) -> Result<Arc<dyn Transport>, Transp
     crate::open(spec)
 }
 
-/// Policy/priority/CPUs of rtlab's own threads (sender, receivers, echoes).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RtSpec {
-    /// `fifo`, `rr` or `other`.
-    pub policy: String,
-    pub priority: i32,
-    /// CPUs for app threads, used round robin: sender first, then subscriber 0, 1, ...
-    /// (None: not pinned). Processes are never pinned whole: middleware threads float.
-    pub cpus: Option<Vec<usize>>,
+/// Real-time settings of rtlab's own threads (the shared type). CPUs are used round
+/// robin: sender first, then subscriber 0, 1, ... (None: not pinned). Processes are never
+/// pinned whole: middleware threads float. `mlockall` is the role processes' memory lock.
+pub use rtlab_core::rt::RtSettings as RtSpec;
+
+/// What the probe does with its real-time settings.
+trait RtUse {
+    fn cpu(&self, slot: usize) -> Option<usize>;
+    fn apply_policy_here(&self) -> Result<(), String>;
+    fn spec(&self, name: &str, slot: usize) -> ThreadSpec;
 }
 
-impl Default for RtSpec {
-    fn default() -> Self {
-        RtSpec { policy: "other".into(), priority: 0, cpus: None }
-    }
-}
-
-impl RtSpec {
-    fn policy(&self) -> Policy {
-        Policy::parse(&self.policy).unwrap_or(Policy::Other)
-    }
+impl RtUse for RtSpec {
     /// The CPU of app thread `slot` (0: sender, 1 + i: subscriber i).
-    pub fn cpu(&self, slot: usize) -> Option<usize> {
-        self.cpus.as_ref().filter(|c| !c.is_empty()).map(|c| c[slot % c.len()])
+    fn cpu(&self, slot: usize) -> Option<usize> {
+        self.cpu_of(slot)
     }
     /// Set the calling thread's policy (so that threads it creates later inherit it).
-    pub fn apply_policy_here(&self) -> Result<(), String> {
-        if self.policy().is_realtime() {
-            set_current_policy(self.policy(), self.priority).map_err(|e| e.to_string())?;
+    fn apply_policy_here(&self) -> Result<(), String> {
+        if self.policy.is_realtime() {
+            set_current_policy(self.policy, self.priority).map_err(|e| e.to_string())?;
         }
         Ok(())
     }
     fn spec(&self, name: &str, slot: usize) -> ThreadSpec {
         ThreadSpec {
             name: name.into(),
-            policy: self.policy(),
+            policy: self.policy,
             priority: self.priority,
             cpus: self.cpu(slot).map(|c| vec![c]),
             stack_bytes: 512 * 1024,
@@ -202,11 +194,10 @@ pub struct PubsubConfig {
     pub deadline_ns: Option<i64>,
     /// Subscribers as threads of this process instead of processes.
     pub in_process: bool,
+    /// Policy, priority and CPUs of rtlab's threads; `mlockall`: role processes lock their
+    /// memory (the caller locks its own).
     pub rt: RtSpec,
     pub window_ns: i64,
-    /// Role processes lock their memory (mlockall); the caller locks its own.
-    #[serde(default)]
-    pub mlockall: bool,
     /// Middleware threads (by name) given their own SCHED_FIFO priority (S3: DDS 70-80).
     #[serde(default)]
     pub thread_priorities: Vec<ThreadPriority>,
@@ -642,7 +633,7 @@ impl CaseSetup<'_> {
             window_capacity: window_capacity(duration_ns, cfg.window_ns),
             run_timeout_ns: 2 * SETUP_TIMEOUT_NS + duration_ns + cfg.loss_timeout_ns,
             rt: cfg.rt.clone(),
-            mlockall: cfg.mlockall,
+            mlockall: cfg.rt.mlockall,
             thread_priorities: cfg.thread_priorities.clone(),
             spike: cfg.spike.clone(),
         }

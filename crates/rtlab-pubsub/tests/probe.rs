@@ -47,9 +47,8 @@ pub fn config(
         loss_timeout_ns: 200_000_000,
         deadline_ns: None,
         in_process,
-        rt: RtSpec::default(),
+        rt: RtSpec::normal(),
         window_ns: 1_000_000_000,
-        mlockall: false,
         thread_priorities: Vec::new(),
         spike: None,
     }

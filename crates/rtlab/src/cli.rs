@@ -33,14 +33,12 @@ pub enum Command {
     Compare(crate::cmd::compare::CompareArgs),
     /// Export stored runs to JSON or CSV.
     Export(crate::cmd::export::ExportArgs),
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ModeArg {
-    /// clock_nanosleep(TIMER_ABSTIME) on a grid anchored at the start.
-    Abs,
-    /// Relative sleeps to the expected time, like a ROS timer; signed error.
-    Rel,
+    /// A cyclic job (S2's control loop): wake-up latency, job duration, response time.
+    Cyclic(crate::cmd::cyclic::CyclicArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(crate::cmd::gen::CompletionsArgs),
+    /// Print the man page (roff) generated from this command line.
+    Man(crate::cmd::gen::ManArgs),
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,14 +58,14 @@ impl PolicyArg {
     }
 }
 
-/// Flags every real-time thread of rtlab takes.
-#[derive(Args, Debug, Clone)]
+/// Flags every real-time thread of rtlab takes (defaults: the probe's own, see its help).
+#[derive(Args, Debug, Clone, Default)]
 pub struct RtArgs {
-    /// Scheduling policy of the measuring threads.
-    #[arg(long, value_enum, default_value = "fifo")]
-    pub policy: PolicyArg,
-    /// Priority (fifo/rr: 1-99, other: 0). A comma list gives one per thread.
-    #[arg(long, short = 'p', default_value = "80", value_delimiter = ',')]
+    /// Scheduling policy of the measuring threads [timer, udp, cyclic: fifo; pubsub: other].
+    #[arg(long, value_enum)]
+    pub policy: Option<PolicyArg>,
+    /// Priority (fifo/rr: 1-99 [80], other: 0). A comma list gives one per thread (timer).
+    #[arg(long, short = 'p', value_delimiter = ',')]
     pub priority: Vec<i32>,
     /// CPUs to pin to (e.g. 0,1 or 2-3); threads take them in turn. Default: not pinned.
     #[arg(long)]
@@ -77,46 +75,70 @@ pub struct RtArgs {
     pub no_mlockall: bool,
 }
 
+impl RtArgs {
+    /// Put the flags given into the probe's table (`priorities` when one per thread).
+    pub fn fill(&self, t: &mut rtlab_lab::config::FlagTable) {
+        t.str("policy", &self.policy.map(|p| p.name().to_string()));
+        match self.priority.as_slice() {
+            [] => {}
+            [one] => {
+                t.int("priority", Some(*one as i64));
+            }
+            many => {
+                t.0.insert(
+                    "priorities".into(),
+                    toml::Value::Array(
+                        many.iter().map(|p| toml::Value::Integer(*p as i64)).collect(),
+                    ),
+                );
+            }
+        }
+        t.str("cpus", &self.cpus);
+        t.flag("mlockall", self.no_mlockall, false);
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct TimerArgs {
-    /// Number of measuring threads.
-    #[arg(long, short = 't', default_value_t = 1)]
-    pub threads: usize,
-    /// Interval with a unit (250us, 1ms). A comma list gives one per thread.
-    #[arg(long, short = 'i', default_value = "1ms", value_delimiter = ',')]
+    /// Number of measuring threads [1].
+    #[arg(long, short = 't')]
+    pub threads: Option<i64>,
+    /// Interval with a unit (250us, 1ms) [1ms]. A comma list gives one per thread.
+    #[arg(long, short = 'i', value_delimiter = ',')]
     pub interval: Vec<String>,
     /// Added to the interval of each further thread (cyclictest -d), e.g. 500us.
     #[arg(long, short = 'd')]
     pub distance: Option<String>,
-    /// How the timer waits.
-    #[arg(long, value_enum, default_value = "abs")]
-    pub mode: ModeArg,
+    /// How the timer waits [abs]: abs (clock_nanosleep TIMER_ABSTIME on a grid) or rel
+    /// (relative sleeps to the expected time, like a ROS timer; signed error).
+    #[arg(long, value_parser = ["abs", "rel"])]
+    pub mode: Option<String>,
     #[command(flatten)]
     pub rt: RtArgs,
-    /// How long to measure (e.g. 30s, 5m). Default 30s unless --loops is given.
+    /// How long to measure (e.g. 30s, 5m) [30s unless --loops is given].
     #[arg(long, short = 'D')]
     pub duration: Option<String>,
-    /// How many wake-ups per thread.
-    #[arg(long, short = 'l')]
-    pub loops: Option<u64>,
-    /// Samples above this are missed deadlines. Default: the thread's interval.
+    /// How many slots per thread (skipped slots count: the run ends on time).
+    #[arg(long, short = 'l', alias = "count")]
+    pub loops: Option<i64>,
+    /// Samples above this are missed deadlines [the thread's interval].
     #[arg(long)]
     pub deadline: Option<String>,
-    /// Width of a max-over-time window.
-    #[arg(long, default_value = "1s")]
-    pub window: String,
+    /// Width of a max-over-time window [1s].
+    #[arg(long)]
+    pub window: Option<String>,
     /// Hold /dev/cpu_dma_latency at this many us during the run (0 = no deep C-states).
     #[arg(long, num_args = 0..=1, default_missing_value = "0", value_name = "US")]
-    pub cpu_dma_latency: Option<i32>,
+    pub cpu_dma_latency: Option<i64>,
     /// Write the result document (JSON); - for stdout.
     #[arg(long)]
     pub json: Option<String>,
     /// Write a cyclictest -h format histogram (1 us bins) to this file.
     #[arg(long)]
     pub histogram_file: Option<String>,
-    /// Range of the cyclictest-format histogram (its -h N, as a duration).
-    #[arg(long, default_value = "1000us")]
-    pub histogram_max: String,
+    /// Range of the cyclictest-format histogram (its -h N, as a duration) [1000us].
+    #[arg(long)]
+    pub histogram_max: Option<String>,
     /// Stream every raw sample (CSV: stream,index,at_ns,value_ns) to this file.
     #[arg(long)]
     pub raw_file: Option<String>,
@@ -130,10 +152,29 @@ pub struct TimerArgs {
     pub evidence: EvidenceArgs,
 }
 
+impl TimerArgs {
+    /// The flags given, as the probe's table (every default lives in the configuration).
+    pub fn table(&self) -> toml::Table {
+        let mut t = rtlab_lab::config::FlagTable::default();
+        t.int("threads", self.threads)
+            .list("interval", &self.interval)
+            .str("distance", &self.distance)
+            .str("mode", &self.mode)
+            .str("duration", &self.duration)
+            .int("count", self.loops)
+            .str("deadline", &self.deadline)
+            .str("window", &self.window)
+            .int("cpu_dma_latency", self.cpu_dma_latency)
+            .str("histogram_max", &self.histogram_max);
+        self.rt.fill(&mut t);
+        t.take()
+    }
+}
+
 /// Spike evidence flags every probe takes.
 #[derive(Args, Debug, Clone, Default)]
 pub struct EvidenceArgs {
-    /// Arm ftrace and explain the first sample above THRESHOLD (e.g. 500us): who held the CPU, which softirqs and IRQs ran (root).
+    /// Arm ftrace and explain the first samples above THRESHOLD (e.g. 500us): who held the CPU, which softirqs and IRQs ran (root).
     #[arg(long, value_name = "THRESHOLD")]
     pub trace_on_spike: Option<String>,
     /// Do not sample the kernel's counters per window (softirqs, interrupts, ksoftirqd, context switches, steal).
@@ -142,13 +183,9 @@ pub struct EvidenceArgs {
 }
 
 impl EvidenceArgs {
-    /// The options, with the probe's window and measuring-thread name prefix.
-    pub fn options(
-        &self,
-        window_ns: i64,
-        victim: &str,
-    ) -> anyhow::Result<crate::evidence::EvidenceOptions> {
-        let mut o = crate::evidence::EvidenceOptions::new(window_ns, victim);
+    /// The options (the probe fills in its window, threads and streams).
+    pub fn options(&self) -> anyhow::Result<rtlab_lab::evidence::EvidenceOptions> {
+        let mut o = rtlab_lab::evidence::EvidenceOptions::new(1_000_000_000, "");
         o.counters = !self.no_counters;
         if let Some(t) = &self.trace_on_spike {
             let ns = crate::cmd::duration_flag("--trace-on-spike", t)?;

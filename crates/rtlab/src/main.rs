@@ -1,18 +1,32 @@
 //! rtlab: a lab in one command for the real-time behaviour of robot communications on Linux.
 //!
-//! The binary is thin: it parses flags into `<Probe>Config`s (in one place per command),
-//! runs the engines, renders and writes results. Exit codes: 0 ok, 1 a threshold the user
+//! The binary is thin: it parses flags into the probes' configurations (rtlab-lab: the same
+//! structs as scenarios), calls the lab, renders and writes results. Exit codes: 0 ok, 1 a threshold the user
 //! set was exceeded, 2 an error (bad input, missing tool, no privilege), with one line on
 //! stderr naming what and where. (Model: ripgrep's `crates/core/main.rs`.)
+
+// Every print of the binary goes through `out`: a closed stdout never panics (these shadow
+// std's macros in every module below).
+macro_rules! println {
+    () => { $crate::out::write(false, format_args!("\n")) };
+    ($($t:tt)*) => { $crate::out::write(false, format_args!("{}\n", format_args!($($t)*))) };
+}
+macro_rules! print {
+    ($($t:tt)*) => { $crate::out::write(false, format_args!($($t)*)) };
+}
+macro_rules! eprintln {
+    () => { $crate::out::write(true, format_args!("\n")) };
+    ($($t:tt)*) => { $crate::out::write(true, format_args!("{}\n", format_args!($($t)*))) };
+}
+macro_rules! eprint {
+    ($($t:tt)*) => { $crate::out::write(true, format_args!($($t)*)) };
+}
 
 mod cli;
 mod cmd;
 mod document;
-mod evidence;
-mod executor;
+mod out;
 mod progress;
-mod runner;
-mod store_sink;
 
 use clap::Parser;
 use std::io::Write;
@@ -34,7 +48,7 @@ fn main() -> ExitCode {
     match cmd::dispatch(args) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            if is_broken_pipe(&e) {
+            if is_broken_pipe(&e) || out::closed() {
                 return ExitCode::SUCCESS;
             }
             let mut msg = format!("{e}");

@@ -3,21 +3,18 @@
 //! Contract: the load starts first (so that the profile treats it as "every other task":
 //! moved off an isolated CPU, never given the application's priority), then the profile is
 //! applied through a journaled session; [`CaseSetup::finish`] (and Drop) restores the
-//! profile, then stops the load — also on error and on panic. A load that cannot start
-//! (a missing tool) or a profile that cannot be applied makes the case fail with the reason.
+//! profile, then stops the load — also on error and on panic. Every load child dies with
+//! rtlab (PR_SET_PDEATHSIG) and carries a time limit of its own (the case's planned time
+//! plus a margin), so a kill -9 of rtlab leaves no load burning.
 
-use rtlab_core::scenario::LoadSpec;
+use crate::probe::LabError;
+use crate::scenario::LoadSpec;
+use rtlab_load::{Direction, LoadConfig, RunningLoad, TrafficConfig};
 use rtlab_probes::netns::NetnsPair;
-use rtlab_tune::host::RealHost;
-use rtlab_tune::load::{Direction, LoadConfig, RunningLoad, TrafficConfig};
+use rtlab_tune::profile::NamedProfile;
 use rtlab_tune::session::Session;
 use std::collections::BTreeMap;
-
-/// The machine, for every case of the run (profiles borrow it).
-pub fn host() -> &'static RealHost {
-    static HOST: std::sync::OnceLock<RealHost> = std::sync::OnceLock::new();
-    HOST.get_or_init(RealHost::new)
-}
+use std::time::Duration;
 
 /// The iperf3 port used by traffic loads.
 const IPERF_PORT: u16 = 5299;
@@ -31,7 +28,7 @@ pub fn load_configs(
 ) -> Vec<LoadConfig> {
     match spec {
         LoadSpec::Idle => vec![],
-        LoadSpec::Stress { cpu, cpu_method, vm, io, hdd, .. } => vec![LoadConfig::Stress {
+        LoadSpec::Stress { cpu, cpu_method, cpu_load, vm, io, hdd } => vec![LoadConfig::Stress {
             cpu: if *cpu == 0 && *vm == 0 && *io == 0 && *hdd == 0 {
                 online_cpus as u32
             } else {
@@ -41,6 +38,7 @@ pub fn load_configs(
             io: *io,
             hdd: *hdd,
             cpu_method: cpu_method.clone(),
+            cpu_load: *cpu_load,
         }],
         LoadSpec::Traffic { bits_per_second, direction, protocol } => {
             vec![LoadConfig::Traffic(TrafficConfig {
@@ -70,31 +68,40 @@ pub struct CaseSetup {
 }
 
 impl CaseSetup {
-    /// Start the load (through `pair` when given), then apply `profile` for `pids`.
+    /// Start the load (through `pair` when given; its tools limited to `planned` plus a
+    /// margin), then apply `profile` for `pids`.
     pub fn start(
         spec: &LoadSpec,
         pair: Option<&NetnsPair>,
-        profile: &str,
+        profile: &NamedProfile,
         rt_cpu: Option<usize>,
         pids: Vec<i32>,
-    ) -> Result<CaseSetup, String> {
+        planned: Duration,
+    ) -> Result<CaseSetup, LabError> {
         let mut s = CaseSetup::default();
         let online = rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0.len();
+        let limit = rtlab_load::max_duration_for(planned);
         for cfg in load_configs(spec, pair, online) {
-            let mut l = RunningLoad::start(&cfg).map_err(|e| format!("load: {e}"))?;
+            let mut l = RunningLoad::start(&cfg, Some(limit)).map_err(load_error)?;
             // a load that dies at once (a bad option, a port in use) is an error, not a quiet idle case
-            std::thread::sleep(std::time::Duration::from_millis(300));
-            l.check_alive().map_err(|e| format!("load: {e}"))?;
+            std::thread::sleep(Duration::from_millis(300));
+            l.check_alive().map_err(load_error)?;
             s.loads.push(l);
         }
         let target = rtlab_tune::profile::Target { rt_cpu, nic: None, netns: None, pids };
         let journal = std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL);
-        let (session, outcomes) =
-            rtlab_tune::profile::apply_profile(host(), profile, &BTreeMap::new(), &target, journal)
-                .map_err(|e| format!("profile {profile}: {e}"))?;
+        let user = BTreeMap::from([(profile.name.clone(), profile.profile.clone())]);
+        let (session, outcomes) = rtlab_tune::profile::apply_profile(
+            super::host(),
+            &profile.name,
+            &user,
+            &target,
+            journal,
+        )
+        .map_err(|e| LabError::Failed(format!("profile {}: {e}", profile.name)))?;
         s.session = Some(session);
         s.profile_report = Some(serde_json::json!({
-            "profile": profile,
+            "profile": profile.name,
             "steps": outcomes.iter().map(|o| serde_json::json!({ "what": o.what, "status": o.status, "detail": o.detail })).collect::<Vec<_>>(),
         }));
         Ok(s)
@@ -118,5 +125,13 @@ impl CaseSetup {
 impl Drop for CaseSetup {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+/// A load error: what the machine lacks makes the case skipped, the rest failed.
+fn load_error(e: rtlab_load::LoadError) -> LabError {
+    match e.missing() {
+        Some(m) => LabError::Missing(m.clone()),
+        None => LabError::Failed(format!("load: {e}")),
     }
 }

@@ -29,16 +29,8 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Real-time settings of a measuring thread.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RtConfig {
-    /// `fifo`, `rr` or `other`.
-    pub policy: String,
-    pub priority: i32,
-    /// Pin the thread to this CPU (None: not pinned).
-    pub cpu: Option<usize>,
-    pub mlockall: bool,
-}
+/// Real-time settings of the measuring thread (the shared type; its first CPU pins it).
+pub use rtlab_core::rt::RtSettings as RtConfig;
 
 /// Socket options (None: the kernel's default, untouched).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -141,11 +133,9 @@ pub fn parse_addr(flag: &'static str, s: &str, port_zero_ok: bool) -> Result<Soc
 }
 
 fn check_rt(rt: &RtConfig, online: &[usize]) -> Result<Policy, UdpError> {
-    let p = Policy::parse(&rt.policy).ok_or_else(|| {
-        UdpError::Invalid(format!("--policy '{}': not fifo, rr or other", rt.policy))
-    })?;
+    let p = rt.policy;
     p.check_priority(rt.priority).map_err(|e| UdpError::Invalid(format!("--priority: {e}")))?;
-    if let Some(c) = rt.cpu {
+    if let Some(c) = rt.cpu_of(0) {
         if !online.contains(&c) {
             return Err(UdpError::Invalid(format!(
                 "--cpus: CPU {c} is not online (online: {online:?})"
@@ -476,7 +466,7 @@ pub fn ping(
         name: "rtlab-udp-ping".into(),
         policy,
         priority: cfg.rt.priority,
-        cpus: cfg.rt.cpu.map(|c| vec![c]),
+        cpus: cfg.rt.cpu_of(0).map(|c| vec![c]),
         stack_bytes: STACK_BYTES,
     };
     let (stop_in, progress_in) = (stop.clone(), progress.clone());
@@ -548,9 +538,10 @@ fn rt_labels(
     seen: &(Option<Policy>, i32),
     cpus: &[usize],
 ) {
-    labels.insert("policy".into(), rt.policy.clone());
+    labels.insert("policy".into(), rt.policy.name().into());
     labels.insert("priority".into(), rt.priority.to_string());
-    labels.insert("cpu".into(), rt.cpu.map(|c| c.to_string()).unwrap_or_else(|| "any".into()));
+    labels
+        .insert("cpu".into(), rt.cpu_of(0).map(|c| c.to_string()).unwrap_or_else(|| "any".into()));
     labels.insert("policy_seen".into(), seen.0.map(|p| p.name()).unwrap_or("unknown").into());
     labels.insert("priority_seen".into(), seen.1.to_string());
     labels.insert("cpus_seen".into(), format!("{cpus:?}"));
@@ -653,7 +644,7 @@ pub fn reflect(
         name: "rtlab-udp-refl".into(),
         policy,
         priority: cfg.rt.priority,
-        cpus: cfg.rt.cpu.map(|c| vec![c]),
+        cpus: cfg.rt.cpu_of(0).map(|c| vec![c]),
         stack_bytes: STACK_BYTES,
     };
     let (stop_in, progress_in) = (stop.clone(), progress.clone());
@@ -790,7 +781,7 @@ mod tests {
             duration_ns: None,
             count: Some(200),
             window_ns: 1_000_000_000,
-            rt: RtConfig { policy: "other".into(), priority: 0, cpu: None, mlockall: false },
+            rt: RtConfig::normal(),
             socket: SocketConfig::default(),
             preflight_ns: 2_000_000_000,
             spike: None,
@@ -805,7 +796,7 @@ mod tests {
             duration_ns: None,
             count: None,
             window_ns: 1_000_000_000,
-            rt: RtConfig { policy: "other".into(), priority: 0, cpu: None, mlockall: false },
+            rt: RtConfig::normal(),
             socket: SocketConfig::default(),
             spike: None,
         }
@@ -824,8 +815,8 @@ mod tests {
         assert!(bad(&|c| c.payload = 15).contains("--payload 15"));
         assert!(bad(&|c| c.payload = 65508).contains("16..=65507"));
         assert!(bad(&|c| c.bind = Some("[::1]:0".into())).contains("family"));
-        assert!(bad(&|c| c.rt.cpu = Some(7)).contains("CPU 7"));
-        assert!(bad(&|c| c.rt.policy = "fifo".into()).contains("--priority"));
+        assert!(bad(&|c| c.rt.cpus = Some(vec![7])).contains("CPU 7"));
+        assert!(bad(&|c| c.rt.policy = rtlab_core::rt::Policy::Fifo).contains("--priority"));
         assert!(bad(&|c| c.count = None).contains("--duration or --count"));
         let r = reflect_cfg(Some(0));
         assert!(r.validate(&online).unwrap_err().to_string().contains("--drop-every 0"));

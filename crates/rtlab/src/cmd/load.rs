@@ -1,9 +1,13 @@
 //! `rtlab load cpu|mem|io|hdd|mix|traffic|cmd`: run one load on its own for a while and
-//! report what it achieved (CPU busy from /proc/stat, bit rate from iperf3).
+//! report what it achieved (CPU busy from /proc/stat, bit rate from iperf3). The tools get
+//! a time limit of `--duration` plus a margin (`max_duration_for`), and every process of the
+//! load dies with rtlab, also after `kill -9` (see rtlab-load).
 
 use super::{duration_flag, stop_flag};
 use clap::{Args, Subcommand, ValueEnum};
-use rtlab_tune::load::{Direction, LoadConfig, LoadReport, RunningLoad, TrafficConfig};
+use rtlab_tune::load::{
+    max_duration_for, Direction, LoadConfig, LoadReport, RunningLoad, TrafficConfig,
+};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -28,6 +32,9 @@ pub enum LoadKind {
         /// stress-ng --cpu-method.
         #[arg(long, default_value = "fft")]
         method: String,
+        /// Percent of each worker's time spent busy (stress-ng --cpu-load; default: 100).
+        #[arg(long, value_name = "PERCENT")]
+        cpu_load: Option<u8>,
     },
     /// stress-ng VM (memory) workers.
     Mem {
@@ -48,6 +55,9 @@ pub enum LoadKind {
     Mix {
         #[arg(long, short = 'w', default_value_t = 8)]
         workers: u32,
+        /// Percent of each CPU worker's time spent busy (stress-ng --cpu-load; default: 100).
+        #[arg(long, value_name = "PERCENT")]
+        cpu_load: Option<u8>,
     },
     /// iperf3 traffic at a bit rate, over loopback or into a netns peer.
     Traffic {
@@ -95,13 +105,22 @@ pub fn config_of(k: &LoadKind) -> anyhow::Result<LoadConfig> {
         }
         Ok(n)
     };
+    let cpu_load = |p: &Option<u8>| -> anyhow::Result<Option<u8>> {
+        match p {
+            Some(n) if *n == 0 || *n > 100 => {
+                anyhow::bail!("--cpu-load {n}: give 1 to 100 (percent)")
+            }
+            _ => Ok(*p),
+        }
+    };
     Ok(match k {
-        LoadKind::Cpu { workers: w, method } => LoadConfig::Stress {
+        LoadKind::Cpu { workers: w, method, cpu_load: p } => LoadConfig::Stress {
             cpu: workers(*w, "--workers")?,
             vm: 0,
             io: 0,
             hdd: 0,
             cpu_method: Some(method.clone()),
+            cpu_load: cpu_load(p)?,
         },
         LoadKind::Mem { workers: w } => LoadConfig::Stress {
             cpu: 0,
@@ -109,6 +128,7 @@ pub fn config_of(k: &LoadKind) -> anyhow::Result<LoadConfig> {
             io: 0,
             hdd: 0,
             cpu_method: None,
+            cpu_load: None,
         },
         LoadKind::Io { workers: w } => LoadConfig::Stress {
             cpu: 0,
@@ -116,6 +136,7 @@ pub fn config_of(k: &LoadKind) -> anyhow::Result<LoadConfig> {
             io: workers(*w, "--workers")?,
             hdd: 0,
             cpu_method: None,
+            cpu_load: None,
         },
         LoadKind::Hdd { workers: w } => LoadConfig::Stress {
             cpu: 0,
@@ -123,10 +144,12 @@ pub fn config_of(k: &LoadKind) -> anyhow::Result<LoadConfig> {
             io: 0,
             hdd: workers(*w, "--workers")?,
             cpu_method: None,
+            cpu_load: None,
         },
-        LoadKind::Mix { workers: w } => {
+        LoadKind::Mix { workers: w, cpu_load: p } => {
             let n = workers(*w, "--workers")?;
-            LoadConfig::Stress { cpu: n, vm: n, io: n, hdd: n, cpu_method: None }
+            let cpu_load = cpu_load(p)?;
+            LoadConfig::Stress { cpu: n, vm: n, io: n, hdd: n, cpu_method: None, cpu_load }
         }
         LoadKind::Traffic { rate, protocol, direction, netns, peer, port } => {
             let bps = rtlab_core::units::parse_bitrate(rate)
@@ -178,14 +201,11 @@ pub fn run(a: LoadArgs) -> anyhow::Result<u8> {
     }
     let quiet = a.json.as_deref() == Some("-");
     let stop = stop_flag()?;
-    let mut load = RunningLoad::start(&cfg)?;
+    // the tools' own time limit: the second guard, should rtlab die without stopping them
+    let max_duration = max_duration_for(Duration::from_nanos(ns as u64));
+    let mut load = RunningLoad::start(&cfg, Some(max_duration))?;
     if !quiet {
-        println!(
-            "rtlab load {}: `{}` for {}",
-            cfg.name(),
-            rtlab_tune::load::command_of(&cfg).join(" "),
-            a.duration
-        );
+        println!("rtlab load {}: `{}` for {}", cfg.name(), load.command().join(" "), a.duration);
     }
     let end = Instant::now() + Duration::from_nanos(ns as u64);
     let mut died = None;
@@ -221,10 +241,11 @@ fn print_report(r: &LoadReport) {
         .map(|(i, p)| format!("cpu{i} {p:.1}"))
         .collect();
     println!(
-        "ran {:.1} s; CPU busy {:.1} % ({})",
+        "ran {:.1} s; CPU busy {:.1} % ({}){}",
         r.ran_ns as f64 / 1e9,
         r.cpu_busy_percent,
-        per.join(", ")
+        per.join(", "),
+        r.cpu_load_percent.map(|p| format!("; asked {p} % per CPU worker")).unwrap_or_default()
     );
     if let Some(b) = r.bitrate_bps {
         println!(

@@ -5,7 +5,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 pub mod compare;
+pub mod cyclic;
 pub mod export;
+pub mod gen;
 pub mod load;
 pub mod netns;
 pub mod pubsub;
@@ -29,13 +31,16 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Report(a) => report::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Export(a) => export::run(a),
+        Command::Cyclic(a) => cyclic::run(a),
+        Command::Completions(a) => gen::completions(a),
+        Command::Man(a) => gen::man(a),
     }
 }
 
 /// A flag raised by the first Ctrl-C (or SIGTERM); a second Ctrl-C exits at once.
 /// The handler only sets the flag (nothing is printed from a signal handler).
 pub fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = crate::out::stop();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;
         signal_hook::flag::register(sig, stop.clone())?;
@@ -48,16 +53,45 @@ pub fn duration_flag(flag: &str, v: &str) -> anyhow::Result<i64> {
     rtlab_core::units::parse_duration(v).map(|n| n.0).map_err(|e| anyhow::anyhow!("{flag}: {e}"))
 }
 
-/// The CPU list of `--cpus`, checked against the online CPUs.
-pub fn cpus_flag(v: &str) -> anyhow::Result<Vec<usize>> {
-    let cpus =
-        rtlab_sys::cpus::parse_cpu_list(v).map_err(|e| anyhow::anyhow!("--cpus {v}: {e}"))?;
-    let (online, text) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
-    if cpus.is_empty() {
-        anyhow::bail!("--cpus '{v}': no CPU given (online: {text})");
+/// A lab error as the CLI says it (a field named as its flag).
+pub fn lab_error(e: rtlab_lab::probe::LabError) -> anyhow::Error {
+    match e {
+        rtlab_lab::probe::LabError::Config(c) => anyhow::anyhow!(c.cli_text()),
+        other => anyhow::anyhow!(other.to_string()),
     }
-    if let Some(c) = cpus.iter().find(|c| !online.contains(c)) {
-        anyhow::bail!("--cpus {v}: CPU {c} is not online (online: {text})");
+}
+
+/// The evidence of a run: the worst windows with their counters, the spike's explanation.
+pub fn print_evidence(
+    ev: Option<&rtlab_core::evidence::Evidence>,
+    streams: &[rtlab_core::schema::Stream],
+    quiet: bool,
+) {
+    let Some(ev) = ev else { return };
+    if quiet {
+        if ev.spike.is_some() {
+            let only_spike = rtlab_core::evidence::Evidence {
+                counters: None,
+                spike: ev.spike.clone(),
+                notes: ev.notes.clone(),
+            };
+            eprint!("{}", rtlab_lab::evidence::render(&only_spike, streams));
+        }
+    } else {
+        print!("{}", rtlab_lab::evidence::render(ev, streams));
     }
-    Ok(cpus)
+}
+
+/// Warn (on stderr) when a dead rtlab's changes are still in force on this machine.
+pub fn journal_warning(quiet: bool) {
+    if let Some(w) = rtlab_lab::guard::stale_journal_warning() {
+        if !quiet {
+            eprintln!("warning: {w}");
+        }
+    }
+}
+
+/// Hold the machine lock while measuring (`wait`: wait for the rtlab that holds it).
+pub fn machine_lock(holder: &str, wait: bool) -> anyhow::Result<rtlab_tune::lock::MachineLock> {
+    rtlab_lab::guard::lock(holder, wait, |why| eprintln!("rtlab: {why}")).map_err(lab_error)
 }

@@ -1,19 +1,16 @@
 //! `rtlab pubsub`: flags -> PubsubConfig, run the cases, print the tables, write JSON.
 //! With the hidden `--role JSON` it is a subscriber/echo process started by the probe.
 
-use super::{cpus_flag, duration_flag, stop_flag};
-use crate::cli::PolicyArg;
-use crate::document::{check_writable, new_document, write_json};
+use super::stop_flag;
+use crate::document::{check_writable, write_json};
 use crate::progress::Progress;
 use clap::{Args, ValueEnum};
 use rtlab_core::render::{stats_table, Row};
-use rtlab_core::schema::ResultDocument;
-use rtlab_core::units::{format_duration_exact, parse_size, period_of_rate, Nanos};
-use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
-use rtlab_pubsub::probe::{
-    self, Mode, PubsubConfig, PubsubOutcome, RtSpec, TransportKind, TransportSpec,
-};
-use rtlab_pubsub::transport::{Durability, History, Qos, Reliability, WaitStyle};
+use rtlab_core::units::{format_duration_exact, Nanos};
+use rtlab_lab::config::{from_table, FlagTable};
+use rtlab_lab::probe::Context;
+use rtlab_lab::probes::pubsub::{self, PubsubProbeConfig};
+use rtlab_pubsub::probe::{self, PubsubConfig, PubsubOutcome, TransportKind};
 use std::io::{IsTerminal, Write};
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,70 +31,60 @@ pub enum WaitArg {
 
 #[derive(Args, Debug)]
 pub struct PubsubArgs {
-    /// Transport: intra (same process, zero copy), shm (iceoryx2), zenoh, dds (Cyclone DDS), udp.
-    #[arg(long, default_value = "intra")]
-    pub transport: String,
-    /// What is measured.
-    #[arg(long, value_enum, default_value = "oneway")]
-    pub mode: PubsubModeArg,
-    /// Message sizes (header of 16 bytes included), swept: 64,4kib,64kib,1mib,16mib.
-    #[arg(long, default_value = "64", value_delimiter = ',')]
+    /// Transport [intra]: intra (same process, zero copy), shm (iceoryx2), zenoh, dds (Cyclone DDS), udp.
+    #[arg(long, value_parser = ["intra", "shm", "zenoh", "dds", "udp"])]
+    pub transport: Option<String>,
+    /// What is measured [oneway].
+    #[arg(long, value_enum)]
+    pub mode: Option<PubsubModeArg>,
+    /// Message sizes (header of 16 bytes included), swept: 64,4kib,64kib,1mib,16mib [64].
+    #[arg(long, value_delimiter = ',')]
     pub payload: Vec<String>,
-    /// Publish rates, swept: 25hz,100hz,1khz,5khz.
-    #[arg(long, default_value = "100hz", value_delimiter = ',')]
+    /// Publish rates, swept: 25hz,100hz,1khz,5khz [100hz].
+    #[arg(long, value_delimiter = ',')]
     pub rate: Vec<String>,
-    /// Subscriber counts, swept (one row per subscriber): 1,2,6 or 1-6.
-    #[arg(long, default_value = "1", value_delimiter = ',')]
+    /// Subscriber counts, swept (one row per subscriber): 1,2,6 or 1-6 [1].
+    #[arg(long, value_delimiter = ',')]
     pub subscribers: Vec<String>,
-    /// Measured time of each case.
-    #[arg(long, default_value = "5s")]
-    pub duration: String,
+    /// Measured time of each case [5s].
+    #[arg(long)]
+    pub duration: Option<String>,
     /// At most this many messages per case.
     #[arg(long)]
-    pub count: Option<u64>,
-    /// How receivers wait.
-    #[arg(long, value_enum, default_value = "blocking")]
-    pub wait: WaitArg,
+    pub count: Option<i64>,
+    /// How receivers wait [blocking].
+    #[arg(long, value_enum)]
+    pub wait: Option<WaitArg>,
     /// Subscribers as threads of this process (default: separate processes).
     #[arg(long)]
     pub in_process: bool,
-    /// QoS reliability: reliable | best-effort.
-    #[arg(long, default_value = "best-effort")]
-    pub reliability: String,
-    /// QoS history: keep-last:N | keep-all.
-    #[arg(long, default_value = "keep-last:5")]
-    pub history: String,
-    /// QoS durability: volatile | transient-local.
-    #[arg(long, default_value = "volatile")]
-    pub durability: String,
-    /// A message later than this is late; never received, lost.
-    #[arg(long, default_value = "500ms")]
-    pub loss_timeout: String,
-    /// Samples above this are missed deadlines. Default: the period.
+    /// QoS reliability: reliable | best-effort [best-effort].
+    #[arg(long)]
+    pub reliability: Option<String>,
+    /// QoS history: keep-last:N | keep-all [keep-last:5].
+    #[arg(long)]
+    pub history: Option<String>,
+    /// QoS durability: volatile | transient-local [volatile].
+    #[arg(long)]
+    pub durability: Option<String>,
+    /// A message later than this is late; never received, lost [500ms].
+    #[arg(long)]
+    pub loss_timeout: Option<String>,
+    /// Samples above this are missed deadlines [the period].
     #[arg(long)]
     pub deadline: Option<String>,
-    /// Scheduling policy of rtlab's threads (and of the middleware threads, which inherit it).
-    #[arg(long, value_enum, default_value = "other")]
-    pub policy: PolicyArg,
-    /// Priority (fifo/rr: 1-99; default 80).
-    #[arg(long, short = 'p')]
-    pub priority: Option<i32>,
-    /// CPUs for rtlab's threads, in turn: publisher, subscriber 0, 1... (threads, never whole processes).
-    #[arg(long)]
-    pub cpus: Option<String>,
-    /// Do not lock memory (mlockall is on by default).
-    #[arg(long)]
-    pub no_mlockall: bool,
+    #[command(flatten)]
+    pub rt: crate::cli::RtArgs,
     /// Hold /dev/cpu_dma_latency at this many us during the run (0 = no deep C-states).
     #[arg(long, num_args = 0..=1, default_missing_value = "0", value_name = "US")]
-    pub cpu_dma_latency: Option<i32>,
+    pub cpu_dma_latency: Option<i64>,
     /// Middleware threads at their own SCHED_FIFO priority, by thread name: recv=75,tev=70
     /// (Cyclone DDS: recv, recvUC, tev, dq.user, dq.builtins, gc; applied with chrt after start-up).
     #[arg(long, value_delimiter = ',', value_name = "NAME=PRIO")]
     pub thread_priority: Vec<String>,
-    /// Width of a max-over-time window.
-    #[arg(long, default_value = "1s")]
-    pub window: String,
+    /// Width of a max-over-time window [1s].
+    #[arg(long)]
+    pub window: Option<String>,
     #[command(flatten)]
     pub evidence: crate::cli::EvidenceArgs,
     /// Write the result document (JSON); - for stdout.
@@ -111,303 +98,91 @@ pub struct PubsubArgs {
     pub role: Option<String>,
 }
 
-fn subscribers_flag(v: &[String]) -> anyhow::Result<Vec<usize>> {
-    let mut out = Vec::new();
-    for s in v {
-        let bad =
-            || anyhow::anyhow!("--subscribers {s}: expected a count or a range like 1-6 (1..64)");
-        if let Some((a, b)) = s.split_once('-') {
-            let (a, b): (usize, usize) =
-                (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
-            if a == 0 || b < a || b > 64 {
-                return Err(bad());
-            }
-            out.extend(a..=b);
-        } else {
-            let n: usize = s.trim().parse().map_err(|_| bad())?;
-            if n == 0 || n > 64 {
-                return Err(bad());
-            }
-            out.push(n);
-        }
+impl PubsubArgs {
+    /// The flags given, as the probe's table (every default lives in the configuration).
+    pub fn table(&self) -> toml::Table {
+        let mut t = FlagTable::default();
+        t.str("transport", &self.transport)
+            .str(
+                "mode",
+                &self.mode.map(|m| match m {
+                    PubsubModeArg::Oneway => "oneway".to_string(),
+                    PubsubModeArg::Roundtrip => "roundtrip".to_string(),
+                }),
+            )
+            .list("payload", &self.payload)
+            .list("rate", &self.rate)
+            .list("subscribers", &self.subscribers)
+            .str("duration", &self.duration)
+            .int("count", self.count)
+            .str(
+                "wait",
+                &self.wait.map(|w| match w {
+                    WaitArg::Blocking => "blocking".to_string(),
+                    WaitArg::BusyPoll => "busy-poll".to_string(),
+                }),
+            )
+            .flag("in_process", self.in_process, true)
+            .str("reliability", &self.reliability)
+            .str("history", &self.history)
+            .str("durability", &self.durability)
+            .str("loss_timeout", &self.loss_timeout)
+            .str("deadline", &self.deadline)
+            .int("cpu_dma_latency", self.cpu_dma_latency)
+            .list("thread_priority", &self.thread_priority)
+            .str("window", &self.window);
+        self.rt.fill(&mut t);
+        t.take()
     }
-    Ok(out)
 }
 
-/// Turn the flags into a config (the one place where flags become a PubsubConfig).
-pub fn config_of(a: &PubsubArgs) -> anyhow::Result<PubsubConfig> {
-    let kind = TransportKind::parse(&a.transport).ok_or_else(|| {
-        anyhow::anyhow!(
-            "--transport {}: unknown transport (accepted: intra, shm, zenoh, dds, udp)",
-            a.transport
-        )
-    })?;
-    let mut payloads = Vec::new();
-    for p in &a.payload {
-        let n = parse_size(p).map_err(|e| anyhow::anyhow!("--payload: {e}"))?;
-        payloads.push(usize::try_from(n).map_err(|_| anyhow::anyhow!("--payload {p}: too large"))?);
-    }
-    let mut periods_ns = Vec::new();
-    for r in &a.rate {
-        periods_ns.push(period_of_rate(r).map_err(|e| anyhow::anyhow!("--rate: {e}"))?.0);
-    }
-    let reliability = match a.reliability.as_str() {
-        "reliable" => Reliability::Reliable,
-        "best-effort" => Reliability::BestEffort,
-        o => anyhow::bail!("--reliability {o}: accepted: reliable, best-effort"),
-    };
-    let history = History::parse(&a.history).ok_or_else(|| {
-        anyhow::anyhow!("--history {}: accepted: keep-last:N (N >= 1), keep-all", a.history)
-    })?;
-    let durability = match a.durability.as_str() {
-        "volatile" => Durability::Volatile,
-        "transient-local" => Durability::TransientLocal,
-        o => anyhow::bail!("--durability {o}: accepted: volatile, transient-local"),
-    };
-    let case_duration_ns = duration_flag("--duration", &a.duration)?;
-    if case_duration_ns <= 0 {
-        anyhow::bail!("--duration {}: must be above zero", a.duration);
-    }
-    if a.count == Some(0) {
-        anyhow::bail!("--count 0: must be at least 1");
-    }
-    let loss_timeout_ns = duration_flag("--loss-timeout", &a.loss_timeout)?;
-    if loss_timeout_ns <= 0 {
-        anyhow::bail!("--loss-timeout {}: must be above zero", a.loss_timeout);
-    }
-    let deadline_ns = a.deadline.as_deref().map(|d| duration_flag("--deadline", d)).transpose()?;
-    let window_ns = duration_flag("--window", &a.window)?;
-    if window_ns <= 0 {
-        anyhow::bail!("--window {}: must be above zero", a.window);
-    }
-    let policy = rtlab_sys::sched::Policy::parse(a.policy.name()).expect("clap checked the policy");
-    let priority = a.priority.unwrap_or(if policy.is_realtime() { 80 } else { 0 });
-    policy.check_priority(priority).map_err(|e| anyhow::anyhow!("--priority: {e}"))?;
-    let cpus = a.cpus.as_deref().map(cpus_flag).transpose()?;
-    if let Some(v) = a.cpu_dma_latency {
-        if v < 0 {
-            anyhow::bail!("--cpu-dma-latency {v}: must be 0 or more microseconds");
-        }
-    }
-    let mut thread_priorities = Vec::new();
-    for r in &a.thread_priority {
-        let bad = || {
-            anyhow::anyhow!("--thread-priority {r}: expected NAME=PRIORITY with a SCHED_FIFO priority 1-99, e.g. recv=75")
-        };
-        let (name, p) = r.split_once('=').ok_or_else(bad)?;
-        let priority: i32 = p.trim().parse().map_err(|_| bad())?;
-        if name.trim().is_empty() || !(1..=99).contains(&priority) {
-            return Err(bad());
-        }
-        thread_priorities.push(probe::ThreadPriority { name: name.trim().into(), priority });
-    }
-    Ok(PubsubConfig {
-        transport: TransportSpec::new(kind),
-        mode: match a.mode {
-            PubsubModeArg::Oneway => Mode::Oneway,
-            PubsubModeArg::Roundtrip => Mode::Roundtrip,
-        },
-        wait: match a.wait {
-            WaitArg::Blocking => WaitStyle::Blocking,
-            WaitArg::BusyPoll => WaitStyle::BusyPoll,
-        },
-        qos: Qos { reliability, history, durability },
-        payloads,
-        periods_ns,
-        subscribers: subscribers_flag(&a.subscribers)?,
-        case_duration_ns,
-        case_messages: a.count,
-        loss_timeout_ns,
-        deadline_ns,
-        in_process: a.in_process,
-        rt: RtSpec { policy: a.policy.name().into(), priority, cpus },
-        window_ns,
-        mlockall: !a.no_mlockall,
-        thread_priorities,
-        spike: None,
-    })
+/// Flags -> the probe's configuration (the same struct as a scenario's pubsub probe).
+pub fn config_of(a: &PubsubArgs) -> anyhow::Result<PubsubProbeConfig> {
+    from_table(&a.table()).map_err(|e| anyhow::anyhow!(e.cli_text()))
 }
 
 pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
     if let Some(json) = &a.role {
         return Ok(probe::role_main(json).clamp(0, 255) as u8);
     }
-    let mut cfg = config_of(&a)?;
+    let cfg = config_of(&a)?;
+    let engine = cfg
+        .engine(&cfg.rt.over(&pubsub::default_rt()))
+        .map_err(|e| anyhow::anyhow!(e.cli_text()))?;
     if let Some(p) = &a.json {
         check_writable(p, "--json")?;
     }
-    let ev_opts = evidence_options(&cfg, &a.evidence)?;
     let stop = stop_flag()?;
-    // the tracer's tracefs changes are journaled and undone in `finish` (or on drop)
-    let trace_host = rtlab_tune::host::RealHost::new();
-    let evidence = crate::evidence::EvidenceRun::start(&trace_host, &ev_opts)?;
-    cfg.spike = evidence.hook();
-    let started = std::time::SystemTime::now();
-    let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let quiet = a.quiet || a.json.as_deref() == Some("-");
-    let dma_us = a.cpu_dma_latency;
+    let _lock = super::machine_lock("rtlab pubsub", true)?;
+    super::journal_warning(quiet);
     let progress = Progress::new(0, "pubsub", quiet);
     let mut said = false;
-    let measured = measure(&cfg, dma_us, stop, env, started, &mut |done, total| {
+    let mut on_progress = |done: u64, total: u64| {
         // the headline once the configuration has passed the transport's checks
         if !said && !quiet {
-            println!("{}", headline(&cfg));
+            println!("{}", headline(&engine));
             said = true;
         }
-        progress.set_len_once(total as u64);
-        progress.set(done as u64);
-    });
+        progress.set_len_once(total);
+        progress.set(done);
+    };
+    let mut ctx = Context::new(pubsub::default_rt(), stop, &mut on_progress);
+    ctx.evidence = a.evidence.options()?;
+    let measured = pubsub::measure(&cfg, &mut ctx);
     progress.finish();
-    let (mut doc, outcome) = measured?;
-    doc.evidence = Some(evidence.finish(&doc.streams));
+    let (doc, outcome, engine) = measured.map_err(super::lab_error)?;
     if let Some(path) = &a.json {
         write_json(&doc, path)?;
     }
     if !quiet {
-        print_tables(&cfg, &outcome)?;
+        print_tables(&engine, &outcome)?;
         for w in &doc.warnings {
             eprintln!("warning: {}", w.message);
         }
     }
-    crate::evidence::print(doc.evidence.as_ref(), &doc.streams, quiet);
+    super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
     Ok(0)
-}
-
-/// Evidence around a pubsub run: the tracer explains the wake-ups of the receivers in this
-/// process (roundtrip pong receivers, `--in-process` subscribers); subscriber processes
-/// cannot raise its flag, so then only the counters are kept and the reason is said.
-pub fn evidence_options(
-    cfg: &PubsubConfig,
-    a: &crate::cli::EvidenceArgs,
-) -> anyhow::Result<crate::evidence::EvidenceOptions> {
-    let mut o = a.options(cfg.window_ns, "")?;
-    fit_evidence(cfg, &mut o);
-    Ok(o)
-}
-
-/// The threads explained (the publisher, the receivers and echoes in this process) and the
-/// streams that raise the flag.
-pub fn fit_evidence(cfg: &PubsubConfig, o: &mut crate::evidence::EvidenceOptions) {
-    let in_process = cfg.in_process || cfg.transport.kind == probe::TransportKind::Intra;
-    // a round trip's latency goes through the echoes (rtlab-subN) and the pong receivers
-    o.victim = if cfg.mode == Mode::Roundtrip {
-        "rtlab-pub|rtlab-pong|rtlab-sub"
-    } else {
-        "rtlab-pub|rtlab-sub"
-    }
-    .into();
-    // source 0: any receiver here (several streams); 1: the publisher's lateness
-    o.sources = vec![String::new(), "pub.send_lateness".into()];
-    o.cpus = cfg.rt.cpus.clone().unwrap_or_default();
-    let cases = (cfg.payloads.len() * cfg.periods_ns.len() * cfg.subscribers.len()) as u64;
-    o.planned =
-        Some(std::time::Duration::from_nanos(cfg.case_duration_ns.max(0) as u64 * cases.max(1)));
-    if o.trace_on_spike_ns.is_some() && cfg.mode == Mode::Oneway && !in_process {
-        o.notes.push("trace on spike: the subscribers run in their own processes and cannot raise the spike flag, only the publisher's send lateness does; for the message latency use in-process subscribers or roundtrip mode".into());
-    }
-}
-
-/// Run the probe with memory locked and, when asked, /dev/cpu_dma_latency held; the result
-/// document with its warnings (the CLI prints it; the scenario runner stores it).
-pub fn measure(
-    cfg: &PubsubConfig,
-    dma_us: Option<i32>,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    env: rtlab_core::schema::Environment,
-    started: std::time::SystemTime,
-    on_progress: &mut dyn FnMut(usize, usize),
-) -> anyhow::Result<(ResultDocument, PubsubOutcome)> {
-    let memory_lock = if cfg.mlockall {
-        Some(rtlab_sys::memory::MemoryLock::lock_all().map_err(|e| e.to_string()))
-    } else {
-        None
-    };
-    let dma = dma_us.map(|v| {
-        rtlab_sys::pmqos::CpuDmaLatency::hold(std::path::Path::new("/dev/cpu_dma_latency"), v)
-            .map_err(|e| format!("/dev/cpu_dma_latency: {e}"))
-    });
-    let exe = std::env::current_exe().map_err(|e| {
-        anyhow::anyhow!("finding the rtlab binary to start subscriber processes: {e}")
-    })?;
-    let launcher = move |json: &str| {
-        let mut c = std::process::Command::new(&exe);
-        c.args(["pubsub", "--role", json]);
-        c
-    };
-    let outcome = probe::run(cfg, &launcher, stop, on_progress);
-    let outcome = outcome.map_err(|e| anyhow::anyhow!("{e}"))?;
-    if let Some(first) =
-        outcome.cases.first().filter(|_| outcome.cases.iter().all(|c| c.error.is_some()))
-    {
-        anyhow::bail!("{}", first.error.as_deref().unwrap_or("no case could run"));
-    }
-
-    let mut doc = new_document("pubsub", started, env, config_value(cfg, &outcome)?);
-    doc.duration_ns = outcome.duration_ns;
-    doc.interrupted = outcome.interrupted;
-    doc.environment.memory_locked = matches!(memory_lock, Some(Ok(_)));
-    doc.environment.cpu_dma_latency_us = match &dma {
-        Some(Ok(h)) => Some(h.value_us),
-        _ => None,
-    };
-    // per case: its subscribers, then the publisher's own lateness
-    doc.streams = outcome
-        .cases
-        .iter()
-        .flat_map(|c| c.streams.iter().cloned().chain(c.publisher.clone()))
-        .collect();
-
-    let lock_state = memory_lock.as_ref().map(|r| r.as_ref().map(|_| ()).map_err(|e| e.clone()));
-    let mut warns =
-        crate::document::process_warnings(&doc.environment, &lock_state, cfg.rt.policy == "other");
-    if let Some(Err(why)) = &dma {
-        warns.push(Warn::CpuDmaLatencyUnavailable { why: why.clone() });
-    }
-    let fewest = doc.streams.iter().map(|s| s.stats.count).min().unwrap_or(0);
-    if fewest < MIN_SAMPLES_FOR_TAIL {
-        warns.push(Warn::RunTooShort { samples: fewest, wanted: MIN_SAMPLES_FOR_TAIL });
-    }
-    if outcome.interrupted {
-        warns.push(Warn::Interrupted);
-    }
-    doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
-    for c in outcome.cases.iter().filter(|c| c.error.is_some()) {
-        doc.warnings.push(rtlab_core::schema::Warning {
-            code: "case-failed".into(),
-            message: format!(
-                "case {}B {} n{} measured nothing: {}",
-                c.payload,
-                probe::rate_label(c.period_ns),
-                c.subscribers,
-                c.error.as_deref().unwrap_or("")
-            ),
-        });
-    }
-    drop(dma);
-    drop(memory_lock);
-    Ok((doc, outcome))
-}
-
-/// The configuration as recorded: the probe config, what the QoS became, notes, per-case figures.
-fn config_value(cfg: &PubsubConfig, o: &PubsubOutcome) -> anyhow::Result<serde_json::Value> {
-    let cases: Vec<serde_json::Value> = o
-        .cases
-        .iter()
-        .map(|c| {
-            serde_json::json!({
-                "payload_bytes": c.payload, "period_ns": c.period_ns, "subscribers": c.subscribers,
-                "published": c.published, "overruns": c.overruns,
-                "p50_spread_ns": c.p50_spread_ns, "fastest_subscriber": c.fastest, "slowest_subscriber": c.slowest,
-                "error": c.error,
-            })
-        })
-        .collect();
-    Ok(serde_json::json!({
-        "probe": serde_json::to_value(cfg)?,
-        "qos_mapping": serde_json::to_value(&o.qos_mapping)?,
-        "notes": o.notes,
-        "cases": cases,
-    }))
 }
 
 fn headline(cfg: &PubsubConfig) -> String {
@@ -434,7 +209,8 @@ fn headline(cfg: &PubsubConfig) -> String {
 
 fn print_tables(cfg: &PubsubConfig, o: &PubsubOutcome) -> anyhow::Result<()> {
     let color = std::io::stdout().is_terminal();
-    let mut out = std::io::stdout().lock();
+    let mut buf: Vec<u8> = Vec::new();
+    let out = &mut buf;
     writeln!(out)?;
     writeln!(out, "{} ({})", cfg.mode.metric().replace('_', " "), cfg.mode.definition())?;
     let label = |s: &rtlab_core::schema::Stream| {
@@ -513,5 +289,6 @@ fn print_tables(cfg: &PubsubConfig, o: &PubsubOutcome) -> anyhow::Result<()> {
     for n in &o.notes {
         writeln!(out, "note: {n}")?;
     }
+    print!("{}", String::from_utf8_lossy(&buf));
     Ok(())
 }

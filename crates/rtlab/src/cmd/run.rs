@@ -2,21 +2,21 @@
 //! store each case as it ends, and say where the report is.
 
 use super::stop_flag;
-use crate::executor::LiveExecutor;
-use crate::runner::{run_scenario, RunProgress};
-use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rtlab_core::run::{CaseRecord, CaseStatus, RunInfo, RunStatus};
-use rtlab_core::scenario::{preset, CaseSpec, Scenario, PRESETS};
-use rtlab_core::units::{format_duration_exact, format_duration_human, us_1, Nanos};
+use rtlab_core::units::{format_duration_human, us_1, Nanos};
+use rtlab_lab::executor::LiveExecutor;
+use rtlab_lab::runner::{run_scenario, RunProgress};
+use rtlab_lab::scenario::{preset, CaseSpec, Scenario, PRESETS};
 use std::io::IsTerminal;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// A preset (quick, s1-udp-linux, s2-ros2-rt, s3-ros2-rtt, s4-timer) or a scenario file (TOML).
     pub scenario: Option<String>,
-    /// Multiply every duration and count (0.01 turns S1's 3 hours into 2 minutes).
+    /// Multiply every duration and count (0.01 turns S1's 3 hours into 2 minutes); a case
+    /// keeps at least 100 slots.
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
     /// The results store.
@@ -31,6 +31,18 @@ pub struct RunArgs {
     /// List the presets and stop.
     #[arg(long)]
     pub list: bool,
+    /// Print the preset (or file) as a scenario file to edit: `rtlab run s4-timer --print > mine.toml`.
+    #[arg(long)]
+    pub print: bool,
+    /// Run only the cases whose name contains PATTERN (or matches it, with `*`).
+    #[arg(long, value_name = "PATTERN")]
+    pub only: Option<String>,
+    /// Continue stored run RUN (interrupted): its scenario and scale, the cases not yet stored.
+    #[arg(long, value_name = "RUN", conflicts_with = "scenario")]
+    pub resume: Option<i64>,
+    /// Wait for another rtlab measuring on this machine instead of refusing at once.
+    #[arg(long)]
+    pub wait: bool,
     /// Print only errors and the report's path.
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -38,16 +50,23 @@ pub struct RunArgs {
 
 /// Read a scenario: a preset by name, else a file.
 pub fn load_scenario(name: &str, scale: f64) -> anyhow::Result<Scenario> {
+    let (origin, text) = scenario_text(name)?;
+    Ok(Scenario::parse(&origin, &text, scale)?)
+}
+
+/// The text of a preset or a scenario file, and its origin for errors.
+fn scenario_text(name: &str) -> anyhow::Result<(String, String)> {
     if let Some(text) = preset(name) {
-        return Ok(Scenario::parse(&format!("preset {name}"), text, scale)?);
+        return Ok((format!("preset {name}"), text.to_string()));
     }
     let path = std::path::Path::new(name);
     if !path.exists() {
         let names: Vec<_> = PRESETS.iter().map(|(n, _)| *n).collect();
         anyhow::bail!("'{name}' is neither a preset ({}) nor a scenario file", names.join(", "));
     }
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading scenario {name}"))?;
-    Ok(Scenario::parse(name, &text, scale)?)
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("reading scenario {name}: {e}"))?;
+    Ok((name.to_string(), text))
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<u8> {
@@ -63,19 +82,49 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
         }
         return Ok(0);
     }
-    let name = a.scenario.as_deref().unwrap_or("quick");
     if !(a.scale > 0.0 && a.scale.is_finite()) {
         anyhow::bail!("--scale {}: must be a number above zero", a.scale);
     }
-    let scenario = load_scenario(name, a.scale)?;
+    let name = a.scenario.as_deref().unwrap_or("quick");
+    if a.print {
+        let (_, text) = scenario_text(name)?;
+        load_scenario(name, 1.0)?;
+        print!("{text}");
+        return Ok(0);
+    }
+    let mut store = None;
+    let (mut scenario, source, scale, resume) = match a.resume {
+        Some(id) => {
+            let st = rtlab_lab::store_sink::open(&a.db).map_err(super::lab_error)?;
+            let rp = st.resume_point(id).map_err(|e| anyhow::anyhow!("--resume {id}: {e}"))?;
+            let origin = format!("run {id} ({})", rp.source);
+            let mut s = Scenario::parse(&origin, &rp.scenario_text, rp.scale)?;
+            let done: std::collections::BTreeSet<u32> =
+                s.cases().iter().filter(|c| rp.is_done(&c.name)).map(|c| c.index).collect();
+            s.skip_indices(&done);
+            store = Some(st);
+            (s, rp.source.clone(), rp.scale, Some(id))
+        }
+        None => {
+            let s = load_scenario(name, a.scale)?;
+            let source = if preset(name).is_some() { "preset".into() } else { name.to_string() };
+            (s, source, a.scale, None)
+        }
+    };
+    if let Some(p) = &a.only {
+        scenario.retain_matching(p);
+        if scenario.cases().is_empty() {
+            anyhow::bail!("--only {p}: no case of {} matches", scenario.name);
+        }
+    }
     if a.dry_run {
         for c in scenario.cases() {
-            let length = c
-                .duration_ns
-                .map(|d| format_duration_exact(Nanos(d)))
-                .or(c.count.map(|n| format!("{n} samples")))
-                .unwrap_or_default();
-            println!("{:4} {:60} {}", c.index, c.name, length);
+            println!("{:4} {:60} {}", c.index, c.name, c.length());
+        }
+        let notes: std::collections::BTreeSet<_> =
+            scenario.cases().iter().filter_map(|c| c.scale_note.clone()).collect();
+        for n in notes {
+            println!("note: --scale {scale}: {n}");
         }
         println!(
             "{} cases, about {} of measuring",
@@ -87,13 +136,39 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
     if let Some(h) = &a.html {
         crate::document::check_writable(h, "--html")?;
     }
-    let mut store = crate::store_sink::open(&a.db)?;
+    let holder = format!("rtlab run {}", scenario.name);
+    let _lock = super::machine_lock(&holder, a.wait)?;
+    // a dead rtlab's changes are put back before anything is measured
+    if let Some(w) = rtlab_lab::guard::stale_journal_warning() {
+        eprintln!("rtlab: {w}");
+        let host = rtlab_lab::executor::host();
+        let r = rtlab_tune::journal::restore_journal(
+            host,
+            std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL),
+        )
+        .map_err(|e| {
+            anyhow::anyhow!("restoring the journal first: {e} (run `rtlab tune restore`)")
+        })?;
+        if !r.is_clean() {
+            anyhow::bail!("the journal of a dead rtlab could not be restored completely: run `rtlab tune restore` and look at what it says");
+        }
+        eprintln!("rtlab: restored {} changes first", r.restored.len());
+    }
+    let mut store = match store {
+        Some(s) => s,
+        None => rtlab_lab::store_sink::open(&a.db).map_err(super::lab_error)?,
+    };
+    if let Some(id) = resume {
+        store
+            .reopen_run(id, &std::env::args().collect::<Vec<_>>())
+            .map_err(|e| anyhow::anyhow!("--resume {id}: {e}"))?;
+    }
     let stop = stop_flag()?;
     let info = RunInfo {
         scenario: scenario.name.clone(),
-        source: if preset(name).is_some() { "preset".into() } else { name.to_string() },
+        source,
         scenario_text: scenario.text.clone(),
-        scale: a.scale,
+        scale,
         command_line: std::env::args().collect(),
         started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
@@ -117,9 +192,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
         .unwrap_or_else(|| ".".into());
     let mut exec = LiveExecutor::new(trace_dir);
     let (run_id, status) =
-        run_scenario(&scenario, &info, &mut exec, &mut store, &mut progress, &stop)?;
+        run_scenario(&scenario, &info, &mut exec, &mut store, &mut progress, &stop, resume)
+            .map_err(|e| anyhow::anyhow!("--db {}: {e}", a.db))?;
     progress.finish();
-    let report = crate::store_sink::render_report(&store, &a.db, run_id, a.html.as_deref())?;
+    let report = rtlab_lab::store_sink::render_report(&store, &a.db, run_id, a.html.as_deref())
+        .map_err(super::lab_error)?;
     if !a.quiet {
         println!(
             "run {run_id} {}: {} of {} cases ({} failed, {} skipped)",
@@ -129,6 +206,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
             progress.failed,
             progress.skipped
         );
+        if status == RunStatus::Interrupted {
+            println!("continue it with: rtlab run --resume {run_id} --db {}", a.db);
+        }
     }
     println!("report: {report}");
     Ok(if status == RunStatus::Failed { 2 } else { 0 })
@@ -138,6 +218,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
 struct TermProgress {
     bar: Option<ProgressBar>,
     total: usize,
+    started: usize,
     finished: usize,
     failed: usize,
     skipped: usize,
@@ -159,7 +240,7 @@ impl TermProgress {
             b.enable_steady_tick(std::time::Duration::from_millis(250));
             b
         });
-        TermProgress { bar, total, finished: 0, failed: 0, skipped: 0, quiet }
+        TermProgress { bar, total, started: 0, finished: 0, failed: 0, skipped: 0, quiet }
     }
     fn finish(&self) {
         if let Some(b) = &self.bar {
@@ -169,10 +250,22 @@ impl TermProgress {
 }
 
 impl RunProgress for TermProgress {
-    fn case_started(&mut self, case: &CaseSpec, done_ns: i64, _planned_ns: i64) {
+    fn case_started(&mut self, case: &CaseSpec, done_ns: i64, planned_ns: i64) {
+        self.started += 1;
         if let Some(b) = &self.bar {
             b.set_position((done_ns / 1_000_000) as u64);
-            b.set_message(format!("[{}/{}] {}", case.index + 1, self.total, case.name));
+            b.set_message(format!("[{}/{}] {}", self.started, self.total, case.name));
+        } else if !self.quiet {
+            // not a terminal: a plain line per case on stderr, with the time left
+            let left = (planned_ns - done_ns).max(0);
+            eprintln!(
+                "[{}/{}] {} ({}, about {} left in the run)",
+                self.started,
+                self.total,
+                case.name,
+                case.length(),
+                format_duration_human(Nanos(left))
+            );
         }
     }
 
@@ -207,7 +300,7 @@ impl RunProgress for TermProgress {
                 t
             }
         };
-        let text = format!("[{}/{}] {:44} {line}", c.index + 1, self.total, c.name);
+        let text = format!("[{}/{}] {:44} {line}", self.finished, self.total, c.name);
         match &self.bar {
             Some(b) => b.println(text),
             None if !self.quiet => println!("{text}"),

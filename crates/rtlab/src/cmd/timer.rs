@@ -1,121 +1,35 @@
 //! `rtlab timer`: flags -> TimerConfig, run, print the tables, write JSON and histograms.
 
-use super::{cpus_flag, duration_flag, stop_flag};
-use crate::cli::{ModeArg, PolicyArg, TimerArgs};
-use crate::document::{check_writable, new_document, write_json, write_text};
+use super::stop_flag;
+use crate::cli::TimerArgs;
+use crate::document::{check_writable, write_json, write_text};
 use crate::progress::Progress;
-use anyhow::Context;
+use anyhow::Context as _;
 use rtlab_core::cyclictest::{self, ThreadFooter};
 use rtlab_core::render::{stats_table, terminal_histogram, Row};
 use rtlab_core::schema::ResultDocument;
 use rtlab_core::units::{format_duration_exact, Nanos};
-use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
-use rtlab_probes::timer::TimerMode;
-use rtlab_probes::timer_run::{self, TimerConfig, TimerError, TimerThreadConfig};
-use std::io::{IsTerminal, Write};
+use rtlab_lab::config::from_table;
+use rtlab_lab::probe::Context;
+use rtlab_lab::probes::timer::{self, TimerProbeConfig};
+use rtlab_probes::timer_run::TimerConfig;
+use std::io::IsTerminal;
 
-/// Turn the flags into a config (the one place where flags become a TimerConfig).
-pub fn config_of(a: &TimerArgs) -> anyhow::Result<TimerConfig> {
-    if a.threads == 0 {
-        anyhow::bail!("--threads 0: at least one thread is needed");
-    }
-    let mut intervals = Vec::new();
-    for v in &a.interval {
-        let ns = duration_flag("--interval", v)?;
-        if ns <= 0 {
-            anyhow::bail!("--interval {v}: must be above zero");
-        }
-        intervals.push(ns);
-    }
-    if intervals.len() > 1 && intervals.len() != a.threads {
-        anyhow::bail!(
-            "--interval: {} values for {} threads (give one, or one per thread)",
-            intervals.len(),
-            a.threads
-        );
-    }
-    let distance =
-        a.distance.as_deref().map(|d| duration_flag("--distance", d)).transpose()?.unwrap_or(0);
-    if a.rt.priority.len() > 1 && a.rt.priority.len() != a.threads {
-        anyhow::bail!(
-            "--priority: {} values for {} threads (give one, or one per thread)",
-            a.rt.priority.len(),
-            a.threads
-        );
-    }
-    let cpus = a.rt.cpus.as_deref().map(cpus_flag).transpose()?;
-    let deadline = a.deadline.as_deref().map(|d| duration_flag("--deadline", d)).transpose()?;
-    let policy = a.rt.policy.name().to_string();
-    let mut threads = Vec::new();
-    for i in 0..a.threads {
-        let interval_ns =
-            if intervals.len() == 1 { intervals[0] + distance * i as i64 } else { intervals[i] };
-        let priority = if a.rt.priority.len() == 1 { a.rt.priority[0] } else { a.rt.priority[i] };
-        // other has only priority 0; the default 80 means "the default" there
-        let priority =
-            if a.rt.policy == PolicyArg::Other && a.rt.priority == [80] { 0 } else { priority };
-        let p = rtlab_sys::sched::Policy::parse(&policy).expect("clap checked the policy");
-        p.check_priority(priority).map_err(|e| anyhow::anyhow!("--priority: {e}"))?;
-        threads.push(TimerThreadConfig {
-            interval_ns,
-            policy: policy.clone(),
-            priority,
-            cpu: cpus.as_ref().map(|c| c[i % c.len()]),
-            deadline_ns: deadline.unwrap_or(interval_ns),
-        });
-    }
-    let duration_ns = match (&a.duration, a.loops) {
-        (Some(d), _) => {
-            let ns = duration_flag("--duration", d)?;
-            if ns <= 0 {
-                anyhow::bail!("--duration {d}: must be above zero");
-            }
-            Some(ns)
-        }
-        (None, Some(_)) => None,
-        (None, None) => Some(30_000_000_000),
-    };
-    if a.loops == Some(0) {
-        anyhow::bail!("--loops 0: must be at least 1");
-    }
-    let window_ns = duration_flag("--window", &a.window)?;
-    if window_ns <= 0 {
-        anyhow::bail!("--window {}: must be above zero", a.window);
-    }
-    let histogram_us_buckets = match &a.histogram_file {
-        Some(_) => {
-            let ns = duration_flag("--histogram-max", &a.histogram_max)?;
-            if ns < 1_000 {
-                anyhow::bail!("--histogram-max {}: must be at least 1us", a.histogram_max);
-            }
-            Some((ns / 1_000) as usize)
-        }
-        None => None,
-    };
-    if let Some(v) = a.cpu_dma_latency {
-        if v < 0 {
-            anyhow::bail!("--cpu-dma-latency {v}: must be 0 or more microseconds");
-        }
-    }
-    Ok(TimerConfig {
-        mode: match a.mode {
-            ModeArg::Abs => TimerMode::Abs,
-            ModeArg::Rel => TimerMode::Rel,
-        },
-        threads,
-        duration_ns,
-        loops: a.loops,
-        window_ns,
-        mlockall: !a.rt.no_mlockall,
-        cpu_dma_latency_us: a.cpu_dma_latency,
-        stack_prefault_bytes: 256 * 1024,
-        histogram_us_buckets,
-        raw_file: a.raw_file.clone(),
-    })
+/// The flags as the probe's configuration (the same struct, defaults and validation as a
+/// scenario's `[[probe]] kind = "timer"`).
+pub fn config_of(a: &TimerArgs) -> anyhow::Result<TimerProbeConfig> {
+    let mut cfg: TimerProbeConfig =
+        from_table(&a.table()).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
+    cfg.histogram_file = a.histogram_file.is_some();
+    cfg.raw_file = a.raw_file.clone();
+    Ok(cfg)
 }
 
 pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
     let cfg = config_of(&a)?;
+    let engine = cfg
+        .engine(&cfg.rt.over(&timer::default_rt()))
+        .map_err(|e| anyhow::anyhow!(e.cli_text()))?;
     for (path, flag) in
         [(&a.json, "--json"), (&a.histogram_file, "--histogram-file"), (&a.raw_file, "--raw-file")]
     {
@@ -123,36 +37,23 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
             check_writable(p, flag)?;
         }
     }
-    let mut ev_opts = a.evidence.options(cfg.window_ns, "rtlab-timer")?;
-    ev_opts.cpus = cfg.threads.iter().filter_map(|t| t.cpu).collect();
-    ev_opts.sources = (0..cfg.threads.len()).map(|i| format!("thread{i}")).collect();
-    ev_opts.planned = cfg.duration_ns.map(|d| std::time::Duration::from_nanos(d as u64));
     let stop = stop_flag()?;
-    // the tracer's tracefs changes are journaled and undone in `finish` (or on drop)
-    let trace_host = rtlab_tune::host::RealHost::new();
-    let evidence = crate::evidence::EvidenceRun::start(&trace_host, &ev_opts)?;
-    let started = std::time::SystemTime::now();
-    let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let quiet = a.quiet || a.json.as_deref() == Some("-");
+    let _lock = super::machine_lock("rtlab timer", true)?;
+    super::journal_warning(quiet);
     if !quiet {
-        println!("{}", headline(&cfg));
+        println!("{}", headline(&engine));
     }
     let progress = Progress::new(0, "timer", quiet);
-    let outcome = timer_run::run_with_spike(&cfg, stop, evidence.hook(), |done, planned| {
+    let mut on_progress = |done: u64, planned: u64| {
         progress.set_len_once(planned);
         progress.set(done);
-    });
-    progress.finish();
-    let outcome = match outcome {
-        Ok(o) => o,
-        Err(TimerError::Sys(e)) => {
-            return Err(anyhow::anyhow!("{e}")).context("--policy/--priority/--cpus")
-        }
-        Err(e) => return Err(e.into()),
     };
-
-    let mut doc = document(&cfg, &outcome, env, started)?;
-    doc.evidence = Some(evidence.finish(&doc.streams));
+    let mut ctx = Context::new(timer::default_rt(), stop, &mut on_progress);
+    ctx.evidence = a.evidence.options()?;
+    let measured = timer::measure(&cfg, &mut ctx);
+    progress.finish();
+    let (doc, outcome, engine) = measured.map_err(super::lab_error)?;
 
     // outputs that keep what was measured come first
     if let Some(path) = &a.json {
@@ -178,26 +79,32 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
     }
     if !quiet {
         let color = std::io::stdout().is_terminal();
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{}", environment_line(&doc))?;
-        writeln!(out)?;
+        let mut text = String::new();
+        use std::fmt::Write as _;
+        writeln!(text, "{}", environment_line(&doc))?;
+        writeln!(text)?;
         let mains: Vec<_> = doc.streams.iter().filter(|s| !s.name.ends_with(".jitter")).collect();
-        writeln!(out, "{} ({})", cfg.mode.metric().replace('_', " "), cfg.mode.definition())?;
+        writeln!(
+            text,
+            "{} ({})",
+            engine.mode.metric().replace('_', " "),
+            engine.mode.definition()
+        )?;
         let rows: Vec<Row> =
             mains.iter().map(|s| Row { label: s.name.clone(), summary: &s.stats }).collect();
-        write!(out, "{}", stats_table(&rows, color))?;
-        writeln!(out)?;
-        writeln!(out, "cycle jitter (P_k = t_(k+1) - t_k - T)")?;
+        write!(text, "{}", stats_table(&rows, color))?;
+        writeln!(text)?;
+        writeln!(text, "cycle jitter (P_k = t_(k+1) - t_k - T)")?;
         let jit: Vec<_> = doc.streams.iter().filter(|s| s.name.ends_with(".jitter")).collect();
         let rows: Vec<Row> =
             jit.iter().map(|s| Row { label: s.name.clone(), summary: &s.stats }).collect();
-        write!(out, "{}", stats_table(&rows, color))?;
+        write!(text, "{}", stats_table(&rows, color))?;
         for s in &mains {
             if let (Some(max), Some(idx), Some(at)) =
                 (s.stats.max_ns, s.stats.max_index, s.stats.max_at_ns)
             {
                 writeln!(
-                    out,
+                    text,
                     "{}: max {} us at sample {} ({} after start)",
                     s.name,
                     rtlab_core::units::us_1(max),
@@ -208,54 +115,17 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
         }
         if a.histogram {
             for s in &mains {
-                writeln!(out, "\n{} histogram", s.name)?;
-                write!(out, "{}", terminal_histogram(&s.histogram, 20, 40))?;
+                writeln!(text, "\n{} histogram", s.name)?;
+                write!(text, "{}", terminal_histogram(&s.histogram, 20, 40))?;
             }
         }
+        print!("{text}");
         for w in &doc.warnings {
             eprintln!("warning: {}", w.message);
         }
     }
-    crate::evidence::print(doc.evidence.as_ref(), &doc.streams, quiet);
+    super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
     Ok(0)
-}
-
-/// The result document of a timer run, with its warnings.
-pub fn document(
-    cfg: &TimerConfig,
-    outcome: &timer_run::TimerOutcome,
-    env: rtlab_core::schema::Environment,
-    started: std::time::SystemTime,
-) -> anyhow::Result<ResultDocument> {
-    let mut doc: ResultDocument = new_document("timer", started, env, serde_json::to_value(cfg)?);
-    doc.duration_ns = outcome.duration_ns;
-    doc.interrupted = outcome.interrupted;
-    doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
-    doc.environment.cpu_dma_latency_us =
-        outcome.cpu_dma_latency.as_ref().and_then(|r| r.as_ref().ok().copied());
-    doc.streams = outcome.streams(cfg);
-
-    let mut warns = crate::document::process_warnings(
-        &doc.environment,
-        &outcome.memory_lock,
-        cfg.threads.iter().any(|t| t.policy == "other"),
-    );
-    if let Some(Err(why)) = &outcome.cpu_dma_latency {
-        warns.push(Warn::CpuDmaLatencyUnavailable { why: why.clone() });
-    }
-    let fewest = outcome.threads.iter().map(|t| t.latency.count()).min().unwrap_or(0);
-    if fewest < MIN_SAMPLES_FOR_TAIL {
-        warns.push(Warn::RunTooShort { samples: fewest, wanted: MIN_SAMPLES_FOR_TAIL });
-    }
-    if outcome.raw_dropped > 0 {
-        warns.push(Warn::RawSamplesDropped { dropped: outcome.raw_dropped });
-    }
-    if outcome.interrupted {
-        warns.push(Warn::Interrupted);
-    }
-    doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
-
-    Ok(doc)
 }
 
 fn headline(cfg: &TimerConfig) -> String {

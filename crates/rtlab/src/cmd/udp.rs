@@ -3,24 +3,26 @@
 //! `udp ping --pair` also makes two network namespaces for the run, runs the reflector
 //! in the second one, and removes both afterwards, whatever happens.
 
-use super::{cpus_flag, duration_flag, stop_flag};
-use crate::cli::{PolicyArg, RtArgs};
-use crate::document::{check_writable, new_document, write_json};
+use super::{duration_flag, stop_flag};
+use crate::cli::RtArgs;
+use crate::document::{check_writable, write_json};
 use crate::progress::Progress;
 use clap::{Args, Subcommand, ValueEnum};
 use rtlab_core::render::{stats_table, terminal_histogram, Row};
+use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::{ResultDocument, Stream};
-use rtlab_core::units::{format_duration_exact, parse_bitrate, parse_size, us_1, Nanos};
-use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
+use rtlab_core::units::{format_duration_exact, parse_bitrate, us_1, Nanos};
+use rtlab_core::warnings::Warn;
+use rtlab_lab::config::{from_table, FlagTable, RtFields};
+use rtlab_lab::document::new_document;
+use rtlab_lab::probe::Context;
+use rtlab_lab::probes::udp::{self, SocketFields, UdpProbeConfig};
 use rtlab_probes::netns::{NetnsConfig, NetnsPair, PriorityPath, Shaper};
 use rtlab_probes::udp::ping::PingMode;
 use rtlab_probes::udp::run::{
-    self as udp_run, PingOutcome, ReflectOutcome, RtConfig, SocketConfig, UdpPingConfig,
-    UdpReflectConfig,
+    self as udp_run, PingOutcome, ReflectOutcome, UdpPingConfig, UdpReflectConfig,
 };
 use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 #[derive(Args, Debug)]
 pub struct UdpArgs {
@@ -122,35 +124,36 @@ pub struct PingArgs {
     /// Send from inside this network namespace (see `rtlab netns up`).
     #[arg(long, value_name = "NAME")]
     pub netns: Option<String>,
-    #[arg(long, value_enum, default_value = "periodic")]
-    pub mode: PingModeArg,
-    /// Send period (periodic mode).
-    #[arg(long, default_value = "1ms")]
-    pub period: String,
-    /// UDP payload, 16 B to 65507 B.
-    #[arg(long, default_value = "500")]
-    pub payload: String,
+    /// periodic (an absolute grid, S1) or pingpong (closed loop, like sockperf) [periodic].
+    #[arg(long, value_enum)]
+    pub mode: Option<PingModeArg>,
+    /// Send period (periodic mode) [1ms].
+    #[arg(long)]
+    pub period: Option<String>,
+    /// UDP payload, 16 B to 65507 B [500].
+    #[arg(long)]
+    pub payload: Option<String>,
     /// RTTs above this are missed deadlines. Default: the period (pingpong: 1ms).
     #[arg(long)]
     pub deadline: Option<String>,
-    /// No reply within this is a loss; a reply after it is late.
-    #[arg(long, default_value = "500ms")]
-    pub loss_timeout: String,
-    /// How long to send (default 20s unless --count is given).
+    /// No reply within this is a loss; a reply after it is late [500ms].
+    #[arg(long)]
+    pub loss_timeout: Option<String>,
+    /// How long to send [20s unless --count is given].
     #[arg(long, short = 'D')]
     pub duration: Option<String>,
-    /// How many requests to send.
+    /// How many requests to send (slots: a skipped slot counts).
     #[arg(long)]
-    pub count: Option<u64>,
+    pub count: Option<i64>,
     #[command(flatten)]
     pub rt: RtArgs,
     #[command(flatten)]
     pub sock: SockArgs,
     #[command(flatten)]
     pub evidence: crate::cli::EvidenceArgs,
-    /// Width of a max-over-time window.
-    #[arg(long, default_value = "1s")]
-    pub window: String,
+    /// Width of a max-over-time window [1s].
+    #[arg(long)]
+    pub window: Option<String>,
     /// Do not check first that a reflector answers.
     #[arg(long)]
     pub no_preflight: bool,
@@ -184,74 +187,47 @@ pub fn run(a: UdpArgs) -> anyhow::Result<u8> {
     }
 }
 
-/// A byte or priority value: decimal, 0x-hex, or for --so-priority an htb class MAJOR:MINOR (hex).
-fn number_flag(flag: &str, v: &str, class_ok: bool) -> anyhow::Result<u32> {
-    let bad = || {
-        anyhow::anyhow!(
-            "{flag} '{v}': not a number (accepted: decimal, 0x hex{})",
-            if class_ok { ", or an htb class id like 1:10" } else { "" }
-        )
-    };
-    let v = v.trim();
-    if class_ok {
-        if let Some((maj, min)) = v.split_once(':') {
-            let maj = u32::from_str_radix(maj, 16).map_err(|_| bad())?;
-            let min = u32::from_str_radix(min, 16).map_err(|_| bad())?;
-            if maj > 0xffff || min > 0xffff {
-                return Err(bad());
-            }
-            return Ok((maj << 16) | min);
-        }
-    }
-    match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
-        Some(h) => u32::from_str_radix(h, 16).map_err(|_| bad()),
-        None => v.parse::<u32>().map_err(|_| bad()),
+impl SockArgs {
+    fn fill(&self, t: &mut FlagTable) {
+        t.str("so_priority", &self.so_priority)
+            .str("tos", &self.tos)
+            .int("busy_poll", self.busy_poll.map(i64::from))
+            .str("rcvbuf", &self.rcvbuf)
+            .str("sndbuf", &self.sndbuf);
     }
 }
 
-fn socket_config(s: &SockArgs) -> anyhow::Result<SocketConfig> {
-    let size = |flag: &str, v: &Option<String>| -> anyhow::Result<Option<u32>> {
-        v.as_deref()
-            .map(|v| {
-                let n = parse_size(v).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
-                u32::try_from(n)
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .ok_or_else(|| anyhow::anyhow!("{flag} {v}: out of range (1 B .. 2 GiB)"))
-            })
-            .transpose()
-    };
-    let tos = s
-        .tos
-        .as_deref()
-        .map(|v| {
-            let n = number_flag("--tos", v, false)?;
-            u8::try_from(n).map_err(|_| anyhow::anyhow!("--tos {v}: a byte, 0..=255"))
-        })
-        .transpose()?;
-    Ok(SocketConfig {
-        so_priority: s
-            .so_priority
-            .as_deref()
-            .map(|v| number_flag("--so-priority", v, true))
-            .transpose()?,
-        tos,
-        busy_poll_us: s.busy_poll,
-        rcvbuf: size("--rcvbuf", &s.rcvbuf)?,
-        sndbuf: size("--sndbuf", &s.sndbuf)?,
-    })
+impl PingArgs {
+    /// The flags given, as the probe's table (every default lives in the configuration).
+    pub fn table(&self) -> toml::Table {
+        let mut t = FlagTable::default();
+        t.str("to", &self.to)
+            .str("bind", &self.bind)
+            .str("netns", &self.netns)
+            .str(
+                "mode",
+                &self.mode.map(|m| match m {
+                    PingModeArg::Periodic => "periodic".to_string(),
+                    PingModeArg::Pingpong => "pingpong".to_string(),
+                }),
+            )
+            .str("period", &self.period)
+            .str("payload", &self.payload)
+            .str("deadline", &self.deadline)
+            .str("loss_timeout", &self.loss_timeout)
+            .str("duration", &self.duration)
+            .int("count", self.count)
+            .str("window", &self.window)
+            .flag("preflight", self.no_preflight, false);
+        self.rt.fill(&mut t);
+        self.sock.fill(&mut t);
+        t.take()
+    }
 }
 
-fn rt_config(r: &RtArgs) -> anyhow::Result<RtConfig> {
-    if r.priority.len() > 1 {
-        anyhow::bail!("--priority: one value (the probe has one measuring thread)");
-    }
-    let priority =
-        if r.policy == PolicyArg::Other && r.priority == [80] { 0 } else { r.priority[0] };
-    let p = rtlab_sys::sched::Policy::parse(r.policy.name()).expect("clap checked the policy");
-    p.check_priority(priority).map_err(|e| anyhow::anyhow!("--priority: {e}"))?;
-    let cpu = r.cpus.as_deref().map(cpus_flag).transpose()?.map(|c| c[0]);
-    Ok(RtConfig { policy: r.policy.name().into(), priority, cpu, mlockall: !r.no_mlockall })
+/// Flags -> the probe's configuration (the same struct as a scenario's udp probe).
+pub fn ping_config(a: &PingArgs) -> anyhow::Result<UdpProbeConfig> {
+    from_table(&a.table()).map_err(|e| anyhow::anyhow!(e.cli_text()))
 }
 
 fn positive(flag: &str, v: &str) -> anyhow::Result<i64> {
@@ -260,46 +236,6 @@ fn positive(flag: &str, v: &str) -> anyhow::Result<i64> {
         anyhow::bail!("{flag} {v}: must be above zero");
     }
     Ok(ns)
-}
-
-/// Flags -> UdpPingConfig (the one place). `to` is the target when --pair chose it.
-pub fn ping_config(a: &PingArgs, to: Option<String>) -> anyhow::Result<UdpPingConfig> {
-    let mode = match a.mode {
-        PingModeArg::Periodic => PingMode::Periodic,
-        PingModeArg::Pingpong => PingMode::Pingpong,
-    };
-    let period_ns = positive("--period", &a.period)?;
-    let payload = parse_size(&a.payload).map_err(|e| anyhow::anyhow!("--payload: {e}"))?;
-    let deadline_ns = match &a.deadline {
-        Some(d) => positive("--deadline", d)?,
-        None if mode == PingMode::Periodic => period_ns,
-        None => 1_000_000,
-    };
-    let duration_ns = match (&a.duration, a.count) {
-        (Some(d), _) => Some(positive("--duration", d)?),
-        (None, Some(_)) => None,
-        (None, None) => Some(20_000_000_000),
-    };
-    if a.count == Some(0) {
-        anyhow::bail!("--count 0: must be at least 1");
-    }
-    Ok(UdpPingConfig {
-        to: to.or_else(|| a.to.clone()).unwrap_or_default(),
-        bind: a.bind.clone(),
-        netns: a.netns.clone(),
-        mode,
-        period_ns,
-        payload: usize::try_from(payload).unwrap_or(usize::MAX),
-        deadline_ns,
-        loss_timeout_ns: positive("--loss-timeout", &a.loss_timeout)?,
-        duration_ns,
-        count: a.count,
-        window_ns: positive("--window", &a.window)?,
-        rt: rt_config(&a.rt)?,
-        socket: socket_config(&a.sock)?,
-        preflight_ns: if a.no_preflight { 0 } else { 2_000_000_000 },
-        spike: None,
-    })
 }
 
 /// Flags -> UdpReflectConfig (the one place).
@@ -311,29 +247,44 @@ pub fn reflect_config(a: &ReflectArgs) -> anyhow::Result<UdpReflectConfig> {
         duration_ns: a.duration.as_deref().map(|d| positive("--duration", d)).transpose()?,
         count: a.count,
         window_ns: positive("--window", &a.window)?,
-        rt: rt_config(&a.rt)?,
-        socket: socket_config(&a.sock)?,
+        rt: reflect_rt(a)?,
+        socket: {
+            let mut t = FlagTable::default();
+            a.sock.fill(&mut t);
+            let s: SocketFields =
+                from_table_plain(&t.take()).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
+            s.validate().map_err(|e| anyhow::anyhow!(e.cli_text()))?;
+            s.socket()
+        },
         spike: None,
     })
 }
 
-fn common_warnings(
-    doc: &ResultDocument,
-    memory_lock: &Option<Result<(), String>>,
-    rt: &RtConfig,
-    socket: &SocketConfig,
-) -> Vec<Warn> {
-    let mut w =
-        crate::document::process_warnings(&doc.environment, memory_lock, rt.policy == "other");
-    if matches!(socket.busy_poll_us, Some(us) if us > 0) {
-        let global = std::fs::read_to_string("/proc/sys/net/core/busy_poll")
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok());
-        if global == Some(0) {
-            w.push(Warn::UdpBusyPollInactive);
+/// The reflector's real-time settings: its flags over SCHED_FIFO 80 (one thread).
+fn reflect_rt(a: &ReflectArgs) -> anyhow::Result<RtSettings> {
+    let mut t = FlagTable::default();
+    a.rt.fill(&mut t);
+    let f: RtFields = from_table_plain(&t.take()).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
+    let rt = f.over(&udp::default_rt());
+    rt.check().map_err(|m| anyhow::anyhow!("--priority: {m}"))?;
+    Ok(RtSettings { cpus: rt.cpu_of(0).map(|c| vec![c]), ..rt })
+}
+
+fn from_table_plain<C: serde::de::DeserializeOwned>(
+    t: &toml::Table,
+) -> Result<C, rtlab_lab::config::ConfigError> {
+    struct V<C>(C);
+    impl<C> rtlab_lab::config::Validate for V<C> {
+        fn validate(&self) -> Result<(), rtlab_lab::config::ConfigError> {
+            Ok(())
         }
     }
-    w
+    impl<'de, C: serde::Deserialize<'de>> serde::Deserialize<'de> for V<C> {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            C::deserialize(d).map(V)
+        }
+    }
+    from_table::<V<C>>(t).map(|v| v.0)
 }
 
 fn reflect(a: ReflectArgs) -> anyhow::Result<u8> {
@@ -341,14 +292,17 @@ fn reflect(a: ReflectArgs) -> anyhow::Result<u8> {
     if let Some(p) = &a.json {
         check_writable(p, "--json")?;
     }
-    let mut ev_opts = a.evidence.options(cfg.window_ns, "rtlab-udp-refl")?;
-    ev_opts.cpus = cfg.rt.cpu.into_iter().collect();
+    let mut ev_opts = a.evidence.options()?;
+    ev_opts.window_ns = cfg.window_ns;
+    ev_opts.victim = "rtlab-udp-refl".into();
+    ev_opts.cpus = cfg.rt.cpu_of(0).into_iter().collect();
     ev_opts.planned = cfg.duration_ns.map(|d| std::time::Duration::from_nanos(d as u64));
     ev_opts.sources = vec!["reflector".into()];
     let stop = stop_flag()?;
     // the tracer's tracefs changes are journaled and undone in `finish` (or on drop)
     let trace_host = rtlab_tune::host::RealHost::new();
-    let evidence = crate::evidence::EvidenceRun::start(&trace_host, &ev_opts)?;
+    let evidence = rtlab_lab::evidence::EvidenceRun::start(&trace_host, &ev_opts)
+        .map_err(|e| anyhow::anyhow!(e))?;
     cfg.spike = evidence.hook();
     let started = std::time::SystemTime::now();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
@@ -378,7 +332,7 @@ fn reflect(a: ReflectArgs) -> anyhow::Result<u8> {
     doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
     doc.streams = outcome.streams(&cfg);
     doc.evidence = Some(evidence.finish(&doc.streams));
-    let mut warns = common_warnings(&doc, &outcome.memory_lock, &cfg.rt, &cfg.socket);
+    let mut warns = udp::socket_warnings(&doc, &outcome.memory_lock, &cfg.rt, &cfg.socket, false);
     if outcome.counts.malformed + outcome.counts.foreign > 0 {
         warns.push(Warn::UdpForeignDatagrams {
             count: outcome.counts.malformed + outcome.counts.foreign,
@@ -395,7 +349,7 @@ fn reflect(a: ReflectArgs) -> anyhow::Result<u8> {
             eprintln!("warning: {}", w.message);
         }
     }
-    crate::evidence::print(doc.evidence.as_ref(), &doc.streams, quiet);
+    super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
     Ok(0)
 }
 
@@ -456,124 +410,25 @@ fn pair_config(a: &PingArgs) -> anyhow::Result<NetnsConfig> {
     })
 }
 
-/// What one measured ping produced (the CLI prints it; the scenario runner stores it).
-pub struct PingRun {
-    pub doc: ResultDocument,
-    pub outcome: PingOutcome,
-    pub reflected: Option<ReflectOutcome>,
-    /// `tc -s qdisc` of the client's veth end when there was a bottleneck.
-    pub qdisc: Option<String>,
-}
-
-/// Measure: with `pair` (made by the caller, who removes it), run the reflector in side b
-/// and ping from side a; else ping `cfg.to`.
-pub fn measure(
-    mut cfg: UdpPingConfig,
-    pair: Option<&NetnsPair>,
-    stop: Arc<AtomicBool>,
-    env: rtlab_core::schema::Environment,
-    config_json: impl FnOnce(&UdpPingConfig) -> serde_json::Value,
-    on_progress: impl FnMut(u64, u64),
-) -> anyhow::Result<PingRun> {
-    let started = std::time::SystemTime::now();
-    let mut reflector = None;
-    let reflector_stop = Arc::new(AtomicBool::new(false));
-    let mut reflect_cfg = None;
-    if let Some(p) = pair {
-        cfg.netns = Some(p.ns_a.clone());
-        cfg.to = format!("{}:9000", p.ip_b);
-        let rc = UdpReflectConfig {
-            bind: cfg.to.clone(),
-            netns: Some(p.ns_b.clone()),
-            drop_every: None,
-            duration_ns: None,
-            count: None,
-            window_ns: cfg.window_ns,
-            rt: cfg.rt.clone(),
-            socket: cfg.socket.clone(),
-            // the reflector of the pair is in this process: its turnaround counts too
-            spike: cfg.spike.as_ref().map(|h| h.for_source(2)),
-        };
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (rs, rcc) = (reflector_stop.clone(), rc.clone());
-        reflector = Some(std::thread::spawn(move || {
-            udp_run::reflect(&rcc, rs, |addr| drop(tx.send(Ok(addr.to_string()))), |_| {})
-                .inspect_err(|e| {
-                    // the pinger waits for this: an error before binding ends the wait too
-                    let _ = tx.send(Err(e.to_string()));
-                })
-        }));
-        match rx.recv() {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => anyhow::bail!("--pair reflector: {e}"),
-            Err(_) => anyhow::bail!("--pair reflector: ended before listening"),
-        }
-        reflect_cfg = Some(rc);
-    }
-    let outcome = udp_run::ping(&cfg, stop, on_progress);
-    reflector_stop.store(true, Ordering::Relaxed);
-    let reflected: Option<ReflectOutcome> =
-        reflector.and_then(|h| h.join().ok()).and_then(|r| r.ok());
-    let qdisc = pair.filter(|p| p.config.rate_bps.is_some()).map(|p| p.qdisc_stats());
-    let outcome = outcome?;
-
-    let mut doc = new_document("udp", started, env, config_json(&cfg));
-    doc.duration_ns = outcome.duration_ns;
-    doc.interrupted = outcome.end == rtlab_probes::timer::LoopEnd::Interrupted;
-    doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
-    doc.streams = outcome.streams(&cfg);
-    if let (Some(r), Some(rc)) = (&reflected, &reflect_cfg) {
-        doc.streams.extend(r.streams(rc));
-    }
-    let c = &outcome.counts;
-    let mut warns = common_warnings(&doc, &outcome.memory_lock, &cfg.rt, &cfg.socket);
-    if c.samples < MIN_SAMPLES_FOR_TAIL {
-        warns.push(Warn::RunTooShort { samples: c.samples, wanted: MIN_SAMPLES_FOR_TAIL });
-    }
-    if c.malformed > 0 {
-        warns.push(Warn::UdpForeignDatagrams { count: c.malformed });
-    }
-    if cfg.payload > 1472 {
-        warns.push(Warn::UdpFragmented { payload: cfg.payload });
-    }
-    if c.lost > 0 {
-        warns.push(Warn::UdpPacketLoss { lost: c.lost, sent: c.sent });
-    }
-    if cfg.mode == PingMode::Periodic && outcome.rtt.overruns > 0 {
-        warns.push(Warn::UdpSenderLate {
-            overruns: outcome.rtt.overruns,
-            max_late_ns: outcome.lateness.running.max,
-        });
-    }
-    if doc.interrupted {
-        warns.push(Warn::Interrupted);
-    }
-    doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
-    Ok(PingRun { doc, outcome, reflected, qdisc })
-}
-
 fn ping(a: PingArgs) -> anyhow::Result<u8> {
     // check every flag before anything is made
-    let mut cfg = ping_config(&a, a.pair.then(|| "198.18.0.2:9000".to_string()))?;
-    let online = rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0;
-    cfg.validate(&online)?;
+    let cfg = ping_config(&a)?;
+    if !a.pair && cfg.to.is_none() {
+        anyhow::bail!("--to: no reflector given (IP:PORT), or use --pair");
+    }
     if let Some(p) = &a.json {
         check_writable(p, "--json")?;
     }
-    let mut ev_opts = a.evidence.options(
-        cfg.window_ns,
-        if a.pair { crate::evidence::UDP_PAIR_THREADS } else { "rtlab-udp-ping" },
-    )?;
-    ev_opts.cpus = cfg.rt.cpu.into_iter().collect();
-    ev_opts.sources = crate::evidence::UDP_PING_SOURCES.iter().map(|s| s.to_string()).collect();
-    ev_opts.planned = cfg.duration_ns.map(|d| std::time::Duration::from_nanos(d as u64));
+    let evidence = a.evidence.options()?;
     let stop = stop_flag()?;
-    let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let quiet = a.quiet || a.json.as_deref() == Some("-");
+    let _lock = super::machine_lock("rtlab udp ping", true)?;
+    super::journal_warning(quiet);
     let pair_cfg = if a.pair { Some(pair_config(&a)?) } else { None };
-    let pair_json = pair_cfg.clone();
     // --pair: the namespaces are a guard, removed when this function returns, however
     let pair = pair_cfg.as_ref().map(NetnsPair::up).transpose()?;
+    let engine =
+        cfg.engine(&cfg.rt.over(&udp::default_rt())).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
     if !quiet {
         if let Some(p) = &pair {
             let hint =
@@ -587,38 +442,30 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
                 p.config.rate_bps.map(|r| format!(", bottleneck {r} bit/s")).unwrap_or_default(),
                 hint
             );
-            println!("{}", headline_of(p, &cfg));
+            println!("{}", headline_of(p, &engine));
         } else {
-            println!("{}", headline(&cfg));
+            println!("{}", headline(&engine));
         }
     }
-    // the tracer's tracefs changes are journaled and undone in `finish` (or on drop)
-    let trace_host = rtlab_tune::host::RealHost::new();
-    let evidence = crate::evidence::EvidenceRun::start(&trace_host, &ev_opts)?;
-    cfg.spike = evidence.hook();
-    let progress = Progress::new(cfg.planned(), "udp ping", quiet);
-    let run = measure(
-        cfg.clone(),
-        pair.as_ref(),
-        stop,
-        env,
-        |c| serde_json::json!({ "role": "ping", "ping": c, "pair": pair_json }),
-        |done, planned| {
-            progress.set_len_once(planned);
-            progress.set(done);
-        },
-    );
+    let progress = Progress::new(engine.planned(), "udp ping", quiet);
+    let mut on_progress = |done: u64, planned: u64| {
+        progress.set_len_once(planned);
+        progress.set(done);
+    };
+    let mut ctx = Context::new(udp::default_rt(), stop, &mut on_progress);
+    ctx.evidence = evidence;
+    ctx.pair = pair.as_ref();
+    let run = udp::measure(&cfg, &mut ctx);
     progress.finish();
+    drop(ctx);
     drop(pair); // the namespaces go now, also when the ping failed
-    let PingRun { mut doc, outcome, reflected, qdisc } = run?;
-    doc.evidence = Some(evidence.finish(&doc.streams));
-    let cfg: UdpPingConfig = serde_json::from_value(doc.config["ping"].clone()).unwrap_or(cfg);
+    let udp::PingRun { doc, cfg, outcome, reflected, qdisc } = run.map_err(super::lab_error)?;
     if let Some(p) = &a.json {
         write_json(&doc, p)?;
     }
     if !quiet {
         let color = std::io::stdout().is_terminal();
-        let mut out = std::io::stdout().lock();
+        let mut out: Vec<u8> = Vec::new();
         write_ping_report(&mut out, &cfg, &outcome, &doc, color)?;
         if a.histogram {
             writeln!(out, "\nRTT histogram")?;
@@ -635,11 +482,12 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
         if let Some(q) = qdisc {
             writeln!(out, "\nqdisc on the client's veth end:\n{}", q.trim_end())?;
         }
+        print!("{}", String::from_utf8_lossy(&out));
         for w in &doc.warnings {
             eprintln!("warning: {}", w.message);
         }
     }
-    crate::evidence::print(doc.evidence.as_ref(), &doc.streams, quiet);
+    super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
     Ok(0)
 }
 
@@ -754,22 +602,4 @@ fn write_ping_report(
         o.cpus_seen
     )?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numbers_and_class_ids() {
-        assert_eq!(number_flag("--so-priority", "6", true).unwrap(), 6);
-        assert_eq!(number_flag("--so-priority", "1:10", true).unwrap(), 0x10010);
-        assert_eq!(number_flag("--so-priority", "0x10010", true).unwrap(), 0x10010);
-        assert_eq!(number_flag("--tos", "0xb8", false).unwrap(), 184);
-        assert!(number_flag("--tos", "1:10", false)
-            .unwrap_err()
-            .to_string()
-            .contains("--tos '1:10'"));
-        assert!(number_flag("--so-priority", "x", true).is_err());
-    }
 }

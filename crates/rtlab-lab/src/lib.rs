@@ -1,0 +1,19 @@
+//! rtlab-lab: the lab. One probe interface (a typed configuration per probe, read from a
+//! scenario's `[[probe]]` table and from the probe's flags alike, and one `measure`), the
+//! scenario format, the executor that sets up each case (load, profile, namespaces), the
+//! runner that stores every case as it ends, result documents with their warnings, and the
+//! spike evidence around every measurement.
+//!
+//! Contract: nothing here prints; the binary (`rtlab`) parses flags, renders and exits.
+//! Dependencies point one way: rtlab -> rtlab-lab -> probes, pubsub, tune, store, report.
+
+pub mod config;
+pub mod document;
+pub mod evidence;
+pub mod executor;
+pub mod guard;
+pub mod probe;
+pub mod probes;
+pub mod runner;
+pub mod scenario;
+pub mod store_sink;

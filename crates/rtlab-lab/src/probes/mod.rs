@@ -1,0 +1,6 @@
+//! One module per probe: its typed configuration, its `measure`, its document.
+
+pub mod cyclic;
+pub mod pubsub;
+pub mod timer;
+pub mod udp;

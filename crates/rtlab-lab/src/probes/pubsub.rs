@@ -1,0 +1,437 @@
+//! The pubsub probe (`rtlab pubsub`, scenario `kind = "pubsub"`): message latency through
+//! real transports (intra, shm/iceoryx2, zenoh, dds/Cyclone DDS, udp), swept over payloads,
+//! rates and subscriber counts, one way or round trip.
+//!
+//! Contract: [`PubsubProbeConfig`] is the one configuration (defaults shared by the CLI and
+//! scenarios: oneway, 64 B, 100 Hz, 1 subscriber, best effort, keep-last:5, volatile,
+//! blocking waits, 5 s per case). Subscribers run in processes of this binary
+//! (`rtlab pubsub --role JSON`), started by `measure`.
+
+use crate::config::{
+    at_least_one, positive, ConfigError, Dur, List, Rate, RtFields, Size, Validate,
+};
+use crate::document::{new_document, process_warnings};
+use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
+use rtlab_core::rt::{Policy, RtSettings};
+use rtlab_core::schema::ResultDocument;
+use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
+use rtlab_pubsub::probe::{self, Mode, PubsubConfig, PubsubOutcome, TransportKind, TransportSpec};
+use rtlab_pubsub::transport::{Durability, History, Qos, Reliability, WaitStyle};
+use serde::{Deserialize, Serialize};
+
+pub const KIND: ProbeKind = ProbeKind {
+    kind: "pubsub",
+    about: "message latency through real middleware transports (S2, S3)",
+    parse: crate::probe::parse_as::<PubsubProbeConfig>,
+};
+
+/// A subscriber count or a range of them (`1-6`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Subscribers(pub String);
+
+impl<'de> Deserialize<'de> for Subscribers {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(i64),
+            S(String),
+        }
+        let s = match Raw::deserialize(d)? {
+            Raw::N(n) => n.to_string(),
+            Raw::S(s) => s,
+        };
+        counts(&s).map_err(serde::de::Error::custom)?;
+        Ok(Subscribers(s))
+    }
+}
+
+fn counts(s: &str) -> Result<Vec<usize>, String> {
+    let bad = || format!("'{s}': expected a count or a range like 1-6 (1..=64)");
+    if let Some((a, b)) = s.split_once('-') {
+        let a: usize = a.trim().parse().map_err(|_| bad())?;
+        let b: usize = b.trim().parse().map_err(|_| bad())?;
+        if a == 0 || b < a || b > 64 {
+            return Err(bad());
+        }
+        return Ok((a..=b).collect());
+    }
+    let n: usize = s.trim().parse().map_err(|_| bad())?;
+    if n == 0 || n > 64 {
+        return Err(bad());
+    }
+    Ok(vec![n])
+}
+
+/// The pub/sub probe's configuration (flags and `[[probe]]` keys have these names).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PubsubProbeConfig {
+    pub transport: TransportKind,
+    /// `oneway` (receive - send on one clock) or `roundtrip` (pong received - ping sent).
+    pub mode: Mode,
+    /// Message sizes (header of 16 bytes included), swept.
+    pub payload: List<Size>,
+    /// Publish rates, swept.
+    pub rate: List<Rate>,
+    /// Or send periods, swept (over `rate`).
+    pub period: Option<List<Dur>>,
+    /// Subscriber counts, swept (a range like 1-6 is every count in it).
+    pub subscribers: List<Subscribers>,
+    /// Measured time of each case of the sweep.
+    pub duration: Option<Dur>,
+    /// At most this many messages per case.
+    pub count: Option<u64>,
+    /// How receivers wait: blocking or busy-poll.
+    pub wait: WaitStyle,
+    /// Subscribers as threads of this process.
+    pub in_process: bool,
+    pub reliability: Reliability,
+    pub history: HistoryText,
+    pub durability: Durability,
+    /// A message later than this is late; never received, lost.
+    pub loss_timeout: Dur,
+    /// Samples above it are missed deadlines (default: the period).
+    pub deadline: Option<Dur>,
+    /// Hold /dev/cpu_dma_latency at this many µs during the run.
+    pub cpu_dma_latency: Option<u32>,
+    /// Middleware threads at their own SCHED_FIFO priority, by thread name: `recv=75`.
+    pub thread_priority: List<String>,
+    pub window: Dur,
+    #[serde(flatten)]
+    pub rt: RtFields,
+}
+
+/// `keep-last:N` or `keep-all`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct HistoryText(pub String);
+
+impl<'de> Deserialize<'de> for HistoryText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        History::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!("'{s}': accepted: keep-last:N (N >= 1), keep-all"))
+        })?;
+        Ok(HistoryText(s))
+    }
+}
+
+impl Default for PubsubProbeConfig {
+    fn default() -> Self {
+        PubsubProbeConfig {
+            transport: TransportKind::Intra,
+            mode: Mode::Oneway,
+            payload: List::one(Size(64)),
+            rate: List::one(Rate { text: "100hz".into(), period_ns: 10_000_000 }),
+            period: None,
+            subscribers: List::one(Subscribers("1".into())),
+            duration: None,
+            count: None,
+            wait: WaitStyle::Blocking,
+            in_process: false,
+            reliability: Reliability::BestEffort,
+            history: HistoryText("keep-last:5".into()),
+            durability: Durability::Volatile,
+            loss_timeout: Dur::ms(500),
+            deadline: None,
+            cpu_dma_latency: None,
+            thread_priority: List(Vec::new()),
+            window: Dur::s(1),
+            rt: RtFields::default(),
+        }
+    }
+}
+
+/// On the command line the probe's threads run SCHED_OTHER (the middleware inherits the
+/// policy: give `--policy fifo` for an RT run), memory locked.
+pub fn default_rt() -> RtSettings {
+    RtSettings { mlockall: true, ..RtSettings::normal() }
+}
+
+impl Validate for PubsubProbeConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.payload.0.is_empty() {
+            return Err(ConfigError::new("payload", "no size given"));
+        }
+        for p in &self.payload.0 {
+            if p.0 > 1 << 30 {
+                return Err(ConfigError::new("payload", format!("{} bytes is above 1 GiB", p.0)));
+            }
+        }
+        if let Some(p) = &self.period {
+            for d in &p.0 {
+                positive("period", Some(*d))?;
+            }
+        }
+        positive("duration", self.duration)?;
+        positive("loss_timeout", Some(self.loss_timeout))?;
+        positive("deadline", self.deadline)?;
+        positive("window", Some(self.window))?;
+        at_least_one("count", self.count)?;
+        self.thread_priorities()?;
+        Ok(())
+    }
+}
+
+impl PubsubProbeConfig {
+    fn periods(&self) -> Vec<i64> {
+        match &self.period {
+            Some(p) => p.0.iter().map(|d| d.0).collect(),
+            None => self.rate.0.iter().map(|r| r.period_ns).collect(),
+        }
+    }
+
+    fn subscriber_counts(&self) -> Vec<usize> {
+        self.subscribers.0.iter().flat_map(|s| counts(&s.0).unwrap_or_default()).collect()
+    }
+
+    fn thread_priorities(&self) -> Result<Vec<probe::ThreadPriority>, ConfigError> {
+        let mut out = Vec::new();
+        for r in &self.thread_priority.0 {
+            let bad = || {
+                ConfigError::new(
+                    "thread_priority",
+                    format!("'{r}': expected NAME=PRIORITY with a SCHED_FIFO priority 1-99, e.g. recv=75"),
+                )
+            };
+            let (name, p) = r.split_once('=').ok_or_else(bad)?;
+            let priority: i32 = p.trim().parse().map_err(|_| bad())?;
+            if name.trim().is_empty() || !(1..=99).contains(&priority) {
+                return Err(bad());
+            }
+            out.push(probe::ThreadPriority { name: name.trim().into(), priority });
+        }
+        Ok(out)
+    }
+
+    fn case_duration_ns(&self) -> i64 {
+        match (self.duration, self.count) {
+            (Some(d), _) => d.0,
+            // a count-only case runs as long as its messages need, plus the loss timeout
+            (None, Some(c)) => {
+                let p = self.periods().into_iter().max().unwrap_or(10_000_000);
+                (c as i64).saturating_mul(p).saturating_add(self.loss_timeout.0)
+            }
+            (None, None) => 5_000_000_000,
+        }
+    }
+
+    /// The engine's configuration under `rt`.
+    pub fn engine(&self, rt: &RtSettings) -> Result<PubsubConfig, ConfigError> {
+        rt.check().map_err(|m| ConfigError::new("priority", m))?;
+        Ok(PubsubConfig {
+            transport: TransportSpec::new(self.transport),
+            mode: self.mode,
+            wait: self.wait,
+            qos: Qos {
+                reliability: self.reliability,
+                history: History::parse(&self.history.0).unwrap_or(History::KeepLast(5)),
+                durability: self.durability,
+            },
+            payloads: self.payload.0.iter().map(|s| s.0 as usize).collect(),
+            periods_ns: self.periods(),
+            subscribers: self.subscriber_counts(),
+            case_duration_ns: self.case_duration_ns(),
+            case_messages: self.count,
+            loss_timeout_ns: self.loss_timeout.0,
+            deadline_ns: self.deadline.map(|d| d.0),
+            in_process: self.in_process,
+            rt: rt.clone(),
+            window_ns: self.window.0,
+            thread_priorities: self.thread_priorities()?,
+            spike: None,
+        })
+    }
+}
+
+/// The threads explained (the publisher, the receivers and echoes in this process) and the
+/// streams that raise the flag.
+pub fn fit_evidence(cfg: &PubsubConfig, o: &mut crate::evidence::EvidenceOptions) {
+    let in_process = cfg.in_process || cfg.transport.kind == TransportKind::Intra;
+    // a round trip's latency goes through the echoes (rtlab-subN) and the pong receivers
+    o.victim = if cfg.mode == Mode::Roundtrip {
+        "rtlab-pub|rtlab-pong|rtlab-sub"
+    } else {
+        "rtlab-pub|rtlab-sub"
+    }
+    .into();
+    o.window_ns = cfg.window_ns;
+    // source 0: any receiver here (several streams); 1: the publisher's lateness
+    o.sources = vec![String::new(), "pub.send_lateness".into()];
+    o.cpus = cfg.rt.cpus.clone().unwrap_or_default();
+    let cases = (cfg.payloads.len() * cfg.periods_ns.len() * cfg.subscribers.len()) as u64;
+    o.planned =
+        Some(std::time::Duration::from_nanos(cfg.case_duration_ns.max(0) as u64 * cases.max(1)));
+    if o.trace_on_spike_ns.is_some() && cfg.mode == Mode::Oneway && !in_process {
+        o.notes.push("trace on spike: the subscribers run in their own processes and cannot raise the spike flag, only the publisher's send lateness does; for the message latency use in-process subscribers or roundtrip mode".into());
+    }
+}
+
+/// Run the probe with memory locked and, when asked, /dev/cpu_dma_latency held; the
+/// document (with its evidence and warnings), the outcome and the engine configuration.
+pub fn measure(
+    cfg: &PubsubProbeConfig,
+    ctx: &mut Context<'_>,
+) -> Result<(ResultDocument, PubsubOutcome, PubsubConfig), LabError> {
+    let rt = cfg.rt.over(&ctx.rt);
+    let mut engine = cfg.engine(&rt)?;
+    let mut ev = ctx.evidence.clone();
+    fit_evidence(&engine, &mut ev);
+    let evidence = crate::evidence::EvidenceRun::start(crate::executor::host(), &ev)
+        .map_err(LabError::failed)?;
+    engine.spike = evidence.hook();
+    let env = rtlab_sys::env::detect(std::path::Path::new("/"));
+    let started = std::time::SystemTime::now();
+    let memory_lock = if rt.mlockall {
+        Some(rtlab_sys::memory::MemoryLock::lock_all().map_err(|e| e.to_string()))
+    } else {
+        None
+    };
+    let dma = cfg.cpu_dma_latency.map(|v| {
+        rtlab_sys::pmqos::CpuDmaLatency::hold(
+            std::path::Path::new("/dev/cpu_dma_latency"),
+            v.min(i32::MAX as u32) as i32,
+        )
+        .map_err(|e| format!("/dev/cpu_dma_latency: {e}"))
+    });
+    let exe = std::env::current_exe().map_err(|e| {
+        LabError::Failed(format!("finding the rtlab binary to start subscriber processes: {e}"))
+    })?;
+    let launcher = move |json: &str| {
+        let mut c = std::process::Command::new(&exe);
+        c.args(["pubsub", "--role", json]);
+        c
+    };
+    let progress = &mut *ctx.progress;
+    let outcome =
+        probe::run(&engine, &launcher, ctx.stop.clone(), &mut |d, t| progress(d as u64, t as u64));
+    let streams: Vec<_> = match &outcome {
+        Ok(o) => o
+            .cases
+            .iter()
+            .flat_map(|c| c.streams.iter().cloned().chain(c.publisher.clone()))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    let evidence = evidence.finish(&streams);
+    let outcome = outcome.map_err(|e| match e {
+        probe::ProbeError::Rt(m) if m.contains("EPERM") || m.contains("refused") => {
+            LabError::Missing(rtlab_core::error::Missing::privilege(
+                &format!("run threads at {} priority {}", rt.policy, rt.priority),
+                "run as root, or grant CAP_SYS_NICE or an rtprio limit",
+            ))
+        }
+        e if e.is_bad_input() => LabError::Failed(e.to_string()),
+        e => LabError::failed(e),
+    })?;
+    if let Some(first) =
+        outcome.cases.first().filter(|_| outcome.cases.iter().all(|c| c.error.is_some()))
+    {
+        return Err(LabError::Failed(
+            first.error.clone().unwrap_or_else(|| "no case could run".into()),
+        ));
+    }
+    let mut doc = new_document("pubsub", started, env, config_value(&engine, &outcome));
+    doc.duration_ns = outcome.duration_ns;
+    doc.interrupted = outcome.interrupted;
+    doc.environment.memory_locked = matches!(memory_lock, Some(Ok(_)));
+    doc.environment.cpu_dma_latency_us = match &dma {
+        Some(Ok(h)) => Some(h.value_us),
+        _ => None,
+    };
+    // per case: its subscribers, then the publisher's own lateness
+    doc.streams = streams;
+    doc.evidence = Some(evidence);
+    let lock_state = memory_lock.as_ref().map(|r| r.as_ref().map(|_| ()).map_err(|e| e.clone()));
+    let mut warns = process_warnings(
+        &doc.environment,
+        &lock_state,
+        rt.policy == Policy::Other,
+        ctx.mlockall_off_by_profile,
+    );
+    if let Some(Err(why)) = &dma {
+        warns.push(Warn::CpuDmaLatencyUnavailable { why: why.clone() });
+    }
+    let fewest = doc.streams.iter().map(|s| s.stats.count).min().unwrap_or(0);
+    if fewest < MIN_SAMPLES_FOR_TAIL {
+        warns.push(Warn::RunTooShort { samples: fewest, wanted: MIN_SAMPLES_FOR_TAIL });
+    }
+    if outcome.interrupted {
+        warns.push(Warn::Interrupted);
+    }
+    doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
+    for c in outcome.cases.iter().filter(|c| c.error.is_some()) {
+        doc.warnings.push(rtlab_core::schema::Warning {
+            code: "case-failed".into(),
+            message: format!(
+                "case {}B {} n{} measured nothing: {}",
+                c.payload,
+                probe::rate_label(c.period_ns),
+                c.subscribers,
+                c.error.as_deref().unwrap_or("")
+            ),
+        });
+    }
+    drop(dma);
+    drop(memory_lock);
+    Ok((doc, outcome, engine))
+}
+
+/// The configuration as recorded: the probe config, what the QoS became, notes, per-case figures.
+fn config_value(cfg: &PubsubConfig, o: &PubsubOutcome) -> serde_json::Value {
+    let cases: Vec<serde_json::Value> = o
+        .cases
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "payload_bytes": c.payload, "period_ns": c.period_ns, "subscribers": c.subscribers,
+                "published": c.published, "overruns": c.overruns,
+                "p50_spread_ns": c.p50_spread_ns, "fastest_subscriber": c.fastest, "slowest_subscriber": c.slowest,
+                "error": c.error,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "probe": serde_json::to_value(cfg).unwrap_or_default(),
+        "qos_mapping": serde_json::to_value(&o.qos_mapping).unwrap_or_default(),
+        "notes": o.notes,
+        "cases": cases,
+    })
+}
+
+impl Probe for PubsubProbeConfig {
+    fn kind(&self) -> &'static str {
+        "pubsub"
+    }
+    fn config(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+    fn plan(&self) -> Plan {
+        let sweep =
+            (self.payload.0.len() * self.periods().len() * self.subscriber_counts().len()) as u64;
+        Plan {
+            duration_ns: Some(self.case_duration_ns()),
+            count: self.count,
+            period_ns: self.periods().into_iter().max().unwrap_or(10_000_000),
+            sweep,
+        }
+    }
+    fn scale(&mut self, factor: f64, floor: u64) -> Option<String> {
+        let p = self.periods().into_iter().max().unwrap_or(10_000_000);
+        if self.duration.is_none() && self.count.is_none() {
+            self.duration = Some(Dur::s(5));
+        }
+        crate::probe::scale_length(&mut self.duration, &mut self.count, p, factor, floor)
+    }
+    fn pins_process(&self) -> bool {
+        false
+    }
+    fn rt(&self, base: &RtSettings) -> RtSettings {
+        self.rt.over(base)
+    }
+    fn measure(&self, ctx: &mut Context<'_>) -> Result<ResultDocument, LabError> {
+        measure(self, ctx).map(|(doc, _, _)| doc)
+    }
+}

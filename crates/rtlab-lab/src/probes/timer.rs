@@ -1,0 +1,276 @@
+//! The timer probe (`rtlab timer`, scenario `kind = "timer"`): wake-up latency like
+//! cyclictest (`abs`), ROS-style relative timer error (`rel`), and cycle jitter.
+//!
+//! Contract: [`TimerProbeConfig`] is the one configuration: its defaults are the defaults
+//! of the CLI and of scenarios; `measure` runs the engine (rtlab-probes `timer_run`) under
+//! the context's real-time settings with evidence around it and returns the document.
+
+use crate::config::{at_least_one, positive, ConfigError, Dur, List, RtFields, Validate};
+use crate::document::{new_document, process_warnings};
+use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
+use rtlab_core::rt::RtSettings;
+use rtlab_core::schema::ResultDocument;
+use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
+use rtlab_probes::timer::TimerMode;
+use rtlab_probes::timer_run::{self, TimerConfig, TimerError, TimerOutcome, TimerThreadConfig};
+use serde::{Deserialize, Serialize};
+
+pub const KIND: ProbeKind = ProbeKind {
+    kind: "timer",
+    about: "timer wake-up latency (like cyclictest), ROS-style timer error, cycle jitter",
+    parse: crate::probe::parse_as::<TimerProbeConfig>,
+};
+
+/// The timer probe's configuration (flags and `[[probe]]` keys have these names).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TimerProbeConfig {
+    /// Measuring threads.
+    pub threads: usize,
+    /// One interval, or one per thread.
+    pub interval: List<Dur>,
+    /// Added to the interval of each further thread (cyclictest -d).
+    pub distance: Option<Dur>,
+    /// `abs` (clock_nanosleep TIMER_ABSTIME) or `rel` (relative sleeps, like a ROS timer).
+    pub mode: TimerMode,
+    /// How long to measure (30 s when neither this nor `count` is given).
+    pub duration: Option<Dur>,
+    /// Slots per thread (skipped slots count, so the run ends on time).
+    pub count: Option<u64>,
+    /// Samples above it are missed deadlines (default: the thread's interval).
+    pub deadline: Option<Dur>,
+    /// Width of a max-over-time window.
+    pub window: Dur,
+    /// Hold /dev/cpu_dma_latency at this many µs during the run.
+    pub cpu_dma_latency: Option<u32>,
+    /// Range of the cyclictest-format histogram (`--histogram-file`).
+    pub histogram_max: Dur,
+    /// One priority per thread (over the single `priority`).
+    pub priorities: Option<List<i32>>,
+    #[serde(flatten)]
+    pub rt: RtFields,
+    /// Outputs of the CLI (not part of a scenario's probe): the cyclictest histogram is kept
+    /// when set, raw samples go to this file.
+    #[serde(skip)]
+    pub histogram_file: bool,
+    #[serde(skip)]
+    pub raw_file: Option<String>,
+}
+
+impl Default for TimerProbeConfig {
+    fn default() -> Self {
+        TimerProbeConfig {
+            threads: 1,
+            interval: List::one(Dur::ms(1)),
+            distance: None,
+            mode: TimerMode::Abs,
+            duration: None,
+            count: None,
+            deadline: None,
+            window: Dur::s(1),
+            cpu_dma_latency: None,
+            histogram_max: Dur(1_000_000),
+            priorities: None,
+            rt: RtFields::default(),
+            histogram_file: false,
+            raw_file: None,
+        }
+    }
+}
+
+/// On the command line the timer runs like cyclictest: SCHED_FIFO 80, memory locked.
+pub fn default_rt() -> RtSettings {
+    RtSettings::fifo80()
+}
+
+impl Validate for TimerProbeConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.threads == 0 || self.threads > 1024 {
+            return Err(ConfigError::new(
+                "threads",
+                format!("{} is not in 1..=1024", self.threads),
+            ));
+        }
+        let n = self.interval.0.len();
+        if n == 0 || (n > 1 && n != self.threads) {
+            return Err(ConfigError::new(
+                "interval",
+                format!("{n} values for {} threads (give one, or one per thread)", self.threads),
+            ));
+        }
+        for d in &self.interval.0 {
+            positive("interval", Some(*d))?;
+        }
+        positive("duration", self.duration)?;
+        positive("deadline", self.deadline)?;
+        positive("window", Some(self.window))?;
+        at_least_one("count", self.count)?;
+        if self.histogram_max.0 < 1_000 {
+            return Err(ConfigError::new("histogram_max", "must be at least 1us"));
+        }
+        if let Some(p) = &self.priorities {
+            if p.0.len() != self.threads && p.0.len() != 1 {
+                return Err(ConfigError::new(
+                    "priorities",
+                    format!("{} values for {} threads", p.0.len(), self.threads),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl TimerProbeConfig {
+    /// The engine's configuration under `rt` (the settings after this probe's own fields).
+    pub fn engine(&self, rt: &RtSettings) -> Result<TimerConfig, ConfigError> {
+        let distance = self.distance.map(|d| d.0).unwrap_or(0);
+        let mut threads = Vec::new();
+        for i in 0..self.threads {
+            let interval_ns = match self.interval.0.len() {
+                1 => self.interval.0[0].0 + distance * i as i64,
+                _ => self.interval.0[i].0,
+            };
+            let priority = match &self.priorities {
+                Some(p) if p.0.len() > 1 => p.0[i],
+                Some(p) => p.0[0],
+                None => rt.priority,
+            };
+            rt.policy.check_priority(priority).map_err(|m| ConfigError::new("priority", m))?;
+            threads.push(TimerThreadConfig {
+                interval_ns,
+                policy: rt.policy,
+                priority,
+                cpu: rt.cpu_of(i),
+                deadline_ns: self.deadline.map(|d| d.0).unwrap_or(interval_ns),
+            });
+        }
+        let duration_ns = match (self.duration, self.count) {
+            (Some(d), _) => Some(d.0),
+            (None, Some(_)) => None,
+            (None, None) => Some(30_000_000_000),
+        };
+        Ok(TimerConfig {
+            mode: self.mode,
+            threads,
+            duration_ns,
+            loops: self.count,
+            window_ns: self.window.0,
+            mlockall: rt.mlockall,
+            cpu_dma_latency_us: self.cpu_dma_latency.map(|v| v.min(i32::MAX as u32) as i32),
+            stack_prefault_bytes: 256 * 1024,
+            histogram_us_buckets: self
+                .histogram_file
+                .then_some((self.histogram_max.0 / 1_000) as usize),
+            raw_file: self.raw_file.clone(),
+        })
+    }
+
+    fn longest_interval(&self) -> i64 {
+        let d = self.distance.map(|d| d.0).unwrap_or(0);
+        let base = self.interval.0.iter().map(|d| d.0).max().unwrap_or(1_000_000);
+        base + d * (self.threads.saturating_sub(1)) as i64
+    }
+}
+
+/// Run the timer probe; the document and the engine's outcome (the CLI prints from both).
+pub fn measure(
+    cfg: &TimerProbeConfig,
+    ctx: &mut Context<'_>,
+) -> Result<(ResultDocument, TimerOutcome, TimerConfig), LabError> {
+    let rt = cfg.rt.over(&ctx.rt);
+    let engine = cfg.engine(&rt)?;
+    let mut ev = ctx.evidence.clone();
+    ev.window_ns = engine.window_ns;
+    ev.victim = "rtlab-timer".into();
+    ev.cpus = engine.threads.iter().filter_map(|t| t.cpu).collect();
+    ev.sources = (0..engine.threads.len()).map(|i| format!("thread{i}")).collect();
+    ev.planned =
+        Some(std::time::Duration::from_nanos(Probe::plan(cfg).estimate_ns().max(0) as u64));
+    let host = crate::executor::host();
+    let evidence = crate::evidence::EvidenceRun::start(host, &ev).map_err(LabError::failed)?;
+    let started = std::time::SystemTime::now();
+    let env = rtlab_sys::env::detect(std::path::Path::new("/"));
+    let progress = &mut *ctx.progress;
+    let measured =
+        timer_run::run_with_spike(&engine, ctx.stop.clone(), evidence.hook(), |done, planned| {
+            progress(done, planned)
+        });
+    // finished (tracefs put back) before anything else, whatever the probe did
+    let streams = measured.as_ref().map(|o| o.streams(&engine)).unwrap_or_default();
+    let evidence = evidence.finish(&streams);
+    let outcome = match measured {
+        Ok(o) => o,
+        Err(TimerError::Sys(e)) => return Err(LabError::from_sys(e)),
+        Err(TimerError::Invalid(m)) => return Err(LabError::Failed(m)),
+        Err(e) => return Err(LabError::failed(e)),
+    };
+    let mut doc = document(&engine, &outcome, env, started, ctx.mlockall_off_by_profile)?;
+    doc.evidence = Some(evidence);
+    Ok((doc, outcome, engine))
+}
+
+/// The result document of a timer run, with its warnings.
+pub fn document(
+    cfg: &TimerConfig,
+    outcome: &TimerOutcome,
+    env: rtlab_core::schema::Environment,
+    started: std::time::SystemTime,
+    mlockall_off_by_profile: bool,
+) -> Result<ResultDocument, LabError> {
+    let config = serde_json::to_value(cfg).map_err(LabError::failed)?;
+    let mut doc = new_document("timer", started, env, config);
+    doc.duration_ns = outcome.duration_ns;
+    doc.interrupted = outcome.interrupted;
+    doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
+    doc.environment.cpu_dma_latency_us =
+        outcome.cpu_dma_latency.as_ref().and_then(|r| r.as_ref().ok().copied());
+    doc.streams = outcome.streams(cfg);
+    let any_other = cfg.threads.iter().any(|t| !t.policy.is_realtime());
+    let mut warns = process_warnings(
+        &doc.environment,
+        &outcome.memory_lock,
+        any_other,
+        mlockall_off_by_profile,
+    );
+    if let Some(Err(why)) = &outcome.cpu_dma_latency {
+        warns.push(Warn::CpuDmaLatencyUnavailable { why: why.clone() });
+    }
+    let fewest = outcome.threads.iter().map(|t| t.latency.count()).min().unwrap_or(0);
+    if fewest < MIN_SAMPLES_FOR_TAIL {
+        warns.push(Warn::RunTooShort { samples: fewest, wanted: MIN_SAMPLES_FOR_TAIL });
+    }
+    if outcome.raw_dropped > 0 {
+        warns.push(Warn::RawSamplesDropped { dropped: outcome.raw_dropped });
+    }
+    if outcome.interrupted {
+        warns.push(Warn::Interrupted);
+    }
+    doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
+    Ok(doc)
+}
+
+impl Probe for TimerProbeConfig {
+    fn kind(&self) -> &'static str {
+        "timer"
+    }
+    fn config(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+    fn plan(&self) -> Plan {
+        let duration_ns = match (self.duration, self.count) {
+            (None, None) => Some(30_000_000_000),
+            (d, _) => d.map(|d| d.0),
+        };
+        Plan { duration_ns, count: self.count, period_ns: self.longest_interval(), sweep: 1 }
+    }
+    fn scale(&mut self, factor: f64, floor: u64) -> Option<String> {
+        let period = self.longest_interval();
+        crate::probe::scale_length(&mut self.duration, &mut self.count, period, factor, floor)
+    }
+    fn rt(&self, base: &RtSettings) -> RtSettings {
+        self.rt.over(base)
+    }
+    fn measure(&self, ctx: &mut Context<'_>) -> Result<ResultDocument, LabError> {
+        measure(self, ctx).map(|(doc, _, _)| doc)
+    }
+}

@@ -1,0 +1,461 @@
+//! The udp probe (`rtlab udp ping`, scenario `kind = "udp"`): periodic or ping-pong round
+//! trips to a reflector, every datagram accounted for (S1).
+//!
+//! Contract: [`UdpProbeConfig`] is the one configuration of the ping (defaults shared by
+//! the CLI and scenarios). With a pair in the context (a scenario case, `udp ping --pair`)
+//! the reflector runs in this process inside namespace `b` and the ping goes from `a`;
+//! else the ping goes to `to`.
+
+use crate::config::{at_least_one, positive, ConfigError, Dur, RtFields, Size, Validate};
+use crate::document::{new_document, process_warnings};
+use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
+use rtlab_core::rt::RtSettings;
+use rtlab_core::schema::ResultDocument;
+use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
+use rtlab_probes::netns::NetnsPair;
+use rtlab_probes::udp::ping::PingMode;
+use rtlab_probes::udp::run::{
+    self as udp_run, PingOutcome, ReflectOutcome, SocketConfig, UdpError, UdpPingConfig,
+    UdpReflectConfig,
+};
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+pub const KIND: ProbeKind = ProbeKind {
+    kind: "udp",
+    about: "UDP round trips to a reflector (S1): deadlines, losses, sequence accounting",
+    parse: crate::probe::parse_as::<UdpProbeConfig>,
+};
+
+/// The streams of a ping run, in the order the spike hook's sources number them.
+pub const PING_SOURCES: [&str; 3] = ["ping", "ping.send_lateness", "reflector"];
+/// Thread names of a ping and its in-process reflector (what the spike tracer explains).
+pub const PAIR_THREADS: &str = "rtlab-udp-ping|rtlab-udp-refl";
+
+/// `periodic` (an absolute grid, S1) or `pingpong` (closed loop, like sockperf).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UdpMode {
+    Periodic,
+    Pingpong,
+}
+
+/// Socket options (both sides).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SocketFields {
+    /// SO_PRIORITY: 0-6, above 6 as root, or an htb class id like "1:10".
+    pub so_priority: Option<PriorityValue>,
+    /// IP_TOS / IPV6_TCLASS byte ("0xb8" or 184).
+    pub tos: Option<PriorityValue>,
+    /// SO_BUSY_POLL in µs.
+    pub busy_poll: Option<u32>,
+    pub rcvbuf: Option<Size>,
+    pub sndbuf: Option<Size>,
+}
+
+/// A number written in decimal, `0x` hex, or as an htb class `MAJOR:MINOR` (hex).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct PriorityValue(pub u32);
+
+impl<'de> Deserialize<'de> for PriorityValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(i64),
+            S(String),
+        }
+        let v = match Raw::deserialize(d)? {
+            Raw::N(n) => u32::try_from(n).map_err(|_| format!("{n}: out of range")),
+            Raw::S(s) => number(&s),
+        };
+        v.map(PriorityValue).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Decimal, 0x hex, or an htb class id MAJOR:MINOR (hex).
+pub fn number(v: &str) -> Result<u32, String> {
+    let bad =
+        || format!("'{v}': not a number (accepted: decimal, 0x hex, or an htb class id like 1:10)");
+    let v = v.trim();
+    if let Some((maj, min)) = v.split_once(':') {
+        let maj = u32::from_str_radix(maj, 16).map_err(|_| bad())?;
+        let min = u32::from_str_radix(min, 16).map_err(|_| bad())?;
+        if maj > 0xffff || min > 0xffff {
+            return Err(bad());
+        }
+        return Ok((maj << 16) | min);
+    }
+    match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        Some(h) => u32::from_str_radix(h, 16).map_err(|_| bad()),
+        None => v.parse::<u32>().map_err(|_| bad()),
+    }
+}
+
+impl SocketFields {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if matches!(self.tos, Some(PriorityValue(t)) if t > 255) {
+            return Err(ConfigError::new("tos", "a byte, 0..=255"));
+        }
+        for (f, v) in [("rcvbuf", self.rcvbuf), ("sndbuf", self.sndbuf)] {
+            if matches!(v, Some(Size(n)) if n == 0 || n > i32::MAX as u64) {
+                return Err(ConfigError::new(f, "out of range (1 B .. 2 GiB)"));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn socket(&self) -> SocketConfig {
+        SocketConfig {
+            so_priority: self.so_priority.map(|p| p.0),
+            tos: self.tos.map(|t| t.0 as u8),
+            busy_poll_us: self.busy_poll,
+            rcvbuf: self.rcvbuf.map(|s| s.0 as u32),
+            sndbuf: self.sndbuf.map(|s| s.0 as u32),
+        }
+    }
+}
+
+/// The ping's configuration (flags and `[[probe]]` keys have these names).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UdpProbeConfig {
+    /// The reflector, IP:PORT (a scenario case without it gets two namespaces).
+    pub to: Option<String>,
+    /// Local address to send from.
+    pub bind: Option<String>,
+    /// Send from inside this network namespace.
+    pub netns: Option<String>,
+    pub mode: UdpMode,
+    /// Send period (periodic mode).
+    pub period: Dur,
+    /// UDP payload, 16 B to 65507 B.
+    pub payload: Size,
+    /// RTTs above this are missed deadlines (default: the period; pingpong: 1 ms).
+    pub deadline: Option<Dur>,
+    /// No reply within this is a loss; a reply after it is late.
+    pub loss_timeout: Dur,
+    /// How long to send (20 s when neither this nor `count` is given).
+    pub duration: Option<Dur>,
+    /// Requests to send (slots: a skipped slot counts).
+    pub count: Option<u64>,
+    pub window: Dur,
+    /// Check first that a reflector answers.
+    pub preflight: bool,
+    #[serde(flatten)]
+    pub socket: SocketFields,
+    #[serde(flatten)]
+    pub rt: RtFields,
+}
+
+impl Default for UdpProbeConfig {
+    fn default() -> Self {
+        UdpProbeConfig {
+            to: None,
+            bind: None,
+            netns: None,
+            mode: UdpMode::Periodic,
+            period: Dur::ms(1),
+            payload: Size(500),
+            deadline: None,
+            loss_timeout: Dur::ms(500),
+            duration: None,
+            count: None,
+            window: Dur::s(1),
+            preflight: true,
+            socket: SocketFields::default(),
+            rt: RtFields::default(),
+        }
+    }
+}
+
+/// On the command line the ping runs SCHED_FIFO 80 with memory locked.
+pub fn default_rt() -> RtSettings {
+    RtSettings::fifo80()
+}
+
+impl Validate for UdpProbeConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        positive("period", Some(self.period))?;
+        positive("deadline", self.deadline)?;
+        positive("loss_timeout", Some(self.loss_timeout))?;
+        positive("duration", self.duration)?;
+        positive("window", Some(self.window))?;
+        at_least_one("count", self.count)?;
+        if !(16..=65507).contains(&self.payload.0) {
+            return Err(ConfigError::new(
+                "payload",
+                format!("{} bytes is outside 16..=65507 (a UDP datagram)", self.payload.0),
+            ));
+        }
+        for (f, a) in [("to", &self.to), ("bind", &self.bind)] {
+            if let Some(a) = a {
+                udp_run::parse_addr("", a, f == "bind")
+                    .map_err(|_| ConfigError::new(f, format!("'{a}': not an address with a port (accepted: IPv4:PORT or [IPv6]:PORT)")))?;
+            }
+        }
+        self.socket.validate()
+    }
+}
+
+impl UdpProbeConfig {
+    /// The engine's ping configuration under `rt`.
+    pub fn engine(&self, rt: &RtSettings) -> Result<UdpPingConfig, ConfigError> {
+        rt.check().map_err(|m| ConfigError::new("priority", m))?;
+        let mode = match self.mode {
+            UdpMode::Periodic => PingMode::Periodic,
+            UdpMode::Pingpong => PingMode::Pingpong,
+        };
+        let duration_ns = match (self.duration, self.count) {
+            (Some(d), _) => Some(d.0),
+            (None, Some(_)) => None,
+            (None, None) => Some(20_000_000_000),
+        };
+        Ok(UdpPingConfig {
+            to: self.to.clone().unwrap_or_default(),
+            bind: self.bind.clone(),
+            netns: self.netns.clone(),
+            mode,
+            period_ns: self.period.0,
+            payload: self.payload.0 as usize,
+            deadline_ns: self.deadline.map(|d| d.0).unwrap_or(match mode {
+                PingMode::Periodic => self.period.0,
+                PingMode::Pingpong => 1_000_000,
+            }),
+            loss_timeout_ns: self.loss_timeout.0,
+            duration_ns,
+            count: self.count,
+            window_ns: self.window.0,
+            rt: RtSettings { cpus: rt.cpu_of(0).map(|c| vec![c]), ..rt.clone() },
+            socket: self.socket.socket(),
+            preflight_ns: if self.preflight { 2_000_000_000 } else { 0 },
+            spike: None,
+        })
+    }
+}
+
+/// What one measured ping produced.
+pub struct PingRun {
+    pub doc: ResultDocument,
+    pub cfg: UdpPingConfig,
+    pub outcome: PingOutcome,
+    pub reflected: Option<ReflectOutcome>,
+    /// `tc -s qdisc` of the client's veth end when there was a bottleneck.
+    pub qdisc: Option<String>,
+}
+
+/// Measure: with a pair in the context, the reflector in side b and the ping from side a;
+/// else ping `to`.
+pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, LabError> {
+    let rt = cfg.rt.over(&ctx.rt);
+    let mut engine = cfg.engine(&rt)?;
+    let pair = ctx.pair;
+    if let Some(p) = pair {
+        engine.netns = Some(p.ns_a.clone());
+        engine.to = format!("{}:9000", p.ip_b);
+    } else if engine.to.is_empty() {
+        return Err(ConfigError::new("to", "no reflector given (IP:PORT)").into());
+    }
+    let online = rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0;
+    engine.validate(&online).map_err(udp_error)?;
+    let mut ev = ctx.evidence.clone();
+    ev.window_ns = engine.window_ns;
+    ev.victim = if pair.is_some() { PAIR_THREADS } else { "rtlab-udp-ping" }.into();
+    ev.cpus = engine.rt.cpu_of(0).into_iter().collect();
+    ev.sources = PING_SOURCES.iter().map(|s| s.to_string()).collect();
+    ev.planned =
+        Some(std::time::Duration::from_nanos(Probe::plan(cfg).estimate_ns().max(0) as u64));
+    let evidence = crate::evidence::EvidenceRun::start(crate::executor::host(), &ev)
+        .map_err(LabError::failed)?;
+    engine.spike = evidence.hook();
+    let env = rtlab_sys::env::detect(std::path::Path::new("/"));
+    let started = std::time::SystemTime::now();
+    let measured = ping_with_reflector(&engine, pair, ctx);
+    let streams = measured.as_ref().map(|r| r.0.clone()).unwrap_or_default();
+    let evidence = evidence.finish(&streams);
+    let (streams, outcome, reflected, reflect_cfg) = measured?;
+    let qdisc = pair.filter(|p| p.config.rate_bps.is_some()).map(|p| p.qdisc_stats());
+    let config = serde_json::json!({
+        "role": "ping",
+        "ping": engine,
+        "pair": pair.map(|p| &p.config),
+        "reflect": reflect_cfg,
+    });
+    let mut doc = new_document("udp", started, env, config);
+    doc.duration_ns = outcome.duration_ns;
+    doc.interrupted = outcome.end == rtlab_probes::timer::LoopEnd::Interrupted;
+    doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
+    doc.streams = streams;
+    doc.evidence = Some(evidence);
+    let c = &outcome.counts;
+    let mut warns = socket_warnings(
+        &doc,
+        &outcome.memory_lock,
+        &engine.rt,
+        &engine.socket,
+        ctx.mlockall_off_by_profile,
+    );
+    if c.samples < MIN_SAMPLES_FOR_TAIL {
+        warns.push(Warn::RunTooShort { samples: c.samples, wanted: MIN_SAMPLES_FOR_TAIL });
+    }
+    if c.malformed > 0 {
+        warns.push(Warn::UdpForeignDatagrams { count: c.malformed });
+    }
+    if engine.payload > 1472 {
+        warns.push(Warn::UdpFragmented { payload: engine.payload });
+    }
+    if c.lost > 0 {
+        warns.push(Warn::UdpPacketLoss { lost: c.lost, sent: c.sent });
+    }
+    if engine.mode == PingMode::Periodic && outcome.rtt.overruns > 0 {
+        warns.push(Warn::UdpSenderLate {
+            overruns: outcome.rtt.overruns,
+            max_late_ns: outcome.lateness.running.max,
+        });
+    }
+    if doc.interrupted {
+        warns.push(Warn::Interrupted);
+    }
+    doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
+    Ok(PingRun { doc, cfg: engine, outcome, reflected, qdisc })
+}
+
+type Pinged = (
+    Vec<rtlab_core::schema::Stream>,
+    PingOutcome,
+    Option<ReflectOutcome>,
+    Option<UdpReflectConfig>,
+);
+
+fn ping_with_reflector(
+    cfg: &UdpPingConfig,
+    pair: Option<&NetnsPair>,
+    ctx: &mut Context<'_>,
+) -> Result<Pinged, LabError> {
+    let mut reflector = None;
+    let reflector_stop = Arc::new(AtomicBool::new(false));
+    let mut reflect_cfg = None;
+    if let Some(p) = pair {
+        let rc = UdpReflectConfig {
+            bind: cfg.to.clone(),
+            netns: Some(p.ns_b.clone()),
+            drop_every: None,
+            duration_ns: None,
+            count: None,
+            window_ns: cfg.window_ns,
+            rt: cfg.rt.clone(),
+            socket: cfg.socket.clone(),
+            // the reflector of the pair is in this process: its turnaround counts too
+            spike: cfg.spike.as_ref().map(|h| h.for_source(2)),
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (rs, rcc) = (reflector_stop.clone(), rc.clone());
+        reflector = Some(std::thread::spawn(move || {
+            udp_run::reflect(&rcc, rs, |addr| drop(tx.send(Ok(addr.to_string()))), |_| {})
+                .inspect_err(|e| {
+                    // the pinger waits for this: an error before binding ends the wait too
+                    let _ = tx.send(Err(e.to_string()));
+                })
+        }));
+        match rx.recv() {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(LabError::Failed(format!("the pair's reflector: {e}"))),
+            Err(_) => return Err(LabError::failed("the pair's reflector ended before listening")),
+        }
+        reflect_cfg = Some(rc);
+    }
+    let progress = &mut *ctx.progress;
+    let outcome = udp_run::ping(cfg, ctx.stop.clone(), |d, p| progress(d, p));
+    reflector_stop.store(true, Ordering::Relaxed);
+    let reflected: Option<ReflectOutcome> =
+        reflector.and_then(|h| h.join().ok()).and_then(|r| r.ok());
+    let outcome = outcome.map_err(udp_error)?;
+    let mut streams = outcome.streams(cfg);
+    if let (Some(r), Some(rc)) = (&reflected, &reflect_cfg) {
+        streams.extend(r.streams(rc));
+    }
+    Ok((streams, outcome, reflected, reflect_cfg))
+}
+
+/// An engine error as a lab error (a refused priority is a missing privilege).
+pub fn udp_error(e: UdpError) -> LabError {
+    match e {
+        UdpError::Sys(s) => LabError::from_sys(s),
+        other => LabError::failed(other),
+    }
+}
+
+/// The shared warnings plus the socket's (busy polling that the kernel does not do).
+pub fn socket_warnings(
+    doc: &ResultDocument,
+    memory_lock: &Option<Result<(), String>>,
+    rt: &RtSettings,
+    socket: &SocketConfig,
+    mlockall_off_by_profile: bool,
+) -> Vec<Warn> {
+    let mut w = process_warnings(
+        &doc.environment,
+        memory_lock,
+        !rt.policy.is_realtime(),
+        mlockall_off_by_profile,
+    );
+    if matches!(socket.busy_poll_us, Some(us) if us > 0) {
+        let global = std::fs::read_to_string("/proc/sys/net/core/busy_poll")
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok());
+        if global == Some(0) {
+            w.push(Warn::UdpBusyPollInactive);
+        }
+    }
+    w
+}
+
+impl Probe for UdpProbeConfig {
+    fn kind(&self) -> &'static str {
+        "udp"
+    }
+    fn config(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+    fn plan(&self) -> Plan {
+        let duration_ns = match (self.duration, self.count) {
+            (None, None) => Some(20_000_000_000),
+            (d, _) => d.map(|d| d.0),
+        };
+        // pingpong is as fast as the round trips go: its length is its duration or count
+        Plan { duration_ns, count: self.count, period_ns: self.period.0, sweep: 1 }
+    }
+    fn scale(&mut self, factor: f64, floor: u64) -> Option<String> {
+        let p = self.period.0;
+        crate::probe::scale_length(&mut self.duration, &mut self.count, p, factor, floor)
+    }
+    fn needs_pair(&self) -> bool {
+        self.to.is_none()
+    }
+    fn rt(&self, base: &RtSettings) -> RtSettings {
+        self.rt.over(base)
+    }
+    fn measure(&self, ctx: &mut Context<'_>) -> Result<ResultDocument, LabError> {
+        measure(self, ctx).map(|r| r.doc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_class_ids() {
+        assert_eq!(number("6").unwrap(), 6);
+        assert_eq!(number("1:10").unwrap(), 0x10010);
+        assert_eq!(number("0x10010").unwrap(), 0x10010);
+        assert_eq!(number("0xb8").unwrap(), 184);
+        assert!(number("x").is_err());
+        let t: toml::Table = "tos = '1:10'".parse().unwrap();
+        let e = crate::config::from_table::<UdpProbeConfig>(&t).unwrap_err();
+        assert_eq!(e.cli_text(), "--tos: a byte, 0..=255");
+    }
+}

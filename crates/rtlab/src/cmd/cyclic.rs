@@ -1,0 +1,151 @@
+//! `rtlab cyclic`: flags -> the cyclic probe's configuration (the same struct as a
+//! scenario's `kind = "cyclic"`), run, print the response time, wake-up latency and job
+//! duration per thread, write JSON.
+
+use super::stop_flag;
+use crate::cli::{EvidenceArgs, RtArgs};
+use crate::document::{check_writable, write_json};
+use crate::progress::Progress;
+use clap::Args;
+use rtlab_core::render::{stats_table, Row};
+use rtlab_core::units::{format_duration_exact, Nanos};
+use rtlab_lab::config::{from_table, FlagTable};
+use rtlab_lab::probe::Context;
+use rtlab_lab::probes::cyclic::{self, CyclicProbeConfig};
+use std::io::IsTerminal;
+
+#[derive(Args, Debug)]
+pub struct CyclicArgs {
+    /// Period of the grid [1ms].
+    #[arg(long, short = 'i')]
+    pub interval: Option<String>,
+    /// Calibrated computation per cycle, e.g. 200us [200us].
+    #[arg(long)]
+    pub work: Option<String>,
+    /// A memory walk per cycle instead of computation: a buffer of this size (e.g. 4mib).
+    #[arg(long, conflicts_with = "work")]
+    pub walk: Option<String>,
+    /// Bytes between two touches of the walk [64].
+    #[arg(long, requires = "walk")]
+    pub stride: Option<String>,
+    /// Measuring threads [1].
+    #[arg(long, short = 't')]
+    pub threads: Option<i64>,
+    /// How long to measure [30s unless --count is given].
+    #[arg(long, short = 'D')]
+    pub duration: Option<String>,
+    /// Cycles (slots) per thread.
+    #[arg(long, short = 'l')]
+    pub count: Option<i64>,
+    /// Response times above this are missed deadlines [the interval].
+    #[arg(long)]
+    pub deadline: Option<String>,
+    /// Width of a max-over-time window [1s].
+    #[arg(long)]
+    pub window: Option<String>,
+    /// Hold /dev/cpu_dma_latency at this many us during the run (0 = no deep C-states).
+    #[arg(long, num_args = 0..=1, default_missing_value = "0", value_name = "US")]
+    pub cpu_dma_latency: Option<i64>,
+    #[command(flatten)]
+    pub rt: RtArgs,
+    #[command(flatten)]
+    pub evidence: EvidenceArgs,
+    /// Write the result document (JSON); - for stdout.
+    #[arg(long)]
+    pub json: Option<String>,
+    /// Print nothing but errors.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+impl CyclicArgs {
+    /// The flags given, as the probe's table (every default lives in the configuration).
+    pub fn table(&self) -> toml::Table {
+        let mut t = FlagTable::default();
+        t.str("interval", &self.interval)
+            .str("work", &self.work)
+            .str("walk", &self.walk)
+            .str("stride", &self.stride)
+            .int("threads", self.threads)
+            .str("duration", &self.duration)
+            .int("count", self.count)
+            .str("deadline", &self.deadline)
+            .str("window", &self.window)
+            .int("cpu_dma_latency", self.cpu_dma_latency);
+        self.rt.fill(&mut t);
+        t.take()
+    }
+}
+
+pub fn run(a: CyclicArgs) -> anyhow::Result<u8> {
+    let cfg: CyclicProbeConfig =
+        from_table(&a.table()).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
+    let engine = cfg
+        .engine(&cfg.rt.over(&cyclic::default_rt()))
+        .map_err(|e| anyhow::anyhow!(e.cli_text()))?;
+    if let Some(p) = &a.json {
+        check_writable(p, "--json")?;
+    }
+    let stop = stop_flag()?;
+    let quiet = a.quiet || a.json.as_deref() == Some("-");
+    let _lock = super::machine_lock("rtlab cyclic", true)?;
+    super::journal_warning(quiet);
+    if !quiet {
+        println!(
+            "rtlab cyclic: {} thread{}, every {}, job {}, {} {}",
+            engine.threads,
+            if engine.threads == 1 { "" } else { "s" },
+            format_duration_exact(Nanos(engine.interval_ns)),
+            engine.work.describe(),
+            engine.rt.policy,
+            engine.rt.priority
+        );
+    }
+    let progress = Progress::new(0, "cyclic", quiet);
+    let mut on_progress = |done: u64, planned: u64| {
+        progress.set_len_once(planned);
+        progress.set(done);
+    };
+    let mut ctx = Context::new(cyclic::default_rt(), stop, &mut on_progress);
+    ctx.evidence = a.evidence.options()?;
+    let measured = cyclic::measure(&cfg, &mut ctx);
+    progress.finish();
+    let (doc, outcome, _) = measured.map_err(super::lab_error)?;
+    if let Some(p) = &a.json {
+        write_json(&doc, p)?;
+    }
+    if !quiet {
+        let color = std::io::stdout().is_terminal();
+        for (title, suffix) in [
+            ("response time (job end - slot)", ""),
+            ("wake-up latency (woke - slot)", ".wakeup"),
+            ("job duration (job end - woke)", ".job"),
+        ] {
+            let rows: Vec<Row> = doc
+                .streams
+                .iter()
+                .filter(|s| {
+                    let base = s.name.strip_suffix(suffix).filter(|_| !suffix.is_empty());
+                    match base {
+                        Some(b) => !b.contains('.'),
+                        None => suffix.is_empty() && !s.name.contains('.'),
+                    }
+                })
+                .map(|s| Row { label: s.name.clone(), summary: &s.stats })
+                .collect();
+            println!("{title}");
+            print!("{}", stats_table(&rows, color));
+            println!();
+        }
+        for (i, t) in outcome.threads.iter().enumerate() {
+            if let Some(c) = &t.calibration {
+                println!("thread{i}: calibration {c:?}");
+            }
+        }
+        for w in &doc.warnings {
+            eprintln!("warning: {}", w.message);
+        }
+    }
+    super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
+    Ok(0)
+}

@@ -1,0 +1,29 @@
+//! `rtlab completions SHELL` and `rtlab man`: generated from the command line's definition
+//! (clap_complete, clap_mangen), so they never drift from the flags.
+
+use clap::{Args, CommandFactory};
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {}
+
+pub fn completions(a: CompletionsArgs) -> anyhow::Result<u8> {
+    let mut cmd = crate::cli::Cli::command();
+    let mut buf = Vec::new();
+    clap_complete::generate(a.shell, &mut cmd, "rtlab", &mut buf);
+    print!("{}", String::from_utf8_lossy(&buf));
+    Ok(0)
+}
+
+pub fn man(_: ManArgs) -> anyhow::Result<u8> {
+    let mut buf = Vec::new();
+    clap_mangen::Man::new(crate::cli::Cli::command()).render(&mut buf)?;
+    print!("{}", String::from_utf8_lossy(&buf));
+    Ok(0)
+}

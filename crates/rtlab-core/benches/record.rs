@@ -23,7 +23,11 @@ fn main() {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        let v = if x % 1000 == 0 { (x % 5_000_000) as i64 } else { 10_000 + (x % 50_000) as i64 };
+        let v = if x.is_multiple_of(1000) {
+            (x % 5_000_000) as i64
+        } else {
+            10_000 + (x % 50_000) as i64
+        };
         r.record(i, (i * 1_000_000) as i64, v);
     }
     let el = t.elapsed();

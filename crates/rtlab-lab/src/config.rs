@@ -150,17 +150,13 @@ impl<'de> Deserialize<'de> for Rate {
 #[serde(transparent)]
 pub struct List<T>(pub Vec<T>);
 
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for List<T> {
+impl<'de, T: DeserializeOwned> Deserialize<'de> for List<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<List<T>, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw<T> {
-            Many(Vec<T>),
-            One(T),
-        }
-        Ok(List(match Raw::deserialize(d)? {
-            Raw::Many(v) => v,
-            Raw::One(t) => vec![t],
+        // through a value, so that an item's own error (a bad unit) is what is said
+        let one = |v: toml::Value| T::deserialize(v).map_err(serde::de::Error::custom);
+        Ok(List(match toml::Value::deserialize(d)? {
+            toml::Value::Array(items) => items.into_iter().map(one).collect::<Result<_, _>>()?,
+            v => vec![one(v)?],
         }))
     }
 }

@@ -19,15 +19,24 @@ pub fn lock_path() -> PathBuf {
 
 /// Take the machine lock for `holder` (`rtlab run quick`); with `wait`, wait for the
 /// rtlab that holds it, calling `waiting` once with what it is.
-pub fn lock(holder: &str, wait: bool, waiting: impl FnOnce(&str)) -> Result<MachineLock, LabError> {
+/// A lock file this user cannot create (not root) is no lock: such a process changes
+/// nothing on the machine, and measures as the user asked (`None`).
+pub fn lock(
+    holder: &str,
+    wait: bool,
+    waiting: impl FnOnce(&str),
+) -> Result<Option<MachineLock>, LabError> {
     let path = lock_path();
     match MachineLock::acquire(&path, holder, false) {
-        Ok(l) => Ok(l),
+        Ok(l) => Ok(Some(l)),
         Err(LockError::Busy { pid, holder: other }) if wait => {
             waiting(&format!("waiting for the rtlab that is measuring (pid {pid}: {other})"));
-            MachineLock::acquire(&path, holder, true).map_err(|e| LabError::Failed(e.to_string()))
+            MachineLock::acquire(&path, holder, true)
+                .map(Some)
+                .map_err(|e| LabError::Failed(e.to_string()))
         }
-        Err(e) => Err(LabError::Failed(e.to_string())),
+        Err(e @ LockError::Busy { .. }) => Err(LabError::Failed(e.to_string())),
+        Err(_) => Ok(None),
     }
 }
 

@@ -67,6 +67,7 @@ impl<T> RtThread<T> {
     }
 
     /// Wait for the thread; Err(()) if its closure panicked.
+    #[allow(clippy::result_unit_err)] // the closure panicked: there is nothing more to say
     pub fn join(mut self) -> Result<T, ()> {
         // SAFETY: tid came from a successful pthread_create and is joined exactly once.
         unsafe { libc::pthread_join(self.tid, std::ptr::null_mut()) };

@@ -1,13 +1,20 @@
 //! `rtlab load` through the binary and the load library: stress-ng and iperf3 really run
 //! (Debian packages stress-ng, iperf3), achieved CPU use and bit rate are recorded, every
-//! process of a load is gone after it stops, a missing tool names its package.
+//! process of a load is gone after it stops and after a `kill -9` of rtlab, a missing tool
+//! names its package.
 //! Traffic goes only over loopback or into a network namespace the test creates and removes.
 
 use rtlab_tune::load::{LoadConfig, RunningLoad};
 use std::process::Command;
 
 fn rtlab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rtlab"))
+    // tests measure side by side on purpose: each call its own machine lock
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let lock = std::env::temp_dir().join(format!("rtlab-test-lock-{}-{n}", std::process::id()));
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rtlab"));
+    c.env("RTLAB_LOCK", lock);
+    c
 }
 
 fn out(c: &mut Command) -> (i32, String, String) {
@@ -39,6 +46,75 @@ fn load_cpu_runs_stress_ng_and_records_cpu_use() {
         rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0.len()
     );
     assert!(l["ran_ns"].as_i64().unwrap() >= 1_000_000_000);
+}
+
+#[test]
+fn load_cpu_load_and_the_time_limit_reach_stress_ng_and_the_report() {
+    let v = json_of(&["load", "cpu", "--workers", "1", "--cpu-load", "50", "--duration", "1s"]);
+    let l = &v["load"];
+    let cmd: Vec<&str> =
+        l["command"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert!(cmd.windows(2).any(|w| w == ["--cpu-load", "50"]), "{cmd:?}");
+    assert!(cmd.windows(2).any(|w| w[0] == "--timeout"), "{cmd:?}");
+    assert_eq!(l["cpu_load_percent"], 50);
+    assert!(l["max_duration_ns"].as_i64().unwrap() > 1_000_000_000);
+    assert_eq!(v["config"]["cpu_load"], 50);
+    assert_eq!(l["alive_until_stop"], true);
+}
+
+/// (state, ppid, pgrp, comm) of every process.
+fn processes() -> Vec<(u32, char, u32, u32, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let (Some((head, rest)), true) = (s.rsplit_once(')'), s.contains('(')) else { continue };
+        let comm = head.split_once('(').map(|x| x.1.to_string()).unwrap_or_default();
+        let w: Vec<&str> = rest.split_whitespace().collect();
+        if w.len() > 2 {
+            let st = w[0].chars().next().unwrap_or('?');
+            out.push((pid, st, w[1].parse().unwrap_or(0), w[2].parse().unwrap_or(0), comm));
+        }
+    }
+    out
+}
+
+#[test]
+fn load_kill9_of_rtlab_takes_stress_ng_along() {
+    // the case: rtlab killed with SIGKILL while stress-ng runs
+    let mut rtlab = rtlab()
+        .args(["load", "cpu", "--workers", "1", "--duration", "120s"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let group = loop {
+        if let Some(p) = processes().into_iter().find(|p| p.2 == rtlab.id() && p.4 == "stress-ng") {
+            break p.3;
+        }
+        assert!(std::time::Instant::now() < end, "rtlab never started stress-ng");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    rtlab.kill().unwrap();
+    rtlab.wait().unwrap();
+    let left = || -> Vec<(u32, String)> {
+        processes()
+            .into_iter()
+            .filter(|p| p.3 == group && p.1 != 'Z' && p.1 != 'X')
+            .map(|p| (p.0, p.4))
+            .collect()
+    };
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !left().is_empty() && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let l = left();
+    if !l.is_empty() {
+        let _ = rtlab_sys::tune_sys::kill_group(group as i32, 9);
+    }
+    assert!(l.is_empty(), "still running 5 s after rtlab's kill -9: {l:?}");
 }
 
 #[test]
@@ -83,9 +159,11 @@ fn load_stop_kills_the_whole_process_group() {
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("pids");
     let script = format!("sleep 30 & echo $! > {}; sleep 30", f.display());
-    let load =
-        RunningLoad::start(&LoadConfig::Command { argv: vec!["sh".into(), "-c".into(), script] })
-            .unwrap();
+    let load = RunningLoad::start(
+        &LoadConfig::Command { argv: vec!["sh".into(), "-c".into(), script] },
+        None,
+    )
+    .unwrap();
     let mut pid = None;
     for _ in 0..100 {
         if let Some(p) = std::fs::read_to_string(&f).ok().and_then(|s| s.trim().parse::<i32>().ok())
@@ -136,11 +214,11 @@ fn load_missing_tool_names_the_debian_package() {
         out(rtlab().args(["load", "cpu", "--duration", "1s"]).env("PATH", d.path()));
     assert_eq!(code, 2);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("stress-ng is not installed (Debian package: stress-ng"), "{stderr}");
+    assert!(stderr.contains("stress-ng is not installed (apt-get install stress-ng)"), "{stderr}");
     let (code, _, stderr) =
         out(rtlab().args(["load", "traffic", "--duration", "1s"]).env("PATH", d.path()));
     assert_eq!(code, 2);
-    assert!(stderr.contains("Debian package: iperf3"), "{stderr}");
+    assert!(stderr.contains("apt-get install iperf3"), "{stderr}");
 }
 
 #[test]
@@ -151,6 +229,8 @@ fn load_bad_input_is_one_line_and_exit_2() {
         (vec!["load", "traffic", "--netns", "x"], "--peer"),
         (vec!["load", "traffic", "--peer", "nohost"], "--peer nohost"),
         (vec!["load", "cpu", "--duration", "0s"], "--duration 0s"),
+        (vec!["load", "cpu", "--cpu-load", "0"], "--cpu-load 0"),
+        (vec!["load", "mix", "--cpu-load", "101"], "--cpu-load 101"),
     ] {
         let (code, _, stderr) = out(rtlab().args(&args));
         assert_eq!(code, 2, "{args:?}: {stderr}");

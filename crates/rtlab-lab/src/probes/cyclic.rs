@@ -141,8 +141,7 @@ pub fn measure(
     let started = std::time::SystemTime::now();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let progress = &mut *ctx.progress;
-    let measured =
-        cyclic::run_with_spike(&engine, ctx.stop.clone(), evidence.hook(), |d, p| progress(d, p));
+    let measured = cyclic::run_with_spike(&engine, ctx.stop.clone(), evidence.hook(), progress);
     let streams = measured.as_ref().map(|o| o.streams(&engine)).unwrap_or_default();
     let evidence = evidence.finish(&streams);
     let outcome = match measured {

@@ -368,7 +368,7 @@ fn ping_with_reflector(
         reflect_cfg = Some(rc);
     }
     let progress = &mut *ctx.progress;
-    let outcome = udp_run::ping(cfg, ctx.stop.clone(), |d, p| progress(d, p));
+    let outcome = udp_run::ping(cfg, ctx.stop.clone(), progress);
     reflector_stop.store(true, Ordering::Relaxed);
     let reflected: Option<ReflectOutcome> =
         reflector.and_then(|h| h.join().ok()).and_then(|r| r.ok());

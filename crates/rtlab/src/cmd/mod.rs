@@ -92,6 +92,9 @@ pub fn journal_warning(quiet: bool) {
 }
 
 /// Hold the machine lock while measuring (`wait`: wait for the rtlab that holds it).
-pub fn machine_lock(holder: &str, wait: bool) -> anyhow::Result<rtlab_tune::lock::MachineLock> {
+pub fn machine_lock(
+    holder: &str,
+    wait: bool,
+) -> anyhow::Result<Option<rtlab_tune::lock::MachineLock>> {
     rtlab_lab::guard::lock(holder, wait, |why| eprintln!("rtlab: {why}")).map_err(lab_error)
 }

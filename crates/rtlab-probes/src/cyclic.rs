@@ -10,6 +10,8 @@
 //!   [`Work::Compute`], calibrates itself once, on its own CPU at its own priority
 //!   ([`work::calibrate`]); the iteration count is then fixed, so work that takes longer than
 //!   asked on a loaded machine is measured, not calibrated away.
+//!   Each thread's grid starts when its own preparation ends (start = its slot 0), and
+//!   `duration_ns` is counted from there: a run lasts calibration (~20-50 ms) + duration.
 //! - The loop is [`cycle::run_cycles`]: slot k = start + k*T (clock_nanosleep TIMER_ABSTIME),
 //!   `woke` after the sleep, `job_end` after the work. A slot already passed when the
 //!   thread is ready for it is skipped and counted as an overrun (no catch-up burst).

@@ -92,7 +92,8 @@ pub struct CyclicConfig {
     /// Slots after start + duration are not taken.
     #[serde(default)]
     pub duration_ns: Option<i64>,
-    /// Cycles each thread runs.
+    /// Slots each thread's grid has: measured cycles + skipped slots (overruns) = count, so
+    /// the run ends on time whatever the overruns (as the timer's count).
     #[serde(default)]
     pub count: Option<u64>,
     /// Response times above it are missed deadlines (None: the interval).
@@ -137,7 +138,7 @@ pub struct CyclicThreadResult {
 }
 
 impl CyclicThreadResult {
-    /// Cycles measured.
+    /// Cycles measured (slots skipped as overruns are in `response.overruns`).
     pub fn cycles(&self) -> u64 {
         self.response.count()
     }
@@ -216,7 +217,7 @@ impl CyclicConfig {
         Ok(())
     }
 
-    /// Cycles one thread is planned to run.
+    /// Slots one thread's grid is planned to have (cycles measured + overruns).
     pub fn planned_cycles(&self) -> u64 {
         let by_duration = self.duration_ns.map(|d| (d / self.interval_ns) as u64);
         match (self.count, by_duration) {
@@ -294,7 +295,7 @@ pub fn run_with_spike(
     let sched = CyclicSchedule {
         interval_ns: cfg.interval_ns,
         duration_ns: cfg.duration_ns,
-        count: cfg.count,
+        slots: cfg.count,
     };
 
     let t0 = rtlab_sys::clock::monotonic_ns();

@@ -42,7 +42,7 @@ fn the_cyclic_loop_allocates_nothing() {
     for work in [Work::Compute { ns: 20_000 }, Work::MemoryWalk { bytes: 1 << 20, stride: 4096 }] {
         let cfg = RecorderConfig {
             deadline_ns: 1_000,   // most responses miss it: that path is exercised too
-            window_ns: 1_000_000, // 1 ms windows: 300 cycles of 100 us outlast 4 windows
+            window_ns: 1_000_000, // 1 ms windows: 300 slots of 100 us outlast 4 windows
             window_capacity: 4,
             max_samples: None,
             us_histogram_buckets: None,
@@ -65,7 +65,7 @@ fn the_cyclic_loop_allocates_nothing() {
         let sched = CyclicSchedule {
             interval_ns: 100_000,
             duration_ns: Some(5_000_000_000),
-            count: Some(300),
+            slots: Some(300),
         };
         let start = rtlab_sys::clock::monotonic_ns();
 
@@ -83,9 +83,10 @@ fn the_cyclic_loop_allocates_nothing() {
         COUNTING.store(false, Ordering::SeqCst);
 
         assert_eq!(ALLOCS.load(Ordering::SeqCst), 0, "{work:?}: the hot loop allocated");
-        assert_eq!(sinks.response.count(), 300);
-        assert_eq!(sinks.job.count(), 300);
-        assert_eq!(sinks.wakeup.count(), 300);
+        let cycles = sinks.response.count();
+        assert_eq!(cycles + sinks.response.overruns, 300, "300 slots: cycles + skipped");
+        assert_eq!(sinks.job.count(), cycles);
+        assert_eq!(sinks.wakeup.count(), cycles);
         assert!(flag.get().is_some());
         assert!(sinks.response.windows.width_ns() > 1_000_000, "windows widened in place");
     }

@@ -1,4 +1,4 @@
-//! Real runs of the cyclic probe: 200 cycles at 1 ms with 100 us of calibrated computation,
+//! Real runs of the cyclic probe: 200 slots at 1 ms with 100 us of calibrated computation,
 //! as SCHED_OTHER (no root needed) and as SCHED_FIFO 80 (root: the `_as_root` test skips
 //! without it), a memory walk, two threads, and the stop flag. Counts, fields and the
 //! presence of samples are asserted; never an upper bound on a time.
@@ -26,13 +26,16 @@ fn compute_cfg(rt: RtSettings) -> CyclicConfig {
     c
 }
 
-/// What every finished run of `cycles` cycles per thread must show.
-fn check_counts(out: &CyclicOutcome, cfg: &CyclicConfig, cycles: u64) {
+/// What every finished run of `slots` slots per thread must show: each slot measured or
+/// skipped (overrun), never both, never neither.
+fn check_counts(out: &CyclicOutcome, cfg: &CyclicConfig, slots: u64) {
     assert!(!out.interrupted);
     assert_eq!(out.threads.len(), cfg.threads);
     for t in &out.threads {
         assert_eq!(t.end, LoopEnd::Count);
-        assert_eq!(t.cycles(), cycles);
+        let cycles = t.cycles();
+        assert_eq!(cycles + t.response.overruns, slots);
+        assert!(cycles > 0);
         assert_eq!(t.wakeup.count(), cycles);
         assert_eq!(t.job.count(), cycles);
         assert!(t.job.running.min > 0, "every job takes some time: {}", t.job.running.min);
@@ -45,6 +48,7 @@ fn check_counts(out: &CyclicOutcome, cfg: &CyclicConfig, cycles: u64) {
     let per_thread = 3 * cfg.threads + usize::from(cfg.threads > 1);
     assert_eq!(streams.len(), per_thread);
     for i in 0..cfg.threads {
+        let cycles = out.threads[i].cycles();
         let s = &streams[3 * i];
         assert_eq!(
             (s.name.as_str(), s.metric.as_str()),
@@ -156,7 +160,7 @@ fn a_response_above_the_spike_threshold_raises_the_flag() {
     let hook = rtlab_core::sink::SpikeHook { threshold_ns: 0, flag: flag.clone(), source: 0 };
     let out =
         run_with_spike(&cfg, Arc::new(AtomicBool::new(false)), Some(hook), |_, _| {}).unwrap();
-    assert_eq!(out.threads[0].cycles(), 20);
+    assert_eq!(out.threads[0].cycles() + out.threads[0].response.overruns, 20);
     let (index, _, value) = flag.get().expect("every response is above 0 ns");
     assert_eq!(index, 0);
     assert!(value > 0);

@@ -11,9 +11,11 @@
 //! - When the thread is ready for the next slot (after recording) and that slot has already
 //!   passed (ready >= slot), it and every other passed slot are skipped and counted as
 //!   overruns on the `response` sink: no catch-up burst, no drift. Skipped slots past the
-//!   planned duration are not counted.
-//! - The loop ends after `count` cycles, before a slot past `start + duration`, when any
-//!   sink answers [`Flow::Stop`], or when the stop flag is raised (checked once per cycle).
+//!   planned end (duration or slot count) are not counted.
+//! - The loop ends before slot `slots + 1` (slots are counted, not cycles: a skipped slot
+//!   counts, so measured cycles + overruns = `slots` and the run ends on time, as the
+//!   timer's), before a slot past `start + duration`, when any sink answers [`Flow::Stop`],
+//!   or when the stop flag is raised (checked once per cycle).
 //! - It never allocates, locks, logs or prints: the work closure must not either.
 
 use crate::clock::Clock;
@@ -27,8 +29,8 @@ pub struct CyclicSchedule {
     pub interval_ns: i64,
     /// Slots after `start + duration` are not taken (None: no limit).
     pub duration_ns: Option<i64>,
-    /// Cycles to run (None: no limit).
-    pub count: Option<u64>,
+    /// Slots after the `slots`-th are not taken (None: no limit); a skipped slot counts.
+    pub slots: Option<u64>,
 }
 
 /// The three sinks of one cyclic thread.
@@ -62,19 +64,24 @@ where
     F: FnMut(&mut C),
 {
     let t = sched.interval_ns;
-    // the last slot index that may be taken
-    let last_k = sched.duration_ns.map(|d| d.div_euclid(t));
+    // the last slot index that may be taken, by duration and by count
+    let last_by_duration = sched.duration_ns.map(|d| d.div_euclid(t));
+    let last_by_count = sched.slots.map(|n| n.min(i64::MAX as u64) as i64);
+    let last_k = match (last_by_duration, last_by_count) {
+        (Some(d), Some(c)) => Some(d.min(c)),
+        (d, c) => d.or(c),
+    };
     let mut k: i64 = 1;
     let mut index: u64 = 0;
-    if sched.count == Some(0) {
-        return LoopEnd::Count;
-    }
     loop {
+        if matches!(last_by_count, Some(c) if k > c) {
+            return LoopEnd::Count;
+        }
+        if matches!(last_by_duration, Some(d) if k > d) {
+            return LoopEnd::Duration;
+        }
         if stop.load(Ordering::Relaxed) {
             return LoopEnd::Interrupted;
-        }
-        if matches!(last_k, Some(l) if k > l) {
-            return LoopEnd::Duration;
         }
         let slot = start + k * t;
         clock.sleep_until(slot);
@@ -87,11 +94,7 @@ where
         let f_response = sinks.response.record(index, at, job_end - slot);
         index += 1;
         progress.store(index, Ordering::Relaxed);
-        if f_wakeup == Flow::Stop
-            || f_job == Flow::Stop
-            || f_response == Flow::Stop
-            || matches!(sched.count, Some(c) if index >= c)
-        {
+        if f_wakeup == Flow::Stop || f_job == Flow::Stop || f_response == Flow::Stop {
             return LoopEnd::Count;
         }
         // the next slot; those already past are skipped and counted
@@ -147,7 +150,7 @@ mod tests {
     fn run(
         lateness: &[i64],
         work: &[i64],
-        count: Option<u64>,
+        slots: Option<u64>,
         duration_ns: Option<i64>,
     ) -> (FakeClock, CycleSinks<Keep, Keep, Keep>, LoopEnd) {
         let mut c = FakeClock::new(START, lateness);
@@ -155,7 +158,7 @@ mod tests {
         let stop = AtomicBool::new(false);
         let progress = AtomicU64::new(0);
         let mut w = work.iter().copied();
-        let sched = CyclicSchedule { interval_ns: T, duration_ns, count };
+        let sched = CyclicSchedule { interval_ns: T, duration_ns, slots };
         let end = run_cycles(
             &mut c,
             sched,
@@ -196,16 +199,17 @@ mod tests {
     #[test]
     fn a_job_that_outlasts_its_slots_skips_them_and_counts_overruns() {
         // cycle 2 wakes on time but its work runs 2.5 periods: slots 3 and 4 have passed
-        let (c, s, _) = run(&[0, 0, 0, 0], &[100, 2_500, 100, 100], Some(4), None);
+        let (c, s, end) = run(&[0, 0, 0, 0], &[100, 2_500, 100, 100], Some(6), None);
+        assert_eq!(end, LoopEnd::Count);
         assert_eq!(targets(&c), vec![1_000, 2_000, 5_000, 6_000]);
         assert_eq!(s.response.overruns, 2);
         assert_eq!(s.response.values(), vec![100, 2_500, 100, 100]);
-        assert_eq!(s.response.samples.len(), 4, "count is cycles run, not slots");
+        assert_eq!(s.response.samples.len(), 4, "6 slots: 4 cycles + 2 skipped");
     }
 
     #[test]
     fn a_job_ending_exactly_on_the_next_slot_skips_it() {
-        let (c, s, _) = run(&[0], &[1_000], Some(2), None);
+        let (c, s, _) = run(&[0], &[1_000], Some(3), None);
         assert_eq!(targets(&c), vec![1_000, 3_000]);
         assert_eq!(s.response.overruns, 1);
     }
@@ -213,7 +217,7 @@ mod tests {
     #[test]
     fn late_wakeup_plus_work_decides_the_overrun() {
         // wakes 600 late, works 500: ends at 2_100 > slot 2 (2_000) -> slot 2 skipped
-        let (c, s, _) = run(&[600], &[500], Some(2), None);
+        let (c, s, _) = run(&[600], &[500], Some(3), None);
         assert_eq!(targets(&c), vec![1_000, 3_000]);
         assert_eq!(s.response.values(), vec![1_100, 0]);
         assert_eq!(s.wakeup.values(), vec![600, 0]);
@@ -237,7 +241,7 @@ mod tests {
             response: Recorder::new(&rc(400), None),
         };
         let mut w = [400i64, 350, 401, 100].into_iter();
-        let sched = CyclicSchedule { interval_ns: T, duration_ns: None, count: Some(4) };
+        let sched = CyclicSchedule { interval_ns: T, duration_ns: None, slots: Some(4) };
         let end = run_cycles(
             &mut c,
             sched,
@@ -273,12 +277,28 @@ mod tests {
     }
 
     #[test]
+    fn a_count_of_slots_ends_on_time_whatever_the_overruns() {
+        // every job runs 2.5 intervals: each cycle skips two slots
+        let (c, s, end) = run(&[], &[2_500; 10], Some(9), None);
+        assert_eq!(end, LoopEnd::Count);
+        assert_eq!(targets(&c), vec![1_000, 4_000, 7_000]);
+        assert_eq!(s.response.samples.len() as u64 + s.response.overruns, 9);
+        // the last cycle (slot 7) ends at 9_500: slots 8 and 9 are skipped, 10 is past the count
+        assert_eq!(s.response.overruns, 6);
+        // with a duration too, the nearer end wins
+        let (_, s, end) = run(&[], &[], Some(20), Some(5_000));
+        assert_eq!((end, s.response.samples.len()), (LoopEnd::Duration, 5));
+        let (_, s, end) = run(&[], &[], Some(5), Some(20_000));
+        assert_eq!((end, s.response.samples.len()), (LoopEnd::Count, 5));
+    }
+
+    #[test]
     fn stop_flag_and_count_zero_end_the_loop_before_any_sleep() {
         let mut c = FakeClock::new(0, &[]);
         let mut sinks = CycleSinks::<Keep, Keep, Keep>::default();
         let stop = AtomicBool::new(true);
         let p = AtomicU64::new(0);
-        let sched = CyclicSchedule { interval_ns: T, duration_ns: None, count: None };
+        let sched = CyclicSchedule { interval_ns: T, duration_ns: None, slots: None };
         let end = run_cycles(&mut c, sched, 0, |_: &mut FakeClock| {}, &mut sinks, &stop, &p);
         assert_eq!(end, LoopEnd::Interrupted);
         let (c, s, end) = run(&[], &[], Some(0), None);
@@ -302,7 +322,7 @@ mod tests {
         let mut c = FakeClock::new(0, &[]);
         let mut sinks =
             CycleSinks { wakeup: Keep::default(), job: StopAt(3), response: Keep::default() };
-        let sched = CyclicSchedule { interval_ns: T, duration_ns: None, count: None };
+        let sched = CyclicSchedule { interval_ns: T, duration_ns: None, slots: None };
         let end = run_cycles(
             &mut c,
             sched,

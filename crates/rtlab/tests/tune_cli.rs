@@ -15,7 +15,13 @@ use std::time::{Duration, Instant};
 static MACHINE: Mutex<()> = Mutex::new(());
 
 fn rtlab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rtlab"))
+    // tests measure side by side on purpose: each call its own machine lock
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let lock = std::env::temp_dir().join(format!("rtlab-test-lock-{}-{n}", std::process::id()));
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rtlab"));
+    c.env("RTLAB_LOCK", lock);
+    c
 }
 
 fn out(c: &mut Command) -> (i32, String, String) {

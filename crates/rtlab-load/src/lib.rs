@@ -15,8 +15,10 @@
 //!   first use and never ends: a load may be started from any thread, also a short-lived one.
 //!   `ip netns exec` execs its program in the same process, so iperf3 inside a namespace
 //!   keeps the signal. stress-ng's workers end with their stress-ng parent (stress-ng sets
-//!   its own parent-death alarm on them); the grandchildren of a user command are only
-//!   covered by the process-group kill of stop/drop.
+//!   its own parent-death alarm on them, just after their fork: a kill in the first
+//!   milliseconds of a load, while stress-ng forks them, can leave one behind — seen once in
+//!   ~100 kills 10 ms after start — for the time limit below to end); the grandchildren of
+//!   a user command are only covered by the process-group kill of stop/drop.
 //! - A second guard, for when the signal cannot come: the tools get a time limit of their
 //!   own from the `max_duration` given to [`RunningLoad::start`] (see [`max_duration_for`]):
 //!   stress-ng `--timeout`, the iperf3 client `-t`, the iperf3 server `--one-off` and

@@ -97,6 +97,15 @@ fn load_kill9_of_rtlab_takes_stress_ng_along() {
         assert!(std::time::Instant::now() < end, "rtlab never started stress-ng");
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
+    // stress-ng's worker sets its own parent-death alarm just after its fork: a kill in
+    // those first milliseconds can leave it behind (stress-ng's race, seen once in ~100
+    // kills 10 ms after start); kill once the worker runs, as a case's load would
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while processes().iter().filter(|p| p.3 == group && p.1 != 'Z').count() < 2 {
+        assert!(std::time::Instant::now() < end, "stress-ng never started its worker");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
     rtlab.kill().unwrap();
     rtlab.wait().unwrap();
     let left = || -> Vec<(u32, String)> {

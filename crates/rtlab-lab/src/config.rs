@@ -32,9 +32,18 @@ impl ConfigError {
         format!("--{}", self.field.replace('_', "-"))
     }
 
-    /// The error as the CLI says it.
+    /// The error as the CLI says it: the flag, then the message (which names the value).
     pub fn cli_text(&self) -> String {
-        format!("{}: {}", self.flag(), self.message)
+        format!("{} {}", self.flag(), self.message)
+    }
+
+    /// The same, for a command whose flag has another name than the field (`renames`:
+    /// field -> flag, e.g. the timer's `count` is `--loops`, as in cyclictest).
+    pub fn cli_text_as(&self, renames: &[(&str, &str)]) -> String {
+        match renames.iter().find(|(f, _)| *f == self.field) {
+            Some((_, flag)) => format!("{flag} {}", self.message),
+            None => self.cli_text(),
+        }
     }
 }
 
@@ -45,22 +54,66 @@ pub trait Validate {
 
 /// Read and validate a configuration from a table of values (a scenario's probe table, one
 /// case of its matrix, or the flags given on the command line).
-pub fn from_table<C: DeserializeOwned + Validate>(table: &toml::Table) -> Result<C, ConfigError> {
+pub fn from_table<C>(table: &toml::Table) -> Result<C, ConfigError>
+where
+    C: DeserializeOwned + Validate + Default + Serialize,
+{
+    let c: C = read_table(table)?;
+    c.validate()?;
+    Ok(c)
+}
+
+/// Read a table into `C` (no validation beyond serde's), naming the field on error.
+pub fn read_table<C>(table: &toml::Table) -> Result<C, ConfigError>
+where
+    C: DeserializeOwned + Default + Serialize,
+{
     let value = toml::Value::Table(table.clone());
-    let c: C = serde_path_to_error::deserialize(value).map_err(|e| {
+    serde_path_to_error::deserialize(value).map_err(|e| {
         let field = e.path().to_string();
         let field = field.split(['.', '[']).next().unwrap_or("").to_string();
         let message = e.into_inner().to_string().replace('\n', " ");
-        // serde names an unknown field in its message; the path is then the table itself
+        // a flattened field (the real-time fields) loses its path: the field that fails
+        // alone is the one; serde names an unknown field in its message
         let field = if field.is_empty() || field == "." {
-            message.split('`').nth(1).unwrap_or("(probe)").to_string()
+            failing_alone::<C>(table)
+                .or_else(|| message.split('`').nth(1).map(str::to_string))
+                .unwrap_or_else(|| "(probe)".into())
         } else {
             field
         };
+        let message = if message.starts_with("unknown field") {
+            format!("not a parameter of the probe (accepted: {})", fields_of::<C>().join(", "))
+        } else if let Some(rest) = message.strip_prefix("unknown variant `") {
+            // "unknown variant `ros1`, expected one of `intra`, `udp` in `transport`"
+            let (value, rest) = rest.split_once('`').unwrap_or((rest, ""));
+            let accepted = rest.split(" in `").next().unwrap_or("");
+            let accepted = accepted.trim_start_matches(", expected ").trim_start_matches("one of ");
+            format!(
+                "'{value}' is not one of the accepted values: {}",
+                accepted.replace('`', "").trim()
+            )
+        } else {
+            message
+        };
         ConfigError { field, message }
-    })?;
-    c.validate()?;
-    Ok(c)
+    })
+}
+
+/// The key of `table` that `C` refuses when given alone.
+fn failing_alone<C: DeserializeOwned>(table: &toml::Table) -> Option<String> {
+    table.iter().find_map(|(k, v)| {
+        let one = toml::Table::from_iter([(k.clone(), v.clone())]);
+        C::deserialize(toml::Value::Table(one)).is_err().then(|| k.clone())
+    })
+}
+
+/// The fields a configuration takes (its every key, flattened ones included).
+pub fn fields_of<C: Default + Serialize>() -> Vec<String> {
+    match serde_json::to_value(C::default()) {
+        Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The table of a configuration (its every field, defaults included): what a case stores,
@@ -98,6 +151,24 @@ impl<'de> Deserialize<'de> for Dur {
     }
 }
 
+/// A value written as a number or as text (`payload = 500` or `"4kb"`, `cpus = 1` or `"2-3"`).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum NumberOrText {
+    Number(i64),
+    Text(String),
+}
+
+impl NumberOrText {
+    /// The value as written (a number in decimal).
+    pub fn text(self) -> String {
+        match self {
+            NumberOrText::Number(n) => n.to_string(),
+            NumberOrText::Text(s) => s,
+        }
+    }
+}
+
 /// A size in bytes: a number or a string with a unit (`500`, `"4kb"`, `"64kib"`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
@@ -105,16 +176,10 @@ pub struct Size(pub u64);
 
 impl<'de> Deserialize<'de> for Size {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Size, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(i64),
-            S(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::N(n) if n >= 0 => Ok(Size(n as u64)),
-            Raw::N(n) => Err(serde::de::Error::custom(format!("{n} is not a size"))),
-            Raw::S(s) => parse_size(&s).map(Size).map_err(serde::de::Error::custom),
+        match NumberOrText::deserialize(d)? {
+            NumberOrText::Number(n) if n >= 0 => Ok(Size(n as u64)),
+            NumberOrText::Number(n) => Err(serde::de::Error::custom(format!("{n} is not a size"))),
+            NumberOrText::Text(s) => parse_size(&s).map(Size).map_err(serde::de::Error::custom),
         }
     }
 }
@@ -179,16 +244,7 @@ impl Serialize for Cpus {
 
 impl<'de> Deserialize<'de> for Cpus {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Cpus, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(i64),
-            S(String),
-        }
-        let text = match Raw::deserialize(d)? {
-            Raw::N(n) => n.to_string(),
-            Raw::S(s) => s,
-        };
+        let text = NumberOrText::deserialize(d)?.text();
         let cpus = rtlab_sys::cpus::parse_cpu_list(&text).map_err(serde::de::Error::custom)?;
         if cpus.is_empty() {
             return Err(serde::de::Error::custom(format!("'{text}': no CPU given")));
@@ -334,7 +390,7 @@ mod tests {
         assert_eq!(e.field, "interval");
         assert!(e.message.contains("fast"), "{e}");
         let e = from_table::<T>(&table("interval = '0s'")).unwrap_err();
-        assert_eq!(e.cli_text(), "--interval: 0ns must be above zero");
+        assert_eq!(e.cli_text(), "--interval 0ns must be above zero");
         let e = from_table::<T>(&table("bogus = 1")).unwrap_err();
         assert_eq!(e.field, "bogus", "{e:?}");
         let e = from_table::<T>(&table("rate = '1000000000000hz'")).unwrap_err();

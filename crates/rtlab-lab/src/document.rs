@@ -1,7 +1,7 @@
 //! Assembling and writing result documents (the schema lives in rtlab-core).
 
 use rtlab_core::schema::{Environment, ResultDocument, Stream, ToolInfo, Warning, SCHEMA_VERSION};
-use rtlab_core::warnings::{environment_warnings, Warn};
+use rtlab_core::warnings::{environment_warnings, Warn, MIN_SAMPLES_FOR_TAIL};
 use std::io::Write;
 use std::path::Path;
 
@@ -66,4 +66,34 @@ pub fn process_warnings(
         });
     }
     w
+}
+
+/// What every probe run reports in the same way.
+pub struct RunFacts<'a> {
+    /// Ok, or why mlockall failed (None: not asked).
+    pub memory_lock: &'a Option<Result<(), String>>,
+    pub any_other_policy: bool,
+    pub mlockall_off_by_profile: bool,
+    /// Why /dev/cpu_dma_latency could not be held, when it was asked for.
+    pub cpu_dma_latency_error: Option<&'a str>,
+    /// Samples of the stream that has the fewest.
+    pub fewest_samples: u64,
+    pub interrupted: bool,
+}
+
+/// The warnings of a probe run, in one order for every probe: the process's, the PM QoS
+/// hold, a run too short for its tail, the probe's own (`extra`), the interruption.
+pub fn run_warnings(env: &Environment, f: &RunFacts<'_>, extra: Vec<Warn>) -> Vec<Warning> {
+    let mut w = process_warnings(env, f.memory_lock, f.any_other_policy, f.mlockall_off_by_profile);
+    if let Some(why) = f.cpu_dma_latency_error {
+        w.push(Warn::CpuDmaLatencyUnavailable { why: why.to_string() });
+    }
+    if f.fewest_samples < MIN_SAMPLES_FOR_TAIL {
+        w.push(Warn::RunTooShort { samples: f.fewest_samples, wanted: MIN_SAMPLES_FOR_TAIL });
+    }
+    w.extend(extra);
+    if f.interrupted {
+        w.push(Warn::Interrupted);
+    }
+    w.iter().map(|w| w.to_warning()).collect()
 }

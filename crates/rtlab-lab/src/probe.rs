@@ -39,13 +39,19 @@ impl LabError {
     pub fn from_sys(e: rtlab_sys::SysError) -> LabError {
         match e {
             rtlab_sys::SysError::RtRefused { policy, priority } => {
-                LabError::Missing(Missing::privilege(
-                    &format!("run threads at {policy} priority {priority}"),
-                    "run as root, or grant CAP_SYS_NICE or an rtprio limit",
-                ))
+                LabError::Missing(refused(policy, priority))
             }
             other => LabError::Failed(other.to_string()),
         }
+    }
+}
+
+/// The kernel refused a real-time priority (EPERM): what is missing, and the fix.
+pub fn refused(policy: &str, priority: i32) -> Missing {
+    Missing {
+        need: rtlab_core::error::Need::Privilege { what: format!("{policy} priority {priority}") },
+        what: format!("the kernel refused {policy} priority {priority} (EPERM)"),
+        fix: "run as root, or grant CAP_SYS_NICE or an rtprio limit".into(),
     }
 }
 
@@ -200,7 +206,12 @@ pub fn scale_length(
 /// Parse a table into a boxed probe of configuration `C`.
 pub fn parse_as<C>(table: &toml::Table) -> Result<Box<dyn Probe>, ConfigError>
 where
-    C: serde::de::DeserializeOwned + crate::config::Validate + Probe + 'static,
+    C: serde::de::DeserializeOwned
+        + serde::Serialize
+        + Default
+        + crate::config::Validate
+        + Probe
+        + 'static,
 {
     Ok(Box::new(crate::config::from_table::<C>(table)?))
 }

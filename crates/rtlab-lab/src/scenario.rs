@@ -451,6 +451,8 @@ impl Scenario {
             scalars: toml::Table,
             axes: Vec<(String, Vec<toml::Value>, std::ops::Range<usize>)>,
             spans: BTreeMap<String, std::ops::Range<usize>>,
+            /// Keys taken from the top of the file (errors name them there).
+            inherited: Vec<String>,
             loads: Vec<(String, LoadSpec)>,
             profiles: Vec<String>,
             reps: u32,
@@ -546,11 +548,13 @@ impl Scenario {
                     }
                 }
             }
+            let mut inherited = Vec::new();
             for k in INHERITED {
                 if !map.contains_key(*k) {
                     if let Some(v) = top.get(k) {
                         scalars.insert(k.to_string(), v.get_ref().clone());
                         spans.insert(k.to_string(), v.span());
+                        inherited.push(k.to_string());
                     }
                 }
             }
@@ -585,6 +589,7 @@ impl Scenario {
                 scalars,
                 axes,
                 spans,
+                inherited,
                 loads: probe_loads,
                 profiles: probe_profiles,
                 reps,
@@ -617,7 +622,13 @@ impl Scenario {
                 }
                 let mut config = (sh.kind.parse)(&table).map_err(|e| {
                     let span = sh.spans.get(&e.field).cloned().unwrap_or(sh.table.span());
-                    ctx.err(span, field(&e.field), e.message)
+                    let of_kind = format!("of the {} probe", sh.kind.kind);
+                    let name = if sh.inherited.contains(&e.field) {
+                        e.field.clone()
+                    } else {
+                        field(&e.field)
+                    };
+                    ctx.err(span, name, e.message.replace("of the probe", &of_kind))
                 })?;
                 let scale_note = if scale != 1.0 { config.scale(scale, MIN_SLOTS) } else { None };
                 let config: Arc<dyn Probe> = Arc::from(config);
@@ -883,7 +894,8 @@ max_us = 464.0
             }
         );
         assert_eq!(u.config.plan().count, Some(1000));
-        assert_eq!(u.planned_ns(), 2_000_000_000, "duration wins over count for planning");
+        // the engine ends at the first limit reached: 1000 slots of 1 ms before 2 s
+        assert_eq!(u.planned_ns(), 1_000_000_000, "the first limit reached ends the case");
     }
 
     #[test]
@@ -915,7 +927,12 @@ max_us = 464.0
         );
         assert!(e.starts_with("s.toml:5: probe[0].interval: invalid duration 'fast'"), "{e}");
         let e = err("name = \"x\"\nduration = \"1s\"\n[[probe]]\nkind = \"timer\"\nbogus = 1\n");
-        assert!(e.starts_with("s.toml:5: bogus: unknown field"), "{e}");
+        assert!(
+            e.starts_with(
+                "s.toml:5: probe[0].bogus: not a parameter of the timer probe (accepted: "
+            ),
+            "{e}"
+        );
         let e = err("name = \"x\"\nduration = 5\n[[probe]]\nkind = \"timer\"\n");
         assert!(e.starts_with("s.toml:2: "), "{e}");
         let e =
@@ -929,7 +946,8 @@ max_us = 464.0
             "{e}"
         );
         let e = err("name = \"x\"\nduration = \"1s\"\nprofiles = [\"turbo\"]\n[[probe]]\nkind = \"timer\"\n");
-        assert!(e.starts_with("s.toml:3: profiles: unknown profile 'turbo'"), "{e}");
+        // the profile registry's own words, the same as `rtlab tune apply turbo`
+        assert!(e.starts_with("s.toml:3: profiles: profile 'turbo' does not exist"), "{e}");
         let e = err(
             "name = \"x\"\nduration = \"1s\"\nloads = [\"heavy\"]\n[[probe]]\nkind = \"timer\"\n",
         );
@@ -939,7 +957,10 @@ max_us = 464.0
         let e = err(
             "name = \"x\"\nduration = \"1s\"\n[[probe]]\nkind = \"pubsub\"\ntransport = \"ros1\"\n",
         );
-        assert!(e.starts_with("s.toml:5: probe[0].transport: 'ros1' is not one of"), "{e}");
+        assert!(
+            e.starts_with("s.toml:5: probe[0].transport: 'ros1' is not one of the accepted values"),
+            "{e}"
+        );
         let e = err("name = \"x\"\ncount = 0\n[[probe]]\nkind = \"timer\"\n");
         assert!(e.starts_with("s.toml:2: count: 0 must be at least 1"), "{e}");
         let e = err("name = \"x\"\nduration = \"1s\"\n[[probe]]\nkind = \"timer\"\n[load.l]\nkind = \"traffic\"\nrate = \"fast\"\n");

@@ -43,8 +43,7 @@ use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::Stream;
 use rtlab_core::sink::{Recorder, RecorderConfig, SpikeHook};
 use rtlab_core::{Histogram, Running};
-use rtlab_sys::memory::{prefault_stack, MemoryLock};
-use rtlab_sys::pmqos::CpuDmaLatency;
+use rtlab_sys::memory::prefault_stack;
 use rtlab_sys::sched::{
     current_affinity, current_cpu, current_policy, spawn_rt, Policy, ThreadSpec,
 };
@@ -250,39 +249,8 @@ pub fn run_with_spike(
     let (online, _) = rtlab_sys::cpus::online_cpus(Path::new("/"));
     cfg.validate(&online)?;
 
-    let memory_lock_guard;
-    let memory_lock = if cfg.rt.mlockall {
-        match MemoryLock::lock_all() {
-            Ok(g) => {
-                memory_lock_guard = Some(g);
-                Some(Ok(()))
-            }
-            Err(e) => {
-                memory_lock_guard = None;
-                Some(Err(e.to_string()))
-            }
-        }
-    } else {
-        memory_lock_guard = None;
-        None
-    };
-    let dma_guard;
-    let cpu_dma_latency = match cfg.cpu_dma_latency_us {
-        Some(v) => match CpuDmaLatency::hold(Path::new("/dev/cpu_dma_latency"), v) {
-            Ok(g) => {
-                dma_guard = Some(g);
-                Some(Ok(v))
-            }
-            Err(e) => {
-                dma_guard = None;
-                Some(Err(format!("/dev/cpu_dma_latency: {e}")))
-            }
-        },
-        None => {
-            dma_guard = None;
-            None
-        }
-    };
+    let (memory_lock_guard, memory_lock) = crate::hold::lock_memory(cfg.rt.mlockall);
+    let (dma_guard, cpu_dma_latency) = crate::hold::cpu_dma_latency(cfg.cpu_dma_latency_us);
 
     let progress: Vec<Arc<AtomicU64>> =
         (0..cfg.threads).map(|_| Arc::new(AtomicU64::new(0))).collect();

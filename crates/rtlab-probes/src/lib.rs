@@ -3,6 +3,7 @@
 
 pub mod clock;
 pub mod cyclic;
+pub mod hold;
 pub mod netns;
 pub mod timer;
 pub mod timer_run;

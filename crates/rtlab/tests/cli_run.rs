@@ -42,7 +42,7 @@ fn presets_list_and_dry_run() {
     let o = run(&["run", "s1-udp-linux", "--scale", "0.01", "--dry-run"]);
     assert_eq!(o.status.code(), Some(0));
     let out = stdout(&o);
-    assert!(out.contains("udp/stress/rt-isolation") && out.contains("6000 samples"), "{out}");
+    assert!(out.contains("udp/stress/rt-isolation") && out.contains("6000 slots"), "{out}");
     assert!(out.contains("20 cases"), "{out}");
 }
 
@@ -56,7 +56,7 @@ fn a_small_matrix_runs_and_every_case_is_kept() {
     )
     .unwrap();
     let db = d.path().join("r/rtlab.db");
-    let o = run(&["run", f.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    let o = run(&["run", f.to_str().unwrap(), "--db", db.to_str().unwrap(), "--wait"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert_eq!(out.lines().filter(|l| l.starts_with('[')).count(), 4, "{out}");
@@ -88,7 +88,7 @@ fn root_a_scenario_arms_the_tracer_per_case_and_keeps_the_evidence() {
     // a threshold of 1 ns: every case's first sample crosses it, so each case has a capture
     std::fs::write(&f, "name = \"s\"\ncount = 400\ntrace_on_spike = \"1ns\"\nprofiles = [\"rt-normal\"]\n[[probe]]\nkind = \"timer\"\ninterval = \"1ms\"\n[[probe]]\nkind = \"pubsub\"\ntransport = \"udp\"\ncounters = false\nrate = \"1khz\"\ncount = 50\n").unwrap();
     let db = d.path().join("r/rtlab.db");
-    let o = run(&["run", f.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    let o = run(&["run", f.to_str().unwrap(), "--db", db.to_str().unwrap(), "--wait"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = run(&["export", "latest", "--format", "json", "--db", db.to_str().unwrap(), "-o", "-"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -83,15 +83,21 @@ fn a_short_run_writes_every_output() {
     assert_eq!(s0["deadline_ns"], 200_000);
     assert!(s0["stats"]["min_ns"].as_i64().unwrap() >= 0, "abs-mode latency is never negative");
     assert!(s0["stats"]["p99_99_ns"].as_i64() <= s0["stats"]["max_ns"].as_i64());
-    assert_eq!(v["streams"][1]["stats"]["count"], 199);
-    assert_eq!(v["streams"][4]["stats"]["count"], 400);
+    // P_k needs two wake-ups: one less than the samples; `all` holds both threads' samples
+    let samples = |i: usize| v["streams"][i]["stats"]["count"].as_u64().unwrap();
+    assert_eq!(samples(1), samples(0) - 1);
+    assert_eq!(samples(4), samples(0) + samples(2));
     let bucket_total: u64 = s0["histogram"]["buckets"]
         .as_array()
         .unwrap()
         .iter()
         .map(|b| b["count"].as_u64().unwrap())
         .sum();
-    assert_eq!(bucket_total + s0["histogram"]["overflow_high"].as_u64().unwrap(), 200);
+    assert_eq!(
+        bucket_total + s0["histogram"]["overflow_high"].as_u64().unwrap(),
+        s0["stats"]["count"].as_u64().unwrap(),
+        "every sample is in the histogram"
+    );
 
     let h = std::fs::read_to_string(&hist).unwrap();
     let lines: Vec<_> = h.lines().collect();

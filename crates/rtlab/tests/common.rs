@@ -4,10 +4,9 @@
 use std::process::{Command, Output};
 
 pub fn rtlab() -> Command {
-    // tests measure side by side on purpose: each call its own machine lock
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let lock = std::env::temp_dir().join(format!("rtlab-test-lock-{}-{n}", std::process::id()));
+    // one machine lock per test binary: its tests run one measurement at a time, as rtlab
+    // wants, and a test's lock never stands in the way of a real rtlab on this machine
+    let lock = std::env::temp_dir().join(format!("rtlab-test-lock-{}", std::process::id()));
     let mut c = Command::new(env!("CARGO_BIN_EXE_rtlab"));
     c.env("RTLAB_LOCK", lock);
     c

@@ -8,11 +8,10 @@
 //! evidence around it. Added as one module and one line in [`crate::probe::PROBES`].
 
 use crate::config::{at_least_one, positive, ConfigError, Dur, RtFields, Size, Validate};
-use crate::document::{new_document, process_warnings};
+use crate::document::{new_document, run_warnings, RunFacts};
 use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
-use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
 use rtlab_probes::cyclic::{self, CyclicConfig, CyclicError, CyclicOutcome, Work};
 use serde::{Deserialize, Serialize};
 
@@ -161,23 +160,19 @@ pub fn measure(
         outcome.cpu_dma_latency.as_ref().and_then(|r| r.as_ref().ok().copied());
     doc.streams = streams;
     doc.evidence = Some(evidence);
-    let mut warns = process_warnings(
-        &doc.environment,
-        &outcome.memory_lock,
-        !rt.policy.is_realtime(),
-        ctx.mlockall_off_by_profile,
-    );
-    if let Some(Err(why)) = &outcome.cpu_dma_latency {
-        warns.push(Warn::CpuDmaLatencyUnavailable { why: why.clone() });
-    }
-    let fewest = outcome.threads.iter().map(|t| t.cycles()).min().unwrap_or(0);
-    if fewest < MIN_SAMPLES_FOR_TAIL {
-        warns.push(Warn::RunTooShort { samples: fewest, wanted: MIN_SAMPLES_FOR_TAIL });
-    }
-    if outcome.interrupted {
-        warns.push(Warn::Interrupted);
-    }
-    doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
+    let dma_error = match &outcome.cpu_dma_latency {
+        Some(Err(why)) => Some(why.as_str()),
+        _ => None,
+    };
+    let facts = RunFacts {
+        memory_lock: &outcome.memory_lock,
+        any_other_policy: !rt.policy.is_realtime(),
+        mlockall_off_by_profile: ctx.mlockall_off_by_profile,
+        cpu_dma_latency_error: dma_error,
+        fewest_samples: outcome.threads.iter().map(|t| t.cycles()).min().unwrap_or(0),
+        interrupted: outcome.interrupted,
+    };
+    doc.warnings = run_warnings(&doc.environment, &facts, Vec::new());
     Ok((doc, outcome, engine))
 }
 

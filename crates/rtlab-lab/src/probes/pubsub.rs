@@ -10,11 +10,10 @@
 use crate::config::{
     at_least_one, positive, ConfigError, Dur, List, Rate, RtFields, Size, Validate,
 };
-use crate::document::{new_document, process_warnings};
+use crate::document::{new_document, run_warnings, RunFacts};
 use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
 use rtlab_core::rt::{Policy, RtSettings};
 use rtlab_core::schema::ResultDocument;
-use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
 use rtlab_pubsub::probe::{self, Mode, PubsubConfig, PubsubOutcome, TransportKind, TransportSpec};
 use rtlab_pubsub::transport::{Durability, History, Qos, Reliability, WaitStyle};
 use serde::{Deserialize, Serialize};
@@ -32,16 +31,7 @@ pub struct Subscribers(pub String);
 
 impl<'de> Deserialize<'de> for Subscribers {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(i64),
-            S(String),
-        }
-        let s = match Raw::deserialize(d)? {
-            Raw::N(n) => n.to_string(),
-            Raw::S(s) => s,
-        };
+        let s = crate::config::NumberOrText::deserialize(d)?.text();
         counts(&s).map_err(serde::de::Error::custom)?;
         Ok(Subscribers(s))
     }
@@ -284,18 +274,10 @@ pub fn measure(
     engine.spike = evidence.hook();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let started = std::time::SystemTime::now();
-    let memory_lock = if rt.mlockall {
-        Some(rtlab_sys::memory::MemoryLock::lock_all().map_err(|e| e.to_string()))
-    } else {
-        None
-    };
-    let dma = cfg.cpu_dma_latency.map(|v| {
-        rtlab_sys::pmqos::CpuDmaLatency::hold(
-            std::path::Path::new("/dev/cpu_dma_latency"),
-            v.min(i32::MAX as u32) as i32,
-        )
-        .map_err(|e| format!("/dev/cpu_dma_latency: {e}"))
-    });
+    let (lock_guard, memory_lock) = rtlab_probes::hold::lock_memory(rt.mlockall);
+    let (dma_guard, dma) = rtlab_probes::hold::cpu_dma_latency(
+        cfg.cpu_dma_latency.map(|v| v.min(i32::MAX as u32) as i32),
+    );
     let exe = std::env::current_exe().map_err(|e| {
         LabError::Failed(format!("finding the rtlab binary to start subscriber processes: {e}"))
     })?;
@@ -318,10 +300,7 @@ pub fn measure(
     let evidence = evidence.finish(&streams);
     let outcome = outcome.map_err(|e| match e {
         probe::ProbeError::Rt(m) if m.contains("EPERM") || m.contains("refused") => {
-            LabError::Missing(rtlab_core::error::Missing::privilege(
-                &format!("run threads at {} priority {}", rt.policy, rt.priority),
-                "run as root, or grant CAP_SYS_NICE or an rtprio limit",
-            ))
+            LabError::Missing(crate::probe::refused(rt.policy.name(), rt.priority))
         }
         e if e.is_bad_input() => LabError::Failed(e.to_string()),
         e => LabError::failed(e),
@@ -336,32 +315,24 @@ pub fn measure(
     let mut doc = new_document("pubsub", started, env, config_value(&engine, &outcome));
     doc.duration_ns = outcome.duration_ns;
     doc.interrupted = outcome.interrupted;
-    doc.environment.memory_locked = matches!(memory_lock, Some(Ok(_)));
-    doc.environment.cpu_dma_latency_us = match &dma {
-        Some(Ok(h)) => Some(h.value_us),
-        _ => None,
-    };
+    doc.environment.memory_locked = matches!(memory_lock, Some(Ok(())));
+    doc.environment.cpu_dma_latency_us = dma.as_ref().and_then(|r| r.as_ref().ok().copied());
     // per case: its subscribers, then the publisher's own lateness
     doc.streams = streams;
     doc.evidence = Some(evidence);
-    let lock_state = memory_lock.as_ref().map(|r| r.as_ref().map(|_| ()).map_err(|e| e.clone()));
-    let mut warns = process_warnings(
-        &doc.environment,
-        &lock_state,
-        rt.policy == Policy::Other,
-        ctx.mlockall_off_by_profile,
-    );
-    if let Some(Err(why)) = &dma {
-        warns.push(Warn::CpuDmaLatencyUnavailable { why: why.clone() });
-    }
-    let fewest = doc.streams.iter().map(|s| s.stats.count).min().unwrap_or(0);
-    if fewest < MIN_SAMPLES_FOR_TAIL {
-        warns.push(Warn::RunTooShort { samples: fewest, wanted: MIN_SAMPLES_FOR_TAIL });
-    }
-    if outcome.interrupted {
-        warns.push(Warn::Interrupted);
-    }
-    doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
+    let dma_error = match &dma {
+        Some(Err(why)) => Some(why.as_str()),
+        _ => None,
+    };
+    let facts = RunFacts {
+        memory_lock: &memory_lock,
+        any_other_policy: rt.policy == Policy::Other,
+        mlockall_off_by_profile: ctx.mlockall_off_by_profile,
+        cpu_dma_latency_error: dma_error,
+        fewest_samples: doc.streams.iter().map(|s| s.stats.count).min().unwrap_or(0),
+        interrupted: outcome.interrupted,
+    };
+    doc.warnings = run_warnings(&doc.environment, &facts, Vec::new());
     for c in outcome.cases.iter().filter(|c| c.error.is_some()) {
         doc.warnings.push(rtlab_core::schema::Warning {
             code: "case-failed".into(),
@@ -374,8 +345,8 @@ pub fn measure(
             ),
         });
     }
-    drop(dma);
-    drop(memory_lock);
+    drop(dma_guard);
+    drop(lock_guard);
     Ok((doc, outcome, engine))
 }
 

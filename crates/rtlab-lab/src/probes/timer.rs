@@ -6,11 +6,11 @@
 //! the context's real-time settings with evidence around it and returns the document.
 
 use crate::config::{at_least_one, positive, ConfigError, Dur, List, RtFields, Validate};
-use crate::document::{new_document, process_warnings};
+use crate::document::{new_document, run_warnings, RunFacts};
 use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
-use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
+use rtlab_core::warnings::Warn;
 use rtlab_probes::timer::TimerMode;
 use rtlab_probes::timer_run::{self, TimerConfig, TimerError, TimerOutcome, TimerThreadConfig};
 use serde::{Deserialize, Serialize};
@@ -226,26 +226,23 @@ pub fn document(
         outcome.cpu_dma_latency.as_ref().and_then(|r| r.as_ref().ok().copied());
     doc.streams = outcome.streams(cfg);
     let any_other = cfg.threads.iter().any(|t| !t.policy.is_realtime());
-    let mut warns = process_warnings(
-        &doc.environment,
-        &outcome.memory_lock,
-        any_other,
+    let dma_error = match &outcome.cpu_dma_latency {
+        Some(Err(why)) => Some(why.as_str()),
+        _ => None,
+    };
+    let facts = RunFacts {
+        memory_lock: &outcome.memory_lock,
+        any_other_policy: any_other,
         mlockall_off_by_profile,
-    );
-    if let Some(Err(why)) = &outcome.cpu_dma_latency {
-        warns.push(Warn::CpuDmaLatencyUnavailable { why: why.clone() });
-    }
-    let fewest = outcome.threads.iter().map(|t| t.latency.count()).min().unwrap_or(0);
-    if fewest < MIN_SAMPLES_FOR_TAIL {
-        warns.push(Warn::RunTooShort { samples: fewest, wanted: MIN_SAMPLES_FOR_TAIL });
-    }
-    if outcome.raw_dropped > 0 {
-        warns.push(Warn::RawSamplesDropped { dropped: outcome.raw_dropped });
-    }
-    if outcome.interrupted {
-        warns.push(Warn::Interrupted);
-    }
-    doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
+        cpu_dma_latency_error: dma_error,
+        fewest_samples: outcome.threads.iter().map(|t| t.latency.count()).min().unwrap_or(0),
+        interrupted: outcome.interrupted,
+    };
+    let extra = (outcome.raw_dropped > 0)
+        .then_some(Warn::RawSamplesDropped { dropped: outcome.raw_dropped })
+        .into_iter()
+        .collect();
+    doc.warnings = run_warnings(&doc.environment, &facts, extra);
     Ok(doc)
 }
 

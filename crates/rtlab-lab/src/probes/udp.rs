@@ -6,7 +6,9 @@
 //! the reflector runs in this process inside namespace `b` and the ping goes from `a`;
 //! else the ping goes to `to`.
 
-use crate::config::{at_least_one, positive, ConfigError, Dur, RtFields, Size, Validate};
+use crate::config::{
+    at_least_one, positive, ConfigError, Dur, NumberOrText, RtFields, Size, Validate,
+};
 use crate::document::{new_document, process_warnings};
 use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
@@ -62,15 +64,9 @@ pub struct PriorityValue(pub u32);
 
 impl<'de> Deserialize<'de> for PriorityValue {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(i64),
-            S(String),
-        }
-        let v = match Raw::deserialize(d)? {
-            Raw::N(n) => u32::try_from(n).map_err(|_| format!("{n}: out of range")),
-            Raw::S(s) => number(&s),
+        let v = match NumberOrText::deserialize(d)? {
+            NumberOrText::Number(n) => u32::try_from(n).map_err(|_| format!("{n}: out of range")),
+            NumberOrText::Text(s) => number(&s),
         };
         v.map(PriorityValue).map_err(serde::de::Error::custom)
     }
@@ -97,8 +93,8 @@ pub fn number(v: &str) -> Result<u32, String> {
 
 impl SocketFields {
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if matches!(self.tos, Some(PriorityValue(t)) if t > 255) {
-            return Err(ConfigError::new("tos", "a byte, 0..=255"));
+        if let Some(PriorityValue(t)) = self.tos.filter(|t| t.0 > 255) {
+            return Err(ConfigError::new("tos", format!("{t}: not a byte, 0..=255")));
         }
         for (f, v) in [("rcvbuf", self.rcvbuf), ("sndbuf", self.sndbuf)] {
             if matches!(v, Some(Size(n)) if n == 0 || n > i32::MAX as u64) {
@@ -193,8 +189,9 @@ impl Validate for UdpProbeConfig {
         }
         for (f, a) in [("to", &self.to), ("bind", &self.bind)] {
             if let Some(a) = a {
+                // the engine's own check and words ("'X': port 0 ..."), without its flag
                 udp_run::parse_addr("", a, f == "bind")
-                    .map_err(|_| ConfigError::new(f, format!("'{a}': not an address with a port (accepted: IPv4:PORT or [IPv6]:PORT)")))?;
+                    .map_err(|e| ConfigError::new(f, e.to_string().trim_start()))?;
             }
         }
         self.socket.validate()
@@ -362,8 +359,8 @@ fn ping_with_reflector(
         }));
         match rx.recv() {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(LabError::Failed(format!("the pair's reflector: {e}"))),
-            Err(_) => return Err(LabError::failed("the pair's reflector ended before listening")),
+            Ok(Err(e)) => return Err(LabError::Failed(format!("--pair reflector: {e}"))),
+            Err(_) => return Err(LabError::failed("--pair reflector: ended before listening")),
         }
         reflect_cfg = Some(rc);
     }
@@ -456,6 +453,6 @@ mod tests {
         assert!(number("x").is_err());
         let t: toml::Table = "tos = '1:10'".parse().unwrap();
         let e = crate::config::from_table::<UdpProbeConfig>(&t).unwrap_err();
-        assert_eq!(e.cli_text(), "--tos: a byte, 0..=255");
+        assert_eq!(e.cli_text(), "--tos 65552: not a byte, 0..=255");
     }
 }

@@ -18,7 +18,7 @@ use super::wire::{self, Kind};
 use crate::timer::LoopEnd;
 use rtlab_core::schema::Stream;
 use rtlab_core::sink::{Recorder, RecorderConfig, Sink};
-use rtlab_sys::memory::{prefault_stack, MemoryLock};
+use rtlab_sys::memory::prefault_stack;
 use rtlab_sys::net::{self as sysnet, AbsTimer, Buffer};
 use rtlab_sys::sched::{current_affinity, current_policy, spawn_rt, Policy, ThreadSpec};
 use rtlab_sys::SysError;
@@ -315,16 +315,6 @@ fn apply_socket(s: &UdpSocket, ipv6: bool, c: &SocketConfig) -> Result<SocketRep
     })
 }
 
-fn lock_memory(on: bool) -> (Option<MemoryLock>, Option<Result<(), String>>) {
-    if !on {
-        return (None, None);
-    }
-    match MemoryLock::lock_all() {
-        Ok(g) => (Some(g), Some(Ok(()))),
-        Err(e) => (None, Some(Err(e.to_string()))),
-    }
-}
-
 /// Send hellos until one is answered or `wait_ns` has passed.
 fn preflight(
     s: &UdpSocket,
@@ -426,7 +416,7 @@ pub fn ping(
         preflight(&sock, run_id, cfg.payload, to, cfg.preflight_ns)?;
     }
     let timer = AbsTimer::new()?;
-    let (lock_guard, memory_lock) = lock_memory(cfg.rt.mlockall);
+    let (lock_guard, memory_lock) = crate::hold::lock_memory(cfg.rt.mlockall);
 
     // everything the loop touches, allocated now
     let outstanding = match cfg.mode {
@@ -633,7 +623,7 @@ pub fn reflect(
     let socket = apply_socket(&sock, bind.is_ipv6(), &cfg.socket)?;
     sock.set_nonblocking(true).map_err(|e| UdpError::Invalid(format!("--bind {bind}: {e}")))?;
     let local_addr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
-    let (lock_guard, memory_lock) = lock_memory(cfg.rt.mlockall);
+    let (lock_guard, memory_lock) = crate::hold::lock_memory(cfg.rt.mlockall);
     let mut turnaround =
         recorder(i64::MAX, cfg.window_ns, cfg.duration_ns.unwrap_or(4096 * cfg.window_ns))
             .with_hook(cfg.spike.as_ref());

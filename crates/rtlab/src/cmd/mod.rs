@@ -91,10 +91,18 @@ pub fn journal_warning(quiet: bool) {
     }
 }
 
-/// Hold the machine lock while measuring (`wait`: wait for the rtlab that holds it).
+/// Hold the machine lock while measuring (`wait`: wait for the rtlab that holds it, said on
+/// a terminal; a script's stderr keeps only what went wrong).
 pub fn machine_lock(
     holder: &str,
     wait: bool,
 ) -> anyhow::Result<Option<rtlab_tune::lock::MachineLock>> {
-    rtlab_lab::guard::lock(holder, wait, |why| eprintln!("rtlab: {why}")).map_err(lab_error)
+    use std::io::IsTerminal;
+    let tty = std::io::stderr().is_terminal();
+    rtlab_lab::guard::lock(holder, wait, |why| {
+        if tty {
+            eprintln!("rtlab: {why}")
+        }
+    })
+    .map_err(lab_error)
 }

@@ -32,7 +32,7 @@ pub enum WaitArg {
 #[derive(Args, Debug)]
 pub struct PubsubArgs {
     /// Transport [intra]: intra (same process, zero copy), shm (iceoryx2), zenoh, dds (Cyclone DDS), udp.
-    #[arg(long, value_parser = ["intra", "shm", "zenoh", "dds", "udp"])]
+    #[arg(long)]
     pub transport: Option<String>,
     /// What is measured [oneway].
     #[arg(long, value_enum)]

@@ -15,11 +15,14 @@ use rtlab_lab::probes::timer::{self, TimerProbeConfig};
 use rtlab_probes::timer_run::TimerConfig;
 use std::io::IsTerminal;
 
+/// The timer's `count` is `--loops` on its command line (as cyclictest's -l).
+const LOOPS: &[(&str, &str)] = &[("count", "--loops")];
+
 /// The flags as the probe's configuration (the same struct, defaults and validation as a
 /// scenario's `[[probe]] kind = "timer"`).
 pub fn config_of(a: &TimerArgs) -> anyhow::Result<TimerProbeConfig> {
     let mut cfg: TimerProbeConfig =
-        from_table(&a.table()).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
+        from_table(&a.table()).map_err(|e| anyhow::anyhow!(e.cli_text_as(LOOPS)))?;
     cfg.histogram_file = a.histogram_file.is_some();
     cfg.raw_file = a.raw_file.clone();
     Ok(cfg)
@@ -29,7 +32,7 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
     let cfg = config_of(&a)?;
     let engine = cfg
         .engine(&cfg.rt.over(&timer::default_rt()))
-        .map_err(|e| anyhow::anyhow!(e.cli_text()))?;
+        .map_err(|e| anyhow::anyhow!(e.cli_text_as(LOOPS)))?;
     for (path, flag) in
         [(&a.json, "--json"), (&a.histogram_file, "--histogram-file"), (&a.raw_file, "--raw-file")]
     {

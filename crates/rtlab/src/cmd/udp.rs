@@ -13,7 +13,7 @@ use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::{ResultDocument, Stream};
 use rtlab_core::units::{format_duration_exact, parse_bitrate, us_1, Nanos};
 use rtlab_core::warnings::Warn;
-use rtlab_lab::config::{from_table, FlagTable, RtFields};
+use rtlab_lab::config::{from_table, read_table, FlagTable, RtFields};
 use rtlab_lab::document::new_document;
 use rtlab_lab::probe::Context;
 use rtlab_lab::probes::udp::{self, SocketFields, UdpProbeConfig};
@@ -252,7 +252,7 @@ pub fn reflect_config(a: &ReflectArgs) -> anyhow::Result<UdpReflectConfig> {
             let mut t = FlagTable::default();
             a.sock.fill(&mut t);
             let s: SocketFields =
-                from_table_plain(&t.take()).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
+                read_table(&t.take()).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
             s.validate().map_err(|e| anyhow::anyhow!(e.cli_text()))?;
             s.socket()
         },
@@ -264,27 +264,10 @@ pub fn reflect_config(a: &ReflectArgs) -> anyhow::Result<UdpReflectConfig> {
 fn reflect_rt(a: &ReflectArgs) -> anyhow::Result<RtSettings> {
     let mut t = FlagTable::default();
     a.rt.fill(&mut t);
-    let f: RtFields = from_table_plain(&t.take()).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
+    let f: RtFields = read_table(&t.take()).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
     let rt = f.over(&udp::default_rt());
     rt.check().map_err(|m| anyhow::anyhow!("--priority: {m}"))?;
     Ok(RtSettings { cpus: rt.cpu_of(0).map(|c| vec![c]), ..rt })
-}
-
-fn from_table_plain<C: serde::de::DeserializeOwned>(
-    t: &toml::Table,
-) -> Result<C, rtlab_lab::config::ConfigError> {
-    struct V<C>(C);
-    impl<C> rtlab_lab::config::Validate for V<C> {
-        fn validate(&self) -> Result<(), rtlab_lab::config::ConfigError> {
-            Ok(())
-        }
-    }
-    impl<'de, C: serde::Deserialize<'de>> serde::Deserialize<'de> for V<C> {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            C::deserialize(d).map(V)
-        }
-    }
-    from_table::<V<C>>(t).map(|v| v.0)
 }
 
 fn reflect(a: ReflectArgs) -> anyhow::Result<u8> {

@@ -1,13 +1,16 @@
 //! Spike evidence for real (root; CI runs as root): a SCHED_FIFO 90 hog on the victim's CPU
-//! for a known 20 ms provokes a spike in a FIFO 80 periodic thread; the tracer must name the
-//! hog in its attribution, and tracefs must be back as it was found afterwards.
+//! for a known 20 ms, three times, provokes spikes in a FIFO 80 periodic thread; the tracer
+//! must name the hog in the attribution of one of the spikes it explains, and tracefs must be
+//! back as it was found afterwards. The host may stall the guest for up to 16 ms at any time:
+//! such a spike can come first (or between the hogs), so the test never asks which spike
+//! comes first, only that the hog is among them.
 
 use rtlab_core::sink::{Recorder, RecorderConfig, Sink, SpikeFlag};
 use rtlab_sys::clock::{monotonic_ns, sleep_until};
 use rtlab_sys::sched::{spawn_rt, Policy, ThreadSpec};
 use rtlab_tune::host::RealHost;
 use rtlab_tune::snapshot;
-use rtlab_tune::spike::{read_counters, CounterSampler, SpikeTracer};
+use rtlab_tune::spike::{read_counters, CounterSampler, SpikeTracer, MAX_SPIKES};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,12 +37,13 @@ fn spike_root_a_fifo_hog_is_found_in_the_attribution() {
     let flag = Arc::new(SpikeFlag::default());
     let stop = Arc::new(AtomicBool::new(false));
     let trace_file = d.path().join("spike.trace");
-    let watcher = tracer.watch(
+    let watcher = tracer.watch_spikes(
         flag.clone(),
         stop.clone(),
         "rtlab-victim".into(),
         Duration::from_millis(5),
         Some(trace_file.clone()),
+        MAX_SPIKES,
     );
     let sampler = CounterSampler::start(Duration::from_millis(100), 100);
 
@@ -63,7 +67,7 @@ fn spike_root_a_fifo_hog_is_found_in_the_attribution() {
         move || {
             let start = monotonic_ns();
             let mut next = start;
-            for i in 0..150u64 {
+            for i in 0..1_000u64 {
                 next += 1_000_000;
                 sleep_until(next);
                 let now = monotonic_ns();
@@ -73,30 +77,18 @@ fn spike_root_a_fifo_hog_is_found_in_the_attribution() {
         },
     )
     .unwrap();
-    std::thread::sleep(Duration::from_millis(40));
-    let hog = spawn_rt(
-        &ThreadSpec {
-            name: "rtlab-hog".into(),
-            policy: Policy::Fifo,
-            priority: 90,
-            cpus: Some(vec![cpu]),
-            stack_bytes: 256 * 1024,
-        },
-        || {
-            let me = tid();
-            let end = monotonic_ns() + 20_000_000;
-            while monotonic_ns() < end {
-                std::hint::spin_loop();
-            }
-            me
-        },
-    )
-    .unwrap();
-    let hog_tid = hog.join().unwrap();
+    // three hogs 300 ms apart within the victim's second: one being explained while another
+    // spike (a host stall) is read out cannot hide them all
+    let mut hog_tid = -1;
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(100));
+        hog_tid = hog_once(cpu);
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let rec = victim.join().unwrap();
     std::thread::sleep(Duration::from_millis(20));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let capture = watcher.join().unwrap();
+    let captures = watcher.join().unwrap();
     let windows = sampler.stop();
     let notes = tracer.notes.clone();
     let report = tracer.disarm();
@@ -118,20 +110,48 @@ fn spike_root_a_fifo_hog_is_found_in_the_attribution() {
     );
 
     assert!(rec.count() > 0);
-    let c = capture.expect("the hog made a spike above 5 ms and the watcher caught it");
-    assert!(c.value_ns > 5_000_000);
-    assert!(std::fs::metadata(&trace_file).unwrap().len() > 0, "the trace was saved");
+    assert!(!captures.is_empty(), "the hogs made spikes above 5 ms and the watcher caught them");
+    assert!(captures.len() <= MAX_SPIKES);
+    assert!(captures.iter().all(|c| c.value_ns > 5_000_000), "{captures:#?}");
+    assert!(std::fs::metadata(&trace_file).unwrap().len() > 0, "the first trace was saved");
     // pids in a trace are the kernel's (initial pid namespace), which may differ from ours
     // (tid {hog_tid} here): the hog is recognised by its name and its priority (FIFO 90 = kernel prio 9)
     let _ = hog_tid;
-    assert!(
-        c.attribution
-            .iter()
-            .any(|l| l.starts_with("preempted by pid ")
-                && l.contains("(rtlab-hog, kernel prio 9) for ")),
-        "the hog is not in {:#?}",
-        c.attribution
-    );
+    let hogged = captures.iter().find(|c| {
+        c.attribution.iter().any(|l| {
+            l.starts_with("preempted by pid ") && l.contains("(rtlab-hog, kernel prio 9) for ")
+        })
+    });
+    let c = hogged.unwrap_or_else(|| panic!("the hog is in none of {captures:#?}"));
+    let f = c.trace_file.as_ref().expect("the hog's spike was saved");
+    assert!(std::fs::metadata(f).unwrap().len() > 0, "{f}");
+    // every spike's trace has a file of its own
+    let files: std::collections::BTreeSet<_> = captures.iter().map(|c| &c.trace_file).collect();
+    assert_eq!(files.len(), captures.len(), "{captures:#?}");
+}
+
+/// A SCHED_FIFO 90 thread busy on `cpu` for 20 ms; its tid.
+fn hog_once(cpu: usize) -> i32 {
+    spawn_rt(
+        &ThreadSpec {
+            name: "rtlab-hog".into(),
+            policy: Policy::Fifo,
+            priority: 90,
+            cpus: Some(vec![cpu]),
+            stack_bytes: 256 * 1024,
+        },
+        || {
+            let me = tid();
+            let end = monotonic_ns() + 20_000_000;
+            while monotonic_ns() < end {
+                std::hint::spin_loop();
+            }
+            me
+        },
+    )
+    .unwrap()
+    .join()
+    .unwrap()
 }
 
 #[test]

@@ -444,89 +444,135 @@ fn mark_ts(events: &[Event], prefix: &str) -> Option<u64> {
         .map(|e| e.ts_ns)
 }
 
-/// What the watcher carries from one spike to the next.
+/// What the reader carries from one spike to the next.
 #[derive(Default)]
 struct Explained {
     /// The wake-ups explained so far (a later spike does not explain them again).
     wakeups: Vec<Wakeup>,
-    /// Trace time of the last re-arm: the next spike's wake-up ran after it, less its value.
+    /// Trace time of the last re-arm seen: the next spike's wake-up ran after it, less its value.
     armed_ts: u64,
-    /// Steal ticks per CPU at the previous spike (or when watching started).
+    /// Steal ticks per CPU at the previous read (or when watching started).
     steal: Vec<u64>,
 }
 
+/// A spike marked in the trace, waiting to be explained.
+struct Marked {
+    n: usize,
+    source: u32,
+    index: u64,
+    at_ns: i64,
+    value_ns: i64,
+}
+
 impl Watcher {
+    /// Mark each spike at once and hand it to a reader thread: reading the whole trace takes
+    /// up to a second on a loaded guest, and a spike that rises meanwhile must still be marked
+    /// when it happens (its mark bounds the wake-ups that can explain it).
     fn run(self) -> Vec<SpikeCapture> {
         // never compete with the probe: a profile may have made the process FIFO
         stay_off(&self.avoid);
-        let mut captures: Vec<SpikeCapture> = Vec::new();
-        let mut state = Explained { steal: steal_ticks(&self.proc_stat), ..Default::default() };
-        loop {
-            if let Some((index, at_ns, value_ns)) = self.flag.get() {
-                let source = self.flag.source.load(Ordering::Acquire);
-                let n = captures.len() + 1;
-                let last = n >= self.max_spikes;
-                let mark = format!("rtlab spike {n}: sample");
-                let _ = std::fs::write(
-                    self.dir.join("trace_marker"),
-                    format!("{mark} {index} late by {value_ns} ns"),
-                );
-                std::thread::sleep(self.after);
-                if last {
-                    let _ = std::fs::write(self.dir.join("tracing_on"), "0");
-                } else {
-                    // re-arm: a sample from now on raises the flag again (the tail of this
-                    // spike, within `after`, does not)
-                    use std::sync::atomic::Ordering::Release;
-                    self.flag.hit.store(false, Release);
-                    self.flag.claimed.store(false, Release);
+        let (tx, rx) = std::sync::mpsc::channel::<Marked>();
+        std::thread::scope(|scope| {
+            let reader = std::thread::Builder::new()
+                .name("rtlab-spikeread".into())
+                .spawn_scoped(scope, || {
+                    stay_off(&self.avoid);
+                    self.read(rx)
+                })
+                .expect("spawn the spike reader");
+            let mut n = 0;
+            loop {
+                if let Some((index, at_ns, value_ns)) = self.flag.get() {
+                    let source = self.flag.source.load(Ordering::Acquire);
+                    n += 1;
+                    let last = n >= self.max_spikes;
                     let _ = std::fs::write(
                         self.dir.join("trace_marker"),
-                        format!("rtlab spike {n}: re-armed"),
+                        format!("rtlab spike {n}: sample {index} late by {value_ns} ns"),
                     );
+                    std::thread::sleep(self.after);
+                    if last {
+                        let _ = std::fs::write(self.dir.join("tracing_on"), "0");
+                    } else {
+                        // re-arm: a sample from now on raises the flag again (the tail of
+                        // this spike, within `after`, does not)
+                        use std::sync::atomic::Ordering::Release;
+                        self.flag.hit.store(false, Release);
+                        self.flag.claimed.store(false, Release);
+                        let _ = std::fs::write(
+                            self.dir.join("trace_marker"),
+                            format!("rtlab spike {n}: re-armed"),
+                        );
+                    }
+                    let _ = tx.send(Marked { n, source, index, at_ns, value_ns });
+                    if last {
+                        break;
+                    }
+                    continue;
                 }
-                let (trace_file, attribution) = self.explain(n, &mark, value_ns, &mut state);
+                if self.stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            drop(tx);
+            reader.join().unwrap_or_default()
+        })
+    }
+
+    /// Explain the marked spikes in order: one read of the trace (tracing goes on) for all
+    /// those waiting.
+    fn read(&self, rx: std::sync::mpsc::Receiver<Marked>) -> Vec<SpikeCapture> {
+        let mut state = Explained { steal: steal_ticks(&self.proc_stat), ..Default::default() };
+        let mut captures = Vec::new();
+        while let Ok(first) = rx.recv() {
+            let batch: Vec<Marked> = std::iter::once(first).chain(rx.try_iter()).collect();
+            let text = std::fs::read_to_string(self.dir.join("trace")).unwrap_or_default();
+            let events = parse_trace(&text);
+            let steal = steal_ticks(&self.proc_stat);
+            for m in batch {
+                let (trace_file, attribution) =
+                    self.explain(&m, &text, &events, &steal, &mut state);
                 captures.push(SpikeCapture {
-                    source,
-                    index,
-                    at_ns,
-                    value_ns,
+                    source: m.source,
+                    index: m.index,
+                    at_ns: m.at_ns,
+                    value_ns: m.value_ns,
                     trace_file,
                     attribution,
                 });
-                if last {
-                    return captures;
-                }
-                continue;
             }
-            if self.stop.load(Ordering::Relaxed) {
-                return captures;
-            }
-            std::thread::sleep(Duration::from_millis(1));
+            state.steal = steal;
         }
+        captures
     }
 
-    /// Read the trace (tracing goes on), explain the `n`-th spike (marked `mark`), save the
-    /// trace around it: (where it was saved, the explanation).
+    /// Explain one marked spike from the trace read, save the trace around it: (where it was
+    /// saved, the explanation).
     fn explain(
         &self,
-        n: usize,
-        mark: &str,
-        value_ns: i64,
+        m: &Marked,
+        text: &str,
+        events: &[Event],
+        steal: &[u64],
         state: &mut Explained,
     ) -> (Option<String>, Vec<String>) {
-        let text = std::fs::read_to_string(self.dir.join("trace")).unwrap_or_default();
-        let events = parse_trace(&text);
-        let marked = mark_ts(&events, &format!("{mark} "));
+        let n = m.n;
+        if n > 1 {
+            if let Some(t) = mark_ts(events, &format!("rtlab spike {}: re-armed", n - 1)) {
+                state.armed_ts = t;
+            }
+        }
+        let marked = mark_ts(events, &format!("rtlab spike {n}: sample "));
         // a wake-up that made this sample late ran after the flag could be raised again,
         // less the sample's value (it was woken that long before), and before the mark
-        let from = state.armed_ts.saturating_sub(value_ns.max(0) as u64 + 1_000_000);
+        let from = state.armed_ts.saturating_sub(m.value_ns.max(0) as u64 + 1_000_000);
         let until = marked.map(|t| t + 100_000).unwrap_or(u64::MAX);
         let (mut attribution, wake) =
-            attribute_spike(&events, &self.victim, value_ns, (from, until), &state.wakeups);
-        let steal = steal_ticks(&self.proc_stat);
+            attribute_spike(events, &self.victim, m.value_ns, (from, until), &state.wakeups);
         if let Some(w) = wake {
-            let grew = steal.get(w.cpu).zip(state.steal.get(w.cpu)).map(|(a, b)| a - b.min(a));
+            let grew =
+                steal.get(w.cpu).zip(state.steal.get(w.cpu)).map(|(a, b)| a.saturating_sub(*b));
             if let Some(d) = grew.filter(|d| *d > 0) {
                 let since = if n == 1 { "tracing started" } else { "the previous spike" };
                 attribution.push(format!(
@@ -536,18 +582,14 @@ impl Watcher {
             }
             state.wakeups.push(w);
         }
-        state.steal = steal;
-        if let Some(t) = mark_ts(&events, &format!("rtlab spike {n}: re-armed")) {
-            state.armed_ts = t;
-        }
         let mut saved = None;
         if let Some(p) = &self.save_to {
             let p = nth_trace_file(p, n);
             // the first spike keeps the whole buffer; a later one the part around it
             let ok = if n == 1 {
-                std::fs::write(&p, &text)
+                std::fs::write(&p, text)
             } else {
-                std::fs::write(&p, trace_from(&text, from.saturating_sub(SAVED_CONTEXT_NS)))
+                std::fs::write(&p, trace_from(text, from.saturating_sub(SAVED_CONTEXT_NS)))
             };
             saved = ok.is_ok().then(|| p.display().to_string());
         }
@@ -716,8 +758,8 @@ pub fn attribute(events: &[Event], victim: &str, spike_ns: i64) -> Vec<String> {
     }
 }
 
-/// Explain one spike of a run that may have several: the worst wake-up of the `victim`
-/// threads that ran within `ran` (trace clock, ns: from the moment the flag could be raised
+/// Explain one spike of a run that may have several: the worst wake-up (or, when no wait
+/// makes up half of the spike, the last wake-up) of the `victim` threads that ran within `ran` (trace clock, ns: from the moment the flag could be raised
 /// again, less the spike's value, to the spike's trace marker) and is not one of `explained`
 /// (earlier spikes' wake-ups). Returns the explanation and the wake-up it is about (None:
 /// no such wake-up, the explanation says so).
@@ -728,12 +770,18 @@ pub fn attribute_spike(
     ran: (u64, u64),
     explained: &[Wakeup],
 ) -> (Vec<String>, Option<Wakeup>) {
-    let worst = worst(
-        wakeups(events, victim)
-            .into_iter()
-            .filter(|w| w.ran_ns >= ran.0 && w.ran_ns <= ran.1)
-            .filter(|w| !explained.iter().any(|x| x.pid == w.pid && x.woken_ns == w.woken_ns)),
-    );
+    let candidates: Vec<Wakeup> = wakeups(events, victim)
+        .into_iter()
+        .filter(|w| w.ran_ns >= ran.0 && w.ran_ns <= ran.1)
+        .filter(|w| !explained.iter().any(|x| x.pid == w.pid && x.woken_ns == w.woken_ns))
+        .collect();
+    // the wake-up that waited longest, when that wait is most of the spike; otherwise the
+    // lateness came before a wake-up (a late timer interrupt, a host stall): the last one
+    // before the mark is the sample's own
+    let worst = match worst(candidates.iter().cloned()) {
+        Some(w) if w.gap_ns().saturating_mul(2) >= spike_ns.max(0) as u64 => Some(w),
+        _ => candidates.last().cloned(),
+    };
     match worst {
         Some(w) => (explain(events, &w, victim, spike_ns), Some(w)),
         None => {

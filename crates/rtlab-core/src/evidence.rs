@@ -1,5 +1,5 @@
 //! Spike evidence kept with a result: the kernel's counters per window, aligned with the
-//! streams' per-window maxima, and what the tracer found around the first spike.
+//! streams' per-window maxima, and what the tracer found around each spike it explained.
 //!
 //! Contract: pure data. Reading the counters (/proc) and tracing live in rtlab-tune; this
 //! module only holds, merges and aligns them. Like [`crate::windows::WindowMaxima`], the
@@ -218,7 +218,25 @@ impl WindowCounters {
     }
 }
 
-/// What the tracer found around the first sample above the threshold.
+/// One sample above the threshold and what the tracer found around it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExplainedSpike {
+    /// The sample's stream (None: the probe did not say).
+    #[serde(default)]
+    pub stream: Option<String>,
+    /// Its index in its stream, when (ns after the stream's start) and its value.
+    pub index: u64,
+    pub at_ns: i64,
+    pub value_ns: i64,
+    /// Where the kernel trace around it was saved.
+    pub trace_file: Option<String>,
+    /// The explanation, most important first.
+    pub attribution: Vec<String>,
+}
+
+/// What the tracer found around the samples above the threshold: the first one in the flat
+/// fields (as before `spikes` existed), and every one it explained (at most a bound, the
+/// first included) in `spikes`, in the order they crossed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpikeEvidence {
     pub threshold_ns: i64,
@@ -236,6 +254,10 @@ pub struct SpikeEvidence {
     pub attribution: Vec<String>,
     /// The kernel's own view (rtla timerlat) when it ran alongside.
     pub timerlat: Option<serde_json::Value>,
+    /// Every sample above the threshold the tracer explained, in order (the first is the one
+    /// above). Empty when none crossed it, and in a document written before it existed.
+    #[serde(default)]
+    pub spikes: Vec<ExplainedSpike>,
 }
 
 /// Everything kept to explain a result's spikes.

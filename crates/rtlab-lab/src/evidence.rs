@@ -1,17 +1,18 @@
 //! Spike evidence around any probe run (timer, udp, pubsub, and scenario cases): the
 //! kernel's counters sampled per window on their own thread, and with `--trace-on-spike`
-//! ftrace armed, the spike marked, the trace saved and the spike explained.
+//! ftrace armed, and every sample above the threshold (up to [`MAX_SPIKES`]) marked, its
+//! trace saved and explained.
 //!
 //! Contract: nothing here runs on a measuring thread (the probes only raise a
 //! [`SpikeFlag`]); every tracefs change is journaled by the tracer and undone in `finish`
 //! (or on drop, or by `rtlab tune restore` after a kill -9).
 
-use rtlab_core::evidence::{Evidence, SpikeEvidence, WindowCounters};
+use rtlab_core::evidence::{Evidence, ExplainedSpike, SpikeEvidence, WindowCounters};
 use rtlab_core::schema::Stream;
 use rtlab_core::sink::{SpikeFlag, SpikeHook};
 use rtlab_core::units::{us_1, Nanos};
 use rtlab_tune::host::Host;
-use rtlab_tune::spike::{CounterSampler, SpikeCapture, SpikeTracer};
+use rtlab_tune::spike::{CounterSampler, SpikeCapture, SpikeTracer, MAX_SPIKES};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,7 +26,7 @@ pub struct EvidenceOptions {
     pub window_ns: i64,
     /// Sample the kernel counters per window.
     pub counters: bool,
-    /// Arm ftrace and explain the first sample above this.
+    /// Arm ftrace and explain the samples above this (the first [`MAX_SPIKES`]).
     pub trace_on_spike_ns: Option<i64>,
     /// Thread-name prefix of the measuring threads whose wake-ups the tracer explains.
     pub victim: String,
@@ -69,7 +70,7 @@ struct Armed<'h> {
     threshold_ns: i64,
     flag: Arc<SpikeFlag>,
     tracer: SpikeTracer<'h>,
-    watcher: std::thread::JoinHandle<Option<SpikeCapture>>,
+    watcher: std::thread::JoinHandle<Vec<SpikeCapture>>,
     watch_stop: Arc<AtomicBool>,
     /// rtla timerlat alongside, where the kernel has it.
     timerlat: Option<rtlab_tune::timerlat::TimerlatRun>,
@@ -106,12 +107,13 @@ impl<'h> EvidenceRun<'h> {
                     .unwrap_or(0);
                 let file =
                     o.trace_dir.join(format!("rtlab-spike-{}-{stamp}.trace", std::process::id()));
-                let watcher = tracer.watch(
+                let watcher = tracer.watch_spikes(
                     flag.clone(),
                     watch_stop.clone(),
                     o.victim.clone(),
                     Duration::from_millis(5),
                     Some(file),
+                    MAX_SPIKES,
                 );
                 let timerlat = start_timerlat(host, &mut tracer, o, threshold_ns);
                 Some(Armed { threshold_ns, flag, tracer, watcher, watch_stop, timerlat })
@@ -160,7 +162,10 @@ impl<'h> EvidenceRun<'h> {
         });
         let spike = self.armed.map(|a| {
             a.watch_stop.store(true, Ordering::Relaxed);
-            let capture = a.watcher.join().ok().flatten();
+            let captures = a.watcher.join().unwrap_or_default();
+            if captures.len() >= MAX_SPIKES {
+                notes.push(format!("the tracer explains the first {MAX_SPIKES} samples above the threshold: later ones were not traced"));
+            }
             let timerlat = a.timerlat.map(|t| t.stop()).and_then(|r| serde_json::to_value(r).ok());
             notes.extend(a.tracer.notes.iter().cloned());
             let restore = a.tracer.disarm();
@@ -170,19 +175,31 @@ impl<'h> EvidenceRun<'h> {
                     restore.failed.len()
                 ));
             }
-            match capture {
+            let spikes: Vec<ExplainedSpike> = captures
+                .into_iter()
+                .map(|c| ExplainedSpike {
+                    stream: self.sources.get(c.source as usize).filter(|s| !s.is_empty()).cloned(),
+                    index: c.index,
+                    at_ns: c.at_ns,
+                    value_ns: c.value_ns,
+                    trace_file: c.trace_file,
+                    attribution: c.attribution,
+                })
+                .collect();
+            match spikes.first().cloned() {
                 None => {
                     SpikeEvidence { threshold_ns: a.threshold_ns, timerlat, ..Default::default() }
                 }
                 Some(c) => SpikeEvidence {
                     threshold_ns: a.threshold_ns,
-                    stream: self.sources.get(c.source as usize).filter(|s| !s.is_empty()).cloned(),
+                    stream: c.stream,
                     index: Some(c.index),
                     at_ns: Some(c.at_ns),
                     value_ns: Some(c.value_ns),
                     trace_file: c.trace_file,
                     attribution: c.attribution,
                     timerlat,
+                    spikes,
                 },
             }
         });
@@ -242,26 +259,46 @@ fn worst_stream<'a>(streams: &'a [Stream], c: &WindowCounters) -> Option<&'a Str
     })
 }
 
-/// The terminal text: the spike and its explanation, then the worst windows with what the
-/// kernel did in each.
+/// The terminal text: each spike explained (the first only, from a document without
+/// `spikes`) and its explanation, then the worst windows with what the kernel did in each.
 pub fn render(ev: &Evidence, streams: &[Stream]) -> String {
     let mut out = String::new();
     if let Some(sp) = &ev.spike {
         let _ = writeln!(out, "\nspike evidence (--trace-on-spike {} us)", us_1(sp.threshold_ns));
-        match (sp.index, sp.at_ns, sp.value_ns) {
-            (Some(i), Some(at), Some(v)) => {
-                let of = sp.stream.as_deref().map(|s| format!("{s} ")).unwrap_or_default();
-                let _ =
-                    writeln!(out, "  {of}sample {i} at {} after start: {} us", Nanos(at), us_1(v));
-                for l in &sp.attribution {
-                    let _ = writeln!(out, "  - {l}");
-                }
-                if let Some(f) = &sp.trace_file {
-                    let _ = writeln!(out, "  trace saved: {f}");
-                }
+        let first = match (sp.index, sp.at_ns, sp.value_ns) {
+            (Some(index), Some(at_ns), Some(value_ns)) => vec![ExplainedSpike {
+                stream: sp.stream.clone(),
+                index,
+                at_ns,
+                value_ns,
+                trace_file: sp.trace_file.clone(),
+                attribution: sp.attribution.clone(),
+            }],
+            _ => Vec::new(),
+        };
+        let all = if sp.spikes.is_empty() { &first } else { &sp.spikes };
+        if all.is_empty() {
+            let _ = writeln!(out, "  no sample above the threshold: nothing to explain");
+        }
+        for (n, s) in all.iter().enumerate() {
+            let of = s.stream.as_deref().map(|s| format!("{s} ")).unwrap_or_default();
+            let nth = if all.len() > 1 {
+                format!("spike {} of {}: ", n + 1, all.len())
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "  {nth}{of}sample {} at {} after start: {} us",
+                s.index,
+                Nanos(s.at_ns),
+                us_1(s.value_ns)
+            );
+            for l in &s.attribution {
+                let _ = writeln!(out, "  - {l}");
             }
-            _ => {
-                let _ = writeln!(out, "  no sample above the threshold: nothing to explain");
+            if let Some(f) = &s.trace_file {
+                let _ = writeln!(out, "  trace saved: {f}");
             }
         }
     }
@@ -378,6 +415,41 @@ mod tests {
             notes.iter().any(|n| n.contains("a sweep of cases") && n.contains("'case0.sub0'")),
             "{notes:?}"
         );
+    }
+
+    #[test]
+    fn every_explained_spike_is_shown_in_order() {
+        let spike = |index, who: &str| ExplainedSpike {
+            stream: Some("thread0".into()),
+            index,
+            at_ns: index as i64 * 1_000_000,
+            value_ns: 9_400_000,
+            trace_file: Some(format!("/tmp/s-{index}.trace")),
+            attribution: vec![who.into()],
+        };
+        let spikes =
+            vec![spike(3, "no task ran on CPU 1"), spike(40, "preempted by pid 7 (rtlab-hog")];
+        let ev = Evidence {
+            spike: Some(SpikeEvidence {
+                threshold_ns: 5_000_000,
+                index: Some(3),
+                at_ns: Some(3_000_000),
+                value_ns: Some(9_400_000),
+                attribution: vec!["no task ran on CPU 1".into()],
+                spikes,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let t = render(&ev, &[]);
+        let a = t.find("spike 1 of 2: thread0 sample 3 at 3.00ms").unwrap_or_else(|| panic!("{t}"));
+        let b =
+            t.find("spike 2 of 2: thread0 sample 40 at 40.00ms").unwrap_or_else(|| panic!("{t}"));
+        assert!(
+            a < t.find("  - no task ran").unwrap() && b < t.find("  - preempted by pid 7").unwrap(),
+            "{t}"
+        );
+        assert!(t.contains("trace saved: /tmp/s-40.trace"), "{t}");
     }
 
     #[test]

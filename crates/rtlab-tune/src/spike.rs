@@ -1,7 +1,10 @@
 //! Spike evidence: per-window kernel counters sampled off the hot path, and a
 //! [`SpikeTracer`] that arms ftrace (sched_switch, sched_wakeup, irq and softirq events)
-//! through tracefs and, when a [`SpikeFlag`] is raised, marks the trace, stops it, saves it
-//! and explains the spike ("preempted by pid 812 (rustc) for 4.7 ms").
+//! through tracefs and, each time a [`SpikeFlag`] is raised, marks the trace, re-arms the
+//! flag, saves the trace around the spike and explains it ("preempted by pid 812 (rustc) for
+//! 4.7 ms"; "no task ran on CPU 1 then: the vCPU was not running (host stall?)"), up to
+//! [`MAX_SPIKES`] per run: on a guest whose host stalls it for milliseconds, the first spike
+//! is often not the one under study.
 //!
 //! Contract: every tracefs change (mount, event enables, buffer size, tracing_on) goes
 //! through a journaled [`Session`] and is undone when the tracer is dropped (or by
@@ -216,9 +219,11 @@ pub struct SpikeTracer<'h> {
     pub avoid_cpus: Vec<usize>,
     /// Whether rtla timerlat can run here (found once, when armed).
     pub timerlat: crate::timerlat::Availability,
+    /// /proc/stat on this host (the watcher reads steal time there).
+    stat_path: PathBuf,
 }
 
-/// What the tracer found around a spike.
+/// What the tracer found around one spike (one sample above the threshold).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct SpikeCapture {
     /// Which stream crossed the threshold (the probe's hook source).
@@ -281,7 +286,14 @@ impl<'h> SpikeTracer<'h> {
             .open(host.path(&format!("{dir}/trace")))
             .map_err(|e| format!("clearing {dir}/trace: {e}"))?;
         w(&mut session, format!("{dir}/tracing_on"), "1")?;
-        Ok(SpikeTracer { session, dir: host.path(&dir), notes, avoid_cpus: Vec::new(), timerlat })
+        Ok(SpikeTracer {
+            session,
+            dir: host.path(&dir),
+            notes,
+            avoid_cpus: Vec::new(),
+            timerlat,
+            stat_path: host.path("/proc/stat"),
+        })
     }
 
     /// Journal and make one more change in the tracer's session (undone with the rest),
@@ -295,9 +307,8 @@ impl<'h> SpikeTracer<'h> {
         &self.dir
     }
 
-    /// Start the watcher: when `flag` rises it writes trace_marker, waits `after`, stops
-    /// tracing, saves the trace to `save_to` and explains the spike of the threads whose
-    /// comm starts with `victim`. Returns None if stopped without a spike.
+    /// Start the watcher for the first spike only: [`SpikeTracer::watch_spikes`] with a bound
+    /// of one (tracing stops after it). Returns None if stopped without a spike.
     pub fn watch(
         &self,
         flag: Arc<SpikeFlag>,
@@ -306,51 +317,285 @@ impl<'h> SpikeTracer<'h> {
         after: Duration,
         save_to: Option<PathBuf>,
     ) -> std::thread::JoinHandle<Option<SpikeCapture>> {
-        let dir = self.dir.clone();
-        let avoid = self.avoid_cpus.clone();
+        let w = self.watcher(flag, stop, victim, after, save_to, 1);
         std::thread::Builder::new()
             .name("rtlab-spikewatch".into())
-            .spawn(move || {
-                // never compete with the probe: a profile may have made the process FIFO
-                stay_off(&avoid);
-                loop {
-                    if let Some((index, at_ns, value_ns)) = flag.get() {
-                        let _ = std::fs::write(
-                            dir.join("trace_marker"),
-                            format!("rtlab spike: sample {index} late by {value_ns} ns"),
-                        );
-                        std::thread::sleep(after);
-                        let _ = std::fs::write(dir.join("tracing_on"), "0");
-                        let text = std::fs::read_to_string(dir.join("trace")).unwrap_or_default();
-                        let mut trace_file = None;
-                        if let Some(p) = &save_to {
-                            if std::fs::write(p, &text).is_ok() {
-                                trace_file = Some(p.display().to_string());
-                            }
-                        }
-                        let attribution = attribute(&parse_trace(&text), &victim, value_ns);
-                        let source = flag.source.load(Ordering::Acquire);
-                        return Some(SpikeCapture {
-                            source,
-                            index,
-                            at_ns,
-                            value_ns,
-                            trace_file,
-                            attribution,
-                        });
-                    }
-                    if stop.load(Ordering::Relaxed) {
-                        return None;
-                    }
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            })
+            .spawn(move || w.run().into_iter().next())
             .expect("spawn the spike watcher")
+    }
+
+    /// Start the watcher: each time `flag` rises it writes trace_marker, waits `after`,
+    /// re-arms the flag (so the next sample above the threshold raises it again), reads the
+    /// trace (tracing goes on), saves the part around the spike (the first to `save_to`, the
+    /// n-th to `save_to` with `-n` before its extension) and explains the spike from the
+    /// wake-ups of the threads whose comm starts with `victim` that ran since the flag was
+    /// last re-armed (one not explained for an earlier spike). After `max_spikes` spikes
+    /// tracing stops and the flag stays raised. Returns the spikes explained, in order (empty
+    /// if stopped without a spike).
+    pub fn watch_spikes(
+        &self,
+        flag: Arc<SpikeFlag>,
+        stop: Arc<AtomicBool>,
+        victim: String,
+        after: Duration,
+        save_to: Option<PathBuf>,
+        max_spikes: usize,
+    ) -> std::thread::JoinHandle<Vec<SpikeCapture>> {
+        let w = self.watcher(flag, stop, victim, after, save_to, max_spikes);
+        std::thread::Builder::new()
+            .name("rtlab-spikewatch".into())
+            .spawn(move || w.run())
+            .expect("spawn the spike watcher")
+    }
+
+    fn watcher(
+        &self,
+        flag: Arc<SpikeFlag>,
+        stop: Arc<AtomicBool>,
+        victim: String,
+        after: Duration,
+        save_to: Option<PathBuf>,
+        max_spikes: usize,
+    ) -> Watcher {
+        Watcher {
+            dir: self.dir.clone(),
+            proc_stat: self.stat_path.clone(),
+            avoid: self.avoid_cpus.clone(),
+            flag,
+            stop,
+            victim,
+            after,
+            save_to,
+            max_spikes: max_spikes.max(1),
+        }
     }
 
     /// Disarm and put tracefs back (also done on drop).
     pub fn disarm(mut self) -> crate::journal::RestoreReport {
         self.session.restore()
+    }
+}
+
+/// How many spikes a run's tracer explains at most: each costs a read of the whole trace
+/// buffer (a few MB of text), and the first few say what disturbs the probe.
+pub const MAX_SPIKES: usize = 8;
+
+/// How much of the trace before a spike's window is saved with it (the tasks and priorities
+/// on the CPU before the wake-up).
+const SAVED_CONTEXT_NS: u64 = 100_000_000;
+
+/// The spike watcher's state (it runs on its own thread, off the probe's CPUs).
+struct Watcher {
+    dir: PathBuf,
+    proc_stat: PathBuf,
+    avoid: Vec<usize>,
+    flag: Arc<SpikeFlag>,
+    stop: Arc<AtomicBool>,
+    victim: String,
+    after: Duration,
+    save_to: Option<PathBuf>,
+    max_spikes: usize,
+}
+
+/// Where the `n`-th spike's trace goes (1-based): `save_to` itself for the first,
+/// `name-n.ext` for the others.
+pub fn nth_trace_file(save_to: &Path, n: usize) -> PathBuf {
+    if n <= 1 {
+        return save_to.to_path_buf();
+    }
+    let stem = save_to.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = match save_to.extension() {
+        Some(e) => format!("{stem}-{n}.{}", e.to_string_lossy()),
+        None => format!("{stem}-{n}"),
+    };
+    save_to.with_file_name(name)
+}
+
+/// Steal ticks per CPU (/proc/stat), empty when unreadable.
+fn steal_ticks(proc_stat: &Path) -> Vec<u64> {
+    std::fs::read_to_string(proc_stat)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+        .map(|l| l.split_whitespace().nth(8).and_then(|v| v.parse().ok()).unwrap_or(0))
+        .collect()
+}
+
+/// The trace's header lines and its event lines from `from_ns` on (lines that are not events,
+/// such as lost-event notes, are kept).
+fn trace_from(text: &str, from_ns: u64) -> String {
+    let mut out = String::with_capacity(text.len().min(1 << 20));
+    for l in text.lines() {
+        let keep = match parse_trace(l).first() {
+            Some(e) => e.ts_ns >= from_ns,
+            None => true,
+        };
+        if keep {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The trace timestamp of the first `tracing_mark_write` whose text starts with `prefix`.
+fn mark_ts(events: &[Event], prefix: &str) -> Option<u64> {
+    events
+        .iter()
+        .find(|e| e.name == "tracing_mark_write" && e.fields.starts_with(prefix))
+        .map(|e| e.ts_ns)
+}
+
+/// What the reader carries from one spike to the next.
+#[derive(Default)]
+struct Explained {
+    /// The wake-ups explained so far (a later spike does not explain them again).
+    wakeups: Vec<Wakeup>,
+    /// Trace time of the last re-arm seen: the next spike's wake-up ran after it, less its value.
+    armed_ts: u64,
+    /// Steal ticks per CPU at the previous read (or when watching started).
+    steal: Vec<u64>,
+}
+
+/// A spike marked in the trace, waiting to be explained.
+struct Marked {
+    n: usize,
+    source: u32,
+    index: u64,
+    at_ns: i64,
+    value_ns: i64,
+}
+
+impl Watcher {
+    /// Mark each spike at once and hand it to a reader thread: reading the whole trace takes
+    /// up to a second on a loaded guest, and a spike that rises meanwhile must still be marked
+    /// when it happens (its mark bounds the wake-ups that can explain it).
+    fn run(self) -> Vec<SpikeCapture> {
+        // never compete with the probe: a profile may have made the process FIFO
+        stay_off(&self.avoid);
+        let (tx, rx) = std::sync::mpsc::channel::<Marked>();
+        std::thread::scope(|scope| {
+            let reader = std::thread::Builder::new()
+                .name("rtlab-spikeread".into())
+                .spawn_scoped(scope, || {
+                    stay_off(&self.avoid);
+                    self.read(rx)
+                })
+                .expect("spawn the spike reader");
+            let mut n = 0;
+            loop {
+                if let Some((index, at_ns, value_ns)) = self.flag.get() {
+                    let source = self.flag.source.load(Ordering::Acquire);
+                    n += 1;
+                    let last = n >= self.max_spikes;
+                    let _ = std::fs::write(
+                        self.dir.join("trace_marker"),
+                        format!("rtlab spike {n}: sample {index} late by {value_ns} ns"),
+                    );
+                    std::thread::sleep(self.after);
+                    if last {
+                        let _ = std::fs::write(self.dir.join("tracing_on"), "0");
+                    } else {
+                        // re-arm: a sample from now on raises the flag again (the tail of
+                        // this spike, within `after`, does not)
+                        use std::sync::atomic::Ordering::Release;
+                        self.flag.hit.store(false, Release);
+                        self.flag.claimed.store(false, Release);
+                        let _ = std::fs::write(
+                            self.dir.join("trace_marker"),
+                            format!("rtlab spike {n}: re-armed"),
+                        );
+                    }
+                    let _ = tx.send(Marked { n, source, index, at_ns, value_ns });
+                    if last {
+                        break;
+                    }
+                    continue;
+                }
+                if self.stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            drop(tx);
+            reader.join().unwrap_or_default()
+        })
+    }
+
+    /// Explain the marked spikes in order: one read of the trace (tracing goes on) for all
+    /// those waiting.
+    fn read(&self, rx: std::sync::mpsc::Receiver<Marked>) -> Vec<SpikeCapture> {
+        let mut state = Explained { steal: steal_ticks(&self.proc_stat), ..Default::default() };
+        let mut captures = Vec::new();
+        while let Ok(first) = rx.recv() {
+            let batch: Vec<Marked> = std::iter::once(first).chain(rx.try_iter()).collect();
+            let text = std::fs::read_to_string(self.dir.join("trace")).unwrap_or_default();
+            let events = parse_trace(&text);
+            let steal = steal_ticks(&self.proc_stat);
+            for m in batch {
+                let (trace_file, attribution) =
+                    self.explain(&m, &text, &events, &steal, &mut state);
+                captures.push(SpikeCapture {
+                    source: m.source,
+                    index: m.index,
+                    at_ns: m.at_ns,
+                    value_ns: m.value_ns,
+                    trace_file,
+                    attribution,
+                });
+            }
+            state.steal = steal;
+        }
+        captures
+    }
+
+    /// Explain one marked spike from the trace read, save the trace around it: (where it was
+    /// saved, the explanation).
+    fn explain(
+        &self,
+        m: &Marked,
+        text: &str,
+        events: &[Event],
+        steal: &[u64],
+        state: &mut Explained,
+    ) -> (Option<String>, Vec<String>) {
+        let n = m.n;
+        if n > 1 {
+            if let Some(t) = mark_ts(events, &format!("rtlab spike {}: re-armed", n - 1)) {
+                state.armed_ts = t;
+            }
+        }
+        let marked = mark_ts(events, &format!("rtlab spike {n}: sample "));
+        // a wake-up that made this sample late ran after the flag could be raised again,
+        // less the sample's value (it was woken that long before), and before the mark
+        let from = state.armed_ts.saturating_sub(m.value_ns.max(0) as u64 + 1_000_000);
+        let until = marked.map(|t| t + 100_000).unwrap_or(u64::MAX);
+        let (mut attribution, wake) =
+            attribute_spike(events, &self.victim, m.value_ns, (from, until), &state.wakeups);
+        if let Some(w) = wake {
+            let grew =
+                steal.get(w.cpu).zip(state.steal.get(w.cpu)).map(|(a, b)| a.saturating_sub(*b));
+            if let Some(d) = grew.filter(|d| *d > 0) {
+                let since = if n == 1 { "tracing started" } else { "the previous spike" };
+                attribution.push(format!(
+                    "steal time on CPU {} since {since}: {d} ticks of 10 ms (/proc/stat): {}",
+                    w.cpu, "the hypervisor ran something else"
+                ));
+            }
+            state.wakeups.push(w);
+        }
+        let mut saved = None;
+        if let Some(p) = &self.save_to {
+            let p = nth_trace_file(p, n);
+            // the first spike keeps the whole buffer; a later one the part around it
+            let ok = if n == 1 {
+                std::fs::write(&p, text)
+            } else {
+                std::fs::write(&p, trace_from(text, from.saturating_sub(SAVED_CONTEXT_NS)))
+            };
+            saved = ok.is_ok().then(|| p.display().to_string());
+        }
+        (saved, attribution)
     }
 }
 
@@ -436,12 +681,30 @@ fn is_victim(comm: &str, victim: &str) -> bool {
     victim.split('|').any(|v| !v.is_empty() && comm.starts_with(v))
 }
 
-/// Explain the worst wake-up of the threads whose comm starts with `victim`: who ran on its
-/// CPU between its wake-up and the moment it ran, which softirqs and IRQs ran there.
-pub fn attribute(events: &[Event], victim: &str, spike_ns: i64) -> Vec<String> {
-    // wake-up -> switch-in pairs of the victim
+/// One wake-up of a probe thread in a trace: when it was woken and when it ran (trace clock,
+/// ns), on which CPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wakeup {
+    pub woken_ns: u64,
+    pub ran_ns: u64,
+    pub cpu: usize,
+    pub pid: i32,
+    pub comm: String,
+}
+
+impl Wakeup {
+    /// How long the thread waited for its CPU.
+    pub fn gap_ns(&self) -> u64 {
+        self.ran_ns.saturating_sub(self.woken_ns)
+    }
+}
+
+/// Every wake-up of the threads whose comm starts with `victim`, paired with the moment the
+/// thread ran (its switch-in, or its first event when the trace lacks that switch), in the
+/// order they ran.
+pub fn wakeups(events: &[Event], victim: &str) -> Vec<Wakeup> {
     let mut woken: BTreeMap<i32, (u64, usize)> = BTreeMap::new();
-    let mut worst: Option<(u64, u64, usize, i32, String)> = None; // (wake ts, run ts, cpu, pid, comm)
+    let mut out = Vec::new();
     for e in events {
         match e.name.as_str() {
             "sched_wakeup" if field(&e.fields, "comm").is_some_and(|c| is_victim(c, victim)) => {
@@ -467,23 +730,72 @@ pub fn attribute(events: &[Event], victim: &str, spike_ns: i64) -> Vec<String> {
                     (e.pid, e.comm.clone())
                 };
                 if let Some((w, _)) = woken.remove(&pid) {
-                    let gap = e.ts_ns.saturating_sub(w);
-                    let better = match &worst {
-                        None => true,
-                        Some(x) => gap > x.1 - x.0,
-                    };
-                    if better {
-                        worst = Some((w, e.ts_ns, e.cpu, pid, comm));
-                    }
+                    out.push(Wakeup { woken_ns: w, ran_ns: e.ts_ns, cpu: e.cpu, pid, comm });
                 }
             }
             _ => {}
         }
     }
-    let Some((w, r, cpu, pid, comm)) = worst else {
-        let names = victim.split('|').map(|v| format!("{v}*")).collect::<Vec<_>>().join("', '");
-        return vec![format!("no wake-up of '{names}' threads in the trace (the buffer may have wrapped, or the spike happened before the trace started)")];
+    out
+}
+
+/// "No wake-up of the victims `whence`" and why that can be.
+fn no_wakeup(victim: &str, whence: &str) -> Vec<String> {
+    let names = victim.split('|').map(|v| format!("{v}*")).collect::<Vec<_>>().join("', '");
+    let why = "the buffer may have wrapped, or the spike happened before the trace started";
+    vec![format!("no wake-up of '{names}' threads {whence} ({why})")]
+}
+
+/// The wake-up that waited longest (the first of equals).
+fn worst(w: impl Iterator<Item = Wakeup>) -> Option<Wakeup> {
+    w.max_by_key(|w| (w.gap_ns(), std::cmp::Reverse(w.ran_ns)))
+}
+
+/// Explain the worst wake-up of the threads whose comm starts with `victim`: who ran on its
+/// CPU between its wake-up and the moment it ran, which softirqs and IRQs ran there.
+pub fn attribute(events: &[Event], victim: &str, spike_ns: i64) -> Vec<String> {
+    match worst(wakeups(events, victim).into_iter()) {
+        Some(w) => explain(events, &w, victim, spike_ns),
+        None => no_wakeup(victim, "in the trace"),
+    }
+}
+
+/// Explain one spike of a run that may have several: the worst wake-up (or, when no wait
+/// makes up half of the spike, the last wake-up) of the `victim` threads that ran within `ran` (trace clock, ns: from the moment the flag could be raised
+/// again, less the spike's value, to the spike's trace marker) and is not one of `explained`
+/// (earlier spikes' wake-ups). Returns the explanation and the wake-up it is about (None:
+/// no such wake-up, the explanation says so).
+pub fn attribute_spike(
+    events: &[Event],
+    victim: &str,
+    spike_ns: i64,
+    ran: (u64, u64),
+    explained: &[Wakeup],
+) -> (Vec<String>, Option<Wakeup>) {
+    let candidates: Vec<Wakeup> = wakeups(events, victim)
+        .into_iter()
+        .filter(|w| w.ran_ns >= ran.0 && w.ran_ns <= ran.1)
+        .filter(|w| !explained.iter().any(|x| x.pid == w.pid && x.woken_ns == w.woken_ns))
+        .collect();
+    // the wake-up that waited longest, when that wait is most of the spike; otherwise the
+    // lateness came before a wake-up (a late timer interrupt, a host stall): the last one
+    // before the mark is the sample's own
+    let worst = match worst(candidates.iter().cloned()) {
+        Some(w) if w.gap_ns().saturating_mul(2) >= spike_ns.max(0) as u64 => Some(w),
+        _ => candidates.last().cloned(),
     };
+    match worst {
+        Some(w) => (explain(events, &w, victim, spike_ns), Some(w)),
+        None => {
+            let whence = "before this spike's mark in the trace, other than earlier spikes' ones";
+            (no_wakeup(victim, whence), None)
+        }
+    }
+}
+
+/// Explain one wake-up of a probe thread that came `spike_ns` late.
+pub fn explain(events: &[Event], wake: &Wakeup, victim: &str, spike_ns: i64) -> Vec<String> {
+    let (w, r, cpu, pid, comm) = (wake.woken_ns, wake.ran_ns, wake.cpu, wake.pid, &wake.comm);
     let gap = r - w;
     let mut lines = vec![format!(
         "{comm} (pid {pid}) on CPU {cpu}: woken at {:.6} s, ran {} later",
@@ -638,13 +950,54 @@ pub fn attribute(events: &[Event], victim: &str, spike_ns: i64) -> Vec<String> {
     }
     let gap_i = gap as i64;
     if spike_ns > gap_i + 1_000_000 {
-        lines.push(format!(
-            "of the {} lateness, {} passed before the wake-up itself: the timer interrupt came late (interrupts off, or the hypervisor held the CPU: see steal time)",
-            ms(spike_ns as u64),
-            ms((spike_ns - gap_i) as u64)
-        ));
+        let before = (spike_ns - gap_i) as u64;
+        lines.push(match quiet_before(events, cpu, w, before) {
+            Some(None) => format!(
+                "of the {} lateness, {} passed before the wake-up itself, and no task ran on CPU {cpu} then (the trace shows the CPU idle and nothing there, not even an interrupt): the vCPU was not running (host stall?)",
+                ms(spike_ns as u64),
+                ms(before)
+            ),
+            Some(Some((c, p))) => format!(
+                "of the {} lateness, {} passed before the wake-up itself, and nothing happened on CPU {cpu} then (no event, not even an interrupt, while {c} (pid {p}) was on it): interrupts were off, or the vCPU was not running (host stall?)",
+                ms(spike_ns as u64),
+                ms(before)
+            ),
+            None => format!(
+                "of the {} lateness, {} passed before the wake-up itself: the timer interrupt came late (interrupts off, or the hypervisor held the CPU: see steal time)",
+                ms(spike_ns as u64),
+                ms(before)
+            ),
+        });
     }
     lines
+}
+
+/// Whether the trace shows nothing at all on `cpu` in the `len_ns` before `until`: no event,
+/// not even an interrupt (a CPU that runs emits a timer tick or an IRQ within milliseconds).
+/// Some(None): the CPU was idle; Some(Some((comm, pid))): that task was on it. None: something
+/// ran there, or the trace does not reach back that far.
+fn quiet_before(
+    events: &[Event],
+    cpu: usize,
+    until: u64,
+    len_ns: u64,
+) -> Option<Option<(String, i32)>> {
+    let from = until.checked_sub(len_ns)?;
+    let on_cpu = || events.iter().filter(|e| e.cpu == cpu);
+    // the trace must show this CPU before the quiet time, or it says nothing about it
+    let last_before = on_cpu().rfind(|e| e.ts_ns <= from)?;
+    if on_cpu().any(|e| e.ts_ns > from && e.ts_ns < until) {
+        return None;
+    }
+    let (comm, pid) = if last_before.name == "sched_switch" {
+        (
+            field(&last_before.fields, "next_comm").unwrap_or("?").to_string(),
+            field(&last_before.fields, "next_pid").and_then(|p| p.parse().ok()).unwrap_or(-1),
+        )
+    } else {
+        (last_before.comm.clone(), last_before.pid)
+    };
+    Some((pid != 0).then_some((comm, pid)))
 }
 
 #[cfg(test)]
@@ -662,7 +1015,7 @@ mod tests {
      ksoftirqd/1-22      [001] ..s1.   100.009910: softirq_exit: vec=3 [action=NET_RX]
      ksoftirqd/1-22      [001] d..2.   100.010000: sched_switch: prev_comm=ksoftirqd/1 prev_pid=22 prev_prio=120 prev_state=S ==> next_comm=rtlab-timer0 next_pid=900 next_prio=19
     rtlab-timer0-900     [001] d..2.   100.010050: sched_switch: prev_comm=rtlab-timer0 prev_pid=900 prev_prio=19 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
-    rtlab-timer0-900     [000] .....   100.011000: tracing_mark_write: rtlab spike: sample 5 late by 8100000 ns
+    rtlab-timer0-900     [000] .....   100.011000: tracing_mark_write: rtlab spike 1: sample 5 late by 8100000 ns
 ";
 
     #[test]
@@ -738,6 +1091,94 @@ mod tests {
                 && !is_victim("rtlab-spikewatch", "rtlab-pong|rtlab-sub")
                 && !is_victim("x", "")
         );
+    }
+
+    /// A host stall (CPU 1 idle, nothing at all there for 9.4 ms, then the timer thread's
+    /// wake-up), spike 1 marked, the flag re-armed, then a FIFO hog holding the woken thread
+    /// for 19 ms, spike 2 marked.
+    const TWO_SPIKES: &str = "          <idle>-0       [001] d..2.   400.000000: sched_switch: prev_comm=rtlab-timer0 prev_pid=900 prev_prio=19 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+          <idle>-0       [001] dNh4.   400.009400: sched_wakeup: comm=rtlab-timer0 pid=900 prio=19 target_cpu=001
+          <idle>-0       [001] d..2.   400.009410: sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=rtlab-timer0 next_pid=900 next_prio=19
+ rtlab-spikewatc-990     [000] .....   400.010000: tracing_mark_write: rtlab spike 1: sample 9 late by 9410000 ns
+    rtlab-timer0-900     [001] d..2.   400.010010: sched_switch: prev_comm=rtlab-timer0 prev_pid=900 prev_prio=19 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+ rtlab-spikewatc-990     [000] .....   400.015000: tracing_mark_write: rtlab spike 1: re-armed
+          <idle>-0       [001] d..2.   400.100000: sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=rtlab-hog next_pid=950 next_prio=9
+       rtlab-hog-950     [001] dNh4.   400.101000: sched_wakeup: comm=rtlab-timer0 pid=900 prio=19 target_cpu=001
+       rtlab-hog-950     [001] d..2.   400.120000: sched_switch: prev_comm=rtlab-hog prev_pid=950 prev_prio=9 prev_state=X ==> next_comm=rtlab-timer0 next_pid=900 next_prio=19
+ rtlab-spikewatc-990     [000] .....   400.121000: tracing_mark_write: rtlab spike 2: sample 120 late by 19000000 ns
+";
+
+    #[test]
+    fn a_host_stall_on_an_idle_cpu_is_said_to_be_one() {
+        let ev = parse_trace(TWO_SPIKES);
+        let (a, w) = attribute_spike(&ev, "rtlab-timer", 9_410_000, (0, 400_010_100_000), &[]);
+        assert_eq!(w.unwrap().woken_ns, 400_009_400_000, "{a:?}");
+        assert!(
+            a.iter().any(|l| l.contains(
+                "9.4 ms passed before the wake-up itself, and no task ran on CPU 1 then"
+            ) && l.ends_with("the vCPU was not running (host stall?)")),
+            "{a:?}"
+        );
+    }
+
+    #[test]
+    fn each_spike_explains_its_own_wake_up() {
+        let ev = parse_trace(TWO_SPIKES);
+        let m1 = mark_ts(&ev, "rtlab spike 1: sample ").unwrap();
+        let (_, first) = attribute_spike(&ev, "rtlab-timer", 9_410_000, (0, m1), &[]);
+        let first = first.unwrap();
+        // spike 2: wake-ups that ran since the re-arm, less its value; the hog is named
+        let armed = mark_ts(&ev, "rtlab spike 1: re-armed").unwrap();
+        let m2 = mark_ts(&ev, "rtlab spike 2: sample ").unwrap();
+        let from = armed - 19_000_000 - 1_000_000;
+        let (a, w) = attribute_spike(
+            &ev,
+            "rtlab-timer",
+            19_000_000,
+            (from, m2),
+            std::slice::from_ref(&first),
+        );
+        assert_eq!(w.unwrap().woken_ns, 400_101_000_000);
+        assert!(
+            a.iter().any(|l| l == "preempted by pid 950 (rtlab-hog, kernel prio 9) for 19.0 ms"),
+            "{a:?}"
+        );
+        // a window holding both: the first spike's wake-up is not explained twice
+        let (_, again) =
+            attribute_spike(&ev, "rtlab-timer", 19_000_000, (0, m2), std::slice::from_ref(&first));
+        assert_ne!(again.unwrap(), first);
+        // nothing else left to explain
+        let (a, none) = attribute_spike(&ev, "rtlab-timer", 1, (0, m1), &[first]);
+        assert!(none.is_none() && a[0].starts_with("no wake-up of 'rtlab-timer*'"), "{a:?}");
+    }
+
+    #[test]
+    fn a_quiet_cpu_with_a_task_on_it_is_not_called_idle() {
+        let t = "          <idle>-0       [001] d..2.   500.000000: sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=busy next_pid=77 next_prio=120
+            busy-77      [001] dNh4.   500.009000: sched_wakeup: comm=rtlab-timer0 pid=900 prio=19 target_cpu=001
+            busy-77      [001] d..2.   500.009010: sched_switch: prev_comm=busy prev_pid=77 prev_prio=120 prev_state=R ==> next_comm=rtlab-timer0 next_pid=900 next_prio=19
+";
+        let a = attribute(&parse_trace(t), "rtlab-timer", 9_010_000);
+        assert!(
+            a.iter().any(|l| l.contains("while busy (pid 77) was on it): interrupts were off")),
+            "{a:?}"
+        );
+        // a trace that starts after the quiet time began says nothing about it
+        let late = t.lines().skip(1).collect::<Vec<_>>().join("\n");
+        let a = attribute(&parse_trace(&late), "rtlab-timer", 9_010_000);
+        assert!(a.iter().any(|l| l.contains("the timer interrupt came late")), "{a:?}");
+    }
+
+    #[test]
+    fn later_spikes_get_numbered_files_and_the_trace_around_them() {
+        let p = Path::new("/tmp/rtlab-spike-1-2.trace");
+        assert_eq!(nth_trace_file(p, 1), p);
+        assert_eq!(nth_trace_file(p, 3), Path::new("/tmp/rtlab-spike-1-2-3.trace"));
+        assert_eq!(nth_trace_file(Path::new("/tmp/x"), 2), Path::new("/tmp/x-2"));
+        let t = format!("# tracer: nop\n{TWO_SPIKES}");
+        let part = trace_from(&t, 400_100_000_000);
+        assert!(part.starts_with("# tracer: nop\n"));
+        assert_eq!(parse_trace(&part).len(), 4, "{part}");
     }
 
     #[test]

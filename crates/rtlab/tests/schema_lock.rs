@@ -112,6 +112,13 @@ const SPIKE_KEYS: &[&str] = &[
     "evidence.spike.trace_file",
     "evidence.spike.attribution[]",
     "evidence.spike.timerlat",
+    "evidence.spike.spikes[]",
+    "evidence.spike.spikes[].stream",
+    "evidence.spike.spikes[].index",
+    "evidence.spike.spikes[].at_ns",
+    "evidence.spike.spikes[].value_ns",
+    "evidence.spike.spikes[].trace_file",
+    "evidence.spike.spikes[].attribution[]",
     "evidence.counters",
 ];
 

@@ -13,8 +13,9 @@ use crate::raw::{RawProducer, RawSample};
 use crate::stats::{Running, Summary};
 use crate::windows::WindowMaxima;
 
-/// Raised (once) by a [`Recorder`] when a sample exceeds its spike threshold, so that a
-/// watcher thread off the hot path can act on it (mark and snapshot a kernel trace).
+/// Raised by a [`Recorder`] when a sample exceeds its spike threshold, so that a watcher
+/// thread off the hot path can act on it (mark and snapshot a kernel trace); raised again
+/// by a later sample once the watcher has re-armed it (cleared `hit` and `claimed`).
 /// Only atomics: the hot loop never blocks on it.
 #[derive(Debug, Default)]
 pub struct SpikeFlag {
@@ -94,7 +95,7 @@ pub struct RecorderConfig {
     pub max_samples: Option<u64>,
     /// 1-us bins of a cyclictest-format histogram (None: not kept).
     pub us_histogram_buckets: Option<usize>,
-    /// Raise the spike flag (given to [`Recorder::with_spike`]) on the first sample above this.
+    /// Raise the spike flag (given to [`Recorder::with_spike`]) on a sample above this.
     pub spike_threshold_ns: Option<i64>,
 }
 
@@ -132,14 +133,15 @@ impl Recorder {
         }
     }
 
-    /// Raise `flag` on the first sample above `cfg.spike_threshold_ns` (no-op without a threshold).
+    /// Raise `flag` on a sample above `cfg.spike_threshold_ns` (no-op without a threshold).
     pub fn with_spike(self, cfg: &RecorderConfig, flag: std::sync::Arc<SpikeFlag>) -> Self {
         let hook =
             cfg.spike_threshold_ns.map(|threshold_ns| SpikeHook { threshold_ns, flag, source: 0 });
         self.with_hook(hook.as_ref())
     }
 
-    /// Raise the hook's flag on the first sample above its threshold (None: no-op).
+    /// Raise the hook's flag on a sample above its threshold, each time the flag is armed
+    /// (None: no-op).
     pub fn with_hook(mut self, hook: Option<&SpikeHook>) -> Self {
         if let Some(h) = hook {
             self.spike = Some((h.threshold_ns, h.flag.clone(), h.source));

@@ -244,6 +244,14 @@ fn evidence_round_trips_and_a_version_1_store_is_migrated() {
             trace_file: Some("/tmp/x.trace".into()),
             attribution: vec!["preempted by pid 9".into()],
             timerlat: None,
+            spikes: vec![rtlab_core::evidence::ExplainedSpike {
+                stream: Some("thread0".into()),
+                index: 3,
+                at_ns: 3_000_000,
+                value_ns: 812_000,
+                trace_file: Some("/tmp/x.trace".into()),
+                attribution: vec!["preempted by pid 9".into()],
+            }],
         }),
         notes: vec!["no timerlat".into()],
     });

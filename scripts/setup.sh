@@ -31,4 +31,12 @@ fi
 
 [ "${1:-}" = "--deps-only" ] && exit 0
 cargo build --release --locked -p rtlab
-echo "rtlab setup: built target/release/rtlab"
+echo "rtlab setup: built target/release/rtlab ($(du -h target/release/rtlab | cut -f1))"
+
+# shell completions and the man page, generated from the command line itself
+if [ "$(id -u)" -eq 0 ]; then
+  mkdir -p /usr/share/bash-completion/completions /usr/local/share/man/man1
+  ./target/release/rtlab completions bash > /usr/share/bash-completion/completions/rtlab
+  ./target/release/rtlab man > /usr/local/share/man/man1/rtlab.1
+  echo "rtlab setup: bash completion and man page (man rtlab) installed"
+fi

@@ -99,7 +99,7 @@ struct LoadFileSpec {
     io: Option<i64>,
     hdd: Option<i64>,
     /// Percent of each CPU worker's time busy (stress-ng --cpu-load), S4's 80 %.
-    cpu_load: Option<i64>,
+    cpu_load: Option<Spanned<i64>>,
     /// For kind = "combined": names of other loads (built in or defined) run together.
     parts: Option<Vec<String>>,
 }
@@ -606,6 +606,7 @@ impl Scenario {
         }
 
         // second pass: every case read into its probe's configuration
+        let online = rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0;
         let mut cases: Vec<CaseSpec> = Vec::new();
         for (pi, sh) in shapes.iter().enumerate() {
             let field = |f: &str| format!("probe[{pi}].{f}");
@@ -634,6 +635,19 @@ impl Scenario {
                 let config: Arc<dyn Probe> = Arc::from(config);
                 let params: BTreeMap<String, String> =
                     table.iter().map(|(k, v)| (k.clone(), value_text(v))).collect();
+                // the probe's real-time fields over each profile: a priority the policy
+                // cannot take is said here, before anything runs
+                for profile in &sh.profiles {
+                    let rt = config.rt(&resolved[profile].profile.rt_settings(&online, None));
+                    if let Err(m) = rt.check() {
+                        let key = ["priority", "priorities", "policy"]
+                            .into_iter()
+                            .find(|k| sh.spans.contains_key(*k))
+                            .unwrap_or("priority");
+                        let span = sh.spans.get(key).cloned().unwrap_or(sh.table.span());
+                        return Err(ctx.err(span, field(key), format!("{m} (profile {profile})")));
+                    }
+                }
                 for (lname, lspec) in &sh.loads {
                     for profile in &sh.profiles {
                         for rep in 1..=sh.reps {
@@ -780,14 +794,14 @@ fn load_of(ctx: &Ctx, name: &str, spec: &Spanned<LoadFileSpec>) -> Result<LoadSp
             Some(v) => Err(ctx.err(spec.span(), field(f), format!("{v} is not in 0..=1024"))),
         }
     };
-    let cpu_load = match s.cpu_load {
+    let cpu_load = match &s.cpu_load {
         None => None,
-        Some(p) if (1..=100).contains(&p) => Some(p as u8),
+        Some(p) if (1..=100).contains(p.get_ref()) => Some(*p.get_ref() as u8),
         Some(p) => {
             return Err(ctx.err(
-                spec.span(),
+                p.span(),
                 field("cpu_load"),
-                format!("{p} is not a percentage in 1..=100"),
+                format!("{} is not a percentage in 1..=100", p.get_ref()),
             ))
         }
     };

@@ -132,7 +132,12 @@ pub fn run_loop<C: Clock, L: Sink, J: Sink>(
         let ready = clock.now();
         let first_future = (ready - start).div_euclid(t) + 1;
         if first_future > next {
-            latency.overrun((first_future - next) as u64);
+            // skipped slots count as overruns, those past the last slot of a count excepted
+            let last = sched.slots.map(|n| n as i64 + 1).unwrap_or(i64::MAX);
+            let skipped = first_future.min(last) - next;
+            if skipped > 0 {
+                latency.overrun(skipped as u64);
+            }
             k = first_future;
         } else {
             k = next;
@@ -229,7 +234,8 @@ mod tests {
 
     #[test]
     fn a_count_of_slots_ends_on_time_whatever_the_overruns() {
-        // every wake-up 2.5 intervals late: each cycle skips two slots
+        // every wake-up 2.5 intervals late: each cycle skips two slots, the last skip runs
+        // past slot 9 (samples at 1, 4, 7; slots 2-3, 5-6, 8-9 skipped; 10-11 are not slots)
         let mut c = FakeClock::new(0, &[2_500; 100]);
         let mut lat = Keep::default();
         let mut jit = Keep::default();
@@ -243,6 +249,12 @@ mod tests {
         };
         assert_eq!(run_loop(&mut c, sched, 0, &mut lat, &mut jit, &stop, &p), LoopEnd::Count);
         assert_eq!(lat.samples.len() as u64 + lat.overruns, 9, "9 slots: samples + skipped");
+        // 8 slots: the last skip (slots 8 and 9) counts slot 8 only
+        let mut c = FakeClock::new(0, &[2_500; 100]);
+        let (mut lat, mut jit) = (Keep::default(), Keep::default());
+        let sched = Schedule { slots: Some(8), ..sched };
+        assert_eq!(run_loop(&mut c, sched, 0, &mut lat, &mut jit, &stop, &p), LoopEnd::Count);
+        assert_eq!((lat.samples.len() as u64, lat.overruns), (3, 5));
     }
 
     #[test]

@@ -197,3 +197,52 @@ impl EvidenceArgs {
         Ok(o)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The CLI and scenarios give one set of defaults: no flag carries a default of its own
+    //! (the probe's configuration holds them all), and a probe's configuration from no flags
+    //! equals the one a scenario's `[[probe]]` table with no keys gives.
+    use super::{Cli, Command};
+    use clap::Parser;
+
+    fn table_of(args: &[&str]) -> toml::Table {
+        let cli = Cli::try_parse_from(std::iter::once("rtlab").chain(args.iter().copied()))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        match cli.command {
+            Command::Timer(a) => a.table(),
+            Command::Cyclic(a) => a.table(),
+            Command::Pubsub(a) => a.table(),
+            Command::Udp(u) => match u.command {
+                crate::cmd::udp::UdpCommand::Ping(p) => p.table(),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn no_flag_has_a_default_of_its_own() {
+        for args in [&["timer"][..], &["cyclic"], &["pubsub"], &["udp", "ping", "--pair"]] {
+            assert!(table_of(args).is_empty(), "{args:?} gave {:?}", table_of(args));
+        }
+    }
+
+    #[test]
+    fn cli_and_scenario_defaults_are_the_same_for_every_probe() {
+        for kind in rtlab_lab::probe::PROBES {
+            let cli: &[&str] = match kind.kind {
+                "timer" => &["timer", "--loops", "100"],
+                "cyclic" => &["cyclic", "--count", "100"],
+                "pubsub" => &["pubsub", "--count", "100"],
+                "udp" => &["udp", "ping", "--pair", "--count", "100"],
+                other => panic!("a new probe ({other}): add its flags here"),
+            };
+            let from_flags = (kind.parse)(&table_of(cli)).unwrap().config();
+            let text = format!("name = \"d\"\ncount = 100\n[[probe]]\nkind = \"{}\"\n", kind.kind);
+            let s = rtlab_lab::scenario::Scenario::parse("d.toml", &text, 1.0).unwrap();
+            let from_scenario = s.cases()[0].config.config();
+            assert_eq!(from_flags, from_scenario, "{}", kind.kind);
+        }
+    }
+}

@@ -95,6 +95,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
     let mut store = None;
     let (mut scenario, source, scale, resume) = match a.resume {
         Some(id) => {
+            if !std::path::Path::new(&a.db).is_file() {
+                anyhow::bail!("--db {}: no store there, so no run {id} to resume", a.db);
+            }
             let st = rtlab_lab::store_sink::open(&a.db).map_err(super::lab_error)?;
             let rp = st.resume_point(id).map_err(|e| anyhow::anyhow!("--resume {id}: {e}"))?;
             let origin = format!("run {id} ({})", rp.source);

@@ -7,6 +7,7 @@
 //! [`SpikeFlag`]); every tracefs change is journaled by the tracer and undone in `finish`
 //! (or on drop, or by `rtlab tune restore` after a kill -9).
 
+use crate::probe::LabError;
 use rtlab_core::evidence::{Evidence, ExplainedSpike, SpikeEvidence, WindowCounters};
 use rtlab_core::schema::Stream;
 use rtlab_core::sink::{SpikeFlag, SpikeHook};
@@ -91,13 +92,20 @@ fn trace_journal() -> std::path::PathBuf {
 
 impl<'h> EvidenceRun<'h> {
     /// Start sampling and, with a threshold, arm the tracer. Err: the tracer could not be
-    /// armed (no root, no tracefs), one line naming what.
-    pub fn start(host: &'h dyn Host, o: &EvidenceOptions) -> Result<EvidenceRun<'h>, String> {
+    /// armed, one line naming what (a [`LabError::Missing`] when the machine lacks tracefs
+    /// or the privilege: a scenario case is then skipped, with the fix).
+    pub fn start(host: &'h dyn Host, o: &EvidenceOptions) -> Result<EvidenceRun<'h>, LabError> {
         let armed = match o.trace_on_spike_ns {
             None => None,
             Some(threshold_ns) => {
-                let mut tracer = SpikeTracer::arm(host, &trace_journal())
-                    .map_err(|e| format!("--trace-on-spike: {e}"))?;
+                let mut tracer =
+                    SpikeTracer::arm(host, &trace_journal()).map_err(|e| match e.missing() {
+                        Some(m) => LabError::Missing(rtlab_core::error::Missing {
+                            what: format!("--trace-on-spike: {}", m.what),
+                            ..m.clone()
+                        }),
+                        None => LabError::Failed(format!("--trace-on-spike: {e}")),
+                    })?;
                 tracer.avoid_cpus = o.cpus.clone();
                 let flag = Arc::new(SpikeFlag::default());
                 let watch_stop = Arc::new(AtomicBool::new(false));

@@ -14,6 +14,7 @@
 
 use crate::host::Host;
 use crate::session::{Action, Session};
+use rtlab_core::error::Missing;
 use rtlab_core::sink::SpikeFlag;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -238,25 +239,59 @@ pub struct SpikeCapture {
     pub attribution: Vec<String>,
 }
 
+/// Why the spike tracer (or rtla timerlat beside it) could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// The kernel, a privilege or a tool is missing (the run goes on without tracing).
+    #[error(transparent)]
+    Missing(#[from] Missing),
+    /// A tracefs change could not be journaled or made.
+    #[error(transparent)]
+    Apply(#[from] crate::session::ApplyError),
+    /// A value the tracer refuses (names the value and what is accepted).
+    #[error("{0}")]
+    Invalid(String),
+    /// Something else, said in one line (a file, a process).
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+    /// A tracefs instance of another rtla, or a process that ended at once.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl TraceError {
+    /// What the machine lacks, if that is the cause.
+    pub fn missing(&self) -> Option<&Missing> {
+        match self {
+            TraceError::Missing(m) => Some(m),
+            TraceError::Apply(a) => a.missing(),
+            _ => None,
+        }
+    }
+}
+
 impl<'h> SpikeTracer<'h> {
     /// Arm ftrace: mount tracefs if needed, enable the events, start tracing (all journaled
     /// at `journal`). Err names what is missing.
     /// The ring buffer keeps the kernel's default size (1408 KB per CPU once expanded): its
     /// unexpanded state cannot be written back, so rtlab does not touch it.
-    pub fn arm(host: &'h dyn Host, journal: &Path) -> Result<SpikeTracer<'h>, String> {
-        let mut session =
-            Session::begin(host, journal, "rtlab spike tracer").map_err(|e| e.to_string())?;
+    pub fn arm(host: &'h dyn Host, journal: &Path) -> Result<SpikeTracer<'h>, TraceError> {
+        let mut session = Session::begin(host, journal, "rtlab spike tracer")
+            .map_err(|e| TraceError::Failed(e.to_string()))?;
         let dirs = crate::timerlat::TRACEFS_DIRS;
         let dir = match dirs.iter().find(|d| host.exists(&format!("{d}/trace"))) {
             Some(d) => d.to_string(),
             None if host.exists(dirs[0]) => {
                 session
-                    .apply(&Action::Mount { fstype: "tracefs".into(), target: dirs[0].into() })
-                    .map_err(|e| format!("mounting tracefs: {e}"))?;
+                    .apply(&Action::Mount { fstype: "tracefs".into(), target: dirs[0].into() })?;
                 dirs[0].to_string()
             }
             None => {
-                return Err(format!("no tracefs ({}): the kernel lacks CONFIG_FTRACE", dirs[0]))
+                return Err(Missing::kernel(
+                    &format!("tracefs ({})", dirs[0]),
+                    "a kernel built with CONFIG_FTRACE",
+                )
+                .into())
             }
         };
         let mut notes = Vec::new();
@@ -266,9 +301,7 @@ impl<'h> SpikeTracer<'h> {
             None => notes.push("timerlat and rtla are available: `rtla timerlat top` runs alongside and gives the kernel's own IRQ/thread latency split".into()),
         }
         let w = |session: &mut Session, p: String, v: &str| {
-            session
-                .apply(&Action::WriteFile { path: p, value: v.into() })
-                .map_err(|e| e.to_string())
+            session.apply(&Action::WriteFile { path: p, value: v.into() })
         };
         w(&mut session, format!("{dir}/tracing_on"), "0")?;
         for e in EVENTS {
@@ -284,7 +317,7 @@ impl<'h> SpikeTracer<'h> {
             .write(true)
             .truncate(true)
             .open(host.path(&format!("{dir}/trace")))
-            .map_err(|e| format!("clearing {dir}/trace: {e}"))?;
+            .map_err(|e| TraceError::Io { what: format!("clearing {dir}/trace"), source: e })?;
         w(&mut session, format!("{dir}/tracing_on"), "1")?;
         Ok(SpikeTracer {
             session,
@@ -298,8 +331,8 @@ impl<'h> SpikeTracer<'h> {
 
     /// Journal and make one more change in the tracer's session (undone with the rest),
     /// e.g. [`crate::timerlat::leftover_cleanup_action`] before starting rtla.
-    pub fn journal(&mut self, a: &Action) -> Result<String, String> {
-        self.session.apply(a).map_err(|e| e.to_string())
+    pub fn journal(&mut self, a: &Action) -> Result<String, crate::session::ApplyError> {
+        self.session.apply(a)
     }
 
     /// The real tracefs directory.

@@ -20,6 +20,8 @@
 
 use crate::host::Host;
 use crate::session::Action;
+use crate::spike::TraceError;
+use rtlab_core::error::Missing;
 use serde::{Deserialize, Serialize};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -182,25 +184,25 @@ impl Default for TimerlatConfig {
 }
 
 /// Check the values rtla and the tracer would refuse. Err names the field and what is accepted.
-pub fn validate(cfg: &TimerlatConfig) -> Result<(), String> {
+pub fn validate(cfg: &TimerlatConfig) -> Result<(), TraceError> {
     if let Some(p) = cfg.priority {
         if !(1..=99).contains(&p) {
-            return Err(format!(
+            return Err(TraceError::Invalid(format!(
                 "timerlat priority {p}: timerlat's threads take a FIFO priority of 1 to 99"
-            ));
+            )));
         }
     }
     if cfg.period_us != 0 && !(100..=1_000_000).contains(&cfg.period_us) {
-        return Err(format!(
+        return Err(TraceError::Invalid(format!(
             "timerlat period {} us: the tracer accepts 100 us to 1 s (1000000 us)",
             cfg.period_us
-        ));
+        )));
     }
     if cfg.duration.is_zero() {
-        return Err(
+        return Err(TraceError::Invalid(
             "timerlat duration 0: give rtla a duration (it must end on its own if rtlab is killed)"
                 .into(),
-        );
+        ));
     }
     Ok(())
 }
@@ -293,25 +295,32 @@ pub struct TimerlatRun {
 /// Start `rtla timerlat top` for `cfg`, its stdout captured to a temporary file. Err (one
 /// line) when rtla cannot run here ([`Availability::missing`]), when `cfg` is refused,
 /// when an instance of rtla is already in tracefs, or when rtla exits at once.
-pub fn start(cfg: &TimerlatConfig) -> Result<TimerlatRun, String> {
+pub fn start(cfg: &TimerlatConfig) -> Result<TimerlatRun, TraceError> {
     validate(cfg)?;
     let host = crate::host::RealHost::new();
     let a = detect(&host);
     if let Some(m) = a.missing() {
-        return Err(m);
+        return Err(Missing {
+            need: rtlab_core::error::Need::Tool { program: "rtla".into(), package: "rtla".into() },
+            what: m,
+            fix: "see the line before; on Debian: apt-get install rtla, and a kernel with CONFIG_TIMERLAT_TRACER".into(),
+        }
+        .into());
     }
     let dir = a.tracefs.as_deref().unwrap_or(TRACEFS_DIRS[0]);
     if let Some(i) =
         RTLA_INSTANCES.iter().map(|i| format!("{dir}/instances/{i}")).find(|p| host.exists(p))
     {
-        return Err(format!(
+        return Err(TraceError::Failed(format!(
             "tracefs instance {i} exists: another rtla timerlat runs, or one was killed and left it (`rtlab tune restore` if rtlab journaled it, else `echo nop > {i}/current_tracer; rmdir {i}`)"
-        ));
+        )));
     }
     let mut cfg = cfg.clone();
     if let Some(f) = cfg.trace_file.as_mut().filter(|f| f.is_relative()) {
         // rtla runs in a temporary directory
-        *f = std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?.join(&*f);
+        *f = std::env::current_dir()
+            .map_err(|e| TraceError::Io { what: "the current directory".into(), source: e })?
+            .join(&*f);
     }
     let mut argv = command(&cfg);
     argv[0] = a.rtla.clone().unwrap_or_else(|| "rtla".into());
@@ -320,14 +329,17 @@ pub fn start(cfg: &TimerlatConfig) -> Result<TimerlatRun, String> {
 
 /// Spawn `argv` (an rtla command line) in a fresh temporary directory with stdout and stderr
 /// captured there; Err if it is gone within `settle`.
-fn launch(argv: Vec<String>, settle: Duration) -> Result<TimerlatRun, String> {
+fn launch(argv: Vec<String>, settle: Duration) -> Result<TimerlatRun, TraceError> {
     static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("rtlab-timerlat-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| TraceError::Io { what: format!("creating {}", dir.display()), source: e })?;
     let file = |name: &str| {
-        std::fs::File::create(dir.join(name))
-            .map_err(|e| format!("creating {}: {e}", dir.join(name).display()))
+        std::fs::File::create(dir.join(name)).map_err(|e| TraceError::Io {
+            what: format!("creating {}", dir.join(name).display()),
+            source: e,
+        })
     };
     let (out, err) = (file("stdout")?, file("stderr")?);
     let child = Command::new(&argv[0])
@@ -343,7 +355,7 @@ fn launch(argv: Vec<String>, settle: Duration) -> Result<TimerlatRun, String> {
         Ok(c) => c,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&dir);
-            return Err(format!("starting {}: {e}", argv[0]));
+            return Err(TraceError::Io { what: format!("starting {}", argv[0]), source: e });
         }
     };
     let end = Instant::now() + settle;
@@ -351,11 +363,11 @@ fn launch(argv: Vec<String>, settle: Duration) -> Result<TimerlatRun, String> {
         if let Ok(Some(st)) = child.try_wait() {
             let stderr = std::fs::read_to_string(dir.join("stderr")).unwrap_or_default();
             let _ = std::fs::remove_dir_all(&dir);
-            return Err(format!(
+            return Err(TraceError::Failed(format!(
                 "`{}` exited at once ({st}): {}",
                 argv.join(" "),
                 last_line(&stderr)
-            ));
+            )));
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -624,9 +636,9 @@ mod tests {
     #[test]
     fn bad_values_are_refused_with_the_field() {
         assert!(validate(&cfg()).is_ok());
-        let e = validate(&TimerlatConfig { priority: Some(0), ..cfg() }).unwrap_err();
+        let e = validate(&TimerlatConfig { priority: Some(0), ..cfg() }).unwrap_err().to_string();
         assert!(e.contains("priority 0") && e.contains("1 to 99"), "{e}");
-        let e = validate(&TimerlatConfig { period_us: 50, ..cfg() }).unwrap_err();
+        let e = validate(&TimerlatConfig { period_us: 50, ..cfg() }).unwrap_err().to_string();
         assert!(e.contains("period 50 us"), "{e}");
         assert!(validate(&TimerlatConfig { period_us: 1_000_001, ..cfg() }).is_err());
         assert!(validate(&TimerlatConfig { duration: Duration::ZERO, ..cfg() }).is_err());
@@ -902,7 +914,9 @@ ALL #40     e0 |                800      1075      4100 |               2000    
         let e = start(&TimerlatConfig { duration: Duration::from_secs(1), ..cfg() })
             .err()
             .expect("start must refuse");
-        assert_eq!(e, m);
+        // what is missing is a Missing (the case goes on without rtla), in the same words
+        assert_eq!(e.missing().map(|x| x.what.clone()), Some(m));
+        let e = e.to_string();
         assert!(!e.contains('\n'));
         if !a.tracer && a.tracefs.is_some() && a.read_error.is_none() {
             assert!(
@@ -1026,7 +1040,8 @@ ALL #40     e0 |                800      1075      4100 |               2000    
     fn a_run_that_fails_at_once_gives_its_last_line() {
         let e = launch(vec!["sh".into(), "-c".into(), "echo 'Tracer timerlat not found!' >&2; echo 'Failed to enable timerlat tracer' >&2; exit 1".into()], Duration::from_millis(500))
             .err()
-            .expect("an error");
+            .expect("an error")
+            .to_string();
         assert!(e.ends_with(": Failed to enable timerlat tracer"), "{e}");
         assert!(!e.contains('\n'));
     }

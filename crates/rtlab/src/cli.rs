@@ -1,6 +1,6 @@
 //! The command line: flags only. Turning flags into configs happens in `cmd/`.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(name = "rtlab", version, about = "Measure, explain and improve the real-time behaviour of robot communications on Linux", long_about = None)]
@@ -12,7 +12,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Timer wake-up latency (like cyclictest), ROS-style timer error and cycle jitter.
-    Timer(TimerArgs),
+    Timer(crate::cmd::timer::TimerArgs),
     /// UDP round trips to a reflector (S1): `udp reflect` and `udp ping`.
     Udp(crate::cmd::udp::UdpArgs),
     /// Two hosts on one machine: network namespaces joined by veth.
@@ -39,163 +39,6 @@ pub enum Command {
     Completions(crate::cmd::gen::CompletionsArgs),
     /// Print the man page (roff) generated from this command line.
     Man(crate::cmd::gen::ManArgs),
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PolicyArg {
-    Fifo,
-    Rr,
-    Other,
-}
-
-impl PolicyArg {
-    pub fn name(self) -> &'static str {
-        match self {
-            PolicyArg::Fifo => "fifo",
-            PolicyArg::Rr => "rr",
-            PolicyArg::Other => "other",
-        }
-    }
-}
-
-/// Flags every real-time thread of rtlab takes (defaults: the probe's own, see its help).
-#[derive(Args, Debug, Clone, Default)]
-pub struct RtArgs {
-    /// Scheduling policy of the measuring threads [timer, udp, cyclic: fifo; pubsub: other].
-    #[arg(long, value_enum)]
-    pub policy: Option<PolicyArg>,
-    /// Priority (fifo/rr: 1-99 [80], other: 0). A comma list gives one per thread (timer).
-    #[arg(long, short = 'p', value_delimiter = ',')]
-    pub priority: Vec<i32>,
-    /// CPUs to pin to (e.g. 0,1 or 2-3); threads take them in turn. Default: not pinned.
-    #[arg(long)]
-    pub cpus: Option<String>,
-    /// Do not lock memory (mlockall is on by default).
-    #[arg(long)]
-    pub no_mlockall: bool,
-}
-
-impl RtArgs {
-    /// Put the flags given into the probe's table (`priorities` when one per thread).
-    pub fn fill(&self, t: &mut rtlab_lab::config::FlagTable) {
-        t.str("policy", &self.policy.map(|p| p.name().to_string()));
-        match self.priority.as_slice() {
-            [] => {}
-            [one] => {
-                t.int("priority", Some(*one as i64));
-            }
-            many => {
-                t.0.insert(
-                    "priorities".into(),
-                    toml::Value::Array(
-                        many.iter().map(|p| toml::Value::Integer(*p as i64)).collect(),
-                    ),
-                );
-            }
-        }
-        t.str("cpus", &self.cpus);
-        t.flag("mlockall", self.no_mlockall, false);
-    }
-}
-
-#[derive(Args, Debug)]
-pub struct TimerArgs {
-    /// Number of measuring threads [1].
-    #[arg(long, short = 't')]
-    pub threads: Option<i64>,
-    /// Interval with a unit (250us, 1ms) [1ms]. A comma list gives one per thread.
-    #[arg(long, short = 'i', value_delimiter = ',')]
-    pub interval: Vec<String>,
-    /// Added to the interval of each further thread (cyclictest -d), e.g. 500us.
-    #[arg(long, short = 'd')]
-    pub distance: Option<String>,
-    /// How the timer waits [abs]: abs (clock_nanosleep TIMER_ABSTIME on a grid) or rel
-    /// (relative sleeps to the expected time, like a ROS timer; signed error).
-    #[arg(long, value_parser = ["abs", "rel"])]
-    pub mode: Option<String>,
-    #[command(flatten)]
-    pub rt: RtArgs,
-    /// How long to measure (e.g. 30s, 5m) [30s unless --loops is given].
-    #[arg(long, short = 'D')]
-    pub duration: Option<String>,
-    /// How many slots per thread (skipped slots count: the run ends on time).
-    #[arg(long, short = 'l', alias = "count")]
-    pub loops: Option<i64>,
-    /// Samples above this are missed deadlines [the thread's interval].
-    #[arg(long)]
-    pub deadline: Option<String>,
-    /// Width of a max-over-time window [1s].
-    #[arg(long)]
-    pub window: Option<String>,
-    /// Hold /dev/cpu_dma_latency at this many us during the run (0 = no deep C-states).
-    #[arg(long, num_args = 0..=1, default_missing_value = "0", value_name = "US")]
-    pub cpu_dma_latency: Option<i64>,
-    /// Write the result document (JSON); - for stdout.
-    #[arg(long)]
-    pub json: Option<String>,
-    /// Write a cyclictest -h format histogram (1 us bins) to this file.
-    #[arg(long)]
-    pub histogram_file: Option<String>,
-    /// Range of the cyclictest-format histogram (its -h N, as a duration) [1000us].
-    #[arg(long)]
-    pub histogram_max: Option<String>,
-    /// Stream every raw sample (CSV: stream,index,at_ns,value_ns) to this file.
-    #[arg(long)]
-    pub raw_file: Option<String>,
-    /// Print a terminal histogram of each thread.
-    #[arg(long)]
-    pub histogram: bool,
-    /// Print nothing but errors (the JSON still goes where --json says).
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-    #[command(flatten)]
-    pub evidence: EvidenceArgs,
-}
-
-impl TimerArgs {
-    /// The flags given, as the probe's table (every default lives in the configuration).
-    pub fn table(&self) -> toml::Table {
-        let mut t = rtlab_lab::config::FlagTable::default();
-        t.int("threads", self.threads)
-            .list("interval", &self.interval)
-            .str("distance", &self.distance)
-            .str("mode", &self.mode)
-            .str("duration", &self.duration)
-            .int("count", self.loops)
-            .str("deadline", &self.deadline)
-            .str("window", &self.window)
-            .int("cpu_dma_latency", self.cpu_dma_latency)
-            .str("histogram_max", &self.histogram_max);
-        self.rt.fill(&mut t);
-        t.take()
-    }
-}
-
-/// Spike evidence flags every probe takes.
-#[derive(Args, Debug, Clone, Default)]
-pub struct EvidenceArgs {
-    /// Arm ftrace and explain the first samples above THRESHOLD (e.g. 500us): who held the CPU, which softirqs and IRQs ran (root).
-    #[arg(long, value_name = "THRESHOLD")]
-    pub trace_on_spike: Option<String>,
-    /// Do not sample the kernel's counters per window (softirqs, interrupts, ksoftirqd, context switches, steal).
-    #[arg(long)]
-    pub no_counters: bool,
-}
-
-impl EvidenceArgs {
-    /// The options (the probe fills in its window, threads and streams).
-    pub fn options(&self) -> anyhow::Result<rtlab_lab::evidence::EvidenceOptions> {
-        let mut o = rtlab_lab::evidence::EvidenceOptions::new(1_000_000_000, "");
-        o.counters = !self.no_counters;
-        if let Some(t) = &self.trace_on_spike {
-            let ns = crate::cmd::duration_flag("--trace-on-spike", t)?;
-            if ns <= 0 {
-                anyhow::bail!("--trace-on-spike {t}: must be above zero");
-            }
-            o.trace_on_spike_ns = Some(ns);
-        }
-        Ok(o)
-    }
 }
 
 #[cfg(test)]

@@ -22,13 +22,14 @@ macro_rules! eprint {
     ($($t:tt)*) => { $crate::out::write(true, format_args!($($t)*)) };
 }
 
+mod args;
 mod cli;
 mod cmd;
 mod document;
 mod out;
 mod progress;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -45,7 +46,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match cmd::dispatch(args) {
+    match dispatch(args) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             if is_broken_pipe(&e) || out::closed() {
@@ -81,4 +82,24 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// One command, to its module.
+fn dispatch(cli: cli::Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        cli::Command::Timer(a) => cmd::timer::run(a),
+        cli::Command::Udp(a) => cmd::udp::run(a),
+        cli::Command::Netns(a) => cmd::netns::run(a),
+        cli::Command::Pubsub(a) => cmd::pubsub::run(a),
+        cli::Command::Load(a) => cmd::load::run(a),
+        cli::Command::Tune(a) => cmd::tune::run(a),
+        cli::Command::Run(a) => cmd::run::run(a),
+        cli::Command::Runs(a) => cmd::runs::run(a),
+        cli::Command::Report(a) => cmd::report::run(a),
+        cli::Command::Compare(a) => cmd::compare::run(a),
+        cli::Command::Export(a) => cmd::export::run(a),
+        cli::Command::Cyclic(a) => cmd::cyclic::run(a),
+        cli::Command::Completions(a) => cmd::gen::completions(a, cli::Cli::command()),
+        cli::Command::Man(a) => cmd::gen::man(a, cli::Cli::command()),
+    }
 }

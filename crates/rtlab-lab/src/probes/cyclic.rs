@@ -135,8 +135,7 @@ pub fn measure(
     ev.sources = (0..engine.threads).map(|i| format!("thread{i}")).collect();
     ev.planned =
         Some(std::time::Duration::from_nanos(Probe::plan(cfg).estimate_ns().max(0) as u64));
-    let evidence = crate::evidence::EvidenceRun::start(crate::executor::host(), &ev)
-        .map_err(LabError::failed)?;
+    let evidence = crate::evidence::EvidenceRun::start(crate::executor::host(), &ev)?;
     let started = std::time::SystemTime::now();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let progress = &mut *ctx.progress;

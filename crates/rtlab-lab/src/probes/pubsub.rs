@@ -269,8 +269,7 @@ pub fn measure(
     let mut engine = cfg.engine(&rt)?;
     let mut ev = ctx.evidence.clone();
     fit_evidence(&engine, &mut ev);
-    let evidence = crate::evidence::EvidenceRun::start(crate::executor::host(), &ev)
-        .map_err(LabError::failed)?;
+    let evidence = crate::evidence::EvidenceRun::start(crate::executor::host(), &ev)?;
     engine.spike = evidence.hook();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let started = std::time::SystemTime::now();

@@ -187,7 +187,7 @@ pub fn measure(
     ev.planned =
         Some(std::time::Duration::from_nanos(Probe::plan(cfg).estimate_ns().max(0) as u64));
     let host = crate::executor::host();
-    let evidence = crate::evidence::EvidenceRun::start(host, &ev).map_err(LabError::failed)?;
+    let evidence = crate::evidence::EvidenceRun::start(host, &ev)?;
     let started = std::time::SystemTime::now();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let progress = &mut *ctx.progress;

@@ -265,8 +265,7 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
     ev.sources = PING_SOURCES.iter().map(|s| s.to_string()).collect();
     ev.planned =
         Some(std::time::Duration::from_nanos(Probe::plan(cfg).estimate_ns().max(0) as u64));
-    let evidence = crate::evidence::EvidenceRun::start(crate::executor::host(), &ev)
-        .map_err(LabError::failed)?;
+    let evidence = crate::evidence::EvidenceRun::start(crate::executor::host(), &ev)?;
     engine.spike = evidence.hook();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let started = std::time::SystemTime::now();

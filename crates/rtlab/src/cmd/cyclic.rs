@@ -3,7 +3,7 @@
 //! duration per thread, write JSON.
 
 use super::stop_flag;
-use crate::cli::{EvidenceArgs, RtArgs};
+use crate::args::{EvidenceArgs, RtArgs};
 use crate::document::{check_writable, write_json};
 use crate::progress::Progress;
 use clap::Args;

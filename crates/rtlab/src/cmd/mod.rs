@@ -1,6 +1,5 @@
 //! One module per command: flags -> config, run, render, write.
 
-use crate::cli::{Cli, Command};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -17,25 +16,6 @@ pub mod runs;
 pub mod timer;
 pub mod tune;
 pub mod udp;
-
-pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
-    match cli.command {
-        Command::Timer(a) => timer::run(a),
-        Command::Udp(a) => udp::run(a),
-        Command::Netns(a) => netns::run(a),
-        Command::Pubsub(a) => pubsub::run(a),
-        Command::Load(a) => load::run(a),
-        Command::Tune(a) => tune::run(a),
-        Command::Run(a) => run::run(a),
-        Command::Runs(a) => runs::run(a),
-        Command::Report(a) => report::run(a),
-        Command::Compare(a) => compare::run(a),
-        Command::Export(a) => export::run(a),
-        Command::Cyclic(a) => cyclic::run(a),
-        Command::Completions(a) => gen::completions(a),
-        Command::Man(a) => gen::man(a),
-    }
-}
 
 /// A flag raised by the first Ctrl-C (or SIGTERM); a second Ctrl-C exits at once.
 /// The handler only sets the flag (nothing is printed from a signal handler).

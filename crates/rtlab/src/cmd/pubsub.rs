@@ -74,7 +74,7 @@ pub struct PubsubArgs {
     #[arg(long)]
     pub deadline: Option<String>,
     #[command(flatten)]
-    pub rt: crate::cli::RtArgs,
+    pub rt: crate::args::RtArgs,
     /// Hold /dev/cpu_dma_latency at this many us during the run (0 = no deep C-states).
     #[arg(long, num_args = 0..=1, default_missing_value = "0", value_name = "US")]
     pub cpu_dma_latency: Option<i64>,
@@ -86,7 +86,7 @@ pub struct PubsubArgs {
     #[arg(long)]
     pub window: Option<String>,
     #[command(flatten)]
-    pub evidence: crate::cli::EvidenceArgs,
+    pub evidence: crate::args::EvidenceArgs,
     /// Write the result document (JSON); - for stdout.
     #[arg(long)]
     pub json: Option<String>,

@@ -1,10 +1,11 @@
 //! `rtlab timer`: flags -> TimerConfig, run, print the tables, write JSON and histograms.
 
 use super::stop_flag;
-use crate::cli::TimerArgs;
+use crate::args::{EvidenceArgs, RtArgs};
 use crate::document::{check_writable, write_json, write_text};
 use crate::progress::Progress;
 use anyhow::Context as _;
+use clap::Args;
 use rtlab_core::cyclictest::{self, ThreadFooter};
 use rtlab_core::render::{stats_table, terminal_histogram, Row};
 use rtlab_core::schema::ResultDocument;
@@ -14,6 +15,79 @@ use rtlab_lab::probe::Context;
 use rtlab_lab::probes::timer::{self, TimerProbeConfig};
 use rtlab_probes::timer_run::TimerConfig;
 use std::io::IsTerminal;
+
+#[derive(Args, Debug)]
+pub struct TimerArgs {
+    /// Number of measuring threads [1].
+    #[arg(long, short = 't')]
+    pub threads: Option<i64>,
+    /// Interval with a unit (250us, 1ms) [1ms]. A comma list gives one per thread.
+    #[arg(long, short = 'i', value_delimiter = ',')]
+    pub interval: Vec<String>,
+    /// Added to the interval of each further thread (cyclictest -d), e.g. 500us.
+    #[arg(long, short = 'd')]
+    pub distance: Option<String>,
+    /// How the timer waits [abs]: abs (clock_nanosleep TIMER_ABSTIME on a grid) or rel
+    /// (relative sleeps to the expected time, like a ROS timer; signed error).
+    #[arg(long, value_parser = ["abs", "rel"])]
+    pub mode: Option<String>,
+    #[command(flatten)]
+    pub rt: RtArgs,
+    /// How long to measure (e.g. 30s, 5m) [30s unless --loops is given].
+    #[arg(long, short = 'D')]
+    pub duration: Option<String>,
+    /// How many slots per thread (skipped slots count: the run ends on time).
+    #[arg(long, short = 'l', alias = "count")]
+    pub loops: Option<i64>,
+    /// Samples above this are missed deadlines [the thread's interval].
+    #[arg(long)]
+    pub deadline: Option<String>,
+    /// Width of a max-over-time window [1s].
+    #[arg(long)]
+    pub window: Option<String>,
+    /// Hold /dev/cpu_dma_latency at this many us during the run (0 = no deep C-states).
+    #[arg(long, num_args = 0..=1, default_missing_value = "0", value_name = "US")]
+    pub cpu_dma_latency: Option<i64>,
+    /// Write the result document (JSON); - for stdout.
+    #[arg(long)]
+    pub json: Option<String>,
+    /// Write a cyclictest -h format histogram (1 us bins) to this file.
+    #[arg(long)]
+    pub histogram_file: Option<String>,
+    /// Range of the cyclictest-format histogram (its -h N, as a duration) [1000us].
+    #[arg(long)]
+    pub histogram_max: Option<String>,
+    /// Stream every raw sample (CSV: stream,index,at_ns,value_ns) to this file.
+    #[arg(long)]
+    pub raw_file: Option<String>,
+    /// Print a terminal histogram of each thread.
+    #[arg(long)]
+    pub histogram: bool,
+    /// Print nothing but errors (the JSON still goes where --json says).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub evidence: EvidenceArgs,
+}
+
+impl TimerArgs {
+    /// The flags given, as the probe's table (every default lives in the configuration).
+    pub fn table(&self) -> toml::Table {
+        let mut t = rtlab_lab::config::FlagTable::default();
+        t.int("threads", self.threads)
+            .list("interval", &self.interval)
+            .str("distance", &self.distance)
+            .str("mode", &self.mode)
+            .str("duration", &self.duration)
+            .int("count", self.loops)
+            .str("deadline", &self.deadline)
+            .str("window", &self.window)
+            .int("cpu_dma_latency", self.cpu_dma_latency)
+            .str("histogram_max", &self.histogram_max);
+        self.rt.fill(&mut t);
+        t.take()
+    }
+}
 
 /// The timer's `count` is `--loops` on its command line (as cyclictest's -l).
 const LOOPS: &[(&str, &str)] = &[("count", "--loops")];

@@ -4,7 +4,7 @@
 //! in the second one, and removes both afterwards, whatever happens.
 
 use super::{duration_flag, stop_flag};
-use crate::cli::RtArgs;
+use crate::args::RtArgs;
 use crate::document::{check_writable, write_json};
 use crate::progress::Progress;
 use clap::{Args, Subcommand, ValueEnum};
@@ -80,7 +80,7 @@ pub struct ReflectArgs {
     #[command(flatten)]
     pub sock: SockArgs,
     #[command(flatten)]
-    pub evidence: crate::cli::EvidenceArgs,
+    pub evidence: crate::args::EvidenceArgs,
     /// Width of a max-over-time window.
     #[arg(long, default_value = "1s")]
     pub window: String,
@@ -150,7 +150,7 @@ pub struct PingArgs {
     #[command(flatten)]
     pub sock: SockArgs,
     #[command(flatten)]
-    pub evidence: crate::cli::EvidenceArgs,
+    pub evidence: crate::args::EvidenceArgs,
     /// Width of a max-over-time window [1s].
     #[arg(long)]
     pub window: Option<String>,
@@ -284,8 +284,8 @@ fn reflect(a: ReflectArgs) -> anyhow::Result<u8> {
     let stop = stop_flag()?;
     // the tracer's tracefs changes are journaled and undone in `finish` (or on drop)
     let trace_host = rtlab_tune::host::RealHost::new();
-    let evidence = rtlab_lab::evidence::EvidenceRun::start(&trace_host, &ev_opts)
-        .map_err(|e| anyhow::anyhow!(e))?;
+    let evidence =
+        rtlab_lab::evidence::EvidenceRun::start(&trace_host, &ev_opts).map_err(super::lab_error)?;
     cfg.spike = evidence.hook();
     let started = std::time::SystemTime::now();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));

@@ -1,0 +1,90 @@
+//! The flag groups several commands share (real-time settings, spike evidence): one
+//! definition each, turned into the probes' configuration tables in one place.
+
+use clap::{Args, ValueEnum};
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyArg {
+    Fifo,
+    Rr,
+    Other,
+}
+
+impl PolicyArg {
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyArg::Fifo => "fifo",
+            PolicyArg::Rr => "rr",
+            PolicyArg::Other => "other",
+        }
+    }
+}
+
+/// Flags every real-time thread of rtlab takes (defaults: the probe's own, see its help).
+#[derive(Args, Debug, Clone, Default)]
+pub struct RtArgs {
+    /// Scheduling policy of the measuring threads [timer, udp, cyclic: fifo; pubsub: other].
+    #[arg(long, value_enum)]
+    pub policy: Option<PolicyArg>,
+    /// Priority (fifo/rr: 1-99 [80], other: 0). A comma list gives one per thread (timer).
+    #[arg(long, short = 'p', value_delimiter = ',')]
+    pub priority: Vec<i32>,
+    /// CPUs to pin to (e.g. 0,1 or 2-3); threads take them in turn. Default: not pinned.
+    #[arg(long)]
+    pub cpus: Option<String>,
+    /// Do not lock memory (mlockall is on by default).
+    #[arg(long)]
+    pub no_mlockall: bool,
+}
+
+impl RtArgs {
+    /// Put the flags given into the probe's table (`priorities` when one per thread).
+    pub fn fill(&self, t: &mut rtlab_lab::config::FlagTable) {
+        t.str("policy", &self.policy.map(|p| p.name().to_string()));
+        match self.priority.as_slice() {
+            [] => {}
+            [one] => {
+                t.int("priority", Some(*one as i64));
+            }
+            many => {
+                t.0.insert(
+                    "priorities".into(),
+                    toml::Value::Array(
+                        many.iter().map(|p| toml::Value::Integer(*p as i64)).collect(),
+                    ),
+                );
+            }
+        }
+        t.str("cpus", &self.cpus);
+        t.flag("mlockall", self.no_mlockall, false);
+    }
+}
+
+/// Spike evidence flags every probe takes.
+#[derive(Args, Debug, Clone, Default)]
+pub struct EvidenceArgs {
+    /// Arm ftrace and explain the first samples above THRESHOLD (e.g. 500us): who held the CPU, which softirqs and IRQs ran (root).
+    #[arg(long, value_name = "THRESHOLD")]
+    pub trace_on_spike: Option<String>,
+    /// Do not sample the kernel's counters per window (softirqs, interrupts, ksoftirqd, context switches, steal).
+    #[arg(long)]
+    pub no_counters: bool,
+}
+
+impl EvidenceArgs {
+    /// The options (the probe fills in its window, threads and streams).
+    pub fn options(&self) -> anyhow::Result<rtlab_lab::evidence::EvidenceOptions> {
+        let mut o = rtlab_lab::evidence::EvidenceOptions::new(1_000_000_000, "");
+        o.counters = !self.no_counters;
+        if let Some(t) = &self.trace_on_spike {
+            let ns = rtlab_core::units::parse_duration(t)
+                .map_err(|e| anyhow::anyhow!("--trace-on-spike {e}"))?
+                .0;
+            if ns <= 0 {
+                anyhow::bail!("--trace-on-spike {t}: must be above zero");
+            }
+            o.trace_on_spike_ns = Some(ns);
+        }
+        Ok(o)
+    }
+}

@@ -95,5 +95,34 @@ pub fn run_warnings(env: &Environment, f: &RunFacts<'_>, extra: Vec<Warn>) -> Ve
     if f.interrupted {
         w.push(Warn::Interrupted);
     }
-    w.iter().map(|w| w.to_warning()).collect()
+    with_machine_state(w.iter().map(|w| w.to_warning()).collect())
+}
+
+/// `warnings` and, when a dead rtlab's journal is still in force on this machine, a warning
+/// saying so: the result records the state the machine was measured in.
+pub fn with_machine_state(mut warnings: Vec<Warning>) -> Vec<Warning> {
+    if let Some(message) = crate::guard::stale_journal_warning() {
+        warnings.push(Warning { code: "stale-journal".into(), message });
+    }
+    warnings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mlock_warned(lock: Option<Result<(), String>>, off_by_profile: bool) -> bool {
+        let env = Environment::default();
+        process_warnings(&env, &lock, false, off_by_profile)
+            .iter()
+            .any(|w| matches!(w, Warn::MemoryNotLocked { .. }))
+    }
+
+    #[test]
+    fn a_profile_that_turns_mlockall_off_is_not_warned_of() {
+        assert!(!mlock_warned(None, true), "no-rt turns it off on purpose");
+        assert!(mlock_warned(None, false), "--no-mlockall is said");
+        assert!(mlock_warned(Some(Err("EPERM".into())), true), "a failed lock is always said");
+        assert!(!mlock_warned(Some(Ok(())), false));
+    }
 }

@@ -136,3 +136,65 @@ fn root_a_scenario_arms_the_tracer_per_case_and_keeps_the_evidence() {
         "tracefs put back"
     );
 }
+
+#[test]
+fn only_runs_the_matching_cases_and_resume_finishes_an_interrupted_run() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("r.toml");
+    std::fs::write(
+        &f,
+        "name = \"r\"\nduration = \"2s\"\n[[probe]]\nkind = \"timer\"\ninterval = [\"1ms\", \"2ms\", \"3ms\"]\npolicy = \"other\"\n",
+    )
+    .unwrap();
+    let db = d.path().join("rtlab.db");
+    let (f, db) = (f.to_str().unwrap(), db.to_str().unwrap());
+    let store = || rtlab_store::Store::open(db).unwrap();
+
+    // --only: one case of three
+    let o = run(&["run", f, "--db", db, "--only", "interval=2ms", "--wait", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let only = store().runs().unwrap().last().unwrap().id;
+    let names: Vec<_> =
+        store().load_run(only).unwrap().cases.iter().map(|c| c.name.clone()).collect();
+    assert_eq!(names, ["timer/idle/no-rt/interval=2ms"]);
+
+    // a run stopped by Ctrl-C during its first case, then resumed: every case once, complete
+    let mut child = rtlab()
+        .args(["run", f, "--db", db, "--wait"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(line.starts_with("rtlab run r:"), "{line}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let id = store().runs().unwrap().last().unwrap().id;
+    assert_eq!(store().load_run(id).unwrap().status, rtlab_core::run::RunStatus::Interrupted);
+    assert!(rest.contains(&format!("rtlab run --resume {id}")), "the way on is said: {rest}");
+
+    let o = run(&["run", "--resume", &id.to_string(), "--db", db, "--wait", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = store().load_run(id).unwrap();
+    assert_eq!(r.status, rtlab_core::run::RunStatus::Complete);
+    let mut names: Vec<_> = r.cases.iter().map(|c| c.name.clone()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "timer/idle/no-rt/interval=1ms",
+            "timer/idle/no-rt/interval=2ms",
+            "timer/idle/no-rt/interval=3ms"
+        ]
+    );
+    assert!(r.cases.iter().all(|c| c.status == rtlab_core::run::CaseStatus::Ok));
+    // a complete run is not resumed again
+    let o = run(&["run", "--resume", &id.to_string(), "--db", db]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

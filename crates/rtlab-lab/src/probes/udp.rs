@@ -315,7 +315,8 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
     if doc.interrupted {
         warns.push(Warn::Interrupted);
     }
-    doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
+    doc.warnings =
+        crate::document::with_machine_state(warns.iter().map(|w| w.to_warning()).collect());
     Ok(PingRun { doc, cfg: engine, outcome, reflected, qdisc })
 }
 

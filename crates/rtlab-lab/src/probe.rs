@@ -7,7 +7,7 @@
 //! (bad input: exit 2 / a failed case; [`Missing`]: a skipped case, with the fix). A probe
 //! never prints. The scenario executor and the CLI call the same `measure`.
 
-use crate::config::ConfigError;
+use crate::config::{ConfigError, Dur};
 use crate::evidence::EvidenceOptions;
 use rtlab_core::error::Missing;
 use rtlab_core::rt::RtSettings;
@@ -170,10 +170,20 @@ pub fn kind_names() -> String {
     PROBES.iter().map(|k| k.kind).collect::<Vec<_>>().join(", ")
 }
 
+/// How long a probe measures: its duration if given, else until its count (None), else
+/// `default` (every probe's one rule for "neither was given").
+pub fn run_length(duration: Option<Dur>, count: Option<u64>, default: Dur) -> Option<i64> {
+    match (duration, count) {
+        (Some(d), _) => Some(d.0),
+        (None, Some(_)) => None,
+        (None, None) => Some(default.0),
+    }
+}
+
 /// Scale a duration and a count by `factor`, never below `floor` slots of `period_ns`
 /// (nor below what was written, when that was less); a note when the floor applied.
 pub fn scale_length(
-    duration: &mut Option<crate::config::Dur>,
+    duration: &mut Option<Dur>,
     count: &mut Option<u64>,
     period_ns: i64,
     factor: f64,

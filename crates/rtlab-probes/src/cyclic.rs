@@ -352,21 +352,8 @@ pub fn run_with_spike(
     }
 
     // watch from the calling thread until every measuring thread is done
-    loop {
-        let done: u64 = progress.iter().map(|p| p.load(Ordering::Relaxed)).sum();
-        on_progress(done, planned);
-        if handles.iter().all(|h| h.is_finished()) {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let mut threads = Vec::new();
-    for h in handles {
-        match h.join() {
-            Ok(r) => threads.push(r),
-            Err(()) => return Err(CyclicError::Invalid("a cyclic thread panicked".into())),
-        }
-    }
+    let threads = crate::hold::join_watching(handles, &progress, planned, &mut on_progress)
+        .map_err(|_| CyclicError::Invalid("a cyclic thread panicked".into()))?;
     let duration_ns = rtlab_sys::clock::monotonic_ns() - t0;
     on_progress(threads.iter().map(|t| t.cycles()).sum(), planned);
     drop(dma_guard);

@@ -77,6 +77,19 @@ pub struct Schedule {
     pub slots: Option<u64>,
 }
 
+/// The slot to take after slot `k` when the thread is ready at `ready` (grid `start + j *
+/// interval`), and how many slots that skips (overruns: no catch-up burst, no drift). Skipped
+/// slots after `last` (the last slot of a count) are not counted: they were never asked for.
+pub fn next_slot(k: i64, ready: i64, start: i64, interval: i64, last: Option<i64>) -> (i64, u64) {
+    let next = k + 1;
+    let first_future = (ready - start).div_euclid(interval) + 1;
+    if first_future <= next {
+        return (next, 0);
+    }
+    let skipped_to = (first_future - 1).min(last.unwrap_or(i64::MAX));
+    (first_future, (skipped_to - next + 1).max(0) as u64)
+}
+
 /// Run one timer loop from `start` (slot 0 is `start`; the first wake-up is slot 1).
 /// `latency` receives `d_k` (the wake-up latency or timer error) for every measured
 /// cycle, `jitter` receives `P_k` from the second cycle on. Returns why it ended.
@@ -128,20 +141,12 @@ pub fn run_loop<C: Clock, L: Sink, J: Sink>(
             return LoopEnd::Count;
         }
         // the next slot; those already past are skipped and counted
-        let next = k + 1;
-        let ready = clock.now();
-        let first_future = (ready - start).div_euclid(t) + 1;
-        if first_future > next {
-            // skipped slots count as overruns, those past the last slot of a count excepted
-            let last = sched.slots.map(|n| n as i64 + 1).unwrap_or(i64::MAX);
-            let skipped = first_future.min(last) - next;
-            if skipped > 0 {
-                latency.overrun(skipped as u64);
-            }
-            k = first_future;
-        } else {
-            k = next;
+        let last = sched.slots.map(|n| n as i64);
+        let (next, skipped) = next_slot(k, clock.now(), start, t, last);
+        if skipped > 0 {
+            latency.overrun(skipped);
         }
+        k = next;
     }
 }
 

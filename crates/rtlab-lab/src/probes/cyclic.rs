@@ -15,6 +15,9 @@ use rtlab_core::schema::ResultDocument;
 use rtlab_probes::cyclic::{self, CyclicConfig, CyclicError, CyclicOutcome, Work};
 use serde::{Deserialize, Serialize};
 
+/// How long it measures when neither `duration` nor `count` is given.
+pub const DEFAULT_DURATION: Dur = Dur::s(30);
+
 pub const KIND: ProbeKind = ProbeKind {
     kind: "cyclic",
     about: "a cyclic job (S2's control loop): wake-up latency, job duration, response time",
@@ -108,11 +111,7 @@ impl CyclicProbeConfig {
         rt.check().map_err(|m| ConfigError::new("priority", m))?;
         let mut c = CyclicConfig::new(self.interval.0, self.job(), rt.clone());
         c.threads = self.threads;
-        c.duration_ns = match (self.duration, self.count) {
-            (Some(d), _) => Some(d.0),
-            (None, Some(_)) => None,
-            (None, None) => Some(30_000_000_000),
-        };
+        c.duration_ns = crate::probe::run_length(self.duration, self.count, DEFAULT_DURATION);
         c.count = self.count;
         c.deadline_ns = self.deadline.map(|d| d.0);
         c.window_ns = self.window.0;
@@ -183,10 +182,7 @@ impl Probe for CyclicProbeConfig {
         serde_json::to_value(self).unwrap_or_default()
     }
     fn plan(&self) -> Plan {
-        let duration_ns = match (self.duration, self.count) {
-            (None, None) => Some(30_000_000_000),
-            (d, _) => d.map(|d| d.0),
-        };
+        let duration_ns = crate::probe::run_length(self.duration, self.count, DEFAULT_DURATION);
         Plan { duration_ns, count: self.count, period_ns: self.interval.0, sweep: 1 }
     }
     fn scale(&mut self, factor: f64, floor: u64) -> Option<String> {

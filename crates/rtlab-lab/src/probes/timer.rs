@@ -15,6 +15,9 @@ use rtlab_probes::timer::TimerMode;
 use rtlab_probes::timer_run::{self, TimerConfig, TimerError, TimerOutcome, TimerThreadConfig};
 use serde::{Deserialize, Serialize};
 
+/// How long it measures when neither `duration` nor `count` is given.
+pub const DEFAULT_DURATION: Dur = Dur::s(30);
+
 pub const KIND: ProbeKind = ProbeKind {
     kind: "timer",
     about: "timer wake-up latency (like cyclictest), ROS-style timer error, cycle jitter",
@@ -144,11 +147,7 @@ impl TimerProbeConfig {
                 deadline_ns: self.deadline.map(|d| d.0).unwrap_or(interval_ns),
             });
         }
-        let duration_ns = match (self.duration, self.count) {
-            (Some(d), _) => Some(d.0),
-            (None, Some(_)) => None,
-            (None, None) => Some(30_000_000_000),
-        };
+        let duration_ns = crate::probe::run_length(self.duration, self.count, DEFAULT_DURATION);
         Ok(TimerConfig {
             mode: self.mode,
             threads,
@@ -254,10 +253,7 @@ impl Probe for TimerProbeConfig {
         serde_json::to_value(self).unwrap_or_default()
     }
     fn plan(&self) -> Plan {
-        let duration_ns = match (self.duration, self.count) {
-            (None, None) => Some(30_000_000_000),
-            (d, _) => d.map(|d| d.0),
-        };
+        let duration_ns = crate::probe::run_length(self.duration, self.count, DEFAULT_DURATION);
         Plan { duration_ns, count: self.count, period_ns: self.longest_interval(), sweep: 1 }
     }
     fn scale(&mut self, factor: f64, floor: u64) -> Option<String> {

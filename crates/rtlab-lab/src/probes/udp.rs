@@ -24,6 +24,9 @@ use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+/// How long it measures when neither `duration` nor `count` is given.
+pub const DEFAULT_DURATION: Dur = Dur::s(20);
+
 pub const KIND: ProbeKind = ProbeKind {
     kind: "udp",
     about: "UDP round trips to a reflector (S1): deadlines, losses, sequence accounting",
@@ -206,11 +209,7 @@ impl UdpProbeConfig {
             UdpMode::Periodic => PingMode::Periodic,
             UdpMode::Pingpong => PingMode::Pingpong,
         };
-        let duration_ns = match (self.duration, self.count) {
-            (Some(d), _) => Some(d.0),
-            (None, Some(_)) => None,
-            (None, None) => Some(20_000_000_000),
-        };
+        let duration_ns = crate::probe::run_length(self.duration, self.count, DEFAULT_DURATION);
         Ok(UdpPingConfig {
             to: self.to.clone().unwrap_or_default(),
             bind: self.bind.clone(),
@@ -418,10 +417,7 @@ impl Probe for UdpProbeConfig {
         serde_json::to_value(self).unwrap_or_default()
     }
     fn plan(&self) -> Plan {
-        let duration_ns = match (self.duration, self.count) {
-            (None, None) => Some(20_000_000_000),
-            (d, _) => d.map(|d| d.0),
-        };
+        let duration_ns = crate::probe::run_length(self.duration, self.count, DEFAULT_DURATION);
         // pingpong is as fast as the round trips go: its length is its duration or count
         Plan { duration_ns, count: self.count, period_ns: self.period.0, sweep: 1 }
     }

@@ -98,21 +98,11 @@ where
             return LoopEnd::Count;
         }
         // the next slot; those already past are skipped and counted
-        let next = k + 1;
-        let ready = clock.now();
-        let first_future = (ready - start).div_euclid(t) + 1;
-        if first_future > next {
-            let skipped_to = match last_k {
-                Some(l) => (first_future - 1).min(l),
-                None => first_future - 1,
-            };
-            if skipped_to >= next {
-                sinks.response.overrun((skipped_to - next + 1) as u64);
-            }
-            k = first_future;
-        } else {
-            k = next;
+        let (next, skipped) = crate::timer::next_slot(k, clock.now(), start, t, last_k);
+        if skipped > 0 {
+            sinks.response.overrun(skipped);
         }
+        k = next;
     }
 }
 

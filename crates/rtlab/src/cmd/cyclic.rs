@@ -102,10 +102,7 @@ pub fn run(a: CyclicArgs) -> anyhow::Result<u8> {
         );
     }
     let progress = Progress::new(0, "cyclic", quiet);
-    let mut on_progress = |done: u64, planned: u64| {
-        progress.set_len_once(planned);
-        progress.set(done);
-    };
+    let mut on_progress = progress.callback();
     let mut ctx = Context::new(cyclic::default_rt(), stop, &mut on_progress);
     ctx.evidence = a.evidence.options()?;
     let measured = cyclic::measure(&cfg, &mut ctx);

@@ -122,10 +122,7 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
         println!("{}", headline(&engine));
     }
     let progress = Progress::new(0, "timer", quiet);
-    let mut on_progress = |done: u64, planned: u64| {
-        progress.set_len_once(planned);
-        progress.set(done);
-    };
+    let mut on_progress = progress.callback();
     let mut ctx = Context::new(timer::default_rt(), stop, &mut on_progress);
     ctx.evidence = a.evidence.options()?;
     let measured = timer::measure(&cfg, &mut ctx);

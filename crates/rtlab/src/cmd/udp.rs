@@ -431,10 +431,7 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
         }
     }
     let progress = Progress::new(engine.planned(), "udp ping", quiet);
-    let mut on_progress = |done: u64, planned: u64| {
-        progress.set_len_once(planned);
-        progress.set(done);
-    };
+    let mut on_progress = progress.callback();
     let mut ctx = Context::new(udp::default_rt(), stop, &mut on_progress);
     ctx.evidence = evidence;
     ctx.pair = pair.as_ref();

@@ -88,3 +88,21 @@ impl EvidenceArgs {
         Ok(o)
     }
 }
+
+/// Where a probe's result goes (every measuring command).
+#[derive(Args, Debug, Clone, Default)]
+pub struct OutputArgs {
+    /// Write the result document (JSON); - for stdout.
+    #[arg(long)]
+    pub json: Option<String>,
+    /// Print nothing but errors (the JSON still goes where --json says).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+impl OutputArgs {
+    /// Nothing but errors on the terminal: asked for, or the JSON goes to stdout.
+    pub fn is_quiet(&self) -> bool {
+        self.quiet || self.json.as_deref() == Some("-")
+    }
+}

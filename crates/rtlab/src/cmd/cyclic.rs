@@ -50,12 +50,8 @@ pub struct CyclicArgs {
     pub rt: RtArgs,
     #[command(flatten)]
     pub evidence: EvidenceArgs,
-    /// Write the result document (JSON); - for stdout.
-    #[arg(long)]
-    pub json: Option<String>,
-    /// Print nothing but errors.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub out: crate::args::OutputArgs,
 }
 
 impl CyclicArgs {
@@ -83,11 +79,11 @@ pub fn run(a: CyclicArgs) -> anyhow::Result<u8> {
     let engine = cfg
         .engine(&cfg.rt.over(&cyclic::default_rt()))
         .map_err(|e| anyhow::anyhow!(e.cli_text()))?;
-    if let Some(p) = &a.json {
+    if let Some(p) = &a.out.json {
         check_writable(p, "--json")?;
     }
     let stop = stop_flag()?;
-    let quiet = a.quiet || a.json.as_deref() == Some("-");
+    let quiet = a.out.is_quiet();
     let _lock = super::machine_lock("rtlab cyclic", true)?;
     super::journal_warning(quiet);
     if !quiet {
@@ -108,7 +104,7 @@ pub fn run(a: CyclicArgs) -> anyhow::Result<u8> {
     let measured = cyclic::measure(&cfg, &mut ctx);
     progress.finish();
     let (doc, outcome, _) = measured.map_err(super::lab_error)?;
-    if let Some(p) = &a.json {
+    if let Some(p) = &a.out.json {
         write_json(&doc, p)?;
     }
     if !quiet {

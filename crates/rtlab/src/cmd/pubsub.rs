@@ -87,12 +87,8 @@ pub struct PubsubArgs {
     pub window: Option<String>,
     #[command(flatten)]
     pub evidence: crate::args::EvidenceArgs,
-    /// Write the result document (JSON); - for stdout.
-    #[arg(long)]
-    pub json: Option<String>,
-    /// Print nothing but errors.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub out: crate::args::OutputArgs,
     /// Internal: run as a subscriber/echo process of a probe (JSON role configuration).
     #[arg(long, hide = true)]
     pub role: Option<String>,
@@ -149,11 +145,11 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
     let engine = cfg
         .engine(&cfg.rt.over(&pubsub::default_rt()))
         .map_err(|e| anyhow::anyhow!(e.cli_text()))?;
-    if let Some(p) = &a.json {
+    if let Some(p) = &a.out.json {
         check_writable(p, "--json")?;
     }
     let stop = stop_flag()?;
-    let quiet = a.quiet || a.json.as_deref() == Some("-");
+    let quiet = a.out.is_quiet();
     let _lock = super::machine_lock("rtlab pubsub", true)?;
     super::journal_warning(quiet);
     let progress = Progress::new(0, "pubsub", quiet);
@@ -172,7 +168,7 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
     let measured = pubsub::measure(&cfg, &mut ctx);
     progress.finish();
     let (doc, outcome, engine) = measured.map_err(super::lab_error)?;
-    if let Some(path) = &a.json {
+    if let Some(path) = &a.out.json {
         write_json(&doc, path)?;
     }
     if !quiet {

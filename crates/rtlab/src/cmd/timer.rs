@@ -48,9 +48,8 @@ pub struct TimerArgs {
     /// Hold /dev/cpu_dma_latency at this many us during the run (0 = no deep C-states).
     #[arg(long, num_args = 0..=1, default_missing_value = "0", value_name = "US")]
     pub cpu_dma_latency: Option<i64>,
-    /// Write the result document (JSON); - for stdout.
-    #[arg(long)]
-    pub json: Option<String>,
+    #[command(flatten)]
+    pub out: crate::args::OutputArgs,
     /// Write a cyclictest -h format histogram (1 us bins) to this file.
     #[arg(long)]
     pub histogram_file: Option<String>,
@@ -63,9 +62,6 @@ pub struct TimerArgs {
     /// Print a terminal histogram of each thread.
     #[arg(long)]
     pub histogram: bool,
-    /// Print nothing but errors (the JSON still goes where --json says).
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
     #[command(flatten)]
     pub evidence: EvidenceArgs,
 }
@@ -107,15 +103,17 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
     let engine = cfg
         .engine(&cfg.rt.over(&timer::default_rt()))
         .map_err(|e| anyhow::anyhow!(e.cli_text_as(LOOPS)))?;
-    for (path, flag) in
-        [(&a.json, "--json"), (&a.histogram_file, "--histogram-file"), (&a.raw_file, "--raw-file")]
-    {
+    for (path, flag) in [
+        (&a.out.json, "--json"),
+        (&a.histogram_file, "--histogram-file"),
+        (&a.raw_file, "--raw-file"),
+    ] {
         if let Some(p) = path {
             check_writable(p, flag)?;
         }
     }
     let stop = stop_flag()?;
-    let quiet = a.quiet || a.json.as_deref() == Some("-");
+    let quiet = a.out.is_quiet();
     let _lock = super::machine_lock("rtlab timer", true)?;
     super::journal_warning(quiet);
     if !quiet {
@@ -130,7 +128,7 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
     let (doc, outcome, engine) = measured.map_err(super::lab_error)?;
 
     // outputs that keep what was measured come first
-    if let Some(path) = &a.json {
+    if let Some(path) = &a.out.json {
         write_json(&doc, path)?;
     }
     if let Some(path) = &a.histogram_file {

@@ -169,15 +169,11 @@ pub struct PingArgs {
     /// With --pair: keep the probe's traffic apart (class: htb class by TOS / SO_PRIORITY 1:10; band: pfifo_fast band 0 by SO_PRIORITY 6).
     #[arg(long, value_enum, default_value = "none", requires = "pair")]
     pub priority_path: PriorityPathArg,
-    /// Write the result document (JSON); - for stdout.
-    #[arg(long)]
-    pub json: Option<String>,
+    #[command(flatten)]
+    pub out: crate::args::OutputArgs,
     /// Print a terminal histogram of the RTT.
     #[arg(long)]
     pub histogram: bool,
-    /// Print nothing but errors (the JSON still goes where --json says).
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
 }
 
 pub fn run(a: UdpArgs) -> anyhow::Result<u8> {
@@ -399,12 +395,12 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
     if !a.pair && cfg.to.is_none() {
         anyhow::bail!("--to: no reflector given (IP:PORT), or use --pair");
     }
-    if let Some(p) = &a.json {
+    if let Some(p) = &a.out.json {
         check_writable(p, "--json")?;
     }
     let evidence = a.evidence.options()?;
     let stop = stop_flag()?;
-    let quiet = a.quiet || a.json.as_deref() == Some("-");
+    let quiet = a.out.is_quiet();
     let _lock = super::machine_lock("rtlab udp ping", true)?;
     super::journal_warning(quiet);
     let pair_cfg = if a.pair { Some(pair_config(&a)?) } else { None };
@@ -440,7 +436,7 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
     drop(ctx);
     drop(pair); // the namespaces go now, also when the ping failed
     let udp::PingRun { doc, cfg, outcome, reflected, qdisc } = run.map_err(super::lab_error)?;
-    if let Some(p) = &a.json {
+    if let Some(p) = &a.out.json {
         write_json(&doc, p)?;
     }
     if !quiet {

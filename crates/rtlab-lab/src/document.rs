@@ -27,7 +27,9 @@ pub fn new_document(
     }
 }
 
-/// Write text to a file atomically (temp + rename), or to stdout for `-`.
+/// Write text to a file atomically (temp + rename), or to stdout for `-`. A path that is
+/// not a regular file (`/dev/null`, a FIFO, `/dev/stdout`) is written in place: renaming
+/// over it would replace the device with a file.
 pub fn write_text(text: &str, path: &str) -> std::io::Result<()> {
     if path == "-" {
         let mut out = std::io::stdout().lock();
@@ -35,6 +37,10 @@ pub fn write_text(text: &str, path: &str) -> std::io::Result<()> {
         return out.flush();
     }
     let p = Path::new(path);
+    if std::fs::metadata(p).is_ok_and(|m| !m.is_file()) {
+        let mut f = std::fs::OpenOptions::new().write(true).open(p)?;
+        return f.write_all(text.as_bytes());
+    }
     let tmp =
         p.with_extension(format!("{}.tmp", p.extension().and_then(|e| e.to_str()).unwrap_or("")));
     std::fs::write(&tmp, text)?;
@@ -116,6 +122,18 @@ mod tests {
         process_warnings(&env, &lock, false, off_by_profile)
             .iter()
             .any(|w| matches!(w, Warn::MemoryNotLocked { .. }))
+    }
+
+    #[test]
+    fn a_device_is_written_in_place_never_replaced() {
+        use std::os::unix::fs::FileTypeExt;
+        write_text("{}\n", "/dev/null").unwrap();
+        assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("x.json");
+        write_text("a", f.to_str().unwrap()).unwrap();
+        write_text("b", f.to_str().unwrap()).unwrap();
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "b");
     }
 
     #[test]

@@ -8,34 +8,13 @@ use rtlab_core::sink::{Recorder, RecorderConfig, SpikeFlag};
 use rtlab_probes::clock::MonotonicClock;
 use rtlab_probes::cyclic::work::calibrate;
 use rtlab_probes::cyclic::{run_cycles, CycleSinks, CyclicSchedule, Job, Work};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-static COUNTING: AtomicBool = AtomicBool::new(false);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        System.realloc(p, l, n)
-    }
-}
+mod common;
 
 #[global_allocator]
-static A: Counting = Counting;
+static A: common::Counting = common::Counting;
 
 #[test]
 fn the_cyclic_loop_allocates_nothing() {
@@ -69,20 +48,18 @@ fn the_cyclic_loop_allocates_nothing() {
         };
         let start = rtlab_sys::clock::monotonic_ns();
 
-        ALLOCS.store(0, Ordering::SeqCst);
-        COUNTING.store(true, Ordering::SeqCst);
-        run_cycles(
-            &mut clock,
-            sched,
-            start,
-            |_: &mut MonotonicClock| job.run(),
-            &mut sinks,
-            &stop,
-            &progress,
-        );
-        COUNTING.store(false, Ordering::SeqCst);
-
-        assert_eq!(ALLOCS.load(Ordering::SeqCst), 0, "{work:?}: the hot loop allocated");
+        let (_, allocs) = common::allocations_of(|| {
+            run_cycles(
+                &mut clock,
+                sched,
+                start,
+                |_: &mut MonotonicClock| job.run(),
+                &mut sinks,
+                &stop,
+                &progress,
+            )
+        });
+        assert_eq!(allocs, 0, "{work:?}: the hot loop allocated");
         let cycles = sinks.response.count();
         assert_eq!(cycles + sinks.response.overruns, 300, "300 slots: cycles + skipped");
         assert_eq!(sinks.job.count(), cycles);

@@ -1,40 +1,19 @@
 //! The timer hot loop allocates nothing: a counting global allocator watches a real run
 //! (real clock, real sleeps) with every recorder feature on — histogram, windows, missed
 //! deadlines, the cyclictest histogram with overflows, the raw-sample ring, the spike flag.
-//! This file holds a single test so that no other test thread allocates meanwhile.
+//! Only the measuring thread's allocations count (tests/common).
 
 use rtlab_core::raw::raw_ring;
 use rtlab_core::sink::{Recorder, RecorderConfig, SpikeFlag};
 use rtlab_probes::clock::MonotonicClock;
 use rtlab_probes::timer::{run_loop, Schedule, TimerMode};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-static COUNTING: AtomicBool = AtomicBool::new(false);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        System.realloc(p, l, n)
-    }
-}
+mod common;
 
 #[global_allocator]
-static A: Counting = Counting;
+static A: common::Counting = common::Counting;
 
 #[test]
 fn the_timer_loop_allocates_nothing() {
@@ -58,16 +37,24 @@ fn the_timer_loop_allocates_nothing() {
             Schedule { mode, interval_ns: 100_000, duration_ns: Some(5_000_000_000), slots: None };
         let start = rtlab_sys::clock::monotonic_ns();
 
-        ALLOCS.store(0, Ordering::SeqCst);
-        COUNTING.store(true, Ordering::SeqCst);
-        run_loop(&mut clock, sched, start, &mut latency, &mut jitter, &stop, &progress);
-        COUNTING.store(false, Ordering::SeqCst);
-
-        assert_eq!(ALLOCS.load(Ordering::SeqCst), 0, "{mode:?}: the hot loop allocated");
+        let (_, allocs) = common::allocations_of(|| {
+            run_loop(&mut clock, sched, start, &mut latency, &mut jitter, &stop, &progress)
+        });
+        assert_eq!(allocs, 0, "{mode:?}: the hot loop allocated");
         assert_eq!(latency.count(), 300);
         assert_eq!(jitter.count(), 299);
         assert!(flag.get().is_some());
         assert!(consumer.dropped() > 0);
         assert!(latency.windows.width_ns() > 1_000_000, "windows widened in place");
     }
+}
+
+#[test]
+fn the_counter_sees_an_allocation_of_this_thread_only() {
+    let (v, n) = common::allocations_of(|| std::hint::black_box(vec![0u8; 16]));
+    assert_eq!((v.len(), n), (16, 1));
+    let (_, n) = common::allocations_of(|| {
+        std::thread::spawn(|| std::hint::black_box(vec![0u8; 16]).len()).join().unwrap()
+    });
+    assert!(n >= 1, "spawning allocates here; the other thread's vec does not count");
 }

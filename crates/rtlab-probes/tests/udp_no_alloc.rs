@@ -10,38 +10,14 @@ use rtlab_probes::udp::reflect::{Action, Reflector};
 use rtlab_probes::udp::track::Tracker;
 use rtlab_probes::udp::wire::{self, Kind};
 use rtlab_sys::net::AbsTimer;
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-thread_local! {
-    /// Only the measuring thread counts (the reflector thread runs meanwhile).
-    static COUNTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if COUNTING.with(|c| c.get()) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if COUNTING.with(|c| c.get()) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        System.realloc(p, l, n)
-    }
-}
+mod common;
 
 #[global_allocator]
-static A: Counting = Counting;
+static A: common::Counting = common::Counting;
 
 fn recorder(deadline: i64) -> Recorder {
     Recorder::new(
@@ -98,28 +74,27 @@ fn the_ping_loop_allocates_nothing() {
         let never = AtomicBool::new(false);
         let progress = AtomicU64::new(0);
         let start = rtlab_sys::clock::monotonic_ns() + 1_000_000;
-        ALLOCS.store(0, Ordering::Relaxed);
-        COUNTING.with(|c| c.set(true));
-        Pinger {
-            link: &mut link,
-            tracker: &mut tracker,
-            tx: &mut tx,
-            rx: &mut rx,
-            run_id,
-            rtt: &mut rtt,
-            lateness: &mut lateness,
-            stop: &never,
-            progress: &progress,
-        }
-        .run(&plan, start);
-        COUNTING.with(|c| c.set(false));
+        let (_, allocs) = common::allocations_of(|| {
+            Pinger {
+                link: &mut link,
+                tracker: &mut tracker,
+                tx: &mut tx,
+                rx: &mut rx,
+                run_id,
+                rtt: &mut rtt,
+                lateness: &mut lateness,
+                stop: &never,
+                progress: &progress,
+            }
+            .run(&plan, start)
+        });
         let c = tracker.counts;
         // the loss path ran (every 10th request is dropped); the exact count is checked
         // elsewhere with the default 500 ms timeout, here a busy machine may add late ones
         assert_eq!(c.sent, 300);
         assert!(c.lost >= 30, "{mode:?}: {c:?}");
         assert_eq!(c.sent, c.samples + c.lost, "{c:?}");
-        assert_eq!(ALLOCS.load(Ordering::Relaxed), 0, "{mode:?}: the ping loop allocated");
+        assert_eq!(allocs, 0, "{mode:?}: the ping loop allocated");
     }
     stop.store(true, Ordering::Relaxed);
     assert_eq!(reflector.join().unwrap(), 60);

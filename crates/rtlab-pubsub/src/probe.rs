@@ -123,11 +123,31 @@ pub struct TransportSpec {
     /// dds: the domain id (None: [`crate::default_dds_domain`]).
     #[serde(default)]
     pub domain: Option<u32>,
+    /// dds: the network interface (name like `eth0`, or one of its addresses) discovery and
+    /// data use; None: loopback only (`lo`). udp: the address this process binds (None:
+    /// 127.0.0.1).
+    #[serde(default)]
+    pub interface: Option<String>,
+    /// dds: unicast discovery peers (addresses); none with an `interface`: multicast
+    /// discovery on it. udp: the other process's rendezvous address (`IP:PORT`).
+    #[serde(default)]
+    pub peers: Vec<String>,
+    /// zenoh: `peer` (default) or `client` (connect to a router or peer only).
+    #[serde(default)]
+    pub zenoh_mode: Option<String>,
 }
 
 impl TransportSpec {
     pub fn new(kind: TransportKind) -> Self {
-        TransportSpec { kind, listen: Vec::new(), connect: Vec::new(), domain: None }
+        TransportSpec {
+            kind,
+            listen: Vec::new(),
+            connect: Vec::new(),
+            domain: None,
+            interface: None,
+            peers: Vec::new(),
+            zenoh_mode: None,
+        }
     }
 }
 

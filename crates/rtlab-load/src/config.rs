@@ -37,6 +37,22 @@ pub struct TrafficConfig {
     pub peer: String,
     /// The server's TCP/UDP port.
     pub port: u16,
+    /// Which ends run here: both (default), or one, the other end being on the far host.
+    #[serde(default)]
+    pub side: TrafficSide,
+}
+
+/// Which ends of an iperf3 traffic load this host runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrafficSide {
+    /// The server and the client (two namespaces of this machine, or loopback).
+    #[default]
+    Both,
+    /// The server only (the far side of a run; the client is on the near host).
+    Server,
+    /// The client only (the server runs on the far host, at `peer`).
+    Client,
 }
 
 /// What load to run.
@@ -229,6 +245,7 @@ mod tests {
 
     fn udp_rx() -> TrafficConfig {
         TrafficConfig {
+            side: Default::default(),
             protocol: "udp".into(),
             bitrate_bps: 100_000_000,
             direction: Direction::Rx,

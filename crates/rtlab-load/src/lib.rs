@@ -36,7 +36,7 @@ mod error;
 mod iperf;
 mod running;
 
-pub use config::{command_of, tool_seconds, Direction, LoadConfig, TrafficConfig};
+pub use config::{command_of, tool_seconds, Direction, LoadConfig, TrafficConfig, TrafficSide};
 pub use cpu::CpuTimes;
 pub use error::{which, LoadError};
 pub use iperf::{parse_iperf, port_listening};

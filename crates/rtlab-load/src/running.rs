@@ -10,7 +10,7 @@
 use crate::config::{command_of, server_command};
 use crate::error::need;
 use crate::iperf::{parse_iperf, wait_listening};
-use crate::{CpuTimes, LoadConfig, LoadError};
+use crate::{CpuTimes, LoadConfig, LoadError, TrafficSide};
 use rtlab_core::error::Missing;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
@@ -239,19 +239,24 @@ impl RunningLoad {
                     need("ip", "iproute2")?;
                 }
                 l.udp = t.protocol == "udp";
-                l.children.push(spawn(&server_command(t, max_duration), "iperf3 server", false)?);
-                let server = &mut l.children[0];
-                if let Err(e) = wait_listening(t, &mut server.child) {
-                    let stderr = last_line(&server.stderr.text(Duration::from_millis(300)));
-                    return Err(match e {
-                        LoadError::Died { what, status, .. } => {
-                            LoadError::Died { what, status, stderr }
-                        }
-                        e => e,
-                    });
+                if t.side != TrafficSide::Client {
+                    l.children
+                        .push(spawn(&server_command(t, max_duration), "iperf3 server", false)?);
+                    let server = &mut l.children[0];
+                    if let Err(e) = wait_listening(t, &mut server.child) {
+                        let stderr = last_line(&server.stderr.text(Duration::from_millis(300)));
+                        return Err(match e {
+                            LoadError::Died { what, status, .. } => {
+                                LoadError::Died { what, status, stderr }
+                            }
+                            e => e,
+                        });
+                    }
                 }
-                l.children.push(spawn(&command, "iperf3 client", true)?);
-                l.iperf_client = Some(1);
+                if t.side != TrafficSide::Server {
+                    l.iperf_client = Some(l.children.len());
+                    l.children.push(spawn(&command, "iperf3 client", true)?);
+                }
             }
             LoadConfig::Command { argv } => {
                 l.children.push(spawn(argv, &argv[0], false)?);

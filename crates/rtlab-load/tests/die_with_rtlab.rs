@@ -137,6 +137,7 @@ fn kill9_of_the_parent_takes_stress_ng_and_its_workers_along() {
 
 fn loopback_tcp(port: u16) -> LoadConfig {
     LoadConfig::Traffic(TrafficConfig {
+        side: Default::default(),
         protocol: "tcp".into(),
         bitrate_bps: 1_000_000,
         direction: rtlab_load::Direction::Tx,

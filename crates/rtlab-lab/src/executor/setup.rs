@@ -42,6 +42,7 @@ pub fn load_configs(
         }],
         LoadSpec::Traffic { bits_per_second, direction, protocol } => {
             vec![LoadConfig::Traffic(TrafficConfig {
+                side: Default::default(),
                 protocol: protocol.clone(),
                 bitrate_bps: *bits_per_second,
                 direction: if direction == "rx" { Direction::Rx } else { Direction::Tx },

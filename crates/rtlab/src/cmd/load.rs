@@ -171,6 +171,7 @@ pub fn config_of(k: &LoadKind) -> anyhow::Result<LoadConfig> {
                 anyhow::bail!("--port 0: give a port number");
             }
             LoadConfig::Traffic(TrafficConfig {
+                side: Default::default(),
                 protocol: match protocol {
                     ProtocolArg::Udp => "udp".into(),
                     ProtocolArg::Tcp => "tcp".into(),

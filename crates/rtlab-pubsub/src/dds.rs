@@ -11,8 +11,20 @@
 //! A message of `len` bytes (rtlab's 16-byte header included) carries `len - 16` payload
 //! bytes; the stamp is CLOCK_MONOTONIC split into sec/nanosec.
 //!
-//! Traffic stays on loopback: every domain is created with a configuration that names the
-//! `lo` interface, turns multicast off and finds peers by unicast on 127.0.0.1.
+//! Network ([`DdsNetwork`], built into the Cyclone XML by [`config_xml`]):
+//! - no interface (the default): traffic stays on loopback — the configuration names `lo`,
+//!   turns multicast off and finds peers by unicast on 127.0.0.1 ([`loopback_config`]);
+//! - an interface (a name such as `eth0`, or one of its addresses) with unicast peers:
+//!   `<NetworkInterface name|address=..>`, multicast off, discovery sent to each peer;
+//! - an interface without peers: multicast on (SPDP discovery on Cyclone's default group
+//!   239.255.0.1; data by unicast whenever one unicast suffices).
+//!
+//! The interface is checked before Cyclone sees it (a name must be an interface of this
+//! network namespace, `/proc/thread-self/net/dev`; an address must be assigned to one,
+//! `/proc/thread-self/net/fib_trie` for IPv4, `/proc/thread-self/net/if_inet6` for IPv6), so
+//! a typo is one clear line. Domains are per process: the first transport of a domain id
+//! creates it with its configuration, later ones share it (reference counted); asking for
+//! the same id with another configuration is an error, never a silent reuse.
 //! Blocking wait: a waitset on a read condition; busy-poll: `dds_takecdr` until data.
 //! Publishing copies the message once into Cyclone's serdata (Cyclone allocates it).
 //!
@@ -52,32 +64,192 @@ pub fn loopback_config() -> String {
     .to_string()
 }
 
-/// Domains this process created, with how many transports use each.
-static DOMAINS: Mutex<Vec<(u32, dds_entity_t, usize)>> = Mutex::new(Vec::new());
+/// Which network a DDS domain uses (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DdsNetwork {
+    /// Interface name (`eth0`) or one of its addresses; None: loopback only.
+    pub interface: Option<String>,
+    /// Unicast discovery peers (addresses or host names, optionally `:PORT`); empty with an
+    /// interface: multicast discovery.
+    pub peers: Vec<String>,
+}
 
-fn acquire_domain(id: u32) -> Result<(), TransportError> {
+fn bad(what: &'static str, why: String) -> TransportError {
+    TransportError::Library { transport: NAME, what, why }
+}
+
+/// The interface as Cyclone is told it: an address (`address="..."`) or a name.
+enum Iface<'a> {
+    Name(&'a str),
+    Address(std::net::IpAddr),
+}
+
+fn classify(interface: &str) -> Iface<'_> {
+    match interface.parse::<std::net::IpAddr>() {
+        Ok(a) => Iface::Address(a),
+        Err(_) => Iface::Name(interface),
+    }
+}
+
+/// Interface names of this thread's network namespace (`/proc/thread-self/net/dev`).
+fn interface_names() -> Vec<String> {
+    let text = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap_or_default();
+    text.lines().skip(2).filter_map(|l| l.split_once(':')).map(|(n, _)| n.trim().into()).collect()
+}
+
+/// IPv4 addresses assigned here: `|-- A.B.C.D` entries of the fib trie marked `/32 host LOCAL`.
+fn local_ipv4(fib_trie: &str) -> Vec<std::net::Ipv4Addr> {
+    let mut out = Vec::new();
+    let mut last: Option<std::net::Ipv4Addr> = None;
+    for l in fib_trie.lines() {
+        let t = l.trim();
+        if let Some(a) = t.strip_prefix("|-- ") {
+            last = a.trim().parse().ok();
+        } else if t.starts_with("+--") {
+            last = None;
+        } else if t.starts_with("/32 host LOCAL") {
+            if let Some(a) = last {
+                if !out.contains(&a) {
+                    out.push(a);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// IPv6 addresses assigned here (`/proc/net/if_inet6`: 32 hex digits, index, ..., name).
+fn local_ipv6(if_inet6: &str) -> Vec<std::net::Ipv6Addr> {
+    if_inet6
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter_map(|h| u128::from_str_radix(h, 16).ok())
+        .map(std::net::Ipv6Addr::from)
+        .collect()
+}
+
+/// Whether `a` is assigned to an interface of this thread's network namespace.
+fn address_is_local(a: std::net::IpAddr) -> bool {
+    match a {
+        std::net::IpAddr::V4(v4) => {
+            let t = std::fs::read_to_string("/proc/thread-self/net/fib_trie").unwrap_or_default();
+            local_ipv4(&t).contains(&v4)
+        }
+        std::net::IpAddr::V6(v6) => {
+            let t = std::fs::read_to_string("/proc/thread-self/net/if_inet6").unwrap_or_default();
+            local_ipv6(&t).contains(&v6)
+        }
+    }
+}
+
+/// Check the interface exists here (before Cyclone does, for a one-line error).
+fn check_interface(interface: &str) -> Result<(), TransportError> {
+    match classify(interface) {
+        Iface::Name(n) => {
+            if n.is_empty() || !interface_names().iter().any(|x| x == n) {
+                return Err(bad(
+                    "interface",
+                    format!("no network interface named {n:?} in this network namespace"),
+                ));
+            }
+        }
+        Iface::Address(a) => {
+            if !address_is_local(a) {
+                return Err(bad(
+                    "interface",
+                    format!(
+                        "address {a} is not assigned to any interface of this network namespace"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The Cyclone configuration XML for `net` (interface None: exactly [`loopback_config`]).
+/// Checks the interface exists here and the peers are plain addresses/host names.
+pub fn config_xml(net: &DdsNetwork) -> Result<String, TransportError> {
+    let Some(interface) = net.interface.as_deref() else {
+        if !net.peers.is_empty() {
+            return Err(bad(
+                "peers",
+                format!(
+                    "peers {:?} given without an interface (loopback-only has peer 127.0.0.1; name the interface that reaches them)",
+                    net.peers
+                ),
+            ));
+        }
+        return Ok(loopback_config());
+    };
+    check_interface(interface)?;
+    for p in &net.peers {
+        if p.is_empty() || p.chars().any(|c| c.is_whitespace() || "<>&\"'".contains(c)) {
+            return Err(bad("peers", format!("{p:?} is not an address or host name")));
+        }
+    }
+    let iface = match classify(interface) {
+        Iface::Name(n) => format!("<NetworkInterface name=\"{n}\"/>"),
+        Iface::Address(a) => format!("<NetworkInterface address=\"{a}\"/>"),
+    };
+    let multicast = if net.peers.is_empty() { "true" } else { "false" };
+    let peers = if net.peers.is_empty() {
+        String::new()
+    } else {
+        let list: String = net.peers.iter().map(|p| format!("<Peer address=\"{p}\"/>")).collect();
+        format!("<Peers>{list}</Peers>")
+    };
+    Ok(format!(
+        "<CycloneDDS><Domain id=\"any\"><General><Interfaces>{iface}</Interfaces>\
+         <AllowMulticast>{multicast}</AllowMulticast></General>\
+         <Discovery><ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>100</MaxAutoParticipantIndex>\
+         {peers}</Discovery></Domain></CycloneDDS>"
+    ))
+}
+
+/// A domain this process created: id, Cyclone handle, transports using it, configuration.
+struct DomainEntry {
+    id: u32,
+    handle: dds_entity_t,
+    users: usize,
+    config: String,
+}
+
+/// Domains this process created, with how many transports use each.
+static DOMAINS: Mutex<Vec<DomainEntry>> = Mutex::new(Vec::new());
+
+fn acquire_domain(id: u32, config: &str) -> Result<(), TransportError> {
     let mut d = DOMAINS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(e) = d.iter_mut().find(|e| e.0 == id) {
-        e.2 += 1;
+    if let Some(e) = d.iter_mut().find(|e| e.id == id) {
+        if e.config != config {
+            return Err(bad(
+                "domain",
+                format!(
+                    "domain {id} is already open in this process with another network configuration \
+                     (one configuration per domain per process; use another domain id)"
+                ),
+            ));
+        }
+        e.users += 1;
         return Ok(());
     }
-    let cfg = CString::new(loopback_config()).expect("no NUL in the configuration");
+    let cfg = CString::new(config).map_err(|_| bad("configuration", "NUL in the XML".into()))?;
     // SAFETY: cfg is a valid NUL-terminated string that outlives the call; Cyclone copies it.
     let h = unsafe { dds_create_domain(id, cfg.as_ptr()) };
     if h < 0 {
-        return Err(lib("create domain (loopback configuration)", h));
+        return Err(lib("create domain", h));
     }
-    d.push((id, h, 1));
+    d.push(DomainEntry { id, handle: h, users: 1, config: config.to_string() });
     Ok(())
 }
 
 fn release_domain(id: u32) {
     let mut d = DOMAINS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(i) = d.iter().position(|e| e.0 == id) {
-        d[i].2 -= 1;
-        if d[i].2 == 0 {
+    if let Some(i) = d.iter().position(|e| e.id == id) {
+        d[i].users -= 1;
+        if d[i].users == 0 {
             // SAFETY: the handle came from dds_create_domain and is deleted once, here.
-            unsafe { dds_delete(d[i].1) };
+            unsafe { dds_delete(d[i].handle) };
             d.remove(i);
         }
     }
@@ -96,28 +268,34 @@ impl Drop for Participant {
     }
 }
 
+/// A participant of one DDS domain (one per process is the intent; several may share it).
 pub struct DdsTransport {
     p: Arc<Participant>,
+    net: DdsNetwork,
 }
 
 impl DdsTransport {
     /// A participant in DDS domain `domain` (loopback configuration).
     pub fn new(domain: u32) -> Result<Self, TransportError> {
+        Self::with_network(domain, &DdsNetwork::default())
+    }
+
+    /// A participant in DDS domain `domain` on the network `net` (see the module docs).
+    /// Errors: domain above 232, an interface not found here, a peer that is not an
+    /// address, the domain already open in this process with another configuration.
+    pub fn with_network(domain: u32, net: &DdsNetwork) -> Result<Self, TransportError> {
         if domain > 232 {
-            return Err(TransportError::Library {
-                transport: NAME,
-                what: "domain",
-                why: format!("domain id {domain} above 232"),
-            });
+            return Err(bad("domain", format!("domain id {domain} above 232")));
         }
-        acquire_domain(domain)?;
+        let config = config_xml(net)?;
+        acquire_domain(domain, &config)?;
         // SAFETY: null QoS and listener are accepted (defaults).
         let h = unsafe { dds_create_participant(domain, std::ptr::null(), std::ptr::null()) };
         if h < 0 {
             release_domain(domain);
             return Err(lib("create participant", h));
         }
-        Ok(DdsTransport { p: Arc::new(Participant { domain, handle: h }) })
+        Ok(DdsTransport { p: Arc::new(Participant { domain, handle: h }), net: net.clone() })
     }
 
     fn topic(&self, topic: &str) -> Result<dds_entity_t, TransportError> {
@@ -304,9 +482,28 @@ impl Transport for DdsTransport {
     }
     fn notes(&self) -> Vec<String> {
         vec![format!(
-            "dds: Cyclone DDS (cyclors 0.4), domain {}, loopback only (lo, no multicast, unicast peer 127.0.0.1); topic rt/<topic>, type {TYPE_NAME}",
-            self.p.domain
+            "dds: Cyclone DDS (cyclors 0.4), domain {}, {}; topic rt/<topic>, type {TYPE_NAME}",
+            self.p.domain,
+            network_note(&self.net)
         )]
+    }
+}
+
+/// What the network configuration is, in words (for the notes).
+fn network_note(net: &DdsNetwork) -> String {
+    match net.interface.as_deref() {
+        None => "loopback only (lo, no multicast, unicast peer 127.0.0.1)".into(),
+        Some(i) => {
+            let iface = match classify(i) {
+                Iface::Name(n) => format!("interface {n}"),
+                Iface::Address(a) => format!("interface with address {a}"),
+            };
+            if net.peers.is_empty() {
+                format!("{iface}, multicast on (discovery by multicast, SPDP to 239.255.0.1)")
+            } else {
+                format!("{iface}, no multicast, unicast discovery peers {}", net.peers.join(", "))
+            }
+        }
     }
 }
 
@@ -447,5 +644,89 @@ impl Drop for DdsSubscriber {
             dds_delete(self.reader);
             dds_delete(self.topic);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn net(interface: Option<&str>, peers: &[&str]) -> DdsNetwork {
+        DdsNetwork {
+            interface: interface.map(Into::into),
+            peers: peers.iter().map(|p| p.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn no_interface_is_exactly_the_loopback_configuration() {
+        assert_eq!(config_xml(&DdsNetwork::default()).unwrap(), loopback_config());
+        assert!(config_xml(&net(None, &["10.0.0.1"]))
+            .unwrap_err()
+            .to_string()
+            .contains("10.0.0.1"));
+    }
+
+    #[test]
+    fn interface_by_name_or_address_with_peers_or_multicast() {
+        let x = config_xml(&net(Some("lo"), &["127.0.0.1", "localhost:7410"])).unwrap();
+        assert!(x.contains("<NetworkInterface name=\"lo\"/>"), "{x}");
+        assert!(x.contains("<AllowMulticast>false</AllowMulticast>"), "{x}");
+        assert!(
+            x.contains(
+                "<Peers><Peer address=\"127.0.0.1\"/><Peer address=\"localhost:7410\"/></Peers>"
+            ),
+            "{x}"
+        );
+        let x = config_xml(&net(Some("127.0.0.1"), &[])).unwrap();
+        assert!(x.contains("<NetworkInterface address=\"127.0.0.1\"/>"), "{x}");
+        assert!(x.contains("<AllowMulticast>true</AllowMulticast>") && !x.contains("Peers"), "{x}");
+    }
+
+    #[test]
+    fn unknown_interface_or_odd_peer_is_one_clear_line() {
+        let e = config_xml(&net(Some("nosuchif0"), &[])).unwrap_err().to_string();
+        assert!(e.contains("nosuchif0") && !e.contains('\n'), "{e}");
+        let e = config_xml(&net(Some("192.0.2.254"), &[])).unwrap_err().to_string();
+        assert!(e.contains("192.0.2.254"), "{e}");
+        let e = config_xml(&net(Some("lo"), &["a\"b"])).unwrap_err().to_string();
+        assert!(e.contains("peers"), "{e}");
+    }
+
+    #[test]
+    fn fib_trie_local_addresses() {
+        let t = "Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 0.0.0.0\n        /0 universe UNICAST\n     \
+                 +-- 127.0.0.0/8 2 0 2\n           |-- 127.0.0.0\n              /8 host LOCAL\n           \
+                 |-- 127.0.0.1\n              /32 host LOCAL\n        |-- 127.255.255.255\n           \
+                 /32 link BROADCAST\n           |-- 192.0.2.0\n              /24 link UNICAST\n           \
+                 |-- 192.0.2.2\n              /32 host LOCAL\n";
+        let v = local_ipv4(t);
+        assert_eq!(
+            v,
+            [std::net::Ipv4Addr::new(127, 0, 0, 1), std::net::Ipv4Addr::new(192, 0, 2, 2)]
+        );
+        let v6 = local_ipv6("00000000000000000000000000000001 01 80 10 80       lo\n");
+        assert_eq!(v6, vec![std::net::Ipv6Addr::LOCALHOST]);
+    }
+
+    #[test]
+    fn same_domain_with_another_configuration_is_refused() {
+        let domain = 200 + std::process::id() % 30;
+        let a = DdsTransport::new(domain).unwrap();
+        let e = DdsTransport::with_network(domain, &net(Some("lo"), &["127.0.0.2"]))
+            .err()
+            .expect("another configuration must be refused")
+            .to_string();
+        assert!(e.contains(&format!("domain {domain}")) && e.contains("another"), "{e}");
+        let b = DdsTransport::new(domain).unwrap(); // the same configuration is shared
+        assert!(a.notes()[0].contains(&format!("domain {domain}, loopback only")));
+        drop((a, b));
+        // gone with its last user: now the other configuration may have it
+        let c = DdsTransport::with_network(domain, &net(Some("lo"), &["127.0.0.2"])).unwrap();
+        assert!(
+            c.notes()[0].contains("interface lo, no multicast, unicast discovery peers 127.0.0.2"),
+            "{:?}",
+            c.notes()
+        );
     }
 }

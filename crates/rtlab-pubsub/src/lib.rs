@@ -2,7 +2,9 @@
 //!
 //! - [`transport`]: the `Transport` contract (stated there) and the QoS mapping record;
 //! - one module per transport: [`intra`] (same process, zero copy), [`udp`] (plain
-//!   sockets), [`shm`] (iceoryx2 shared memory), [`zenoh_t`] (Zenoh peer mode on loopback);
+//!   sockets), [`shm`] (iceoryx2 shared memory), [`zenoh_t`] (Zenoh peer or client mode),
+//!   [`dds`] (Cyclone DDS); udp, zenoh and dds reach another host when the spec names the
+//!   network (loopback otherwise);
 //! - [`conformance`]: the one generic suite every transport is checked with;
 //! - [`probe`]: the probe (oneway / roundtrip, sweeps, fan-out, role processes);
 //! - [`seqtrack`]: lost / duplicate / out-of-order counting.
@@ -26,17 +28,28 @@ pub use transport::{Durability, History, Qos, Reliability, Transport, TransportE
 
 use std::sync::Arc;
 
-/// Open the transport `spec` names in this process.
+/// Open the transport `spec` names in this process, on the network it names: zenoh takes
+/// `listen`, `connect` and `zenoh_mode`; dds `domain`, `interface` and `peers`; udp
+/// `interface` (the address to bind) and `peers`. Fields a transport does not use are ignored.
 pub fn open(spec: &probe::TransportSpec) -> Result<Arc<dyn Transport>, TransportError> {
     match spec.kind {
         TransportKind::Intra => Ok(Arc::new(intra::IntraTransport::new())),
-        TransportKind::Udp => Ok(Arc::new(udp::UdpTransport::default())),
-        TransportKind::Shm => Ok(Arc::new(shm::ShmTransport::new()?)),
-        TransportKind::Zenoh => {
-            Ok(Arc::new(zenoh_t::ZenohTransport::new(&spec.listen, &spec.connect)?))
+        TransportKind::Udp => {
+            Ok(Arc::new(udp::UdpTransport::from_spec(spec.interface.as_deref(), &spec.peers)?))
         }
+        TransportKind::Shm => Ok(Arc::new(shm::ShmTransport::new()?)),
+        TransportKind::Zenoh => Ok(Arc::new(zenoh_t::ZenohTransport::with_mode(
+            &spec.listen,
+            &spec.connect,
+            spec.zenoh_mode.as_deref(),
+        )?)),
         TransportKind::Dds => {
-            Ok(Arc::new(dds::DdsTransport::new(spec.domain.unwrap_or_else(default_dds_domain))?))
+            let net =
+                dds::DdsNetwork { interface: spec.interface.clone(), peers: spec.peers.clone() };
+            Ok(Arc::new(dds::DdsTransport::with_network(
+                spec.domain.unwrap_or_else(default_dds_domain),
+                &net,
+            )?))
         }
     }
 }

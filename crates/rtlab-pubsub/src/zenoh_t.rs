@@ -1,5 +1,12 @@
-//! `zenoh`: Zenoh 1.10 in peer mode over explicit loopback endpoints — no router, multicast
-//! scouting off (peers learn of each other only over the links they open themselves).
+//! `zenoh`: Zenoh 1.10 over explicit endpoints — no router needed, multicast scouting off
+//! (peers learn of each other only over the links they open themselves, plus Zenoh's gossip
+//! over those links).
+//!
+//! Mode ([`ZenohTransport::with_mode`]): `peer` (the default) listens and connects; `client`
+//! only connects (to a router or a peer) and never listens. Endpoints are any Zenoh locator
+//! (`tcp/198.18.0.1:7447`, `tcp/[fe80::1%veth0]:7447`, ...). A peer given no listen
+//! endpoint listens on `tcp/127.0.0.1:0` (loopback, an ephemeral port: Zenoh's own default
+//! would be every interface).
 //!
 //! One session per transport (opened after the caller set its scheduling policy, so the
 //! session's runtime threads inherit it). A topic is a key expression; a publisher is a
@@ -27,8 +34,10 @@ fn lib(what: &'static str) -> impl Fn(String) -> TransportError {
     move |why| TransportError::Library { transport: NAME, what, why }
 }
 
+/// One Zenoh session.
 pub struct ZenohTransport {
     session: zenoh::Session,
+    mode: &'static str,
     listen: Vec<String>,
     connect: Vec<String>,
 }
@@ -36,28 +45,58 @@ pub struct ZenohTransport {
 impl ZenohTransport {
     /// A peer that listens on `listen` and connects to `connect` (e.g. `tcp/127.0.0.1:7447`).
     pub fn new(listen: &[String], connect: &[String]) -> Result<Self, TransportError> {
-        for e in listen.iter().chain(connect) {
-            if !(e.contains("127.") || e.contains("[::1]") || e.contains("localhost")) {
-                return Err(TransportError::Library {
-                    transport: NAME,
-                    what: "endpoint",
-                    why: format!("{e}: only loopback endpoints are used"),
-                });
+        Self::with_mode(listen, connect, None)
+    }
+
+    /// A session in `mode` (`peer`, the default, or `client`) that listens on `listen` (a
+    /// peer given none: `tcp/127.0.0.1:0`; a client: must be none) and connects to
+    /// `connect` (a client: at least one, since scouting is off).
+    pub fn with_mode(
+        listen: &[String],
+        connect: &[String],
+        mode: Option<&str>,
+    ) -> Result<Self, TransportError> {
+        let bad = |what: &'static str, why: String| TransportError::Library {
+            transport: NAME,
+            what,
+            why,
+        };
+        let mode = match mode.unwrap_or("peer") {
+            "peer" => "peer",
+            "client" => "client",
+            other => {
+                return Err(bad("mode", format!("unknown zenoh mode {other:?} (peer or client)")))
             }
+        };
+        let listen: Vec<String> = match (mode, listen.is_empty()) {
+            ("client", false) => {
+                return Err(bad(
+                    "listen",
+                    format!("a zenoh client does not listen, listen endpoints {listen:?} given"),
+                ))
+            }
+            ("client", true) => Vec::new(),
+            // a peer listens somewhere in any case: keep it on loopback (Zenoh's default is
+            // every interface)
+            (_, true) => vec!["tcp/127.0.0.1:0".into()],
+            (_, false) => listen.to_vec(),
+        };
+        if mode == "client" && connect.is_empty() {
+            return Err(bad(
+                "connect",
+                "a zenoh client needs a connect endpoint (multicast scouting is off)".into(),
+            ));
         }
-        // a peer listens somewhere in any case: keep it on loopback (Zenoh's default is every interface)
-        let listen: Vec<String> =
-            if listen.is_empty() { vec!["tcp/127.0.0.1:0".into()] } else { listen.to_vec() };
         let mut c = zenoh::Config::default();
         let set = |c: &mut zenoh::Config, k: &str, v: String| {
             c.insert_json5(k, &v).map_err(|e| lib("configure")(format!("{k}: {e}")))
         };
-        set(&mut c, "mode", "\"peer\"".into())?;
+        set(&mut c, "mode", format!("\"{mode}\""))?;
         set(&mut c, "listen/endpoints", serde_json::to_string(&listen).unwrap_or_default())?;
         set(&mut c, "connect/endpoints", serde_json::to_string(connect).unwrap_or_default())?;
         set(&mut c, "scouting/multicast/enabled", "false".into())?;
         let session = zenoh::open(c).wait().map_err(|e| lib("open session")(e.to_string()))?;
-        Ok(ZenohTransport { session, listen, connect: connect.to_vec() })
+        Ok(ZenohTransport { session, mode, listen, connect: connect.to_vec() })
     }
 }
 
@@ -148,7 +187,10 @@ impl Transport for ZenohTransport {
     }
     fn notes(&self) -> Vec<String> {
         vec![
-            format!("zenoh: peer mode, listen {:?}, connect {:?}, multicast scouting off, no router", self.listen, self.connect),
+            format!(
+                "zenoh: {} mode, listen {:?}, connect {:?}, multicast scouting off",
+                self.mode, self.listen, self.connect
+            ),
             "zenoh: put() takes an owned buffer: one copy into a new allocation per message on the publishing side (library API)".into(),
         ]
     }
@@ -200,5 +242,23 @@ impl Subscriber for ZenohSubscriber {
         }
         .map_err(|e| lib("receive")(e.to_string()))?;
         Ok(s.and_then(received))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mode_is_peer_or_client() {
+        let e = ZenohTransport::with_mode(&[], &[], Some("router")).err().unwrap().to_string();
+        assert!(e.contains("\"router\""), "{e}");
+        let e = ZenohTransport::with_mode(&[], &[], Some("client")).err().unwrap().to_string();
+        assert!(e.contains("connect"), "{e}");
+        let l = vec!["tcp/127.0.0.1:0".to_string()];
+        let e = ZenohTransport::with_mode(&l, &l, Some("client")).err().unwrap().to_string();
+        assert!(e.contains("does not listen"), "{e}");
+        let t = ZenohTransport::with_mode(&[], &[], None).unwrap();
+        assert!(t.notes()[0].starts_with("zenoh: peer mode, listen [\"tcp/127.0.0.1:0\"]"));
     }
 }

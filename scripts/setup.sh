@@ -13,6 +13,7 @@ PACKAGES=(
   sockperf cyclonedds-tools                       # anchors of the udp and dds probes
   trace-cmd rtla                                  # spike evidence (rtla: timerlat, where the kernel has it)
   chromium                                        # HTML report test (headless screenshot)
+  openssh-server openssh-client                   # the far side over ssh (tests start a throw-away sshd)
 )
 
 need=()
@@ -27,6 +28,23 @@ if ((${#need[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  # Installing openssh-server starts and enables the system sshd; rtlab's tests start their
+  # own and need no system service, so one that this script brought is turned off again
+  # (an sshd that was installed before is left as it was).
+  if [[ " ${need[*]} " == *" openssh-server "* ]]; then
+    if [ -d /run/systemd/system ]; then
+      systemctl disable --now ssh.service >/dev/null 2>&1 || true
+      systemctl disable --now ssh.socket >/dev/null 2>&1 || true
+    else
+      service ssh stop >/dev/null 2>&1 || true
+      if command -v systemctl >/dev/null; then
+        systemctl disable ssh.service >/dev/null 2>&1 || true  # offline: links and rc.d
+      else
+        update-rc.d ssh disable >/dev/null 2>&1 || true
+      fi
+    fi
+    echo "rtlab setup: openssh-server installed, its system service stopped and disabled"
+  fi
 fi
 
 [ "${1:-}" = "--deps-only" ] && exit 0

@@ -37,6 +37,35 @@ pub struct ResultDocument {
     /// absent from schema-1 documents).
     #[serde(default)]
     pub evidence: Option<crate::evidence::Evidence>,
+    /// The far side of a run that had one (`--far`): the host that ran the reflector, the
+    /// pong or the subscribers. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub far: Option<FarSide>,
+}
+
+/// The far host of a run, as its agent reported it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FarSide {
+    /// How it was reached: `ssh:[USER@]HOST[:PORT]` or `netns:NAME`.
+    pub link: String,
+    /// Its host name.
+    pub host: String,
+    /// The rtlab version there.
+    pub version: String,
+    /// This host's address on the link, and the far host's.
+    pub near_address: String,
+    pub far_address: String,
+    /// `one-host` (a namespace of this machine: one clock), `stated-synchronised`
+    /// (`--synced-clocks`) or `round-trips-only` (two clocks: one-way figures refused).
+    pub clocks: String,
+    pub environment: Environment,
+    /// The far host's kernel counters per window (its own windows, from its sampling start).
+    pub counters: Option<crate::evidence::WindowCounters>,
+    /// The far profile's steps and whether it was put back.
+    pub profile: Option<serde_json::Value>,
+    /// The far load's report.
+    pub load: Option<serde_json::Value>,
+    pub notes: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

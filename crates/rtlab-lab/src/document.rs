@@ -24,6 +24,7 @@ pub fn new_document(
         streams: Vec::<Stream>::new(),
         warnings: Vec::<Warning>::new(),
         evidence: None,
+        far: None,
     }
 }
 

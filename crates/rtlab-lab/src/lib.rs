@@ -11,6 +11,7 @@ pub mod config;
 pub mod document;
 pub mod evidence;
 pub mod executor;
+pub mod far;
 pub mod guard;
 pub mod probe;
 pub mod probes;

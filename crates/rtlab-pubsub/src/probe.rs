@@ -384,6 +384,13 @@ pub enum RoleEvent {
     Failed(String),
 }
 
+impl RoleEvent {
+    /// The role's last event (it reported or failed).
+    pub fn is_last(&self) -> bool {
+        matches!(self, RoleEvent::Done(_) | RoleEvent::Failed(_))
+    }
+}
+
 /// Errors that stop the probe.
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
@@ -1174,18 +1181,22 @@ pub fn run_role(
     }
 }
 
-fn parse_event(line: &str) -> Option<RoleEvent> {
+/// The event of a role's output line (`rtlab-role {json}`); None for any other line.
+pub fn parse_event(line: &str) -> Option<RoleEvent> {
     // the marker may follow other output on the same line (a test harness, a library)
     let at = line.find("rtlab-role ")?;
     serde_json::from_str(&line[at + "rtlab-role ".len()..]).ok()
 }
 
+/// A role's event as its output line (without the newline).
+pub fn event_line(e: &RoleEvent) -> String {
+    format!("rtlab-role {}", serde_json::to_string(e).unwrap_or_default())
+}
+
 fn write_event(e: &RoleEvent) {
-    if let Ok(s) = serde_json::to_string(e) {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "rtlab-role {s}");
-        let _ = out.flush();
-    }
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", event_line(e));
+    let _ = out.flush();
 }
 
 /// The body of a role process: `json` is a [`RoleConfig`]. Speaks [`RoleEvent`] lines on

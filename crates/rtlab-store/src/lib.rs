@@ -215,6 +215,14 @@ CREATE TABLE run_resumptions (
 CREATE INDEX environments_run ON environments(run_id, case_id);
 CREATE INDEX cases_run_status ON cases(run_id, status);
 "#,
+    // 3 -> 4: the far side of a case measured with `--far` (its host, link, clocks,
+    // environment, kernel counters, profile and load), as the document's `far` JSON.
+    r#"
+CREATE TABLE far_sides (
+    case_id INTEGER PRIMARY KEY REFERENCES cases(id),
+    json TEXT NOT NULL                   -- JSON (FarSide)
+);
+"#,
 ];
 
 /// The query behind [`Store::runs`]: one pass over `runs`; the case counts and the machine
@@ -445,6 +453,13 @@ impl Store {
                 params![case_id, json(&d.config)],
             )
             .map_err(e)?;
+            if let Some(far) = &d.far {
+                tx.execute(
+                    "INSERT INTO far_sides (case_id, json) VALUES (?1, ?2)",
+                    params![case_id, json(far)],
+                )
+                .map_err(e)?;
+            }
             for (i, w) in d.warnings.iter().enumerate() {
                 tx.execute(
                     "INSERT INTO warnings (case_id, pos, code, message) VALUES (?1, ?2, ?3, ?4)",
@@ -729,6 +744,15 @@ impl Store {
         }
         let streams = self.load_streams(cid)?;
         let evidence = self.load_evidence(cid)?;
+        let far: Option<String> = self
+            .conn
+            .query_row("SELECT json FROM far_sides WHERE case_id = ?1", [cid], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let far = match far {
+            Some(j) => Some(self.parse(&j)?),
+            None => None,
+        };
         Ok(ResultDocument {
             schema_version,
             tool: ToolInfo { name: tool_name, version: tool_version },
@@ -742,6 +766,7 @@ impl Store {
             streams,
             warnings,
             evidence,
+            far,
         })
     }
 

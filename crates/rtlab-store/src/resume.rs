@@ -116,6 +116,7 @@ const CASE_CHILDREN: &[&str] = &[
     "DELETE FROM evidence WHERE case_id = ?1",
     "DELETE FROM spike_evidence WHERE case_id = ?1",
     "DELETE FROM warnings WHERE case_id = ?1",
+    "DELETE FROM far_sides WHERE case_id = ?1",
     "DELETE FROM configurations WHERE case_id = ?1",
     "DELETE FROM documents WHERE case_id = ?1",
     "DELETE FROM environments WHERE case_id = ?1",

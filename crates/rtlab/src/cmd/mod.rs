@@ -3,6 +3,7 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+pub mod agent;
 pub mod compare;
 pub mod cyclic;
 pub mod export;

@@ -66,6 +66,9 @@ pub struct Context<'a> {
     pub evidence: EvidenceOptions,
     /// The two namespaces of a scenario's network case (the far side lives in `b`).
     pub pair: Option<&'a NetnsPair>,
+    /// The link to the far side a scenario case opened (for its far load and profile);
+    /// None: a probe with a far side opens its own.
+    pub far: Option<&'a crate::far::link::FarLink>,
     /// Called with (done, planned) from the probe's progress, never from a measuring thread.
     pub progress: &'a mut dyn FnMut(u64, u64),
     /// The case's profile turned the memory lock off on purpose (no warning then).
@@ -84,6 +87,7 @@ impl<'a> Context<'a> {
             stop,
             evidence: EvidenceOptions::new(1_000_000_000, ""),
             pair: None,
+            far: None,
             progress,
             mlockall_off_by_profile: false,
         }
@@ -131,6 +135,15 @@ pub trait Probe: std::fmt::Debug + Send + Sync {
     fn scale(&mut self, factor: f64, floor: u64) -> Option<String>;
     /// Needs two network namespaces in a scenario (its far side in `b`).
     fn needs_pair(&self) -> bool {
+        false
+    }
+    /// Where its far side runs (`far = "ssh:robot2"`), if it has one.
+    fn far(&self) -> Option<&crate::far::FarSpec> {
+        None
+    }
+    /// Give it a far side (a scenario's top-level `far`, for probes that have one; false:
+    /// this probe has no far side).
+    fn set_far(&mut self, _far: &crate::far::FarSpec) -> bool {
         false
     }
     /// The profile's process settings apply to the whole process (false: pin threads only,

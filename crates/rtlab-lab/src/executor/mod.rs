@@ -100,6 +100,7 @@ impl LiveExecutor {
             stop: stop.clone(),
             evidence: ev,
             pair: pair.as_ref(),
+            far: None,
             progress,
             mlockall_off_by_profile: !rt.mlockall,
         };

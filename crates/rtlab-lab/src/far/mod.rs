@@ -16,6 +16,7 @@
 pub mod agent;
 pub mod link;
 pub mod protocol;
+pub mod run;
 
 use serde::{Deserialize, Serialize};
 

@@ -14,6 +14,9 @@ use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
 use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
+use crate::far::protocol::{Reflected, Request};
+use crate::far::run::{with_port, FarRun};
+use crate::far::FarSpec;
 use rtlab_probes::netns::NetnsPair;
 use rtlab_probes::udp::ping::PingMode;
 use rtlab_probes::udp::run::{
@@ -128,6 +131,8 @@ pub struct UdpProbeConfig {
     pub bind: Option<String>,
     /// Send from inside this network namespace.
     pub netns: Option<String>,
+    /// The reflector on a far side started here: `ssh:[USER@]HOST[:PORT]` or `netns:NAME`.
+    pub far: Option<FarSpec>,
     pub mode: UdpMode,
     /// Send period (periodic mode).
     pub period: Dur,
@@ -156,6 +161,7 @@ impl Default for UdpProbeConfig {
             to: None,
             bind: None,
             netns: None,
+            far: None,
             mode: UdpMode::Periodic,
             period: Dur::ms(1),
             payload: Size(500),
@@ -188,6 +194,12 @@ impl Validate for UdpProbeConfig {
             return Err(ConfigError::new(
                 "payload",
                 format!("{} bytes is outside 16..=65507 (a UDP datagram)", self.payload.0),
+            ));
+        }
+        if self.far.is_some() && self.to.is_some() {
+            return Err(ConfigError::new(
+                "far",
+                "and --to: give one (the far side's reflector, or a reflector already running)",
             ));
         }
         for (f, a) in [("to", &self.to), ("bind", &self.bind)] {
@@ -249,6 +261,29 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
     let rt = cfg.rt.over(&ctx.rt);
     let mut engine = cfg.engine(&rt)?;
     let pair = ctx.pair;
+    let mut far = match &cfg.far {
+        Some(spec) => {
+            let far_rt = RtSettings { cpus: None, ..engine.rt.clone() };
+            let window = ctx.evidence.counters.then_some(engine.window_ns);
+            let f = FarRun::start(ctx.far, spec, engine.netns.as_deref(), false, &far_rt, &[], window)?;
+            let rc = UdpReflectConfig {
+                bind: with_port(&f.far, 0),
+                netns: None,
+                drop_every: None,
+                duration_ns: None,
+                count: None,
+                window_ns: engine.window_ns,
+                rt: far_rt,
+                socket: engine.socket.clone(),
+                spike: None,
+            };
+            let addr: String =
+                f.link().ask(Request::Reflect { config: rc }, crate::far::link::REQUEST_TIMEOUT)?;
+            engine.to = addr;
+            Some(f)
+        }
+        None => None,
+    };
     if let Some(p) = pair {
         engine.netns = Some(p.ns_a.clone());
         engine.to = format!("{}:9000", p.ip_b);
@@ -268,7 +303,16 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
     engine.spike = evidence.hook();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let started = std::time::SystemTime::now();
-    let measured = ping_with_reflector(&engine, pair, ctx);
+    let mut measured = ping_with_reflector(&engine, pair, ctx);
+    if let (Some(f), Ok(m)) = (&far, &mut measured) {
+        // the far reflector's turnaround, labelled with its host
+        let r: Result<Reflected, _> =
+            f.link().ask(Request::StopReflect, crate::far::link::REQUEST_TIMEOUT);
+        match r {
+            Ok(r) => m.0.extend(r.streams),
+            Err(e) => far.as_mut().map(|f| f.notes.push(format!("far reflector: {e}"))).unwrap_or(()),
+        }
+    }
     let streams = measured.as_ref().map(|r| r.0.clone()).unwrap_or_default();
     let evidence = evidence.finish(&streams);
     let (streams, outcome, reflected, reflect_cfg) = measured?;
@@ -280,6 +324,7 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
         "reflect": reflect_cfg,
     });
     let mut doc = new_document("udp", started, env, config);
+    doc.far = far.map(FarRun::finish);
     doc.duration_ns = outcome.duration_ns;
     doc.interrupted = outcome.end == rtlab_probes::timer::LoopEnd::Interrupted;
     doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
@@ -426,7 +471,16 @@ impl Probe for UdpProbeConfig {
         crate::probe::scale_length(&mut self.duration, &mut self.count, p, factor, floor)
     }
     fn needs_pair(&self) -> bool {
-        self.to.is_none()
+        self.to.is_none() && self.far.is_none()
+    }
+    fn far(&self) -> Option<&FarSpec> {
+        self.far.as_ref()
+    }
+    fn set_far(&mut self, far: &FarSpec) -> bool {
+        if self.to.is_none() && self.far.is_none() {
+            self.far = Some(far.clone());
+        }
+        true
     }
     fn rt(&self, base: &RtSettings) -> RtSettings {
         self.rt.over(base)

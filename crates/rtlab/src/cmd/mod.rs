@@ -87,3 +87,23 @@ pub fn machine_lock(
     })
     .map_err(lab_error)
 }
+
+/// The far side of a run in a few lines: where, its rtlab, the clocks, its counters in total.
+pub fn far_lines(doc: &rtlab_core::schema::ResultDocument) -> String {
+    let Some(f) = &doc.far else { return String::new() };
+    let mut s = format!(
+        "far side {} (host {}, rtlab {}): {} -> {}, clocks: {}\n",
+        f.link, f.host, f.version, f.near_address, f.far_address, f.clocks
+    );
+    if let Some(c) = &f.counters {
+        let mut total = rtlab_core::evidence::KernelCounters::default();
+        for w in &c.windows {
+            total.add(w);
+        }
+        s.push_str(&format!("  far kernel counters over {} windows: {}\n", c.windows.len(), total.describe()));
+    }
+    for n in &f.notes {
+        s.push_str(&format!("  note: {n}\n"));
+    }
+    s
+}

@@ -116,8 +116,11 @@ pub enum PriorityPathArg {
 #[derive(Args, Debug)]
 pub struct PingArgs {
     /// The reflector, IP:PORT or [IPv6]:PORT.
-    #[arg(long, value_name = "ADDR:PORT", required_unless_present = "pair")]
+    #[arg(long, value_name = "ADDR:PORT", required_unless_present_any = ["pair", "far"])]
     pub to: Option<String>,
+    /// Start the reflector on a far side: ssh:[USER@]HOST[:PORT] (rtlab there) or netns:NAME.
+    #[arg(long, value_name = "SPEC", conflicts_with_all = ["to", "pair"])]
+    pub far: Option<String>,
     /// Local address to send from (default: any, port chosen by the kernel).
     #[arg(long, value_name = "ADDR:PORT")]
     pub bind: Option<String>,
@@ -200,6 +203,7 @@ impl PingArgs {
         t.str("to", &self.to)
             .str("bind", &self.bind)
             .str("netns", &self.netns)
+            .str("far", &self.far)
             .str(
                 "mode",
                 &self.mode.map(|m| match m {
@@ -392,7 +396,7 @@ fn pair_config(a: &PingArgs) -> anyhow::Result<NetnsConfig> {
 fn ping(a: PingArgs) -> anyhow::Result<u8> {
     // check every flag before anything is made
     let cfg = ping_config(&a)?;
-    if !a.pair && cfg.to.is_none() {
+    if !a.pair && cfg.to.is_none() && cfg.far.is_none() {
         anyhow::bail!("--to: no reflector given (IP:PORT), or use --pair");
     }
     if let Some(p) = &a.out.json {
@@ -422,6 +426,10 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
                 hint
             );
             println!("{}", headline_of(p, &engine));
+        } else if let Some(f) = &cfg.far {
+            let mut c = engine.clone();
+            c.to = format!("the reflector on the far side {f}");
+            println!("{}", headline(&c));
         } else {
             println!("{}", headline(&engine));
         }
@@ -454,6 +462,14 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
                 r,
                 doc.streams.iter().find(|s| s.name == "reflector").expect("reflector stream"),
             )?;
+        }
+        if doc.far.is_some() {
+            if let Some(r) = doc.streams.iter().find(|s| s.name == "reflector") {
+                writeln!(out, "\nfar reflector turnaround (reply sent - request received, its clock)")?;
+                let row = Row { label: "reflector".into(), summary: &r.stats };
+                write!(out, "{}", stats_table(&[row], color))?;
+            }
+            write!(out, "\n{}", super::far_lines(&doc))?;
         }
         if let Some(q) = qdisc {
             writeln!(out, "\nqdisc on the client's veth end:\n{}", q.trim_end())?;

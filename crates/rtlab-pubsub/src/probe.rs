@@ -497,6 +497,40 @@ pub fn validate(cfg: &PubsubConfig, transport: &dyn Transport) -> Result<QosMapp
     Ok(transport.map_qos(&cfg.qos)?)
 }
 
+/// Roles on a far host: another computer, or a network namespace, reached through an agent.
+pub trait FarRoles: Sync {
+    /// Start role `rc` there; its events go to `events`, tagged with `rc.index`, ending with
+    /// `Done` or `Failed` (also when the link to the far host is lost).
+    fn start(
+        &self,
+        rc: &RoleConfig,
+        events: mpsc::Sender<(usize, RoleEvent)>,
+    ) -> Result<Box<dyn FarRole>, String>;
+}
+
+/// A role started on a far host.
+pub trait FarRole: Send {
+    /// Ask it to stop: it reports (`Done`) and ends.
+    fn stop(&mut self);
+}
+
+/// Where the roles run when they are on a far host, and the two addresses of the link.
+pub struct FarPlacement<'a> {
+    /// This host's address on the link.
+    pub near: String,
+    /// The far host's address on the link.
+    pub far: String,
+    pub roles: &'a dyn FarRoles,
+}
+
+fn ip_in_endpoint(ip: &str) -> String {
+    if ip.contains(':') {
+        format!("[{ip}]")
+    } else {
+        ip.to_string()
+    }
+}
+
 /// Run every case. `progress(done, total)` is called between cases.
 pub fn run(
     cfg: &PubsubConfig,
@@ -504,23 +538,76 @@ pub fn run(
     stop: Arc<AtomicBool>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<PubsubOutcome, ProbeError> {
+    run_with(cfg, launcher, None, stop, progress)
+}
+
+/// Run every case, the roles on `far` when given (else processes of this host started by
+/// `launcher`, or threads).
+pub fn run_with(
+    cfg: &PubsubConfig,
+    launcher: Launcher,
+    far: Option<&FarPlacement>,
+    stop: Arc<AtomicBool>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<PubsubOutcome, ProbeError> {
     let started = monotonic_ns();
+    if let Some(f) = far {
+        match cfg.transport.kind {
+            TransportKind::Intra | TransportKind::Shm => {
+                return Err(ProbeError::Invalid(format!(
+                    "--transport {}: {} reaches one host only; a far side needs dds, zenoh or udp",
+                    cfg.transport.kind.name(),
+                    if cfg.transport.kind == TransportKind::Shm {
+                        "shared memory"
+                    } else {
+                        "a process's own memory"
+                    }
+                )))
+            }
+            _ if cfg.in_process => return Err(ProbeError::Invalid(
+                "--in-process: the subscribers are on the far side, not threads of this process"
+                    .into(),
+            )),
+            _ => {}
+        }
+        if f.near.is_empty() || f.far.is_empty() {
+            return Err(ProbeError::Invalid("far side: no address for the link".into()));
+        }
+    }
     // middleware threads are created after this, so they inherit the policy
     cfg.rt.apply_policy_here().map_err(ProbeError::Rt)?;
     let mut spec = cfg.transport.clone();
     if spec.kind == TransportKind::Zenoh && spec.listen.is_empty() {
-        spec.listen =
-            vec![format!("tcp/127.0.0.1:{}", free_tcp_port().map_err(ProbeError::Setup)?)];
+        let ip = far.map(|f| f.near.as_str()).unwrap_or("127.0.0.1");
+        spec.listen = vec![format!(
+            "tcp/{}:{}",
+            ip_in_endpoint(ip),
+            free_tcp_port(ip).map_err(ProbeError::Setup)?
+        )];
     }
     if spec.kind == TransportKind::Dds && spec.domain.is_none() {
         spec.domain = Some(crate::default_dds_domain());
+    }
+    if let Some(f) = far {
+        if matches!(spec.kind, TransportKind::Dds | TransportKind::Udp) {
+            spec.interface.get_or_insert_with(|| f.near.clone());
+            if spec.peers.is_empty() {
+                spec.peers = vec![f.far.clone()];
+            }
+        }
     }
     let transport = open_transport(&spec)?;
     let qos_mapping = validate(cfg, transport.as_ref())?;
     let mut role_spec = TransportSpec::new(spec.kind);
     role_spec.connect = spec.listen.clone();
     role_spec.domain = spec.domain;
-    let in_process = cfg.in_process || spec.kind == TransportKind::Intra;
+    if let Some(f) = far {
+        if matches!(spec.kind, TransportKind::Dds | TransportKind::Udp) {
+            role_spec.interface = Some(f.far.clone());
+            role_spec.peers = vec![f.near.clone()];
+        }
+    }
+    let in_process = far.is_none() && (cfg.in_process || spec.kind == TransportKind::Intra);
     let cases = cfg.cases();
     let mut out = Vec::new();
     for (ci, &(len, period, n)) in cases.iter().enumerate() {
@@ -539,6 +626,7 @@ pub fn run(
             len,
             period,
             n,
+            far,
         };
         match case.run(launcher, &stop) {
             Ok(c) => out.push(c),
@@ -568,13 +656,14 @@ pub fn run(
     })
 }
 
-fn free_tcp_port() -> Result<u16, String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| format!("finding a free loopback port: {e}"))?;
+fn free_tcp_port(ip: &str) -> Result<u16, String> {
+    let l = std::net::TcpListener::bind((ip, 0))
+        .map_err(|e| format!("finding a free port on {ip}: {e}"))?;
     l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }
 
 struct CaseSetup<'a> {
+    far: Option<&'a FarPlacement<'a>>,
     cfg: &'a PubsubConfig,
     transport: Arc<dyn Transport>,
     role_spec: TransportSpec,
@@ -587,8 +676,16 @@ struct CaseSetup<'a> {
 
 /// A started role: a thread or a process, with its stop signal.
 enum RoleHandle {
-    Thread { stop: Arc<AtomicBool>, thread: Option<rtlab_sys::sched::RtThread<()>> },
-    Process { child: Child, stdin: Option<ChildStdin> },
+    Thread {
+        stop: Arc<AtomicBool>,
+        thread: Option<rtlab_sys::sched::RtThread<()>>,
+    },
+    Process {
+        child: Child,
+        stdin: Option<ChildStdin>,
+    },
+    /// On the far host (its agent waits for it to end).
+    Far(Box<dyn FarRole>),
 }
 
 impl RoleHandle {
@@ -596,6 +693,7 @@ impl RoleHandle {
         match self {
             RoleHandle::Thread { stop, .. } => stop.store(true, Ordering::Relaxed),
             RoleHandle::Process { stdin, .. } => drop(stdin.take()), // EOF = stop
+            RoleHandle::Far(r) => r.stop(),
         }
     }
     fn finish(mut self) {
@@ -606,6 +704,7 @@ impl RoleHandle {
                     let _ = t.join();
                 }
             }
+            RoleHandle::Far(_) => {}
             RoleHandle::Process { mut child, .. } => {
                 let end = monotonic_ns() + 5_000_000_000;
                 loop {
@@ -673,6 +772,16 @@ impl CaseSetup<'_> {
         launcher: Launcher,
     ) -> Result<RoleHandle, ProbeError> {
         let index = rc.index;
+        if let Some(f) = self.far {
+            let mut rc = rc;
+            // the far host's CPUs are its own
+            rc.rt.cpus = None;
+            return f
+                .roles
+                .start(&rc, events)
+                .map(RoleHandle::Far)
+                .map_err(|e| ProbeError::Setup(format!("far subscriber {index}: {e}")));
+        }
         if self.in_process {
             let stop = Arc::new(AtomicBool::new(false));
             let s2 = stop.clone();

@@ -375,7 +375,8 @@ fn an_interrupted_run_is_resumed_under_the_same_id() {
 fn a_far_side_round_trips() {
     let dir = tempfile::tempdir().unwrap();
     let mut run = fixture::run();
-    let doc = run.cases.iter_mut().find_map(|c| c.document.as_mut()).expect("a case with a document");
+    let doc =
+        run.cases.iter_mut().find_map(|c| c.document.as_mut()).expect("a case with a document");
     doc.far = Some(rtlab_core::schema::FarSide {
         link: "netns:rtlab-b".into(),
         host: "robot2".into(),

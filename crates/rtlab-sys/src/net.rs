@@ -266,6 +266,29 @@ pub fn socket_in_netns<T: Send + 'static>(
     })?
 }
 
+/// Move the calling thread into the network namespace at `ns_path` for the rest of its life
+/// (threads and processes it creates afterwards are born there). Call it on a thread made
+/// for the purpose, never on a thread that outlives the work.
+pub fn enter_netns(ns_path: &str) -> Result<(), SysError> {
+    let file = std::fs::File::open(ns_path).map_err(|e| SysError::Os {
+        what: format!("opening network namespace {ns_path}"),
+        source: e,
+    })?;
+    // SAFETY: file is an open namespace fd, valid for the call; setns changes only the
+    // calling thread's namespace.
+    let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+    if rc != 0 {
+        let e = errno();
+        let what = if e == libc::EPERM {
+            format!("entering network namespace {ns_path} (needs CAP_SYS_ADMIN: run as root)")
+        } else {
+            format!("entering network namespace {ns_path}")
+        };
+        return Err(SysError::os(what, e));
+    }
+    Ok(())
+}
+
 /// A random u64 from the kernel (getrandom(2)); falls back to time and pid if it fails.
 pub fn random_u64() -> u64 {
     let mut v: u64 = 0;

@@ -59,17 +59,17 @@ struct Role {
     stdin: Option<ChildStdin>,
 }
 
+/// A running reflector: its stop flag, configuration and thread.
+type Reflector =
+    (Arc<AtomicBool>, UdpReflectConfig, std::thread::JoinHandle<Result<ReflectOutcome, String>>);
+
 /// Everything the agent started.
 #[derive(Default)]
 struct State {
     session: Option<Session<'static>>,
     profile_report: Option<serde_json::Value>,
     loads: Vec<rtlab_load::RunningLoad>,
-    reflector: Option<(
-        Arc<AtomicBool>,
-        UdpReflectConfig,
-        std::thread::JoinHandle<Result<ReflectOutcome, String>>,
-    )>,
+    reflector: Option<Reflector>,
     roles: Vec<(u64, Role)>,
     sampler: Option<(rtlab_tune::spike::CounterSampler, i64)>,
 }
@@ -153,12 +153,8 @@ impl State {
                     return Err(FarError::new("a profile is applied there already"));
                 }
                 let named = rtlab_tune::profile::NamedProfile { name: name.clone(), profile };
-                let target = rtlab_tune::profile::Target {
-                    rt_cpu,
-                    nic: None,
-                    netns: None,
-                    pids: vec![],
-                };
+                let target =
+                    rtlab_tune::profile::Target { rt_cpu, nic: None, netns: None, pids: vec![] };
                 let (session, outcomes) = rtlab_tune::profile::apply_named(
                     crate::executor::host(),
                     &named,
@@ -213,12 +209,13 @@ impl State {
                 let (s2, c2) = (stop.clone(), config.clone());
                 let h = std::thread::spawn(move || {
                     let tx2 = tx.clone();
-                    udp_run::reflect(&c2, s2, |a| drop(tx.send(Ok(a.to_string()))), |_| {})
-                        .map_err(|e| {
+                    udp_run::reflect(&c2, s2, |a| drop(tx.send(Ok(a.to_string()))), |_| {}).map_err(
+                        |e| {
                             let m = e.to_string();
                             let _ = tx2.send(Err(m.clone()));
                             m
-                        })
+                        },
+                    )
                 });
                 match rx.recv_timeout(Duration::from_secs(10)) {
                     Ok(Ok(addr)) => {
@@ -336,11 +333,11 @@ fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
     serde_json::to_value(v).unwrap_or_default()
 }
 
-/// Start `rtlab pubsub --role JSON` here and relay its event lines as `role`'s events.
+/// Start `rtlab pubsub --role-config JSON` here and relay its event lines as `role`'s events.
 fn start_role(role: u64, config: &str, out: &Out) -> Result<Role, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut cmd = Command::new(exe);
-    cmd.args(["pubsub", "--role", config]);
+    cmd.args(["pubsub", "--role-config", config]);
     rtlab_sys::process::die_with_parent(&mut cmd);
     let mut child = cmd
         .stdin(Stdio::piped())
@@ -403,13 +400,17 @@ pub fn run(deadline: Duration) -> i32 {
             let j = far_journal();
             if let Some(p) = rtlab_tune::journal::pending(&j) {
                 let what = p.describe();
-                restored = Some(
-                    match rtlab_tune::journal::restore_journal(crate::executor::host(), &j) {
-                        Ok(r) if r.is_clean() => format!("restored what a killed agent left: {what}"),
-                        Ok(r) => format!("restoring what a killed agent left ({what}): {} changes failed", r.failed.len()),
+                restored =
+                    Some(match rtlab_tune::journal::restore_journal(crate::executor::host(), &j) {
+                        Ok(r) if r.is_clean() => {
+                            format!("restored what a killed agent left: {what}")
+                        }
+                        Ok(r) => format!(
+                            "restoring what a killed agent left ({what}): {} changes failed",
+                            r.failed.len()
+                        ),
                         Err(e) => format!("restoring what a killed agent left: {e}"),
-                    },
-                );
+                    });
             }
         }
     }
@@ -457,7 +458,7 @@ pub fn run(deadline: Duration) -> i32 {
                 }
                 Some(ToFar::Hello { .. }) => {}
                 Some(ToFar::Request { id, request }) => {
-                    let result = state.handle(request, &out);
+                    let result = state.handle(*request, &out);
                     out.send(&FromFar::Reply { id, result });
                 }
                 Some(ToFar::Bye) => {

@@ -39,18 +39,34 @@ pub struct AgentHello {
     pub restored: Option<String>,
 }
 
-/// A live link to a far agent.
-pub struct FarLink {
+/// What requests need of a link; cheap to clone, usable from any thread while the link
+/// lives (a dead link answers every request with why it died).
+#[derive(Clone)]
+pub struct FarHandle {
     pub spec: FarSpec,
-    pub hello: AgentHello,
-    child: Child,
+    /// The far host's name.
+    pub host: String,
     writer: Arc<Mutex<Option<ChildStdin>>>,
     waiting: Waiting,
     roles: RoleRoutes,
-    next: AtomicU64,
+    next: Arc<AtomicU64>,
     /// Why the link ended (None while it lives).
     ended: Arc<Mutex<Option<String>>>,
+}
+
+/// A live link to a far agent.
+pub struct FarLink {
+    pub hello: AgentHello,
+    handle: FarHandle,
+    child: Child,
     keepalive_stop: Arc<AtomicBool>,
+}
+
+impl std::ops::Deref for FarLink {
+    type Target = FarHandle;
+    fn deref(&self) -> &FarHandle {
+        &self.handle
+    }
 }
 
 fn send(writer: &Mutex<Option<ChildStdin>>, m: &ToFar) -> bool {
@@ -172,11 +188,8 @@ impl FarLink {
                 drop(hello);
                 std::thread::sleep(Duration::from_millis(50));
                 let why = last_err.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                *ended.lock().unwrap_or_else(|e| e.into_inner()) = Some(if why.is_empty() {
-                    "the agent ended".into()
-                } else {
-                    why
-                });
+                *ended.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(if why.is_empty() { "the agent ended".into() } else { why });
                 // wake every request still waiting, and every role still running
                 waiting.lock().unwrap_or_else(|e| e.into_inner()).clear();
                 roles.lock().unwrap_or_else(|e| e.into_inner()).clear();
@@ -207,21 +220,24 @@ impl FarLink {
             }
         };
         let link = FarLink {
-            spec: spec.clone(),
+            handle: FarHandle {
+                spec: spec.clone(),
+                host: hello.host.clone(),
+                writer,
+                waiting,
+                roles,
+                next: Arc::new(AtomicU64::new(1)),
+                ended,
+            },
             hello,
             child,
-            writer,
-            waiting,
-            roles,
-            next: AtomicU64::new(1),
-            ended,
             keepalive_stop: Arc::new(AtomicBool::new(false)),
         };
         send(
-            &link.writer,
+            &link.handle.writer,
             &ToFar::Hello { protocol: PROTOCOL, version: super::protocol::version().into() },
         );
-        let (w, stop) = (link.writer.clone(), link.keepalive_stop.clone());
+        let (w, stop) = (link.handle.writer.clone(), link.keepalive_stop.clone());
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(KEEPALIVE_EVERY);
@@ -232,7 +248,9 @@ impl FarLink {
         });
         Ok(link)
     }
+}
 
+impl FarHandle {
     /// Why the link ended, if it did.
     pub fn ended(&self) -> Option<String> {
         self.ended.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -249,19 +267,19 @@ impl FarLink {
         let (tx, rx) = mpsc::channel();
         self.waiting.lock().unwrap_or_else(|e| e.into_inner()).insert(id, tx);
         let what = request_name(&request);
-        if !send(&self.writer, &ToFar::Request { id, request }) {
+        if !send(&self.writer, &ToFar::Request { id, request: Box::new(request) }) {
             return Err(self.gone(what));
         }
         match rx.recv_timeout(timeout) {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(match e.missing {
                 Some(m) => LabError::Missing(rtlab_core::error::Missing {
-                    what: format!("far side {} ({}): {}", self.spec, self.hello.host, m.what),
+                    what: format!("far side {} ({}): {}", self.spec, self.host, m.what),
                     ..m
                 }),
                 None => LabError::Failed(format!(
                     "far side {} ({}): {}",
-                    self.spec, self.hello.host, e.message
+                    self.spec, self.host, e.message
                 )),
             }),
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(self.gone(what)),
@@ -395,7 +413,11 @@ fn hello_failure(spec: &FarSpec, stderr: &str) -> String {
         "rtlab is not installed there, or not on the PATH of a non-interactive shell (install it, or set RTLAB_FAR_BIN to its path there)"
     } else if stderr.contains("Permission denied") || stderr.contains("Host key verification") {
         "ssh could not log in without a prompt (set up a key: ssh-copy-id; rtlab runs ssh with BatchMode=yes)"
-    } else if stderr.contains("Could not resolve") || stderr.contains("Connection refused") || stderr.contains("timed out") || stderr.contains("No route") {
+    } else if stderr.contains("Could not resolve")
+        || stderr.contains("Connection refused")
+        || stderr.contains("timed out")
+        || stderr.contains("No route")
+    {
         "the far host is not reachable by ssh"
     } else {
         "the agent did not start"
@@ -410,8 +432,8 @@ fn hello_failure(spec: &FarSpec, stderr: &str) -> String {
 impl Drop for FarLink {
     fn drop(&mut self) {
         self.keepalive_stop.store(true, Ordering::Relaxed);
-        send(&self.writer, &ToFar::Bye);
-        drop(self.writer.lock().unwrap_or_else(|e| e.into_inner()).take());
+        send(&self.handle.writer, &ToFar::Bye);
+        drop(self.handle.writer.lock().unwrap_or_else(|e| e.into_inner()).take());
         // the agent restores its host, then ends
         let end = std::time::Instant::now() + Duration::from_secs(15);
         loop {

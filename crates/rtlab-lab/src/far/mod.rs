@@ -16,6 +16,7 @@
 pub mod agent;
 pub mod link;
 pub mod protocol;
+pub mod roles;
 pub mod run;
 
 use serde::{Deserialize, Serialize};
@@ -144,7 +145,13 @@ mod tests {
 
     #[test]
     fn far_specs_parse_and_print_back() {
-        for s in ["netns:rtlab-b", "ssh:robot2", "ssh:root@robot2:2222", "ssh:[fd00::2]:22", "ssh:10.0.0.2"] {
+        for s in [
+            "netns:rtlab-b",
+            "ssh:robot2",
+            "ssh:root@robot2:2222",
+            "ssh:[fd00::2]:22",
+            "ssh:10.0.0.2",
+        ] {
             let f = FarSpec::parse(s).unwrap();
             assert_eq!(f.to_string(), s);
         }
@@ -152,7 +159,17 @@ mod tests {
             FarSpec::parse("ssh:me@h:22").unwrap(),
             FarSpec::Ssh { user: Some("me".into()), host: "h".into(), port: Some(22) }
         );
-        for bad in ["robot2", "ssh:", "ssh:@h", "ssh:h:0", "ssh:h:x", "ssh:-oProxyCommand=x", "netns:", "netns:a/b", "tcp:h"] {
+        for bad in [
+            "robot2",
+            "ssh:",
+            "ssh:@h",
+            "ssh:h:0",
+            "ssh:h:x",
+            "ssh:-oProxyCommand=x",
+            "netns:",
+            "netns:a/b",
+            "tcp:h",
+        ] {
             let e = FarSpec::parse(bad).unwrap_err();
             assert!(e.contains("expected ssh:[USER@]HOST[:PORT] or netns:NAME"), "{bad}: {e}");
         }

@@ -34,10 +34,16 @@ pub fn version() -> &'static str {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ToFar {
-    Hello { protocol: u32, version: String },
+    Hello {
+        protocol: u32,
+        version: String,
+    },
     /// Nothing to say, still here.
     Keepalive,
-    Request { id: u64, request: Request },
+    Request {
+        id: u64,
+        request: Box<Request>,
+    },
     /// The run is over: stop and restore everything, then exit.
     Bye,
 }
@@ -49,11 +55,7 @@ pub enum Request {
     /// The far host's facts ([`Facts`]).
     Facts,
     /// Say now what would stop the run there: tools, the real-time priority.
-    Check {
-        tools: Vec<String>,
-        policy: rtlab_core::rt::Policy,
-        priority: i32,
-    },
+    Check { tools: Vec<String>, policy: rtlab_core::rt::Policy, priority: i32 },
     /// Apply a profile there (journaled on the far host), until [`Request::Finish`].
     Profile { name: String, profile: rtlab_tune::profile::Profile, rt_cpu: Option<usize> },
     /// Start loads there, each limited to `limit_ns` by its tool too.
@@ -91,9 +93,15 @@ pub enum FromFar {
         #[serde(default)]
         restored: Option<String>,
     },
-    Reply { id: u64, result: Result<serde_json::Value, FarError> },
+    Reply {
+        id: u64,
+        result: Result<serde_json::Value, FarError>,
+    },
     /// A role's event line (`rtlab-role {json}` of a role process), relayed unchanged.
-    Event { role: u64, line: String },
+    Event {
+        role: u64,
+        line: String,
+    },
 }
 
 /// Why a request failed there.
@@ -168,7 +176,10 @@ mod tests {
 
     #[test]
     fn messages_round_trip_through_lines() {
-        let m = ToFar::Request { id: 7, request: Request::Counters { window_ns: 1_000_000_000 } };
+        let m = ToFar::Request {
+            id: 7,
+            request: Box::new(Request::Counters { window_ns: 1_000_000_000 }),
+        };
         assert_eq!(parse::<ToFar>(&line(&m)), Some(m));
         let r = FromFar::Reply { id: 7, result: Err(FarError::new("no")) };
         assert_eq!(parse::<FromFar>(&format!("banner {}\n", line(&r))), Some(r));

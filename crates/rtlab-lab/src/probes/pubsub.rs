@@ -5,12 +5,15 @@
 //! Contract: [`PubsubProbeConfig`] is the one configuration (defaults shared by the CLI and
 //! scenarios: oneway, 64 B, 100 Hz, 1 subscriber, best effort, keep-last:5, volatile,
 //! blocking waits, 5 s per case). Subscribers run in processes of this binary
-//! (`rtlab pubsub --role JSON`), started by `measure`.
+//! (`rtlab pubsub --role-config JSON`), started by `measure`.
 
 use crate::config::{
     at_least_one, positive, ConfigError, Dur, List, Rate, RtFields, Size, Validate,
 };
 use crate::document::{new_document, run_warnings, RunFacts};
+use crate::far::roles::AgentRoles;
+use crate::far::run::FarRun;
+use crate::far::FarSpec;
 use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
 use rtlab_core::rt::{Policy, RtSettings};
 use rtlab_core::schema::ResultDocument;
@@ -89,8 +92,38 @@ pub struct PubsubProbeConfig {
     /// Middleware threads at their own SCHED_FIFO priority, by thread name: `recv=75`.
     pub thread_priority: List<String>,
     pub window: Dur,
+    /// The subscribers (oneway) or the pong (roundtrip) on a far side: `ssh:[USER@]HOST[:PORT]`
+    /// or `netns:NAME`.
+    pub far: Option<FarSpec>,
+    /// Measure from inside this network namespace (its transport, and its local roles).
+    pub netns: Option<String>,
+    /// The two hosts' clocks agree (PTP, chrony): one-way latencies across hosts are valid.
+    pub synced_clocks: bool,
+    /// dds: the domain id (default: one from the process id, 100-199; across hosts both
+    /// ends must use the same: the far side is told).
+    pub domain: Option<u32>,
+    /// dds: the interface (name or address) discovery and data use; udp: the address to bind
+    /// (default: loopback; with a far side, this host's address on the link).
+    pub interface: Option<String>,
+    /// dds: unicast discovery peers (default with an interface: multicast); udp: the hosts
+    /// whose publishers to join.
+    pub peer: List<String>,
+    /// zenoh: endpoints to connect to (e.g. tcp/192.168.1.2:7447).
+    pub connect: List<String>,
+    /// zenoh: endpoints to listen on.
+    pub listen: List<String>,
+    /// zenoh: `peer` or `client`.
+    pub zenoh_mode: Option<ZenohMode>,
     #[serde(flatten)]
     pub rt: RtFields,
+}
+
+/// Zenoh's session mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ZenohMode {
+    Peer,
+    Client,
 }
 
 /// `keep-last:N` or `keep-all`.
@@ -129,6 +162,15 @@ impl Default for PubsubProbeConfig {
             cpu_dma_latency: None,
             thread_priority: List(Vec::new()),
             window: Dur::s(1),
+            far: None,
+            netns: None,
+            synced_clocks: false,
+            domain: None,
+            interface: None,
+            peer: List(Vec::new()),
+            connect: List(Vec::new()),
+            listen: List(Vec::new()),
+            zenoh_mode: None,
             rt: RtFields::default(),
         }
     }
@@ -161,6 +203,36 @@ impl Validate for PubsubProbeConfig {
         positive("window", Some(self.window))?;
         at_least_one("count", self.count)?;
         self.thread_priorities()?;
+        if let Some(far) = &self.far {
+            if self.mode == Mode::Oneway && !far.same_clock() && !self.synced_clocks {
+                return Err(ConfigError::new(
+                    "mode",
+                    format!("oneway across hosts ({far}) compares two clocks: use --mode roundtrip, or say --synced-clocks if the clocks agree (PTP, chrony)"),
+                ));
+            }
+            if matches!(self.transport, TransportKind::Intra | TransportKind::Shm) {
+                return Err(ConfigError::new(
+                    "transport",
+                    format!(
+                        "{}: one host only; a far side needs dds, zenoh or udp",
+                        self.transport.name()
+                    ),
+                ));
+            }
+        }
+        if let Some(d) = self.domain {
+            if d > 232 {
+                return Err(ConfigError::new("domain", format!("{d}: a DDS domain id is 0..=232")));
+            }
+        }
+        if let Some(ns) = &self.netns {
+            if !rtlab_probes::netns::exists(ns) {
+                return Err(ConfigError::new(
+                    "netns",
+                    format!("{ns}: no such network namespace (create it with `rtlab netns up`)"),
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -211,8 +283,18 @@ impl PubsubProbeConfig {
     /// The engine's configuration under `rt`.
     pub fn engine(&self, rt: &RtSettings) -> Result<PubsubConfig, ConfigError> {
         rt.check().map_err(|m| ConfigError::new("priority", m))?;
+        let mut transport = TransportSpec::new(self.transport);
+        transport.domain = self.domain;
+        transport.interface = self.interface.clone();
+        transport.peers = self.peer.0.clone();
+        transport.connect = self.connect.0.clone();
+        transport.listen = self.listen.0.clone();
+        transport.zenoh_mode = self.zenoh_mode.map(|m| match m {
+            ZenohMode::Peer => "peer".to_string(),
+            ZenohMode::Client => "client".to_string(),
+        });
         Ok(PubsubConfig {
-            transport: TransportSpec::new(self.transport),
+            transport,
             mode: self.mode,
             wait: self.wait,
             qos: Qos {
@@ -282,12 +364,59 @@ pub fn measure(
     })?;
     let launcher = move |json: &str| {
         let mut c = std::process::Command::new(&exe);
-        c.args(["pubsub", "--role", json]);
+        c.args(["pubsub", "--role-config", json]);
         c
     };
+    let far = match &cfg.far {
+        Some(spec) => {
+            let far_rt = RtSettings { cpus: None, ..rt.clone() };
+            let window = ctx.evidence.counters.then_some(engine.window_ns);
+            Some(FarRun::start(
+                ctx.far,
+                spec,
+                cfg.netns.as_deref(),
+                cfg.synced_clocks,
+                &far_rt,
+                &[],
+                window,
+            )?)
+        }
+        None => None,
+    };
+    let roles = far.as_ref().map(|f| AgentRoles { link: (*f.link()).clone() });
+    let placement = far.as_ref().zip(roles.as_ref()).map(|(f, r)| probe::FarPlacement {
+        near: f.near.clone(),
+        far: f.far.clone(),
+        roles: r,
+    });
     let progress = &mut *ctx.progress;
-    let outcome =
-        probe::run(&engine, &launcher, ctx.stop.clone(), &mut |d, t| progress(d as u64, t as u64));
+    let stop = ctx.stop.clone();
+    let outcome = match &cfg.netns {
+        None => probe::run_with(&engine, &launcher, placement.as_ref(), stop, &mut |d, t| {
+            progress(d as u64, t as u64)
+        }),
+        // a thread of its own enters the namespace: the transport's sockets and threads and
+        // the local role processes are born there; its progress comes back over a channel
+        Some(ns) => {
+            let (tx, rx) = std::sync::mpsc::channel::<(u64, u64)>();
+            let (engine, launcher, placement) = (&engine, &launcher, placement.as_ref());
+            std::thread::scope(|s| {
+                let h = s.spawn(move || {
+                    rtlab_sys::net::enter_netns(&format!("/run/netns/{ns}"))
+                        .map_err(|e| probe::ProbeError::Setup(format!("--netns {ns}: {e}")))?;
+                    probe::run_with(engine, launcher, placement, stop, &mut |d, t| {
+                        let _ = tx.send((d as u64, t as u64));
+                    })
+                });
+                for (d, t) in rx.iter() {
+                    progress(d, t);
+                }
+                h.join().unwrap_or_else(|_| {
+                    Err(probe::ProbeError::Setup("the measuring thread panicked".into()))
+                })
+            })
+        }
+    };
     let streams: Vec<_> = match &outcome {
         Ok(o) => o
             .cases
@@ -312,6 +441,7 @@ pub fn measure(
         ));
     }
     let mut doc = new_document("pubsub", started, env, config_value(&engine, &outcome));
+    doc.far = far.map(FarRun::finish);
     doc.duration_ns = outcome.duration_ns;
     doc.interrupted = outcome.interrupted;
     doc.environment.memory_locked = matches!(memory_lock, Some(Ok(())));
@@ -397,6 +527,17 @@ impl Probe for PubsubProbeConfig {
     }
     fn pins_process(&self) -> bool {
         false
+    }
+    fn far(&self) -> Option<&FarSpec> {
+        self.far.as_ref()
+    }
+    fn set_far(&mut self, far: &FarSpec) -> bool {
+        if self.far.is_none()
+            && !matches!(self.transport, TransportKind::Intra | TransportKind::Shm)
+        {
+            self.far = Some(far.clone());
+        }
+        true
     }
     fn rt(&self, base: &RtSettings) -> RtSettings {
         self.rt.over(base)

@@ -10,13 +10,13 @@ use crate::config::{
     at_least_one, positive, ConfigError, Dur, NumberOrText, RtFields, Size, Validate,
 };
 use crate::document::{new_document, process_warnings};
+use crate::far::protocol::{Reflected, Request};
+use crate::far::run::{with_port, FarRun};
+use crate::far::FarSpec;
 use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
 use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
-use crate::far::protocol::{Reflected, Request};
-use crate::far::run::{with_port, FarRun};
-use crate::far::FarSpec;
 use rtlab_probes::netns::NetnsPair;
 use rtlab_probes::udp::ping::PingMode;
 use rtlab_probes::udp::run::{
@@ -265,7 +265,8 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
         Some(spec) => {
             let far_rt = RtSettings { cpus: None, ..engine.rt.clone() };
             let window = ctx.evidence.counters.then_some(engine.window_ns);
-            let f = FarRun::start(ctx.far, spec, engine.netns.as_deref(), false, &far_rt, &[], window)?;
+            let f =
+                FarRun::start(ctx.far, spec, engine.netns.as_deref(), false, &far_rt, &[], window)?;
             let rc = UdpReflectConfig {
                 bind: with_port(&f.far, 0),
                 netns: None,
@@ -310,7 +311,9 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
             f.link().ask(Request::StopReflect, crate::far::link::REQUEST_TIMEOUT);
         match r {
             Ok(r) => m.0.extend(r.streams),
-            Err(e) => far.as_mut().map(|f| f.notes.push(format!("far reflector: {e}"))).unwrap_or(()),
+            Err(e) => {
+                far.as_mut().map(|f| f.notes.push(format!("far reflector: {e}"))).unwrap_or(())
+            }
         }
     }
     let streams = measured.as_ref().map(|r| r.0.clone()).unwrap_or_default();

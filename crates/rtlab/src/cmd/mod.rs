@@ -100,7 +100,11 @@ pub fn far_lines(doc: &rtlab_core::schema::ResultDocument) -> String {
         for w in &c.windows {
             total.add(w);
         }
-        s.push_str(&format!("  far kernel counters over {} windows: {}\n", c.windows.len(), total.describe()));
+        s.push_str(&format!(
+            "  far kernel counters over {} windows: {}\n",
+            c.windows.len(),
+            total.describe()
+        ));
     }
     for n in &f.notes {
         s.push_str(&format!("  note: {n}\n"));

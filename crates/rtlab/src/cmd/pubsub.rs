@@ -1,5 +1,5 @@
 //! `rtlab pubsub`: flags -> PubsubConfig, run the cases, print the tables, write JSON.
-//! With the hidden `--role JSON` it is a subscriber/echo process started by the probe.
+//! With the hidden `--role-config JSON` it is a subscriber/echo process started by the probe.
 
 use super::stop_flag;
 use crate::document::{check_writable, write_json};
@@ -89,9 +89,36 @@ pub struct PubsubArgs {
     pub evidence: crate::args::EvidenceArgs,
     #[command(flatten)]
     pub out: crate::args::OutputArgs,
+    /// The subscribers (oneway) or the pong (roundtrip) on a far side: ssh:[USER@]HOST[:PORT] (rtlab there) or netns:NAME.
+    #[arg(long, value_name = "SPEC")]
+    pub far: Option<String>,
+    /// Measure from inside this network namespace (see `rtlab netns up`).
+    #[arg(long, value_name = "NAME")]
+    pub netns: Option<String>,
+    /// The hosts' clocks agree (PTP, chrony): allows oneway across hosts.
+    #[arg(long)]
+    pub synced_clocks: bool,
+    /// dds: the domain id [100-199, from the process id].
+    #[arg(long)]
+    pub domain: Option<i64>,
+    /// dds: the interface (name or address) to use; udp: the address to bind [loopback].
+    #[arg(long, value_name = "IF|ADDR")]
+    pub interface: Option<String>,
+    /// dds: unicast discovery peers (none: multicast on --interface); udp: hosts to join.
+    #[arg(long, value_delimiter = ',', value_name = "ADDR")]
+    pub peer: Vec<String>,
+    /// zenoh: endpoints to connect to, e.g. tcp/192.168.1.2:7447.
+    #[arg(long, value_delimiter = ',', value_name = "ENDPOINT")]
+    pub connect: Vec<String>,
+    /// zenoh: endpoints to listen on.
+    #[arg(long, value_delimiter = ',', value_name = "ENDPOINT")]
+    pub listen: Vec<String>,
+    /// zenoh: session mode, peer or client [peer].
+    #[arg(long, value_name = "MODE")]
+    pub zenoh_mode: Option<String>,
     /// Internal: run as a subscriber/echo process of a probe (JSON role configuration).
     #[arg(long, hide = true)]
-    pub role: Option<String>,
+    pub role_config: Option<String>,
 }
 
 impl PubsubArgs {
@@ -126,7 +153,16 @@ impl PubsubArgs {
             .str("deadline", &self.deadline)
             .int("cpu_dma_latency", self.cpu_dma_latency)
             .list("thread_priority", &self.thread_priority)
-            .str("window", &self.window);
+            .str("window", &self.window)
+            .str("far", &self.far)
+            .str("netns", &self.netns)
+            .flag("synced_clocks", self.synced_clocks, true)
+            .int("domain", self.domain)
+            .str("interface", &self.interface)
+            .list("peer", &self.peer)
+            .list("connect", &self.connect)
+            .list("listen", &self.listen)
+            .str("zenoh_mode", &self.zenoh_mode);
         self.rt.fill(&mut t);
         t.take()
     }
@@ -138,7 +174,7 @@ pub fn config_of(a: &PubsubArgs) -> anyhow::Result<PubsubProbeConfig> {
 }
 
 pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
-    if let Some(json) = &a.role {
+    if let Some(json) = &a.role_config {
         return Ok(probe::role_main(json).clamp(0, 255) as u8);
     }
     let cfg = config_of(&a)?;
@@ -173,6 +209,9 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
     }
     if !quiet {
         print_tables(&engine, &outcome)?;
+        if doc.far.is_some() {
+            print!("\n{}", super::far_lines(&doc));
+        }
         for w in &doc.warnings {
             eprintln!("warning: {}", w.message);
         }

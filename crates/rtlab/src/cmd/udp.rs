@@ -465,7 +465,10 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
         }
         if doc.far.is_some() {
             if let Some(r) = doc.streams.iter().find(|s| s.name == "reflector") {
-                writeln!(out, "\nfar reflector turnaround (reply sent - request received, its clock)")?;
+                writeln!(
+                    out,
+                    "\nfar reflector turnaround (reply sent - request received, its clock)"
+                )?;
                 let row = Row { label: "reflector".into(), summary: &r.stats };
                 write!(out, "{}", stats_table(&[row], color))?;
             }

@@ -74,6 +74,8 @@ struct FileSpec {
     trace_on_spike: Option<Spanned<String>>,
     counters: Option<bool>,
     max_cases: Option<Spanned<i64>>,
+    /// The far side of every probe that has one (a probe's own `far` wins).
+    far: Option<Spanned<String>>,
     loads: Option<Spanned<Vec<String>>>,
     profiles: Option<Spanned<Vec<String>>>,
     #[serde(default)]
@@ -334,6 +336,12 @@ impl Scenario {
                 ),
             ));
         }
+        let top_far = match &file.far {
+            None => None,
+            Some(f) => Some(
+                crate::far::FarSpec::parse(f.get_ref()).map_err(|e| ctx.err(f.span(), "far", e))?,
+            ),
+        };
         let max_cases = match &file.max_cases {
             None => MAX_CASES,
             Some(m) if *m.get_ref() >= 1 => *m.get_ref() as u64,
@@ -631,6 +639,9 @@ impl Scenario {
                     };
                     ctx.err(span, name, e.message.replace("of the probe", &of_kind))
                 })?;
+                if let Some(f) = &top_far {
+                    config.set_far(f);
+                }
                 let scale_note = if scale != 1.0 { config.scale(scale, MIN_SLOTS) } else { None };
                 let config: Arc<dyn Probe> = Arc::from(config);
                 let params: BTreeMap<String, String> =

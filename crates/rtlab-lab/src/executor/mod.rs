@@ -8,6 +8,9 @@
 //! Skipped vs failed is decided by the error's kind alone: what the machine lacks
 //! ([`rtlab_core::error::Missing`]) is skipped, with the fix.
 
+use crate::far::link::{FarLink, REQUEST_TIMEOUT};
+use crate::far::protocol::Request;
+use crate::far::FarSpec;
 use crate::probe::{Context, LabError};
 use crate::runner::{CaseExecutor, CaseResult};
 use crate::scenario::CaseSpec;
@@ -75,9 +78,36 @@ impl LiveExecutor {
             vec![]
         };
         let planned = std::time::Duration::from_nanos(case.planned_ns().max(0) as u64);
-        let mut setup = match setup::CaseSetup::start(
-            &case.load_spec,
-            pair.as_ref(),
+        // the far side: an agent in side b of the pair, or on another computer
+        let far_spec = match probe.far() {
+            Some(FarSpec::Pair) => pair.as_ref().map(|p| FarSpec::Netns(p.ns_b.clone())),
+            other => other.cloned(),
+        };
+        let link = match far_spec.as_ref().map(FarLink::open).transpose() {
+            Ok(l) => l,
+            Err(e) => return case_error(e),
+        };
+        let mut far_notes = Vec::new();
+        let loads = match (&link, &far_spec) {
+            // another computer: its own profile, and the traffic's server there
+            (Some(l), Some(FarSpec::Ssh { .. })) => {
+                match far_setup(l, case, planned, self.online.len()) {
+                    Ok((near, notes)) => {
+                        far_notes = notes;
+                        near
+                    }
+                    Err(e) => return case_error(e),
+                }
+            }
+            _ => {
+                if link.is_some() {
+                    far_notes.push("the far side is a namespace of this machine: the case's profile, applied here, is in force there too".into());
+                }
+                setup::load_configs(&case.load_spec, pair.as_ref(), self.online.len())
+            }
+        };
+        let mut setup = match setup::CaseSetup::start_loads(
+            loads,
             &case.profile_spec,
             rt.cpu_of(0),
             pids,
@@ -100,7 +130,7 @@ impl LiveExecutor {
             stop: stop.clone(),
             evidence: ev,
             pair: pair.as_ref(),
-            far: None,
+            far: link.as_ref(),
             progress,
             mlockall_off_by_profile: !rt.mlockall,
         };
@@ -116,11 +146,55 @@ impl LiveExecutor {
             .and_then(|e| e.spike.as_ref())
             .and_then(|s| serde_json::to_value(s).ok());
         setup.finish();
+        if let Some(l) = link {
+            let finished = l.finish();
+            if let Some(far) = r.document.as_mut().and_then(|d| d.far.as_mut()) {
+                match finished {
+                    Ok(f) => {
+                        far.profile = f.profile;
+                        far.load = f.load;
+                        far.notes.extend(f.notes);
+                    }
+                    Err(e) => far.notes.push(format!("finishing the far side: {e}")),
+                }
+                far.notes.extend(far_notes);
+            }
+            drop(l); // bye: the agent restores its host and ends
+        }
         drop(pair);
         r.load_report = setup.load_report.take();
         r.profile_report = setup.profile_report.take();
         r
     }
+}
+
+/// The far computer's part of a case: its profile (the case's, journaled there) and the
+/// server end of a traffic load; returns the loads that run here.
+fn far_setup(
+    link: &FarLink,
+    case: &CaseSpec,
+    planned: std::time::Duration,
+    online: usize,
+) -> Result<(Vec<rtlab_load::LoadConfig>, Vec<String>), LabError> {
+    let facts = link.facts()?;
+    let (_, far_addr) = link.addresses(&facts, None)?;
+    let (near, far) = setup::far_load_configs(&case.load_spec, &far_addr, online);
+    let mut notes = Vec::new();
+    let p = &case.profile_spec;
+    link.request(
+        Request::Profile { name: p.name.clone(), profile: p.profile.clone(), rt_cpu: None },
+        REQUEST_TIMEOUT,
+    )?;
+    notes.push(format!("far profile {} applied there (journaled, restored at the end)", p.name));
+    if !far.is_empty() {
+        let limit = rtlab_load::max_duration_for(planned);
+        link.request(
+            Request::Load { loads: far, limit_ns: limit.as_nanos().min(i64::MAX as u128) as i64 },
+            REQUEST_TIMEOUT,
+        )?;
+        notes.push(format!("traffic: iperf3 server on the far host ({far_addr}), client here"));
+    }
+    Ok((near, notes))
 }
 
 impl CaseExecutor for LiveExecutor {

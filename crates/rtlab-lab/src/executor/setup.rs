@@ -9,7 +9,7 @@
 
 use crate::probe::LabError;
 use crate::scenario::LoadSpec;
-use rtlab_load::{Direction, LoadConfig, RunningLoad, TrafficConfig};
+use rtlab_load::{Direction, LoadConfig, RunningLoad, TrafficConfig, TrafficSide};
 use rtlab_probes::netns::NetnsPair;
 use rtlab_tune::profile::NamedProfile;
 use rtlab_tune::session::Session;
@@ -59,6 +59,37 @@ pub fn load_configs(
     }
 }
 
+/// A case's load split between this host and a far host at `far_addr` (another computer):
+/// traffic runs its iperf3 server there and its client here, so it crosses the link the
+/// probe measures; the other loads stay here.
+pub fn far_load_configs(
+    spec: &LoadSpec,
+    far_addr: &str,
+    online_cpus: usize,
+) -> (Vec<LoadConfig>, Vec<LoadConfig>) {
+    let mut near = Vec::new();
+    let mut far = Vec::new();
+    for cfg in load_configs(spec, None, online_cpus) {
+        match cfg {
+            LoadConfig::Traffic(t) => {
+                let t = TrafficConfig {
+                    peer: far_addr.to_string(),
+                    netns: None,
+                    client_netns: None,
+                    ..t
+                };
+                far.push(LoadConfig::Traffic(TrafficConfig {
+                    side: TrafficSide::Server,
+                    ..t.clone()
+                }));
+                near.push(LoadConfig::Traffic(TrafficConfig { side: TrafficSide::Client, ..t }));
+            }
+            other => near.push(other),
+        }
+    }
+    (near, far)
+}
+
 /// A case's load and profile, undone by `finish` or on drop.
 #[derive(Default)]
 pub struct CaseSetup {
@@ -79,10 +110,21 @@ impl CaseSetup {
         pids: Vec<i32>,
         planned: Duration,
     ) -> Result<CaseSetup, LabError> {
-        let mut s = CaseSetup::default();
         let online = rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0.len();
+        Self::start_loads(load_configs(spec, pair, online), profile, rt_cpu, pids, planned)
+    }
+
+    /// Start these loads, then apply `profile` for `pids`.
+    pub fn start_loads(
+        loads: Vec<LoadConfig>,
+        profile: &NamedProfile,
+        rt_cpu: Option<usize>,
+        pids: Vec<i32>,
+        planned: Duration,
+    ) -> Result<CaseSetup, LabError> {
+        let mut s = CaseSetup::default();
         let limit = rtlab_load::max_duration_for(planned);
-        for cfg in load_configs(spec, pair, online) {
+        for cfg in loads {
             let mut l = RunningLoad::start(&cfg, Some(limit)).map_err(load_error)?;
             // a load that dies at once (a bad option, a port in use) is an error, not a quiet idle case
             std::thread::sleep(Duration::from_millis(300));

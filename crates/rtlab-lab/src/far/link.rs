@@ -81,6 +81,9 @@ fn send(writer: &Mutex<Option<ChildStdin>>, m: &ToFar) -> bool {
 pub fn agent_command(spec: &FarSpec) -> Result<Command, LabError> {
     let deadline = format!("{}s", KEEPALIVE_DEADLINE.as_secs());
     match spec {
+        FarSpec::Pair => Err(LabError::Failed(
+            "--far pair: the far side in a scenario case's own namespaces (on the command line: `rtlab netns up`, then --far netns:rtlab-b)".into(),
+        )),
         FarSpec::Netns(name) => {
             if !rtlab_probes::netns::exists(name) {
                 return Err(LabError::Failed(format!(

@@ -29,12 +29,18 @@ pub enum FarSpec {
     Ssh { user: Option<String>, host: String, port: Option<u16> },
     /// A network namespace of this machine (`ip netns`).
     Netns(String),
+    /// In a scenario: side b of the two namespaces made for the case (the near side in a),
+    /// so the probe, its far side and a traffic load cross the same veth link.
+    Pair,
 }
 
 impl FarSpec {
     /// `ssh:[USER@]HOST[:PORT]` or `netns:NAME`.
     pub fn parse(s: &str) -> Result<FarSpec, String> {
-        let bad = || format!("'{s}': expected ssh:[USER@]HOST[:PORT] or netns:NAME");
+        let bad = || format!("'{s}': expected ssh:[USER@]HOST[:PORT], netns:NAME or pair");
+        if s == "pair" {
+            return Ok(FarSpec::Pair);
+        }
         if let Some(name) = s.strip_prefix("netns:") {
             let ok = !name.is_empty()
                 && name.len() <= 64
@@ -75,7 +81,7 @@ impl FarSpec {
     /// machine does; another computer does not (unless the user states its clocks are
     /// synchronised).
     pub fn same_clock(&self) -> bool {
-        matches!(self, FarSpec::Netns(_))
+        matches!(self, FarSpec::Netns(_) | FarSpec::Pair)
     }
 }
 
@@ -83,6 +89,7 @@ impl std::fmt::Display for FarSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             FarSpec::Netns(n) => write!(f, "netns:{n}"),
+            FarSpec::Pair => write!(f, "pair"),
             FarSpec::Ssh { user, host, port } => {
                 write!(f, "ssh:")?;
                 if let Some(u) = user {
@@ -171,7 +178,10 @@ mod tests {
             "tcp:h",
         ] {
             let e = FarSpec::parse(bad).unwrap_err();
-            assert!(e.contains("expected ssh:[USER@]HOST[:PORT] or netns:NAME"), "{bad}: {e}");
+            assert!(
+                e.contains("expected ssh:[USER@]HOST[:PORT], netns:NAME or pair"),
+                "{bad}: {e}"
+            );
         }
         assert!(FarSpec::parse("netns:x").unwrap().same_clock());
         assert_eq!(Clocks::of(&FarSpec::parse("ssh:h").unwrap(), false), Clocks::RoundTripsOnly);

@@ -204,12 +204,6 @@ impl Validate for PubsubProbeConfig {
         at_least_one("count", self.count)?;
         self.thread_priorities()?;
         if let Some(far) = &self.far {
-            if self.mode == Mode::Oneway && !far.same_clock() && !self.synced_clocks {
-                return Err(ConfigError::new(
-                    "mode",
-                    format!("oneway across hosts ({far}) compares two clocks: use --mode roundtrip, or say --synced-clocks if the clocks agree (PTP, chrony)"),
-                ));
-            }
             if matches!(self.transport, TransportKind::Intra | TransportKind::Shm) {
                 return Err(ConfigError::new(
                     "transport",
@@ -217,6 +211,12 @@ impl Validate for PubsubProbeConfig {
                         "{}: one host only; a far side needs dds, zenoh or udp",
                         self.transport.name()
                     ),
+                ));
+            }
+            if self.mode == Mode::Oneway && !far.same_clock() && !self.synced_clocks {
+                return Err(ConfigError::new(
+                    "mode",
+                    format!("oneway across hosts ({far}) compares two clocks: use --mode roundtrip, or say --synced-clocks if the clocks agree (PTP, chrony)"),
                 ));
             }
         }
@@ -367,6 +367,8 @@ pub fn measure(
         c.args(["pubsub", "--role-config", json]);
         c
     };
+    // the near side's namespace: its own, or side a of the case's pair (far = "pair")
+    let near_netns = cfg.netns.clone().or_else(|| ctx.pair.map(|p| p.ns_a.clone()));
     let far = match &cfg.far {
         Some(spec) => {
             let far_rt = RtSettings { cpus: None, ..rt.clone() };
@@ -374,7 +376,7 @@ pub fn measure(
             Some(FarRun::start(
                 ctx.far,
                 spec,
-                cfg.netns.as_deref(),
+                near_netns.as_deref(),
                 cfg.synced_clocks,
                 &far_rt,
                 &[],
@@ -391,7 +393,7 @@ pub fn measure(
     });
     let progress = &mut *ctx.progress;
     let stop = ctx.stop.clone();
-    let outcome = match &cfg.netns {
+    let outcome = match &near_netns {
         None => probe::run_with(&engine, &launcher, placement.as_ref(), stop, &mut |d, t| {
             progress(d as u64, t as u64)
         }),
@@ -527,6 +529,9 @@ impl Probe for PubsubProbeConfig {
     }
     fn pins_process(&self) -> bool {
         false
+    }
+    fn needs_pair(&self) -> bool {
+        self.far == Some(FarSpec::Pair)
     }
     fn far(&self) -> Option<&FarSpec> {
         self.far.as_ref()

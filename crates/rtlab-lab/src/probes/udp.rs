@@ -260,7 +260,11 @@ pub struct PingRun {
 pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, LabError> {
     let rt = cfg.rt.over(&ctx.rt);
     let mut engine = cfg.engine(&rt)?;
-    let pair = ctx.pair;
+    // with a far side, the case's pair (far = "pair") only places this side in its side a
+    let pair = ctx.pair.filter(|_| cfg.far.is_none());
+    if let (Some(p), true) = (ctx.pair, cfg.far.is_some()) {
+        engine.netns = Some(p.ns_a.clone());
+    }
     let mut far = match &cfg.far {
         Some(spec) => {
             let far_rt = RtSettings { cpus: None, ..engine.rt.clone() };
@@ -474,7 +478,7 @@ impl Probe for UdpProbeConfig {
         crate::probe::scale_length(&mut self.duration, &mut self.count, p, factor, floor)
     }
     fn needs_pair(&self) -> bool {
-        self.to.is_none() && self.far.is_none()
+        (self.to.is_none() && self.far.is_none()) || self.far == Some(FarSpec::Pair)
     }
     fn far(&self) -> Option<&FarSpec> {
         self.far.as_ref()

@@ -629,7 +629,8 @@ fn root_link_cut_longer_than_the_keepalive_ends_the_far_ssh_agent() {
     let child = far
         .rtlab()
         .args(["udp", "ping", "--netns", &far.pair.ns_a, "--far", &far.spec()])
-        .args(["--duration", "15s", "--loss-timeout", "100ms", "--quiet"])
+        .args(["--duration", "15s", "--loss-timeout", "100ms", "--quiet", "--json"])
+        .arg(far.dir.path().join("cut.json"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -650,6 +651,15 @@ fn root_link_cut_longer_than_the_keepalive_ends_the_far_ssh_agent() {
     assert!(gone, "the far agent outlived a cut link by 20 s: {left:?}");
     // the near side ends by itself: a result or one error, either is fine here
     let o = near.wait_bounded(Duration::from_secs(60)).expect("the near side did not end");
-    eprintln!("near side after the cut: {:?}, stderr: {}", o.status.code(), stderr(&o));
+    let err = stderr(&o);
+    if o.status.success() {
+        // a result: its accounting holds, and its far section says the far side was lost
+        let doc = read_json(&far.dir.path().join("cut.json"));
+        let _ = ping_accounting(&doc);
+        let notes = doc["far"]["notes"].to_string();
+        assert!(notes.contains("not answered"), "the lost far side unsaid: {notes}");
+    } else {
+        assert_eq!(err.trim_end().lines().count(), 1, "expected one error line, got: {err}");
+    }
     assert!(agents_in(&far.pair.ns_b).is_empty(), "an agent is back after the cut");
 }

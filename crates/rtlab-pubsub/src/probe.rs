@@ -225,6 +225,43 @@ pub struct PubsubConfig {
     /// receivers in this process only (roundtrip pong receivers, `--in-process` subscribers).
     #[serde(skip)]
     pub spike: Option<rtlab_core::sink::SpikeHook>,
+    /// One role run by hand on this host, its peer started by hand elsewhere (None: the
+    /// probe starts every role itself).
+    #[serde(default)]
+    pub by_hand: Option<ByHand>,
+}
+
+/// A role run by hand (`rtlab pubsub --role R --topic T` on each machine).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ByHand {
+    pub role: HandRole,
+    /// Oneway: data on `T`; roundtrip: pings on `T_ping`, pongs on `T_pong`.
+    pub topic: String,
+}
+
+/// The roles a user can run by hand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HandRole {
+    /// Sends pings on the grid and measures the round trips through a pong elsewhere.
+    Ping,
+    /// Echoes every ping back, unchanged.
+    Pong,
+    /// Publishes on the grid (its send lateness measured); subscribers are elsewhere.
+    Pub,
+    /// Receives and measures one-way latency against the publisher's send stamps.
+    Sub,
+}
+
+impl HandRole {
+    pub fn name(self) -> &'static str {
+        match self {
+            HandRole::Ping => "ping",
+            HandRole::Pong => "pong",
+            HandRole::Pub => "pub",
+            HandRole::Sub => "sub",
+        }
+    }
 }
 
 /// A middleware thread, named as in /proc/<pid>/task/<tid>/comm (prefix match, e.g. `recv`,
@@ -598,6 +635,11 @@ pub fn run_with(
     }
     let transport = open_transport(&spec)?;
     let qos_mapping = validate(cfg, transport.as_ref())?;
+    if let Some(h) =
+        cfg.by_hand.as_ref().filter(|h| matches!(h.role, HandRole::Pong | HandRole::Sub))
+    {
+        return run_peer_by_hand(cfg, h, transport, qos_mapping, &stop, started);
+    }
     let mut role_spec = TransportSpec::new(spec.kind);
     role_spec.connect = spec.listen.clone();
     role_spec.domain = spec.domain;
@@ -615,8 +657,12 @@ pub fn run_with(
             break;
         }
         progress(ci, cases.len());
-        let topic =
-            format!("rtlab_{}_{}_{}", std::process::id(), started.rem_euclid(1_000_000), ci);
+        let topic = match &cfg.by_hand {
+            Some(h) => h.topic.clone(),
+            None => {
+                format!("rtlab_{}_{}_{}", std::process::id(), started.rem_euclid(1_000_000), ci)
+            }
+        };
         let case = CaseSetup {
             cfg,
             transport: transport.clone(),
@@ -652,6 +698,92 @@ pub fn run_with(
         cases: out,
         qos_mapping,
         notes,
+        duration_ns: monotonic_ns() - started,
+    })
+}
+
+/// A pong or a subscriber by hand: one role in this process, on the case's first payload,
+/// until Ctrl-C or the case's duration.
+fn run_peer_by_hand(
+    cfg: &PubsubConfig,
+    h: &ByHand,
+    transport: Arc<dyn Transport>,
+    qos_mapping: QosMapping,
+    stop: &Arc<AtomicBool>,
+    started: i64,
+) -> Result<PubsubOutcome, ProbeError> {
+    let len = cfg.payloads.iter().copied().max().unwrap_or(64);
+    let period = cfg.periods_ns.first().copied().unwrap_or(10_000_000);
+    let duration_ns = cfg.messages_of(period) as i64 * period + cfg.loss_timeout_ns;
+    let (kind, topic_in, topic_out) = match h.role {
+        HandRole::Pong => {
+            (RoleKind::Echo, format!("{}_ping", h.topic), Some(format!("{}_pong", h.topic)))
+        }
+        _ => (RoleKind::Subscriber, h.topic.clone(), None),
+    };
+    let rc = RoleConfig {
+        transport: cfg.transport.clone(),
+        kind,
+        index: 0,
+        topic_in,
+        topic_out,
+        qos: cfg.qos,
+        wait: cfg.wait,
+        max_len: len,
+        deadline_ns: cfg.deadline_ns.unwrap_or(period),
+        loss_timeout_ns: cfg.loss_timeout_ns,
+        window_ns: cfg.window_ns,
+        window_capacity: window_capacity(duration_ns, cfg.window_ns),
+        run_timeout_ns: duration_ns,
+        rt: cfg.rt.clone(),
+        mlockall: false,
+        thread_priorities: cfg.thread_priorities.clone(),
+        spike: cfg.spike.clone(),
+    };
+    let (tx, rx) = mpsc::channel::<RoleEvent>();
+    let spec = cfg.rt.spec(&format!("rtlab-{}", h.role.name()), 1);
+    let s2 = stop.clone();
+    let t = spawn_rt(&spec, move || {
+        let mut emit = |e: RoleEvent| {
+            let _ = tx.send(e);
+        };
+        run_role(&rc, transport, &s2, &mut emit);
+    })
+    .map_err(|e| ProbeError::Rt(e.to_string()))?;
+    let mut report = None;
+    for e in rx.iter() {
+        match e {
+            RoleEvent::Failed(why) => return Err(ProbeError::Setup(why)),
+            RoleEvent::Done(r) => report = r.map(|b| *b),
+            RoleEvent::Ready | RoleEvent::Warm => {}
+        }
+    }
+    let _ = t.join();
+    let mut case = CaseResult::failed(len, period, 1, String::new());
+    case.error = None;
+    if let Some(r) = report {
+        let mut s = r.stream;
+        s.name = format!("{}.oneway.{}.sub", cfg.transport.kind.name(), h.topic);
+        s.metric = Mode::Oneway.metric().into();
+        s.definition = Mode::Oneway.definition().into();
+        s.deadline_ns = cfg.deadline_ns.unwrap_or(period);
+        s.labels.insert("role".into(), "sub".into());
+        s.labels.insert("topic".into(), h.topic.clone());
+        s.stats.late = Some(r.late);
+        s.stats.duplicates = Some(r.duplicates);
+        s.stats.out_of_order = Some(r.out_of_order);
+        s.stats.malformed = Some(r.malformed);
+        case.published = r.received;
+        case.streams.push(s);
+    }
+    Ok(PubsubOutcome {
+        interrupted: stop.load(Ordering::Relaxed),
+        cases: vec![case],
+        qos_mapping,
+        notes: vec![match h.role {
+            HandRole::Pong => format!("pong by hand: echoed {0}_ping on {0}_pong until stopped", h.topic),
+            _ => format!("sub by hand on {}: one-way latency = receive stamp here - the publisher's send stamp (its clock)", h.topic),
+        }],
         duration_ns: monotonic_ns() - started,
     })
 }
@@ -848,9 +980,11 @@ impl CaseSetup<'_> {
             Mode::Oneway => RoleKind::Subscriber,
             Mode::Roundtrip => RoleKind::Echo,
         };
-        let out_topic = match cfg.mode {
-            Mode::Oneway => format!("{}_data", self.topic),
-            Mode::Roundtrip => format!("{}_ping", self.topic),
+        let by_hand = cfg.by_hand.is_some();
+        let out_topic = match (cfg.mode, by_hand) {
+            (Mode::Oneway, false) => format!("{}_data", self.topic),
+            (Mode::Oneway, true) => self.topic.clone(),
+            (Mode::Roundtrip, _) => format!("{}_ping", self.topic),
         };
         let mut publisher = self.transport.publisher(&out_topic, &cfg.qos, self.len)?;
 
@@ -860,11 +994,12 @@ impl CaseSetup<'_> {
         if cfg.mode == Mode::Roundtrip {
             for i in 0..self.n {
                 let rc = self.role_config(RoleKind::Subscriber, i, duration_ns);
-                let sub = self.transport.subscriber(
-                    &format!("{}_pong_{i}", self.topic),
-                    &cfg.qos,
-                    self.len,
-                )?;
+                let pong = if by_hand {
+                    format!("{}_pong", self.topic)
+                } else {
+                    format!("{}_pong_{i}", self.topic)
+                };
+                let sub = self.transport.subscriber(&pong, &cfg.qos, self.len)?;
                 let events = tx.clone();
                 let rs = rstop.clone();
                 let spec = cfg.rt.spec(&format!("rtlab-pong{i}"), 1 + i);
@@ -884,15 +1019,19 @@ impl CaseSetup<'_> {
             apply_thread_priorities(&cfg.thread_priorities).map_err(ProbeError::Invalid)?;
 
         let mut roles = Roles(Vec::new());
-        for i in 0..self.n {
-            let rc = self.role_config(kind, i, duration_ns);
-            roles.0.push(self.start_role(rc, tx.clone(), launcher)?);
+        if !by_hand {
+            for i in 0..self.n {
+                let rc = self.role_config(kind, i, duration_ns);
+                roles.0.push(self.start_role(rc, tx.clone(), launcher)?);
+            }
         }
         drop(tx);
 
-        // ready, then warm: warm-up messages until every receiver got one (discovery done)
-        let mut ready = vec![false; self.n];
-        let mut warm = vec![false; self.n];
+        // ready, then warm: warm-up messages until every receiver got one (discovery done);
+        // by hand the peer is started elsewhere: a ping waits for its first pong, a
+        // publisher cannot know its subscribers and starts at once
+        let mut ready = vec![by_hand; self.n];
+        let mut warm = vec![by_hand && cfg.mode == Mode::Oneway; self.n];
         let mut reports: Vec<Option<ReceiverReport>> = vec![None; self.n];
         let setup_end = monotonic_ns() + SETUP_TIMEOUT_NS;
         let mut k = 0u64;
@@ -1011,6 +1150,8 @@ impl CaseSetup<'_> {
         drop(publisher);
 
         let mut streams = Vec::new();
+        // a publisher by hand has no report of its subscribers: its own lateness only
+        let reports = if by_hand && cfg.mode == Mode::Oneway { Vec::new() } else { reports };
         for (i, r) in reports.into_iter().enumerate() {
             let r = r.ok_or_else(|| ProbeError::Setup(format!("subscriber {i} sent no report")))?;
             let mut s = r.stream;

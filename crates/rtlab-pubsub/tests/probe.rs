@@ -51,6 +51,7 @@ pub fn config(
         window_ns: 1_000_000_000,
         thread_priorities: Vec::new(),
         spike: None,
+        by_hand: None,
     }
 }
 

@@ -1,9 +1,9 @@
 //! `rtlab pubsub` through the binary: bad input is one line and exit 2; a short run of each
 //! transport writes one stream per subscriber with the counters and the QoS mapping, with
-//! subscribers in separate processes (the binary re-executing itself as `pubsub --role`).
+//! subscribers in separate processes (the binary re-executing itself as `pubsub --role-config`), and roles by hand.
 
 mod common;
-use common::{assert_error, run, stderr};
+use common::{assert_error, rtlab, run, stderr};
 use serde_json::Value;
 
 #[test]
@@ -197,4 +197,50 @@ fn ctrl_c_stops_cleanly_and_keeps_what_subscriber_processes_measured() {
         assert!(n > 0 && n < 60_000, "measured {n} before the stop");
     }
     assert!(v["warnings"].as_array().unwrap().iter().any(|w| w["code"] == "interrupted"));
+}
+
+/// Roles by hand, as on two machines (here both on loopback): a pong started first, then a
+/// ping that measures through it; every ping accounted for.
+#[test]
+fn ping_and_pong_by_hand() {
+    for transport in ["udp", "dds"] {
+        let dir = tempfile::tempdir().unwrap();
+        let topic = format!("byhand_{}_{transport}", std::process::id());
+        let mut pong = rtlab()
+            .args(["pubsub", "--transport", transport, "--role", "pong", "--topic", &topic])
+            .args(["--domain", "77", "--duration", "60s", "--no-mlockall", "--quiet"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let doc = short_run(
+            dir.path(),
+            &["--transport", transport, "--role", "ping", "--topic", &topic, "--domain", "77"],
+        );
+        let _ = pong.kill();
+        let _ = pong.wait();
+        let s = &doc["streams"][0];
+        assert_eq!(s["metric"], "rtt", "{transport}");
+        let st = &s["stats"];
+        let published: u64 = s["labels"]["published"].as_str().unwrap().parse().unwrap();
+        // 60 slots: each published or skipped (an overrun: the sender was late past it)
+        assert_eq!(published + st["overruns"].as_u64().unwrap(), 60, "{transport}");
+        assert_eq!(
+            st["count"].as_u64().unwrap()
+                + st["lost"].as_u64().unwrap()
+                + st["late"].as_u64().unwrap(),
+            published,
+            "{transport}"
+        );
+    }
+    // a subscriber by hand compares two clocks: said before anything runs
+    assert_error(
+        &["pubsub", "--transport", "udp", "--role", "sub", "--count", "5"],
+        &["--role", "--synced-clocks"],
+    );
+    assert_error(&["pubsub", "--transport", "udp", "--topic", "x", "--count", "5"], &["--role"]);
+    assert_error(
+        &["pubsub", "--transport", "udp", "--role", "pub", "--mode", "roundtrip", "--count", "5"],
+        &["--role"],
+    );
 }

@@ -17,7 +17,9 @@ use crate::far::FarSpec;
 use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
 use rtlab_core::rt::{Policy, RtSettings};
 use rtlab_core::schema::ResultDocument;
-use rtlab_pubsub::probe::{self, Mode, PubsubConfig, PubsubOutcome, TransportKind, TransportSpec};
+use rtlab_pubsub::probe::{
+    self, HandRole, Mode, PubsubConfig, PubsubOutcome, TransportKind, TransportSpec,
+};
 use rtlab_pubsub::transport::{Durability, History, Qos, Reliability, WaitStyle};
 use serde::{Deserialize, Serialize};
 
@@ -114,6 +116,11 @@ pub struct PubsubProbeConfig {
     pub listen: List<String>,
     /// zenoh: `peer` or `client`.
     pub zenoh_mode: Option<ZenohMode>,
+    /// Run one role by hand, its peer started by hand on the other machine: `ping` (with a
+    /// `pong` there), `pub` (with a `sub` there).
+    pub role: Option<HandRole>,
+    /// The topic of a role by hand: oneway data on TOPIC, roundtrip on TOPIC_ping / TOPIC_pong.
+    pub topic: Option<String>,
     #[serde(flatten)]
     pub rt: RtFields,
 }
@@ -171,6 +178,8 @@ impl Default for PubsubProbeConfig {
             connect: List(Vec::new()),
             listen: List(Vec::new()),
             zenoh_mode: None,
+            role: None,
+            topic: None,
             rt: RtFields::default(),
         }
     }
@@ -217,6 +226,51 @@ impl Validate for PubsubProbeConfig {
                 return Err(ConfigError::new(
                     "mode",
                     format!("oneway across hosts ({far}) compares two clocks: use --mode roundtrip, or say --synced-clocks if the clocks agree (PTP, chrony)"),
+                ));
+            }
+        }
+        if let Some(role) = self.role {
+            if self.far.is_some() {
+                return Err(ConfigError::new(
+                    "role",
+                    "and --far: a role by hand has its peer started by hand, not by an agent",
+                ));
+            }
+            let wanted = match role {
+                HandRole::Ping | HandRole::Pong => Mode::Roundtrip,
+                HandRole::Pub | HandRole::Sub => Mode::Oneway,
+            };
+            if self.mode != wanted && !(self.mode == Mode::Oneway && wanted == Mode::Roundtrip) {
+                return Err(ConfigError::new(
+                    "role",
+                    format!(
+                        "{}: a {} role (not --mode {})",
+                        role.name(),
+                        wanted.name(),
+                        self.mode.name()
+                    ),
+                ));
+            }
+            if matches!(self.transport, TransportKind::Intra) {
+                return Err(ConfigError::new(
+                    "transport",
+                    "intra: one process only; a role by hand needs dds, zenoh, udp or shm",
+                ));
+            }
+            if role == HandRole::Sub && !self.synced_clocks {
+                return Err(ConfigError::new("role", "sub: one-way latency compares this clock with the publisher's: say --synced-clocks when both run on one host or their clocks agree (PTP, chrony)"));
+            }
+        } else if self.topic.is_some() {
+            return Err(ConfigError::new(
+                "topic",
+                "only with --role (the probe names its own topics)",
+            ));
+        }
+        if let Some(t) = &self.topic {
+            if t.is_empty() || !t.chars().all(|c| c.is_ascii_alphanumeric() || "_/-".contains(c)) {
+                return Err(ConfigError::new(
+                    "topic",
+                    format!("'{t}': letters, digits, _ - / only"),
                 ));
             }
         }
@@ -280,6 +334,13 @@ impl PubsubProbeConfig {
         }
     }
 
+    fn by_hand(&self) -> Option<probe::ByHand> {
+        self.role.map(|role| probe::ByHand {
+            role,
+            topic: self.topic.clone().unwrap_or_else(|| "rtlab".into()),
+        })
+    }
+
     /// The engine's configuration under `rt`.
     pub fn engine(&self, rt: &RtSettings) -> Result<PubsubConfig, ConfigError> {
         rt.check().map_err(|m| ConfigError::new("priority", m))?;
@@ -293,9 +354,13 @@ impl PubsubProbeConfig {
             ZenohMode::Peer => "peer".to_string(),
             ZenohMode::Client => "client".to_string(),
         });
+        let mode = match self.role {
+            Some(HandRole::Ping | HandRole::Pong) => Mode::Roundtrip,
+            _ => self.mode,
+        };
         Ok(PubsubConfig {
             transport,
-            mode: self.mode,
+            mode,
             wait: self.wait,
             qos: Qos {
                 reliability: self.reliability,
@@ -314,6 +379,7 @@ impl PubsubProbeConfig {
             window_ns: self.window.0,
             thread_priorities: self.thread_priorities()?,
             spike: None,
+            by_hand: self.by_hand(),
         })
     }
 }

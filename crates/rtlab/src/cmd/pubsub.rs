@@ -10,7 +10,7 @@ use rtlab_core::units::{format_duration_exact, Nanos};
 use rtlab_lab::config::{from_table, FlagTable};
 use rtlab_lab::probe::Context;
 use rtlab_lab::probes::pubsub::{self, PubsubProbeConfig};
-use rtlab_pubsub::probe::{self, PubsubConfig, PubsubOutcome, TransportKind};
+use rtlab_pubsub::probe::{self, HandRole, PubsubConfig, PubsubOutcome, TransportKind};
 use std::io::{IsTerminal, Write};
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,6 +116,12 @@ pub struct PubsubArgs {
     /// zenoh: session mode, peer or client [peer].
     #[arg(long, value_name = "MODE")]
     pub zenoh_mode: Option<String>,
+    /// Run one role by hand, its peer by hand on the other machine: ping (with pong there) or pub (with sub there).
+    #[arg(long, value_name = "ping|pong|pub|sub")]
+    pub role: Option<String>,
+    /// The topic of a role by hand [rtlab]: oneway on TOPIC, roundtrip on TOPIC_ping / TOPIC_pong.
+    #[arg(long, requires = "role")]
+    pub topic: Option<String>,
     /// Internal: run as a subscriber/echo process of a probe (JSON role configuration).
     #[arg(long, hide = true)]
     pub role_config: Option<String>,
@@ -162,7 +168,9 @@ impl PubsubArgs {
             .list("peer", &self.peer)
             .list("connect", &self.connect)
             .list("listen", &self.listen)
-            .str("zenoh_mode", &self.zenoh_mode);
+            .str("zenoh_mode", &self.zenoh_mode)
+            .str("role", &self.role)
+            .str("topic", &self.topic);
         self.rt.fill(&mut t);
         t.take()
     }
@@ -186,7 +194,10 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
     }
     let stop = stop_flag()?;
     let quiet = a.out.is_quiet();
-    let _lock = super::machine_lock("rtlab pubsub", true)?;
+    // a pong or a subscriber by hand is the peer of a ping or publisher that holds the
+    // machine's lock when both run here: it must not wait for it
+    let peer_by_hand = matches!(cfg.role, Some(HandRole::Pong | HandRole::Sub));
+    let _lock = if peer_by_hand { None } else { super::machine_lock("rtlab pubsub", true)? };
     super::journal_warning(quiet);
     let progress = Progress::new(0, "pubsub", quiet);
     let mut said = false;

@@ -68,6 +68,39 @@ pub struct FarSide {
     pub notes: Vec<String>,
 }
 
+impl FarSide {
+    /// In a few lines: where it was, its rtlab, the clocks, what its kernel counted in
+    /// total and in its busiest window (by interrupts), its notes.
+    pub fn summary(&self) -> Vec<String> {
+        let mut v = vec![format!(
+            "far side {} (host {}, rtlab {}): {} -> {}, clocks: {}",
+            self.link, self.host, self.version, self.near_address, self.far_address, self.clocks
+        )];
+        if let Some(c) = &self.counters {
+            let mut total = crate::evidence::KernelCounters::default();
+            for w in &c.windows {
+                total.add(w);
+            }
+            v.push(format!(
+                "far kernel counters over {} windows of {} ms: {}",
+                c.windows.len(),
+                c.width_ns / 1_000_000,
+                total.describe()
+            ));
+            let busiest =
+                c.windows.iter().enumerate().max_by_key(|(_, w)| w.interrupts.iter().sum::<u64>());
+            if let (Some((i, w)), true) = (busiest, c.windows.len() > 1) {
+                v.push(format!("far busiest window {i} (by interrupts): {}", w.describe()));
+            }
+        }
+        if let Some(r) = self.profile.as_ref().and_then(|p| p.get("profile")) {
+            v.push(format!("far profile: {}", r.as_str().unwrap_or("?")));
+        }
+        v.extend(self.notes.iter().map(|n| format!("note: {n}")));
+        v
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolInfo {
     pub name: String,

@@ -342,6 +342,13 @@ fn case_html(run: &Run, c: &CaseRecord) -> String {
     } else if c.spike_evidence.is_some() {
         o.push_str("<p class=\"env\">Spike evidence is stored with this case (see <code>rtlab export --format json</code>).</p>\n");
     }
+    if let Some(f) = &d.far {
+        o.push_str("<ul class=\"env\">");
+        for l in f.summary() {
+            let _ = write!(o, "<li>{}</li>", esc(&l));
+        }
+        o.push_str("</ul>\n");
+    }
     o.push_str("</div>\n");
     o
 }

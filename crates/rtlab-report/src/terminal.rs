@@ -260,6 +260,11 @@ pub fn render_terminal(runs: &[Run], color: bool) -> String {
             if let Some(ev) = &d.evidence {
                 out.push_str(&evidence_text(ev, headline(c)));
             }
+            if let Some(f) = &d.far {
+                for l in f.summary() {
+                    let _ = writeln!(out, "{l}");
+                }
+            }
         }
         out.push('\n');
     }

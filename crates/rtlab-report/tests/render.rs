@@ -218,3 +218,39 @@ fn the_partial_last_window_is_not_drawn_as_a_drop() {
     assert_eq!((path.matches('M').count(), path.matches('L').count()), (2, 1), "{path}");
     assert!(!svg.contains("class=\"partial\""));
 }
+
+/// A case measured with a far side: both renderers say where it was and what the far
+/// host's kernel counted, next to this host's counters.
+#[test]
+fn a_far_side_is_in_both_reports() {
+    use rtlab_core::evidence::{KernelCounters, WindowCounters};
+    let mut run = fixture::run();
+    let doc = run.cases.iter_mut().find_map(|c| c.document.as_mut()).expect("a document");
+    let k = |n: u64| KernelCounters {
+        net_rx: vec![n, 1],
+        interrupts: vec![n, 2],
+        ..Default::default()
+    };
+    doc.far = Some(rtlab_core::schema::FarSide {
+        link: "ssh:robot2".into(),
+        host: "robot2".into(),
+        version: "0.1.0".into(),
+        near_address: "10.0.0.1".into(),
+        far_address: "10.0.0.2".into(),
+        clocks: "round-trips-only".into(),
+        counters: Some(WindowCounters {
+            width_ns: 1_000_000_000,
+            start_monotonic_ns: None,
+            resolution_ns: 125_000_000,
+            windows: vec![k(10), k(900), k(20)],
+            last_partial: false,
+        }),
+        ..Default::default()
+    });
+    let t = rtlab_report::render_terminal(std::slice::from_ref(&run), false);
+    assert!(t.contains("far side ssh:robot2 (host robot2, rtlab 0.1.0): 10.0.0.1 -> 10.0.0.2, clocks: round-trips-only"), "{t}");
+    assert!(t.contains("far kernel counters over 3 windows of 1000 ms: NET_RX 933"), "{t}");
+    assert!(t.contains("far busiest window 1 (by interrupts)"), "{t}");
+    let h = rtlab_report::render_html(std::slice::from_ref(&run));
+    assert!(h.contains("far side ssh:robot2 (host robot2"), "no far side in the HTML");
+}

@@ -91,23 +91,10 @@ pub fn machine_lock(
 /// The far side of a run in a few lines: where, its rtlab, the clocks, its counters in total.
 pub fn far_lines(doc: &rtlab_core::schema::ResultDocument) -> String {
     let Some(f) = &doc.far else { return String::new() };
-    let mut s = format!(
-        "far side {} (host {}, rtlab {}): {} -> {}, clocks: {}\n",
-        f.link, f.host, f.version, f.near_address, f.far_address, f.clocks
-    );
-    if let Some(c) = &f.counters {
-        let mut total = rtlab_core::evidence::KernelCounters::default();
-        for w in &c.windows {
-            total.add(w);
-        }
-        s.push_str(&format!(
-            "  far kernel counters over {} windows: {}\n",
-            c.windows.len(),
-            total.describe()
-        ));
-    }
-    for n in &f.notes {
-        s.push_str(&format!("  note: {n}\n"));
+    let mut lines = f.summary().into_iter();
+    let mut s = format!("{}\n", lines.next().unwrap_or_default());
+    for l in lines {
+        s.push_str(&format!("  {l}\n"));
     }
     s
 }

@@ -306,6 +306,47 @@ impl Scenario {
     /// multiplies every duration and count (`--scale`; 1.0 = as written), keeping each case
     /// at [`MIN_SLOTS`] slots or more.
     pub fn parse(origin: &str, text: &str, scale: f64) -> Result<Scenario, ScenarioError> {
+        Self::parse_with_far(origin, text, scale, None)
+    }
+
+    /// [`Scenario::parse`], with the far side of every probe that has one set to `far`
+    /// (`rtlab run --far`), over the file's own top-level `far`. The scenario's kept text
+    /// says so (a `far` line first, the file's own commented out), so that a resumed run
+    /// has the same far side.
+    pub fn parse_with_far(
+        origin: &str,
+        text: &str,
+        scale: f64,
+        far: Option<&crate::far::FarSpec>,
+    ) -> Result<Scenario, ScenarioError> {
+        let mut s = Self::parse_inner(origin, text, scale, far)?;
+        if let Some(f) = far {
+            // top-level keys come before the first table header
+            let mut top = true;
+            let kept: Vec<String> = text
+                .lines()
+                .map(|l| {
+                    let t = l.trim_start();
+                    top &= !t.starts_with('[');
+                    let key = t.split('=').next().unwrap_or("").trim();
+                    if top && key == "far" && !t.starts_with('#') {
+                        format!("# {l}  (overridden by rtlab run --far)")
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect();
+            s.text = format!("far = \"{f}\"  # rtlab run --far\n{}\n", kept.join("\n"));
+        }
+        Ok(s)
+    }
+
+    fn parse_inner(
+        origin: &str,
+        text: &str,
+        scale: f64,
+        far_override: Option<&crate::far::FarSpec>,
+    ) -> Result<Scenario, ScenarioError> {
         let ctx = Ctx { origin, text };
         let file: FileSpec = toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
@@ -337,6 +378,7 @@ impl Scenario {
             ));
         }
         let top_far = match &file.far {
+            _ if far_override.is_some() => far_override.cloned(),
             None => None,
             Some(f) => Some(
                 crate::far::FarSpec::parse(f.get_ref()).map_err(|e| ctx.err(f.span(), "far", e))?,
@@ -1013,6 +1055,27 @@ pub fn preset(name: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod preset_tests {
     use super::*;
+
+    #[test]
+    fn run_far_overrides_the_file_and_is_kept_for_a_resume() {
+        let far = crate::far::FarSpec::parse("ssh:robot2").unwrap();
+        let s = Scenario::parse_with_far("s1", preset("s1-udp-linux").unwrap(), 0.01, Some(&far))
+            .unwrap();
+        let udp = s.cases().iter().find(|c| c.config.kind() == "udp").unwrap();
+        assert_eq!(udp.config.far(), Some(&far));
+        assert!(!udp.config.needs_pair(), "a far computer needs no namespaces here");
+        assert!(s.text.starts_with("far = \"ssh:robot2\""), "{}", &s.text[..80]);
+        assert!(s.text.contains("# far = \"pair\"  (overridden by rtlab run --far)"));
+        // the kept text reads back as the same scenario (a resumed run)
+        let again = Scenario::parse("run 1", &s.text, 0.01).unwrap();
+        assert_eq!(again.cases().len(), s.cases().len());
+        let udp = again.cases().iter().find(|c| c.config.kind() == "udp").unwrap();
+        assert_eq!(udp.config.far(), Some(&far));
+        // the preset itself: the far side in the case's pair
+        let p = Scenario::parse("s3", preset("s3-ros2-rtt").unwrap(), 1.0).unwrap();
+        assert!(p.cases().iter().all(|c| c.config.far() == Some(&crate::far::FarSpec::Pair)));
+        assert!(p.cases().iter().all(|c| c.config.needs_pair()));
+    }
 
     #[test]
     fn every_preset_parses_and_has_cases() {

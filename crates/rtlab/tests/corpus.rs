@@ -67,6 +67,7 @@ fn broken_flags_are_one_line_naming_the_flag() {
         (&["pubsub", "--netns", "no-such-ns-rtlab", "--count", "5"], "--netns"),
         (&["agent", "--keepalive", "0s"], "--keepalive"),
         (&["run", "quick", "--scale=-1"], "--scale"),
+        (&["run", "s1-udp-linux", "--far", "robot2", "--dry-run"], "--far"),
         (&["run", "--resume", "999999", "--db", "/nonexistent-dir/x.db"], "--db"),
         (&["report", "--db", "/nonexistent-dir/x.db"], "x.db"),
         (&["completions", "tcsh"], "tcsh"),

@@ -13,6 +13,9 @@ use std::io::IsTerminal;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
+    /// The far side of every probe that has one, over the scenario's: ssh:[USER@]HOST[:PORT], netns:NAME or pair.
+    #[arg(long, value_name = "SPEC", conflicts_with = "resume")]
+    pub far: Option<String>,
     /// A preset (quick, s1-udp-linux, s2-ros2-rt, s3-ros2-rtt, s4-timer) or a scenario file (TOML).
     pub scenario: Option<String>,
     /// Multiply every duration and count (0.01 turns S1's 3 hours into 2 minutes); a case
@@ -50,8 +53,17 @@ pub struct RunArgs {
 
 /// Read a scenario: a preset by name, else a file.
 pub fn load_scenario(name: &str, scale: f64) -> anyhow::Result<Scenario> {
+    load_scenario_far(name, scale, None)
+}
+
+/// A scenario with its far side set by `--far` (over the file's own).
+fn load_scenario_far(
+    name: &str,
+    scale: f64,
+    far: Option<&rtlab_lab::far::FarSpec>,
+) -> anyhow::Result<Scenario> {
     let (origin, text) = scenario_text(name)?;
-    Ok(Scenario::parse(&origin, &text, scale)?)
+    Ok(Scenario::parse_with_far(&origin, &text, scale, far)?)
 }
 
 /// The text of a preset or a scenario file, and its origin for errors.
@@ -109,7 +121,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
             (s, rp.source.clone(), rp.scale, Some(id))
         }
         None => {
-            let s = load_scenario(name, a.scale)?;
+            let far = a
+                .far
+                .as_deref()
+                .map(rtlab_lab::far::FarSpec::parse)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--far {e}"))?;
+            let s = load_scenario_far(name, a.scale, far.as_ref())?;
             let source = if preset(name).is_some() { "preset".into() } else { name.to_string() };
             (s, source, a.scale, None)
         }

@@ -198,3 +198,67 @@ fn only_runs_the_matching_cases_and_resume_finishes_an_interrupted_run() {
     let o = run(&["run", "--resume", &id.to_string(), "--db", db]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// A scenario with a far side: the pong (dds) and the reflector (udp) in side b of each
+/// case's own namespaces, traffic on the same link; both hosts' kernel counters stored with
+/// each case and shown by the report.
+#[test]
+fn root_a_scenario_with_a_far_side_in_the_case_pair() {
+    if !is_root() {
+        eprintln!("skipped: needs root (network namespaces)");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("far.toml");
+    std::fs::write(
+        &f,
+        r#"name = "far"
+far = "pair"
+loads = ["idle", "tx"]
+[load.tx]
+kind = "traffic"
+rate = "20mbit"
+direction = "tx"
+[[probe]]
+kind = "udp"
+period = "1ms"
+count = 300
+[[probe]]
+kind = "pubsub"
+transport = "dds"
+mode = "roundtrip"
+rate = "1khz"
+count = 200
+"#,
+    )
+    .unwrap();
+    let db = d.path().join("r/rtlab.db");
+    let o = run(&["run", f.to_str().unwrap(), "--db", db.to_str().unwrap(), "--wait"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["export", "latest", "--format", "json", "--db", db.to_str().unwrap(), "-o", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cases = v["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 4);
+    for c in cases {
+        assert_eq!(c["status"]["status"], "ok", "{}: {}", c["name"], c["status"]);
+        let doc = &c["document"];
+        let far = &doc["far"];
+        assert!(far["link"].as_str().unwrap().starts_with("netns:"), "{}", c["name"]);
+        assert_eq!(far["clocks"], "one-host");
+        assert_ne!(far["near_address"], far["far_address"]);
+        assert!(!far["counters"]["windows"].as_array().unwrap().is_empty(), "far counters");
+        assert!(!doc["evidence"]["counters"]["windows"].as_array().unwrap().is_empty());
+        if doc["probe"] == "udp" {
+            let r = doc["streams"].as_array().unwrap().iter().find(|s| s["name"] == "reflector");
+            assert!(
+                r.is_some_and(|r| r["labels"]["host"].is_string()),
+                "the far reflector's stream"
+            );
+        }
+    }
+    let o = run(&["report", "--db", db.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(out.matches("far kernel counters over").count(), 4, "{out}");
+}

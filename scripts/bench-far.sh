@@ -163,7 +163,7 @@ def stats(path):
     st = [s for s in doc["streams"] if s.get("metric") == "rtt"]
     s = st[0]["stats"]
     us = lambda k: "-" if s.get(k) is None else f"{s[k] / 1000:.0f}"
-    return dict(n=s["count"], p50=us("p50_ns"), p99=us("p99_ns"), p999=us("p99_9_ns"),
+    return dict(n=s["count"], min=us("min_ns"), mean=us("mean_ns"), p50=us("p50_ns"), p99=us("p99_ns"), p999=us("p99_9_ns"),
                 max=us("max_ns"), lost=s.get("lost", "-"), late=s.get("late", 0),
                 skipped=s.get("overruns", "-"), missed=s.get("missed", "-"))
 def delta(b, a):
@@ -176,15 +176,15 @@ for label, what, rate, f, b, a in rows:
     groups.setdefault(what, []).append((label, rate, f, b, a))
 for what, rs in groups.items():
     print(f"\n{what} B round trip")
-    print("| path | rate | round trips | p50 us | p99 us | p99.9 us | max us | lost | skipped | missed | 1:10 pkts a/b |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| path | rate | round trips | min us | mean us | p50 us | p99 us | p99.9 us | max us | lost | skipped | missed | 1:10 pkts a/b |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for label, rate, f, b, a in rs:
         s = stats(f)
         if s is None:
-            print(f"| {label} | {rate} | FAILED | | | | | | | | |")
+            print(f"| {label} | {rate} | FAILED | | | | | | | | | | |")
             continue
         lost = f"{s['lost']} (+{s['late']} late)" if s["late"] else s["lost"]
-        print(f"| {label} | {rate} | {s['n']} | {s['p50']} | {s['p99']} | {s['p999']} | {s['max']} | {lost} | {s['skipped']} | {s['missed']} | {delta(b, a)} |")
+        print(f"| {label} | {rate} | {s['n']} | {s['min']} | {s['mean']} | {s['p50']} | {s['p99']} | {s['p999']} | {s['max']} | {lost} | {s['skipped']} | {s['missed']} | {delta(b, a)} |")
 print("\n(round trips = samples; lost = no reply within 500 ms; skipped = slots passed before the sender was ready\n"
       "(overruns, not sent); missed = round trips above the period; 1:10 pkts a/b = packets class 1:10 sent\n"
       "on side a / side b during the row, - where there is no class 1:10)")

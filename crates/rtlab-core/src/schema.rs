@@ -66,6 +66,10 @@ pub struct FarSide {
     /// The far load's report.
     pub load: Option<serde_json::Value>,
     pub notes: Vec<String>,
+    /// Why the link to the far side ended before the run did (None: it lasted); the far
+    /// side's own streams and counters are then missing.
+    #[serde(default)]
+    pub link_lost: Option<String>,
 }
 
 impl FarSide {
@@ -96,8 +100,22 @@ impl FarSide {
         if let Some(r) = self.profile.as_ref().and_then(|p| p.get("profile")) {
             v.push(format!("far profile: {}", r.as_str().unwrap_or("?")));
         }
+        if let Some(l) = &self.link_lost {
+            v.push(format!("LINK LOST before the run ended: {l}"));
+        }
         v.extend(self.notes.iter().map(|n| format!("note: {n}")));
         v
+    }
+
+    /// The warning of a run whose far side went away before it ended.
+    pub fn warning(&self) -> Option<Warning> {
+        self.link_lost.as_ref().map(|why| Warning {
+            code: "far-link-lost".into(),
+            message: format!(
+                "the link to the far side {} ended before the run did ({why}): its streams and counters are missing; the far host restored itself when its keep-alive deadline passed",
+                self.link
+            ),
+        })
     }
 }
 

@@ -94,7 +94,9 @@ where
                 accepted.replace('`', "").trim()
             )
         } else {
-            message
+            // toml appends where a custom error happened: the field says it already
+            let m = message.trim_end();
+            m.strip_suffix(&format!(" in `{field}`")).unwrap_or(m).to_string()
         };
         ConfigError { field, message }
     })

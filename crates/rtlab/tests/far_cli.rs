@@ -658,6 +658,10 @@ fn root_link_cut_longer_than_the_keepalive_ends_the_far_ssh_agent() {
         let _ = ping_accounting(&doc);
         let notes = doc["far"]["notes"].to_string();
         assert!(notes.contains("not answered"), "the lost far side unsaid: {notes}");
+        assert!(doc["far"]["link_lost"].is_string(), "far.link_lost: {}", doc["far"]);
+        let warned =
+            doc["warnings"].as_array().unwrap().iter().any(|w| w["code"] == "far-link-lost");
+        assert!(warned, "no far-link-lost warning: {}", doc["warnings"]);
     } else {
         assert_eq!(err.trim_end().lines().count(), 1, "expected one error line, got: {err}");
     }

@@ -360,16 +360,36 @@ impl FarHandle {
         // IPv4 first
         candidates.sort_by_key(|(_, a)| a.contains(':'));
         for (_, far) in candidates {
+            // a namespace of this machine is a neighbour: a route through a gateway (this
+            // namespace's default route) does not lead to it
+            if !directly_connected(far, near_netns) {
+                continue;
+            }
             if let Some(near) = route_source(far, near_netns) {
                 return Ok((near, far.clone()));
             }
         }
         Err(LabError::Failed(format!(
-            "--far {}: no address of the far side ({}) is reachable from {}",
+            "--far {}: no address of the far side ({}) is on a link of {} (give --netns: the namespace joined to it, e.g. rtlab-a)",
             self.spec,
             facts.addresses.iter().map(|(i, a)| format!("{i} {a}")).collect::<Vec<_>>().join(", "),
             near_netns.map(|n| format!("netns {n}")).unwrap_or_else(|| "this namespace".into())
         )))
+    }
+}
+
+/// Whether `ip route get ADDR` (in `netns`) reaches it without a gateway.
+fn directly_connected(addr: &str, netns: Option<&str>) -> bool {
+    let mut c = Command::new("ip");
+    if let Some(ns) = netns {
+        c.args(["-n", ns]);
+    }
+    match c.args(["route", "get", addr]).output() {
+        Ok(o) if o.status.success() => {
+            let out = String::from_utf8_lossy(&o.stdout);
+            !out.split_whitespace().any(|w| w == "via")
+        }
+        _ => false,
     }
 }
 

@@ -31,6 +31,8 @@ pub struct FarRun<'a> {
     pub clocks: Clocks,
     sampling: bool,
     pub notes: Vec<String>,
+    /// Why the far side stopped answering during the run (a probe that saw it says so).
+    pub lost: Option<String>,
 }
 
 /// An address with a port (`[v6]:port` for IPv6).
@@ -100,6 +102,7 @@ impl<'a> FarRun<'a> {
             far,
             sampling,
             notes,
+            lost: None,
         })
     }
 
@@ -114,12 +117,17 @@ impl<'a> FarRun<'a> {
     /// host restored).
     pub fn finish(mut self) -> FarSide {
         let mut notes = std::mem::take(&mut self.notes);
+        let lost_seen = self.lost.take();
         let l = self.link();
+        let mut lost = lost_seen.or_else(|| l.ended());
         let mut counters: Option<WindowCounters> = None;
         if self.sampling {
             match l.ask(Request::StopCounters, REQUEST_TIMEOUT) {
                 Ok(c) => counters = Some(c),
-                Err(e) => notes.push(format!("far kernel counters: {e}")),
+                Err(e) => {
+                    lost.get_or_insert_with(|| e.to_string());
+                    notes.push(format!("far kernel counters: {e}"))
+                }
             }
         }
         let mut side = FarSide {
@@ -137,6 +145,7 @@ impl<'a> FarRun<'a> {
             profile: None,
             load: None,
             notes: Vec::new(),
+            link_lost: None,
         };
         if let Link::Own(own) = self.link {
             match own.finish() {
@@ -145,11 +154,15 @@ impl<'a> FarRun<'a> {
                     side.load = f.load;
                     notes.extend(f.notes);
                 }
-                Err(e) => notes.push(format!("finishing the far side: {e}")),
+                Err(e) => {
+                    lost.get_or_insert_with(|| e.to_string());
+                    notes.push(format!("finishing the far side: {e}"))
+                }
             }
             drop(own);
         }
         side.notes = notes;
+        side.link_lost = lost;
         side
     }
 }

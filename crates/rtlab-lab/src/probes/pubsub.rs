@@ -530,6 +530,9 @@ pub fn measure(
         interrupted: outcome.interrupted,
     };
     doc.warnings = run_warnings(&doc.environment, &facts, Vec::new());
+    if let Some(w) = doc.far.as_ref().and_then(|f| f.warning()) {
+        doc.warnings.push(w);
+    }
     for c in outcome.cases.iter().filter(|c| c.error.is_some()) {
         doc.warnings.push(rtlab_core::schema::Warning {
             code: "case-failed".into(),

@@ -316,7 +316,10 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
         match r {
             Ok(r) => m.0.extend(r.streams),
             Err(e) => {
-                far.as_mut().map(|f| f.notes.push(format!("far reflector: {e}"))).unwrap_or(())
+                if let Some(f) = far.as_mut() {
+                    f.lost = Some(e.to_string());
+                    f.notes.push(format!("far reflector: {e}"));
+                }
             }
         }
     }
@@ -368,6 +371,9 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
     }
     doc.warnings =
         crate::document::with_machine_state(warns.iter().map(|w| w.to_warning()).collect());
+    if let Some(w) = doc.far.as_ref().and_then(|f| f.warning()) {
+        doc.warnings.push(w);
+    }
     Ok(PingRun { doc, cfg: engine, outcome, reflected, qdisc })
 }
 

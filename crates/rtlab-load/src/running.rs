@@ -240,8 +240,11 @@ impl RunningLoad {
                 }
                 l.udp = t.protocol == "udp";
                 if t.side != TrafficSide::Client {
-                    l.children
-                        .push(spawn(&server_command(t, max_duration), "iperf3 server", false)?);
+                    l.children.push(spawn(
+                        &server_command(t, max_duration),
+                        "iperf3 server",
+                        false,
+                    )?);
                     let server = &mut l.children[0];
                     if let Err(e) = wait_listening(t, &mut server.child) {
                         let stderr = last_line(&server.stderr.text(Duration::from_millis(300)));

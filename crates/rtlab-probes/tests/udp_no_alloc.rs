@@ -53,6 +53,7 @@ fn the_ping_loop_allocates_nothing() {
         r.counts.dropped
     });
 
+    let mut dropped = 0;
     for (mode, run_id) in [(PingMode::Periodic, 77u64), (PingMode::Pingpong, 78)] {
         // another run id per run: the reflector tracks runs apart
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -91,11 +92,13 @@ fn the_ping_loop_allocates_nothing() {
         let c = tracker.counts;
         // the loss path ran (every 10th request is dropped); the exact count is checked
         // elsewhere with the default 500 ms timeout, here a busy machine may add late ones
-        assert_eq!(c.sent, 300);
-        assert!(c.lost >= 30, "{mode:?}: {c:?}");
+        // 300 slots: each sent or (periodic) skipped when the sender was late past it
+        assert_eq!(c.sent + rtt.overruns, 300, "{mode:?}: {c:?}");
+        assert!(c.lost >= c.sent / 10, "{mode:?}: {c:?}");
+        dropped += c.sent / 10;
         assert_eq!(c.sent, c.samples + c.lost, "{c:?}");
         assert_eq!(allocs, 0, "{mode:?}: the ping loop allocated");
     }
     stop.store(true, Ordering::Relaxed);
-    assert_eq!(reflector.join().unwrap(), 60);
+    assert_eq!(reflector.join().unwrap(), dropped);
 }

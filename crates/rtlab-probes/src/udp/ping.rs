@@ -179,7 +179,8 @@ impl<L: Link, R: Sink, S: Sink> Pinger<'_, L, R, S> {
             if self.stop.load(Ordering::Relaxed) {
                 return LoopEnd::Interrupted;
             }
-            if self.reached(plan) {
+            // a count is of slots: each one sent or skipped (an overrun)
+            if matches!(plan.count, Some(c) if k as u64 >= c) {
                 return LoopEnd::Count;
             }
             let slot = start + k * t;
@@ -192,7 +193,11 @@ impl<L: Link, R: Sink, S: Sink> Pinger<'_, L, R, S> {
             self.tracker.expire(self.link.now());
             // the next slot; those already past are skipped and counted
             let ready = self.link.now();
-            let first_future = (ready - start).div_euclid(t) + 1;
+            let mut first_future = (ready - start).div_euclid(t) + 1;
+            if let Some(c) = plan.count {
+                // slots past the count are not the run's: not skipped, not counted
+                first_future = first_future.min(c.min(i64::MAX as u64) as i64);
+            }
             if first_future > k + 1 {
                 self.rtt.overrun((first_future - k - 1) as u64);
                 k = first_future;
@@ -409,13 +414,20 @@ pub(crate) mod tests {
         let mut link = FakeLink::new(0, |_| vec![100_000]);
         // the send of request 2 takes 2.5 periods: slots 3 and 4 are past when ready
         link.send_cost = VecDeque::from(vec![0, 0, 2 * MS + 500_000]);
-        let r = run_with(&mut link, PingMode::Periodic, 5, 64);
+        let r = run_with(&mut link, PingMode::Periodic, 7, 64);
         let at: Vec<_> = r.sends.iter().map(|s| s.0).collect();
         assert_eq!(at, vec![0, MS, 2 * MS, 5 * MS, 6 * MS]);
         assert_eq!(r.rtt.overruns, 2);
         let seqs: Vec<_> = r.sends.iter().map(|s| s.1).collect();
         assert_eq!(seqs, vec![0, 1, 2, 3, 4], "sequence numbers stay contiguous");
         assert_eq!(r.counts.lost, 0);
+        // the count is of slots: 7 = 5 sent + 2 skipped; with 4, the skipped slots past
+        // the count are not the run's
+        let mut link = FakeLink::new(0, |_| vec![100_000]);
+        link.send_cost = VecDeque::from(vec![0, 0, 2 * MS + 500_000]);
+        let r = run_with(&mut link, PingMode::Periodic, 4, 64);
+        assert_eq!(r.sends.len() as u64 + r.rtt.overruns, 4);
+        assert_eq!((r.sends.len(), r.rtt.overruns), (3, 1));
     }
 
     #[test]

@@ -137,6 +137,10 @@ pub trait Probe: std::fmt::Debug + Send + Sync {
     fn needs_pair(&self) -> bool {
         false
     }
+    /// The network namespace its near side measures from (`netns = "..."`), if any.
+    fn near_netns(&self) -> Option<&str> {
+        None
+    }
     /// Where its far side runs (`far = "ssh:robot2"`), if it has one.
     fn far(&self) -> Option<&crate::far::FarSpec> {
         None

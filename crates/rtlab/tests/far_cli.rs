@@ -672,3 +672,80 @@ fn root_link_cut_longer_than_the_keepalive_ends_the_far_ssh_agent() {
     }
     assert!(agents_in(&far.pair.ns_b).is_empty(), "an agent is back after the cut");
 }
+
+/// A scenario case with its far side on "another computer" (sshd in the far namespace): the
+/// case's profile is applied there too (journaled there) and its traffic runs iperf3's server
+/// there and the client here, so it crosses the link; both restored at the end.
+#[test]
+fn root_a_scenario_case_over_ssh_applies_the_far_profile_and_load() {
+    if skip_unless_sshd() {
+        return;
+    }
+    if rtlab_load_missing("iperf3") {
+        eprintln!("skipped: iperf3 is not installed");
+        return;
+    }
+    let _g = serial();
+    let far = SshFar::up("scen");
+    let rt_runtime = || std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap();
+    let before = rt_runtime();
+    let f = far.dir.path().join("s.toml");
+    std::fs::write(
+        &f,
+        format!(
+            r#"name = "ssh-far"
+far = "{}"
+profiles = ["rt-normal"]
+loads = ["tx"]
+[load.tx]
+kind = "traffic"
+rate = "10mbit"
+direction = "tx"
+[[probe]]
+kind = "udp"
+netns = "{}"
+count = 300
+"#,
+            far.spec(),
+            far.pair.ns_a
+        ),
+    )
+    .unwrap();
+    let db = far.dir.path().join("r.db");
+    let o = far
+        .rtlab()
+        .args(["run", f.to_str().unwrap(), "--db", db.to_str().unwrap(), "--wait", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = rtlab()
+        .args(["export", "latest", "--format", "json", "--db", db.to_str().unwrap(), "-o", "-"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let case = &v["cases"][0];
+    assert_eq!(case["status"]["status"], "ok", "{}", case["status"]);
+    let doc = &case["document"];
+    far.check_far(doc);
+    let f = &doc["far"];
+    assert_eq!(f["profile"]["profile"], "rt-normal", "{f}");
+    assert!(!f["profile"]["steps"].as_array().unwrap().is_empty(), "{f}");
+    let load = f["load"].as_array().expect("the far load's report");
+    assert!(load[0]["command"].to_string().contains("iperf3"), "{f}");
+    assert!(f["notes"].to_string().contains("iperf3 server on the far host"), "{f}");
+    // the client ran here, into the far host's address
+    let near_load = case["load_report"].to_string();
+    assert!(near_load.contains(far.pair.ip_b.as_str()), "{near_load}");
+    let (sent, _, _) = ping_accounting(doc);
+    assert_eq!(sent + overruns(doc), 300);
+    // both profiles put back: this machine as before, no far journal pending
+    assert_eq!(rt_runtime(), before);
+    assert!(!far.dir.path().join("far-journal").exists(), "the far journal is still there");
+    assert!(wait_for(Duration::from_secs(10), || agents_in(&far.pair.ns_b).is_empty()));
+}
+
+fn rtlab_load_missing(tool: &str) -> bool {
+    !std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false)
+}

@@ -177,8 +177,9 @@ fn far_setup(
     online: usize,
 ) -> Result<(Vec<rtlab_load::LoadConfig>, Vec<String>), LabError> {
     let facts = link.facts()?;
-    let (_, far_addr) = link.addresses(&facts, None)?;
-    let (near, far) = setup::far_load_configs(&case.load_spec, &far_addr, online);
+    let (_, far_addr) = link.addresses(&facts, case.config.near_netns())?;
+    let near_netns = case.config.near_netns();
+    let (near, far) = setup::far_load_configs(&case.load_spec, &far_addr, near_netns, online);
     let mut notes = Vec::new();
     let p = &case.profile_spec;
     link.request(

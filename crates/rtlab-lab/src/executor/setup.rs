@@ -65,6 +65,7 @@ pub fn load_configs(
 pub fn far_load_configs(
     spec: &LoadSpec,
     far_addr: &str,
+    near_netns: Option<&str>,
     online_cpus: usize,
 ) -> (Vec<LoadConfig>, Vec<LoadConfig>) {
     let mut near = Vec::new();
@@ -75,7 +76,8 @@ pub fn far_load_configs(
                 let t = TrafficConfig {
                     peer: far_addr.to_string(),
                     netns: None,
-                    client_netns: None,
+                    // the client where the probe's near side is, so both cross the link
+                    client_netns: near_netns.map(str::to_string),
                     ..t
                 };
                 far.push(LoadConfig::Traffic(TrafficConfig {

@@ -602,6 +602,9 @@ impl Probe for PubsubProbeConfig {
     fn needs_pair(&self) -> bool {
         self.far == Some(FarSpec::Pair)
     }
+    fn near_netns(&self) -> Option<&str> {
+        self.netns.as_deref()
+    }
     fn far(&self) -> Option<&FarSpec> {
         self.far.as_ref()
     }

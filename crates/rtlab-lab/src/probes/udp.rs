@@ -486,6 +486,9 @@ impl Probe for UdpProbeConfig {
     fn needs_pair(&self) -> bool {
         (self.to.is_none() && self.far.is_none()) || self.far == Some(FarSpec::Pair)
     }
+    fn near_netns(&self) -> Option<&str> {
+        self.netns.as_deref()
+    }
     fn far(&self) -> Option<&FarSpec> {
         self.far.as_ref()
     }

@@ -275,6 +275,11 @@ pub struct DdsTransport {
 }
 
 impl DdsTransport {
+    /// The participant's entity (for built-in topic readers, [`crate::dds_graph`]).
+    pub(crate) fn participant(&self) -> dds_entity_t {
+        self.p.handle
+    }
+
     /// A participant in DDS domain `domain` (loopback configuration).
     pub fn new(domain: u32) -> Result<Self, TransportError> {
         Self::with_network(domain, &DdsNetwork::default())

@@ -7,14 +7,16 @@
 //!   network (loopback otherwise);
 //! - [`conformance`]: the one generic suite every transport is checked with;
 //! - [`probe`]: the probe (oneway / roundtrip, sweeps, fan-out, role processes);
-//! - [`seqtrack`]: lost / duplicate / out-of-order counting.
+//! - [`seqtrack`]: lost / duplicate / out-of-order counting;
+//! - [`dds_graph`]: the graph of a DDS domain from its built-in topics (`rtlab observe`).
 //!
-//! Nothing in this crate prints. `unsafe` is denied everywhere but in [`dds`], the calls into
+//! Nothing in this crate prints. `unsafe` is denied everywhere but in [`dds`] and [`dds_graph`], the calls into
 //! Cyclone DDS's C API (each block with its `// SAFETY:`); system calls go through rtlab-sys.
 #![deny(unsafe_code)]
 
 pub mod conformance;
 pub mod dds;
+pub mod dds_graph;
 pub mod intra;
 pub mod probe;
 pub mod seqtrack;

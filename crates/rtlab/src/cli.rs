@@ -35,6 +35,8 @@ pub enum Command {
     Export(crate::cmd::export::ExportArgs),
     /// A cyclic job (S2's control loop): wake-up latency, job duration, response time.
     Cyclic(crate::cmd::cyclic::CyclicArgs),
+    /// The graph of a live DDS / ROS 2 domain: participants, topics, types, QoS.
+    Observe(crate::cmd::observe::ObserveArgs),
     /// The far side of a run, over ssh or in a network namespace (started by `--far`).
     Agent(crate::cmd::agent::AgentArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).

@@ -1,0 +1,100 @@
+//! `rtlab observe` through the binary: the graph of a live domain with a ROS 2-named writer
+//! (rtlab's own publisher by hand) and a raw DDS writer (ddsperf), by their names and QoS;
+//! an empty domain said in one line; bad input in one line, exit 2.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::process::{Child, Stdio};
+
+/// Cyclone's configuration of rtlab's `dds` transport on loopback (for ddsperf to meet it).
+const LOOPBACK: &str = "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface name=\"lo\"/></Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery><ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>100</MaxAutoParticipantIndex><Peers><Peer address=\"127.0.0.1\"/></Peers></Discovery></Domain></CycloneDDS>";
+
+struct Kill(Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Observe `domain` until `found` holds for the graph (bounded: discovery on a busy machine).
+fn observe_until(domain: u32, found: impl Fn(&Value) -> bool) -> Value {
+    let mut g = Value::Null;
+    for _ in 0..10 {
+        let o = run(&["observe", "--domain", &domain.to_string(), "--wait", "1s", "--json", "-"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        g = serde_json::from_slice(&o.stdout).unwrap();
+        if found(&g) {
+            return g;
+        }
+    }
+    panic!("not found within 10 tries: {g}");
+}
+
+fn writers_on<'a>(g: &'a Value, topic: &str) -> Vec<&'a Value> {
+    g["writers"].as_array().unwrap().iter().filter(|w| w["topic"] == topic).collect()
+}
+
+#[test]
+fn a_ros2_named_writer_and_a_raw_dds_writer_are_found() {
+    let domain = 216 + std::process::id() % 14;
+    let topic = format!("obs_{}", std::process::id());
+    let _publisher = Kill(
+        rtlab()
+            .args(["pubsub", "--transport", "dds", "--role", "pub", "--topic", &topic])
+            .args(["--domain", &domain.to_string(), "--rate", "10hz", "--duration", "60s"])
+            .args(["--reliability", "reliable", "--history", "keep-last:3", "-q", "--no-mlockall"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let dds_topic = format!("rt/{topic}");
+    let g = observe_until(domain, |g| !writers_on(g, &dds_topic).is_empty());
+    let w = writers_on(&g, &dds_topic)[0];
+    assert_eq!(w["type_name"], "rtlab_msgs::msg::dds_::Probe_");
+    assert_eq!(w["qos"]["reliability"], "reliable");
+    assert_eq!(w["qos"]["history"], "keep-last:3");
+    assert_eq!(w["qos"]["durability"], "volatile");
+    assert!(g["participants"].as_array().unwrap().contains(&w["participant"]));
+    // the terminal shows the ROS 2 name and type
+    let o = run(&["observe", "--domain", &domain.to_string(), "--wait", "1s"]);
+    let out = stdout(&o);
+    assert!(out.contains(&format!("/{topic}")) && out.contains("rtlab_msgs/msg/Probe"), "{out}");
+
+    if which("ddsperf") {
+        let raw = domain + 1;
+        let _ddsperf = Kill(
+            std::process::Command::new("ddsperf")
+                .env("CYCLONEDDS_URI", LOOPBACK)
+                .args(["-i", &raw.to_string(), "-D", "60", "-u", "pub", "10Hz"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let g = observe_until(raw, |g| !writers_on(g, "DDSPerfUDataKS").is_empty());
+        let w = writers_on(&g, "DDSPerfUDataKS")[0];
+        assert_eq!(w["type_name"], "KeyedSeq");
+        assert_eq!(w["qos"]["reliability"], "best-effort");
+    } else {
+        eprintln!("ddsperf part skipped: cyclonedds-tools is not installed");
+    }
+}
+
+fn which(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false)
+}
+
+#[test]
+fn an_empty_domain_and_bad_input_are_said_in_one_line() {
+    let o = run(&["observe", "--domain", "232", "--wait", "300ms"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("nobody there: check --domain"), "{}", stdout(&o));
+    assert_error(&["observe", "--domain", "300"], &["--domain 300"]);
+    assert_error(&["observe", "--wait", "0s"], &["--wait"]);
+    assert_error(&["observe", "--interface", "no-such-if0"], &["no-such-if0"]);
+}

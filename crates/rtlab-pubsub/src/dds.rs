@@ -39,6 +39,9 @@ use std::ffi::{CStr, CString};
 use std::sync::{Arc, Mutex};
 
 const NAME: &str = "dds";
+/// The largest domain id rtlab uses: DDS's port mapping (7400 + 250 d) leaves room for
+/// unicast discovery of 100 participant indexes up to domain 231 (232 overflows port 65535).
+pub const MAX_DOMAIN: u32 = 231;
 /// The ROS 2-style DDS type name of the probe message.
 pub const TYPE_NAME: &str = "rtlab_msgs::msg::dds_::Probe_";
 /// Largest message offered (Cyclone fragments large samples).
@@ -286,11 +289,11 @@ impl DdsTransport {
     }
 
     /// A participant in DDS domain `domain` on the network `net` (see the module docs).
-    /// Errors: domain above 232, an interface not found here, a peer that is not an
+    /// Errors: domain above [`MAX_DOMAIN`], an interface not found here, a peer that is not an
     /// address, the domain already open in this process with another configuration.
     pub fn with_network(domain: u32, net: &DdsNetwork) -> Result<Self, TransportError> {
-        if domain > 232 {
-            return Err(bad("domain", format!("domain id {domain} above 232")));
+        if domain > MAX_DOMAIN {
+            return Err(bad("domain", format!("domain id {domain} above {MAX_DOMAIN}")));
         }
         let config = config_xml(net)?;
         acquire_domain(domain, &config)?;
@@ -324,6 +327,175 @@ impl DdsTransport {
             return Err(lib("create topic", t));
         }
         Ok(t)
+    }
+}
+
+/// A sample of any type, as [`RawReader`] takes it: its serialized size and first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawSample {
+    /// Serialized size, the 4-byte encapsulation header included.
+    pub size: usize,
+    /// The first bytes after the encapsulation header (`head_len` of them valid).
+    pub head: [u8; 16],
+    pub head_len: usize,
+    /// The encapsulation: 0x0001 CDR little endian, 0x0000 big endian (XCDR2: 0x0007/0x0006).
+    pub encapsulation: u16,
+}
+
+/// A reader of a topic of any type (`observe`): it keeps the serialized bytes, so it needs
+/// no type support; the topic is made with the discovered type name.
+pub struct RawReader {
+    _p: Arc<Participant>,
+    reader: dds_entity_t,
+    topic: dds_entity_t,
+    waitset: dds_entity_t,
+    cond: dds_entity_t,
+}
+
+impl DdsTransport {
+    /// A reader of DDS topic `topic` (full DDS name, e.g. `rt/joint_states`) of type
+    /// `type_name`, with `qos` (make it compatible with the writers': a reliable reader
+    /// does not match a best-effort writer).
+    pub fn raw_reader(
+        &self,
+        topic: &str,
+        type_name: &str,
+        keyless: bool,
+        qos: &Qos,
+    ) -> Result<RawReader, TransportError> {
+        let nul =
+            |what| TransportError::Library { transport: NAME, what, why: "NUL in name".into() };
+        let name = CString::new(topic).map_err(|_| nul("topic"))?;
+        let ty = CString::new(type_name).map_err(|_| nul("type name"))?;
+        // SAFETY: valid NUL-terminated strings for the call; cyclocut copies them.
+        let t = unsafe {
+            cdds_create_blob_topic(
+                self.p.handle,
+                name.as_ptr() as *mut _,
+                ty.as_ptr() as *mut _,
+                keyless,
+            )
+        };
+        if t < 0 {
+            return Err(lib("create topic", t));
+        }
+        let q = NativeQos::of(qos);
+        // SAFETY: live participant and topic; valid QoS.
+        let r = unsafe { dds_create_reader(self.p.handle, t, q.0, std::ptr::null()) };
+        if r < 0 {
+            // SAFETY: our topic handle.
+            unsafe { dds_delete(t) };
+            return Err(lib("create reader", r));
+        }
+        // SAFETY: live handles; the waitset and condition are deleted on drop.
+        let (ws, cond) = unsafe {
+            let ws = dds_create_waitset(self.p.handle);
+            let cond = dds_create_readcondition(r, DDS_ANY_STATE);
+            if ws >= 0 && cond >= 0 {
+                dds_waitset_attach(ws, cond, r as dds_attach_t);
+            }
+            (ws, cond)
+        };
+        if ws < 0 || cond < 0 {
+            // SAFETY: our handles (negative ones are rejected by dds_delete harmlessly).
+            unsafe {
+                dds_delete(cond);
+                dds_delete(ws);
+                dds_delete(r);
+                dds_delete(t);
+            }
+            return Err(lib("create waitset", ws.min(cond)));
+        }
+        Ok(RawReader { _p: self.p.clone(), reader: r, topic: t, waitset: ws, cond })
+    }
+}
+
+impl RawReader {
+    /// Writers this reader is matched with now.
+    pub fn matched(&self) -> u32 {
+        // SAFETY: all-zero is a valid value of this plain C status struct, overwritten.
+        let mut st: dds_subscription_matched_status_t = unsafe { std::mem::zeroed() };
+        // SAFETY: live reader; st is a local out-value.
+        let rc = unsafe { dds_get_subscription_matched_status(self.reader, &mut st) };
+        if rc < 0 {
+            0
+        } else {
+            st.current_count
+        }
+    }
+
+    /// The next sample, or None (nothing, or a dispose without data).
+    pub fn try_take(&mut self) -> Result<Option<RawSample>, TransportError> {
+        let mut sd: *mut ddsi_serdata = std::ptr::null_mut();
+        // SAFETY: dds_sample_info_t is plain data; all-zero is a valid value to be overwritten.
+        let mut info: dds_sample_info_t = unsafe { std::mem::zeroed() };
+        // SAFETY: live reader; sd and info are valid for one sample.
+        let n = unsafe { dds_takecdr(self.reader, &mut sd, 1, &mut info, DDS_ANY_STATE) };
+        if n < 0 {
+            return Err(lib("take", n));
+        }
+        if n == 0 || sd.is_null() {
+            return Ok(None);
+        }
+        let mut buf = [0u8; 20];
+        let mut got = 0usize;
+        let mut size = 0usize;
+        // SAFETY: sd is a live serdata we hold one reference to; to_ser_ref gives a view of
+        // the bytes asked for, valid until to_ser_unref; we copy out and release both.
+        unsafe {
+            size = if info.valid_data { ddsi_serdata_size(sd) as usize } else { size };
+            let want = size.min(buf.len());
+            if want >= 4 {
+                let mut iov = iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
+                let r = ddsi_serdata_to_ser_ref(sd, 0, want, &mut iov);
+                if !r.is_null() && !iov.iov_base.is_null() {
+                    got = iov.iov_len.min(want);
+                    std::ptr::copy_nonoverlapping(iov.iov_base as *const u8, buf.as_mut_ptr(), got);
+                }
+                if !r.is_null() {
+                    ddsi_serdata_to_ser_unref(r, &iov);
+                }
+            }
+            ddsi_serdata_unref(sd);
+        }
+        if !info.valid_data || got < 4 {
+            return Ok(None);
+        }
+        let mut head = [0u8; 16];
+        head[..got - 4].copy_from_slice(&buf[4..got]);
+        Ok(Some(RawSample {
+            size,
+            head,
+            head_len: got - 4,
+            encapsulation: u16::from_be_bytes([buf[0], buf[1]]),
+        }))
+    }
+
+    /// The next sample, waiting at most `timeout_ns` for one.
+    pub fn wait_take(&mut self, timeout_ns: i64) -> Result<Option<RawSample>, TransportError> {
+        if let Some(r) = self.try_take()? {
+            return Ok(Some(r));
+        }
+        // SAFETY: live waitset; no attachment output wanted (null, 0).
+        let rc =
+            unsafe { dds_waitset_wait(self.waitset, std::ptr::null_mut(), 0, timeout_ns.max(0)) };
+        if rc < 0 {
+            return Err(lib("wait", rc));
+        }
+        self.try_take()
+    }
+}
+
+impl Drop for RawReader {
+    fn drop(&mut self) {
+        // SAFETY: our handles, deleted once, children first.
+        unsafe {
+            dds_waitset_detach(self.waitset, self.cond);
+            dds_delete(self.cond);
+            dds_delete(self.waitset);
+            dds_delete(self.reader);
+            dds_delete(self.topic);
+        }
     }
 }
 

@@ -14,10 +14,12 @@
 //! Cyclone DDS's C API (each block with its `// SAFETY:`); system calls go through rtlab-sys.
 #![deny(unsafe_code)]
 
+pub mod arrivals;
 pub mod conformance;
 pub mod dds;
 pub mod dds_graph;
 pub mod intra;
+pub mod observe;
 pub mod probe;
 pub mod seqtrack;
 pub mod shm;

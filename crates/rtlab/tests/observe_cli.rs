@@ -91,10 +91,142 @@ fn which(tool: &str) -> bool {
 
 #[test]
 fn an_empty_domain_and_bad_input_are_said_in_one_line() {
-    let o = run(&["observe", "--domain", "232", "--wait", "300ms"]);
+    let o = run(&["observe", "--domain", "231", "--wait", "300ms"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("nobody there: check --domain"), "{}", stdout(&o));
     assert_error(&["observe", "--domain", "300"], &["--domain 300"]);
     assert_error(&["observe", "--wait", "0s"], &["--wait"]);
     assert_error(&["observe", "--interface", "no-such-if0"], &["no-such-if0"]);
+}
+
+#[test]
+fn a_live_topic_is_measured_and_its_problems_said_in_one_line() {
+    let domain = 216 + (std::process::id() + 7) % 14;
+    let topic = format!("live_{}", std::process::id());
+    let _publisher = Kill(
+        rtlab()
+            .args(["pubsub", "--transport", "dds", "--role", "pub", "--topic", &topic])
+            .args(["--domain", &domain.to_string(), "--rate", "100hz", "--duration", "60s"])
+            .args(["-q", "--no-mlockall"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    observe_until(domain, |g| !writers_on(g, &format!("rt/{topic}")).is_empty());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("o.json");
+    let ros_name = format!("/{topic}");
+    let o = run(&[
+        "observe",
+        "--domain",
+        &domain.to_string(),
+        "--topic",
+        &ros_name,
+        "--rate",
+        "100hz",
+        "--duration",
+        "2s",
+        "--no-mlockall",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let d: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(d["probe"], "observe");
+    let obs = &d["config"]["observed"];
+    assert_eq!(obs["type_name"], "rtlab_msgs::msg::dds_::Probe_");
+    assert_eq!(obs["reader_reliability"], "best-effort");
+    assert_eq!(obs["nominal_ns"], 10_000_000);
+    assert_eq!(obs["nominal_estimated"], false);
+    let received = obs["received"].as_u64().unwrap();
+    assert!(received > 0, "{obs}");
+    let streams = d["streams"].as_array().unwrap();
+    let names: Vec<&str> = streams.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, [format!("{ros_name}.period"), format!("{ros_name}.deviation")]);
+    // one period per arrival after the first
+    assert_eq!(streams[0]["stats"]["count"].as_u64().unwrap(), received - 1);
+    assert_eq!(streams[1]["stats"]["count"].as_u64().unwrap(), received - 1);
+    assert_eq!(streams[0]["labels"]["nominal"], "given");
+    assert!(obs["gaps"].is_u64() && obs["bursts"].is_u64() && obs["missed_periods"].is_u64());
+    assert_eq!(obs["size_min"], obs["size_max"], "rtlab's messages have one size: {obs}");
+    assert!(!d["evidence"]["counters"]["windows"].as_array().unwrap().is_empty());
+
+    // the reader cannot be reliable for a best-effort writer: said before measuring
+    assert_error(
+        &[
+            "observe",
+            "--domain",
+            &domain.to_string(),
+            "--topic",
+            &ros_name,
+            "--reliability",
+            "reliable",
+            "--duration",
+            "1s",
+        ],
+        &["QoS mismatch", "best-effort"],
+    );
+    // no publisher on a topic, and nobody in a domain
+    assert_error(
+        &[
+            "observe",
+            "--domain",
+            &domain.to_string(),
+            "--topic",
+            "/nothing_here",
+            "--duration",
+            "1s",
+            "--wait",
+            "500ms",
+        ],
+        &["no publisher of rt/nothing_here", &format!("rt/{topic}")],
+    );
+    assert_error(
+        &["observe", "--domain", "231", "--topic", "/x", "--duration", "1s", "--wait", "300ms"],
+        &["no publisher of rt/x in domain 231", "nobody in the domain"],
+    );
+    assert_error(&["observe", "--topic", "chatter"], &["--topic 'chatter'", "starts with /"]);
+}
+
+#[test]
+fn a_raw_dds_topic_is_measured_by_its_dds_name() {
+    if !which("ddsperf") {
+        eprintln!("skipped: cyclonedds-tools is not installed");
+        return;
+    }
+    let domain = 216 + (std::process::id() + 3) % 14;
+    let _ddsperf = Kill(
+        std::process::Command::new("ddsperf")
+            .env("CYCLONEDDS_URI", LOOPBACK)
+            .args(["-i", &domain.to_string(), "-D", "60", "-u", "pub", "50Hz"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    observe_until(domain, |g| !writers_on(g, "DDSPerfUDataKS").is_empty());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("o.json");
+    let o = run(&[
+        "observe",
+        "--domain",
+        &domain.to_string(),
+        "--dds-topic",
+        "DDSPerfUDataKS",
+        "--duration",
+        "2s",
+        "--no-mlockall",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let d: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let obs = &d["config"]["observed"];
+    assert_eq!(obs["type_name"], "KeyedSeq");
+    assert!(obs["received"].as_u64().unwrap() > 0, "{obs}");
+    assert_eq!(obs["nominal_estimated"], true, "no --rate: estimated");
+    assert!(d["config"]["notes"].to_string().contains("keyed"), "{}", d["config"]["notes"]);
 }

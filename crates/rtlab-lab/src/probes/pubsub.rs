@@ -275,8 +275,14 @@ impl Validate for PubsubProbeConfig {
             }
         }
         if let Some(d) = self.domain {
-            if d > 232 {
-                return Err(ConfigError::new("domain", format!("{d}: a DDS domain id is 0..=232")));
+            if d > rtlab_pubsub::dds::MAX_DOMAIN {
+                return Err(ConfigError::new(
+                    "domain",
+                    format!(
+                        "{d}: a DDS domain id is 0..={} here (the ports of a higher one overflow)",
+                        rtlab_pubsub::dds::MAX_DOMAIN
+                    ),
+                ));
             }
         }
         if let Some(ns) = &self.netns {

@@ -1,0 +1,334 @@
+//! Measure a live DDS / ROS 2 topic rtlab did not send: find its writers in the domain's
+//! graph, subscribe with their type name (keeping the serialized bytes: no type support is
+//! needed), and record every arrival: period, deviation from the nominal period, gaps,
+//! bursts, sizes, and — when the user states the clocks agree — latency from the
+//! `std_msgs/Header` stamp the message starts with.
+//!
+//! Contract: set-up errors are one line each (no publisher on the topic, writers of several
+//! types, a QoS the reader cannot match). The measuring thread only takes, stamps and records
+//! into preallocated [`Recorder`]s; it ends at the duration, on the stop flag, or after
+//! `idle_timeout_ns` with no message. Never prints.
+
+use crate::arrivals::Arrivals;
+use crate::dds::{DdsNetwork, DdsTransport};
+use crate::dds_graph::{discover, Endpoint, Graph};
+use crate::transport::{Durability, History, Qos, Reliability, TransportError};
+use rtlab_core::schema::Stream;
+use rtlab_core::sink::{Recorder, RecorderConfig, Sink};
+use rtlab_sys::clock::{monotonic_ns, realtime_ns};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// What to observe.
+#[derive(Clone, Debug)]
+pub struct ObserveConfig {
+    pub domain: u32,
+    pub net: DdsNetwork,
+    /// The DDS topic name (`rt/joint_states`).
+    pub topic: String,
+    /// The topic's nominal period (None: estimated from the first arrivals).
+    pub nominal_ns: Option<i64>,
+    pub duration_ns: i64,
+    pub window_ns: i64,
+    /// The reader's reliability (None: what every writer can match).
+    pub reliability: Option<Reliability>,
+    /// Latency from the Header stamp (the message starts with a std_msgs/Header and the
+    /// publisher's clock agrees with this one).
+    pub header_latency: bool,
+    /// How long discovery may take.
+    pub discover_ns: i64,
+    pub rt: rtlab_core::rt::RtSettings,
+}
+
+/// What was observed.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ObserveOutcome {
+    pub topic: String,
+    pub type_name: String,
+    /// The writers found on the topic, with the QoS each offers.
+    pub writers: Vec<Endpoint>,
+    /// The reader's QoS (chosen to match every writer, or as asked).
+    pub reader_reliability: String,
+    pub nominal_ns: Option<i64>,
+    pub nominal_estimated: bool,
+    pub received: u64,
+    pub gaps: u64,
+    pub missed_periods: u64,
+    pub bursts: u64,
+    pub size_min: Option<usize>,
+    pub size_max: Option<usize>,
+    pub size_mean: Option<f64>,
+    /// `<topic>.period`, `<topic>.deviation` and, with header latency, `<topic>.latency`.
+    pub streams: Vec<Stream>,
+    pub interrupted: bool,
+    pub duration_ns: i64,
+    pub notes: Vec<String>,
+}
+
+/// Why observing could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ObserveError {
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error("no publisher of {topic} in domain {domain} ({seen})")]
+    NoPublisher { topic: String, domain: u32, seen: String },
+    #[error("{topic}: writers of several types ({types}): name one with --type")]
+    SeveralTypes { topic: String, types: String },
+    #[error("{topic}: QoS mismatch: a reliable reader cannot match the best-effort writer {writer} (use --reliability best-effort)")]
+    Incompatible { topic: String, writer: String },
+    #[error("{topic}: the reader matched no writer within 2 s (writers offer: {offered}); a QoS or type they do not share")]
+    NoMatch { topic: String, offered: String },
+    #[error("real-time settings: {0}")]
+    Rt(String),
+}
+
+/// How long a new reader may take to match the writers it should.
+const MATCH_WAIT_NS: i64 = 2_000_000_000;
+
+pub const PERIOD_DEFINITION: &str = "arrival period P_k = t_k - t_(k-1): CLOCK_MONOTONIC right after the take returns, message k and the one before";
+pub const DEVIATION_DEFINITION: &str =
+    "period deviation d_k = P_k - P, the nominal period (given, or the median of the first 32 periods)";
+pub const LATENCY_DEFINITION: &str = "header latency: CLOCK_REALTIME right after the take - the message's std_msgs/Header stamp (the publisher's clock: valid on one host or with synchronised clocks)";
+
+fn recorder(window_ns: i64, duration_ns: i64) -> Recorder {
+    Recorder::new(
+        &RecorderConfig {
+            deadline_ns: i64::MAX,
+            window_ns,
+            window_capacity: ((duration_ns / window_ns.max(1)) as usize + 4).clamp(16, 1 << 16),
+            max_samples: None,
+            us_histogram_buckets: None,
+            spike_threshold_ns: None,
+        },
+        None,
+    )
+}
+
+/// The writers of `topic` in `g`, or why there are none.
+pub fn writers_of(g: &Graph, topic: &str) -> Result<Vec<Endpoint>, ObserveError> {
+    let w: Vec<Endpoint> = g.writers.iter().filter(|e| e.topic == topic).cloned().collect();
+    if w.is_empty() {
+        let topics = g.topics();
+        let seen = if topics.is_empty() {
+            if g.participants.is_empty() {
+                "nobody in the domain: check --domain, --interface, --peer".to_string()
+            } else {
+                format!("{} participants, no topic", g.participants.len())
+            }
+        } else {
+            let names: Vec<&str> =
+                topics.iter().filter(|t| t.writers > 0).map(|t| t.topic.as_str()).take(8).collect();
+            format!("topics with writers: {}", names.join(", "))
+        };
+        return Err(ObserveError::NoPublisher { topic: topic.into(), domain: g.domain, seen });
+    }
+    Ok(w)
+}
+
+/// Observe until the duration or `stop`.
+pub fn observe(cfg: &ObserveConfig, stop: Arc<AtomicBool>) -> Result<ObserveOutcome, ObserveError> {
+    let g = discover(
+        cfg.domain,
+        &cfg.net,
+        std::time::Duration::from_nanos(cfg.discover_ns.max(0) as u64),
+    )?;
+    let writers = writers_of(&g, &cfg.topic)?;
+    let mut types: Vec<&str> = writers.iter().map(|w| w.type_name.as_str()).collect();
+    types.sort_unstable();
+    types.dedup();
+    if types.len() > 1 {
+        return Err(ObserveError::SeveralTypes {
+            topic: cfg.topic.clone(),
+            types: types.join(", "),
+        });
+    }
+    let type_name = types[0].to_string();
+    let best_effort_writer = writers.iter().find(|w| w.qos.reliability == "best-effort");
+    let reliability = match (cfg.reliability, best_effort_writer) {
+        (Some(Reliability::Reliable), Some(w)) => {
+            return Err(ObserveError::Incompatible {
+                topic: cfg.topic.clone(),
+                writer: w.guid.clone(),
+            })
+        }
+        (Some(r), _) => r,
+        (None, Some(_)) => Reliability::BestEffort,
+        (None, None) => Reliability::Reliable,
+    };
+    let qos =
+        Qos { reliability, history: History::KeepLast(100), durability: Durability::Volatile };
+    let transport = DdsTransport::with_network(cfg.domain, &cfg.net)?;
+    // keyless first (every ROS 2 type is), keyed when that matches no writer (e.g.
+    // ddsperf's KeyedSeq); the serialized bytes are kept either way
+    let mut reader = None;
+    let mut keyed = false;
+    for keyless in [true, false] {
+        let r = transport.raw_reader(&cfg.topic, &type_name, keyless, &qos)?;
+        let until = monotonic_ns() + MATCH_WAIT_NS;
+        while r.matched() == 0 && monotonic_ns() < until {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        if r.matched() > 0 {
+            keyed = !keyless;
+            reader = Some(r);
+            break;
+        }
+    }
+    let Some(mut reader) = reader else {
+        return Err(ObserveError::NoMatch {
+            topic: cfg.topic.clone(),
+            offered: writers
+                .iter()
+                .map(|w| format!("{} {} {}", w.qos.reliability, w.qos.durability, w.qos.history))
+                .collect::<Vec<_>>()
+                .join("; "),
+        });
+    };
+    let mut notes = vec![format!(
+        "reader: {} (every writer offers {}), keep-last:100, volatile; type {type_name} ({}) taken as serialized bytes",
+        match reliability {
+            Reliability::Reliable => "reliable",
+            Reliability::BestEffort => "best-effort",
+        },
+        writers.iter().map(|w| w.qos.reliability.as_str()).collect::<Vec<_>>().join("/"),
+        if keyed { "keyed" } else { "keyless" }
+    )];
+    let window = cfg.window_ns;
+    let duration = cfg.duration_ns;
+    let header = cfg.header_latency;
+    let nominal = cfg.nominal_ns;
+    let spec = rtlab_sys::sched::ThreadSpec {
+        name: "rtlab-observe".into(),
+        policy: cfg.rt.policy,
+        priority: cfg.rt.priority,
+        cpus: cfg.rt.cpu_of(0).map(|c| vec![c]),
+        stack_bytes: 512 * 1024,
+    };
+    let started = monotonic_ns();
+    let t = rtlab_sys::sched::spawn_rt(&spec, move || {
+        let (mut period, mut deviation, mut latency) =
+            (recorder(window, duration), recorder(window, duration), recorder(window, duration));
+        let mut a = Arrivals::new(nominal);
+        let mut errors = 0u64;
+        let end = monotonic_ns() + duration;
+        let mut origin = None;
+        while !stop.load(Ordering::Relaxed) && monotonic_ns() < end {
+            match reader.wait_take(50_000_000) {
+                Ok(Some(s)) => {
+                    let now = monotonic_ns();
+                    let wall = realtime_ns();
+                    let o = *origin.get_or_insert(now);
+                    if period.origin_monotonic_ns.is_none() {
+                        period.origin_monotonic_ns = Some(o);
+                        deviation.origin_monotonic_ns = Some(o);
+                        latency.origin_monotonic_ns = Some(o);
+                    }
+                    a.arrive(now, s.size, &mut period, &mut deviation);
+                    if header && s.head_len >= 8 {
+                        let b = &s.head;
+                        let le = s.encapsulation & 1 == 1;
+                        let (sec, nsec) = if le {
+                            (
+                                i32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                                u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+                            )
+                        } else {
+                            (
+                                i32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+                                u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
+                            )
+                        };
+                        let stamp = sec as i64 * 1_000_000_000 + nsec as i64;
+                        latency.record(a.received - 1, now - o, wall - stamp);
+                    }
+                }
+                Ok(None) => {}
+                Err(_) => errors += 1,
+            }
+        }
+        a.finish(&mut period, &mut deviation);
+        (a, period, deviation, latency, errors)
+    })
+    .map_err(|e| ObserveError::Rt(e.to_string()))?;
+    let (a, period, deviation, latency, errors) =
+        t.join().map_err(|_| ObserveError::Rt("the observing thread panicked".into()))?;
+    let duration_ns = monotonic_ns() - started;
+    if errors > 0 {
+        notes.push(format!("{errors} takes failed"));
+    }
+    let short = crate::dds_graph::ros_topic(&cfg.topic).unwrap_or_else(|| cfg.topic.clone());
+    let mut labels = BTreeMap::new();
+    labels.insert("topic".to_string(), cfg.topic.clone());
+    labels.insert("type".to_string(), type_name.clone());
+    labels.insert("domain".to_string(), cfg.domain.to_string());
+    labels.insert("writers".to_string(), writers.len().to_string());
+    if let Some(n) = a.nominal_ns() {
+        labels.insert("nominal_period_ns".to_string(), n.to_string());
+        labels.insert(
+            "nominal".to_string(),
+            if a.estimated() { "estimated" } else { "given" }.into(),
+        );
+    }
+    let mut streams = vec![
+        Stream::from_recorder(
+            format!("{short}.period"),
+            "arrival_period",
+            PERIOD_DEFINITION,
+            labels.clone(),
+            &period,
+        ),
+        Stream::from_recorder(
+            format!("{short}.deviation"),
+            "period_deviation",
+            DEVIATION_DEFINITION,
+            labels.clone(),
+            &deviation,
+        ),
+    ];
+    for s in &mut streams {
+        s.deadline_ns = 0;
+        s.stats.missed = None;
+    }
+    if header {
+        let mut l = Stream::from_recorder(
+            format!("{short}.latency"),
+            "header_latency",
+            LATENCY_DEFINITION,
+            labels,
+            &latency,
+        );
+        l.deadline_ns = 0;
+        l.stats.missed = None;
+        streams.push(l);
+    }
+    if a.estimated() {
+        notes.push(format!(
+            "nominal period estimated: {} ns (the median of the first periods; give --rate for the topic's own)",
+            a.nominal_ns().unwrap_or(0)
+        ));
+    }
+    Ok(ObserveOutcome {
+        topic: cfg.topic.clone(),
+        type_name,
+        writers,
+        reader_reliability: match reliability {
+            Reliability::Reliable => "reliable".into(),
+            Reliability::BestEffort => "best-effort".into(),
+        },
+        nominal_ns: a.nominal_ns(),
+        nominal_estimated: a.estimated(),
+        received: a.received,
+        gaps: a.gaps,
+        missed_periods: a.missed_periods,
+        bursts: a.bursts,
+        size_min: (a.received > 0).then_some(a.size_min),
+        size_max: (a.received > 0).then_some(a.size_max),
+        size_mean: (a.received > 0).then(|| a.size_sum as f64 / a.received as f64),
+        streams,
+        interrupted: false,
+        duration_ns,
+        notes,
+    })
+}

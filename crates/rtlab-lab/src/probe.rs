@@ -174,6 +174,7 @@ pub const PROBES: &[ProbeKind] = &[
     crate::probes::timer::KIND,
     crate::probes::udp::KIND,
     crate::probes::pubsub::KIND,
+    crate::probes::observe::KIND,
     crate::probes::cyclic::KIND,
 ];
 

@@ -60,6 +60,7 @@ mod tests {
             Command::Timer(a) => a.table(),
             Command::Cyclic(a) => a.table(),
             Command::Pubsub(a) => a.table(),
+            Command::Observe(a) => a.table(),
             Command::Udp(u) => match u.command {
                 crate::cmd::udp::UdpCommand::Ping(p) => p.table(),
                 other => panic!("{other:?}"),
@@ -70,7 +71,9 @@ mod tests {
 
     #[test]
     fn no_flag_has_a_default_of_its_own() {
-        for args in [&["timer"][..], &["cyclic"], &["pubsub"], &["udp", "ping", "--pair"]] {
+        for args in
+            [&["timer"][..], &["cyclic"], &["pubsub"], &["udp", "ping", "--pair"], &["observe"]]
+        {
             assert!(table_of(args).is_empty(), "{args:?} gave {:?}", table_of(args));
         }
     }
@@ -83,10 +86,16 @@ mod tests {
                 "cyclic" => &["cyclic", "--count", "100"],
                 "pubsub" => &["pubsub", "--count", "100"],
                 "udp" => &["udp", "ping", "--pair", "--count", "100"],
+                "observe" => &["observe", "--topic", "/x", "--duration", "10s"],
                 other => panic!("a new probe ({other}): add its flags here"),
             };
             let from_flags = (kind.parse)(&table_of(cli)).unwrap().config();
-            let text = format!("name = \"d\"\ncount = 100\n[[probe]]\nkind = \"{}\"\n", kind.kind);
+            let text = if kind.kind == "observe" {
+                "name = \"d\"\nduration = \"10s\"\n[[probe]]\nkind = \"observe\"\ntopic = \"/x\"\n"
+                    .to_string()
+            } else {
+                format!("name = \"d\"\ncount = 100\n[[probe]]\nkind = \"{}\"\n", kind.kind)
+            };
             let s = rtlab_lab::scenario::Scenario::parse("d.toml", &text, 1.0).unwrap();
             let from_scenario = s.cases()[0].config.config();
             assert_eq!(from_flags, from_scenario, "{}", kind.kind);

@@ -230,3 +230,47 @@ fn a_raw_dds_topic_is_measured_by_its_dds_name() {
     assert_eq!(obs["nominal_estimated"], true, "no --rate: estimated");
     assert!(d["config"]["notes"].to_string().contains("keyed"), "{}", d["config"]["notes"]);
 }
+
+/// A scenario observes a live topic (ddsperf's: an rtlab publisher by hand would hold the
+/// machine lock the run waits for): the case is stored with its streams and reported.
+#[test]
+fn a_scenario_observes_a_live_topic_and_stores_it() {
+    if !which("ddsperf") {
+        eprintln!("skipped: cyclonedds-tools is not installed");
+        return;
+    }
+    let domain = 216 + (std::process::id() + 10) % 14;
+    let _ddsperf = Kill(
+        std::process::Command::new("ddsperf")
+            .env("CYCLONEDDS_URI", LOOPBACK)
+            .args(["-i", &domain.to_string(), "-D", "60", "-u", "pub", "100Hz"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    observe_until(domain, |g| !writers_on(g, "DDSPerfUDataKS").is_empty());
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("o.toml");
+    std::fs::write(
+        &f,
+        format!(
+            "name = \"obs\"\nduration = \"2s\"\n[[probe]]\nkind = \"observe\"\ndomain = {domain}\ndds_topic = \"DDSPerfUDataKS\"\nrate = \"100hz\"\nmlockall = false\n"
+        ),
+    )
+    .unwrap();
+    let db = d.path().join("r.db");
+    let o = run(&["run", f.to_str().unwrap(), "--db", db.to_str().unwrap(), "--wait", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["export", "latest", "--format", "json", "--db", db.to_str().unwrap(), "-o", "-"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let case = &v["cases"][0];
+    assert_eq!(case["status"]["status"], "ok", "{}", case["status"]);
+    let doc = &case["document"];
+    assert_eq!(doc["probe"], "observe");
+    assert!(doc["config"]["observed"]["received"].as_u64().unwrap() > 0);
+    assert_eq!(doc["streams"][0]["name"], "DDSPerfUDataKS.period");
+    let o = run(&["report", "--db", db.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("DDSPerfUDataKS.period"), "{}", stdout(&o));
+}

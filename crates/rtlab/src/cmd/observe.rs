@@ -6,6 +6,10 @@
 
 use crate::document::{check_writable, write_text};
 use clap::Args;
+use rtlab_core::render::{stats_table, Row};
+use rtlab_lab::config::{from_table, FlagTable};
+use rtlab_lab::probe::Context;
+use rtlab_lab::probes::observe::{self, ObserveProbeConfig};
 use rtlab_pubsub::dds::DdsNetwork;
 use rtlab_pubsub::dds_graph::{discover, Graph};
 
@@ -60,67 +64,40 @@ pub struct ObserveArgs {
     pub quiet: bool,
 }
 
-/// ROS 2 types that start with a std_msgs/Header (and every `...Stamped`).
-const HEADER_FIRST: &[&str] = &[
-    "std_msgs/msg/Header",
-    "sensor_msgs/msg/JointState",
-    "sensor_msgs/msg/Imu",
-    "sensor_msgs/msg/LaserScan",
-    "sensor_msgs/msg/Image",
-    "sensor_msgs/msg/CompressedImage",
-    "sensor_msgs/msg/PointCloud2",
-    "sensor_msgs/msg/CameraInfo",
-    "sensor_msgs/msg/NavSatFix",
-    "sensor_msgs/msg/Range",
-    "sensor_msgs/msg/Temperature",
-    "sensor_msgs/msg/FluidPressure",
-    "sensor_msgs/msg/MagneticField",
-    "sensor_msgs/msg/BatteryState",
-    "sensor_msgs/msg/Joy",
-    "nav_msgs/msg/Odometry",
-    "nav_msgs/msg/Path",
-    "nav_msgs/msg/OccupancyGrid",
-];
-
-/// Whether a DDS type name is a ROS 2 type that starts with a Header.
-pub fn starts_with_header(dds_type: &str) -> bool {
-    rtlab_pubsub::dds_graph::ros_type(dds_type)
-        .is_some_and(|t| HEADER_FIRST.contains(&t.as_str()) || t.ends_with("Stamped"))
+impl ObserveArgs {
+    /// The flags given, as the probe's table (every default lives in the configuration).
+    pub fn table(&self) -> toml::Table {
+        let mut t = FlagTable::default();
+        t.int("domain", self.domain)
+            .str("interface", &self.interface)
+            .list("peer", &self.peer)
+            .str("wait", &self.wait)
+            .str("topic", &self.topic)
+            .str("dds_topic", &self.dds_topic)
+            .str("rate", &self.rate)
+            .str("duration", &self.duration)
+            .str("reliability", &self.reliability)
+            .flag("synced_clocks", self.synced_clocks, true)
+            .flag("header", self.header, true)
+            .str("window", &self.window);
+        self.rt.fill(&mut t);
+        t.take()
+    }
 }
 
 pub fn run(a: ObserveArgs) -> anyhow::Result<u8> {
-    let domain = a.domain.unwrap_or(0);
-    let max = rtlab_pubsub::dds::MAX_DOMAIN as i64;
-    if !(0..=max).contains(&domain) {
-        anyhow::bail!("--domain {domain}: a DDS domain id is 0..={max} here (the ports of a higher one overflow)");
-    }
-    let wait = match &a.wait {
-        Some(w) => super::duration_flag("--wait", w)?,
-        None => 2_000_000_000,
-    };
-    if wait <= 0 {
-        anyhow::bail!("--wait: must be above zero");
-    }
+    let cfg: ObserveProbeConfig =
+        from_table(&a.table()).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
     if let Some(p) = &a.json {
         check_writable(p, "--json")?;
     }
-    let net = DdsNetwork { interface: a.interface.clone(), peers: a.peer.clone() };
-    let topic = match (&a.topic, &a.dds_topic) {
-        (Some(t), _) => {
-            if !t.starts_with('/') || t.len() < 2 {
-                anyhow::bail!(
-                    "--topic '{t}': a ROS 2 name starts with / (raw DDS names: --dds-topic)"
-                );
-            }
-            Some(format!("rt{t}"))
-        }
-        (None, Some(d)) => Some(d.clone()),
-        (None, None) => None,
-    };
-    if let Some(topic) = topic {
-        return measure(&a, domain as u32, net, topic, wait);
+    if cfg.dds_name().is_some() {
+        return measure(&a, &cfg);
     }
-    let g = discover(domain as u32, &net, std::time::Duration::from_nanos(wait as u64))
+    let net = cfg.network();
+    let domain = cfg.domain;
+    let wait = cfg.wait.0;
+    let g = discover(domain, &net, std::time::Duration::from_nanos(wait as u64))
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     if let Some(p) = &a.json {
         write_text(&(serde_json::to_string_pretty(&g)? + "\n"), p)?;
@@ -180,141 +157,34 @@ fn render(g: &Graph, net: &DdsNetwork) -> String {
 }
 
 /// Measure one live topic and print / write what it did.
-fn measure(
-    a: &ObserveArgs,
-    domain: u32,
-    net: DdsNetwork,
-    topic: String,
-    discover_ns: i64,
-) -> anyhow::Result<u8> {
+fn measure(a: &ObserveArgs, cfg: &ObserveProbeConfig) -> anyhow::Result<u8> {
     use rtlab_core::units::{format_duration_exact, Nanos};
-    let nominal_ns = match &a.rate {
-        Some(r) => {
-            let hz =
-                rtlab_core::units::parse_rate_hz(r).map_err(|e| anyhow::anyhow!("--rate {e}"))?;
-            if !(hz > 0.0 && hz <= 1e6) {
-                anyhow::bail!("--rate {r}: between 0 and 1 MHz");
-            }
-            Some((1e9 / hz).round() as i64)
-        }
-        None => None,
-    };
-    let duration_ns = match &a.duration {
-        Some(d) => super::duration_flag("--duration", d)?,
-        None => 10_000_000_000,
-    };
-    let window_ns = match &a.window {
-        Some(w) => super::duration_flag("--window", w)?,
-        None => 1_000_000_000,
-    };
-    if duration_ns <= 0 || window_ns <= 0 {
-        anyhow::bail!("--duration and --window: must be above zero");
-    }
-    let reliability = match a.reliability.as_deref() {
-        None => None,
-        Some("reliable") => Some(rtlab_pubsub::Reliability::Reliable),
-        Some("best-effort") => Some(rtlab_pubsub::Reliability::BestEffort),
-        Some(other) => anyhow::bail!("--reliability '{other}': reliable or best-effort"),
-    };
-    let mut table = rtlab_lab::config::FlagTable::default();
-    a.rt.fill(&mut table);
-    let rt_fields: rtlab_lab::config::RtFields = toml::Value::Table(table.take())
-        .try_into()
-        .map_err(|e: toml::de::Error| anyhow::anyhow!("{}", e.message()))?;
-    let rt = rt_fields.over(&rtlab_core::rt::RtSettings {
-        mlockall: true,
-        ..rtlab_core::rt::RtSettings::normal()
-    });
-    rt.check().map_err(|m| anyhow::anyhow!("--priority: {m}"))?;
     let stop = super::stop_flag()?;
-    let mut ev = a.evidence.options()?;
-    ev.window_ns = window_ns;
-    ev.victim = "rtlab-observe".into();
-    ev.planned = Some(std::time::Duration::from_nanos(duration_ns as u64));
-    let evidence = rtlab_lab::evidence::EvidenceRun::start(rtlab_lab::executor::host(), &ev)
-        .map_err(super::lab_error)?;
-    let env = rtlab_sys::env::detect(std::path::Path::new("/"));
-    let started = std::time::SystemTime::now();
-    let (lock_guard, memory_lock) = rtlab_probes::hold::lock_memory(rt.mlockall);
+    // no machine lock: observing listens to traffic others make (an rtlab publisher by
+    // hand holds the lock while it runs)
     if !a.quiet {
         println!(
-            "rtlab observe: {topic} in domain {domain} for {}{}",
-            format_duration_exact(Nanos(duration_ns)),
-            nominal_ns
-                .map(|p| format!(", nominal period {}", format_duration_exact(Nanos(p))))
+            "rtlab observe: {} in domain {} for {}{}",
+            cfg.dds_name().unwrap_or_default(),
+            cfg.domain,
+            format_duration_exact(Nanos(cfg.duration.unwrap_or(observe::DEFAULT_DURATION).0)),
+            cfg.rate
+                .as_ref()
+                .map(|r| format!(", nominal period {}", format_duration_exact(Nanos(r.period_ns))))
                 .unwrap_or_default()
         );
     }
-    // the Header's latency needs the type, known only once discovered: decided inside
-    let probe_cfg = rtlab_pubsub::observe::ObserveConfig {
-        domain,
-        net,
-        topic: topic.clone(),
-        nominal_ns,
-        duration_ns,
-        window_ns,
-        reliability,
-        header_latency: false,
-        discover_ns,
-        rt: rt.clone(),
-    };
-    let g = rtlab_pubsub::dds_graph::discover(
-        domain,
-        &probe_cfg.net,
-        std::time::Duration::from_nanos(discover_ns as u64),
-    )
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let writers =
-        rtlab_pubsub::observe::writers_of(&g, &topic).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let header =
-        a.synced_clocks && (a.header || writers.iter().all(|w| starts_with_header(&w.type_name)));
-    let cfg = rtlab_pubsub::observe::ObserveConfig { header_latency: header, ..probe_cfg };
-    let outcome = rtlab_pubsub::observe::observe(&cfg, stop.clone());
-    let streams = outcome.as_ref().map(|o| o.streams.clone()).unwrap_or_default();
-    let evidence = evidence.finish(&streams);
-    let mut o = outcome.map_err(|e| anyhow::anyhow!("{e}"))?;
-    o.interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
-    if !a.synced_clocks {
-        o.notes.push("no header latency: the publisher's clock is not known to agree with this one (--synced-clocks)".into());
-    } else if !header {
-        o.notes.push("no header latency: the type is not known to start with a std_msgs/Header (--header if it does)".into());
-    }
-    let config = serde_json::json!({
-        "domain": domain, "topic": topic, "nominal_period_ns": nominal_ns, "duration_ns": duration_ns,
-        "window_ns": window_ns, "header_latency": header, "synced_clocks": a.synced_clocks,
-        "observed": {
-            "type_name": o.type_name, "writers": o.writers, "reader_reliability": o.reader_reliability,
-            "nominal_ns": o.nominal_ns, "nominal_estimated": o.nominal_estimated,
-            "received": o.received, "gaps": o.gaps, "missed_periods": o.missed_periods, "bursts": o.bursts,
-            "size_min": o.size_min, "size_max": o.size_max, "size_mean": o.size_mean,
-        },
-        "notes": o.notes,
-    });
-    let mut doc = rtlab_lab::document::new_document("observe", started, env, config);
-    doc.duration_ns = o.duration_ns;
-    doc.interrupted = o.interrupted;
-    doc.streams = o.streams.clone();
-    doc.evidence = Some(evidence);
-    let facts = rtlab_lab::document::RunFacts {
-        memory_lock: &memory_lock,
-        any_other_policy: rt.policy == rtlab_core::rt::Policy::Other,
-        mlockall_off_by_profile: false,
-        cpu_dma_latency_error: None,
-        fewest_samples: doc.streams.iter().map(|s| s.stats.count).min().unwrap_or(0),
-        interrupted: o.interrupted,
-    };
-    doc.environment.memory_locked = matches!(memory_lock, Some(Ok(())));
-    doc.warnings = rtlab_lab::document::run_warnings(&doc.environment, &facts, Vec::new());
-    drop(lock_guard);
+    let mut noop = |_: u64, _: u64| {};
+    let mut ctx = Context::new(observe::default_rt(), stop, &mut noop);
+    ctx.evidence = a.evidence.options()?;
+    let observe::Observed { doc, outcome: o } =
+        observe::measure(cfg, &mut ctx).map_err(super::lab_error)?;
     if let Some(p) = &a.json {
         crate::document::write_json(&doc, p)?;
     }
     if !a.quiet {
-        let rows: Vec<rtlab_core::render::Row> = doc
-            .streams
-            .iter()
-            .map(|s| rtlab_core::render::Row { label: s.name.clone(), summary: &s.stats })
-            .collect();
+        let rows: Vec<Row> =
+            doc.streams.iter().map(|s| Row { label: s.name.clone(), summary: &s.stats }).collect();
         println!(
             "{} ({}), {} writer(s), reader {}: {} messages, sizes {}..{} B (mean {:.0})",
             o.topic,
@@ -326,13 +196,7 @@ fn measure(
             o.size_max.unwrap_or(0),
             o.size_mean.unwrap_or(0.0)
         );
-        print!(
-            "{}",
-            rtlab_core::render::stats_table(
-                &rows,
-                std::io::IsTerminal::is_terminal(&std::io::stdout())
-            )
-        );
+        print!("{}", stats_table(&rows, std::io::IsTerminal::is_terminal(&std::io::stdout())));
         println!(
             "nominal period {} ({}): gaps {} (periods missed {}), bursts {}",
             o.nominal_ns.map(|p| format_duration_exact(Nanos(p))).unwrap_or_else(|| "-".into()),

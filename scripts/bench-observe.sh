@@ -37,6 +37,7 @@ print("|---|---|---|---|---|---|")
 print(row("publisher send lateness (its own stamps vs its grid)", lat))
 print(row("observe: arrival period", per))
 print(row("observe: deviation from 1 ms", dev))
-print(f"\nreceived {o['received']}, gaps {o['gaps']} (missed periods {o['missed_periods']}), bursts {o['bursts']}")
+print(f"\npublisher: {lat['stats']['count']} sent, {lat['stats'].get('overruns') or 0} slots skipped (late past them)")
+print(f"observe: received {o['received']}, gaps {o['gaps']} (missed periods {o['missed_periods']}), bursts {o['bursts']}")
 print(f"observe's CPU time (user + system, set-up included): {cpu:.3f} s = {cpu / max(o['received'], 1) * 1e6:.1f} us per message")
 PY

@@ -410,6 +410,107 @@ impl DdsTransport {
     }
 }
 
+/// A writer of a topic of any type: it writes serialized samples given whole (the 4-byte
+/// encapsulation header first). For peers and tests of types rtlab has no support for.
+pub struct RawWriter {
+    _p: Arc<Participant>,
+    writer: dds_entity_t,
+    topic: dds_entity_t,
+    sertype: *const ddsi_sertype,
+}
+
+// SAFETY: the sertype pointer belongs to the writer entity, which lives as long as this value;
+// Cyclone's write calls are thread-safe.
+unsafe impl Send for RawWriter {}
+
+impl DdsTransport {
+    /// A writer of DDS topic `topic` (full DDS name) of type `type_name`.
+    pub fn raw_writer(
+        &self,
+        topic: &str,
+        type_name: &str,
+        keyless: bool,
+        qos: &Qos,
+    ) -> Result<RawWriter, TransportError> {
+        let nul =
+            |what| TransportError::Library { transport: NAME, what, why: "NUL in name".into() };
+        let name = CString::new(topic).map_err(|_| nul("topic"))?;
+        let ty = CString::new(type_name).map_err(|_| nul("type name"))?;
+        // SAFETY: valid NUL-terminated strings for the call; cyclocut copies them.
+        let t = unsafe {
+            cdds_create_blob_topic(
+                self.p.handle,
+                name.as_ptr() as *mut _,
+                ty.as_ptr() as *mut _,
+                keyless,
+            )
+        };
+        if t < 0 {
+            return Err(lib("create topic", t));
+        }
+        let q = NativeQos::of(qos);
+        // SAFETY: participant and topic are live handles; q is a valid QoS for the call.
+        let w = unsafe { dds_create_writer(self.p.handle, t, q.0, std::ptr::null()) };
+        if w < 0 {
+            // SAFETY: t is our topic handle.
+            unsafe { dds_delete(t) };
+            return Err(lib("create writer", w));
+        }
+        let mut sertype: *const ddsi_sertype = std::ptr::null();
+        // SAFETY: w is a live writer; sertype is a valid out-pointer.
+        let rc = unsafe { dds_get_entity_sertype(w, &mut sertype) };
+        if rc < 0 || sertype.is_null() {
+            // SAFETY: our handles.
+            unsafe {
+                dds_delete(w);
+                dds_delete(t);
+            }
+            return Err(lib("writer sertype", rc));
+        }
+        Ok(RawWriter { _p: self.p.clone(), writer: w, topic: t, sertype })
+    }
+}
+
+impl RawWriter {
+    /// Write one serialized sample (encapsulation header included).
+    pub fn write(&mut self, sample: &[u8]) -> Result<(), TransportError> {
+        let iov = iovec { iov_base: sample.as_ptr() as *mut _, iov_len: sample.len() };
+        // SAFETY: iov points to `sample` for the call (Cyclone copies it, never writes through
+        // it); sertype belongs to our live writer; dds_writecdr takes the serdata reference.
+        let rc = unsafe {
+            let sd = ddsi_serdata_from_ser_iov(
+                self.sertype,
+                ddsi_serdata_kind_SDK_DATA,
+                1,
+                &iov,
+                sample.len(),
+            );
+            if sd.is_null() {
+                return Err(TransportError::Library {
+                    transport: NAME,
+                    what: "serialize",
+                    why: "serdata allocation failed".into(),
+                });
+            }
+            dds_writecdr(self.writer, sd)
+        };
+        if rc < 0 {
+            return Err(lib("write", rc));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RawWriter {
+    fn drop(&mut self) {
+        // SAFETY: our handles, deleted once.
+        unsafe {
+            dds_delete(self.writer);
+            dds_delete(self.topic);
+        }
+    }
+}
+
 impl RawReader {
     /// Writers this reader is matched with now.
     pub fn matched(&self) -> u32 {

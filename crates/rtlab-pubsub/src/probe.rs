@@ -838,18 +838,7 @@ impl RoleHandle {
             }
             RoleHandle::Far(_) => {}
             RoleHandle::Process { mut child, .. } => {
-                let end = monotonic_ns() + 5_000_000_000;
-                loop {
-                    match child.try_wait() {
-                        Ok(Some(_)) | Err(_) => break,
-                        Ok(None) if monotonic_ns() > end => {
-                            let _ = child.kill();
-                            let _ = child.wait();
-                            break;
-                        }
-                        Ok(None) => std::thread::sleep(std::time::Duration::from_millis(5)),
-                    }
-                }
+                rtlab_sys::process::wait_or_kill(&mut child, std::time::Duration::from_secs(5));
             }
         }
     }

@@ -17,10 +17,28 @@
 //! _exit): no allocation, no lock. (<https://man7.org/linux/man-pages/man2/prctl.2.html>)
 
 use std::os::unix::process::CommandExt;
-use std::process::Command;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 /// The exit status of a child that found its parent already dead before exec.
 pub const ORPHAN_EXIT_STATUS: i32 = 125;
+
+/// Wait up to `within` for `child` to end by itself (polling every 5 ms), then kill it and
+/// reap it. Returns true when it ended by itself.
+pub fn wait_or_kill(child: &mut Child, within: Duration) -> bool {
+    let end = Instant::now() + within;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => return true,
+            Ok(None) if Instant::now() >= end => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return false;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+}
 
 /// Make `cmd`'s child receive SIGKILL when the thread that spawns it dies.
 ///

@@ -95,17 +95,6 @@ fn addresses() -> Vec<(String, String)> {
         .collect()
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
 fn missing_error(what: String, m: Option<&rtlab_core::error::Missing>) -> FarError {
     FarError { message: what, missing: m.cloned() }
 }
@@ -118,7 +107,7 @@ impl State {
                     host: host_name(),
                     version: super::protocol::version().into(),
                     pid: std::process::id(),
-                    root: is_root(),
+                    root: rtlab_sys::tune_sys::is_root(),
                     addresses: addresses(),
                     ssh_connection: std::env::var("SSH_CONNECTION").ok(),
                     environment: rtlab_sys::env::detect(std::path::Path::new("/")),
@@ -278,20 +267,8 @@ impl State {
         let mut f = Finished::default();
         for (_, mut r) in self.roles.drain(..) {
             drop(r.stdin.take());
-            let end = std::time::Instant::now() + Duration::from_secs(5);
-            loop {
-                match r.child.try_wait() {
-                    Ok(None) if std::time::Instant::now() < end => {
-                        std::thread::sleep(Duration::from_millis(10))
-                    }
-                    Ok(None) => {
-                        let _ = r.child.kill();
-                        let _ = r.child.wait();
-                        f.notes.push("a role process did not end within 5 s: killed".into());
-                        break;
-                    }
-                    _ => break,
-                }
+            if !rtlab_sys::process::wait_or_kill(&mut r.child, Duration::from_secs(5)) {
+                f.notes.push("a role process did not end within 5 s: killed".into());
             }
         }
         if let Some((stop, _, h)) = self.reflector.take() {

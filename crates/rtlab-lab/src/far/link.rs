@@ -458,20 +458,7 @@ impl Drop for FarLink {
         send(&self.handle.writer, &ToFar::Bye);
         drop(self.handle.writer.lock().unwrap_or_else(|e| e.into_inner()).take());
         // the agent restores its host, then ends
-        let end = std::time::Instant::now() + Duration::from_secs(15);
-        loop {
-            match self.child.try_wait() {
-                Ok(None) if std::time::Instant::now() < end => {
-                    std::thread::sleep(Duration::from_millis(10))
-                }
-                Ok(None) => {
-                    let _ = self.child.kill();
-                    let _ = self.child.wait();
-                    break;
-                }
-                _ => break,
-            }
-        }
+        rtlab_sys::process::wait_or_kill(&mut self.child, Duration::from_secs(15));
     }
 }
 

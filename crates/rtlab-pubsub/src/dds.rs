@@ -306,13 +306,18 @@ impl DdsTransport {
         Ok(DdsTransport { p: Arc::new(Participant { domain, handle: h }), net: net.clone() })
     }
 
-    fn topic(&self, topic: &str) -> Result<dds_entity_t, TransportError> {
-        let name = CString::new(format!("rt/{topic}")).map_err(|_| TransportError::Library {
-            transport: NAME,
-            what: "topic",
-            why: "NUL in name".into(),
-        })?;
-        let ty = CString::new(TYPE_NAME).expect("no NUL");
+    /// A "blob" topic (cyclocut: the samples stay serialized) named `dds_name`, of type
+    /// `type_name`, keyless or keyed.
+    fn blob_topic(
+        &self,
+        dds_name: &str,
+        type_name: &str,
+        keyless: bool,
+    ) -> Result<dds_entity_t, TransportError> {
+        let nul =
+            |what| TransportError::Library { transport: NAME, what, why: "NUL in name".into() };
+        let name = CString::new(dds_name).map_err(|_| nul("topic"))?;
+        let ty = CString::new(type_name).map_err(|_| nul("type name"))?;
         // SAFETY: both strings are valid and NUL-terminated for the call; cyclocut copies them
         // (the pointers are *mut only because of the C signature; nothing is written).
         let t = unsafe {
@@ -320,7 +325,7 @@ impl DdsTransport {
                 self.p.handle,
                 name.as_ptr() as *mut _,
                 ty.as_ptr() as *mut _,
-                true,
+                keyless,
             )
         };
         if t < 0 {
@@ -328,126 +333,14 @@ impl DdsTransport {
         }
         Ok(t)
     }
-}
 
-/// A sample of any type, as [`RawReader`] takes it: its serialized size and first bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RawSample {
-    /// Serialized size, the 4-byte encapsulation header included.
-    pub size: usize,
-    /// The first bytes after the encapsulation header (`head_len` of them valid).
-    pub head: [u8; 16],
-    pub head_len: usize,
-    /// The encapsulation: 0x0001 CDR little endian, 0x0000 big endian (XCDR2: 0x0007/0x0006).
-    pub encapsulation: u16,
-}
-
-/// A reader of a topic of any type (`observe`): it keeps the serialized bytes, so it needs
-/// no type support; the topic is made with the discovered type name.
-pub struct RawReader {
-    _p: Arc<Participant>,
-    reader: dds_entity_t,
-    topic: dds_entity_t,
-    waitset: dds_entity_t,
-    cond: dds_entity_t,
-}
-
-impl DdsTransport {
-    /// A reader of DDS topic `topic` (full DDS name, e.g. `rt/joint_states`) of type
-    /// `type_name`, with `qos` (make it compatible with the writers': a reliable reader
-    /// does not match a best-effort writer).
-    pub fn raw_reader(
-        &self,
-        topic: &str,
-        type_name: &str,
-        keyless: bool,
-        qos: &Qos,
-    ) -> Result<RawReader, TransportError> {
-        let nul =
-            |what| TransportError::Library { transport: NAME, what, why: "NUL in name".into() };
-        let name = CString::new(topic).map_err(|_| nul("topic"))?;
-        let ty = CString::new(type_name).map_err(|_| nul("type name"))?;
-        // SAFETY: valid NUL-terminated strings for the call; cyclocut copies them.
-        let t = unsafe {
-            cdds_create_blob_topic(
-                self.p.handle,
-                name.as_ptr() as *mut _,
-                ty.as_ptr() as *mut _,
-                keyless,
-            )
-        };
-        if t < 0 {
-            return Err(lib("create topic", t));
-        }
-        let q = NativeQos::of(qos);
-        // SAFETY: live participant and topic; valid QoS.
-        let r = unsafe { dds_create_reader(self.p.handle, t, q.0, std::ptr::null()) };
-        if r < 0 {
-            // SAFETY: our topic handle.
-            unsafe { dds_delete(t) };
-            return Err(lib("create reader", r));
-        }
-        // SAFETY: live handles; the waitset and condition are deleted on drop.
-        let (ws, cond) = unsafe {
-            let ws = dds_create_waitset(self.p.handle);
-            let cond = dds_create_readcondition(r, DDS_ANY_STATE);
-            if ws >= 0 && cond >= 0 {
-                dds_waitset_attach(ws, cond, r as dds_attach_t);
-            }
-            (ws, cond)
-        };
-        if ws < 0 || cond < 0 {
-            // SAFETY: our handles (negative ones are rejected by dds_delete harmlessly).
-            unsafe {
-                dds_delete(cond);
-                dds_delete(ws);
-                dds_delete(r);
-                dds_delete(t);
-            }
-            return Err(lib("create waitset", ws.min(cond)));
-        }
-        Ok(RawReader { _p: self.p.clone(), reader: r, topic: t, waitset: ws, cond })
+    /// The probe message's topic: ROS 2 naming (`rt/<topic>`), [`TYPE_NAME`], keyless.
+    fn topic(&self, topic: &str) -> Result<dds_entity_t, TransportError> {
+        self.blob_topic(&format!("rt/{topic}"), TYPE_NAME, true)
     }
-}
 
-/// A writer of a topic of any type: it writes serialized samples given whole (the 4-byte
-/// encapsulation header first). For peers and tests of types rtlab has no support for.
-pub struct RawWriter {
-    _p: Arc<Participant>,
-    writer: dds_entity_t,
-    topic: dds_entity_t,
-    sertype: *const ddsi_sertype,
-}
-
-// SAFETY: the sertype pointer belongs to the writer entity, which lives as long as this value;
-// Cyclone's write calls are thread-safe.
-unsafe impl Send for RawWriter {}
-
-impl DdsTransport {
-    /// A writer of DDS topic `topic` (full DDS name) of type `type_name`.
-    pub fn raw_writer(
-        &self,
-        topic: &str,
-        type_name: &str,
-        keyless: bool,
-        qos: &Qos,
-    ) -> Result<RawWriter, TransportError> {
-        let nul =
-            |what| TransportError::Library { transport: NAME, what, why: "NUL in name".into() };
-        let name = CString::new(topic).map_err(|_| nul("topic"))?;
-        let ty = CString::new(type_name).map_err(|_| nul("type name"))?;
-        // SAFETY: valid NUL-terminated strings for the call; cyclocut copies them.
-        let t = unsafe {
-            cdds_create_blob_topic(
-                self.p.handle,
-                name.as_ptr() as *mut _,
-                ty.as_ptr() as *mut _,
-                keyless,
-            )
-        };
-        if t < 0 {
-            return Err(lib("create topic", t));
-        }
+    /// A writer on topic `t` (which it takes over: deleted with it, also on an error).
+    fn writer_on(&self, t: dds_entity_t, qos: &Qos) -> Result<WriterEntities, TransportError> {
         let q = NativeQos::of(qos);
         // SAFETY: participant and topic are live handles; q is a valid QoS for the call.
         let w = unsafe { dds_create_writer(self.p.handle, t, q.0, std::ptr::null()) };
@@ -467,13 +360,84 @@ impl DdsTransport {
             }
             return Err(lib("writer sertype", rc));
         }
-        Ok(RawWriter { _p: self.p.clone(), writer: w, topic: t, sertype })
+        Ok(WriterEntities { _p: self.p.clone(), writer: w, topic: t, sertype })
+    }
+
+    /// A reader on topic `t` with a waitset on its read condition (it takes the topic over:
+    /// deleted with it, also on an error).
+    fn reader_on(&self, t: dds_entity_t, qos: &Qos) -> Result<ReaderEntities, TransportError> {
+        let q = NativeQos::of(qos);
+        // SAFETY: live participant and topic; valid QoS.
+        let r = unsafe { dds_create_reader(self.p.handle, t, q.0, std::ptr::null()) };
+        if r < 0 {
+            // SAFETY: our topic handle.
+            unsafe { dds_delete(t) };
+            return Err(lib("create reader", r));
+        }
+        // SAFETY: live handles; the waitset and condition become children we delete on drop.
+        let (ws, cond) = unsafe {
+            let ws = dds_create_waitset(self.p.handle);
+            let cond = dds_create_readcondition(r, DDS_ANY_STATE);
+            if ws >= 0 && cond >= 0 {
+                dds_waitset_attach(ws, cond, r as dds_attach_t);
+            }
+            (ws, cond)
+        };
+        if ws < 0 || cond < 0 {
+            // SAFETY: our handles (negative ones are rejected by dds_delete harmlessly).
+            unsafe {
+                dds_delete(cond);
+                dds_delete(ws);
+                dds_delete(r);
+                dds_delete(t);
+            }
+            return Err(lib("create waitset", ws.min(cond)));
+        }
+        Ok(ReaderEntities { _p: self.p.clone(), reader: r, topic: t, waitset: ws, cond })
+    }
+
+    /// A reader of DDS topic `topic` (full DDS name, e.g. `rt/joint_states`) of type
+    /// `type_name`, with `qos` (make it compatible with the writers': a reliable reader
+    /// does not match a best-effort writer).
+    pub fn raw_reader(
+        &self,
+        topic: &str,
+        type_name: &str,
+        keyless: bool,
+        qos: &Qos,
+    ) -> Result<RawReader, TransportError> {
+        let t = self.blob_topic(topic, type_name, keyless)?;
+        Ok(RawReader { r: self.reader_on(t, qos)? })
+    }
+
+    /// A writer of DDS topic `topic` (full DDS name) of type `type_name`.
+    pub fn raw_writer(
+        &self,
+        topic: &str,
+        type_name: &str,
+        keyless: bool,
+        qos: &Qos,
+    ) -> Result<RawWriter, TransportError> {
+        let t = self.blob_topic(topic, type_name, keyless)?;
+        Ok(RawWriter { w: self.writer_on(t, qos)? })
     }
 }
 
-impl RawWriter {
+/// A writer and its topic, deleted on drop; writes serialized samples.
+struct WriterEntities {
+    _p: Arc<Participant>,
+    writer: dds_entity_t,
+    topic: dds_entity_t,
+    sertype: *const ddsi_sertype,
+}
+
+// SAFETY: the raw sertype pointer is owned by the writer (kept alive with it) and only read
+// by Cyclone, which is thread-safe; the struct is used by one thread at a time (&mut).
+unsafe impl Send for WriterEntities {}
+
+impl WriterEntities {
     /// Write one serialized sample (encapsulation header included).
-    pub fn write(&mut self, sample: &[u8]) -> Result<(), TransportError> {
+    fn write(&self, sample: &[u8]) -> Result<(), TransportError> {
         let iov = iovec { iov_base: sample.as_ptr() as *mut _, iov_len: sample.len() };
         // SAFETY: iov points to `sample` for the call (Cyclone copies it, never writes through
         // it); sertype belongs to our live writer; dds_writecdr takes the serdata reference.
@@ -501,7 +465,7 @@ impl RawWriter {
     }
 }
 
-impl Drop for RawWriter {
+impl Drop for WriterEntities {
     fn drop(&mut self) {
         // SAFETY: our handles, deleted once.
         unsafe {
@@ -511,22 +475,20 @@ impl Drop for RawWriter {
     }
 }
 
-impl RawReader {
-    /// Writers this reader is matched with now.
-    pub fn matched(&self) -> u32 {
-        // SAFETY: all-zero is a valid value of this plain C status struct, overwritten.
-        let mut st: dds_subscription_matched_status_t = unsafe { std::mem::zeroed() };
-        // SAFETY: live reader; st is a local out-value.
-        let rc = unsafe { dds_get_subscription_matched_status(self.reader, &mut st) };
-        if rc < 0 {
-            0
-        } else {
-            st.current_count
-        }
-    }
+/// A reader, its topic, waitset and read condition, deleted on drop (children first).
+struct ReaderEntities {
+    _p: Arc<Participant>,
+    reader: dds_entity_t,
+    topic: dds_entity_t,
+    waitset: dds_entity_t,
+    cond: dds_entity_t,
+}
 
-    /// The next sample, or None (nothing, or a dispose without data).
-    pub fn try_take(&mut self) -> Result<Option<RawSample>, TransportError> {
+impl ReaderEntities {
+    /// Take the next sample and copy its first `buf.len()` serialized bytes (the
+    /// encapsulation header first) into `buf`: (serialized size, bytes copied), with size 0
+    /// for a sample without data (a dispose); None when there was no sample.
+    fn take_head(&self, buf: &mut [u8]) -> Result<Option<(usize, usize)>, TransportError> {
         let mut sd: *mut ddsi_serdata = std::ptr::null_mut();
         // SAFETY: dds_sample_info_t is plain data; all-zero is a valid value to be overwritten.
         let mut info: dds_sample_info_t = unsafe { std::mem::zeroed() };
@@ -538,28 +500,109 @@ impl RawReader {
         if n == 0 || sd.is_null() {
             return Ok(None);
         }
-        let mut buf = [0u8; 20];
-        let mut got = 0usize;
-        let mut size = 0usize;
+        let (mut size, mut got) = (0usize, 0usize);
         // SAFETY: sd is a live serdata we hold one reference to; to_ser_ref gives a view of
         // the bytes asked for, valid until to_ser_unref; we copy out and release both.
         unsafe {
-            size = if info.valid_data { ddsi_serdata_size(sd) as usize } else { size };
-            let want = size.min(buf.len());
-            if want >= 4 {
-                let mut iov = iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
-                let r = ddsi_serdata_to_ser_ref(sd, 0, want, &mut iov);
-                if !r.is_null() && !iov.iov_base.is_null() {
-                    got = iov.iov_len.min(want);
-                    std::ptr::copy_nonoverlapping(iov.iov_base as *const u8, buf.as_mut_ptr(), got);
-                }
-                if !r.is_null() {
-                    ddsi_serdata_to_ser_unref(r, &iov);
+            if info.valid_data {
+                size = ddsi_serdata_size(sd) as usize;
+                let want = size.min(buf.len());
+                if want > 0 {
+                    let mut iov = iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
+                    let r = ddsi_serdata_to_ser_ref(sd, 0, want, &mut iov);
+                    if !r.is_null() && !iov.iov_base.is_null() {
+                        got = iov.iov_len.min(want);
+                        std::ptr::copy_nonoverlapping(
+                            iov.iov_base as *const u8,
+                            buf.as_mut_ptr(),
+                            got,
+                        );
+                    }
+                    if !r.is_null() {
+                        ddsi_serdata_to_ser_unref(r, &iov);
+                    }
                 }
             }
             ddsi_serdata_unref(sd);
         }
-        if !info.valid_data || got < 4 {
+        Ok(Some((size, got)))
+    }
+
+    /// Wait at most `timeout_ns` for data.
+    fn wait(&self, timeout_ns: i64) -> Result<(), TransportError> {
+        // SAFETY: live waitset; no attachment output wanted (null, 0).
+        let rc =
+            unsafe { dds_waitset_wait(self.waitset, std::ptr::null_mut(), 0, timeout_ns.max(0)) };
+        if rc < 0 {
+            return Err(lib("wait", rc));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ReaderEntities {
+    fn drop(&mut self) {
+        // SAFETY: our handles, deleted once, children first.
+        unsafe {
+            dds_waitset_detach(self.waitset, self.cond);
+            dds_delete(self.cond);
+            dds_delete(self.waitset);
+            dds_delete(self.reader);
+            dds_delete(self.topic);
+        }
+    }
+}
+
+/// A sample of any type, as [`RawReader`] takes it: its serialized size and first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawSample {
+    /// Serialized size, the 4-byte encapsulation header included.
+    pub size: usize,
+    /// The first bytes after the encapsulation header (`head_len` of them valid).
+    pub head: [u8; 16],
+    pub head_len: usize,
+    /// The encapsulation: 0x0001 CDR little endian, 0x0000 big endian (XCDR2: 0x0007/0x0006).
+    pub encapsulation: u16,
+}
+
+/// A reader of a topic of any type (`observe`): it keeps the serialized bytes, so it needs
+/// no type support; the topic is made with the discovered type name.
+pub struct RawReader {
+    r: ReaderEntities,
+}
+
+/// A writer of a topic of any type: it writes serialized samples given whole (the 4-byte
+/// encapsulation header first). For peers and tests of types rtlab has no support for.
+pub struct RawWriter {
+    w: WriterEntities,
+}
+
+impl RawWriter {
+    /// Write one serialized sample (encapsulation header included).
+    pub fn write(&mut self, sample: &[u8]) -> Result<(), TransportError> {
+        self.w.write(sample)
+    }
+}
+
+impl RawReader {
+    /// Writers this reader is matched with now.
+    pub fn matched(&self) -> u32 {
+        // SAFETY: all-zero is a valid value of this plain C status struct, overwritten.
+        let mut st: dds_subscription_matched_status_t = unsafe { std::mem::zeroed() };
+        // SAFETY: live reader; st is a local out-value.
+        let rc = unsafe { dds_get_subscription_matched_status(self.r.reader, &mut st) };
+        if rc < 0 {
+            0
+        } else {
+            st.current_count
+        }
+    }
+
+    /// The next sample, or None (nothing, or a dispose without data).
+    pub fn try_take(&mut self) -> Result<Option<RawSample>, TransportError> {
+        let mut buf = [0u8; 20];
+        let Some((size, got)) = self.r.take_head(&mut buf)? else { return Ok(None) };
+        if got < 4 {
             return Ok(None);
         }
         let mut head = [0u8; 16];
@@ -577,26 +620,8 @@ impl RawReader {
         if let Some(r) = self.try_take()? {
             return Ok(Some(r));
         }
-        // SAFETY: live waitset; no attachment output wanted (null, 0).
-        let rc =
-            unsafe { dds_waitset_wait(self.waitset, std::ptr::null_mut(), 0, timeout_ns.max(0)) };
-        if rc < 0 {
-            return Err(lib("wait", rc));
-        }
+        self.r.wait(timeout_ns)?;
         self.try_take()
-    }
-}
-
-impl Drop for RawReader {
-    fn drop(&mut self) {
-        // SAFETY: our handles, deleted once, children first.
-        unsafe {
-            dds_waitset_detach(self.waitset, self.cond);
-            dds_delete(self.cond);
-            dds_delete(self.waitset);
-            dds_delete(self.reader);
-            dds_delete(self.topic);
-        }
     }
 }
 
@@ -688,37 +713,11 @@ impl Transport for DdsTransport {
     ) -> Result<Box<dyn Publisher>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
-        let t = self.topic(topic)?;
-        let q = NativeQos::of(qos);
-        // SAFETY: participant and topic are live handles; q is a valid QoS for the call.
-        let w = unsafe { dds_create_writer(self.p.handle, t, q.0, std::ptr::null()) };
-        if w < 0 {
-            // SAFETY: t is our topic handle.
-            unsafe { dds_delete(t) };
-            return Err(lib("create writer", w));
-        }
-        let mut sertype: *const ddsi_sertype = std::ptr::null();
-        // SAFETY: w is a live writer; sertype is a valid out-pointer.
-        let rc = unsafe { dds_get_entity_sertype(w, &mut sertype) };
-        if rc < 0 || sertype.is_null() {
-            // SAFETY: our handles.
-            unsafe {
-                dds_delete(w);
-                dds_delete(t);
-            }
-            return Err(lib("writer sertype", rc));
-        }
+        let w = self.writer_on(self.topic(topic)?, qos)?;
         let size = ENCAPSULATION.len() + BODY_HEAD + (max_len - HEADER_LEN);
         let mut buf = vec![0u8; size].into_boxed_slice();
         buf[..4].copy_from_slice(&ENCAPSULATION);
-        Ok(Box::new(DdsPublisher {
-            _p: self.p.clone(),
-            writer: w,
-            topic: t,
-            sertype,
-            buf,
-            max_len,
-        }))
+        Ok(Box::new(DdsPublisher { w, buf, max_len }))
     }
     fn subscriber(
         &self,
@@ -728,35 +727,7 @@ impl Transport for DdsTransport {
     ) -> Result<Box<dyn Subscriber>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
-        let t = self.topic(topic)?;
-        let q = NativeQos::of(qos);
-        // SAFETY: live participant and topic; valid QoS.
-        let r = unsafe { dds_create_reader(self.p.handle, t, q.0, std::ptr::null()) };
-        if r < 0 {
-            // SAFETY: our topic handle.
-            unsafe { dds_delete(t) };
-            return Err(lib("create reader", r));
-        }
-        // SAFETY: live handles; the waitset and condition become children we delete on drop.
-        let (ws, cond) = unsafe {
-            let ws = dds_create_waitset(self.p.handle);
-            let cond = dds_create_readcondition(r, DDS_ANY_STATE);
-            if ws >= 0 && cond >= 0 {
-                dds_waitset_attach(ws, cond, r as dds_attach_t);
-            }
-            (ws, cond)
-        };
-        if ws < 0 || cond < 0 {
-            // SAFETY: our handles (negative ones are rejected by dds_delete harmlessly).
-            unsafe {
-                dds_delete(cond);
-                dds_delete(ws);
-                dds_delete(r);
-                dds_delete(t);
-            }
-            return Err(lib("create waitset", ws.min(cond)));
-        }
-        Ok(Box::new(DdsSubscriber { _p: self.p.clone(), reader: r, topic: t, waitset: ws, cond }))
+        Ok(Box::new(DdsSubscriber { r: self.reader_on(self.topic(topic)?, qos)? }))
     }
     fn notes(&self) -> Vec<String> {
         vec![format!(
@@ -786,17 +757,10 @@ fn network_note(net: &DdsNetwork) -> String {
 }
 
 struct DdsPublisher {
-    _p: Arc<Participant>,
-    writer: dds_entity_t,
-    topic: dds_entity_t,
-    sertype: *const ddsi_sertype,
+    w: WriterEntities,
     buf: Box<[u8]>,
     max_len: usize,
 }
-
-// SAFETY: the raw sertype pointer is owned by the writer (kept alive with it) and only read
-// by Cyclone, which is thread-safe; the struct is used by one thread at a time (&mut).
-unsafe impl Send for DdsPublisher {}
 
 impl Publisher for DdsPublisher {
     fn publish(&mut self, seq: u64, stamp_ns: i64, len: usize) -> Result<(), TransportError> {
@@ -807,85 +771,21 @@ impl Publisher for DdsPublisher {
         b[12..16].copy_from_slice(&(stamp_ns.rem_euclid(1_000_000_000) as u32).to_le_bytes());
         b[16..20].copy_from_slice(&((len - HEADER_LEN) as u32).to_le_bytes());
         let size = 4 + BODY_HEAD + (len - HEADER_LEN);
-        let iov = iovec { iov_base: self.buf.as_mut_ptr() as *mut _, iov_len: size };
-        // SAFETY: iov points into our buffer of at least `size` bytes for the call (Cyclone
-        // copies it); sertype belongs to our live writer; dds_writecdr takes the serdata ref.
-        let rc = unsafe {
-            let sd =
-                ddsi_serdata_from_ser_iov(self.sertype, ddsi_serdata_kind_SDK_DATA, 1, &iov, size);
-            if sd.is_null() {
-                return Err(TransportError::Library {
-                    transport: NAME,
-                    what: "serialize",
-                    why: "serdata allocation failed".into(),
-                });
-            }
-            dds_writecdr(self.writer, sd)
-        };
-        if rc < 0 {
-            return Err(lib("write", rc));
-        }
-        Ok(())
-    }
-}
-
-impl Drop for DdsPublisher {
-    fn drop(&mut self) {
-        // SAFETY: our handles, deleted once.
-        unsafe {
-            dds_delete(self.writer);
-            dds_delete(self.topic);
-        }
+        self.w.write(&self.buf[..size])
     }
 }
 
 struct DdsSubscriber {
-    _p: Arc<Participant>,
-    reader: dds_entity_t,
-    topic: dds_entity_t,
-    waitset: dds_entity_t,
-    cond: dds_entity_t,
+    r: ReaderEntities,
 }
 
 impl Subscriber for DdsSubscriber {
     fn try_take(&mut self) -> Result<Option<Received>, TransportError> {
-        let mut sd: *mut ddsi_serdata = std::ptr::null_mut();
-        // SAFETY: dds_sample_info_t is plain data; all-zero is a valid value to be overwritten.
-        let mut info: dds_sample_info_t = unsafe { std::mem::zeroed() };
-        // SAFETY: live reader; sd and info are valid for one sample.
-        let n = unsafe { dds_takecdr(self.reader, &mut sd, 1, &mut info, DDS_ANY_STATE) };
-        if n < 0 {
-            return Err(lib("take", n));
-        }
-        if n == 0 || sd.is_null() {
-            return Ok(None);
-        }
         let mut head = [0u8; 4 + BODY_HEAD];
-        let mut ok = false;
-        // SAFETY: sd is a live serdata we hold one reference to; to_ser_ref gives a view of
-        // `want` bytes valid until to_ser_unref; we copy out and release both references.
-        unsafe {
-            let size = ddsi_serdata_size(sd) as usize;
-            if info.valid_data && size >= head.len() {
-                let mut iov = iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
-                let r = ddsi_serdata_to_ser_ref(sd, 0, head.len(), &mut iov);
-                if !r.is_null() && !iov.iov_base.is_null() && iov.iov_len >= head.len() {
-                    std::ptr::copy_nonoverlapping(
-                        iov.iov_base as *const u8,
-                        head.as_mut_ptr(),
-                        head.len(),
-                    );
-                    ok = true;
-                }
-                if !r.is_null() {
-                    ddsi_serdata_to_ser_unref(r, &iov);
-                }
-            }
-            ddsi_serdata_unref(sd);
-        }
-        if !ok {
-            // a dispose/unregister without data, or a sample shorter than the message head
-            return Ok(None);
+        match self.r.take_head(&mut head)? {
+            Some((_, got)) if got == head.len() => {}
+            // nothing; a dispose/unregister without data, or a sample shorter than the head
+            _ => return Ok(None),
         }
         let b = &head[4..];
         let seq = u64::from_le_bytes(b[0..8].try_into().expect("8 bytes"));
@@ -902,26 +802,8 @@ impl Subscriber for DdsSubscriber {
         if let Some(r) = self.try_take()? {
             return Ok(Some(r));
         }
-        // SAFETY: live waitset; no attachment output wanted (null, 0).
-        let rc =
-            unsafe { dds_waitset_wait(self.waitset, std::ptr::null_mut(), 0, timeout_ns.max(0)) };
-        if rc < 0 {
-            return Err(lib("wait", rc));
-        }
+        self.r.wait(timeout_ns)?;
         self.try_take()
-    }
-}
-
-impl Drop for DdsSubscriber {
-    fn drop(&mut self) {
-        // SAFETY: our handles, deleted once, children first.
-        unsafe {
-            dds_waitset_detach(self.waitset, self.cond);
-            dds_delete(self.cond);
-            dds_delete(self.waitset);
-            dds_delete(self.reader);
-            dds_delete(self.topic);
-        }
     }
 }
 

@@ -18,6 +18,35 @@ impl Drop for Kill {
     }
 }
 
+/// rtlab's own DDS publisher by hand on `topic` in `domain` (60 s at most), its QoS flags added.
+fn rtlab_publisher(domain: u32, topic: &str, rate: &str, qos: &[&str]) -> Kill {
+    Kill(
+        rtlab()
+            .args(["pubsub", "--transport", "dds", "--role", "pub", "--topic", topic])
+            .args(["--domain", &domain.to_string(), "--rate", rate, "--duration", "60s"])
+            .args(qos)
+            .args(["-q", "--no-mlockall"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// ddsperf publishing best effort at `rate` in `domain` (60 s at most), on rtlab's loopback
+/// configuration.
+fn ddsperf_publisher(domain: u32, rate: &str) -> Kill {
+    Kill(
+        std::process::Command::new("ddsperf")
+            .env("CYCLONEDDS_URI", LOOPBACK)
+            .args(["-i", &domain.to_string(), "-D", "60", "-u", "pub", rate])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// Observe `domain` until `found` holds for the graph (bounded: discovery on a busy machine).
 fn observe_until(domain: u32, found: impl Fn(&Value) -> bool) -> Value {
     let mut g = Value::Null;
@@ -40,15 +69,11 @@ fn writers_on<'a>(g: &'a Value, topic: &str) -> Vec<&'a Value> {
 fn a_ros2_named_writer_and_a_raw_dds_writer_are_found() {
     let domain = 216 + std::process::id() % 14;
     let topic = format!("obs_{}", std::process::id());
-    let _publisher = Kill(
-        rtlab()
-            .args(["pubsub", "--transport", "dds", "--role", "pub", "--topic", &topic])
-            .args(["--domain", &domain.to_string(), "--rate", "10hz", "--duration", "60s"])
-            .args(["--reliability", "reliable", "--history", "keep-last:3", "-q", "--no-mlockall"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let _publisher = rtlab_publisher(
+        domain,
+        &topic,
+        "10hz",
+        &["--reliability", "reliable", "--history", "keep-last:3"],
     );
     let dds_topic = format!("rt/{topic}");
     let g = observe_until(domain, |g| !writers_on(g, &dds_topic).is_empty());
@@ -65,15 +90,7 @@ fn a_ros2_named_writer_and_a_raw_dds_writer_are_found() {
 
     if which("ddsperf") {
         let raw = domain + 1;
-        let _ddsperf = Kill(
-            std::process::Command::new("ddsperf")
-                .env("CYCLONEDDS_URI", LOOPBACK)
-                .args(["-i", &raw.to_string(), "-D", "60", "-u", "pub", "10Hz"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
+        let _ddsperf = ddsperf_publisher(raw, "10Hz");
         let g = observe_until(raw, |g| !writers_on(g, "DDSPerfUDataKS").is_empty());
         let w = writers_on(&g, "DDSPerfUDataKS")[0];
         assert_eq!(w["type_name"], "KeyedSeq");
@@ -103,16 +120,7 @@ fn an_empty_domain_and_bad_input_are_said_in_one_line() {
 fn a_live_topic_is_measured_and_its_problems_said_in_one_line() {
     let domain = 216 + (std::process::id() + 7) % 14;
     let topic = format!("live_{}", std::process::id());
-    let _publisher = Kill(
-        rtlab()
-            .args(["pubsub", "--transport", "dds", "--role", "pub", "--topic", &topic])
-            .args(["--domain", &domain.to_string(), "--rate", "100hz", "--duration", "60s"])
-            .args(["-q", "--no-mlockall"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _publisher = rtlab_publisher(domain, &topic, "100hz", &[]);
     observe_until(domain, |g| !writers_on(g, &format!("rt/{topic}")).is_empty());
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("o.json");
@@ -197,15 +205,7 @@ fn a_raw_dds_topic_is_measured_by_its_dds_name() {
         return;
     }
     let domain = 216 + (std::process::id() + 3) % 14;
-    let _ddsperf = Kill(
-        std::process::Command::new("ddsperf")
-            .env("CYCLONEDDS_URI", LOOPBACK)
-            .args(["-i", &domain.to_string(), "-D", "60", "-u", "pub", "50Hz"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _ddsperf = ddsperf_publisher(domain, "50Hz");
     observe_until(domain, |g| !writers_on(g, "DDSPerfUDataKS").is_empty());
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("o.json");
@@ -240,15 +240,7 @@ fn a_scenario_observes_a_live_topic_and_stores_it() {
         return;
     }
     let domain = 216 + (std::process::id() + 10) % 14;
-    let _ddsperf = Kill(
-        std::process::Command::new("ddsperf")
-            .env("CYCLONEDDS_URI", LOOPBACK)
-            .args(["-i", &domain.to_string(), "-D", "60", "-u", "pub", "100Hz"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _ddsperf = ddsperf_publisher(domain, "100Hz");
     observe_until(domain, |g| !writers_on(g, "DDSPerfUDataKS").is_empty());
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("o.toml");

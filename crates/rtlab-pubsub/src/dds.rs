@@ -1,15 +1,10 @@
 //! `dds`: Eclipse Cyclone DDS through `cyclors` 0.4 (the C library, built from source).
 //!
-//! ROS 2 conventions, so that a ROS 2 node on rmw_cyclonedds could be the far side: the DDS
-//! topic is `rt/<topic>`, the type name [`TYPE_NAME`], and the sample is the CDR (XCDR1,
-//! little endian) of
-//! ```text
-//! uint64 seq; builtin_interfaces::msg::Time stamp {int32 sec; uint32 nanosec}; sequence<uint8> payload
-//! ```
-//! The topic is a keyless "blob" topic (cyclors' cyclocut): rtlab writes and takes the
+//! ROS 2 conventions, so that a ROS 2 node (any RMW) can be the peer: the DDS topic is
+//! `rt/<topic>` and the message a stock `sensor_msgs/msg/CompressedImage`
+//! ([`crate::ros_msg`]: header.stamp = send stamp, data = sequence number + payload). The
+//! topic is a keyless "blob" topic (cyclors' cyclocut): rtlab writes and takes the
 //! serialized sample itself (`dds_writecdr` / `dds_takecdr`), so no IDL compiler is needed.
-//! A message of `len` bytes (rtlab's 16-byte header included) carries `len - 16` payload
-//! bytes; the stamp is CLOCK_MONOTONIC split into sec/nanosec.
 //!
 //! Network ([`DdsNetwork`], built into the Cyclone XML by [`config_xml`]):
 //! - no interface (the default): traffic stays on loopback — the configuration names `lo`,
@@ -33,6 +28,7 @@
 //! the domain when its last transport goes). Never prints.
 #![allow(unsafe_code)]
 
+use crate::ros_msg;
 use crate::transport::*;
 use cyclors::*;
 use std::ffi::{CStr, CString};
@@ -42,13 +38,10 @@ const NAME: &str = "dds";
 /// The largest domain id rtlab uses: DDS's port mapping (7400 + 250 d) leaves room for
 /// unicast discovery of 100 participant indexes up to domain 231 (232 overflows port 65535).
 pub const MAX_DOMAIN: u32 = 231;
-/// The ROS 2-style DDS type name of the probe message.
-pub const TYPE_NAME: &str = "rtlab_msgs::msg::dds_::Probe_";
+/// The DDS type name of the probe message (`sensor_msgs/msg/CompressedImage`).
+pub const TYPE_NAME: &str = crate::ros_msg::TYPE_NAME;
 /// Largest message offered (Cyclone fragments large samples).
 pub const MAX_MESSAGE: usize = 64 << 20;
-const ENCAPSULATION: [u8; 4] = [0x00, 0x01, 0x00, 0x00]; // CDR_LE
-/// CDR body before the payload bytes: seq (8) + sec (4) + nanosec (4) + length (4).
-const BODY_HEAD: usize = 20;
 
 fn lib(what: &'static str, rc: i32) -> TransportError {
     // SAFETY: dds_strretcode returns a pointer to a static, NUL-terminated string for any code.
@@ -714,9 +707,8 @@ impl Transport for DdsTransport {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
         let w = self.writer_on(self.topic(topic)?, qos)?;
-        let size = ENCAPSULATION.len() + BODY_HEAD + (max_len - HEADER_LEN);
-        let mut buf = vec![0u8; size].into_boxed_slice();
-        buf[..4].copy_from_slice(&ENCAPSULATION);
+        let mut buf = vec![0u8; ros_msg::serialized_size(max_len)].into_boxed_slice();
+        ros_msg::init(&mut buf);
         Ok(Box::new(DdsPublisher { w, buf, max_len }))
     }
     fn subscriber(
@@ -727,13 +719,17 @@ impl Transport for DdsTransport {
     ) -> Result<Box<dyn Subscriber>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
-        Ok(Box::new(DdsSubscriber { r: self.reader_on(self.topic(topic)?, qos)? }))
+        Ok(Box::new(DdsSubscriber {
+            r: self.reader_on(self.topic(topic)?, qos)?,
+            head: [0u8; ros_msg::HEAD],
+        }))
     }
     fn notes(&self) -> Vec<String> {
         vec![format!(
-            "dds: Cyclone DDS (cyclors 0.4), domain {}, {}; topic rt/<topic>, type {TYPE_NAME}",
+            "dds: Cyclone DDS (cyclors 0.4), domain {}, {}; topic rt/<topic>, type {} (header.stamp = send stamp, data = sequence + payload)",
             self.p.domain,
-            network_note(&self.net)
+            network_note(&self.net),
+            ros_msg::ROS_TYPE
         )]
     }
 }
@@ -765,38 +761,28 @@ struct DdsPublisher {
 impl Publisher for DdsPublisher {
     fn publish(&mut self, seq: u64, stamp_ns: i64, len: usize) -> Result<(), TransportError> {
         check_len(NAME, self.max_len, len)?;
-        let b = &mut self.buf[4..];
-        b[0..8].copy_from_slice(&seq.to_le_bytes());
-        b[8..12].copy_from_slice(&(stamp_ns.div_euclid(1_000_000_000) as i32).to_le_bytes());
-        b[12..16].copy_from_slice(&(stamp_ns.rem_euclid(1_000_000_000) as u32).to_le_bytes());
-        b[16..20].copy_from_slice(&((len - HEADER_LEN) as u32).to_le_bytes());
-        let size = 4 + BODY_HEAD + (len - HEADER_LEN);
+        let size = ros_msg::encode(&mut self.buf, seq, stamp_ns, len);
         self.w.write(&self.buf[..size])
     }
 }
 
 struct DdsSubscriber {
     r: ReaderEntities,
+    /// The first bytes of each sample (sequence and stamp are read from there).
+    head: [u8; ros_msg::HEAD],
 }
 
 impl Subscriber for DdsSubscriber {
     fn try_take(&mut self) -> Result<Option<Received>, TransportError> {
-        let mut head = [0u8; 4 + BODY_HEAD];
-        match self.r.take_head(&mut head)? {
-            Some((_, got)) if got == head.len() => {}
-            // nothing; a dispose/unregister without data, or a sample shorter than the head
+        let got = match self.r.take_head(&mut self.head)? {
+            Some((size, got)) if size > 0 => got,
+            // nothing, or a dispose/unregister without data
             _ => return Ok(None),
+        };
+        match ros_msg::decode(&self.head[..got]) {
+            Ok(d) => Ok(Some(Received { seq: d.seq, stamp_ns: d.stamp_ns, len: d.len })),
+            Err(m) => Err(TransportError::Malformed { transport: NAME, why: m.reason() }),
         }
-        let b = &head[4..];
-        let seq = u64::from_le_bytes(b[0..8].try_into().expect("8 bytes"));
-        let sec = i32::from_le_bytes(b[8..12].try_into().expect("4 bytes"));
-        let nsec = u32::from_le_bytes(b[12..16].try_into().expect("4 bytes"));
-        let plen = u32::from_le_bytes(b[16..20].try_into().expect("4 bytes")) as usize;
-        Ok(Some(Received {
-            seq,
-            stamp_ns: sec as i64 * 1_000_000_000 + nsec as i64,
-            len: plen + HEADER_LEN,
-        }))
     }
     fn wait_take(&mut self, timeout_ns: i64) -> Result<Option<Received>, TransportError> {
         if let Some(r) = self.try_take()? {

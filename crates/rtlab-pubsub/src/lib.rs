@@ -21,6 +21,7 @@ pub mod dds_graph;
 pub mod intra;
 pub mod observe;
 pub mod probe;
+pub mod ros_msg;
 pub mod seqtrack;
 pub mod shm;
 pub mod transport;

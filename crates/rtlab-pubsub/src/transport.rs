@@ -202,6 +202,9 @@ pub enum TransportError {
     MessageTooSmall(usize),
     #[error("{transport}: {what}: {why}")]
     Library { transport: &'static str, what: &'static str, why: String },
+    /// A received message rtlab cannot read (counted as malformed, never fatal).
+    #[error("{transport}: a malformed message: {why}")]
+    Malformed { transport: &'static str, why: &'static str },
     #[error("{transport}: {what}: {source}")]
     Io { transport: &'static str, what: &'static str, source: std::io::Error },
 }

@@ -45,7 +45,7 @@ fn a_writer_and_a_reader_are_found_with_their_qos() {
     let topics = g.topics();
     let chatter = topics.iter().find(|t| t.topic == "rt/graph_chatter").unwrap();
     assert_eq!(chatter.ros_name.as_deref(), Some("/graph_chatter"));
-    assert_eq!(chatter.ros_type.as_deref(), Some("rtlab_msgs/msg/Probe"));
+    assert_eq!(chatter.ros_type.as_deref(), Some("sensor_msgs/msg/CompressedImage"));
     assert_eq!((chatter.writers, chatter.readers), (1, 0));
 }
 

@@ -78,7 +78,7 @@ fn a_ros2_named_writer_and_a_raw_dds_writer_are_found() {
     let dds_topic = format!("rt/{topic}");
     let g = observe_until(domain, |g| !writers_on(g, &dds_topic).is_empty());
     let w = writers_on(&g, &dds_topic)[0];
-    assert_eq!(w["type_name"], "rtlab_msgs::msg::dds_::Probe_");
+    assert_eq!(w["type_name"], "sensor_msgs::msg::dds_::CompressedImage_");
     assert_eq!(w["qos"]["reliability"], "reliable");
     assert_eq!(w["qos"]["history"], "keep-last:3");
     assert_eq!(w["qos"]["durability"], "volatile");
@@ -86,7 +86,10 @@ fn a_ros2_named_writer_and_a_raw_dds_writer_are_found() {
     // the terminal shows the ROS 2 name and type
     let o = run(&["observe", "--domain", &domain.to_string(), "--wait", "1s"]);
     let out = stdout(&o);
-    assert!(out.contains(&format!("/{topic}")) && out.contains("rtlab_msgs/msg/Probe"), "{out}");
+    assert!(
+        out.contains(&format!("/{topic}")) && out.contains("sensor_msgs/msg/CompressedImage"),
+        "{out}"
+    );
 
     if which("ddsperf") {
         let raw = domain + 1;
@@ -144,7 +147,7 @@ fn a_live_topic_is_measured_and_its_problems_said_in_one_line() {
     let d: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(d["probe"], "observe");
     let obs = &d["config"]["observed"];
-    assert_eq!(obs["type_name"], "rtlab_msgs::msg::dds_::Probe_");
+    assert_eq!(obs["type_name"], "sensor_msgs::msg::dds_::CompressedImage_");
     assert_eq!(obs["reader_reliability"], "best-effort");
     assert_eq!(obs["nominal_ns"], 10_000_000);
     assert_eq!(obs["nominal_estimated"], false);

@@ -79,6 +79,45 @@ impl Mode {
     }
 }
 
+/// The clock of the one-way send and receive stamps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StampClock {
+    /// CLOCK_MONOTONIC: one host (processes and namespaces of one machine).
+    #[default]
+    Monotonic,
+    /// CLOCK_REALTIME: two hosts whose clocks are synchronised (PTP, chrony), or a ROS 2
+    /// peer (ROS time is the system clock); a step of the clock shows in the samples.
+    Realtime,
+}
+
+impl StampClock {
+    pub fn name(self) -> &'static str {
+        match self {
+            StampClock::Monotonic => "CLOCK_MONOTONIC",
+            StampClock::Realtime => "CLOCK_REALTIME",
+        }
+    }
+    #[inline]
+    pub fn now(self) -> i64 {
+        match self {
+            StampClock::Monotonic => monotonic_ns(),
+            StampClock::Realtime => rtlab_sys::clock::realtime_ns(),
+        }
+    }
+}
+
+/// The definition of a one-way sample stamped on `clock`.
+pub fn oneway_definition(clock: StampClock) -> String {
+    match clock {
+        StampClock::Monotonic => Mode::Oneway.definition().to_string(),
+        StampClock::Realtime => "one-way latency: receive stamp (subscriber, CLOCK_REALTIME right after the take returns) - send stamp \
+             (publisher, CLOCK_REALTIME right before publish), two clocks stated to be synchronised (or a ROS 2 peer's system \
+             clock); their offset is in every sample; not RTT/2"
+            .to_string(),
+    }
+}
+
 /// The transports, named as on the CLI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -229,6 +268,9 @@ pub struct PubsubConfig {
     /// probe starts every role itself).
     #[serde(default)]
     pub by_hand: Option<ByHand>,
+    /// The clock of one-way stamps (round trips always use CLOCK_MONOTONIC: one clock).
+    #[serde(default)]
+    pub stamp_clock: StampClock,
 }
 
 /// A role run by hand (`rtlab pubsub --role R --topic T` on each machine).
@@ -337,6 +379,15 @@ pub fn apply_thread_priorities(rules: &[ThreadPriority]) -> Result<Vec<String>, 
 }
 
 impl PubsubConfig {
+    /// The clock of the stamps the subscribers compare: `stamp_clock` in oneway, always
+    /// CLOCK_MONOTONIC in roundtrip (the pinger compares its own stamps).
+    pub fn oneway_clock(&self) -> StampClock {
+        match self.mode {
+            Mode::Oneway => self.stamp_clock,
+            Mode::Roundtrip => StampClock::Monotonic,
+        }
+    }
+
     /// Messages sent in one case of this period.
     pub fn messages_of(&self, period_ns: i64) -> u64 {
         let by_time = (self.case_duration_ns / period_ns.max(1)).max(1) as u64;
@@ -388,6 +439,9 @@ pub struct RoleConfig {
     pub mlockall: bool,
     #[serde(default)]
     pub thread_priorities: Vec<ThreadPriority>,
+    /// The clock of the stamps a subscriber compares (one-way); round trips: monotonic.
+    #[serde(default)]
+    pub stamp_clock: StampClock,
     /// Raise this flag on the first sample above its threshold; in this process only (a
     /// role process gets none).
     #[serde(skip)]
@@ -406,6 +460,22 @@ pub struct ReceiverReport {
     pub out_of_order: u64,
     /// Messages with a sequence number outside the measured range.
     pub malformed: u64,
+    /// The lowest and highest measured sequence numbers received (a subscriber by hand
+    /// joins a publisher's stream wherever it is: its losses are counted between the two).
+    #[serde(default)]
+    pub first_seq: Option<u64>,
+    #[serde(default)]
+    pub last_seq: Option<u64>,
+}
+
+impl ReceiverReport {
+    /// Messages missing between the first and the last one received.
+    pub fn lost_between(&self) -> u64 {
+        match (self.first_seq, self.last_seq) {
+            (Some(f), Some(l)) => (l - f + 1).saturating_sub(self.received),
+            _ => 0,
+        }
+    }
 }
 
 /// Lines a role writes to its parent.
@@ -738,6 +808,11 @@ fn run_peer_by_hand(
         rt: cfg.rt.clone(),
         mlockall: false,
         thread_priorities: cfg.thread_priorities.clone(),
+        stamp_clock: if kind == RoleKind::Subscriber {
+            cfg.stamp_clock
+        } else {
+            StampClock::Monotonic
+        },
         spike: cfg.spike.clone(),
     };
     let (tx, rx) = mpsc::channel::<RoleEvent>();
@@ -762,10 +837,11 @@ fn run_peer_by_hand(
     let mut case = CaseResult::failed(len, period, 1, String::new());
     case.error = None;
     if let Some(r) = report {
+        let lost = r.lost_between();
         let mut s = r.stream;
         s.name = format!("{}.oneway.{}.sub", cfg.transport.kind.name(), h.topic);
         s.metric = Mode::Oneway.metric().into();
-        s.definition = Mode::Oneway.definition().into();
+        s.definition = oneway_definition(cfg.stamp_clock);
         s.deadline_ns = cfg.deadline_ns.unwrap_or(period);
         s.labels.insert("role".into(), "sub".into());
         s.labels.insert("topic".into(), h.topic.clone());
@@ -773,6 +849,12 @@ fn run_peer_by_hand(
         s.stats.duplicates = Some(r.duplicates);
         s.stats.out_of_order = Some(r.out_of_order);
         s.stats.malformed = Some(r.malformed);
+        // joined wherever the publisher was: lost = missing between first and last received
+        s.stats.lost = Some(lost);
+        if let (Some(f), Some(l)) = (r.first_seq, r.last_seq) {
+            s.labels.insert("first_seq".into(), f.to_string());
+            s.labels.insert("last_seq".into(), l.to_string());
+        }
         case.published = r.received;
         case.streams.push(s);
     }
@@ -882,6 +964,7 @@ impl CaseSetup<'_> {
             rt: cfg.rt.clone(),
             mlockall: cfg.rt.mlockall,
             thread_priorities: cfg.thread_priorities.clone(),
+            stamp_clock: cfg.oneway_clock(),
             spike: cfg.spike.clone(),
         }
     }
@@ -1080,6 +1163,7 @@ impl CaseSetup<'_> {
         let len = self.len;
         let period = self.period;
         let spec = cfg.rt.spec("rtlab-pub", 0);
+        let clock = cfg.oneway_clock();
         // the publisher's lateness: preallocated here, filled on the sender thread
         let mut lateness = Recorder::new(
             &RecorderConfig {
@@ -1094,7 +1178,7 @@ impl CaseSetup<'_> {
         )
         .with_hook(cfg.spike.as_ref().map(|h| h.for_source(PUBLISHER_SPIKE_SOURCE)).as_ref());
         let sender = spawn_rt(&spec, move || {
-            let r = send_loop(publisher.as_mut(), len, period, count, &sstop, &mut lateness);
+            let r = send_loop(publisher.as_mut(), len, period, count, clock, &sstop, &mut lateness);
             (r, publisher, lateness)
         })
         .map_err(|e| ProbeError::Rt(e.to_string()))?;
@@ -1153,7 +1237,10 @@ impl CaseSetup<'_> {
                 self.n
             );
             s.metric = cfg.mode.metric().into();
-            s.definition = cfg.mode.definition().into();
+            s.definition = match cfg.mode {
+                Mode::Oneway => oneway_definition(cfg.oneway_clock()),
+                Mode::Roundtrip => cfg.mode.definition().into(),
+            };
             s.deadline_ns = deadline_ns;
             s.labels = self.labels(i, published);
             s.stats.overruns = Some(overruns);
@@ -1261,12 +1348,14 @@ pub const SEND_LATENESS_DEFINITION: &str = "message stamped and handed to the tr
 pub const PUBLISHER_SPIKE_SOURCE: u32 = 1;
 
 /// The sender: `count` messages on the absolute grid t0 + k*period, each one's lateness
-/// (stamp - slot) into `lateness`. Returns (published, overruns, error). Allocation-free.
+/// (stamp - slot) into `lateness`; the message carries a stamp of `clock`. Returns
+/// (published, overruns, error). Allocation-free.
 fn send_loop(
     publisher: &mut dyn Publisher,
     len: usize,
     period: i64,
     count: u64,
+    clock: StampClock,
     stop: &AtomicBool,
     lateness: &mut Recorder,
 ) -> (u64, u64, Option<TransportError>) {
@@ -1287,7 +1376,11 @@ fn send_loop(
         }
         sleep_until(due);
         let stamp = monotonic_ns();
-        if let Err(e) = publisher.publish(published, stamp, len) {
+        let sent = match clock {
+            StampClock::Monotonic => stamp,
+            StampClock::Realtime => clock.now(),
+        };
+        if let Err(e) = publisher.publish(published, sent, len) {
             return (published, overruns, Some(e));
         }
         lateness.record(slot, stamp - t0, stamp - due);
@@ -1320,6 +1413,7 @@ pub fn receive_loop(
     let mut track = SeqTracker::new();
     let (mut late, mut malformed, mut warm) = (0u64, 0u64, false);
     let mut t0: Option<i64> = None;
+    let mut first_seq: Option<u64> = None;
     let give_up = monotonic_ns() + rc.run_timeout_ns;
     while !stop.load(Ordering::Relaxed) && monotonic_ns() < give_up {
         let got = match sub.take(rc.wait, POLL_SLICE_NS) {
@@ -1329,7 +1423,11 @@ pub fn receive_loop(
                 continue;
             }
         };
-        let now = monotonic_ns();
+        let now_mono = monotonic_ns();
+        let now = match rc.stamp_clock {
+            StampClock::Monotonic => now_mono,
+            StampClock::Realtime => rc.stamp_clock.now(),
+        };
         let Some(r) = got else { continue };
         if r.seq & WARMUP_BIT != 0 {
             if !warm {
@@ -1346,13 +1444,15 @@ pub fn receive_loop(
             Arrival::Duplicate => continue,
             Arrival::New | Arrival::OutOfOrder => {}
         }
+        first_seq = Some(first_seq.map_or(r.seq, |f| f.min(r.seq)));
         let latency = now - r.stamp_ns;
         if latency > rc.loss_timeout_ns {
             late += 1;
             continue;
         }
         let start = *t0.get_or_insert_with(|| {
-            rec.origin_monotonic_ns = Some(r.stamp_ns);
+            // the send instant on this host's monotonic clock (the same when it stamped)
+            rec.origin_monotonic_ns = Some(now_mono - latency);
             r.stamp_ns
         });
         rec.record(r.seq, now - start, latency);
@@ -1365,6 +1465,8 @@ pub fn receive_loop(
         duplicates: track.duplicates,
         out_of_order: track.out_of_order,
         malformed,
+        first_seq,
+        last_seq: first_seq.map(|_| track.highest()),
     }
 }
 
@@ -1377,8 +1479,10 @@ fn echo_loop(
 ) -> Result<(), TransportError> {
     let give_up = monotonic_ns() + rc.run_timeout_ns;
     while !stop.load(Ordering::Relaxed) && monotonic_ns() < give_up {
-        if let Some(r) = sub.take(rc.wait, POLL_SLICE_NS)? {
-            publisher.publish(r.seq, r.stamp_ns, r.len)?;
+        match sub.take(rc.wait, POLL_SLICE_NS) {
+            Ok(Some(r)) => publisher.publish(r.seq, r.stamp_ns, r.len)?,
+            Ok(None) | Err(TransportError::Malformed { .. }) => {} // not ours to echo
+            Err(e) => return Err(e),
         }
     }
     Ok(())

@@ -47,6 +47,11 @@ impl SeqTracker {
         Self::default()
     }
 
+    /// The highest number seen (0 before any).
+    pub fn highest(&self) -> u64 {
+        self.next.saturating_sub(1)
+    }
+
     /// Account for `seq`.
     pub fn arrive(&mut self, seq: u64) -> Arrival {
         let w = (seq % WINDOW) as usize;

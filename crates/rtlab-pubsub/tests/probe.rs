@@ -52,6 +52,7 @@ pub fn config(
         thread_priorities: Vec::new(),
         spike: None,
         by_hand: None,
+        stamp_clock: Default::default(),
     }
 }
 
@@ -190,6 +191,31 @@ fn dds_oneway_fan_out_in_processes() {
         check_case(c, "one_way_latency");
     }
     assert!(out.notes.iter().any(|n| n.contains("rt/<topic>")));
+}
+
+#[test]
+fn dds_oneway_on_the_realtime_clock_in_processes() {
+    // the stamps of two synchronised hosts or of a ROS 2 peer: CLOCK_REALTIME at both ends,
+    // carried in sensor_msgs/CompressedImage's header.stamp
+    let mut cfg = config(TransportKind::Dds, Mode::Oneway, vec![1], false);
+    cfg.payloads = vec![64];
+    cfg.qos.reliability = rtlab_pubsub::Reliability::Reliable;
+    cfg.stamp_clock = probe::StampClock::Realtime;
+    let out = run(&cfg);
+    let c = &out.cases[0];
+    let s = &c.streams[0];
+    assert!(s.definition.contains("CLOCK_REALTIME"), "{}", s.definition);
+    assert_eq!(s.stats.count + s.stats.lost.unwrap() + s.stats.late.unwrap(), c.published);
+    assert!(s.stats.count > 0);
+    assert!(
+        out.notes.iter().any(|n| n.contains("sensor_msgs/msg/CompressedImage")),
+        "{:?}",
+        out.notes
+    );
+    // a round trip compares the pinger's own stamps: monotonic whatever is asked
+    cfg.mode = Mode::Roundtrip;
+    let out = run(&cfg);
+    check_case(&out.cases[0], "rtt");
 }
 
 #[test]

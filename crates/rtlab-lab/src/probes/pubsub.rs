@@ -386,7 +386,19 @@ impl PubsubProbeConfig {
             thread_priorities: self.thread_priorities()?,
             spike: None,
             by_hand: self.by_hand(),
+            stamp_clock: self.stamp_clock(),
         })
+    }
+
+    /// One-way stamps on CLOCK_REALTIME when they are compared with another host's clock or
+    /// a peer's started by hand (a ROS 2 node stamps system time); else CLOCK_MONOTONIC.
+    fn stamp_clock(&self) -> probe::StampClock {
+        let other_host = self.far.as_ref().is_some_and(|f| !f.same_clock());
+        if matches!(self.role, Some(HandRole::Pub | HandRole::Sub)) || other_host {
+            probe::StampClock::Realtime
+        } else {
+            probe::StampClock::Monotonic
+        }
     }
 }
 

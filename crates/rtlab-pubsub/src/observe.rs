@@ -129,6 +129,10 @@ pub fn writers_of(g: &Graph, topic: &str) -> Result<Vec<Endpoint>, ObserveError>
 
 /// Observe until the duration or `stop`.
 pub fn observe(cfg: &ObserveConfig, stop: Arc<AtomicBool>) -> Result<ObserveOutcome, ObserveError> {
+    // the domain is opened first and kept: Cyclone's discovery is per domain, so the reader
+    // made after the graph matches the writers already found at once (a domain opened anew
+    // would learn them again: seconds with a DDS that announces endpoints slowly, RustDDS)
+    let transport = DdsTransport::with_network(cfg.domain, &cfg.net)?;
     let g = discover(
         cfg.domain,
         &cfg.net,
@@ -159,7 +163,6 @@ pub fn observe(cfg: &ObserveConfig, stop: Arc<AtomicBool>) -> Result<ObserveOutc
     };
     let qos =
         Qos { reliability, history: History::KeepLast(100), durability: Durability::Volatile };
-    let transport = DdsTransport::with_network(cfg.domain, &cfg.net)?;
     // keyless first (every ROS 2 type is), keyed when that matches no writer (e.g.
     // ddsperf's KeyedSeq); the serialized bytes are kept either way
     let mut reader = None;

@@ -57,7 +57,7 @@ impl Warn {
             Warn::RunTooShort { samples, wanted } => format!(
                 "only {samples} samples: rare spikes need long runs (the studies ran hours); use at least {wanted} samples for a p99.99 that means something"
             ),
-            Warn::NoRtPrivilege => "the threads ran without a real-time policy: run as root or grant CAP_SYS_NICE / an rtprio limit".to_string(),
+            Warn::NoRtPrivilege => "the threads ran without a real-time policy: run as root or grant CAP_SYS_NICE / an rtprio limit (refused as root: `rtlab tune check` rows rt-privilege and rt-group-sched name the cause, e.g. a cgroup without real-time runtime)".to_string(),
             Warn::MemoryNotLocked { why } => format!(
                 "mlockall failed ({why}): page faults can add latency; run as root or raise the memlock limit (ulimit -l)"
             ),

@@ -38,20 +38,28 @@ impl LabError {
     /// The kernel refused a real-time priority: a privilege this process lacks.
     pub fn from_sys(e: rtlab_sys::SysError) -> LabError {
         match e {
-            rtlab_sys::SysError::RtRefused { policy, priority } => {
-                LabError::Missing(refused(policy, priority))
+            rtlab_sys::SysError::RtRefused { policy, priority, cause, fix } => {
+                LabError::Missing(refused_because(policy, priority, &cause, fix))
             }
             other => LabError::Failed(other.to_string()),
         }
     }
 }
 
-/// The kernel refused a real-time priority (EPERM): what is missing, and the fix.
+/// The kernel refused a real-time priority (EPERM): what is missing, and the fix, from the
+/// real cause on this machine ([`rtlab_sys::rt_access::RtAccess::refusal`]): a missing
+/// privilege, or, for root, a cgroup without RT runtime under RT group scheduling.
 pub fn refused(policy: &str, priority: i32) -> Missing {
+    let c = rtlab_sys::rt_access::RtAccess::of_this_process().refusal(priority);
+    refused_because(policy, priority, &c.cause, c.fix)
+}
+
+/// The same with the cause already known (`cause` follows "(EPERM)").
+fn refused_because(policy: &str, priority: i32, cause: &str, fix: String) -> Missing {
     Missing {
         need: rtlab_core::error::Need::Privilege { what: format!("{policy} priority {priority}") },
-        what: format!("the kernel refused {policy} priority {priority} (EPERM)"),
-        fix: "run as root, or grant CAP_SYS_NICE or an rtprio limit".into(),
+        what: format!("the kernel refused {policy} priority {priority} (EPERM){cause}"),
+        fix,
     }
 }
 
@@ -261,6 +269,26 @@ mod tests {
         let mut c = None;
         scale_length(&mut d, &mut c, 10_000_000, 0.001, 100);
         assert_eq!(d, Some(crate::config::Dur::s(1)), "100 periods of 10 ms");
+    }
+
+    #[test]
+    fn an_rt_refusal_is_a_missing_privilege_with_its_real_cause() {
+        let e = LabError::from_sys(rtlab_sys::SysError::RtRefused {
+            policy: "fifo",
+            priority: 80,
+            cause: " although this process has CAP_SYS_NICE: it runs in cgroup /s.scope".into(),
+            fix: "move it to the root cgroup (echo $$ > /sys/fs/cgroup/cgroup.procs)".into(),
+        });
+        let LabError::Missing(m) = e else { panic!("not a Missing: {e}") };
+        assert!(matches!(m.need, rtlab_core::error::Need::Privilege { .. }));
+        assert_eq!(
+            m.to_string(),
+            "the kernel refused fifo priority 80 (EPERM) although this process has CAP_SYS_NICE: it runs in cgroup /s.scope (move it to the root cgroup (echo $$ > /sys/fs/cgroup/cgroup.procs))"
+        );
+        // read from this machine: one line, whatever the cause here
+        let m = refused("fifo", 80);
+        assert!(m.what.starts_with("the kernel refused fifo priority 80 (EPERM)"), "{m}");
+        assert!(!m.to_string().contains('\n'));
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod memory;
 pub mod net;
 pub mod pmqos;
 pub mod process;
+pub mod rt_access;
 pub mod sched;
 pub mod tune_sys;
 
@@ -24,8 +25,12 @@ pub enum SysError {
     PriorityOutOfRange { policy: &'static str, priority: i32, min: i32, max: i32 },
     #[error("CPU {cpu} is not online (online: {online})")]
     CpuNotOnline { cpu: usize, online: String },
-    #[error("the kernel refused {policy} priority {priority} (EPERM): run as root, or grant CAP_SYS_NICE or an rtprio limit")]
-    RtRefused { policy: &'static str, priority: i32 },
+    /// The kernel refused a real-time policy (EPERM). `cause` follows "(EPERM)": empty for a
+    /// missing privilege, else why a privileged process was refused (its cgroup has no RT
+    /// runtime under RT group scheduling, sched_rt_runtime_us = 0, the rtprio limit); `fix`
+    /// says what to do. Built by [`SysError::rt_refused`] from [`rt_access::RtAccess`].
+    #[error("the kernel refused {policy} priority {priority} (EPERM){cause}: {fix}")]
+    RtRefused { policy: &'static str, priority: i32, cause: String, fix: String },
     #[error("{what} failed: {source}")]
     Os {
         what: String,
@@ -35,7 +40,60 @@ pub enum SysError {
 }
 
 impl SysError {
+    /// The kernel refused `policy` `priority` with EPERM: the error naming the real cause,
+    /// read from this process and the running kernel ([`rt_access::RtAccess::refusal`]).
+    pub fn rt_refused(policy: &'static str, priority: i32) -> SysError {
+        SysError::rt_refused_by(&rt_access::RtAccess::of_this_process(), policy, priority)
+    }
+
+    /// The same, from facts already read (a fake tree in tests).
+    pub fn rt_refused_by(a: &rt_access::RtAccess, policy: &'static str, priority: i32) -> SysError {
+        let rt_access::RefusalCause { cause, fix } = a.refusal(priority);
+        SysError::RtRefused { policy, priority, cause, fix }
+    }
+
     pub(crate) fn os(what: impl Into<String>, errno: i32) -> SysError {
         SysError::Os { what: what.into(), source: std::io::Error::from_raw_os_error(errno) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn access(cap: bool, cgroup: &str) -> rt_access::RtAccess {
+        rt_access::RtAccess {
+            root_user: Some(cap),
+            cap_sys_nice: Some(cap),
+            rtprio_limit: Some(0),
+            rt_group_sched: rt_access::RtGroupSched::On { source: "test".into() },
+            cgroup: Some(rt_access::CgroupPlace {
+                version: 2,
+                path: cgroup.into(),
+                mount: Some("/sys/fs/cgroup".into()),
+                rt_runtime_us: None,
+                cpu_controller: Some(true),
+            }),
+            sched_rt_runtime_us: Some(950000),
+            sched_rt_period_us: Some(1000000),
+        }
+    }
+
+    #[test]
+    fn an_eperm_names_its_real_cause_in_one_line() {
+        let e =
+            SysError::rt_refused_by(&access(true, "/system.slice/x.scope"), "fifo", 80).to_string();
+        assert!(
+            e.starts_with("the kernel refused fifo priority 80 (EPERM) although this process is root with CAP_SYS_NICE: it runs in cgroup /system.slice/x.scope and the kernel has RT group scheduling (CONFIG_RT_GROUP_SCHED)"),
+            "{e}"
+        );
+        assert!(e.contains("echo $$ > /sys/fs/cgroup/cgroup.procs") && !e.contains("run as root"));
+        assert!(!e.contains('\n'));
+        // without the privilege: the message it always had
+        let e = SysError::rt_refused_by(&access(false, "/user.slice"), "fifo", 80).to_string();
+        assert_eq!(
+            e,
+            "the kernel refused fifo priority 80 (EPERM): run as root, or grant CAP_SYS_NICE or an rtprio limit"
+        );
     }
 }

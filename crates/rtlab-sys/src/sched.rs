@@ -3,7 +3,8 @@
 //! Contract: [`spawn_rt`] creates a thread whose policy, priority and affinity are set in
 //! its pthread attributes (PTHREAD_EXPLICIT_SCHED), so it never runs a single instruction
 //! with other settings, and anything it spawns inherits them (S4: set the policy before
-//! anything spawns). EPERM from the kernel becomes [`SysError::RtRefused`].
+//! anything spawns). EPERM from the kernel becomes [`SysError::RtRefused`], naming its real
+//! cause ([`crate::rt_access`]): a missing privilege, or, as root, a cgroup without RT runtime.
 //! (pthread_attr_setinheritsched(3), sched(7), pthread_attr_setaffinity_np(3))
 
 use crate::SysError;
@@ -144,7 +145,7 @@ where
         if rc != 0 {
             drop(Box::from_raw(arg as *mut Boxed));
             return Err(match rc {
-                libc::EPERM => SysError::RtRefused { policy: spec.policy.name(), priority: spec.priority },
+                libc::EPERM => SysError::rt_refused(spec.policy.name(), spec.priority),
                 libc::EAGAIN => SysError::Os {
                     what: format!(
                         "creating thread '{}' (EAGAIN: the locked-memory limit (ulimit -l) or the thread limit was reached; raise it, or run with --no-mlockall)",
@@ -176,7 +177,7 @@ pub fn set_current_policy(policy: Policy, priority: i32) -> Result<(), SysError>
     let rc = unsafe { libc::pthread_setschedparam(libc::pthread_self(), raw(policy), &param) };
     match rc {
         0 => Ok(()),
-        libc::EPERM => Err(SysError::RtRefused { policy: policy.name(), priority }),
+        libc::EPERM => Err(SysError::rt_refused(policy.name(), priority)),
         e => Err(SysError::os(format!("setting {} {}", policy.name(), priority), e)),
     }
 }

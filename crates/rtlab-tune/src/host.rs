@@ -82,10 +82,14 @@ impl HostError {
     /// of a mount a missing kernel filesystem.
     pub fn sys(source: rtlab_sys::SysError) -> HostError {
         let missing = match &source {
-            rtlab_sys::SysError::RtRefused { .. } => Some(Missing::privilege(
-                "set a real-time priority",
-                "run as root, or grant CAP_SYS_NICE or an rtprio limit",
-            )),
+            // the real cause (a cgroup without RT runtime for root too) and its fix
+            rtlab_sys::SysError::RtRefused { policy, priority, cause, fix } => Some(Missing {
+                need: rtlab_core::error::Need::Privilege {
+                    what: format!("{policy} priority {priority}"),
+                },
+                what: format!("the kernel refused {policy} priority {priority} (EPERM){cause}"),
+                fix: fix.clone(),
+            }),
             rtlab_sys::SysError::Os { what, source } => match source.raw_os_error() {
                 Some(1) | Some(13) => Some(Missing::privilege(what, "run rtlab as root (sudo)")),
                 Some(19) => Some(Missing::kernel(what, "a kernel with this filesystem")),
@@ -571,8 +575,18 @@ mod tests {
         assert!(HostError::Command { command: "tc qdisc".into(), stderr: "no".into() }
             .missing()
             .is_none());
-        let e = HostError::sys(rtlab_sys::SysError::RtRefused { policy: "fifo", priority: 80 });
-        assert!(matches!(e.missing().unwrap().need, Need::Privilege { .. }));
+        let e = HostError::sys(rtlab_sys::SysError::RtRefused {
+            policy: "fifo",
+            priority: 80,
+            cause: " although this process has CAP_SYS_NICE: it runs in cgroup /a.scope".into(),
+            fix: "move it to the root cgroup".into(),
+        });
+        let m = e.missing().unwrap();
+        assert!(matches!(m.need, Need::Privilege { .. }));
+        assert_eq!(
+            m.to_string(),
+            "the kernel refused fifo priority 80 (EPERM) although this process has CAP_SYS_NICE: it runs in cgroup /a.scope (move it to the root cgroup)"
+        );
         assert!(HostError::NoTask { pid: 7 }.missing().is_none());
     }
 

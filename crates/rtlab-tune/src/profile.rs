@@ -590,6 +590,11 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
     let mut steps = Vec::new();
     let tasks = crate::check::tasks(host);
 
+    // before any real-time policy: a cgroup that gives none refuses it (EPERM, even to root)
+    if p.app_policy.is_some_and(|pol| pol.is_realtime()) {
+        steps.push(rt_cgroup_step(host, t));
+    }
+
     // the application
     if let (Some(pol), Some(prio)) = (p.app_policy, p.app_priority) {
         let cpus = p.app_cpus.as_deref().map(|s| resolve_cpus(s, rt, &online));
@@ -859,6 +864,87 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
     steps
 }
 
+/// The processes that run real-time threads under a profile: rtlab's own (when the host's
+/// /proc has it: always on the real machine) and the target's `--pid`s, sorted, once each.
+fn rt_processes(host: &dyn Host, t: &Target) -> Vec<i32> {
+    let mut pids: Vec<i32> = t.pids.clone();
+    pids.push(std::process::id() as i32);
+    pids.sort_unstable();
+    pids.dedup();
+    pids.retain(|p| host.exists(&format!("/proc/{p}")));
+    pids
+}
+
+/// With RT group scheduling (CONFIG_RT_GROUP_SCHED) a cgroup without real-time runtime refuses
+/// FIFO/RR even to root: cgroup v2 gives none to any group but the root (there is no rt file
+/// to give it some), v1 to a group whose `cpu.rt_runtime_us` is 0. So rtlab's process and the
+/// `--pid`s in such a group move to the root cgroup of that hierarchy (`cgroup.procs`: whole
+/// processes), journaled as a [`Change::CgroupMove`] that restore undoes by writing each pid
+/// back to its own group's `cgroup.procs` (a group removed meanwhile is said, not recreated).
+/// Skipped, with the reason, when nothing is in such a group (RT group scheduling off or
+/// unknown, already in the root cgroup, a group with runtime).
+/// (Documentation/scheduler/sched-rt-group.rst, Documentation/admin-guide/cgroup-v2.rst)
+pub fn rt_cgroup_step(host: &dyn Host, t: &Target) -> Step {
+    use rtlab_sys::rt_access::{RtAccess, RtGroupSched};
+    let what = "RT group scheduling: real-time processes to a cgroup with real-time runtime";
+    let pids = rt_processes(host, t);
+    if pids.is_empty() {
+        return Step::skip(what, "no process to move (rtlab's own is not under this root's /proc)");
+    }
+    let mut by_source: BTreeMap<(String, String), Vec<i32>> = BTreeMap::new();
+    let mut fine = Vec::new();
+    let mut gs = RtGroupSched::Unknown;
+    for pid in pids {
+        let a = RtAccess::detect(host.root(), Some(pid));
+        gs = a.rt_group_sched.clone();
+        let place = a.cgroup.clone();
+        match (a.group_without_runtime(), place.as_ref().and_then(|p| p.procs_files())) {
+            (Some(true), Some((from, to))) if host.exists(&from) && host.exists(&to) => {
+                by_source.entry((from, to)).or_default().push(pid);
+            }
+            (Some(true), _) => fine.push(format!(
+                "pid {pid} is in {} without real-time runtime, but its hierarchy's cgroup.procs are not found",
+                place.map(|p| p.path).unwrap_or_default()
+            )),
+            (Some(false), _) => fine.push(format!(
+                "pid {pid} in {}",
+                place.map(|p| if p.is_root() { "the root cgroup".to_string() } else { format!("{} (it has real-time runtime)", p.path) }).unwrap_or_default()
+            )),
+            (None, _) => fine.push(format!(
+                "pid {pid} in {}",
+                place.map(|p| p.path).unwrap_or_else(|| "an unknown cgroup".into())
+            )),
+        }
+    }
+    if by_source.is_empty() {
+        let why = match &gs {
+            RtGroupSched::Off { source } => format!("RT group scheduling is off ({source})"),
+            RtGroupSched::On { source } => format!("RT group scheduling is on ({source}); nothing to move: {}", fine.join("; ")),
+            RtGroupSched::Unknown => format!("RT group scheduling is unknown here (no kernel config readable; cgroup v2 has no rt file): nothing moved ({}); if FIFO is refused as root, rtlab tune check row rt-group-sched says what to do", fine.join("; ")),
+        };
+        return Step::skip(what, why);
+    }
+    let mut acts = Vec::new();
+    let mut notes = Vec::new();
+    for ((from, to), pids) in by_source {
+        notes.push(format!(
+            "{} from {} (no real-time runtime) to {}",
+            pids.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(","),
+            from.trim_end_matches("/cgroup.procs"),
+            to.trim_end_matches("/cgroup.procs")
+        ));
+        acts.push(Action::MoveTasks { from, to, pids });
+    }
+    let mut step = Step::act(what, acts).note(format!(
+        "pid {}; restore moves each back to its group (a group removed meanwhile is said)",
+        notes.join("; pid ")
+    ));
+    if !fine.is_empty() {
+        step.note = Some(format!("{}; left: {}", step.note.unwrap_or_default(), fine.join("; ")));
+    }
+    step
+}
+
 fn isolation(host: &dyn Host, t: &Target, iso: Vec<usize>, online: &[usize]) -> Step {
     let what = format!(
         "cpuset: CPUs {} for the application alone, every movable task off them",
@@ -1066,6 +1152,11 @@ fn isolation_v2(
         "cgroup v2 at {mnt}: {rtd} becomes an isolated partition (else root), which takes CPUs {} from every other cgroup; no rtlab-system needed",
         crate::cpu_list(&iso)
     ));
+    if rtlab_sys::rt_access::rt_group_sched(host.root()).is_on() {
+        // a new cgroup-v2 group gets no real-time runtime under RT group scheduling
+        let n = step.note.take().unwrap_or_default();
+        step.note = Some(format!("{n}; RT group scheduling is on: if the cpu controller reaches {rtd}, FIFO/RR are refused inside it (EPERM) and the application runs better without rt-isolation's cpuset"));
+    }
     step.report =
         Some(Report::TasksStillOn { cpus: iso, cgroup_procs: format!("{rtd}/cgroup.procs") });
     step
@@ -1372,6 +1463,92 @@ mod tests {
         assert_eq!(cgroup1_cpuset_mount(&host).as_deref(), Some("/sys/fs/cgroup/cpuset"));
         put(d.path(), "sys/fs/cgroup/cgroup.controllers", "cpuset cpu\n");
         assert_eq!(cgroup2_mount(&host).as_deref(), Some("/sys/fs/cgroup"));
+    }
+
+    /// An Ubuntu-like fake: CONFIG_RT_GROUP_SCHED=y, cgroup v2 with cpu enabled at the root,
+    /// rtlab's own process (this test's pid) and `rustc` (812) in user.slice.
+    fn rt_group_machine(r: &Path) -> i32 {
+        crate::testing::machine_v2(r);
+        put(r, "boot/config-6.18.0", "CONFIG_HZ=1000\nCONFIG_RT_GROUP_SCHED=y\n");
+        let me = std::process::id() as i32;
+        crate::testing::task(r, me, "rtlab", 999);
+        put(r, &format!("proc/{me}/cgroup"), "0::/user.slice\n");
+        let mut procs = vec![812, me];
+        procs.sort_unstable();
+        let text: String = procs.iter().map(|p| format!("{p}\n")).collect();
+        put(r, "sys/fs/cgroup/user.slice/cgroup.procs", &text);
+        me
+    }
+
+    #[test]
+    fn rt_profiles_move_processes_out_of_a_group_without_rt_runtime_and_back() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        let me = rt_group_machine(r);
+        let host = FakeHost::new(r);
+        let before = crate::testing::tree_snapshot(r);
+        let t = Target { rt_cpu: Some(1), pids: vec![812], ..Default::default() };
+        let steps = plan(&builtin("rt-normal").unwrap(), &t, &host);
+        let st = &steps[0];
+        assert!(st.what.starts_with("RT group scheduling"), "first, before any policy: {st:?}");
+        let mut pids = vec![812, me];
+        pids.sort_unstable();
+        assert_eq!(
+            st.alternatives[0].1,
+            vec![Action::MoveTasks {
+                from: "/sys/fs/cgroup/user.slice/cgroup.procs".into(),
+                to: "/sys/fs/cgroup/cgroup.procs".into(),
+                pids: pids.clone(),
+            }]
+        );
+        assert!(st.note.as_deref().unwrap().contains("restore moves each back"), "{st:?}");
+        let j = r.join("journal");
+        let mut s = crate::session::Session::begin(&host, &j, "profile rt-normal").unwrap();
+        let o = apply_step(&mut s, st);
+        assert_eq!(o.status, "done", "{o:?}");
+        let root_procs = host.read("/sys/fs/cgroup/cgroup.procs").unwrap();
+        for p in &pids {
+            assert!(root_procs.lines().any(|l| l == p.to_string()), "{p} in {root_procs}");
+            assert_eq!(host.read(&format!("/proc/{p}/cgroup")).unwrap(), "0::/");
+        }
+        // journaled before it was made
+        let pending = crate::journal::read_journal(&j).unwrap().pending;
+        assert!(matches!(&pending[0].1, Change::CgroupMove { tasks, .. } if tasks.len() == 2));
+        let rep = s.restore();
+        assert!(rep.is_clean(), "{rep:?}");
+        assert_eq!(rep.restored[0].1, "2 moved back, 0 gone");
+        assert_eq!(crate::testing::tree_snapshot(r), before);
+    }
+
+    #[test]
+    fn a_group_gone_before_restore_is_said_and_nothing_moves_when_not_needed() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        rt_group_machine(r);
+        let host = FakeHost::new(r);
+        let t = Target { rt_cpu: Some(1), ..Default::default() };
+        let st = rt_cgroup_step(&host, &t);
+        let j = r.join("journal");
+        let mut s = crate::session::Session::begin(&host, &j, "profile rt-normal").unwrap();
+        assert_eq!(apply_step(&mut s, &st).status, "done");
+        std::fs::remove_dir_all(r.join("sys/fs/cgroup/user.slice")).unwrap();
+        let rep = s.restore();
+        assert!(rep.is_clean(), "{rep:?}");
+        assert_eq!(
+            rep.restored[0].1,
+            "/sys/fs/cgroup/user.slice/cgroup.procs is gone: 1 tasks not moved back"
+        );
+        // in the root cgroup now: nothing to do, said
+        let st = rt_cgroup_step(&host, &t);
+        assert!(st.skip.as_deref().unwrap().contains("the root cgroup"), "{st:?}");
+        // RT group scheduling off: skipped with the reason
+        put(r, "boot/config-6.18.0", "CONFIG_HZ=1000\n");
+        put(r, &format!("proc/{}/cgroup", std::process::id()), "0::/user.slice\n");
+        let st = rt_cgroup_step(&host, &t);
+        assert!(st.skip.as_deref().unwrap().starts_with("RT group scheduling is off"), "{st:?}");
+        // no-rt asks for no real-time policy: no such step
+        let steps = plan(&builtin("no-rt").unwrap(), &t, &host);
+        assert!(!steps.iter().any(|s| s.what.starts_with("RT group scheduling")));
     }
 
     #[test]

@@ -1473,7 +1473,7 @@ mod tests {
         let me = std::process::id() as i32;
         crate::testing::task(r, me, "rtlab", 999);
         put(r, &format!("proc/{me}/cgroup"), "0::/user.slice\n");
-        let mut procs = vec![812, me];
+        let mut procs = [812, me];
         procs.sort_unstable();
         let text: String = procs.iter().map(|p| format!("{p}\n")).collect();
         put(r, "sys/fs/cgroup/user.slice/cgroup.procs", &text);

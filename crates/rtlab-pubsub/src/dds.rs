@@ -353,7 +353,13 @@ impl DdsTransport {
             }
             return Err(lib("writer sertype", rc));
         }
-        Ok(WriterEntities { _p: self.p.clone(), writer: w, topic: t, sertype })
+        Ok(WriterEntities {
+            _p: self.p.clone(),
+            writer: w,
+            topic: t,
+            sertype,
+            reliable: qos.reliability == Reliability::Reliable,
+        })
     }
 
     /// A reader on topic `t` with a waitset on its read condition (it takes the topic over:
@@ -422,7 +428,13 @@ struct WriterEntities {
     writer: dds_entity_t,
     topic: dds_entity_t,
     sertype: *const ddsi_sertype,
+    /// Reliable: on drop, wait (at most [`DRAIN_NS`]) until matched readers acknowledged
+    /// everything, so the last messages are not lost with the writer.
+    reliable: bool,
 }
+
+/// How long a reliable writer waits for acknowledgements before it is deleted.
+const DRAIN_NS: i64 = 2_000_000_000;
 
 // SAFETY: the raw sertype pointer is owned by the writer (kept alive with it) and only read
 // by Cyclone, which is thread-safe; the struct is used by one thread at a time (&mut).
@@ -460,8 +472,12 @@ impl WriterEntities {
 
 impl Drop for WriterEntities {
     fn drop(&mut self) {
-        // SAFETY: our handles, deleted once.
+        // SAFETY: our handles, deleted once; waiting for acks on a live writer only reads it
+        // (it returns at once when nothing is unacknowledged or no reader is matched).
         unsafe {
+            if self.reliable {
+                dds_wait_for_acks(self.writer, DRAIN_NS);
+            }
             dds_delete(self.writer);
             dds_delete(self.topic);
         }

@@ -92,6 +92,13 @@ fn tune_check_on_a_fake_machine_reports_every_item() {
         "threaded-irqs",
         "ksoftirqd",
         "qdisc",
+        "rt-privilege",
+        "rt-group-sched",
+        "rt-period",
+        "timer-migration",
+        "watchdogs",
+        "vmstat",
+        "workqueue",
     ] {
         assert!(ids.contains(&id), "{id} missing: {ids:?}");
     }

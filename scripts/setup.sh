@@ -8,6 +8,7 @@ PACKAGES=(
   build-essential pkg-config cmake libclang-dev   # C parts of the middleware crates (Cyclone DDS)
   iproute2                                        # ip netns, veth, tc: two hosts on one machine
   procps util-linux                               # kill, setpriv (tests)
+  tcpdump                                         # VLAN priority (PCP) seen on the wire (RT-kernel tests)
   rt-tests                                        # cyclictest: the anchor of the timer probe
   stress-ng iperf3                                # loads
   sockperf cyclonedds-tools                       # anchors of the udp and dds probes

@@ -1,0 +1,682 @@
+//! rtlab on a real PREEMPT_RT kernel: the host test boots Debian's `linux-image-rt-amd64`
+//! in QEMU through `scripts/rt-vm.sh` (virtme-ng, this machine's filesystem as the guest's
+//! root) and runs this same test binary inside with `--ignored guest_`; the `guest_` tests
+//! are the suite. They assert behaviour only: under TCG, timings are not real.
+//!
+//! The guest: 2 CPUs, command line `isolcpus=1 nohz_full=1 rcu_nocbs=1`, cgroup v2, two
+//! virtio NICs joined by a QEMU hub (what one sends, the other receives).
+//!
+//! The host test skips with its reason when not root or when rt-vm.sh says what is missing;
+//! `RTLAB_REQUIRE_RT_VM=1` (set by `.ci/run`) turns that skip into a failure.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The kernel command line of the suite's guest.
+const APPEND: &str = "isolcpus=1 nohz_full=1 rcu_nocbs=1";
+
+/// Every test of the suite: each must report `ok` from inside the guest.
+const GUEST_TESTS: [&str; 6] = [
+    "guest_tune_check_passes_what_the_command_line_enabled",
+    "guest_rt_kthreads_sets_irq_threads_ksoftirqd_and_the_application_and_restores",
+    "guest_trace_on_spike_runs_rtla_timerlat_alongside",
+    "guest_rt_isolation_makes_an_isolated_partition_and_restores",
+    "guest_udp_ping_over_the_nic_under_rt_kthreads_accounts_for_every_datagram",
+    "guest_mqprio_and_vlan_egress_map_are_applied_seen_and_restored",
+];
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/rt-vm.sh")
+}
+
+#[test]
+fn rt_kernel_suite_passes_inside_a_preempt_rt_vm() {
+    let required = std::env::var("RTLAB_REQUIRE_RT_VM").as_deref() == Ok("1");
+    let skip = |why: String| {
+        assert!(!required, "RTLAB_REQUIRE_RT_VM=1 and the RT-kernel suite cannot run: {why}");
+        eprintln!("skipped: the PREEMPT_RT suite cannot run here: {why}");
+    };
+    if !is_root() {
+        return skip("not root (QEMU, tracefs and the profiles need it)".into());
+    }
+    let check = Command::new("bash").arg(script()).arg("--check").output().unwrap();
+    if !check.status.success() {
+        return skip(String::from_utf8_lossy(&check.stdout).trim().to_string());
+    }
+    let exe = std::env::current_exe().unwrap();
+    let guest_cmd = format!(
+        "env RTLAB_RT_GUEST=1 {} --ignored --test-threads=1 --nocapture guest_",
+        exe.display()
+    );
+    let o = Command::new("bash")
+        .arg(script())
+        .args(["--append", APPEND, "--timeout", "1500", "--", "sh", "-c", &guest_cmd])
+        .output()
+        .unwrap();
+    let (out, err) = (stdout(&o), stderr(&o));
+    let all = format!("--- stdout\n{out}\n--- stderr\n{err}");
+    assert_eq!(o.status.code(), Some(0), "the suite failed in the guest:\n{all}");
+    for t in GUEST_TESTS {
+        assert!(out.contains(&format!("test {t} ... ok")), "{t} did not pass in the guest:\n{all}");
+    }
+    assert!(out.contains(&format!("test result: ok. {} passed", GUEST_TESTS.len())), "{all}");
+    eprintln!("{}", err.lines().filter(|l| l.starts_with("rt-vm:")).collect::<Vec<_>>().join("\n"));
+}
+
+// ---- inside the guest ----------------------------------------------------------------------
+
+/// Whether this runs inside rt-vm.sh's guest (the host test sets RTLAB_RT_GUEST=1 there);
+/// elsewhere the guest tests say so and do nothing (`cargo test -- --ignored` on a host).
+fn guest() -> bool {
+    if std::env::var("RTLAB_RT_GUEST").as_deref() != Ok("1") {
+        eprintln!("not inside scripts/rt-vm.sh's guest: skipped (the host test runs it there)");
+        return false;
+    }
+    let rt = std::fs::read_to_string("/sys/kernel/realtime").unwrap_or_default();
+    assert_eq!(rt.trim(), "1", "the guest's kernel is not PREEMPT_RT");
+    true
+}
+
+fn sh(args: &[&str]) -> String {
+    let o = Command::new(args[0]).args(&args[1..]).output().unwrap();
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    stdout(&o)
+}
+
+fn read(p: &str) -> String {
+    std::fs::read_to_string(p).unwrap_or_default().trim().to_string()
+}
+
+/// (policy, rt priority) of a task from /proc/PID/stat: "other", "fifo", "rr", ...
+fn sched(pid: u32) -> (&'static str, u32) {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let f: Vec<&str> = s[s.rfind(')').unwrap() + 2..].split_whitespace().collect();
+    // fields 40 (rt_priority) and 41 (policy) of proc(5); f[0] is field 3
+    let prio: u32 = f[37].parse().unwrap();
+    let policy = match f[38] {
+        "0" => "other",
+        "1" => "fifo",
+        "2" => "rr",
+        "3" => "batch",
+        "5" => "idle",
+        _ => "deadline",
+    };
+    (policy, prio)
+}
+
+fn comm(pid: u32) -> String {
+    read(&format!("/proc/{pid}/comm"))
+}
+
+/// Kernel and user tasks whose comm starts with one of `prefixes`.
+fn tasks(prefixes: &[String]) -> Vec<u32> {
+    let mut v: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|p| prefixes.iter().any(|x| comm(*p).starts_with(x.as_str())))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The virtio NICs, by name (two in rt-vm.sh's guest).
+fn nics() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.ok()?.file_name().into_string().ok()?;
+            let d = std::fs::read_link(format!("/sys/class/net/{n}/device/driver")).ok()?;
+            d.ends_with("virtio_net").then_some(n)
+        })
+        .collect();
+    v.sort();
+    assert_eq!(v.len(), 2, "rt-vm.sh gives the guest two virtio NICs: {v:?}");
+    v
+}
+
+/// The IRQ threads of a virtio NIC's queues (`irq/N-virtioK-input.0`, `...-output.0`).
+fn nic_irq_threads(nic: &str) -> Vec<u32> {
+    let dev = std::fs::read_link(format!("/sys/class/net/{nic}/device")).unwrap();
+    let virtio = dev.file_name().unwrap().to_str().unwrap().to_string();
+    let irqs: Vec<String> = read("/proc/interrupts")
+        .lines()
+        .filter(|l| {
+            l.contains(&format!("{virtio}-input")) || l.contains(&format!("{virtio}-output"))
+        })
+        .map(|l| l.split(':').next().unwrap().trim().to_string())
+        .collect();
+    assert!(!irqs.is_empty(), "no queue IRQs of {nic} ({virtio}) in /proc/interrupts");
+    tasks(&irqs.iter().map(|n| format!("irq/{n}-")).collect::<Vec<_>>())
+}
+
+fn ksoftirqd() -> Vec<u32> {
+    tasks(&["ksoftirqd/".to_string()])
+}
+
+/// A process standing for the application.
+fn app() -> Child {
+    Command::new("sleep").arg("600").spawn().unwrap()
+}
+
+/// A `tune apply ... --hold` running in the background, its output collected.
+struct Held {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    out: String,
+}
+
+impl Held {
+    fn start(args: &[&str], journal: &Path) -> Held {
+        let mut child = rtlab()
+            .args(["tune", "apply"])
+            .args(args)
+            .args(["--hold", "20m", "--journal"])
+            .arg(journal)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = mpsc::channel();
+        for r in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for l in BufReader::new(r).lines().map_while(Result::ok) {
+                    let _ = tx.send(l);
+                }
+            });
+        }
+        let mut h = Held { child, lines, out: String::new() };
+        h.wait_for("holding for");
+        h
+    }
+
+    /// Collect output until a line contains `what` (at most 3 minutes: TCG is slow).
+    fn wait_for(&mut self, what: &str) {
+        let end = Instant::now() + Duration::from_secs(180);
+        while Instant::now() < end {
+            match self.lines.recv_timeout(Duration::from_millis(200)) {
+                Ok(l) => {
+                    let hit = l.contains(what);
+                    self.out.push_str(&l);
+                    self.out.push('\n');
+                    if hit {
+                        return;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        panic!("'{what}' never came from tune apply:\n{}", self.out);
+    }
+
+    /// Ctrl-C: the profile is restored, then the process ends; returns its whole output.
+    fn interrupt(mut self) -> String {
+        sh(&["kill", "-INT", &self.child.id().to_string()]);
+        let st = self.child.wait().unwrap();
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            self.out.push_str(&l);
+            self.out.push('\n');
+        }
+        assert_eq!(st.code(), Some(0), "tune apply after Ctrl-C:\n{}", self.out);
+        self.out
+    }
+}
+
+fn json_of(args: &[&str]) -> Value {
+    let o = rtlab().args(args).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+#[ignore = "runs inside scripts/rt-vm.sh's PREEMPT_RT guest (rt_kernel_suite_passes_inside_a_preempt_rt_vm)"]
+fn guest_tune_check_passes_what_the_command_line_enabled() {
+    if !guest() {
+        return;
+    }
+    let v = json_of(&["tune", "check", "--json", "-"]);
+    let checks = v["checks"].as_array().unwrap();
+    let by =
+        |id: &str| checks.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("{id}: {v}"));
+    // what the kernel and its command line (isolcpus=1 nohz_full=1 rcu_nocbs=1) enabled
+    for id in [
+        "preempt-rt",
+        "preemption-model",
+        "isolcpus",
+        "nohz-full",
+        "rcu-nocbs",
+        "threaded-irqs",
+        "tracing",
+    ] {
+        assert_eq!(by(id)["status"], "pass", "{}", by(id));
+        assert_eq!(by(id)["remedy"], "", "{}", by(id));
+    }
+    assert!(by("isolcpus")["found"].as_str().unwrap().contains('1'), "{}", by("isolcpus"));
+    // what it did not: each said with its remedy (timer migration, RT throttling and
+    // ksoftirqd are left as Debian boots them)
+    for id in ["timer-migration", "rt-throttling", "ksoftirqd"] {
+        assert_eq!(by(id)["status"], "warn", "{}", by(id));
+        assert!(!by(id)["remedy"].as_str().unwrap().is_empty(), "{}", by(id));
+    }
+    assert_eq!(by("virtualization")["status"], "warn", "a QEMU guest: {}", by("virtualization"));
+    // Debian's RT kernel has no RT group scheduling: root gets FIFO anywhere
+    assert_eq!(by("rt-privilege")["status"], "pass", "{}", by("rt-privilege"));
+    assert_eq!(by("rt-group-sched")["status"], "pass", "{}", by("rt-group-sched"));
+}
+
+#[test]
+#[ignore = "runs inside scripts/rt-vm.sh's PREEMPT_RT guest (rt_kernel_suite_passes_inside_a_preempt_rt_vm)"]
+fn guest_rt_kthreads_sets_irq_threads_ksoftirqd_and_the_application_and_restores() {
+    if !guest() {
+        return;
+    }
+    let nic = nics()[0].clone();
+    sh(&["ip", "link", "set", &nic, "up"]);
+    let irq = nic_irq_threads(&nic);
+    let soft = ksoftirqd();
+    assert!(!soft.is_empty());
+    let mut a = app();
+    let pid = a.id();
+    let all: Vec<u32> = irq.iter().chain(&soft).copied().chain([pid]).collect();
+    let before: Vec<_> = all.iter().map(|p| sched(*p)).collect();
+    let runtime = read("/proc/sys/kernel/sched_rt_runtime_us");
+    let in_force = || {
+        for p in &irq {
+            assert_eq!(sched(*p), ("fifo", 90), "{} ({p})", comm(*p));
+        }
+        for p in &soft {
+            assert_eq!(sched(*p), ("fifo", 60), "{} ({p})", comm(*p));
+        }
+        assert_eq!(sched(pid), ("fifo", 80), "the application");
+        assert_eq!(read("/proc/sys/kernel/sched_rt_runtime_us"), "-1");
+    };
+    let put_back = |how: &str| {
+        let now: Vec<_> = all.iter().map(|p| sched(*p)).collect();
+        assert_eq!(now, before, "after {how}: {all:?}");
+        assert_eq!(read("/proc/sys/kernel/sched_rt_runtime_us"), runtime, "after {how}");
+    };
+    let d = tempfile::tempdir().unwrap();
+    let j = d.path().join("journal");
+    let args = ["rt-kthreads", "--nic", &nic, "--pid", &pid.to_string()];
+
+    // applied, then Ctrl-C: restored by the process itself
+    let h = Held::start(&args, &j);
+    in_force();
+    let out = h.interrupt();
+    assert!(out.contains("IRQ threads: FIFO 90") && out.contains("ksoftirqd: FIFO 60"), "{out}");
+    put_back("Ctrl-C");
+    assert!(!j.exists(), "the journal is removed once restored");
+
+    // applied, then kill -9: still in force, `tune restore` puts every one back
+    let mut h = Held::start(&args, &j);
+    in_force();
+    h.child.kill().unwrap();
+    h.child.wait().unwrap();
+    in_force();
+    let o = rtlab().args(["tune", "restore", "--journal"]).arg(&j).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "tune restore: {}", stderr(&o));
+    assert!(stdout(&o).contains("put back"), "{}", stdout(&o));
+    put_back("kill -9 and tune restore");
+    a.kill().unwrap();
+    a.wait().unwrap();
+}
+
+#[test]
+#[ignore = "runs inside scripts/rt-vm.sh's PREEMPT_RT guest (rt_kernel_suite_passes_inside_a_preempt_rt_vm)"]
+fn guest_trace_on_spike_runs_rtla_timerlat_alongside() {
+    if !guest() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("timer.json");
+    // under TCG every wake-up takes far more than 1 us: the first one is the spike
+    let o = rtlab()
+        .args(["timer", "--duration", "3s", "--trace-on-spike", "1us", "-q", "--json"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    let spike = &v["evidence"]["spike"];
+    assert!(!spike["attribution"].as_array().unwrap().is_empty(), "{spike}");
+    let t = &spike["timerlat"];
+    assert!(t.is_object(), "no timerlat beside the spike tracer: {spike}");
+    assert!(t["error"].is_null(), "{t}");
+    let cpus = t["per_cpu"].as_array().unwrap();
+    assert!(!cpus.is_empty(), "{t}");
+    assert!(cpus.iter().any(|c| c["count"].as_u64().unwrap() > 0), "{t}");
+    for c in cpus.iter().filter(|c| c["count"].as_u64().unwrap() > 0) {
+        assert!(c["irq_max_ns"].as_u64().unwrap() >= c["irq_min_ns"].as_u64().unwrap(), "{c}");
+        assert!(c["thread_max_ns"].as_u64().unwrap() > 0, "{c}");
+    }
+    // rtla's instances are gone afterwards
+    let inst = std::fs::read_dir("/sys/kernel/tracing/instances")
+        .map(|r| r.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    assert!(!inst.iter().any(|i| i.starts_with("timerlat")), "{inst:?}");
+}
+
+#[test]
+#[ignore = "runs inside scripts/rt-vm.sh's PREEMPT_RT guest (rt_kernel_suite_passes_inside_a_preempt_rt_vm)"]
+fn guest_rt_isolation_makes_an_isolated_partition_and_restores() {
+    if !guest() {
+        return;
+    }
+    let nic = nics()[0].clone();
+    sh(&["ip", "link", "set", &nic, "up"]);
+    let subtree = read("/sys/fs/cgroup/cgroup.subtree_control");
+    let qdisc = sh(&["tc", "qdisc", "show", "dev", &nic]);
+    let mut a = app();
+    let pid = a.id();
+    let d = tempfile::tempdir().unwrap();
+    let j = d.path().join("journal");
+    // the RT CPU is the last one: CPU 1, the one isolcpus= took
+    let h = Held::start(&["rt-isolation", "--nic", &nic, "--pid", &pid.to_string()], &j);
+    assert_eq!(read("/sys/fs/cgroup/rtlab-rt/cpuset.cpus.partition"), "isolated", "{}", h.out);
+    assert_eq!(read("/sys/fs/cgroup/rtlab-rt/cpuset.cpus"), "1");
+    assert_eq!(read(&format!("/proc/{pid}/cgroup")), "0::/rtlab-rt", "{}", h.out);
+    let status = read(&format!("/proc/{pid}/status"));
+    assert!(status.contains("Cpus_allowed_list:\t1\n"), "{status}");
+    assert_eq!(sched(pid), ("fifo", 80));
+    // what cannot move is said: the per-CPU kernel threads of CPU 1
+    assert!(h.out.contains("cannot move") && h.out.contains("ksoftirqd/1"), "{}", h.out);
+    let out = h.interrupt();
+    assert!(out.contains("restored"), "{out}");
+    assert!(!Path::new("/sys/fs/cgroup/rtlab-rt").exists(), "{out}");
+    assert_eq!(read(&format!("/proc/{pid}/cgroup")), "0::/");
+    assert_eq!(read("/sys/fs/cgroup/cgroup.subtree_control"), subtree);
+    assert_eq!(sh(&["tc", "qdisc", "show", "dev", &nic]), qdisc);
+    assert_eq!(sched(pid), ("other", 0));
+    a.kill().unwrap();
+    a.wait().unwrap();
+}
+
+/// A network namespace holding `nic` with `addr`; deleting it gives the NIC back.
+struct Netns(&'static str, String);
+
+impl Netns {
+    fn with(name: &'static str, nic: &str, addr: &str) -> Netns {
+        let _ = Command::new("ip").args(["netns", "del", name]).stderr(Stdio::null()).status();
+        sh(&["ip", "netns", "add", name]);
+        sh(&["ip", "link", "set", nic, "netns", name]);
+        sh(&["ip", "-n", name, "link", "set", "lo", "up"]);
+        sh(&["ip", "-n", name, "addr", "add", addr, "dev", nic]);
+        sh(&["ip", "-n", name, "link", "set", nic, "up"]);
+        Netns(name, nic.to_string())
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", self.0]).status();
+        // the physical NIC comes back to the root namespace once the namespace is gone
+        let end = Instant::now() + Duration::from_secs(30);
+        while !Path::new(&format!("/sys/class/net/{}", self.1)).exists() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// A reflector (`udp reflect`), stopped with Ctrl-C; returns its result document.
+fn reflector(netns: &str, bind: &str, json: &Path) -> Child {
+    let mut c = rtlab()
+        .args(["udp", "reflect", "--netns", netns, "--bind", bind, "-q", "--json"])
+        .arg(json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut l = String::new();
+    BufReader::new(c.stdout.as_mut().unwrap()).read_line(&mut l).unwrap();
+    assert!(l.contains("listening on"), "{l}");
+    c
+}
+
+fn stop(c: Child) {
+    sh(&["kill", "-INT", &c.id().to_string()]);
+    let o = c.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// `udp ping` COUNT datagrams; asserts every one is accounted for; returns its document.
+fn ping_all_accounted(extra: &[&str], to: &str, count: u64, dir: &Path) -> Value {
+    let pjson = dir.join("ping.json");
+    let o = rtlab()
+        .args(["udp", "ping", "--to", to, "--period", "5ms", "--count", &count.to_string()])
+        .args(extra)
+        .args(["-q", "--json"])
+        .arg(&pjson)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "udp ping: {}", stderr(&o));
+    let d: Value = serde_json::from_str(&std::fs::read_to_string(&pjson).unwrap()).unwrap();
+    let s = &d["streams"][0];
+    let st = &s["stats"];
+    let sent: u64 = s["labels"]["sent"].as_str().unwrap().parse().unwrap();
+    let (got, lost) = (st["count"].as_u64().unwrap(), st["lost"].as_u64().unwrap());
+    assert_eq!(sent + st["overruns"].as_u64().unwrap(), count, "{st}");
+    assert_eq!(got + lost, sent, "every datagram sent is answered or lost: {st}");
+    for k in ["duplicates", "malformed"] {
+        assert_eq!(st[k], 0, "{k}: {st}");
+    }
+    d
+}
+
+#[test]
+#[ignore = "runs inside scripts/rt-vm.sh's PREEMPT_RT guest (rt_kernel_suite_passes_inside_a_preempt_rt_vm)"]
+fn guest_udp_ping_over_the_nic_under_rt_kthreads_accounts_for_every_datagram() {
+    if !guest() {
+        return;
+    }
+    let n = nics();
+    let (near, far) = (n[0].clone(), n[1].clone());
+    let ns = Netns::with("rtvm-far", &far, "10.77.0.2/24");
+    sh(&["ip", "addr", "replace", "10.77.0.1/24", "dev", &near]);
+    sh(&["ip", "link", "set", &near, "up"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let d = tempfile::tempdir().unwrap();
+    let j = d.path().join("journal");
+    let irq = nic_irq_threads(&near);
+    let h = Held::start(&["rt-kthreads", "--nic", &near], &j);
+    for p in &irq {
+        assert_eq!(sched(*p), ("fifo", 90), "{}", comm(*p));
+    }
+    let rjson = d.path().join("reflect.json");
+    let r = reflector(ns.0, "10.77.0.2:7777", &rjson);
+    let before: u64 =
+        read(&format!("/sys/class/net/{near}/statistics/rx_packets")).parse().unwrap();
+    let p = ping_all_accounted(&[], "10.77.0.2:7777", 300, d.path());
+    stop(r);
+    let s = &p["streams"][0];
+    let sent: u64 = s["labels"]["sent"].as_str().unwrap().parse().unwrap();
+    // the answers came in through the NIC (its driver, its IRQ threads at FIFO 90)
+    let after: u64 = read(&format!("/sys/class/net/{near}/statistics/rx_packets")).parse().unwrap();
+    let got = s["stats"]["count"].as_u64().unwrap();
+    assert!(after - before >= got, "rx_packets {before} -> {after}, {got} answers");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&rjson).unwrap()).unwrap();
+    let rs = &r["streams"][0];
+    assert_eq!(
+        rs["labels"]["received"],
+        (sent + 1).to_string(),
+        "the requests and one hello: {rs}"
+    );
+    assert_eq!(p["config"]["ping"]["rt"]["policy"], "fifo", "{}", p["config"]);
+    let out = h.interrupt();
+    assert!(out.contains("restored"), "{out}");
+    for q in &irq {
+        assert_eq!(sched(*q), ("fifo", 50), "{}", comm(*q));
+    }
+    sh(&["ip", "addr", "flush", "dev", &near]);
+    drop(ns);
+}
+
+/// Packets of a `tc -s class show` class line's next "Sent N bytes M pkt".
+fn class_packets(show: &str, class: &str) -> u64 {
+    let mut l = show.lines();
+    while let Some(x) = l.next() {
+        if x.starts_with(class) {
+            let sent = l.next().unwrap_or("");
+            let w: Vec<&str> = sent.split_whitespace().collect();
+            return w.get(3).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{sent}"));
+        }
+    }
+    panic!("no '{class}' in:\n{show}");
+}
+
+#[test]
+#[ignore = "runs inside scripts/rt-vm.sh's PREEMPT_RT guest (rt_kernel_suite_passes_inside_a_preempt_rt_vm)"]
+fn guest_mqprio_and_vlan_egress_map_are_applied_seen_and_restored() {
+    if !guest() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let j = d.path().join("journal");
+    let rjson = d.path().join("reflect.json");
+    // this host's kernel has neither; Debian's loads them
+    sh(&["modprobe", "sch_mqprio"]);
+    sh(&["modprobe", "8021q"]);
+
+    // 1. the VM's NIC has one queue: mqprio is refused and htb kept; its VLAN gets the egress
+    //    map (SKB priority n -> PCP n), seen on the wire at the far NIC
+    let n = nics();
+    let (near, far) = (n[0].clone(), n[1].clone());
+    let vlan = format!("{near}.100");
+    sh(&["ip", "link", "set", &near, "up"]);
+    sh(&["ip", "link", "add", "link", &near, "name", &vlan, "type", "vlan", "id", "100"]);
+    sh(&["ip", "addr", "add", "10.78.0.1/24", "dev", &vlan]);
+    sh(&["ip", "link", "set", &vlan, "up"]);
+    let ns = Netns::with("rtvm-vlan", &far, "10.77.1.2/24");
+    let fvlan = format!("{far}.100");
+    sh(&[
+        "ip", "-n", ns.0, "link", "add", "link", &far, "name", &fvlan, "type", "vlan", "id", "100",
+    ]);
+    sh(&["ip", "-n", ns.0, "addr", "add", "10.78.0.2/24", "dev", &fvlan]);
+    sh(&["ip", "-n", ns.0, "link", "set", &fvlan, "up"]);
+    std::thread::sleep(Duration::from_secs(2));
+    // the egress map in force, SKB priority -> PCP; an unmapped priority gets PCP 0, and the
+    // kernel never forgets a mapping once made (restored, it reads "4:0")
+    let map_of = |v: &str| -> std::collections::BTreeMap<u32, u32> {
+        read(&format!("/proc/net/vlan/{v}"))
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("EGRESS priority mappings:").map(str::to_string))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|m| m.split_once(':'))
+            .map(|(a, b)| (a.parse().unwrap(), b.parse().unwrap()))
+            .filter(|(_, pcp)| *pcp != 0)
+            .collect()
+    };
+    let map_before = map_of(&vlan);
+    let qdisc_before = sh(&["tc", "qdisc", "show", "dev", &near]);
+    let h = Held::start(&["rt-affinities", "--nic", &near], &j);
+    assert!(h.out.contains("not available: mqprio") && h.out.contains("htb"), "{}", h.out);
+    assert!(h.out.contains("done    VLAN egress map"), "{}", h.out);
+    assert_eq!(map_of(&vlan), (1..8).map(|i| (i, i)).collect(), "egress map in force");
+    assert!(sh(&["tc", "qdisc", "show", "dev", &near]).contains("qdisc htb 1: root"));
+    // on the wire: the far NIC sees PCP 4 on the datagrams sent with SO_PRIORITY 4
+    let cap = Command::new("timeout")
+        .args([
+            "60", "ip", "netns", "exec", ns.0, "tcpdump", "-i", &far, "-e", "-n", "-c", "5", "-l",
+        ])
+        .args(["vlan", "100", "and", "udp", "and", "dst", "port", "7778"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tcpdump (apt-get install tcpdump)");
+    std::thread::sleep(Duration::from_secs(2));
+    let r = reflector(ns.0, "10.78.0.2:7778", &rjson);
+    ping_all_accounted(&["--so-priority", "4"], "10.78.0.2:7778", 50, d.path());
+    stop(r);
+    let seen = cap.wait_with_output().unwrap();
+    let seen = stdout(&seen);
+    assert_eq!(seen.lines().filter(|l| l.contains("vlan 100, p 4")).count(), 5, "{seen}");
+    let out = h.interrupt();
+    assert!(out.contains("restored"), "{out}");
+    assert_eq!(map_of(&vlan), map_before, "egress map after restore");
+    assert_eq!(sh(&["tc", "qdisc", "show", "dev", &near]), qdisc_before);
+    sh(&["ip", "link", "del", &vlan]);
+    drop(ns);
+
+    // 2. mqprio for real on a NIC with queues (a veth with 4 TX queues: QEMU's hub gives the
+    //    virtio NIC one): SO_PRIORITY 4 -> traffic class 0, seen in the class counters
+    sh(&["ip", "netns", "add", "rtvm-mq"]);
+    sh(&["ip", "netns", "add", "rtvm-mq-far"]);
+    let ip = |ns: &str, rest: &[&str]| {
+        let mut a = vec!["ip", "-n", ns];
+        a.extend_from_slice(rest);
+        sh(&a);
+    };
+    ip(
+        "rtvm-mq",
+        &[
+            "link",
+            "add",
+            "v0",
+            "numtxqueues",
+            "4",
+            "numrxqueues",
+            "4",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "v1",
+            "netns",
+            "rtvm-mq-far",
+        ],
+    );
+    ip("rtvm-mq", &["addr", "add", "10.79.0.1/24", "dev", "v0"]);
+    ip("rtvm-mq", &["link", "set", "v0", "up"]);
+    ip("rtvm-mq-far", &["addr", "add", "10.79.0.2/24", "dev", "v1"]);
+    ip("rtvm-mq-far", &["link", "set", "v1", "up"]);
+    let tcs = |rest: &[&str]| {
+        let mut a = vec!["ip", "netns", "exec", "rtvm-mq", "tc"];
+        a.extend_from_slice(rest);
+        sh(&a)
+    };
+    let qdisc_before = tcs(&["qdisc", "show", "dev", "v0"]);
+    let h = Held::start(&["rt-affinities", "--netns", "rtvm-mq", "--nic", "v0"], &j);
+    assert!(h.out.contains("mqprio (S1"), "{}", h.out);
+    assert!(!h.out.contains("not available: mqprio"), "{}", h.out);
+    let q = tcs(&["qdisc", "show", "dev", "v0"]);
+    assert!(q.contains("qdisc mqprio") && q.contains("tc 3 map 2 2 1 1 0"), "{q}");
+    let root = q
+        .lines()
+        .find(|l| l.starts_with("qdisc mqprio"))
+        .unwrap()
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .to_string();
+    let tc0 = format!("class mqprio {root}1 parent {root}ffe0");
+    let r = reflector("rtvm-mq-far", "10.79.0.2:7779", &rjson);
+    let before = class_packets(&tcs(&["-s", "class", "show", "dev", "v0"]), &tc0);
+    let p = ping_all_accounted(
+        &["--netns", "rtvm-mq", "--so-priority", "4"],
+        "10.79.0.2:7779",
+        100,
+        d.path(),
+    );
+    stop(r);
+    let sent: u64 = p["streams"][0]["labels"]["sent"].as_str().unwrap().parse().unwrap();
+    let after = class_packets(&tcs(&["-s", "class", "show", "dev", "v0"]), &tc0);
+    assert!(
+        after - before >= sent,
+        "traffic class 0 sent {before} -> {after} packets, the ping {sent}"
+    );
+    let out = h.interrupt();
+    assert!(out.contains("restored"), "{out}");
+    assert_eq!(tcs(&["qdisc", "show", "dev", "v0"]), qdisc_before);
+    let _ = Command::new("ip").args(["netns", "del", "rtvm-mq"]).status();
+    let _ = Command::new("ip").args(["netns", "del", "rtvm-mq-far"]).status();
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Boot Debian's PREEMPT_RT kernel in QEMU with this machine's own filesystem as the guest's
+# root (virtme-ng), run a command inside, and return its output and exit code. The kernel
+# command line is yours; the guest has 2 CPUs, 2 GiB, cgroup v2 mounted, and two virtio NICs
+# joined by a QEMU hub (what one sends, the other receives: a link between two "hosts" that
+# goes through real NIC drivers and their IRQs).
+#
+# Usage: bash scripts/rt-vm.sh [--append "KERNEL ARGS"] [--cpus N] [--memory SIZE]
+#                              [--rwdir DIR] [--timeout SECONDS] -- CMD...
+#        bash scripts/rt-vm.sh --install      install what it needs (root), then exit
+#        bash scripts/rt-vm.sh --check        say what is missing (exit 2) or "ready" (0)
+#
+# Needs: Debian's linux-image-rt-amd64, qemu-system-x86, busybox-static, and virtme-ng
+# (PyPI); it installs them when run as root and they are missing. Installing the kernel
+# package adds a boot entry on a real machine (the newest kernel stays the default).
+# Acceleration: RT_VM_ACCEL=kvm|tcg|auto (default auto: KVM when a short KVM boot works, else
+# TCG; the answer is kept in /var/cache/rtlab/rt-vm-accel). Under TCG a boot takes about a
+# minute and timings are not real: test behaviour there, not latency.
+# The guest sees the host's files read-only except /tmp, /var, /etc (overlays, thrown away)
+# and --rwdir DIR (written through).
+set -euo pipefail
+
+append="" cpus=2 memory=2G rwdir="" timeout=1200 mode=run
+while (($#)); do
+  case "$1" in
+    --append) append="$2"; shift 2 ;;
+    --cpus) cpus="$2"; shift 2 ;;
+    --memory) memory="$2"; shift 2 ;;
+    --rwdir) rwdir="$2"; shift 2 ;;
+    --timeout) timeout="$2"; shift 2 ;;
+    --install) mode=install; shift ;;
+    --check) mode=check; shift ;;
+    --) shift; break ;;
+    *) echo "rt-vm: error: unknown argument '$1' (see the usage at the top of $0)" >&2; exit 2 ;;
+  esac
+done
+if [ "$mode" = run ] && (($# == 0)); then
+  echo "rt-vm: error: no command to run: rt-vm.sh [options] -- CMD..." >&2
+  exit 2
+fi
+
+PACKAGES=(linux-image-rt-amd64 qemu-system-x86 busybox-static)
+
+kernel() {
+  if [ -n "${RT_VM_KERNEL:-}" ]; then echo "$RT_VM_KERNEL"; return; fi
+  ls -1 /boot/vmlinuz-*-rt-* 2>/dev/null | sort -V | tail -n 1
+}
+
+missing() {
+  local m=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || m+=("$p")
+  done
+  command -v vng >/dev/null || m+=("virtme-ng (PyPI)")
+  [ -n "$(kernel)" ] || m+=("a PREEMPT_RT kernel in /boot")
+  echo "${m[*]}"
+}
+
+install() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "rt-vm: error: missing $(missing) and not root to install them" >&2
+    exit 2
+  fi
+  local need=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+  done
+  if ((${#need[@]})); then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  fi
+  if ! command -v vng >/dev/null; then
+    python3 -m pip install -q virtme-ng 2>/dev/null ||
+      python3 -m pip install -q --break-system-packages virtme-ng
+  fi
+  local m
+  m=$(missing)
+  if [ -n "$m" ]; then
+    echo "rt-vm: error: still missing after installing: $m" >&2
+    exit 2
+  fi
+}
+
+case "$mode" in
+  install) install; echo "rt-vm: ready: $(kernel)"; exit 0 ;;
+  check)
+    m=$(missing)
+    if [ -n "$m" ]; then echo "rt-vm: missing: $m (bash scripts/rt-vm.sh --install)"; exit 2; fi
+    echo "rt-vm: ready: $(kernel)"; exit 0 ;;
+esac
+
+[ -z "$(missing)" ] || install
+k=$(kernel)
+vng_args=(-r "$k" --cpus "$cpus" --memory "$memory")
+[ -n "$append" ] && vng_args+=(--append "$append")
+[ -n "$rwdir" ] && vng_args+=(--rwdir "$rwdir")
+# two virtio NICs on one QEMU hub: a link inside the guest through real drivers
+nics="-netdev hubport,id=rtnet0,hubid=0 -device virtio-net-pci,netdev=rtnet0"
+nics+=" -netdev hubport,id=rtnet1,hubid=0 -device virtio-net-pci,netdev=rtnet1"
+
+# KVM or TCG: a KVM guest may stop early in boot on a nested host that exposes almost no CPU
+# features while /dev/kvm still opens; a short boot tells
+accel=${RT_VM_ACCEL:-auto}
+if [ "$accel" = auto ]; then
+  cache=/var/cache/rtlab/rt-vm-accel
+  if [ -r "$cache" ] && [ "$(cut -d' ' -f2 "$cache")" = "$k" ]; then
+    accel=$(cut -d' ' -f1 "$cache")
+  else
+    accel=tcg
+    if [ -r /dev/kvm ] && [ -w /dev/kvm ] &&
+      out=$(timeout 40 vng -r "$k" --cpus 1 --memory 512M -- echo rt-vm-kvm-ok 2>/dev/null) &&
+      [[ "$out" == *rt-vm-kvm-ok* ]]; then
+      accel=kvm
+    fi
+    mkdir -p "$(dirname "$cache")" 2>/dev/null && echo "$accel $k" > "$cache" 2>/dev/null || true
+  fi
+fi
+[ "$accel" = tcg ] && vng_args+=(--disable-kvm)
+
+cmd=$(printf '%q ' "$@")
+echo "rt-vm: $(basename "$k"), ${accel}, ${cpus} CPUs, ${memory}, append '${append}'" >&2
+start=$SECONDS
+set +e
+# vng returns the command's exit code; QEMU's note that the hub has no host network is noise
+timeout "$timeout" vng "${vng_args[@]}" --qemu-opts="$nics" -- "$cmd" 2> >(grep -v "is not connected to host network" >&2)
+rc=$?
+set -e
+if [ $rc -eq 124 ]; then
+  echo "rt-vm: error: the guest did not finish within ${timeout} s" >&2
+fi
+echo "rt-vm: exit code $rc after $((SECONDS - start)) s" >&2
+exit $rc

@@ -79,6 +79,28 @@ impl Mode {
     }
 }
 
+/// When the pings of a round trip go out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Schedule {
+    /// On the absolute grid t0 + k*period (open loop; a slot already past is an overrun).
+    #[default]
+    Periodic,
+    /// Closed loop (roundtrip only): the next ping as soon as the pong of the previous one
+    /// is in, or its loss timeout passed; one thread publishes and takes the pongs, as the
+    /// middlewares' own ping-pong benchmarks do.
+    ClosedLoop,
+}
+
+impl Schedule {
+    pub fn name(self) -> &'static str {
+        match self {
+            Schedule::Periodic => "periodic",
+            Schedule::ClosedLoop => "closed-loop",
+        }
+    }
+}
+
 /// The clock of the one-way send and receive stamps.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -174,6 +196,10 @@ pub struct TransportSpec {
     /// zenoh: `peer` (default) or `client` (connect to a router or peer only).
     #[serde(default)]
     pub zenoh_mode: Option<String>,
+    /// shm: every receiver busy-polls (`--wait busy-poll`): no wake-up notification per
+    /// message and no listener, as iceoryx2's own benchmark.
+    #[serde(default)]
+    pub busy_poll: bool,
 }
 
 impl TransportSpec {
@@ -186,6 +212,7 @@ impl TransportSpec {
             interface: None,
             peers: Vec::new(),
             zenoh_mode: None,
+            busy_poll: false,
         }
     }
 }
@@ -271,6 +298,9 @@ pub struct PubsubConfig {
     /// The clock of one-way stamps (round trips always use CLOCK_MONOTONIC: one clock).
     #[serde(default)]
     pub stamp_clock: StampClock,
+    /// When pings go out (roundtrip): on the grid, or closed loop.
+    #[serde(default)]
+    pub schedule: Schedule,
 }
 
 /// A role run by hand (`rtlab pubsub --role R --topic T` on each machine).
@@ -598,6 +628,19 @@ pub fn validate(cfg: &PubsubConfig, transport: &dyn Transport) -> Result<QosMapp
     if cfg.loss_timeout_ns <= 0 {
         return Err(ProbeError::Invalid("--loss-timeout: must be above zero".into()));
     }
+    if cfg.schedule == Schedule::ClosedLoop {
+        if cfg.mode != Mode::Roundtrip {
+            return Err(ProbeError::Invalid(
+                "--schedule closed-loop: a round trip schedule (give --mode roundtrip)".into(),
+            ));
+        }
+        if cfg.periods_ns.len() > 1 {
+            return Err(ProbeError::Invalid(
+                "--rate: no rate sweep in closed loop (the next ping goes when the pong is in)"
+                    .into(),
+            ));
+        }
+    }
     for &len in &cfg.payloads {
         check_len(transport.name(), transport.max_message(), len)?;
     }
@@ -684,6 +727,7 @@ pub fn run_with(
     // middleware threads are created after this, so they inherit the policy
     cfg.rt.apply_policy_here().map_err(ProbeError::Rt)?;
     let mut spec = cfg.transport.clone();
+    spec.busy_poll = cfg.wait == WaitStyle::BusyPoll;
     if spec.kind == TransportKind::Zenoh && spec.listen.is_empty() {
         let ip = far.map(|f| f.near.as_str()).unwrap_or("127.0.0.1");
         spec.listen = vec![format!(
@@ -713,6 +757,7 @@ pub fn run_with(
     let mut role_spec = TransportSpec::new(spec.kind);
     role_spec.connect = spec.listen.clone();
     role_spec.domain = spec.domain;
+    role_spec.busy_poll = spec.busy_poll;
     if let Some(f) = far {
         if matches!(spec.kind, TransportKind::Dds | TransportKind::Udp) {
             role_spec.interface = Some(f.far.clone());
@@ -1044,9 +1089,19 @@ impl CaseSetup<'_> {
 
     fn run(&self, launcher: Launcher, stop: &Arc<AtomicBool>) -> Result<CaseResult, ProbeError> {
         let cfg = self.cfg;
-        let count = cfg.messages_of(self.period);
-        let duration_ns = count as i64 * self.period;
-        let deadline_ns = cfg.deadline_ns.unwrap_or(self.period);
+        // closed loop: as many round trips as fit in the case (or its count); no grid
+        let closed = cfg.schedule == Schedule::ClosedLoop;
+        let (count, duration_ns) = if closed {
+            (cfg.case_messages.unwrap_or(u64::MAX), cfg.case_duration_ns)
+        } else {
+            let c = cfg.messages_of(self.period);
+            (c, c as i64 * self.period)
+        };
+        let deadline_ns = match (cfg.deadline_ns, closed) {
+            (Some(d), _) => d,
+            (None, true) => cfg.loss_timeout_ns,
+            (None, false) => self.period,
+        };
         let (tx, rx) = mpsc::channel::<(usize, RoleEvent)>();
         let kind = match cfg.mode {
             Mode::Oneway => RoleKind::Subscriber,
@@ -1063,6 +1118,7 @@ impl CaseSetup<'_> {
         // roundtrip: the pong receivers live here, one thread each, started before the echoes
         let rstop = Arc::new(AtomicBool::new(false));
         let mut receivers = Vec::new();
+        let mut watchers = Vec::new();
         if cfg.mode == Mode::Roundtrip {
             for i in 0..self.n {
                 let rc = self.role_config(RoleKind::Subscriber, i, duration_ns);
@@ -1075,6 +1131,19 @@ impl CaseSetup<'_> {
                 let events = tx.clone();
                 let rs = rstop.clone();
                 let spec = cfg.rt.spec(&format!("rtlab-pong{i}"), 1 + i);
+                if closed {
+                    // until warm; then the pinger's own thread takes the pongs
+                    let wait = cfg.wait;
+                    let t = spawn_rt(&spec, move || {
+                        let mut emit = |e: RoleEvent| {
+                            let _ = events.send((1000 + i, e));
+                        };
+                        warm_watch(sub, wait, &rs, &mut emit)
+                    })
+                    .map_err(|e| ProbeError::Rt(e.to_string()))?;
+                    watchers.push(t);
+                    continue;
+                }
                 let t = spawn_rt(&spec, move || {
                     let mut emit = |e: RoleEvent| {
                         let _ = events.send((1000 + i, e));
@@ -1164,31 +1233,76 @@ impl CaseSetup<'_> {
         let period = self.period;
         let spec = cfg.rt.spec("rtlab-pub", 0);
         let clock = cfg.oneway_clock();
-        // the publisher's lateness: preallocated here, filled on the sender thread
-        let mut lateness = Recorder::new(
-            &RecorderConfig {
-                deadline_ns: self.period,
+        let (published, overruns, publisher, lateness) = if closed {
+            let subs = watchers
+                .into_iter()
+                .map(|t| t.join())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| ProbeError::Setup("a pong receiver thread panicked".into()))?;
+            // every recorder allocated here, filled on the pinger's thread
+            let rcfg = RecorderConfig {
+                deadline_ns,
                 window_ns: cfg.window_ns,
                 window_capacity: window_capacity(duration_ns, cfg.window_ns),
                 max_samples: None,
                 us_histogram_buckets: None,
                 spike_threshold_ns: None,
-            },
-            None,
-        )
-        .with_hook(cfg.spike.as_ref().map(|h| h.for_source(PUBLISHER_SPIKE_SOURCE)).as_ref());
-        let sender = spawn_rt(&spec, move || {
-            let r = send_loop(publisher.as_mut(), len, period, count, clock, &sstop, &mut lateness);
-            (r, publisher, lateness)
-        })
-        .map_err(|e| ProbeError::Rt(e.to_string()))?;
-        let ((published, overruns, send_err), publisher, lateness) =
-            sender.join().map_err(|_| ProbeError::Setup("the sender thread panicked".into()))?;
-        if let Some(e) = send_err {
-            return Err(e.into());
-        }
-        // late messages still count as late, not lost, within the loss timeout
-        rtlab_sys::clock::sleep_for(cfg.loss_timeout_ns);
+            };
+            let mut sides: Vec<PongSide> =
+                (0..self.n).map(|_| PongSide::new(&rcfg, cfg.spike.as_ref())).collect();
+            let lp = ClosedLoop {
+                len,
+                wait: cfg.wait,
+                count,
+                duration_ns,
+                loss_timeout_ns: cfg.loss_timeout_ns,
+            };
+            let pinger = spawn_rt(&spec, move || {
+                let mut subs = subs;
+                let r = closed_loop(publisher.as_mut(), &mut subs, &mut sides, &lp, &sstop);
+                (r, publisher, sides)
+            })
+            .map_err(|e| ProbeError::Rt(e.to_string()))?;
+            let ((published, err), publisher, sides) = pinger
+                .join()
+                .map_err(|_| ProbeError::Setup("the pinger thread panicked".into()))?;
+            if let Some(e) = err {
+                return Err(e.into());
+            }
+            for (i, side) in sides.into_iter().enumerate() {
+                reports[i] = Some(side.report());
+            }
+            (published, 0, publisher, None)
+        } else {
+            // the publisher's lateness: preallocated here, filled on the sender thread
+            let mut lateness = Recorder::new(
+                &RecorderConfig {
+                    deadline_ns: self.period,
+                    window_ns: cfg.window_ns,
+                    window_capacity: window_capacity(duration_ns, cfg.window_ns),
+                    max_samples: None,
+                    us_histogram_buckets: None,
+                    spike_threshold_ns: None,
+                },
+                None,
+            )
+            .with_hook(cfg.spike.as_ref().map(|h| h.for_source(PUBLISHER_SPIKE_SOURCE)).as_ref());
+            let sender = spawn_rt(&spec, move || {
+                let r =
+                    send_loop(publisher.as_mut(), len, period, count, clock, &sstop, &mut lateness);
+                (r, publisher, lateness)
+            })
+            .map_err(|e| ProbeError::Rt(e.to_string()))?;
+            let ((published, overruns, send_err), publisher, lateness) = sender
+                .join()
+                .map_err(|_| ProbeError::Setup("the sender thread panicked".into()))?;
+            if let Some(e) = send_err {
+                return Err(e.into());
+            }
+            // late messages still count as late, not lost, within the loss timeout
+            rtlab_sys::clock::sleep_for(cfg.loss_timeout_ns);
+            (published, overruns, publisher, Some(lateness))
+        };
 
         // stop and collect
         let mut done = vec![false; self.n];
@@ -1233,7 +1347,7 @@ impl CaseSetup<'_> {
                 self.transport.name(),
                 cfg.mode.name(),
                 self.len,
-                rate_label(self.period),
+                self.rate_name(),
                 self.n
             );
             s.metric = cfg.mode.metric().into();
@@ -1243,7 +1357,7 @@ impl CaseSetup<'_> {
             };
             s.deadline_ns = deadline_ns;
             s.labels = self.labels(i, published);
-            s.stats.overruns = Some(overruns);
+            s.stats.overruns = (!closed).then_some(overruns);
             s.stats.lost = Some(published.saturating_sub(r.received));
             s.stats.late = Some(r.late);
             s.stats.duplicates = Some(r.duplicates);
@@ -1269,26 +1383,30 @@ impl CaseSetup<'_> {
                 s.labels.insert("case_p50_spread_ns".into(), sp.to_string());
             }
         }
-        let mut publisher = Stream::from_recorder(
-            format!(
-                "{}.{}.{}B.{}.n{}.pub.send_lateness",
-                self.transport.name(),
-                cfg.mode.name(),
-                self.len,
-                rate_label(self.period),
-                self.n
-            ),
-            "send_lateness",
-            SEND_LATENESS_DEFINITION,
-            self.labels(0, published),
-            &lateness,
-        );
-        publisher.labels.remove("subscriber");
-        publisher.stats.missed = None;
-        publisher.stats.overruns = Some(overruns);
+        // closed loop: no grid, no send lateness
+        let publisher = lateness.map(|lateness| {
+            let mut p = Stream::from_recorder(
+                format!(
+                    "{}.{}.{}B.{}.n{}.pub.send_lateness",
+                    self.transport.name(),
+                    cfg.mode.name(),
+                    self.len,
+                    self.rate_name(),
+                    self.n
+                ),
+                "send_lateness",
+                SEND_LATENESS_DEFINITION,
+                self.labels(0, published),
+                &lateness,
+            );
+            p.labels.remove("subscriber");
+            p.stats.missed = None;
+            p.stats.overruns = Some(overruns);
+            p
+        });
         Ok(CaseResult {
             payload: self.len,
-            period_ns: self.period,
+            period_ns: if closed { 0 } else { self.period },
             subscribers: self.n,
             published,
             overruns,
@@ -1298,8 +1416,16 @@ impl CaseSetup<'_> {
             slowest,
             error: None,
             thread_priorities_set,
-            publisher: Some(publisher),
+            publisher,
         })
+    }
+
+    /// The case's rate in names and labels: `1khz`, or `closed-loop`.
+    fn rate_name(&self) -> String {
+        match self.cfg.schedule {
+            Schedule::Periodic => rate_label(self.period),
+            Schedule::ClosedLoop => Schedule::ClosedLoop.name().into(),
+        }
     }
 
     fn labels(&self, i: usize, published: u64) -> BTreeMap<String, String> {
@@ -1307,10 +1433,13 @@ impl CaseSetup<'_> {
         let mut l = BTreeMap::new();
         l.insert("transport".into(), self.transport.name().into());
         l.insert("mode".into(), cfg.mode.name().into());
+        l.insert("schedule".into(), cfg.schedule.name().into());
         l.insert("wait".into(), cfg.wait.name().into());
         l.insert("payload_bytes".into(), self.len.to_string());
-        l.insert("period_ns".into(), self.period.to_string());
-        l.insert("rate".into(), rate_label(self.period));
+        if cfg.schedule == Schedule::Periodic {
+            l.insert("period_ns".into(), self.period.to_string());
+        }
+        l.insert("rate".into(), self.rate_name());
         l.insert("subscribers".into(), self.n.to_string());
         l.insert("subscriber".into(), i.to_string());
         l.insert("placement".into(), if self.in_process { "threads" } else { "processes" }.into());
@@ -1488,6 +1617,134 @@ fn echo_loop(
     Ok(())
 }
 
+/// Closed loop, before measuring: wait for this pong port's first warm-up message
+/// (discovery done), then hand the port back for the pinger's own thread.
+fn warm_watch(
+    mut sub: Box<dyn Subscriber>,
+    wait: WaitStyle,
+    stop: &AtomicBool,
+    emit: &mut dyn FnMut(RoleEvent),
+) -> Box<dyn Subscriber> {
+    while !stop.load(Ordering::Relaxed) {
+        if let Ok(Some(r)) = sub.take(wait, POLL_SLICE_NS) {
+            if r.seq & WARMUP_BIT != 0 {
+                emit(RoleEvent::Warm);
+                break;
+            }
+        }
+    }
+    sub
+}
+
+/// What the closed loop measures of one pong port: its recorder and counters.
+struct PongSide {
+    rec: Recorder,
+    track: SeqTracker,
+    late: u64,
+    malformed: u64,
+    first_seq: Option<u64>,
+}
+
+impl PongSide {
+    fn new(cfg: &RecorderConfig, spike: Option<&rtlab_core::sink::SpikeHook>) -> PongSide {
+        PongSide {
+            rec: Recorder::new(cfg, None).with_hook(spike),
+            track: SeqTracker::new(),
+            late: 0,
+            malformed: 0,
+            first_seq: None,
+        }
+    }
+
+    fn report(self) -> ReceiverReport {
+        ReceiverReport {
+            stream: Stream::from_recorder("", "", "", BTreeMap::new(), &self.rec),
+            received: self.track.received,
+            late: self.late,
+            duplicates: self.track.duplicates,
+            out_of_order: self.track.out_of_order,
+            malformed: self.malformed,
+            first_seq: self.first_seq,
+            last_seq: self.first_seq.map(|_| self.track.highest()),
+        }
+    }
+}
+
+/// The closed loop's settings.
+struct ClosedLoop {
+    len: usize,
+    wait: WaitStyle,
+    /// At most this many pings (u64::MAX: by time only).
+    count: u64,
+    duration_ns: i64,
+    loss_timeout_ns: i64,
+}
+
+/// Closed loop on one thread: publish ping k, take the pongs until every port's pong k is
+/// in or k's loss timeout passed, then ping k+1 at once. A pong of an earlier ping that
+/// comes after its loss timeout is `late`; one that never comes is lost. Returns the pings
+/// sent. Allocation-free: publish, take, stamp, record.
+fn closed_loop(
+    publisher: &mut dyn Publisher,
+    subs: &mut [Box<dyn Subscriber>],
+    sides: &mut [PongSide],
+    lp: &ClosedLoop,
+    stop: &AtomicBool,
+) -> (u64, Option<TransportError>) {
+    let t0 = monotonic_ns();
+    let end = t0.saturating_add(lp.duration_ns);
+    for side in sides.iter_mut() {
+        side.rec.origin_monotonic_ns = Some(t0);
+    }
+    let mut k = 0u64;
+    while k < lp.count && !stop.load(Ordering::Relaxed) && monotonic_ns() < end {
+        let sent = monotonic_ns();
+        if let Err(e) = publisher.publish(k, sent, lp.len) {
+            return (k, Some(e));
+        }
+        let give_up = sent.saturating_add(lp.loss_timeout_ns);
+        for (sub, side) in subs.iter_mut().zip(sides.iter_mut()) {
+            loop {
+                let left = give_up - monotonic_ns();
+                if left <= 0 {
+                    break;
+                }
+                let got = match sub.take(lp.wait, left.min(POLL_SLICE_NS)) {
+                    Ok(g) => g,
+                    Err(_) => {
+                        side.malformed += 1;
+                        continue;
+                    }
+                };
+                let now = monotonic_ns();
+                let Some(r) = got else { continue };
+                if r.seq & WARMUP_BIT != 0 {
+                    continue;
+                }
+                if r.len < HEADER_LEN {
+                    side.malformed += 1;
+                    continue;
+                }
+                if let Arrival::Duplicate = side.track.arrive(r.seq) {
+                    continue;
+                }
+                side.first_seq = Some(side.first_seq.map_or(r.seq, |f| f.min(r.seq)));
+                let rtt = now - r.stamp_ns;
+                if rtt > lp.loss_timeout_ns {
+                    side.late += 1;
+                    continue;
+                }
+                side.rec.record(r.seq, r.stamp_ns - t0, rtt);
+                if r.seq == k {
+                    break;
+                }
+            }
+        }
+        k += 1;
+    }
+    (k, None)
+}
+
 /// Run one role on the calling thread with an open transport.
 pub fn run_role(
     rc: &RoleConfig,
@@ -1586,6 +1843,129 @@ pub fn role_main(json: &str) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+
+    /// A scripted link: ping 2 is lost, 4's pong comes twice, 7's comes only after ping 8
+    /// went out (past its loss timeout: late); the others come back at once.
+    #[derive(Default)]
+    struct Net {
+        q: VecDeque<Received>,
+        held: Option<Received>,
+        pings: Vec<u64>,
+    }
+    struct FakePub(Arc<Mutex<Net>>);
+    struct FakeSub(Arc<Mutex<Net>>);
+
+    impl Publisher for FakePub {
+        fn publish(&mut self, seq: u64, stamp_ns: i64, len: usize) -> Result<(), TransportError> {
+            let mut n = self.0.lock().unwrap();
+            n.pings.push(seq);
+            if let Some(h) = n.held.take() {
+                n.q.push_back(h);
+            }
+            let r = Received { seq, stamp_ns, len };
+            match seq {
+                2 => {}
+                4 => n.q.extend([r, r]),
+                7 => n.held = Some(r),
+                _ => n.q.push_back(r),
+            }
+            Ok(())
+        }
+    }
+
+    impl Subscriber for FakeSub {
+        fn try_take(&mut self) -> Result<Option<Received>, TransportError> {
+            Ok(self.0.lock().unwrap().q.pop_front())
+        }
+        fn wait_take(&mut self, timeout_ns: i64) -> Result<Option<Received>, TransportError> {
+            let r = self.try_take()?;
+            if r.is_none() {
+                rtlab_sys::clock::sleep_for(timeout_ns.min(100_000));
+            }
+            Ok(r)
+        }
+    }
+
+    #[test]
+    fn closed_loop_sends_on_each_pong_or_after_the_loss_timeout() {
+        let net = Arc::new(Mutex::new(Net::default()));
+        let mut publisher = FakePub(net.clone());
+        let mut subs: Vec<Box<dyn Subscriber>> = vec![Box::new(FakeSub(net.clone()))];
+        let rcfg = RecorderConfig {
+            deadline_ns: 2_000_000,
+            window_ns: 1_000_000_000,
+            window_capacity: 16,
+            max_samples: None,
+            us_histogram_buckets: None,
+            spike_threshold_ns: None,
+        };
+        let mut sides = vec![PongSide::new(&rcfg, None)];
+        let lp = ClosedLoop {
+            len: 64,
+            wait: WaitStyle::Blocking,
+            count: 10,
+            duration_ns: 60_000_000_000,
+            loss_timeout_ns: 2_000_000,
+        };
+        let start = monotonic_ns();
+        let (sent, err) =
+            closed_loop(&mut publisher, &mut subs, &mut sides, &lp, &AtomicBool::new(false));
+        let took = monotonic_ns() - start;
+        assert!(err.is_none());
+        assert_eq!(sent, 10);
+        assert_eq!(net.lock().unwrap().pings, (0..10).collect::<Vec<_>>());
+        // two loss timeouts waited for (2 lost, 7 late): the loop did wait, and did not
+        // wait for the pongs that came
+        assert!(took >= 2 * lp.loss_timeout_ns, "{took} ns");
+        let r = sides.pop().unwrap().report();
+        assert_eq!(r.received, 9, "every ping but 2");
+        assert_eq!(r.late, 1, "7's pong after its loss timeout");
+        assert_eq!(r.duplicates, 1, "4's second pong");
+        assert_eq!(r.out_of_order, 0);
+        assert_eq!(r.stream.stats.count, 8, "samples: received - late");
+        assert_eq!((r.first_seq, r.last_seq), (Some(0), Some(9)));
+        assert_eq!(r.lost_between(), 1);
+    }
+
+    #[test]
+    fn closed_loop_stops_at_its_time_and_on_the_stop_flag() {
+        let net = Arc::new(Mutex::new(Net::default()));
+        let mut subs: Vec<Box<dyn Subscriber>> = vec![Box::new(FakeSub(net.clone()))];
+        let rcfg = RecorderConfig {
+            deadline_ns: 1_000_000,
+            window_ns: 1_000_000_000,
+            window_capacity: 16,
+            max_samples: None,
+            us_histogram_buckets: None,
+            spike_threshold_ns: None,
+        };
+        let mut sides = vec![PongSide::new(&rcfg, None)];
+        let lp = ClosedLoop {
+            len: 64,
+            wait: WaitStyle::BusyPoll,
+            count: u64::MAX,
+            duration_ns: 20_000_000,
+            loss_timeout_ns: 1_000_000,
+        };
+        let (sent, _) = closed_loop(
+            &mut FakePub(net.clone()),
+            &mut subs,
+            &mut sides,
+            &lp,
+            &AtomicBool::new(false),
+        );
+        assert!(sent > 10, "by time only: {sent}");
+        let (sent, _) = closed_loop(
+            &mut FakePub(net.clone()),
+            &mut subs,
+            &mut sides,
+            &lp,
+            &AtomicBool::new(true),
+        );
+        assert_eq!(sent, 0);
+    }
 
     #[test]
     fn rate_labels() {

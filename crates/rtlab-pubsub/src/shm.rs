@@ -3,7 +3,9 @@
 //! One iceoryx2 node per transport (signal handling disabled: rtlab owns Ctrl-C). A topic
 //! is a publish-subscribe service of `[u8]` slices plus an event service `<topic>/ev` used
 //! only for the blocking wait: the publisher notifies after each send; a blocking
-//! subscriber sleeps in the listener's `timed_wait`. Busy-poll spins on `receive`.
+//! subscriber sleeps in the listener's `timed_wait`. Busy-poll spins on `receive`; a
+//! transport opened for busy-poll ([`ShmTransport::busy_poll`]) opens no event ports at all:
+//! no notification per message, as iceoryx2's own benchmark (a blocking wait there spins).
 //! The publisher copies the message from its preallocated buffer into a loaned sample
 //! (the write an application does anyway) and sends it; subscribers read the header in
 //! place in shared memory. iceoryx2 removes its files (/dev/shm/iox2_*, /tmp/iceoryx2)
@@ -28,6 +30,8 @@ fn lib(what: &'static str) -> impl Fn(String) -> TransportError {
 
 pub struct ShmTransport {
     node: Node<Svc>,
+    /// Every receiver busy-polls: no event service, no notification per message.
+    busy_poll: bool,
 }
 
 impl ShmTransport {
@@ -38,7 +42,15 @@ impl ShmTransport {
             .signal_handling_mode(SignalHandlingMode::Disabled)
             .create::<Svc>()
             .map_err(|e| lib("create node")(format!("{e:?}")))?;
-        Ok(ShmTransport { node })
+        Ok(ShmTransport { node, busy_poll: false })
+    }
+
+    /// For receivers that all busy-poll: publishers send no notification, subscribers open
+    /// no listener (a wait spins on `receive`). Every process on the topic must say the same:
+    /// a blocking subscriber would see a message only when its wait slice ends.
+    pub fn busy_poll(mut self) -> Self {
+        self.busy_poll = true;
+        self
     }
 
     fn service(
@@ -140,9 +152,16 @@ impl Transport for ShmTransport {
             })
             .create()
             .map_err(|e| lib("create publisher")(format!("{e:?}")))?;
-        let ev = self.event(topic)?;
-        let notifier =
-            ev.notifier_builder().create().map_err(|e| lib("create notifier")(format!("{e:?}")))?;
+        let (notifier, ev) = if self.busy_poll {
+            (None, None)
+        } else {
+            let ev = self.event(topic)?;
+            let n = ev
+                .notifier_builder()
+                .create()
+                .map_err(|e| lib("create notifier")(format!("{e:?}")))?;
+            (Some(n), Some(ev))
+        };
         Ok(Box::new(ShmPublisher {
             publisher,
             notifier,
@@ -165,22 +184,33 @@ impl Transport for ShmTransport {
             .buffer_size(qos.history.depth(KEEP_ALL_DEPTH))
             .create()
             .map_err(|e| lib("create subscriber")(format!("{e:?}")))?;
-        let ev = self.event(topic)?;
-        let listener =
-            ev.listener_builder().create().map_err(|e| lib("create listener")(format!("{e:?}")))?;
+        let (listener, ev) = if self.busy_poll {
+            (None, None)
+        } else {
+            let ev = self.event(topic)?;
+            let l = ev
+                .listener_builder()
+                .create()
+                .map_err(|e| lib("create listener")(format!("{e:?}")))?;
+            (Some(l), Some(ev))
+        };
         Ok(Box::new(ShmSubscriber { subscriber, listener, _svc: svc, _ev: ev }))
     }
     fn notes(&self) -> Vec<String> {
-        vec!["shm: iceoryx2 0.10 ipc_threadsafe service; blocking wait = event service listener, notified after each send".into()]
+        vec![if self.busy_poll {
+            "shm: iceoryx2 0.10 ipc_threadsafe service; busy-poll: no event service, no notification per message".into()
+        } else {
+            "shm: iceoryx2 0.10 ipc_threadsafe service; blocking wait = event service listener, notified after each send".into()
+        }]
     }
 }
 
 struct ShmPublisher {
     publisher: iceoryx2::port::publisher::Publisher<Svc, [u8], ()>,
-    notifier: iceoryx2::port::notifier::Notifier<Svc>,
+    notifier: Option<iceoryx2::port::notifier::Notifier<Svc>>,
     buf: Box<[u8]>,
     _svc: iceoryx2::service::port_factory::publish_subscribe::PortFactory<Svc, [u8], ()>,
-    _ev: iceoryx2::service::port_factory::event::PortFactory<Svc>,
+    _ev: Option<iceoryx2::service::port_factory::event::PortFactory<Svc>>,
 }
 
 impl Publisher for ShmPublisher {
@@ -191,16 +221,18 @@ impl Publisher for ShmPublisher {
             self.publisher.loan_slice_uninit(len).map_err(|e| lib("loan")(format!("{e:?}")))?;
         let sample = sample.write_from_slice(&self.buf[..len]);
         sample.send().map_err(|e| lib("send")(format!("{e:?}")))?;
-        self.notifier.notify().map_err(|e| lib("notify")(format!("{e:?}")))?;
+        if let Some(n) = &self.notifier {
+            n.notify().map_err(|e| lib("notify")(format!("{e:?}")))?;
+        }
         Ok(())
     }
 }
 
 struct ShmSubscriber {
     subscriber: iceoryx2::port::subscriber::Subscriber<Svc, [u8], ()>,
-    listener: iceoryx2::port::listener::Listener<Svc>,
+    listener: Option<iceoryx2::port::listener::Listener<Svc>>,
     _svc: iceoryx2::service::port_factory::publish_subscribe::PortFactory<Svc, [u8], ()>,
-    _ev: iceoryx2::service::port_factory::event::PortFactory<Svc>,
+    _ev: Option<iceoryx2::service::port_factory::event::PortFactory<Svc>>,
 }
 
 impl Subscriber for ShmSubscriber {
@@ -217,7 +249,11 @@ impl Subscriber for ShmSubscriber {
         if let Some(r) = self.try_take()? {
             return Ok(Some(r));
         }
-        self.listener
+        let Some(listener) = &self.listener else {
+            // opened for busy-poll: nobody notifies, so a wait spins
+            return self.take(WaitStyle::BusyPoll, timeout_ns);
+        };
+        listener
             .timed_wait(|_| {}, Duration::from_nanos(timeout_ns.max(0) as u64))
             .map_err(|e| lib("wait")(format!("{e:?}")))?;
         self.try_take()

@@ -64,6 +64,18 @@ fn shm_conforms() {
     conformance::run_all(&Subject { make: &make, leftovers: &iceoryx2_files });
 }
 
+#[test]
+fn shm_opened_for_busy_poll_conforms() {
+    // no event service: a blocking take spins, publishers notify nobody
+    let _one = SHM.lock().unwrap_or_else(|e| e.into_inner());
+    let make = || {
+        let open = || rtlab_pubsub::shm::ShmTransport::new().unwrap().busy_poll();
+        let (a, b): (Arc<dyn Transport>, Arc<dyn Transport>) = (Arc::new(open()), Arc::new(open()));
+        (a, b)
+    };
+    conformance::run_all(&Subject { make: &make, leftovers: &iceoryx2_files });
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }

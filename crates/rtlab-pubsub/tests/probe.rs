@@ -53,6 +53,7 @@ pub fn config(
         spike: None,
         by_hand: None,
         stamp_clock: Default::default(),
+        schedule: Default::default(),
     }
 }
 
@@ -250,4 +251,71 @@ fn dds_middleware_thread_priorities_needs_root() {
             && e.to_string().contains("recv"),
         "{e}"
     );
+}
+
+/// A closed-loop case: every ping answered or lost, one outstanding at a time (never out
+/// of order), no grid (no send lateness, no overruns, no period).
+fn check_closed_loop(c: &CaseResult, pings: u64) {
+    check_case(c, "rtt");
+    assert_eq!(c.published, pings, "the case ends on its count");
+    assert!(c.publisher.is_none(), "no grid, no send lateness");
+    assert_eq!(c.period_ns, 0);
+    for s in &c.streams {
+        assert_eq!(s.labels["schedule"], "closed-loop");
+        assert_eq!(s.labels["rate"], "closed-loop");
+        assert!(!s.labels.contains_key("period_ns"));
+        assert!(s.name.contains(".closed-loop."), "{}", s.name);
+        assert_eq!(s.stats.out_of_order, Some(0), "{}", s.name);
+        assert_eq!(s.stats.overruns, None);
+    }
+}
+
+fn closed_loop(kind: TransportKind, subscribers: usize, in_process: bool) -> PubsubConfig {
+    let mut cfg = config(kind, Mode::Roundtrip, vec![subscribers], in_process);
+    cfg.schedule = probe::Schedule::ClosedLoop;
+    cfg.payloads = vec![64];
+    // ends on the count; the time is only a bound
+    cfg.case_messages = Some(300);
+    cfg.case_duration_ns = 60_000_000_000;
+    cfg
+}
+
+#[test]
+fn intra_closed_loop_busy_poll_fan_out() {
+    let mut cfg = closed_loop(TransportKind::Intra, 2, true);
+    cfg.wait = WaitStyle::BusyPoll;
+    let out = run(&cfg);
+    check_closed_loop(&out.cases[0], 300);
+}
+
+#[test]
+fn shm_closed_loop_in_a_process() {
+    let out = run(&closed_loop(TransportKind::Shm, 1, false));
+    check_closed_loop(&out.cases[0], 300);
+}
+
+#[test]
+fn udp_closed_loop_in_a_process() {
+    let out = run(&closed_loop(TransportKind::Udp, 1, false));
+    check_closed_loop(&out.cases[0], 300);
+}
+
+#[test]
+fn dds_closed_loop_in_a_process() {
+    let out = run(&closed_loop(TransportKind::Dds, 1, false));
+    check_closed_loop(&out.cases[0], 300);
+}
+
+#[test]
+fn closed_loop_needs_a_round_trip_and_one_rate() {
+    let mut cfg = closed_loop(TransportKind::Intra, 1, true);
+    cfg.mode = Mode::Oneway;
+    let e =
+        probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
+    assert!(e.is_bad_input() && e.to_string().contains("--mode roundtrip"), "{e}");
+    let mut cfg = closed_loop(TransportKind::Intra, 1, true);
+    cfg.periods_ns = vec![1_000_000, 2_000_000];
+    let e =
+        probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
+    assert!(e.is_bad_input() && e.to_string().contains("--rate"), "{e}");
 }

@@ -181,7 +181,11 @@ fn the_timer_document_has_exactly_the_locked_keys() {
     let mut got = BTreeSet::new();
     walk(&v, "", &mut got);
     let want: BTreeSet<String> = TIMER_KEYS.iter().map(|s| s.to_string()).collect();
-    let extra: Vec<_> = got.difference(&want).collect();
+    // an empty array of locked elements is no new key (under load a stream can end with no
+    // sample, e.g. a jitter stream whose every pair was broken by an overrun: no buckets)
+    let of_locked =
+        |k: &String| k.ends_with("[]") && want.iter().any(|w| w.starts_with(&format!("{k}.")));
+    let extra: Vec<_> = got.difference(&want).filter(|k| !of_locked(k)).collect();
     let missing: Vec<_> = want.difference(&got).collect();
     assert!(
         extra.is_empty() && missing.is_empty(),

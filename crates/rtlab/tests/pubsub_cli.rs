@@ -151,6 +151,53 @@ fn roundtrip_and_busy_poll_and_sweep() {
     assert_eq!(doc["config"]["qos_mapping"]["history"]["native"], "DDS_HISTORY_KEEP_ALL");
 }
 
+#[test]
+fn closed_loop_round_trips_through_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let o = run(&[
+        "pubsub",
+        "--transport",
+        "shm",
+        "--mode",
+        "roundtrip",
+        "--schedule",
+        "closed-loop",
+        "--wait",
+        "busy-poll",
+        "--count",
+        "500",
+        "--no-mlockall",
+        "--quiet",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let streams = doc["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 1, "the pong's stream, no send lateness: {streams:?}");
+    let s = &streams[0];
+    assert_eq!(s["metric"], "rtt");
+    assert_eq!(s["labels"]["schedule"], "closed-loop");
+    assert_eq!(s["labels"]["rate"], "closed-loop");
+    assert_eq!(s["labels"]["published"], "500", "a count-only case ends on its count");
+    let st = &s["stats"];
+    let n = |k: &str| st[k].as_u64().unwrap();
+    assert_eq!(n("count") + n("lost") + n("late"), 500, "{st}");
+    assert_eq!(n("out_of_order"), 0, "one ping outstanding at a time: {st}");
+    assert!(st["overruns"].is_null(), "no grid: {st}");
+    assert_eq!(doc["config"]["probe"]["schedule"], "closed-loop");
+    assert!(doc["config"]["notes"].to_string().contains("no notification per message"));
+    assert_error(
+        &["pubsub", "--schedule", "closed-loop", "--count", "5"],
+        &["--schedule", "closed-loop", "--mode roundtrip"],
+    );
+    assert_error(
+        &["pubsub", "--mode", "roundtrip", "--schedule", "closed-loop", "--rate", "1khz"],
+        &["--rate", "closed-loop"],
+    );
+}
+
 fn check_sweep(doc: &Value, cases: usize) {
     assert_eq!(doc["config"]["cases"].as_array().unwrap().len(), cases);
     // per case: its subscriber, then its publisher

@@ -18,7 +18,7 @@ use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
 use rtlab_core::rt::{Policy, RtSettings};
 use rtlab_core::schema::ResultDocument;
 use rtlab_pubsub::probe::{
-    self, HandRole, Mode, PubsubConfig, PubsubOutcome, TransportKind, TransportSpec,
+    self, HandRole, Mode, PubsubConfig, PubsubOutcome, Schedule, TransportKind, TransportSpec,
 };
 use rtlab_pubsub::transport::{Durability, History, Qos, Reliability, WaitStyle};
 use serde::{Deserialize, Serialize};
@@ -66,6 +66,9 @@ pub struct PubsubProbeConfig {
     pub transport: TransportKind,
     /// `oneway` (receive - send on one clock) or `roundtrip` (pong received - ping sent).
     pub mode: Mode,
+    /// Round trips: `periodic` (pings on the rate's grid) or `closed-loop` (the next ping as
+    /// soon as the pong is in, as the middlewares' own ping-pong benchmarks do).
+    pub schedule: Schedule,
     /// Message sizes (header of 16 bytes included), swept.
     pub payload: List<Size>,
     /// Publish rates, swept.
@@ -153,6 +156,7 @@ impl Default for PubsubProbeConfig {
         PubsubProbeConfig {
             transport: TransportKind::Intra,
             mode: Mode::Oneway,
+            schedule: Schedule::Periodic,
             payload: List::one(Size(64)),
             rate: List::one(Rate { text: "100hz".into(), period_ns: 10_000_000 }),
             period: None,
@@ -208,6 +212,21 @@ impl Validate for PubsubProbeConfig {
         }
         positive("duration", self.duration)?;
         positive("loss_timeout", Some(self.loss_timeout))?;
+        if self.schedule == Schedule::ClosedLoop {
+            let roundtrip = self.mode == Mode::Roundtrip || self.role == Some(HandRole::Ping);
+            if !roundtrip {
+                return Err(ConfigError::new(
+                    "schedule",
+                    "closed-loop: a round trip schedule (give --mode roundtrip)",
+                ));
+            }
+            if self.period.is_some() || self.rate != PubsubProbeConfig::default().rate {
+                return Err(ConfigError::new(
+                    "rate",
+                    "not with --schedule closed-loop: the next ping goes as soon as the pong is in (--duration and --count end a case)",
+                ));
+            }
+        }
         positive("deadline", self.deadline)?;
         positive("window", Some(self.window))?;
         at_least_one("count", self.count)?;
@@ -387,6 +406,7 @@ impl PubsubProbeConfig {
             spike: None,
             by_hand: self.by_hand(),
             stamp_clock: self.stamp_clock(),
+            schedule: self.schedule,
         })
     }
 

@@ -22,6 +22,15 @@ pub enum PubsubModeArg {
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScheduleArg {
+    /// Pings on the rate's absolute grid (open loop; a slot already past is an overrun).
+    Periodic,
+    /// The next ping as soon as the pong is in, or its loss timeout passed (like the
+    /// middlewares' own ping-pong benchmarks; roundtrip only, no --rate).
+    ClosedLoop,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitArg {
     /// Sleep in the library's/kernel's wait.
     Blocking,
@@ -37,6 +46,9 @@ pub struct PubsubArgs {
     /// What is measured [oneway].
     #[arg(long, value_enum)]
     pub mode: Option<PubsubModeArg>,
+    /// When round-trip pings go out [periodic].
+    #[arg(long, value_enum)]
+    pub schedule: Option<ScheduleArg>,
     /// Message sizes (header of 16 bytes included), swept: 64,4kib,64kib,1mib,16mib [64].
     #[arg(long, value_delimiter = ',')]
     pub payload: Vec<String>,
@@ -139,6 +151,13 @@ impl PubsubArgs {
                     PubsubModeArg::Roundtrip => "roundtrip".to_string(),
                 }),
             )
+            .str(
+                "schedule",
+                &self.schedule.map(|m| match m {
+                    ScheduleArg::Periodic => "periodic".to_string(),
+                    ScheduleArg::ClosedLoop => "closed-loop".to_string(),
+                }),
+            )
             .list("payload", &self.payload)
             .list("rate", &self.rate)
             .list("subscribers", &self.subscribers)
@@ -233,7 +252,10 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
 
 fn headline(cfg: &PubsubConfig) -> String {
     let sizes: Vec<String> = cfg.payloads.iter().map(|p| format!("{p}B")).collect();
-    let rates: Vec<String> = cfg.periods_ns.iter().map(|p| probe::rate_label(*p)).collect();
+    let rates: Vec<String> = match cfg.schedule {
+        probe::Schedule::Periodic => cfg.periods_ns.iter().map(|p| probe::rate_label(*p)).collect(),
+        probe::Schedule::ClosedLoop => vec!["closed-loop".into()],
+    };
     let subs: Vec<String> = cfg.subscribers.iter().map(|s| s.to_string()).collect();
     format!(
         "rtlab pubsub: {} {}, {} wait, payload {}, rate {}, subscribers {} ({}), {} per case, QoS {} {} {}, {} {}",
@@ -276,7 +298,9 @@ fn print_tables(cfg: &PubsubConfig, o: &PubsubOutcome) -> anyhow::Result<()> {
         .collect();
     write!(out, "{}", stats_table(&rows, color))?;
     writeln!(out)?;
-    writeln!(out, "publisher send lateness ({})", probe::SEND_LATENESS_DEFINITION)?;
+    if o.cases.iter().any(|c| c.publisher.is_some()) {
+        writeln!(out, "publisher send lateness ({})", probe::SEND_LATENESS_DEFINITION)?;
+    }
     let pubs: Vec<Row> = o
         .cases
         .iter()
@@ -292,8 +316,10 @@ fn print_tables(cfg: &PubsubConfig, o: &PubsubOutcome) -> anyhow::Result<()> {
             })
         })
         .collect();
-    write!(out, "{}", stats_table(&pubs, color))?;
-    writeln!(out)?;
+    if !pubs.is_empty() {
+        write!(out, "{}", stats_table(&pubs, color))?;
+        writeln!(out)?;
+    }
     writeln!(
         out,
         "{:<28} {:>9} {:>7} {:>7} {:>5} {:>5} {:>9}",

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# rtlab's closed-loop pub/sub round trip beside the middleware's own ping-pong benchmark, in
+# one run, alternating rtlab and the anchor ROUNDS times per case.
+#
+#   shm: iceoryx2's own benchmark (its repository's benchmarks/publish-subscribe), built
+#        against the iceoryx2 0.10 crate from the registry: two threads pinned to CPUs 0 and
+#        1, busy loop, one process; it prints the mean of RTT/2. rtlab: `pubsub --transport
+#        shm --mode roundtrip --schedule closed-loop --wait busy-poll --in-process --cpus 0,1`
+#        (the pinger thread on CPU 0, the echo thread on CPU 1, SCHED_OTHER like the anchor).
+#        At 64 KiB the anchor runs twice: as it ships (true zero copy: nothing is written into
+#        a sample) and with --send-copy (its echo fills each sample); rtlab's publisher and
+#        echo each write the whole message into the loaned sample.
+#
+# Usage: bash scripts/bench-anchors.sh [ROUNDS=3]
+# IOX2_BENCH_MAIN: the benchmark's main.rs (default: from the iceoryx2 repository snapshot
+# at $IOX2_REPO, e.g. one from the tool library's fetch); it is built under $ANCHOR_DIR
+# (default /var/tmp/rtlab-anchors), never inside this repository.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+rtlab=${RTLAB:-./target/release/rtlab}
+anchors=${ANCHOR_DIR:-/var/tmp/rtlab-anchors}
+repo=${IOX2_REPO:-/work/.mirror/eclipse-iceoryx+iceoryx2/repo}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+[ -x "$rtlab" ] || cargo build --release --locked -p rtlab
+
+# --- the iceoryx2 anchor -------------------------------------------------------------------
+iox="$anchors/iox2-bench"
+mkdir -p "$iox/src"
+if [ -n "${IOX2_BENCH_MAIN:-}" ]; then
+  cp "$IOX2_BENCH_MAIN" "$iox/src/main.rs"
+elif [ -d "$repo" ]; then
+  git -C "$repo" show HEAD:benchmarks/publish-subscribe/src/main.rs > "$iox/src/main.rs"
+else
+  echo "bench-anchors: error: no iceoryx2 benchmark source: set IOX2_BENCH_MAIN or IOX2_REPO" >&2
+  exit 2
+fi
+cat > "$iox/Cargo.toml" <<'EOF'
+[package]
+name = "iox2-bench"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+iceoryx2 = "=0.10.0"
+iceoryx2-bb-loggers = { version = "=0.10.0", features = ["std", "console"] }
+iceoryx2-bb-posix = "=0.10.0"
+iceoryx2-bb-container = "=0.10.0"
+clap = { version = "4", features = ["derive"] }
+
+[profile.release]
+debug = false
+
+[workspace]
+EOF
+(cd "$iox" && cargo build --release -q 2>&1 | tail -3)
+iox_bin="$iox/target/release/iox2-bench"
+
+# the mean round trip (us) of the anchor: it prints "Latency: N ns" = total / (2 x iterations)
+anchor_shm() { # SIZE [--send-copy]
+  local o
+  o=$("$iox_bin" --bench-ipc -i 1000000 -p "$1" "${@:2}" | grep "ipc_threadsafe")
+  echo "$o" | sed -E 's/.*Latency: ([0-9]+) ns.*/\1/' | awk '{ printf "%.3f", 2 * $1 / 1000 }'
+}
+
+# rtlab's p50 / p99 / mean round trip (us) of a closed-loop case
+rtlab_case() { # TRANSPORT SIZE WAIT COUNT EXTRA...
+  local j="$out/r.json"
+  "$rtlab" pubsub --transport "$1" --mode roundtrip --schedule closed-loop --payload "$2" \
+    --wait "$3" --count "$4" "${@:5}" --quiet --json "$j" >/dev/null
+  python3 - "$j" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["streams"][0]["stats"]
+print("%.3f %.3f %.3f %d %d" % (s["p50_ns"] / 1e3, s["p99_ns"] / 1e3, s["mean_ns"] / 1e3, s["count"], s["lost"]))
+PY
+}
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| case | round | rtlab p50 us | rtlab p99 us | rtlab mean us | anchor mean us | mean ratio |"
+echo "|---|---|---|---|---|---|---|"
+for size in 64 65536; do
+  variants=("")
+  [ "$size" = 65536 ] && variants=("" "--send-copy")
+  for v in "${variants[@]}"; do
+    for r in $(seq 1 "$rounds"); do
+      read -r p50 p99 mean n lost < <(rtlab_case shm "$size" busy-poll 200000 --in-process --cpus 0,1)
+      # shellcheck disable=SC2086
+      a=$(anchor_shm "$size" $v)
+      ratio=$(awk -v x="$mean" -v y="$a" 'BEGIN { printf "%.2f", x / y }')
+      echo "| shm busy-poll ${size} B closed loop (anchor ${v:-zero copy}) | $r | $p50 | $p99 | $mean | $a | $ratio |"
+      [ "$lost" = 0 ] || echo "  (rtlab: $lost of $((n + lost)) lost)"
+    done
+  done
+done

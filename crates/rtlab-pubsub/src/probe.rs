@@ -1888,20 +1888,24 @@ mod tests {
         }
     }
 
-    #[test]
-    fn closed_loop_sends_on_each_pong_or_after_the_loss_timeout() {
-        let net = Arc::new(Mutex::new(Net::default()));
-        let mut publisher = FakePub(net.clone());
-        let mut subs: Vec<Box<dyn Subscriber>> = vec![Box::new(FakeSub(net.clone()))];
+    fn pong_side(deadline_ns: i64) -> PongSide {
         let rcfg = RecorderConfig {
-            deadline_ns: 2_000_000,
+            deadline_ns,
             window_ns: 1_000_000_000,
             window_capacity: 16,
             max_samples: None,
             us_histogram_buckets: None,
             spike_threshold_ns: None,
         };
-        let mut sides = vec![PongSide::new(&rcfg, None)];
+        PongSide::new(&rcfg, None)
+    }
+
+    #[test]
+    fn closed_loop_sends_on_each_pong_or_after_the_loss_timeout() {
+        let net = Arc::new(Mutex::new(Net::default()));
+        let mut publisher = FakePub(net.clone());
+        let mut subs: Vec<Box<dyn Subscriber>> = vec![Box::new(FakeSub(net.clone()))];
+        let mut sides = vec![pong_side(2_000_000)];
         let lp = ClosedLoop {
             len: 64,
             wait: WaitStyle::Blocking,
@@ -1933,15 +1937,7 @@ mod tests {
     fn closed_loop_stops_at_its_time_and_on_the_stop_flag() {
         let net = Arc::new(Mutex::new(Net::default()));
         let mut subs: Vec<Box<dyn Subscriber>> = vec![Box::new(FakeSub(net.clone()))];
-        let rcfg = RecorderConfig {
-            deadline_ns: 1_000_000,
-            window_ns: 1_000_000_000,
-            window_capacity: 16,
-            max_samples: None,
-            us_histogram_buckets: None,
-            spike_threshold_ns: None,
-        };
-        let mut sides = vec![PongSide::new(&rcfg, None)];
+        let mut sides = vec![pong_side(1_000_000)];
         let lp = ClosedLoop {
             len: 64,
             wait: WaitStyle::BusyPoll,

@@ -99,6 +99,32 @@ vng_args=(-r "$k" --cpus "$cpus" --memory "$memory")
 nics="-netdev hubport,id=rtnet0,hubid=0 -device virtio-net-pci,netdev=rtnet0"
 nics+=" -netdev hubport,id=rtnet1,hubid=0 -device virtio-net-pci,netdev=rtnet1"
 
+# Run a command in its own session with a time limit; on expiry the whole session goes (vng
+# and the QEMU it started: killing vng alone leaves QEMU running). Exit code 124 then.
+bounded_pid=""
+# Ctrl-C or a kill of this script ends the guest too (it runs in a session of its own)
+trap '[ -n "$bounded_pid" ] && kill -TERM -- -"$bounded_pid" 2>/dev/null; exit 130' INT TERM
+run_bounded() {
+  local limit=$1 out=$2 pid waited=0 rc
+  shift 2
+  if [ "$out" = - ]; then setsid "$@" & else setsid "$@" >"$out" 2>/dev/null & fi
+  pid=$!
+  bounded_pid=$pid
+  while kill -0 "$pid" 2>/dev/null; do
+    if ((waited >= limit * 10)); then
+      kill -TERM -- -"$pid" 2>/dev/null; sleep 2; kill -KILL -- -"$pid" 2>/dev/null
+      wait "$pid" 2>/dev/null
+      bounded_pid=""
+      return 124
+    fi
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  wait "$pid"; rc=$?
+  bounded_pid=""
+  return $rc
+}
+
 # KVM or TCG: a KVM guest may stop early in boot on a nested host that exposes almost no CPU
 # features while /dev/kvm still opens; a short boot tells
 accel=${RT_VM_ACCEL:-auto}
@@ -108,10 +134,12 @@ if [ "$accel" = auto ]; then
     accel=$(cut -d' ' -f1 "$cache")
   else
     accel=tcg
-    if [ -r /dev/kvm ] && [ -w /dev/kvm ] &&
-      out=$(timeout 40 vng -r "$k" --cpus 1 --memory 512M -- echo rt-vm-kvm-ok 2>/dev/null) &&
-      [[ "$out" == *rt-vm-kvm-ok* ]]; then
-      accel=kvm
+    if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+      echo "rt-vm: trying KVM (a short boot, at most 40 s; the answer is kept in $cache)" >&2
+      probe=$(mktemp)
+      run_bounded 40 "$probe" vng -r "$k" --cpus 1 --memory 512M -- echo rt-vm-kvm-ok || true
+      grep -q rt-vm-kvm-ok "$probe" && accel=kvm
+      rm -f "$probe"
     fi
     mkdir -p "$(dirname "$cache")" 2>/dev/null && echo "$accel $k" > "$cache" 2>/dev/null || true
   fi
@@ -123,7 +151,7 @@ echo "rt-vm: $(basename "$k"), ${accel}, ${cpus} CPUs, ${memory}, append '${appe
 start=$SECONDS
 set +e
 # vng returns the command's exit code; QEMU's note that the hub has no host network is noise
-timeout "$timeout" vng "${vng_args[@]}" --qemu-opts="$nics" -- "$cmd" 2> >(grep -v "is not connected to host network" >&2)
+run_bounded "$timeout" - vng "${vng_args[@]}" --qemu-opts="$nics" -- "$cmd" 2> >(grep -v "is not connected to host network" >&2)
 rc=$?
 set -e
 if [ $rc -eq 124 ]; then

@@ -798,7 +798,12 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
         steps.push(qdisc_step(host, t, nic.as_deref(), kinds));
     }
     if p.vlan_egress_map == Some(true) {
-        let vlans = host.read("/proc/net/vlan/config").ok();
+        // /proc/net shows the reader's network namespace: a --netns NIC's VLANs are read there
+        let vlan_file = |path: &str| match &t.netns {
+            None => host.read(path).ok(),
+            Some(ns) => host.run(&["ip", "netns", "exec", ns, "cat", path].map(String::from)).ok(),
+        };
+        let vlans = vlan_file("/proc/net/vlan/config");
         let what = format!("VLAN egress map on {nic_label}'s VLANs (SKB priority n -> PCP n)");
         steps.push(match (vlans, &nic) {
             (None, _) => Step::skip(what, "no VLAN here (8021q not loaded or not in this kernel)"),
@@ -819,7 +824,7 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
                             .map(|v| {
                                 // the map in force (/proc/net/vlan/DEV "EGRESS priority mappings: 0:0 5:3"), unmapped = 0
                                 let info =
-                                    host.read(&format!("/proc/net/vlan/{v}")).unwrap_or_default();
+                                    vlan_file(&format!("/proc/net/vlan/{v}")).unwrap_or_default();
                                 let old: BTreeMap<u32, u32> = info
                                     .lines()
                                     .find_map(|l| {
@@ -833,15 +838,18 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
                                         })
                                     })
                                     .collect();
-                                let mut did = vec![
-                                    "ip".to_string(),
+                                let mut did = vec!["ip".to_string()];
+                                if let Some(ns) = &t.netns {
+                                    did.extend(["-n".to_string(), ns.clone()]);
+                                }
+                                did.extend([
                                     "link".into(),
                                     "set".into(),
                                     v.clone(),
                                     "type".into(),
                                     "vlan".into(),
                                     "egress-qos-map".into(),
-                                ];
+                                ]);
                                 let mut undo = did.clone();
                                 did.extend(map.clone());
                                 undo.extend(

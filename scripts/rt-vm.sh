@@ -71,8 +71,12 @@ install() {
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   fi
   if ! command -v vng >/dev/null; then
+    # Debian's own python3 has no pip until python3-pip, and wants --break-system-packages
+    python3 -m pip --version >/dev/null 2>&1 ||
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
     python3 -m pip install -q virtme-ng 2>/dev/null ||
       python3 -m pip install -q --break-system-packages virtme-ng
+    hash -r
   fi
   local m
   m=$(missing)

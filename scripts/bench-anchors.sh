@@ -11,6 +11,12 @@
 #        a sample) and with --send-copy (its echo fills each sample); rtlab's publisher and
 #        echo each write the whole message into the loaned sample.
 #
+#   dds: Cyclone's own `ddsperf ping` (closed loop: the next ping when the pong is in) against
+#        `ddsperf pong`, waitset, two processes, on rtlab's loopback-only configuration; it
+#        prints RTT/2 statistics per second (the table doubles the cnt-weighted mean and the
+#        median of the per-second p50s and p99s). rtlab: `pubsub --transport dds --mode roundtrip
+#        --schedule closed-loop` (its pong a separate process, blocking waitset waits).
+#
 # Usage: bash scripts/bench-anchors.sh [ROUNDS=3]
 # IOX2_BENCH_MAIN: the benchmark's main.rs (default: from the iceoryx2 repository snapshot
 # at $IOX2_REPO, e.g. one from the tool library's fetch); it is built under $ANCHOR_DIR
@@ -93,5 +99,45 @@ for size in 64 65536; do
       echo "| shm busy-poll ${size} B closed loop (anchor ${v:-zero copy}) | $r | $p50 | $p99 | $mean | $a | $ratio |"
       [ "$lost" = 0 ] || echo "  (rtlab: $lost of $((n + lost)) lost)"
     done
+  done
+done
+
+# --- Cyclone DDS: ddsperf ping/pong ----------------------------------------------------------
+if ! command -v ddsperf >/dev/null; then
+  echo "dds: skipped: no ddsperf (apt-get install cyclonedds-tools)"
+  exit 0
+fi
+cfg='<CycloneDDS><Domain id="any"><General><Interfaces><NetworkInterface name="lo"/></Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery><ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>100</MaxAutoParticipantIndex><Peers><Peer address="127.0.0.1"/></Peers></Discovery></Domain></CycloneDDS>'
+anchor_dds() { # SIZE -> "p50 p99 mean" RTT us
+  CYCLONEDDS_URI="$cfg" timeout 20 ddsperf -i 77 -D 12 pong waitset > "$out/pong.txt" 2>&1 &
+  local pong=$!
+  sleep 1
+  CYCLONEDDS_URI="$cfg" timeout 20 ddsperf -i 77 -D 10 ping size "$1" waitset > "$out/ping.txt" 2>&1 || true
+  kill "$pong" 2>/dev/null || true
+  wait "$pong" 2>/dev/null || true
+  python3 - "$out/ping.txt" <<'PY'
+import re, statistics, sys
+rows = []
+for l in open(sys.argv[1]):
+    m = re.search(r"mean ([0-9.]+)us .*50% ([0-9.]+)us .*99% ([0-9.]+)us .*cnt (\d+)", l)
+    if m:
+        rows.append(tuple(float(x) for x in m.groups()))
+rows = rows[1:] or rows  # the first second includes discovery
+n = sum(r[3] for r in rows)
+mean = sum(r[0] * r[3] for r in rows) / n
+print("%.3f %.3f %.3f" % (2 * statistics.median(r[1] for r in rows), 2 * statistics.median(r[2] for r in rows), 2 * mean))
+PY
+}
+echo
+echo "| case | round | rtlab p50 us | rtlab p99 us | rtlab mean us | ddsperf p50 / p99 / mean us (RTT) | p50 ratio | p99 ratio |"
+echo "|---|---|---|---|---|---|---|---|"
+for size in 64 65536; do
+  for r in $(seq 1 "$rounds"); do
+    read -r p50 p99 mean n lost < <(rtlab_case dds "$size" blocking 20000 --reliability reliable --history keep-last:1)
+    read -r a50 a99 amean < <(anchor_dds "$size")
+    r50=$(awk -v x="$p50" -v y="$a50" 'BEGIN { printf "%.2f", x / y }')
+    r99=$(awk -v x="$p99" -v y="$a99" 'BEGIN { printf "%.2f", x / y }')
+    echo "| dds blocking ${size} B closed loop | $r | $p50 | $p99 | $mean | $a50 / $a99 / $amean | $r50 | $r99 |"
+    [ "$lost" = 0 ] || echo "  (rtlab: $lost of $((n + lost)) lost)"
   done
 done

@@ -17,6 +17,13 @@
 #        median of the per-second p50s and p99s). rtlab: `pubsub --transport dds --mode roundtrip
 #        --schedule closed-loop` (its pong a separate process, blocking waitset waits).
 #
+#   zenoh: Zenoh's own z_ping/z_pong are not on the registry (the zenoh crate ships no
+#        examples): a minimal ping/pong on the zenoh 1.10 API with their settings (peer mode,
+#        express publishers, CongestionControl::Block, the pong republishing from its
+#        subscriber callback, the ping blocking on its subscriber), written below and built
+#        under $ANCHOR_DIR; two processes over tcp/127.0.0.1. rtlab: `pubsub --transport zenoh
+#        --mode roundtrip --schedule closed-loop` (its pong a separate process, blocking).
+#
 # Usage: bash scripts/bench-anchors.sh [ROUNDS=3]
 # IOX2_BENCH_MAIN: the benchmark's main.rs (default: from the iceoryx2 repository snapshot
 # at $IOX2_REPO, e.g. one from the tool library's fetch); it is built under $ANCHOR_DIR
@@ -99,6 +106,117 @@ for size in 64 65536; do
       echo "| shm busy-poll ${size} B closed loop (anchor ${v:-zero copy}) | $r | $p50 | $p99 | $mean | $a | $ratio |"
       [ "$lost" = 0 ] || echo "  (rtlab: $lost of $((n + lost)) lost)"
     done
+  done
+done
+
+# --- Zenoh: a minimal ping/pong with z_ping/z_pong's settings ---------------------------------
+zp="$anchors/zenoh-pingpong"
+mkdir -p "$zp/src"
+cat > "$zp/Cargo.toml" <<'EOF'
+[package]
+name = "zenoh-pingpong"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+zenoh = { version = "=1.10.2", default-features = false, features = ["transport_tcp"] }
+
+[profile.release]
+debug = false
+
+[workspace]
+EOF
+cat > "$zp/src/main.rs" <<'EOF'
+// A minimal Zenoh ping/pong with the settings of Zenoh's own z_ping/z_pong examples (peer
+// mode, express publishers, CongestionControl::Block, the pong republishing in its subscriber
+// callback, the ping blocking on a FIFO subscriber): rtlab's anchor where the examples are not
+// on the registry. Usage: pong ENDPOINT SECONDS | ping ENDPOINT SIZE COUNT
+use std::time::{Duration, Instant};
+use zenoh::{bytes::ZBytes, qos::CongestionControl, Config, Wait};
+
+fn config(listen: bool, endpoint: &str) -> Config {
+    let mut c = Config::default();
+    c.insert_json5("mode", "\"peer\"").unwrap();
+    c.insert_json5("scouting/multicast/enabled", "false").unwrap();
+    let key = if listen { "listen/endpoints" } else { "connect/endpoints" };
+    c.insert_json5(key, &format!("[\"{endpoint}\"]")).unwrap();
+    c
+}
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    match a[1].as_str() {
+        "pong" => {
+            let s = zenoh::open(config(true, &a[2])).wait().unwrap();
+            let p = s
+                .declare_publisher("rtlab_anchor/pong")
+                .congestion_control(CongestionControl::Block)
+                .express(true)
+                .wait()
+                .unwrap();
+            let _sub = s
+                .declare_subscriber("rtlab_anchor/ping")
+                .callback(move |sample| p.put(sample.payload().clone()).wait().unwrap())
+                .wait()
+                .unwrap();
+            std::thread::sleep(Duration::from_secs(a[3].parse().unwrap()));
+        }
+        _ => {
+            let (size, n): (usize, usize) = (a[3].parse().unwrap(), a[4].parse().unwrap());
+            let s = zenoh::open(config(false, &a[2])).wait().unwrap();
+            let sub = s.declare_subscriber("rtlab_anchor/pong").wait().unwrap();
+            let p = s
+                .declare_publisher("rtlab_anchor/ping")
+                .congestion_control(CongestionControl::Block)
+                .express(true)
+                .wait()
+                .unwrap();
+            let data = ZBytes::from(vec![0u8; size]);
+            // warm up: until a pong comes back (the link and the routes are up)
+            loop {
+                p.put(data.clone()).wait().unwrap();
+                if sub.recv_timeout(Duration::from_millis(100)).ok().flatten().is_some() {
+                    break;
+                }
+            }
+            while sub.try_recv().ok().flatten().is_some() {}
+            let mut rtt = Vec::with_capacity(n);
+            for _ in 0..n {
+                let t = Instant::now();
+                p.put(data.clone()).wait().unwrap();
+                sub.recv().unwrap();
+                rtt.push(t.elapsed().as_nanos() as u64);
+            }
+            let mean = rtt.iter().sum::<u64>() as f64 / n as f64;
+            rtt.sort_unstable();
+            let q = |f: f64| rtt[((n as f64 - 1.0) * f) as usize] as f64 / 1e3;
+            println!("{:.3} {:.3} {:.3}", q(0.5), q(0.99), mean / 1e3);
+        }
+    }
+}
+EOF
+(cd "$zp" && cargo build --release -q 2>&1 | tail -3)
+anchor_zenoh() { # SIZE COUNT -> "p50 p99 mean" RTT us
+  local port=$((17000 + RANDOM % 1000))
+  "$zp/target/release/zenoh-pingpong" pong "tcp/127.0.0.1:$port" 60 &
+  local pong=$!
+  sleep 1
+  timeout 60 "$zp/target/release/zenoh-pingpong" ping "tcp/127.0.0.1:$port" "$1" "$2"
+  kill "$pong" 2>/dev/null || true
+  wait "$pong" 2>/dev/null || true
+}
+echo
+echo "| case | round | rtlab p50 us | rtlab p99 us | rtlab mean us | zenoh ping/pong p50 / p99 / mean us | p50 ratio | p99 ratio |"
+echo "|---|---|---|---|---|---|---|---|"
+for size in 64 65536; do
+  for r in $(seq 1 "$rounds"); do
+    read -r p50 p99 mean n lost < <(rtlab_case zenoh "$size" blocking 10000)
+    read -r a50 a99 amean < <(anchor_zenoh "$size" 10000)
+    r50=$(awk -v x="$p50" -v y="$a50" 'BEGIN { printf "%.2f", x / y }')
+    r99=$(awk -v x="$p99" -v y="$a99" 'BEGIN { printf "%.2f", x / y }')
+    echo "| zenoh blocking ${size} B closed loop | $r | $p50 | $p99 | $mean | $a50 / $a99 / $amean | $r50 | $r99 |"
+    [ "$lost" = 0 ] || echo "  (rtlab: $lost of $((n + lost)) lost)"
   done
 done
 

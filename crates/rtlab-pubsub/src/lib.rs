@@ -42,8 +42,10 @@ pub fn open(spec: &probe::TransportSpec) -> Result<Arc<dyn Transport>, Transport
         TransportKind::Udp => {
             Ok(Arc::new(udp::UdpTransport::from_spec(spec.interface.as_deref(), &spec.peers)?))
         }
-        TransportKind::Shm if spec.busy_poll => Ok(Arc::new(shm::ShmTransport::new()?.busy_poll())),
-        TransportKind::Shm => Ok(Arc::new(shm::ShmTransport::new()?)),
+        TransportKind::Shm => {
+            let t = shm::ShmTransport::new()?;
+            Ok(Arc::new(if spec.busy_poll { t.busy_poll() } else { t }))
+        }
         TransportKind::Zenoh => Ok(Arc::new(zenoh_t::ZenohTransport::with_mode(
             &spec.listen,
             &spec.connect,

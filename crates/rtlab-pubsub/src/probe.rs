@@ -1248,8 +1248,8 @@ impl CaseSetup<'_> {
                 us_histogram_buckets: None,
                 spike_threshold_ns: None,
             };
-            let mut sides: Vec<PongSide> =
-                (0..self.n).map(|_| PongSide::new(&rcfg, cfg.spike.as_ref())).collect();
+            let mut sides: Vec<Tally> =
+                (0..self.n).map(|_| Tally::new(&rcfg, cfg.spike.as_ref())).collect();
             let lp = ClosedLoop {
                 len,
                 wait: cfg.wait,
@@ -1342,14 +1342,7 @@ impl CaseSetup<'_> {
         for (i, r) in reports.into_iter().enumerate() {
             let r = r.ok_or_else(|| ProbeError::Setup(format!("subscriber {i} sent no report")))?;
             let mut s = r.stream;
-            s.name = format!(
-                "{}.{}.{}B.{}.n{}.sub{i}",
-                self.transport.name(),
-                cfg.mode.name(),
-                self.len,
-                self.rate_name(),
-                self.n
-            );
+            s.name = self.stream_name(&format!("sub{i}"));
             s.metric = cfg.mode.metric().into();
             s.definition = match cfg.mode {
                 Mode::Oneway => oneway_definition(cfg.oneway_clock()),
@@ -1386,14 +1379,7 @@ impl CaseSetup<'_> {
         // closed loop: no grid, no send lateness
         let publisher = lateness.map(|lateness| {
             let mut p = Stream::from_recorder(
-                format!(
-                    "{}.{}.{}B.{}.n{}.pub.send_lateness",
-                    self.transport.name(),
-                    cfg.mode.name(),
-                    self.len,
-                    self.rate_name(),
-                    self.n
-                ),
+                self.stream_name("pub.send_lateness"),
                 "send_lateness",
                 SEND_LATENESS_DEFINITION,
                 self.labels(0, published),
@@ -1418,6 +1404,18 @@ impl CaseSetup<'_> {
             thread_priorities_set,
             publisher,
         })
+    }
+
+    /// `<transport>.<mode>.<len>B.<rate>.n<subscribers>.<what>`: a stream of this case.
+    fn stream_name(&self, what: &str) -> String {
+        format!(
+            "{}.{}.{}B.{}.n{}.{what}",
+            self.transport.name(),
+            self.cfg.mode.name(),
+            self.len,
+            self.rate_name(),
+            self.n
+        )
     }
 
     /// The case's rate in names and labels: `1khz`, or `closed-loop`.
@@ -1527,28 +1525,22 @@ pub fn receive_loop(
     stop: &AtomicBool,
     emit: &mut dyn FnMut(RoleEvent),
 ) -> ReceiverReport {
-    let mut rec = Recorder::new(
-        &RecorderConfig {
-            deadline_ns: rc.deadline_ns,
-            window_ns: rc.window_ns,
-            window_capacity: rc.window_capacity,
-            max_samples: None,
-            us_histogram_buckets: None,
-            spike_threshold_ns: None,
-        },
-        None,
-    )
-    .with_hook(rc.spike.as_ref());
-    let mut track = SeqTracker::new();
-    let (mut late, mut malformed, mut warm) = (0u64, 0u64, false);
-    let mut t0: Option<i64> = None;
-    let mut first_seq: Option<u64> = None;
+    let rcfg = RecorderConfig {
+        deadline_ns: rc.deadline_ns,
+        window_ns: rc.window_ns,
+        window_capacity: rc.window_capacity,
+        max_samples: None,
+        us_histogram_buckets: None,
+        spike_threshold_ns: None,
+    };
+    let mut tally = Tally::new(&rcfg, rc.spike.as_ref());
+    let mut warm = false;
     let give_up = monotonic_ns() + rc.run_timeout_ns;
     while !stop.load(Ordering::Relaxed) && monotonic_ns() < give_up {
         let got = match sub.take(rc.wait, POLL_SLICE_NS) {
             Ok(g) => g,
             Err(_) => {
-                malformed += 1;
+                tally.malformed += 1;
                 continue;
             }
         };
@@ -1558,45 +1550,13 @@ pub fn receive_loop(
             StampClock::Realtime => rc.stamp_clock.now(),
         };
         let Some(r) = got else { continue };
-        if r.seq & WARMUP_BIT != 0 {
-            if !warm {
-                warm = true;
-                emit(RoleEvent::Warm);
-            }
-            continue;
+        if tally.arrive(&r, now, now_mono, rc.loss_timeout_ns) == Arrived::Warmup && !warm {
+            warm = true;
+            emit(RoleEvent::Warm);
         }
-        if r.len < HEADER_LEN {
-            malformed += 1;
-            continue;
-        }
-        match track.arrive(r.seq) {
-            Arrival::Duplicate => continue,
-            Arrival::New | Arrival::OutOfOrder => {}
-        }
-        first_seq = Some(first_seq.map_or(r.seq, |f| f.min(r.seq)));
-        let latency = now - r.stamp_ns;
-        if latency > rc.loss_timeout_ns {
-            late += 1;
-            continue;
-        }
-        let start = *t0.get_or_insert_with(|| {
-            // the send instant on this host's monotonic clock (the same when it stamped)
-            rec.origin_monotonic_ns = Some(now_mono - latency);
-            r.stamp_ns
-        });
-        rec.record(r.seq, now - start, latency);
     }
     drop(sub);
-    ReceiverReport {
-        stream: Stream::from_recorder("", "", "", BTreeMap::new(), &rec),
-        received: track.received,
-        late,
-        duplicates: track.duplicates,
-        out_of_order: track.out_of_order,
-        malformed,
-        first_seq,
-        last_seq: first_seq.map(|_| track.highest()),
-    }
+    tally.report()
 }
 
 /// An echo: republish every message unchanged (sequence and stamp kept) until `stop`.
@@ -1636,24 +1596,68 @@ fn warm_watch(
     sub
 }
 
-/// What the closed loop measures of one pong port: its recorder and counters.
-struct PongSide {
+/// What a receiver counts and records of the messages it takes: the receive loop's (a thread
+/// per subscriber or pong) and the closed loop's (one per pong port, on the pinger's thread).
+struct Tally {
     rec: Recorder,
     track: SeqTracker,
     late: u64,
     malformed: u64,
     first_seq: Option<u64>,
+    /// The send stamp of the first sample: `at_ns` = 0.
+    start: Option<i64>,
 }
 
-impl PongSide {
-    fn new(cfg: &RecorderConfig, spike: Option<&rtlab_core::sink::SpikeHook>) -> PongSide {
-        PongSide {
+/// What one arrival was to a [`Tally`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Arrived {
+    /// A warm-up message (never a sample).
+    Warmup,
+    /// Malformed, a duplicate, or late: counted, not a sample.
+    Counted,
+    /// A sample.
+    Sample,
+}
+
+impl Tally {
+    fn new(cfg: &RecorderConfig, spike: Option<&rtlab_core::sink::SpikeHook>) -> Tally {
+        Tally {
             rec: Recorder::new(cfg, None).with_hook(spike),
             track: SeqTracker::new(),
             late: 0,
             malformed: 0,
             first_seq: None,
+            start: None,
         }
+    }
+
+    /// One message taken: received at `now` on the stamps' clock (`now_mono` on
+    /// CLOCK_MONOTONIC); later than `loss_timeout_ns` after its send stamp it is late.
+    fn arrive(&mut self, r: &Received, now: i64, now_mono: i64, loss_timeout_ns: i64) -> Arrived {
+        if r.seq & WARMUP_BIT != 0 {
+            return Arrived::Warmup;
+        }
+        if r.len < HEADER_LEN {
+            self.malformed += 1;
+            return Arrived::Counted;
+        }
+        if let Arrival::Duplicate = self.track.arrive(r.seq) {
+            return Arrived::Counted;
+        }
+        self.first_seq = Some(self.first_seq.map_or(r.seq, |f| f.min(r.seq)));
+        let latency = now - r.stamp_ns;
+        if latency > loss_timeout_ns {
+            self.late += 1;
+            return Arrived::Counted;
+        }
+        let rec = &mut self.rec;
+        let start = *self.start.get_or_insert_with(|| {
+            // the send instant on this host's monotonic clock (the same when it stamped)
+            rec.origin_monotonic_ns = Some(now_mono - latency);
+            r.stamp_ns
+        });
+        self.rec.record(r.seq, now - start, latency);
+        Arrived::Sample
     }
 
     fn report(self) -> ReceiverReport {
@@ -1687,15 +1691,11 @@ struct ClosedLoop {
 fn closed_loop(
     publisher: &mut dyn Publisher,
     subs: &mut [Box<dyn Subscriber>],
-    sides: &mut [PongSide],
+    sides: &mut [Tally],
     lp: &ClosedLoop,
     stop: &AtomicBool,
 ) -> (u64, Option<TransportError>) {
-    let t0 = monotonic_ns();
-    let end = t0.saturating_add(lp.duration_ns);
-    for side in sides.iter_mut() {
-        side.rec.origin_monotonic_ns = Some(t0);
-    }
+    let end = monotonic_ns().saturating_add(lp.duration_ns);
     let mut k = 0u64;
     while k < lp.count && !stop.load(Ordering::Relaxed) && monotonic_ns() < end {
         let sent = monotonic_ns();
@@ -1718,24 +1718,7 @@ fn closed_loop(
                 };
                 let now = monotonic_ns();
                 let Some(r) = got else { continue };
-                if r.seq & WARMUP_BIT != 0 {
-                    continue;
-                }
-                if r.len < HEADER_LEN {
-                    side.malformed += 1;
-                    continue;
-                }
-                if let Arrival::Duplicate = side.track.arrive(r.seq) {
-                    continue;
-                }
-                side.first_seq = Some(side.first_seq.map_or(r.seq, |f| f.min(r.seq)));
-                let rtt = now - r.stamp_ns;
-                if rtt > lp.loss_timeout_ns {
-                    side.late += 1;
-                    continue;
-                }
-                side.rec.record(r.seq, r.stamp_ns - t0, rtt);
-                if r.seq == k {
+                if side.arrive(&r, now, now, lp.loss_timeout_ns) == Arrived::Sample && r.seq == k {
                     break;
                 }
             }
@@ -1888,7 +1871,7 @@ mod tests {
         }
     }
 
-    fn pong_side(deadline_ns: i64) -> PongSide {
+    fn pong_side(deadline_ns: i64) -> Tally {
         let rcfg = RecorderConfig {
             deadline_ns,
             window_ns: 1_000_000_000,
@@ -1897,7 +1880,7 @@ mod tests {
             us_histogram_buckets: None,
             spike_threshold_ns: None,
         };
-        PongSide::new(&rcfg, None)
+        Tally::new(&rcfg, None)
     }
 
     #[test]

@@ -80,6 +80,19 @@ impl ShmTransport {
             .map_err(|e| lib("open the publish-subscribe service")(format!("{e:?}")))
     }
 
+    /// The topic's event service, or none for a transport opened for busy-poll.
+    fn event_unless_busy_poll(
+        &self,
+        topic: &str,
+    ) -> Result<Option<iceoryx2::service::port_factory::event::PortFactory<Svc>>, TransportError>
+    {
+        if self.busy_poll {
+            Ok(None)
+        } else {
+            self.event(topic).map(Some)
+        }
+    }
+
     fn event(
         &self,
         topic: &str,
@@ -152,16 +165,12 @@ impl Transport for ShmTransport {
             })
             .create()
             .map_err(|e| lib("create publisher")(format!("{e:?}")))?;
-        let (notifier, ev) = if self.busy_poll {
-            (None, None)
-        } else {
-            let ev = self.event(topic)?;
-            let n = ev
-                .notifier_builder()
-                .create()
-                .map_err(|e| lib("create notifier")(format!("{e:?}")))?;
-            (Some(n), Some(ev))
-        };
+        let ev = self.event_unless_busy_poll(topic)?;
+        let notifier = ev
+            .as_ref()
+            .map(|ev| ev.notifier_builder().create())
+            .transpose()
+            .map_err(|e| lib("create notifier")(format!("{e:?}")))?;
         Ok(Box::new(ShmPublisher {
             publisher,
             notifier,
@@ -184,16 +193,12 @@ impl Transport for ShmTransport {
             .buffer_size(qos.history.depth(KEEP_ALL_DEPTH))
             .create()
             .map_err(|e| lib("create subscriber")(format!("{e:?}")))?;
-        let (listener, ev) = if self.busy_poll {
-            (None, None)
-        } else {
-            let ev = self.event(topic)?;
-            let l = ev
-                .listener_builder()
-                .create()
-                .map_err(|e| lib("create listener")(format!("{e:?}")))?;
-            (Some(l), Some(ev))
-        };
+        let ev = self.event_unless_busy_poll(topic)?;
+        let listener = ev
+            .as_ref()
+            .map(|ev| ev.listener_builder().create())
+            .transpose()
+            .map_err(|e| lib("create listener")(format!("{e:?}")))?;
         Ok(Box::new(ShmSubscriber { subscriber, listener, _svc: svc, _ev: ev }))
     }
     fn notes(&self) -> Vec<String> {

@@ -153,9 +153,13 @@ impl PubsubArgs {
             )
             .str(
                 "schedule",
-                &self.schedule.map(|m| match m {
-                    ScheduleArg::Periodic => "periodic".to_string(),
-                    ScheduleArg::ClosedLoop => "closed-loop".to_string(),
+                &self.schedule.map(|m| {
+                    match m {
+                        ScheduleArg::Periodic => probe::Schedule::Periodic,
+                        ScheduleArg::ClosedLoop => probe::Schedule::ClosedLoop,
+                    }
+                    .name()
+                    .to_string()
                 }),
             )
             .list("payload", &self.payload)
@@ -254,7 +258,7 @@ fn headline(cfg: &PubsubConfig) -> String {
     let sizes: Vec<String> = cfg.payloads.iter().map(|p| format!("{p}B")).collect();
     let rates: Vec<String> = match cfg.schedule {
         probe::Schedule::Periodic => cfg.periods_ns.iter().map(|p| probe::rate_label(*p)).collect(),
-        probe::Schedule::ClosedLoop => vec!["closed-loop".into()],
+        probe::Schedule::ClosedLoop => vec![probe::Schedule::ClosedLoop.name().into()],
     };
     let subs: Vec<String> = cfg.subscribers.iter().map(|s| s.to_string()).collect();
     format!(

@@ -90,6 +90,26 @@ print("%.3f %.3f %.3f %d %d" % (s["p50_ns"] / 1e3, s["p99_ns"] / 1e3, s["mean_ns
 PY
 }
 
+# one table: rtlab's closed loop beside an anchor that prints "p50 p99 mean" (RTT us), per
+# size and round; ANCHOR is a command with SIZE in it
+compare() { # TRANSPORT "ANCHOR COLUMN" "ANCHOR" COUNT RTLAB-EXTRA...
+  local t=$1 column=$2 anchor=$3 count=$4 size r p50 p99 mean n lost a50 a99 amean
+  shift 4
+  echo
+  echo "| case | round | rtlab p50 us | rtlab p99 us | rtlab mean us | $column | p50 ratio | p99 ratio |"
+  echo "|---|---|---|---|---|---|---|---|"
+  for size in 64 65536; do
+    for r in $(seq 1 "$rounds"); do
+      read -r p50 p99 mean n lost < <(rtlab_case "$t" "$size" blocking "$count" "$@")
+      read -r a50 a99 amean < <(${anchor//SIZE/$size})
+      echo "| $t blocking ${size} B closed loop | $r | $p50 | $p99 | $mean | $a50 / $a99 / $amean" \
+        "| $(awk -v x="$p50" -v y="$a50" 'BEGIN { printf "%.2f", x / y }')" \
+        "| $(awk -v x="$p99" -v y="$a99" 'BEGIN { printf "%.2f", x / y }') |"
+      [ "$lost" = 0 ] || echo "  (rtlab: $lost of $((n + lost)) lost)"
+    done
+  done
+}
+
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| case | round | rtlab p50 us | rtlab p99 us | rtlab mean us | anchor mean us | mean ratio |"
@@ -206,19 +226,7 @@ anchor_zenoh() { # SIZE COUNT -> "p50 p99 mean" RTT us
   kill "$pong" 2>/dev/null || true
   wait "$pong" 2>/dev/null || true
 }
-echo
-echo "| case | round | rtlab p50 us | rtlab p99 us | rtlab mean us | zenoh ping/pong p50 / p99 / mean us | p50 ratio | p99 ratio |"
-echo "|---|---|---|---|---|---|---|---|"
-for size in 64 65536; do
-  for r in $(seq 1 "$rounds"); do
-    read -r p50 p99 mean n lost < <(rtlab_case zenoh "$size" blocking 10000)
-    read -r a50 a99 amean < <(anchor_zenoh "$size" 10000)
-    r50=$(awk -v x="$p50" -v y="$a50" 'BEGIN { printf "%.2f", x / y }')
-    r99=$(awk -v x="$p99" -v y="$a99" 'BEGIN { printf "%.2f", x / y }')
-    echo "| zenoh blocking ${size} B closed loop | $r | $p50 | $p99 | $mean | $a50 / $a99 / $amean | $r50 | $r99 |"
-    [ "$lost" = 0 ] || echo "  (rtlab: $lost of $((n + lost)) lost)"
-  done
-done
+compare zenoh "zenoh ping/pong p50 / p99 / mean us" "anchor_zenoh SIZE 10000" 10000
 
 # --- Cyclone DDS: ddsperf ping/pong ----------------------------------------------------------
 if ! command -v ddsperf >/dev/null; then
@@ -246,16 +254,4 @@ mean = sum(r[0] * r[3] for r in rows) / n
 print("%.3f %.3f %.3f" % (2 * statistics.median(r[1] for r in rows), 2 * statistics.median(r[2] for r in rows), 2 * mean))
 PY
 }
-echo
-echo "| case | round | rtlab p50 us | rtlab p99 us | rtlab mean us | ddsperf p50 / p99 / mean us (RTT) | p50 ratio | p99 ratio |"
-echo "|---|---|---|---|---|---|---|---|"
-for size in 64 65536; do
-  for r in $(seq 1 "$rounds"); do
-    read -r p50 p99 mean n lost < <(rtlab_case dds "$size" blocking 20000 --reliability reliable --history keep-last:1)
-    read -r a50 a99 amean < <(anchor_dds "$size")
-    r50=$(awk -v x="$p50" -v y="$a50" 'BEGIN { printf "%.2f", x / y }')
-    r99=$(awk -v x="$p99" -v y="$a99" 'BEGIN { printf "%.2f", x / y }')
-    echo "| dds blocking ${size} B closed loop | $r | $p50 | $p99 | $mean | $a50 / $a99 / $amean | $r50 | $r99 |"
-    [ "$lost" = 0 ] || echo "  (rtlab: $lost of $((n + lost)) lost)"
-  done
-done
+compare dds "ddsperf p50 / p99 / mean us (RTT)" "anchor_dds SIZE" 20000 --reliability reliable --history keep-last:1

@@ -13,16 +13,25 @@
 //! declared publisher, a subscriber a declared subscriber with a bounded channel handler
 //! (`RingChannel` for keep-last N, `FifoChannel` for keep-all). The header is read from the
 //! received payload through its reader (no copy of the payload on rtlab's side).
-//! Known cost on rtlab's side: `put` takes an owned buffer, so each publish copies the
-//! message into a new allocation (Zenoh's API; recorded in the notes). Never prints.
+//!
+//! Publishing copies nothing and allocates nothing on rtlab's side: the publisher owns one
+//! message buffer behind an `Arc`, writes the header into it, and hands Zenoh a slice of it
+//! (`ZSlice` over the shared buffer: a reference count, not a copy). Zenoh serializes the
+//! message into its link's batch before `put` returns, so by the next publish the buffer is
+//! rtlab's alone again; only when Zenoh still holds it (a subscriber of the same session
+//! has not dropped its sample yet) does the publisher start a fresh buffer (one copy).
+//! Publishers are `express` (sent at once, not batched), as Zenoh's own z_ping/z_pong
+//! are. Never prints.
 
 use crate::transport::*;
 use std::io::Read;
+use std::sync::Arc;
 use std::time::Duration;
 use zenoh::handlers::{FifoChannel, FifoChannelHandler, RingChannel, RingChannelHandler};
 use zenoh::qos::CongestionControl;
 use zenoh::sample::Sample;
 use zenoh::Wait;
+use zenoh_buffers::{ZBuf, ZSlice, ZSliceBuffer};
 
 const NAME: &str = "zenoh";
 /// Largest message offered (Zenoh fragments; its own limit is 1 GiB).
@@ -158,9 +167,10 @@ impl Transport for ZenohTransport {
                 Reliability::Reliable => CongestionControl::Block,
                 Reliability::BestEffort => CongestionControl::Drop,
             })
+            .express(true)
             .wait()
             .map_err(|e| lib("declare publisher")(e.to_string()))?;
-        Ok(Box::new(ZenohPublisher { publisher, buf: vec![0u8; max_len] }))
+        Ok(Box::new(ZenohPublisher { publisher, buf: Arc::new(vec![0u8; max_len]) }))
     }
     fn subscriber(
         &self,
@@ -191,21 +201,40 @@ impl Transport for ZenohTransport {
                 "zenoh: {} mode, listen {:?}, connect {:?}, multicast scouting off",
                 self.mode, self.listen, self.connect
             ),
-            "zenoh: put() takes an owned buffer: one copy into a new allocation per message on the publishing side (library API)".into(),
+            "zenoh: express publishers (no batching); put() hands Zenoh a slice of the publisher's own buffer (no copy)".into(),
         ]
     }
 }
 
 struct ZenohPublisher {
     publisher: zenoh::pubsub::Publisher<'static>,
-    buf: Vec<u8>,
+    /// The message buffer, shared with Zenoh only while a `put` holds it.
+    buf: Arc<Vec<u8>>,
+}
+
+impl ZenohPublisher {
+    /// The buffer to write the next message into: the same one when Zenoh let go of it
+    /// (always, once `put` returned, unless a same-session subscriber still holds a
+    /// sample), else a fresh copy.
+    fn writable(&mut self) -> &mut Vec<u8> {
+        if Arc::get_mut(&mut self.buf).is_none() {
+            self.buf = Arc::new(self.buf.as_ref().clone());
+        }
+        Arc::get_mut(&mut self.buf).expect("a buffer just made is unshared")
+    }
 }
 
 impl Publisher for ZenohPublisher {
     fn publish(&mut self, seq: u64, stamp_ns: i64, len: usize) -> Result<(), TransportError> {
         check_len(NAME, self.buf.len(), len)?;
-        encode_header(&mut self.buf, seq, stamp_ns);
-        self.publisher.put(&self.buf[..len]).wait().map_err(|e| lib("put")(e.to_string()))
+        encode_header(self.writable(), seq, stamp_ns);
+        let shared: Arc<dyn ZSliceBuffer> = self.buf.clone();
+        let slice = ZSlice::new(shared, 0, len)
+            .map_err(|_| lib("put")(format!("message of {len} bytes beyond its buffer")))?;
+        self.publisher
+            .put(zenoh::bytes::ZBytes::from(ZBuf::from(slice)))
+            .wait()
+            .map_err(|e| lib("put")(e.to_string()))
     }
 }
 
@@ -260,5 +289,45 @@ mod tests {
         assert!(e.contains("does not listen"), "{e}");
         let t = ZenohTransport::with_mode(&[], &[], None).unwrap();
         assert!(t.notes()[0].starts_with("zenoh: peer mode, listen [\"tcp/127.0.0.1:0\"]"));
+    }
+
+    /// The publisher writes every message into the same buffer (no copy, no allocation)
+    /// when the subscriber is in another session, as in every rtlab case.
+    #[test]
+    fn publish_reuses_one_buffer() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let ep = vec![format!("tcp/127.0.0.1:{port}")];
+        let a = ZenohTransport::new(&ep, &[]).unwrap();
+        let b = ZenohTransport::new(&[], &ep).unwrap();
+        let qos = Qos { reliability: Reliability::Reliable, ..Qos::default() };
+        let mut sub = b.subscriber("rtlab/reuse", &qos, 1 << 17).unwrap();
+        let publisher = a
+            .session
+            .declare_publisher("rtlab/reuse")
+            .congestion_control(CongestionControl::Block)
+            .express(true)
+            .wait()
+            .unwrap();
+        let mut p = ZenohPublisher { publisher, buf: Arc::new(vec![0u8; 1 << 17]) };
+        let first = Arc::as_ptr(&p.buf);
+        // matching takes a moment: publish until the first message arrives (bounded)
+        let mut got = None;
+        for i in 0..200u64 {
+            p.publish(i, 1, 4096).unwrap();
+            got = sub.wait_take(20_000_000).unwrap();
+            if got.is_some() {
+                break;
+            }
+        }
+        assert!(got.is_some(), "no message through zenoh on loopback in 200 tries");
+        // small messages and ones Zenoh fragments (its batches are 64 KiB)
+        for i in 1000..1050u64 {
+            let len = if i % 2 == 0 { 64 + (i as usize % 100) } else { 1 << 17 };
+            p.publish(i, 2, len).unwrap();
+            let r = sub.wait_take(2_000_000_000).unwrap().expect("message lost on a reliable link");
+            assert_eq!((r.seq, r.len), (i, len));
+        }
+        assert_eq!(Arc::as_ptr(&p.buf), first, "a publish started a fresh buffer (a copy)");
+        assert_eq!(Arc::strong_count(&p.buf), 1);
     }
 }

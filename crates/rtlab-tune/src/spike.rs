@@ -111,8 +111,9 @@ pub fn sample_period(window_ns: i64) -> i64 {
 
 /// Samples the counters once per period on its own thread (never a measuring one), with
 /// CLOCK_MONOTONIC times, so they can be aligned with any stream's windows afterwards
-/// ([`SampledCounters::align`]). The thread allocates (it is not a measuring loop) but keeps
-/// at most `max_periods` (merging neighbours beyond).
+/// ([`SampledCounters::align`]). The thread is not a measuring loop, but what it keeps does
+/// not grow: at most `max_periods` entries in memory taken at the first one (merging
+/// neighbours beyond).
 /// Run the calling (helper) thread SCHED_OTHER and off `cpus` (the probe's), when another
 /// CPU is online: on a kernel without full preemption, a read of /proc/interrupts on the
 /// probe's CPU holds it for as long as the read takes, whatever the priorities.

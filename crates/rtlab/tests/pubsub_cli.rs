@@ -3,7 +3,7 @@
 //! subscribers in separate processes (the binary re-executing itself as `pubsub --role-config`), and roles by hand.
 
 mod common;
-use common::{assert_error, rtlab, run, stderr};
+use common::{assert_error, rtlab, run, stderr, stdout};
 use serde_json::Value;
 
 #[test]
@@ -188,6 +188,25 @@ fn closed_loop_round_trips_through_the_binary() {
     assert!(st["overruns"].is_null(), "no grid: {st}");
     assert_eq!(doc["config"]["probe"]["schedule"], "closed-loop");
     assert!(doc["config"]["notes"].to_string().contains("no notification per message"));
+    // the headline names both bounds of a count-only case, the count first
+    let o = run(&[
+        "pubsub",
+        "--transport",
+        "intra",
+        "--mode",
+        "roundtrip",
+        "--schedule",
+        "closed-loop",
+        "--count",
+        "50",
+        "--no-mlockall",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("rate closed-loop, subscribers 1 (threads), 50 messages or "),
+        "{}",
+        stdout(&o)
+    );
     assert_error(
         &["pubsub", "--schedule", "closed-loop", "--count", "5"],
         &["--schedule", "closed-loop", "--mode roundtrip"],

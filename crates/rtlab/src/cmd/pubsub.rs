@@ -270,7 +270,11 @@ fn headline(cfg: &PubsubConfig) -> String {
         rates.join(","),
         subs.join(","),
         if cfg.in_process || cfg.transport.kind == TransportKind::Intra { "threads" } else { "processes" },
-        format_duration_exact(Nanos(cfg.case_duration_ns)),
+        match cfg.case_messages {
+            // both bounds hold: the case ends at whichever comes first
+            Some(n) => format!("{n} messages or {}", format_duration_exact(Nanos(cfg.case_duration_ns))),
+            None => format_duration_exact(Nanos(cfg.case_duration_ns)),
+        },
         cfg.qos.reliability,
         cfg.qos.history,
         cfg.qos.durability,

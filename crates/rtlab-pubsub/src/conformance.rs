@@ -107,6 +107,18 @@ fn exchange(
     seqs: &[u64],
     wait: WaitStyle,
 ) -> Vec<Vec<Received>> {
+    exchange_sized(s, n_subs, len, seqs, wait, &|_| len)
+}
+
+/// [`exchange`] with message `q` of `len_of(q)` bytes (at most `len`).
+fn exchange_sized(
+    s: &Subject,
+    n_subs: usize,
+    len: usize,
+    seqs: &[u64],
+    wait: WaitStyle,
+    len_of: &dyn Fn(u64) -> usize,
+) -> Vec<Vec<Received>> {
     let (pt, st) = (s.make)();
     let topic = fresh_topic("x");
     let qos = usable_qos(pt.as_ref());
@@ -116,7 +128,7 @@ fn exchange(
     warm_up(p.as_mut(), &mut subs, len);
     let handles = collect(subs, seqs.len(), wait);
     for &q in seqs {
-        p.publish(q, rtlab_sys::clock::monotonic_ns(), len).expect("publish");
+        p.publish(q, rtlab_sys::clock::monotonic_ns(), len_of(q)).expect("publish");
         std::thread::sleep(std::time::Duration::from_micros(500));
     }
     let out: Vec<Vec<Received>> =
@@ -138,6 +150,16 @@ pub fn delivery_and_order(s: &Subject) {
             assert!(m.stamp_ns > 0);
         }
     }
+}
+
+/// A publisher's messages may change length from one to the next (up to the length it was
+/// made for); each arrives with its own.
+pub fn lengths_may_change(s: &Subject) {
+    let len_of = |q: u64| [64, 4096, HEADER_LEN, 64, 1000][q as usize % 5];
+    let seqs: Vec<u64> = (0..20).collect();
+    let got = exchange_sized(s, 1, 4096, &seqs, WaitStyle::Blocking, &len_of);
+    let want: Vec<(u64, usize)> = seqs.iter().map(|&q| (q, len_of(q))).collect();
+    assert_eq!(got[0].iter().map(|m| (m.seq, m.len)).collect::<Vec<_>>(), want);
 }
 
 /// Every subscriber of a topic gets every message (fan-out).
@@ -263,6 +285,7 @@ pub fn clean_shutdown(s: &Subject) {
 pub fn run_all(s: &Subject) {
     qos_mapping(s);
     delivery_and_order(s);
+    lengths_may_change(s);
     fan_out(s);
     loss_counting(s);
     size_limits(s);

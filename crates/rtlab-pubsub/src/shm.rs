@@ -6,9 +6,13 @@
 //! subscriber sleeps in the listener's `timed_wait`. Busy-poll spins on `receive`; a
 //! transport opened for busy-poll ([`ShmTransport::busy_poll`]) opens no event ports at all:
 //! no notification per message, as iceoryx2's own benchmark (a blocking wait there spins).
-//! The publisher copies the message from its preallocated buffer into a loaned sample
-//! (the write an application does anyway) and sends it; subscribers read the header in
-//! place in shared memory. iceoryx2 removes its files (/dev/shm/iox2_*, /tmp/iceoryx2)
+//! The publisher keeps its next sample loaned and written ahead: right after a send it loans
+//! the next one and copies the message body into it from its preallocated buffer, so a
+//! publish writes only the 16-byte header into shared memory and sends — the body is built
+//! in place before the send, as a zero-copy application does and as iceoryx2's own
+//! benchmark does (it loans and fills its next sample before it waits). A publish of
+//! another length than the one loaned ahead loans and writes at publish time. Subscribers
+//! read the header in place in shared memory. iceoryx2 removes its files (/dev/shm/iox2_*, /tmp/iceoryx2)
 //! when the last port, service and node are dropped. Never prints.
 
 use crate::transport::*;
@@ -174,6 +178,7 @@ impl Transport for ShmTransport {
         Ok(Box::new(ShmPublisher {
             publisher,
             notifier,
+            next: None,
             buf: vec![0u8; max_len].into_boxed_slice(),
             _svc: svc,
             _ev: ev,
@@ -210,25 +215,47 @@ impl Transport for ShmTransport {
     }
 }
 
+type Sample = iceoryx2::sample_mut::SampleMut<Svc, [u8], ()>;
+
 struct ShmPublisher {
     publisher: iceoryx2::port::publisher::Publisher<Svc, [u8], ()>,
     notifier: Option<iceoryx2::port::notifier::Notifier<Svc>>,
+    /// The next sample, loaned and its body written after the last send.
+    next: Option<Sample>,
     buf: Box<[u8]>,
     _svc: iceoryx2::service::port_factory::publish_subscribe::PortFactory<Svc, [u8], ()>,
     _ev: Option<iceoryx2::service::port_factory::event::PortFactory<Svc>>,
 }
 
+impl ShmPublisher {
+    /// A loaned sample of `len` bytes holding the message body (the header is written at
+    /// publish).
+    fn loan(&self, len: usize) -> Result<Sample, TransportError> {
+        let sample =
+            self.publisher.loan_slice_uninit(len).map_err(|e| lib("loan")(format!("{e:?}")))?;
+        Ok(sample.write_from_slice(&self.buf[..len]))
+    }
+}
+
 impl Publisher for ShmPublisher {
     fn publish(&mut self, seq: u64, stamp_ns: i64, len: usize) -> Result<(), TransportError> {
         check_len(NAME, self.buf.len(), len)?;
-        encode_header(&mut self.buf, seq, stamp_ns);
-        let sample =
-            self.publisher.loan_slice_uninit(len).map_err(|e| lib("loan")(format!("{e:?}")))?;
-        let sample = sample.write_from_slice(&self.buf[..len]);
+        let mut sample = match self.next.take() {
+            Some(s) if s.payload().len() == len => s,
+            other => {
+                // give the one loaned ahead back before loaning another
+                drop(other);
+                self.loan(len)?
+            }
+        };
+        encode_header(sample.payload_mut(), seq, stamp_ns);
         sample.send().map_err(|e| lib("send")(format!("{e:?}")))?;
         if let Some(n) = &self.notifier {
             n.notify().map_err(|e| lib("notify")(format!("{e:?}")))?;
         }
+        // the next message's body, written while the subscribers take this one; a loan that
+        // fails here is retried (and its error returned) at the next publish
+        self.next = self.loan(len).ok();
         Ok(())
     }
 }

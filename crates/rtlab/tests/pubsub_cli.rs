@@ -310,3 +310,42 @@ fn ping_and_pong_by_hand() {
         &["--role"],
     );
 }
+
+/// Busy-poll with as many spinning threads as CPUs is said (DDS's own receive threads starve).
+#[test]
+fn busy_poll_spinners_on_too_few_cpus_are_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let codes = |wait: &str| {
+        let o = run(&[
+            "pubsub",
+            "--transport",
+            "dds",
+            "--mode",
+            "roundtrip",
+            "--schedule",
+            "closed-loop",
+            "--wait",
+            wait,
+            "--count",
+            "10",
+            "--cpus",
+            "0",
+            "--no-mlockall",
+            "--quiet",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let w = doc["warnings"].as_array().cloned().unwrap_or_default();
+        w.iter()
+            .map(|w| (w["code"].as_str().unwrap_or("").to_string(), w["message"].to_string()))
+            .collect::<Vec<_>>()
+    };
+    let busy = codes("busy-poll");
+    let hit = busy.iter().find(|(c, _)| c == "busy-poll-starves-middleware");
+    assert!(hit.is_some_and(|(_, m)| m.contains("2 threads spin on 1 CPU, so dds")), "{busy:?}");
+    let blocking = codes("blocking");
+    assert!(blocking.iter().all(|(c, _)| c != "busy-poll-starves-middleware"), "{blocking:?}");
+}

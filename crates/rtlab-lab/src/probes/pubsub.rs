@@ -571,6 +571,13 @@ pub fn measure(
     if let Some(w) = doc.far.as_ref().and_then(|f| f.warning()) {
         doc.warnings.push(w);
     }
+    if doc.far.is_none() {
+        let cpus = match &engine.rt.cpus {
+            Some(c) => c.len(),
+            None => rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0.len(),
+        };
+        doc.warnings.extend(spinners_warning(&engine, cpus));
+    }
     for c in outcome.cases.iter().filter(|c| c.error.is_some()) {
         doc.warnings.push(rtlab_core::schema::Warning {
             code: "case-failed".into(),
@@ -586,6 +593,28 @@ pub fn measure(
     drop(dma_guard);
     drop(lock_guard);
     Ok((doc, outcome, engine))
+}
+
+/// Busy-poll with as many spinning threads as CPUs starves a middleware's own receive threads
+/// (DDS, Zenoh): they run only when the scheduler preempts a spinner, so the tail is rtlab's
+/// doing. Measured: dds and zenoh closed loops on 2 CPUs, p99 3.6-8.8 ms busy-polling against
+/// 0.2-0.7 ms blocking (BENCHMARKS.md).
+fn spinners_warning(cfg: &PubsubConfig, cpus: usize) -> Option<rtlab_core::schema::Warning> {
+    let own_threads = matches!(cfg.transport.kind, TransportKind::Dds | TransportKind::Zenoh);
+    if cfg.wait != WaitStyle::BusyPoll || !own_threads {
+        return None;
+    }
+    // every subscriber (a pong in roundtrip) spins, and so does the pinger
+    let spinners = cfg.subscribers.iter().copied().max().unwrap_or(1)
+        + usize::from(cfg.mode == Mode::Roundtrip);
+    (spinners >= cpus).then(|| rtlab_core::schema::Warning {
+        code: "busy-poll-starves-middleware".into(),
+        message: format!(
+            "busy-poll: {spinners} threads spin on {cpus} CPU{}, so {}'s own receive threads run only when the scheduler preempts a spinner: millisecond tails here are rtlab's doing, not the middleware's (use --wait blocking, or fewer spinners than CPUs)",
+            if cpus == 1 { "" } else { "s" },
+            cfg.transport.kind.name()
+        ),
+    })
 }
 
 /// The configuration as recorded: the probe config, what the QoS became, notes, per-case figures.

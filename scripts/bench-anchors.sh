@@ -24,7 +24,7 @@
 #        under $ANCHOR_DIR; two processes over tcp/127.0.0.1. rtlab: `pubsub --transport zenoh
 #        --mode roundtrip --schedule closed-loop` (its pong a separate process, blocking).
 #
-# Usage: bash scripts/bench-anchors.sh [ROUNDS=3]
+# Usage: bash scripts/bench-anchors.sh [ROUNDS=3]   (ONLY=shm,zenoh,dds: the tables to run)
 # IOX2_BENCH_MAIN: the benchmark's main.rs (default: from the iceoryx2 repository snapshot
 # at $IOX2_REPO, e.g. one from the tool library's fetch); it is built under $ANCHOR_DIR
 # (default /var/tmp/rtlab-anchors), never inside this repository.
@@ -34,19 +34,24 @@ rounds=${1:-3}
 rtlab=${RTLAB:-./target/release/rtlab}
 anchors=${ANCHOR_DIR:-/var/tmp/rtlab-anchors}
 repo=${IOX2_REPO:-/work/.mirror/eclipse-iceoryx+iceoryx2/repo}
+only=",${ONLY:-shm,zenoh,dds},"
+want() { [[ "$only" == *",$1,"* ]]; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 [ -x "$rtlab" ] || cargo build --release --locked -p rtlab
 
 # --- the iceoryx2 anchor -------------------------------------------------------------------
 iox="$anchors/iox2-bench"
-mkdir -p "$iox/src"
-if [ -n "${IOX2_BENCH_MAIN:-}" ]; then
-  cp "$IOX2_BENCH_MAIN" "$iox/src/main.rs"
+mkdir -p "$iox/src/bin"
+rm -f "$iox/src/main.rs"
+if [ -n "${IOX2_BENCH_DIR:-}" ]; then
+  cp "$IOX2_BENCH_DIR/publish-subscribe/src/main.rs" "$iox/src/bin/iox2-pubsub.rs"
+  cp "$IOX2_BENCH_DIR/event/src/main.rs" "$iox/src/bin/iox2-event.rs"
 elif [ -d "$repo" ]; then
-  git -C "$repo" show HEAD:benchmarks/publish-subscribe/src/main.rs > "$iox/src/main.rs"
+  git -C "$repo" show HEAD:benchmarks/publish-subscribe/src/main.rs > "$iox/src/bin/iox2-pubsub.rs"
+  git -C "$repo" show HEAD:benchmarks/event/src/main.rs > "$iox/src/bin/iox2-event.rs"
 else
-  echo "bench-anchors: error: no iceoryx2 benchmark source: set IOX2_BENCH_MAIN or IOX2_REPO" >&2
+  echo "bench-anchors: error: no iceoryx2 benchmark source: set IOX2_BENCH_DIR (its benchmarks/) or IOX2_REPO" >&2
   exit 2
 fi
 cat > "$iox/Cargo.toml" <<'EOF'
@@ -69,14 +74,17 @@ debug = false
 [workspace]
 EOF
 (cd "$iox" && cargo build --release -q 2>&1 | tail -3)
-iox_bin="$iox/target/release/iox2-bench"
 
-# the mean round trip (us) of the anchor: it prints "Latency: N ns" = total / (2 x iterations)
-anchor_shm() { # SIZE [--send-copy]
+# the mean round trip (us) of an iceoryx2 benchmark: it prints "Latency: N ns" = total / (2 x
+# iterations)
+iox_mean() { # BINARY ITERATIONS ARGS...
   local o
-  o=$("$iox_bin" --bench-ipc -i 1000000 -p "$1" "${@:2}" | grep "ipc_threadsafe")
+  o=$("$iox/target/release/$1" --bench-ipc -i "$2" "${@:3}" | grep "ipc_threadsafe")
   echo "$o" | sed -E 's/.*Latency: ([0-9]+) ns.*/\1/' | awk '{ printf "%.3f", 2 * $1 / 1000 }'
 }
+anchor_shm() { iox_mean iox2-pubsub 1000000 -p "$@"; } # SIZE [--send-copy]
+# (it runs its ipc and ipc_threadsafe setups one after the other, each wake-up a blocking wait)
+anchor_event() { iox_mean iox2-event 20000; }
 
 # rtlab's p50 / p99 / mean round trip (us) of a closed-loop case
 rtlab_case() { # TRANSPORT SIZE WAIT COUNT EXTRA...
@@ -90,19 +98,19 @@ print("%.3f %.3f %.3f %d %d" % (s["p50_ns"] / 1e3, s["p99_ns"] / 1e3, s["mean_ns
 PY
 }
 
-# one table: rtlab's closed loop beside an anchor that prints "p50 p99 mean" (RTT us), per
-# size and round; ANCHOR is a command with SIZE in it
-compare() { # TRANSPORT "ANCHOR COLUMN" "ANCHOR" COUNT RTLAB-EXTRA...
-  local t=$1 column=$2 anchor=$3 count=$4 size r p50 p99 mean n lost a50 a99 amean
-  shift 4
+# one table: rtlab's closed loop with receivers waiting WAIT beside an anchor that prints
+# "p50 p99 mean" (RTT us), per size and round; ANCHOR is a command with SIZE in it
+compare() { # TRANSPORT WAIT "ANCHOR COLUMN" "ANCHOR" COUNT RTLAB-EXTRA...
+  local t=$1 wait=$2 column=$3 anchor=$4 count=$5 size r p50 p99 mean n lost a50 a99 amean
+  shift 5
   echo
   echo "| case | round | rtlab p50 us | rtlab p99 us | rtlab mean us | $column | p50 ratio | p99 ratio |"
   echo "|---|---|---|---|---|---|---|---|"
   for size in 64 65536; do
     for r in $(seq 1 "$rounds"); do
-      read -r p50 p99 mean n lost < <(rtlab_case "$t" "$size" blocking "$count" "$@")
+      read -r p50 p99 mean n lost < <(rtlab_case "$t" "$size" "$wait" "$count" "$@")
       read -r a50 a99 amean < <(${anchor//SIZE/$size})
-      echo "| $t blocking ${size} B closed loop | $r | $p50 | $p99 | $mean | $a50 / $a99 / $amean" \
+      echo "| $t $wait ${size} B closed loop | $r | $p50 | $p99 | $mean | $a50 / $a99 / $amean" \
         "| $(awk -v x="$p50" -v y="$a50" 'BEGIN { printf "%.2f", x / y }')" \
         "| $(awk -v x="$p99" -v y="$a99" 'BEGIN { printf "%.2f", x / y }') |"
       [ "$lost" = 0 ] || echo "  (rtlab: $lost of $((n + lost)) lost)"
@@ -112,6 +120,7 @@ compare() { # TRANSPORT "ANCHOR COLUMN" "ANCHOR" COUNT RTLAB-EXTRA...
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
+if want shm; then
 echo "| case | round | rtlab p50 us | rtlab p99 us | rtlab mean us | anchor mean us | mean ratio |"
 echo "|---|---|---|---|---|---|---|"
 for size in 64 65536; do
@@ -128,8 +137,23 @@ for size in 64 65536; do
     done
   done
 done
+# blocking: iceoryx2 has no blocking publish-subscribe benchmark; its event benchmark (two
+# threads waking each other through notifier/listener, blocking waits, no payload) is the
+# floor of any blocking round trip through iceoryx2, and rtlab's blocking wait is that
+# listener
+for size in 64 65536; do
+  for r in $(seq 1 "$rounds"); do
+    read -r p50 p99 mean n lost < <(rtlab_case shm "$size" blocking 20000 --in-process --cpus 0,1)
+    a=$(anchor_event)
+    ratio=$(awk -v x="$mean" -v y="$a" 'BEGIN { printf "%.2f", x / y }')
+    echo "| shm blocking ${size} B closed loop (anchor: iceoryx2 event round trip) | $r | $p50 | $p99 | $mean | $a | $ratio |"
+    [ "$lost" = 0 ] || echo "  (rtlab: $lost of $((n + lost)) lost)"
+  done
+done
+fi
 
 # --- Zenoh: a minimal ping/pong with z_ping/z_pong's settings ---------------------------------
+if want zenoh; then
 zp="$anchors/zenoh-pingpong"
 mkdir -p "$zp/src"
 cat > "$zp/Cargo.toml" <<'EOF'
@@ -151,7 +175,8 @@ cat > "$zp/src/main.rs" <<'EOF'
 // A minimal Zenoh ping/pong with the settings of Zenoh's own z_ping/z_pong examples (peer
 // mode, express publishers, CongestionControl::Block, the pong republishing in its subscriber
 // callback, the ping blocking on a FIFO subscriber): rtlab's anchor where the examples are not
-// on the registry. Usage: pong ENDPOINT SECONDS | ping ENDPOINT SIZE COUNT
+// on the registry. Usage: pong ENDPOINT SECONDS | ping ENDPOINT SIZE COUNT [busy-poll]
+// (busy-poll: the ping spins on try_recv instead of blocking in recv; not in z_ping)
 use std::time::{Duration, Instant};
 use zenoh::{bytes::ZBytes, qos::CongestionControl, Config, Wait};
 
@@ -184,6 +209,7 @@ fn main() {
         }
         _ => {
             let (size, n): (usize, usize) = (a[3].parse().unwrap(), a[4].parse().unwrap());
+            let busy = a.get(5).map(String::as_str) == Some("busy-poll");
             let s = zenoh::open(config(false, &a[2])).wait().unwrap();
             let sub = s.declare_subscriber("rtlab_anchor/pong").wait().unwrap();
             let p = s
@@ -205,7 +231,11 @@ fn main() {
             for _ in 0..n {
                 let t = Instant::now();
                 p.put(data.clone()).wait().unwrap();
-                sub.recv().unwrap();
+                if busy {
+                    while sub.try_recv().unwrap().is_none() {}
+                } else {
+                    sub.recv().unwrap();
+                }
                 rtt.push(t.elapsed().as_nanos() as u64);
             }
             let mean = rtt.iter().sum::<u64>() as f64 / n as f64;
@@ -217,28 +247,32 @@ fn main() {
 }
 EOF
 (cd "$zp" && cargo build --release -q 2>&1 | tail -3)
-anchor_zenoh() { # SIZE COUNT -> "p50 p99 mean" RTT us
+anchor_zenoh() { # SIZE COUNT [busy-poll] -> "p50 p99 mean" RTT us
   local port=$((17000 + RANDOM % 1000))
   "$zp/target/release/zenoh-pingpong" pong "tcp/127.0.0.1:$port" 60 &
   local pong=$!
   sleep 1
-  timeout 60 "$zp/target/release/zenoh-pingpong" ping "tcp/127.0.0.1:$port" "$1" "$2"
+  timeout 60 "$zp/target/release/zenoh-pingpong" ping "tcp/127.0.0.1:$port" "$@"
   kill "$pong" 2>/dev/null || true
   wait "$pong" 2>/dev/null || true
 }
-compare zenoh "zenoh ping/pong p50 / p99 / mean us" "anchor_zenoh SIZE 10000" 10000
+compare zenoh blocking "zenoh ping/pong p50 / p99 / mean us" "anchor_zenoh SIZE 10000" 10000
+compare zenoh busy-poll "zenoh ping/pong, ping spinning: p50 / p99 / mean us" "anchor_zenoh SIZE 10000 busy-poll" 10000
+fi
 
 # --- Cyclone DDS: ddsperf ping/pong ----------------------------------------------------------
+want dds || exit 0
 if ! command -v ddsperf >/dev/null; then
   echo "dds: skipped: no ddsperf (apt-get install cyclonedds-tools)"
   exit 0
 fi
 cfg='<CycloneDDS><Domain id="any"><General><Interfaces><NetworkInterface name="lo"/></Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery><ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>100</MaxAutoParticipantIndex><Peers><Peer address="127.0.0.1"/></Peers></Discovery></Domain></CycloneDDS>'
-anchor_dds() { # SIZE -> "p50 p99 mean" RTT us
-  CYCLONEDDS_URI="$cfg" timeout 20 ddsperf -i 77 -D 12 pong waitset > "$out/pong.txt" 2>&1 &
+anchor_dds() { # SIZE [waitset|listener] -> "p50 p99 mean" RTT us
+  local mode=${2:-waitset}
+  CYCLONEDDS_URI="$cfg" timeout 20 ddsperf -i 77 -D 12 pong "$mode" > "$out/pong.txt" 2>&1 &
   local pong=$!
   sleep 1
-  CYCLONEDDS_URI="$cfg" timeout 20 ddsperf -i 77 -D 10 ping size "$1" waitset > "$out/ping.txt" 2>&1 || true
+  CYCLONEDDS_URI="$cfg" timeout 20 ddsperf -i 77 -D 10 ping size "$1" "$mode" > "$out/ping.txt" 2>&1 || true
   kill "$pong" 2>/dev/null || true
   wait "$pong" 2>/dev/null || true
   python3 - "$out/ping.txt" <<'PY'
@@ -254,4 +288,7 @@ mean = sum(r[0] * r[3] for r in rows) / n
 print("%.3f %.3f %.3f" % (2 * statistics.median(r[1] for r in rows), 2 * statistics.median(r[2] for r in rows), 2 * mean))
 PY
 }
-compare dds "ddsperf p50 / p99 / mean us (RTT)" "anchor_dds SIZE" 20000 --reliability reliable --history keep-last:1
+compare dds blocking "ddsperf (waitset) p50 / p99 / mean us (RTT)" "anchor_dds SIZE" 20000 --reliability reliable --history keep-last:1
+# ddsperf cannot busy-poll: its fastest mode, listener (the pong answers from Cyclone's receive
+# thread, no wake-up of another thread), is the anchor for rtlab's busy-poll
+compare dds busy-poll "ddsperf (listener) p50 / p99 / mean us (RTT)" "anchor_dds SIZE listener" 20000 --reliability reliable --history keep-last:1

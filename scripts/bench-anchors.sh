@@ -1,29 +1,36 @@
 #!/usr/bin/env bash
 # rtlab's closed-loop pub/sub round trip beside the middleware's own ping-pong benchmark, in
-# one run, alternating rtlab and the anchor ROUNDS times per case.
+# one run, alternating rtlab and the anchor ROUNDS times per case, at 64 B and 64 KiB.
 #
-#   shm: iceoryx2's own benchmark (its repository's benchmarks/publish-subscribe), built
-#        against the iceoryx2 0.10 crate from the registry: two threads pinned to CPUs 0 and
-#        1, busy loop, one process; it prints the mean of RTT/2. rtlab: `pubsub --transport
+#   shm busy-poll: iceoryx2's own benchmark (its repository's benchmarks/publish-subscribe),
+#        built against the iceoryx2 0.10 crate from the registry: two threads pinned to CPUs 0
+#        and 1, busy loop, one process; it prints the mean of RTT/2. rtlab: `pubsub --transport
 #        shm --mode roundtrip --schedule closed-loop --wait busy-poll --in-process --cpus 0,1`
 #        (the pinger thread on CPU 0, the echo thread on CPU 1, SCHED_OTHER like the anchor).
 #        At 64 KiB the anchor runs twice: as it ships (true zero copy: nothing is written into
-#        a sample) and with --send-copy (its echo fills each sample); rtlab's publisher and
-#        echo each write the whole message into the loaned sample.
+#        a sample) and with --send-copy (its echo fills each sample before it waits); rtlab's
+#        publisher and echo each write the message body into their next sample after a send.
+#   shm blocking: iceoryx2 has no blocking publish-subscribe benchmark; its event benchmark
+#        (benchmarks/event: two threads waking each other through notifier and listener,
+#        blocking waits, no payload), the floor of a blocking round trip through iceoryx2.
 #
 #   dds: Cyclone's own `ddsperf ping` (closed loop: the next ping when the pong is in) against
-#        `ddsperf pong`, waitset, two processes, on rtlab's loopback-only configuration; it
-#        prints RTT/2 statistics per second (the table doubles the cnt-weighted mean and the
-#        median of the per-second p50s and p99s). rtlab: `pubsub --transport dds --mode roundtrip
-#        --schedule closed-loop` (its pong a separate process, blocking waitset waits).
+#        `ddsperf pong`, two processes, on rtlab's loopback-only configuration; it prints RTT/2
+#        statistics per second (the table doubles the cnt-weighted mean and the median of the
+#        per-second p50s and p99s). Blocking: ddsperf in waitset mode. Busy-poll: ddsperf cannot
+#        spin; its listener mode (the pong answers from Cyclone's receive thread) is its fastest.
+#        rtlab: `pubsub --transport dds --mode roundtrip --schedule closed-loop` (its pong a
+#        separate process).
 #
 #   zenoh: Zenoh's own z_ping/z_pong are not on the registry (the zenoh crate ships no
 #        examples): a minimal ping/pong on the zenoh 1.10 API with their settings (peer mode,
 #        express publishers, CongestionControl::Block, the pong republishing from its
-#        subscriber callback, the ping blocking on its subscriber), written below and built
-#        under $ANCHOR_DIR; two processes over tcp/127.0.0.1. rtlab: `pubsub --transport zenoh
-#        --mode roundtrip --schedule closed-loop` (its pong a separate process, blocking).
+#        subscriber callback, the ping blocking on its subscriber; busy-poll rows: the ping
+#        spins on try_recv), written below and built under $ANCHOR_DIR; two processes over
+#        tcp/127.0.0.1. rtlab: `pubsub --transport zenoh --mode roundtrip --schedule
+#        closed-loop` (its pong a separate process).
 #
+# The timer's anchor (cyclictest) is scripts/bench-timer.sh.
 # Usage: bash scripts/bench-anchors.sh [ROUNDS=3]   (ONLY=shm,zenoh,dds: the tables to run)
 # IOX2_BENCH_MAIN: the benchmark's main.rs (default: from the iceoryx2 repository snapshot
 # at $IOX2_REPO, e.g. one from the tool library's fetch); it is built under $ANCHOR_DIR

@@ -334,17 +334,8 @@ pub fn oneshot_test_thread<R: Clock, C: Clock, L: Sink, A: Sink>(
     stop: &AtomicBool,
     progress: &AtomicU64,
 ) -> LoopEnd {
-    let end = oneshot_body(
-        ros_clock,
-        test_clock,
-        s,
-        sched,
-        start,
-        external,
-        anchor_sink,
-        stop,
-        progress,
-    );
+    let end =
+        oneshot_body(ros_clock, test_clock, s, sched, start, external, anchor_sink, stop, progress);
     s.quit();
     end
 }
@@ -424,8 +415,7 @@ pub fn roscpp_spin_thread<R: Clock, C: Clock, L: Sink, J: Sink>(
     stop: &AtomicBool,
     progress: &AtomicU64,
 ) -> LoopEnd {
-    let end =
-        spin_body(ros_clock, test_clock, s, sched, start, latency, jitter, stop, progress);
+    let end = spin_body(ros_clock, test_clock, s, sched, start, latency, jitter, stop, progress);
     s.quit();
     end
 }
@@ -619,10 +609,7 @@ mod tests {
         assert_eq!(lat.samples.len(), 10);
         stop.store(true, SeqCst);
         let mut lat2 = Keep::default();
-        assert_eq!(
-            rclcpp_loop(&mut c, s, 0, &mut lat2, &mut jit, &stop, &p),
-            LoopEnd::Interrupted
-        );
+        assert_eq!(rclcpp_loop(&mut c, s, 0, &mut lat2, &mut jit, &stop, &p), LoopEnd::Interrupted);
         assert!(lat2.samples.is_empty());
     }
 

@@ -42,10 +42,6 @@ pub enum TimerMode {
 }
 
 impl TimerMode {
-    /// Every mode, in the order the CLI lists them.
-    pub const ALL: [TimerMode; 5] =
-        [TimerMode::Abs, TimerMode::Rel, TimerMode::Oneshot, TimerMode::Roscpp, TimerMode::Rclcpp];
-
     pub fn name(self) -> &'static str {
         match self {
             TimerMode::Abs => "abs",
@@ -70,10 +66,6 @@ impl TimerMode {
             TimerMode::Roscpp => "current_real - current_expected of a roscpp (2014) periodic timer on ROS time (CLOCK_REALTIME): timer thread in whole-ms waits, callbacks on a ros::spin thread; signed",
             TimerMode::Rclcpp => "callback start - expected call time of a ROS 2 wall timer (CLOCK_MONOTONIC) in a single-threaded executor: runs only when due, skips whole missed periods",
         }
-    }
-    /// The mode of a ROS timer model (two threads for `oneshot` and `roscpp`).
-    pub fn is_ros_model(self) -> bool {
-        matches!(self, TimerMode::Oneshot | TimerMode::Roscpp | TimerMode::Rclcpp)
     }
 }
 

@@ -32,6 +32,32 @@ impl Clock for MonotonicClock {
     }
 }
 
+/// ROS 1 time as roscpp's timer thread sees it: `ros::Time::now()` is CLOCK_REALTIME, and
+/// its waits are timed waits on a condition variable that a notify cuts short
+/// (`boost::condition_variable::timed_wait`). Here the wait is `std::thread::park_timeout`
+/// (a futex with a relative timeout, as a condvar wait is) and the notify is
+/// `Thread::unpark`; a wait may end early, as a condvar wait may, and the caller re-checks.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RosWallClock;
+
+impl Clock for RosWallClock {
+    #[inline]
+    fn now(&mut self) -> i64 {
+        rtlab_sys::clock::realtime_ns()
+    }
+    #[inline]
+    fn sleep_until(&mut self, t_ns: i64) {
+        let d = t_ns - self.now();
+        self.sleep_for(d)
+    }
+    #[inline]
+    fn sleep_for(&mut self, d_ns: i64) {
+        if d_ns > 0 {
+            std::thread::park_timeout(std::time::Duration::from_nanos(d_ns as u64));
+        }
+    }
+}
+
 /// A fake clock: each sleep ends at its target plus the next scripted lateness (then 0).
 /// It also remembers what it was asked, so tests can check absolute vs relative sleeps.
 #[derive(Clone, Debug, Default)]

@@ -5,6 +5,7 @@ pub mod clock;
 pub mod cyclic;
 pub mod hold;
 pub mod netns;
+pub mod ros_timer;
 pub mod timer;
 pub mod timer_run;
 pub mod udp;

@@ -21,7 +21,8 @@ use rtlab_core::sink::{Flow, Sink};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// How the timer waits.
+/// How the timer waits: rtlab's own loops (`abs`, `rel`) or a model of a ROS timer
+/// ([`crate::ros_timer`]: `oneshot`, `roscpp`, `rclcpp`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TimerMode {
@@ -29,6 +30,15 @@ pub enum TimerMode {
     Abs,
     /// Relative sleeps to the expected time, like ROS timers.
     Rel,
+    /// S4's one-shot test as the suite ran it: a roscpp one-shot timer re-armed each loop,
+    /// the test's reference read after roscpp's anchor, callbacks spun on the test thread.
+    Oneshot,
+    /// roscpp's (2014) periodic timer: a timer thread in whole-ms waits queues callbacks to a
+    /// `ros::spin` thread; one period on when due, restart from now when a period behind.
+    Roscpp,
+    /// ROS 2 (rcl/rclcpp) wall timer in a single-threaded executor: runs when due, skips whole
+    /// missed periods.
+    Rclcpp,
 }
 
 impl TimerMode {
@@ -36,19 +46,25 @@ impl TimerMode {
         match self {
             TimerMode::Abs => "abs",
             TimerMode::Rel => "rel",
+            TimerMode::Oneshot => "oneshot",
+            TimerMode::Roscpp => "roscpp",
+            TimerMode::Rclcpp => "rclcpp",
         }
     }
     /// The metric name of the primary sample in this mode.
     pub fn metric(self) -> &'static str {
         match self {
             TimerMode::Abs => "wakeup_latency",
-            TimerMode::Rel => "timer_error",
+            _ => "timer_error",
         }
     }
     pub fn definition(self) -> &'static str {
         match self {
             TimerMode::Abs => "actual wake time - scheduled absolute time (CLOCK_MONOTONIC, clock_nanosleep TIMER_ABSTIME)",
             TimerMode::Rel => "actual wake time - expected time, signed; each wait is a relative sleep to the expected time (ROS-style timer)",
+            TimerMode::Oneshot => "callback time - reference - period, signed, as S4 published it: the reference (CLOCK_MONOTONIC) is read after roscpp anchored the re-armed one-shot timer at its own now, so a preemption between the two makes it smaller (down to -period); the timer's own error is the .anchor stream",
+            TimerMode::Roscpp => "current_real - current_expected of a roscpp (2014) periodic timer on ROS time (CLOCK_REALTIME): timer thread in whole-ms waits, callbacks on a ros::spin thread; signed",
+            TimerMode::Rclcpp => "callback start - expected call time of a ROS 2 wall timer (CLOCK_MONOTONIC) in a single-threaded executor: runs only when due, skips whole missed periods",
         }
     }
 }
@@ -122,7 +138,8 @@ pub fn run_loop<C: Clock, L: Sink, J: Sink>(
         }
         match sched.mode {
             TimerMode::Abs => clock.sleep_until(slot),
-            TimerMode::Rel => {
+            // the ROS models have their own loops (crate::ros_timer); here they wait as `rel`
+            _ => {
                 let now = clock.now();
                 clock.sleep_for(slot - now);
             }

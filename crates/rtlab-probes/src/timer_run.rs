@@ -6,7 +6,10 @@
 //! end their current cycle and everything measured is returned. Every system change made
 //! here (mlockall, cpu_dma_latency) is a guard undone on drop. Nothing here prints.
 
-use crate::clock::MonotonicClock;
+use crate::clock::{MonotonicClock, RosWallClock};
+use crate::ros_timer::{
+    oneshot_test_thread, rclcpp_loop, roscpp_spin_thread, roscpp_timer_thread, RosTimerShared,
+};
 use crate::timer::{run_loop, LoopEnd, Schedule, TimerMode};
 use rtlab_core::raw::{raw_ring, RawConsumer};
 use rtlab_core::schema::Stream;
@@ -71,6 +74,8 @@ pub struct TimerThreadResult {
     pub config: TimerThreadConfig,
     pub latency: Recorder,
     pub jitter: Recorder,
+    /// `oneshot` mode: callback - roscpp's anchor - period (the `.anchor` stream).
+    pub anchor: Option<Recorder>,
     pub end: LoopEnd,
     /// Policy and priority the thread saw itself run with.
     pub policy_seen: (Option<Policy>, i32),
@@ -203,6 +208,8 @@ pub fn run_with_spike(
 
     let t0 = rtlab_sys::clock::monotonic_ns();
     let mut handles = Vec::new();
+    // roscpp's timer threads (oneshot, roscpp), each with the state it shares
+    let mut helpers: Vec<(Arc<RosTimerShared>, rtlab_sys::sched::RtThread<()>)> = Vec::new();
     let mut spawn_error = None;
     for (i, (t, raw)) in cfg.threads.iter().zip(producers).enumerate() {
         let policy = t.policy;
@@ -223,6 +230,7 @@ pub fn run_with_spike(
             ..rc.clone()
         };
         let mut jitter = Recorder::new(&jrc, None);
+        let anchor_recorder = Recorder::new(&jrc, None);
         let spec = ThreadSpec {
             name: format!("rtlab-timer{i}"),
             policy,
@@ -240,16 +248,95 @@ pub fn run_with_spike(
         let prog = progress[i].clone();
         let prefault = cfg.stack_prefault_bytes.min(STACK_BYTES / 2);
         let thread_cfg = t.clone();
+        let mode = cfg.mode;
+        // oneshot and roscpp: roscpp's timer thread first, with the same policy, priority
+        // and CPU (S4 set them before ros::init: every roscpp thread inherited them)
+        let shared = match mode {
+            TimerMode::Oneshot | TimerMode::Roscpp => {
+                let shared = Arc::new(RosTimerShared::new(0, None));
+                let spec = ThreadSpec { name: format!("rtlab-rostimer{i}"), ..spec.clone() };
+                let s = shared.clone();
+                match spawn_rt(&spec, move || {
+                    prefault_stack(prefault);
+                    roscpp_timer_thread(&mut RosWallClock, &s)
+                }) {
+                    Ok(h) => helpers.push((shared.clone(), h)),
+                    Err(e) => {
+                        spawn_error = Some(e);
+                        break;
+                    }
+                }
+                Some(shared)
+            }
+            _ => None,
+        };
         let h = spawn_rt(&spec, move || {
             prefault_stack(prefault);
             let policy_seen = current_policy();
             let cpus_seen = current_affinity();
-            let mut clock = MonotonicClock;
-            let start = rtlab_sys::clock::monotonic_ns();
-            latency.origin_monotonic_ns = Some(start);
-            jitter.origin_monotonic_ns = Some(start);
-            let end = run_loop(&mut clock, sched, start, &mut latency, &mut jitter, &stop, &prog);
-            TimerThreadResult { config: thread_cfg, latency, jitter, end, policy_seen, cpus_seen }
+            let mut anchor = None;
+            let end = match (mode, shared) {
+                (TimerMode::Oneshot | TimerMode::Roscpp, Some(s)) => {
+                    while !s.timer_thread_ready() && !stop.load(Ordering::Relaxed) {
+                        std::thread::yield_now();
+                    }
+                    s.register_callback_thread();
+                    let start = rtlab_sys::clock::monotonic_ns();
+                    latency.origin_monotonic_ns = Some(start);
+                    jitter.origin_monotonic_ns = Some(start);
+                    let (mut ros, mut test) = (RosWallClock, MonotonicClock);
+                    if mode == TimerMode::Oneshot {
+                        let mut own = anchor_recorder;
+                        own.origin_monotonic_ns = Some(start);
+                        let end = oneshot_test_thread(
+                            &mut ros,
+                            &mut test,
+                            &s,
+                            sched,
+                            start,
+                            &mut latency,
+                            &mut own,
+                            &stop,
+                            &prog,
+                        );
+                        anchor = Some(own);
+                        end
+                    } else {
+                        roscpp_spin_thread(
+                            &mut ros,
+                            &mut test,
+                            &s,
+                            sched,
+                            start,
+                            &mut latency,
+                            &mut jitter,
+                            &stop,
+                            &prog,
+                        )
+                    }
+                }
+                _ => {
+                    let mut clock = MonotonicClock;
+                    let start = rtlab_sys::clock::monotonic_ns();
+                    latency.origin_monotonic_ns = Some(start);
+                    jitter.origin_monotonic_ns = Some(start);
+                    let (l, j) = (&mut latency, &mut jitter);
+                    if mode == TimerMode::Rclcpp {
+                        rclcpp_loop(&mut clock, sched, start, l, j, &stop, &prog)
+                    } else {
+                        run_loop(&mut clock, sched, start, l, j, &stop, &prog)
+                    }
+                }
+            };
+            TimerThreadResult {
+                config: thread_cfg,
+                latency,
+                jitter,
+                anchor,
+                end,
+                policy_seen,
+                cpus_seen,
+            }
         });
         match h {
             Ok(h) => handles.push(h),
@@ -264,6 +351,10 @@ pub fn run_with_spike(
         for h in handles {
             let _ = h.join();
         }
+        for (s, h) in helpers {
+            s.quit();
+            let _ = h.join();
+        }
         writer_stop.store(true, Ordering::Relaxed);
         if let Some(w) = writer {
             let _ = w.join();
@@ -274,6 +365,11 @@ pub fn run_with_spike(
     // watch from the calling thread until every measuring thread is done
     let threads = crate::hold::join_watching(handles, &progress, planned, &mut on_progress)
         .map_err(|_| TimerError::Invalid("a timer thread panicked".into()))?;
+    // every measuring thread has ended its model's timer thread; join them
+    for (s, h) in helpers {
+        s.quit();
+        h.join().map_err(|_| TimerError::Invalid("a roscpp timer thread panicked".into()))?;
+    }
     let duration_ns = rtlab_sys::clock::monotonic_ns() - t0;
     on_progress(threads.iter().map(|t| t.latency.count()).sum(), planned);
     writer_stop.store(true, Ordering::Relaxed);
@@ -348,6 +444,18 @@ impl TimerOutcome {
                 s.raw_dropped = Some(self.raw_dropped);
             }
             out.push(s);
+            if let Some(a) = &t.anchor {
+                let mut s = Stream::from_recorder(
+                    format!("thread{i}.anchor"),
+                    "anchor_error",
+                    "callback time - anchor - period, signed, on ROS time (CLOCK_REALTIME): the anchor is roscpp's own now when the one-shot timer was re-armed (setPeriod), so this is the timer's error without the gap before the test's reference",
+                    labels.clone(),
+                    a,
+                );
+                s.stats.overruns = None;
+                out.push(s);
+                continue;
+            }
             let mut j = Stream::from_recorder(
                 format!("thread{i}.jitter"),
                 "cycle_jitter",

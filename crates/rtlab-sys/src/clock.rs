@@ -13,7 +13,9 @@ pub fn monotonic_ns() -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
-/// Now on CLOCK_REALTIME, ns since the epoch (for stamping results only).
+/// Now on CLOCK_REALTIME, ns since the epoch (for stamping results, and as ROS 1's
+/// `ros::Time::now()` in the roscpp timer models).
+#[inline]
 pub fn realtime_ns() -> i64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: as above.

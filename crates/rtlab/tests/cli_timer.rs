@@ -27,6 +27,11 @@ fn bad_input_is_one_line_and_exit_2() {
         &["--interval", "3 values for 2 threads"],
     );
     assert_error(&["timer", "--policy", "deadline", "--loops", "5"], &["--policy"]);
+    assert_error(&["timer", "--mode", "ros", "--loops", "5"], &["--mode", "oneshot"]);
+    assert_error(
+        &["timer", "--mode", "oneshot", "--policy", "fifo", "--cpus", "0", "--loops", "5"],
+        &["mode", "starve", "CPU 0"],
+    );
     assert_error(
         &["timer", "--loops", "5", "--json", "/nonexistent-dir/x.json"],
         &["--json", "does not exist"],
@@ -154,6 +159,47 @@ fn s2_threads_and_rel_mode() {
         .map(|w| w["code"].as_str().unwrap().to_string())
         .collect();
     assert!(codes.contains(&"run-too-short".to_string()), "{codes:?}");
+}
+
+#[test]
+fn ros_timer_models_write_their_streams() {
+    let d = tempfile::tempdir().unwrap();
+    for (mode, names, metrics) in [
+        ("oneshot", vec!["thread0", "thread0.anchor"], vec!["timer_error", "anchor_error"]),
+        ("roscpp", vec!["thread0", "thread0.jitter"], vec!["timer_error", "cycle_jitter"]),
+        ("rclcpp", vec!["thread0", "thread0.jitter"], vec!["timer_error", "cycle_jitter"]),
+    ] {
+        let json = d.path().join(format!("{mode}.json"));
+        let o = run(&[
+            "timer",
+            "--mode",
+            mode,
+            "--interval",
+            "1ms",
+            "--loops",
+            "30",
+            "--policy",
+            "other",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{mode}: {}", stderr(&o));
+        assert!(stdout(&o).contains(&format!("{mode} mode")), "{mode}: {}", stdout(&o));
+        let v = read_json(&json);
+        assert_eq!(v["config"]["mode"], mode);
+        let streams = v["streams"].as_array().unwrap();
+        let got: Vec<_> = streams.iter().map(|s| s["name"].as_str().unwrap()).collect();
+        assert_eq!(got, names, "{mode}");
+        let got: Vec<_> = streams.iter().map(|s| s["metric"].as_str().unwrap()).collect();
+        assert_eq!(got, metrics, "{mode}");
+        // every slot is a callback or a skipped period (a count ends on time)
+        let s0 = &streams[0]["stats"];
+        let overruns = s0["overruns"].as_u64().unwrap_or(0);
+        assert_eq!(s0["count"].as_u64().unwrap() + overruns, 30, "{mode}");
+        if mode == "oneshot" {
+            assert_eq!(streams[1]["stats"]["count"], 30, "one anchor value per callback");
+        }
+    }
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! The timer probe (`rtlab timer`, scenario `kind = "timer"`): wake-up latency like
-//! cyclictest (`abs`), ROS-style relative timer error (`rel`), and cycle jitter.
+//! cyclictest (`abs`), ROS-style relative timer error (`rel`), the ROS timer models
+//! (`oneshot`, `roscpp`, `rclcpp`; rtlab-probes `ros_timer`), and cycle jitter.
 //!
 //! Contract: [`TimerProbeConfig`] is the one configuration: its defaults are the defaults
 //! of the CLI and of scenarios; `measure` runs the engine (rtlab-probes `timer_run`) under
@@ -34,7 +35,9 @@ pub struct TimerProbeConfig {
     pub interval: List<Dur>,
     /// Added to the interval of each further thread (cyclictest -d).
     pub distance: Option<Dur>,
-    /// `abs` (clock_nanosleep TIMER_ABSTIME) or `rel` (relative sleeps, like a ROS timer).
+    /// `abs` (clock_nanosleep TIMER_ABSTIME), `rel` (relative sleeps, like a ROS timer), or
+    /// a ROS timer model (rtlab-probes `ros_timer`): `oneshot` (S4's one-shot test on
+    /// roscpp), `roscpp` (ROS 1 periodic timer), `rclcpp` (ROS 2 wall timer).
     pub mode: TimerMode,
     /// How long to measure (30 s when neither this nor `count` is given).
     pub duration: Option<Dur>,
@@ -139,6 +142,19 @@ impl TimerProbeConfig {
                 None => rt.priority,
             };
             rt.policy.check_priority(priority).map_err(|m| ConfigError::new("priority", m))?;
+            if let (TimerMode::Oneshot, true, Some(c)) =
+                (self.mode, rt.policy.is_realtime(), rt.cpu_of(i))
+            {
+                return Err(ConfigError::new(
+                    "mode",
+                    format!(
+                        "oneshot busy-spins its test thread (S4's spinOnce loop): under {} pinned \
+                         to CPU {c} it would starve roscpp's timer thread on the same CPU; run it \
+                         unpinned or with policy other",
+                        rt.policy.name()
+                    ),
+                ));
+            }
             threads.push(TimerThreadConfig {
                 interval_ns,
                 policy: rt.policy,

@@ -27,9 +27,12 @@ pub struct TimerArgs {
     /// Added to the interval of each further thread (cyclictest -d), e.g. 500us.
     #[arg(long, short = 'd')]
     pub distance: Option<String>,
-    /// How the timer waits [abs]: abs (clock_nanosleep TIMER_ABSTIME on a grid) or rel
-    /// (relative sleeps to the expected time, like a ROS timer; signed error).
-    #[arg(long, value_parser = ["abs", "rel"])]
+    /// How the timer waits [abs]: abs (clock_nanosleep TIMER_ABSTIME on a grid), rel
+    /// (relative sleeps to the expected time; signed error), or a ROS timer model: oneshot
+    /// (S4's one-shot test on roscpp: a re-armed one-shot timer, reference read after
+    /// roscpp's anchor), roscpp (ROS 1 periodic timer: timer thread + spin thread), rclcpp
+    /// (ROS 2 wall timer in an executor).
+    #[arg(long, value_parser = ["abs", "rel", "oneshot", "roscpp", "rclcpp"])]
     pub mode: Option<String>,
     #[command(flatten)]
     pub rt: RtArgs,
@@ -165,12 +168,18 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
         let rows: Vec<Row> =
             mains.iter().map(|s| Row { label: s.name.clone(), summary: &s.stats }).collect();
         write!(text, "{}", stats_table(&rows, color))?;
-        writeln!(text)?;
-        writeln!(text, "cycle jitter (P_k = t_(k+1) - t_k - T)")?;
         let jit: Vec<_> = doc.streams.iter().filter(|s| s.name.ends_with(".jitter")).collect();
-        let rows: Vec<Row> =
-            jit.iter().map(|s| Row { label: s.name.clone(), summary: &s.stats }).collect();
-        write!(text, "{}", stats_table(&rows, color))?;
+        if !jit.is_empty() {
+            writeln!(text)?;
+            writeln!(text, "cycle jitter (P_k = t_(k+1) - t_k - T)")?;
+            let rows: Vec<Row> =
+                jit.iter().map(|s| Row { label: s.name.clone(), summary: &s.stats }).collect();
+            write!(text, "{}", stats_table(&rows, color))?;
+        }
+        if let Some(a) = doc.streams.iter().find(|s| s.name.ends_with(".anchor")) {
+            writeln!(text)?;
+            writeln!(text, "{}: anchor error ({})", a.name, a.definition)?;
+        }
         for s in &mains {
             if let (Some(max), Some(idx), Some(at)) =
                 (s.stats.max_ns, s.stats.max_index, s.stats.max_at_ns)

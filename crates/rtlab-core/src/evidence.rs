@@ -153,9 +153,14 @@ impl Rows {
         self.width = self.lens.iter().sum::<usize>() + 1;
         let fit = SAMPLED_BYTES / (self.width * 8);
         self.cap = (capacity.min(fit).max(2) / 2) * 2;
-        let mut cells = Vec::with_capacity(self.cap * self.width);
-        // written, not just reserved: the pages are the process's from the start
-        cells.resize(self.cap * self.width, 0);
+        // written, not just reserved (`vec![0; n]` would get untouched zero pages from calloc):
+        // the pages are the process's from the start
+        #[allow(clippy::slow_vector_initialization)]
+        let cells = {
+            let mut cells = Vec::with_capacity(self.cap * self.width);
+            cells.resize(self.cap * self.width, 0);
+            cells
+        };
         self.cells = cells;
     }
 

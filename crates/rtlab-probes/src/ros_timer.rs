@@ -487,23 +487,7 @@ mod tests {
 
     const MS: i64 = 1_000_000;
 
-    #[derive(Default)]
-    struct Keep {
-        samples: Vec<(u64, i64, i64)>,
-        overruns: u64,
-    }
-    impl Sink for Keep {
-        fn record(&mut self, index: u64, at_ns: i64, value_ns: i64) -> Flow {
-            self.samples.push((index, at_ns, value_ns));
-            Flow::Continue
-        }
-        fn overrun(&mut self, n: u64) {
-            self.overruns += n;
-        }
-    }
-    fn values(k: &Keep) -> Vec<i64> {
-        k.samples.iter().map(|s| s.2).collect()
-    }
+    use crate::test_sink::Keep;
 
     #[test]
     fn roscpp_advances_one_period_when_due_and_catches_up_back_to_back() {
@@ -591,10 +575,10 @@ mod tests {
         // 5500: 4000 and 5000 skipped), 6000
         let durations: Vec<_> = c.sleeps.iter().map(|s| s.1).collect();
         assert_eq!(durations, vec![1_000, 960, 300, 1_000, 500]);
-        assert_eq!(values(&lat), vec![40, 0, 2_500, 0]);
-        assert!(values(&lat).iter().all(|v| *v >= 0));
+        assert_eq!(lat.values(), vec![40, 0, 2_500, 0]);
+        assert!(lat.values().iter().all(|v| *v >= 0));
         assert_eq!(lat.overruns, 2);
-        assert_eq!(values(&jit), vec![-40, 2_500, -2_500]);
+        assert_eq!(jit.values(), vec![-40, 2_500, -2_500]);
         assert_eq!(p.load(std::sync::atomic::Ordering::Relaxed), 4);
     }
 

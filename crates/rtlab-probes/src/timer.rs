@@ -172,25 +172,7 @@ mod tests {
     use super::*;
     use crate::clock::FakeClock;
 
-    /// A sink that keeps everything (tests only; it allocates).
-    #[derive(Default)]
-    struct Keep {
-        samples: Vec<(u64, i64, i64)>,
-        overruns: u64,
-        stop_after: Option<usize>,
-    }
-    impl Sink for Keep {
-        fn record(&mut self, index: u64, at_ns: i64, value_ns: i64) -> Flow {
-            self.samples.push((index, at_ns, value_ns));
-            match self.stop_after {
-                Some(n) if self.samples.len() >= n => Flow::Stop,
-                _ => Flow::Continue,
-            }
-        }
-        fn overrun(&mut self, n: u64) {
-            self.overruns += n;
-        }
-    }
+    use crate::test_sink::Keep;
 
     fn run(mode: TimerMode, lateness: &[i64], loops: usize) -> (FakeClock, Keep, Keep, LoopEnd) {
         let mut c = FakeClock::new(1_000_000, lateness);

@@ -112,26 +112,7 @@ mod tests {
     use crate::clock::FakeClock;
     use rtlab_core::sink::{Recorder, RecorderConfig};
 
-    /// A sink that keeps everything (tests only; it allocates).
-    #[derive(Default)]
-    struct Keep {
-        samples: Vec<(u64, i64, i64)>,
-        overruns: u64,
-    }
-    impl Sink for Keep {
-        fn record(&mut self, index: u64, at_ns: i64, value_ns: i64) -> Flow {
-            self.samples.push((index, at_ns, value_ns));
-            Flow::Continue
-        }
-        fn overrun(&mut self, n: u64) {
-            self.overruns += n;
-        }
-    }
-    impl Keep {
-        fn values(&self) -> Vec<i64> {
-            self.samples.iter().map(|s| s.2).collect()
-        }
-    }
+    use crate::test_sink::Keep;
 
     const START: i64 = 1_000_000;
     const T: i64 = 1_000;

@@ -307,20 +307,7 @@ pub(crate) mod tests {
         }
     }
 
-    #[derive(Default)]
-    struct Keep {
-        samples: Vec<(u64, i64, i64)>,
-        overruns: u64,
-    }
-    impl Sink for Keep {
-        fn record(&mut self, index: u64, at_ns: i64, value_ns: i64) -> rtlab_core::Flow {
-            self.samples.push((index, at_ns, value_ns));
-            rtlab_core::Flow::Continue
-        }
-        fn overrun(&mut self, n: u64) {
-            self.overruns += n;
-        }
-    }
+    use crate::test_sink::Keep;
 
     struct Run {
         counts: Counts,

@@ -34,7 +34,7 @@ use cyclors::*;
 use std::ffi::{CStr, CString};
 use std::sync::{Arc, Mutex};
 
-const NAME: &str = "dds";
+const NAME: &str = "cyclonedds";
 /// The largest domain id rtlab uses: DDS's port mapping (7400 + 250 d) leaves room for
 /// unicast discovery of 100 participant indexes up to domain 231 (232 overflows port 65535).
 pub const MAX_DOMAIN: u32 = 231;
@@ -742,7 +742,7 @@ impl Transport for DdsTransport {
     }
     fn notes(&self) -> Vec<String> {
         vec![format!(
-            "dds: Cyclone DDS (cyclors 0.4), domain {}, {}; topic rt/<topic>, type {} (header.stamp = send stamp, data = sequence + payload)",
+            "cyclonedds: Cyclone DDS (cyclors 0.4), domain {}, {}; topic rt/<topic>, type {} (header.stamp = send stamp, data = sequence + payload)",
             self.p.domain,
             network_note(&self.net),
             ros_msg::ROS_TYPE

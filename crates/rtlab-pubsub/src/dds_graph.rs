@@ -178,7 +178,7 @@ fn take_all<T>(reader: dds_entity_t, mut f: impl FnMut(&T)) -> Result<(), Transp
             unsafe { dds_take(reader, bufs.as_mut_ptr(), infos.as_mut_ptr(), BATCH, BATCH as u32) };
         if n < 0 {
             return Err(TransportError::Library {
-                transport: "dds",
+                transport: "cyclonedds",
                 what: "read the built-in topics",
                 why: format!("code {n}"),
             });
@@ -217,7 +217,7 @@ pub fn discover(domain: u32, net: &DdsNetwork, wait: Duration) -> Result<Graph, 
         let r = unsafe { dds_create_reader(p, topic, std::ptr::null(), std::ptr::null()) };
         if r < 0 {
             return Err(TransportError::Library {
-                transport: "dds",
+                transport: "cyclonedds",
                 what: "create a built-in topic reader",
                 why: format!("code {r}"),
             });

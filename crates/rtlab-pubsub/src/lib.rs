@@ -51,7 +51,7 @@ pub fn open(spec: &probe::TransportSpec) -> Result<Arc<dyn Transport>, Transport
             &spec.connect,
             spec.zenoh_mode.as_deref(),
         )?)),
-        TransportKind::Dds => {
+        TransportKind::CycloneDds => {
             let net =
                 dds::DdsNetwork { interface: spec.interface.clone(), peers: spec.peers.clone() };
             Ok(Arc::new(dds::DdsTransport::with_network(

@@ -140,7 +140,8 @@ pub fn oneway_definition(clock: StampClock) -> String {
     }
 }
 
-/// The transports, named as on the CLI.
+/// The transports, named as on the CLI. `dds` is read as `cyclonedds` (its name before
+/// there were three DDS implementations; results stored then say `dds`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TransportKind {
@@ -148,7 +149,8 @@ pub enum TransportKind {
     Udp,
     Shm,
     Zenoh,
-    Dds,
+    #[serde(rename = "cyclonedds", alias = "dds")]
+    CycloneDds,
 }
 
 impl TransportKind {
@@ -157,7 +159,7 @@ impl TransportKind {
         TransportKind::Udp,
         TransportKind::Shm,
         TransportKind::Zenoh,
-        TransportKind::Dds,
+        TransportKind::CycloneDds,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -165,11 +167,16 @@ impl TransportKind {
             TransportKind::Udp => "udp",
             TransportKind::Shm => "shm",
             TransportKind::Zenoh => "zenoh",
-            TransportKind::Dds => "dds",
+            TransportKind::CycloneDds => "cyclonedds",
         }
     }
     pub fn parse(s: &str) -> Option<TransportKind> {
+        let s = if s == "dds" { "cyclonedds" } else { s };
         Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+    /// A DDS implementation (they speak RTPS to each other, and to ROS 2 nodes).
+    pub fn is_dds(self) -> bool {
+        matches!(self, TransportKind::CycloneDds)
     }
 }
 
@@ -261,6 +268,10 @@ impl RtUse for RtSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PubsubConfig {
     pub transport: TransportSpec,
+    /// The far side's transport (the pong or the subscribers) when it is another DDS
+    /// implementation than `transport`'s: a cross-implementation case (None: the same).
+    #[serde(default)]
+    pub far_transport: Option<TransportKind>,
     pub mode: Mode,
     pub wait: WaitStyle,
     pub qos: Qos,
@@ -647,6 +658,66 @@ pub fn validate(cfg: &PubsubConfig, transport: &dyn Transport) -> Result<QosMapp
     Ok(transport.map_qos(&cfg.qos)?)
 }
 
+/// The far side's transport kind, checked: another one only between DDS implementations,
+/// only with role processes (not threads, not by hand). On one host the far transport is
+/// opened here once, so that a QoS or a message size it cannot carry is one line before
+/// anything runs (a far host's agent checks its own).
+fn check_far_transport(
+    cfg: &PubsubConfig,
+    spec: &TransportSpec,
+    far_host: bool,
+) -> Result<TransportKind, ProbeError> {
+    let Some(kind) = cfg.far_transport.filter(|k| *k != spec.kind) else {
+        return Ok(spec.kind);
+    };
+    far_transport_rule(spec.kind, kind, cfg.in_process, cfg.by_hand.is_some())
+        .map_err(|m| ProbeError::Invalid(format!("--far-transport {m}")))?;
+    if !far_host {
+        let mut s = spec.clone();
+        s.kind = kind;
+        let t = crate::open(&s)?;
+        for &len in &cfg.payloads {
+            check_len(t.name(), t.max_message(), len)?;
+        }
+        t.map_qos(&cfg.qos)?;
+    }
+    Ok(kind)
+}
+
+/// When the far side may use transport `far` while this side uses `near` (another one):
+/// between DDS implementations, with role processes (`in_process`, `by_hand`: not). The
+/// error starts with `far`'s name.
+pub fn far_transport_rule(
+    near: TransportKind,
+    far: TransportKind,
+    in_process: bool,
+    by_hand: bool,
+) -> Result<(), String> {
+    if !(far.is_dds() && near.is_dds()) {
+        return Err(format!(
+            "{}: with transport {}: only DDS implementations speak to each other ({})",
+            far.name(),
+            near.name(),
+            dds_names()
+        ));
+    }
+    if in_process || by_hand {
+        return Err(format!(
+            "{}: the far side is a process rtlab starts (not with {})",
+            far.name(),
+            if in_process { "in-process subscribers" } else { "a role by hand" }
+        ));
+    }
+    Ok(())
+}
+
+/// The DDS implementations, as the CLI names them.
+pub fn dds_names() -> String {
+    let names: Vec<&str> =
+        TransportKind::ALL.iter().filter(|k| k.is_dds()).map(|k| k.name()).collect();
+    names.join(", ")
+}
+
 /// Roles on a far host: another computer, or a network namespace, reached through an agent.
 pub trait FarRoles: Sync {
     /// Start role `rc` there; its events go to `events`, tagged with `rc.index`, ending with
@@ -736,11 +807,11 @@ pub fn run_with(
             free_tcp_port(ip).map_err(ProbeError::Setup)?
         )];
     }
-    if spec.kind == TransportKind::Dds && spec.domain.is_none() {
+    if spec.kind.is_dds() && spec.domain.is_none() {
         spec.domain = Some(crate::default_dds_domain());
     }
     if let Some(f) = far {
-        if matches!(spec.kind, TransportKind::Dds | TransportKind::Udp) {
+        if spec.kind.is_dds() || spec.kind == TransportKind::Udp {
             spec.interface.get_or_insert_with(|| f.near.clone());
             if spec.peers.is_empty() {
                 spec.peers = vec![f.far.clone()];
@@ -754,12 +825,13 @@ pub fn run_with(
     {
         return run_peer_by_hand(cfg, h, transport, qos_mapping, &stop, started);
     }
-    let mut role_spec = TransportSpec::new(spec.kind);
+    let far_kind = check_far_transport(cfg, &spec, far.is_some())?;
+    let mut role_spec = TransportSpec::new(far_kind);
     role_spec.connect = spec.listen.clone();
     role_spec.domain = spec.domain;
     role_spec.busy_poll = spec.busy_poll;
     if let Some(f) = far {
-        if matches!(spec.kind, TransportKind::Dds | TransportKind::Udp) {
+        if far_kind.is_dds() || far_kind == TransportKind::Udp {
             role_spec.interface = Some(f.far.clone());
             role_spec.peers = vec![f.near.clone()];
         }
@@ -1430,6 +1502,9 @@ impl CaseSetup<'_> {
         let cfg = self.cfg;
         let mut l = BTreeMap::new();
         l.insert("transport".into(), self.transport.name().into());
+        if self.role_spec.kind != self.cfg.transport.kind {
+            l.insert("far_transport".into(), self.role_spec.kind.name().into());
+        }
         l.insert("mode".into(), cfg.mode.name().into());
         l.insert("schedule".into(), cfg.schedule.name().into());
         l.insert("wait".into(), cfg.wait.name().into());

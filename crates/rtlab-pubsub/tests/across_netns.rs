@@ -203,10 +203,10 @@ fn spec(kind: TransportKind) -> TransportSpec {
 #[test]
 fn root_dds_across_netns_unicast_peers() {
     across('d', |n| {
-        let mut a = spec(TransportKind::Dds);
+        let mut a = spec(TransportKind::CycloneDds);
         a.interface = Some(n.dev_a.clone()); // by name
         a.peers = vec![n.addr_b.clone()];
-        let mut b = spec(TransportKind::Dds);
+        let mut b = spec(TransportKind::CycloneDds);
         b.interface = Some(n.addr_b.clone()); // by address
         b.peers = vec![n.addr_a.clone()];
         (a, b)
@@ -216,9 +216,9 @@ fn root_dds_across_netns_unicast_peers() {
 #[test]
 fn root_dds_across_netns_multicast_discovery() {
     across('m', |n| {
-        let mut a = spec(TransportKind::Dds);
+        let mut a = spec(TransportKind::CycloneDds);
         a.interface = Some(n.addr_a.clone());
-        let mut b = spec(TransportKind::Dds);
+        let mut b = spec(TransportKind::CycloneDds);
         b.interface = Some(n.addr_b.clone());
         (a, b)
     });
@@ -311,7 +311,7 @@ fn child_role() {
 
 #[test]
 fn dds_with_a_missing_interface_names_it() {
-    let mut s = spec(TransportKind::Dds);
+    let mut s = spec(TransportKind::CycloneDds);
     s.interface = Some("nosuchrtps0".into());
     s.peers = vec!["198.18.0.2".into()];
     let e = rtlab_pubsub::open(&s).err().expect("must fail").to_string();

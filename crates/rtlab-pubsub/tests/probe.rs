@@ -36,6 +36,7 @@ pub fn config(
 ) -> PubsubConfig {
     PubsubConfig {
         transport: TransportSpec::new(kind),
+        far_transport: None,
         mode,
         wait: WaitStyle::Blocking,
         qos: Qos::default(),
@@ -184,7 +185,7 @@ fn zenoh_roundtrip_in_a_process() {
 
 #[test]
 fn dds_oneway_fan_out_in_processes() {
-    let mut cfg = config(TransportKind::Dds, Mode::Oneway, vec![2], false);
+    let mut cfg = config(TransportKind::CycloneDds, Mode::Oneway, vec![2], false);
     cfg.payloads = vec![64, 65536];
     cfg.qos.reliability = rtlab_pubsub::Reliability::Reliable;
     let out = run(&cfg);
@@ -198,7 +199,7 @@ fn dds_oneway_fan_out_in_processes() {
 fn dds_oneway_on_the_realtime_clock_in_processes() {
     // the stamps of two synchronised hosts or of a ROS 2 peer: CLOCK_REALTIME at both ends,
     // carried in sensor_msgs/CompressedImage's header.stamp
-    let mut cfg = config(TransportKind::Dds, Mode::Oneway, vec![1], false);
+    let mut cfg = config(TransportKind::CycloneDds, Mode::Oneway, vec![1], false);
     cfg.payloads = vec![64];
     cfg.qos.reliability = rtlab_pubsub::Reliability::Reliable;
     cfg.stamp_clock = probe::StampClock::Realtime;
@@ -221,7 +222,7 @@ fn dds_oneway_on_the_realtime_clock_in_processes() {
 
 #[test]
 fn dds_roundtrip_in_a_process() {
-    let mut cfg = config(TransportKind::Dds, Mode::Roundtrip, vec![1], false);
+    let mut cfg = config(TransportKind::CycloneDds, Mode::Roundtrip, vec![1], false);
     cfg.payloads = vec![64];
     let out = run(&cfg);
     check_case(&out.cases[0], "rtt");
@@ -230,7 +231,7 @@ fn dds_roundtrip_in_a_process() {
 #[test]
 fn dds_middleware_thread_priorities_needs_root() {
     // S3: the DDS receive thread at its own SCHED_FIFO priority (chrt needs root/CAP_SYS_NICE)
-    let mut cfg = config(TransportKind::Dds, Mode::Oneway, vec![1], false);
+    let mut cfg = config(TransportKind::CycloneDds, Mode::Oneway, vec![1], false);
     cfg.payloads = vec![64];
     cfg.thread_priorities = vec![probe::ThreadPriority { name: "recv".into(), priority: 71 }];
     let out = run(&cfg);
@@ -302,7 +303,7 @@ fn udp_closed_loop_in_a_process() {
 
 #[test]
 fn dds_closed_loop_in_a_process() {
-    let out = run(&closed_loop(TransportKind::Dds, 1, false));
+    let out = run(&closed_loop(TransportKind::CycloneDds, 1, false));
     check_closed_loop(&out.cases[0], 300);
 }
 

@@ -392,7 +392,7 @@ fn root_pubsub_roundtrip_far_netns_dds_zenoh_udp() {
     let pair = Pair::up();
     let (dir, journal) = scratch();
     let spec = format!("netns:{}", pair.ns_b);
-    for t in ["dds", "zenoh", "udp"] {
+    for t in ["cyclonedds", "zenoh", "udp"] {
         let json = dir.path().join(format!("{t}.json"));
         ok_run(
             rtlab()
@@ -586,7 +586,7 @@ fn root_udp_ping_and_pubsub_far_ssh() {
     );
     let doc = read_json(&json);
     far.check_far(&doc);
-    check_pubsub(&doc, "dds");
+    check_pubsub(&doc, "cyclonedds"); // `dds` is read as cyclonedds
     assert!(
         wait_for(Duration::from_secs(5), || agents_in(&far.pair.ns_b).is_empty()),
         "an agent outlived the dds run"

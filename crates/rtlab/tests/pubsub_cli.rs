@@ -38,6 +38,12 @@ fn bad_input_is_one_line_and_exit_2() {
         &["pubsub", "--transport", "dds", "--thread-priority", "nosuch=70", "--count", "5"],
         &["nosuch", "threads:"],
     );
+    // a cross-implementation case pairs DDS implementations, with processes rtlab starts
+    assert_error(
+        &["pubsub", "--transport", "dds", "--far-transport", "zenoh"],
+        &["--far-transport", "zenoh", "only DDS implementations", "cyclonedds"],
+    );
+    assert_error(&["pubsub", "--far-transport", "nosuch"], &["--far-transport", "nosuch"]);
 }
 
 fn short_run(dir: &std::path::Path, args: &[&str]) -> Value {
@@ -106,7 +112,7 @@ fn check(doc: &Value, transport: &str, metric: &str, subscribers: usize) {
 #[test]
 fn every_transport_runs_oneway_with_subscriber_processes() {
     let dir = tempfile::tempdir().unwrap();
-    for t in ["intra", "udp", "shm", "zenoh", "dds"] {
+    for t in ["intra", "udp", "shm", "zenoh", "cyclonedds"] {
         let doc = short_run(dir.path(), &["--transport", t, "--subscribers", "2"]);
         check(&doc, t, "one_way_latency", 2);
         let placement = &doc["streams"][0]["labels"]["placement"];
@@ -147,7 +153,7 @@ fn roundtrip_and_busy_poll_and_sweep() {
             "keep-all",
         ],
     );
-    check(&doc, "dds", "rtt", 1);
+    check(&doc, "cyclonedds", "rtt", 1); // `dds` is read as cyclonedds
     assert_eq!(doc["config"]["qos_mapping"]["history"]["native"], "DDS_HISTORY_KEEP_ALL");
 }
 
@@ -345,7 +351,10 @@ fn busy_poll_spinners_on_too_few_cpus_are_said() {
     };
     let busy = codes("busy-poll");
     let hit = busy.iter().find(|(c, _)| c == "busy-poll-starves-middleware");
-    assert!(hit.is_some_and(|(_, m)| m.contains("2 threads spin on 1 CPU, so dds")), "{busy:?}");
+    assert!(
+        hit.is_some_and(|(_, m)| m.contains("2 threads spin on 1 CPU, so cyclonedds")),
+        "{busy:?}"
+    );
     let blocking = codes("blocking");
     assert!(blocking.iter().all(|(c, _)| c != "busy-poll-starves-middleware"), "{blocking:?}");
 }

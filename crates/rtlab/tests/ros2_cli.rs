@@ -92,7 +92,7 @@ fn dds_args<'a>(domain: &'a str, ip: &'a str) -> Vec<&'a str> {
     vec![
         "pubsub",
         "--transport",
-        "dds",
+        "cyclonedds",
         "--domain",
         domain,
         "--interface",

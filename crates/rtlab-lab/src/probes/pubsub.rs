@@ -64,6 +64,9 @@ fn counts(s: &str) -> Result<Vec<usize>, String> {
 #[serde(default, deny_unknown_fields)]
 pub struct PubsubProbeConfig {
     pub transport: TransportKind,
+    /// The far side's transport (the pong or the subscribers) when it is another DDS
+    /// implementation: a cross-implementation case (default: `transport`).
+    pub far_transport: Option<TransportKind>,
     /// `oneway` (receive - send on one clock) or `roundtrip` (pong received - ping sent).
     pub mode: Mode,
     /// Round trips: `periodic` (pings on the rate's grid) or `closed-loop` (the next ping as
@@ -155,6 +158,7 @@ impl Default for PubsubProbeConfig {
     fn default() -> Self {
         PubsubProbeConfig {
             transport: TransportKind::Intra,
+            far_transport: None,
             mode: Mode::Oneway,
             schedule: Schedule::Periodic,
             payload: List::one(Size(64)),
@@ -231,6 +235,10 @@ impl Validate for PubsubProbeConfig {
         positive("window", Some(self.window))?;
         at_least_one("count", self.count)?;
         self.thread_priorities()?;
+        if let Some(ft) = self.far_transport.filter(|k| *k != self.transport) {
+            probe::far_transport_rule(self.transport, ft, self.in_process, self.role.is_some())
+                .map_err(|m| ConfigError::new("far_transport", m))?;
+        }
         if let Some(far) = &self.far {
             if matches!(self.transport, TransportKind::Intra | TransportKind::Shm) {
                 return Err(ConfigError::new(
@@ -385,6 +393,7 @@ impl PubsubProbeConfig {
         };
         Ok(PubsubConfig {
             transport,
+            far_transport: self.far_transport,
             mode,
             wait: self.wait,
             qos: Qos {
@@ -600,7 +609,7 @@ pub fn measure(
 /// doing. Measured: dds and zenoh closed loops on 2 CPUs, p99 3.6-8.8 ms busy-polling against
 /// 0.2-0.7 ms blocking (BENCHMARKS.md).
 fn spinners_warning(cfg: &PubsubConfig, cpus: usize) -> Option<rtlab_core::schema::Warning> {
-    let own_threads = matches!(cfg.transport.kind, TransportKind::Dds | TransportKind::Zenoh);
+    let own_threads = cfg.transport.kind.is_dds() || cfg.transport.kind == TransportKind::Zenoh;
     if cfg.wait != WaitStyle::BusyPoll || !own_threads {
         return None;
     }

@@ -40,9 +40,12 @@ pub enum WaitArg {
 
 #[derive(Args, Debug)]
 pub struct PubsubArgs {
-    /// Transport [intra]: intra (same process, zero copy), shm (iceoryx2), zenoh, dds (Cyclone DDS), udp.
+    /// Transport [intra]: intra (same process, zero copy), shm (iceoryx2), zenoh, cyclonedds (Cyclone DDS; also: dds), udp.
     #[arg(long)]
     pub transport: Option<String>,
+    /// The far side's transport (pong or subscribers), another DDS implementation: a cross-implementation case [--transport].
+    #[arg(long, value_name = "TRANSPORT")]
+    pub far_transport: Option<String>,
     /// What is measured [oneway].
     #[arg(long, value_enum)]
     pub mode: Option<PubsubModeArg>,
@@ -144,6 +147,7 @@ impl PubsubArgs {
     pub fn table(&self) -> toml::Table {
         let mut t = FlagTable::default();
         t.str("transport", &self.transport)
+            .str("far_transport", &self.far_transport)
             .str(
                 "mode",
                 &self.mode.map(|m| match m {
@@ -263,7 +267,10 @@ fn headline(cfg: &PubsubConfig) -> String {
     let subs: Vec<String> = cfg.subscribers.iter().map(|s| s.to_string()).collect();
     format!(
         "rtlab pubsub: {} {}, {} wait, payload {}, rate {}, subscribers {} ({}), {} per case, QoS {} {} {}, {} {}",
-        cfg.transport.kind.name(),
+        match cfg.far_transport.filter(|k| *k != cfg.transport.kind) {
+            Some(far) => format!("{} (far side: {})", cfg.transport.kind.name(), far.name()),
+            None => cfg.transport.kind.name().to_string(),
+        },
         cfg.mode.name(),
         cfg.wait.name(),
         sizes.join(","),

@@ -7,7 +7,8 @@
 //! never allocate. Every failure carries the option or path and the value it concerns;
 //! EPERM names the capability that is missing. [`socket_in_netns`] switches only a
 //! short-lived helper thread into the namespace, never the calling thread, so nothing
-//! has to be put back. (socket(7), ip(7), ipv6(7), timerfd_create(2), poll(2), setns(2))
+//! has to be put back; [`unshare_netns`] moves the calling thread into a new private
+//! namespace, [`save_netns`] / [`SavedNetns::restore`] bring it back. (socket(7), ip(7), ipv6(7), timerfd_create(2), poll(2), setns(2), unshare(2))
 
 use crate::SysError;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -287,6 +288,81 @@ pub fn enter_netns(ns_path: &str) -> Result<(), SysError> {
         return Err(SysError::os(what, e));
     }
     Ok(())
+}
+
+/// The calling thread's network namespace, held open so that the thread can go back to it
+/// ([`SavedNetns::restore`]) after [`unshare_netns`].
+pub struct SavedNetns(std::fs::File);
+
+/// Remember the calling thread's network namespace (`/proc/thread-self/ns/net`).
+pub fn save_netns() -> Result<SavedNetns, SysError> {
+    std::fs::File::open("/proc/thread-self/ns/net").map(SavedNetns).map_err(|e| SysError::Os {
+        what: "opening /proc/thread-self/ns/net".into(),
+        source: e,
+    })
+}
+
+impl SavedNetns {
+    /// Move the calling thread back into the saved namespace.
+    pub fn restore(&self) -> Result<(), SysError> {
+        // SAFETY: self.0 is an open namespace fd, valid for the call; setns changes only the
+        // calling thread's namespace.
+        let rc = unsafe { libc::setns(self.0.as_raw_fd(), libc::CLONE_NEWNET) };
+        if rc != 0 {
+            return Err(SysError::os("returning to the saved network namespace", errno()));
+        }
+        Ok(())
+    }
+}
+
+/// Move the calling thread (only it: namespaces are per thread in Linux) into a new, empty
+/// network namespace (only a `lo`, down). Threads and processes it creates afterwards are
+/// born there. The namespace has no name: it goes away with the last thread or process in
+/// it (or the last open fd of it), so nothing has to be removed. (unshare(2))
+pub fn unshare_netns() -> Result<(), SysError> {
+    // SAFETY: unshare takes only flags; CLONE_NEWNET is allowed in a multithreaded process
+    // and changes the calling thread alone.
+    let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+    if rc != 0 {
+        let e = errno();
+        let what = if e == libc::EPERM {
+            "making a private network namespace (needs CAP_SYS_ADMIN: run as root)"
+        } else {
+            "making a private network namespace"
+        };
+        return Err(SysError::os(what, e));
+    }
+    Ok(())
+}
+
+/// The flags (`IFF_UP`, `IFF_LOOPBACK`, ...) of interface `name` in the calling thread's
+/// network namespace (SIOCGIFFLAGS on a socket this thread makes: a socket belongs to the
+/// namespace of the thread that creates it).
+pub fn interface_flags(name: &str) -> Result<u32, SysError> {
+    let what = || format!("reading the flags of interface {name}");
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return Err(SysError::os(what(), libc::EINVAL));
+    }
+    // SAFETY: plain socket(2) call; the fd is owned right below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(SysError::os(what(), errno()));
+    }
+    // SAFETY: fd is a fresh descriptor nobody else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ifreq is plain data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS reads ifr_name (NUL-terminated: the array was zeroed and the name
+    // is shorter than IFNAMSIZ) and writes ifru_flags of the live `req`.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) };
+    if rc != 0 {
+        return Err(SysError::os(what(), errno()));
+    }
+    // SAFETY: the kernel filled ifru_flags (a c_short) for SIOCGIFFLAGS.
+    Ok(unsafe { req.ifr_ifru.ifru_flags } as u16 as u32)
 }
 
 /// A random u64 from the kernel (getrandom(2)); falls back to time and pid if it fails.

@@ -75,12 +75,12 @@ fn bad(what: &'static str, why: String) -> TransportError {
 }
 
 /// The interface as Cyclone is told it: an address (`address="..."`) or a name.
-enum Iface<'a> {
+pub(crate) enum Iface<'a> {
     Name(&'a str),
     Address(std::net::IpAddr),
 }
 
-fn classify(interface: &str) -> Iface<'_> {
+pub(crate) fn classify(interface: &str) -> Iface<'_> {
     match interface.parse::<std::net::IpAddr>() {
         Ok(a) => Iface::Address(a),
         Err(_) => Iface::Name(interface),
@@ -88,7 +88,7 @@ fn classify(interface: &str) -> Iface<'_> {
 }
 
 /// Interface names of this thread's network namespace (`/proc/thread-self/net/dev`).
-fn interface_names() -> Vec<String> {
+pub(crate) fn interface_names() -> Vec<String> {
     let text = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap_or_default();
     text.lines().skip(2).filter_map(|l| l.split_once(':')).map(|(n, _)| n.trim().into()).collect()
 }
@@ -125,7 +125,7 @@ fn local_ipv6(if_inet6: &str) -> Vec<std::net::Ipv6Addr> {
 }
 
 /// Whether `a` is assigned to an interface of this thread's network namespace.
-fn address_is_local(a: std::net::IpAddr) -> bool {
+pub(crate) fn address_is_local(a: std::net::IpAddr) -> bool {
     match a {
         std::net::IpAddr::V4(v4) => {
             let t = std::fs::read_to_string("/proc/thread-self/net/fib_trie").unwrap_or_default();
@@ -139,7 +139,7 @@ fn address_is_local(a: std::net::IpAddr) -> bool {
 }
 
 /// Check the interface exists here (before Cyclone does, for a one-line error).
-fn check_interface(interface: &str) -> Result<(), TransportError> {
+pub(crate) fn check_interface(interface: &str) -> Result<(), TransportError> {
     match classify(interface) {
         Iface::Name(n) => {
             if n.is_empty() || !interface_names().iter().any(|x| x == n) {

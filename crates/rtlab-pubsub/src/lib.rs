@@ -3,8 +3,9 @@
 //! - [`transport`]: the `Transport` contract (stated there) and the QoS mapping record;
 //! - one module per transport: [`intra`] (same process, zero copy), [`udp`] (plain
 //!   sockets), [`shm`] (iceoryx2 shared memory), [`zenoh_t`] (Zenoh peer or client mode),
-//!   [`dds`] (Cyclone DDS); udp, zenoh and dds reach another host when the spec names the
-//!   network (loopback otherwise);
+//!   [`dds`] (Cyclone DDS), [`rustdds_t`] (RustDDS, pure Rust: it cannot be limited to
+//!   an interface, see its rule); udp, zenoh and dds reach another host when the spec names
+//!   the network (loopback otherwise);
 //! - [`conformance`]: the one generic suite every transport is checked with;
 //! - [`probe`]: the probe (oneway / roundtrip, sweeps, fan-out, role processes);
 //! - [`seqtrack`]: lost / duplicate / out-of-order counting;
@@ -22,6 +23,7 @@ pub mod intra;
 pub mod observe;
 pub mod probe;
 pub mod ros_msg;
+pub mod rustdds_t;
 pub mod seqtrack;
 pub mod shm;
 pub mod transport;
@@ -34,7 +36,8 @@ pub use transport::{Durability, History, Qos, Reliability, Transport, TransportE
 use std::sync::Arc;
 
 /// Open the transport `spec` names in this process, on the network it names: zenoh takes
-/// `listen`, `connect` and `zenoh_mode`; dds `domain`, `interface` and `peers`; udp
+/// `listen`, `connect` and `zenoh_mode`; dds `domain`, `interface` and `peers`; rustdds
+/// `domain` and `interface` (peers are refused); udp
 /// `interface` (the address to bind) and `peers`. Fields a transport does not use are ignored.
 pub fn open(spec: &probe::TransportSpec) -> Result<Arc<dyn Transport>, TransportError> {
     match spec.kind {
@@ -50,6 +53,11 @@ pub fn open(spec: &probe::TransportSpec) -> Result<Arc<dyn Transport>, Transport
             &spec.listen,
             &spec.connect,
             spec.zenoh_mode.as_deref(),
+        )?)),
+        TransportKind::RustDds => Ok(Arc::new(rustdds_t::RustDdsTransport::new(
+            spec.domain.unwrap_or_else(default_dds_domain),
+            spec.interface.as_deref(),
+            &spec.peers,
         )?)),
         TransportKind::CycloneDds => {
             let net =

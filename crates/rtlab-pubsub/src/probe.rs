@@ -151,15 +151,18 @@ pub enum TransportKind {
     Zenoh,
     #[serde(rename = "cyclonedds", alias = "dds")]
     CycloneDds,
+    #[serde(rename = "rustdds")]
+    RustDds,
 }
 
 impl TransportKind {
-    pub const ALL: [TransportKind; 5] = [
+    pub const ALL: [TransportKind; 6] = [
         TransportKind::Intra,
         TransportKind::Udp,
         TransportKind::Shm,
         TransportKind::Zenoh,
         TransportKind::CycloneDds,
+        TransportKind::RustDds,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -168,6 +171,7 @@ impl TransportKind {
             TransportKind::Shm => "shm",
             TransportKind::Zenoh => "zenoh",
             TransportKind::CycloneDds => "cyclonedds",
+            TransportKind::RustDds => "rustdds",
         }
     }
     pub fn parse(s: &str) -> Option<TransportKind> {
@@ -176,7 +180,7 @@ impl TransportKind {
     }
     /// A DDS implementation (they speak RTPS to each other, and to ROS 2 nodes).
     pub fn is_dds(self) -> bool {
-        matches!(self, TransportKind::CycloneDds)
+        matches!(self, TransportKind::CycloneDds | TransportKind::RustDds)
     }
 }
 
@@ -810,14 +814,39 @@ pub fn run_with(
     if spec.kind.is_dds() && spec.domain.is_none() {
         spec.domain = Some(crate::default_dds_domain());
     }
+    // RustDDS has no unicast peers: where it is one of the two sides, both meet by multicast
+    let with_rustdds = spec.kind == TransportKind::RustDds
+        || cfg.far_transport == Some(TransportKind::RustDds);
     if let Some(f) = far {
         if spec.kind.is_dds() || spec.kind == TransportKind::Udp {
             spec.interface.get_or_insert_with(|| f.near.clone());
-            if spec.peers.is_empty() {
+            if spec.peers.is_empty() && !with_rustdds {
                 spec.peers = vec![f.far.clone()];
             }
         }
     }
+    // rustdds on one host (either side), no interface: RustDDS cannot be limited to an
+    // interface and ignores lo, so this thread moves into a private network namespace (lo +
+    // a veth end, rustdds_t::enter_private_netns) before the transport is opened (a DDS
+    // other side uses that veth end too, with multicast discovery); the role processes are
+    // spawned from this thread below and are born there too. The namespace has no name: it
+    // disappears with its last thread or process, nothing to remove. The guard moves this
+    // thread back when run_with returns (after `transport` is dropped).
+    let private_netns = if with_rustdds
+        && far.is_none()
+        && spec.interface.is_none()
+        && cfg.by_hand.is_none()
+    {
+        let g = crate::rustdds_t::enter_private_netns().map_err(|e| {
+            ProbeError::Setup(format!(
+                "rustdds: on one host RustDDS runs in a private network namespace (it cannot be limited to an interface and ignores lo): {e}; or run it across a link (--far netns:NAME), or accept every interface (--interface all)"
+            ))
+        })?;
+        spec.interface = Some(crate::rustdds_t::PRIVATE_IF.into());
+        Some(g)
+    } else {
+        None
+    };
     let transport = open_transport(&spec)?;
     let qos_mapping = validate(cfg, transport.as_ref())?;
     if let Some(h) =
@@ -833,8 +862,13 @@ pub fn run_with(
     if let Some(f) = far {
         if far_kind.is_dds() || far_kind == TransportKind::Udp {
             role_spec.interface = Some(f.far.clone());
-            role_spec.peers = vec![f.near.clone()];
+            if !with_rustdds {
+                role_spec.peers = vec![f.near.clone()];
+            }
         }
+    } else if with_rustdds {
+        // the same namespace (private or the caller's), the same interface
+        role_spec.interface = spec.interface.clone();
     }
     let in_process = far.is_none() && (cfg.in_process || spec.kind == TransportKind::Intra);
     let cases = cfg.cases();
@@ -879,7 +913,15 @@ pub fn run_with(
     if spec.kind == TransportKind::Intra && !cfg.in_process {
         notes.push("intra: subscribers are threads of the publisher's process (same process by definition)".into());
     }
+    if private_netns.is_some() {
+        notes.push(format!(
+            "rustdds: ran in a private network namespace (lo, and a veth end {} {}/24 whose peer end is down: every packet stayed inside) because RustDDS 0.11 cannot be limited to one interface and ignores lo",
+            crate::rustdds_t::PRIVATE_IF,
+            crate::rustdds_t::PRIVATE_ADDR
+        ));
+    }
     drop(transport);
+    drop(private_netns);
     Ok(PubsubOutcome {
         interrupted: stop.load(Ordering::Relaxed),
         cases: out,

@@ -107,3 +107,53 @@ fn dds_conforms() {
     let leftovers = BTreeSet::new;
     conformance::run_all(&Subject { make: &make, leftovers: &leftovers });
 }
+
+/// Why a test that needs a private network namespace cannot run here (None: it can).
+fn no_netns() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1).map(str::to_string));
+    if euid.as_deref() != Some("0") {
+        return Some("not root (a private network namespace needs CAP_SYS_ADMIN)".into());
+    }
+    None
+}
+
+/// Run `f` on a thread of its own inside a fresh private network namespace
+/// (`rustdds_t::enter_private_netns`: lo + a veth end rdds0 whose peer is down): every
+/// packet RustDDS sends stays in it, and it disappears with the thread.
+fn in_private_netns(f: impl FnOnce() + Send + 'static) {
+    std::thread::spawn(move || {
+        let _ns = rtlab_pubsub::rustdds_t::enter_private_netns().expect("private namespace");
+        f();
+    })
+    .join()
+    .expect("the test thread in the private namespace");
+}
+
+#[test]
+fn rustdds_conforms() {
+    if let Some(why) = no_netns() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    in_private_netns(|| {
+        let make = || {
+            let open = || {
+                rtlab_pubsub::rustdds_t::RustDdsTransport::new(
+                    7,
+                    Some(rtlab_pubsub::rustdds_t::PRIVATE_IF),
+                    &[],
+                )
+                .unwrap()
+            };
+            let (a, b): (Arc<dyn Transport>, Arc<dyn Transport>) =
+                (Arc::new(open()), Arc::new(open()));
+            (a, b)
+        };
+        let leftovers = BTreeSet::new;
+        conformance::run_all(&Subject { make: &make, leftovers: &leftovers });
+    });
+}

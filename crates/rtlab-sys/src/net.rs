@@ -296,10 +296,9 @@ pub struct SavedNetns(std::fs::File);
 
 /// Remember the calling thread's network namespace (`/proc/thread-self/ns/net`).
 pub fn save_netns() -> Result<SavedNetns, SysError> {
-    std::fs::File::open("/proc/thread-self/ns/net").map(SavedNetns).map_err(|e| SysError::Os {
-        what: "opening /proc/thread-self/ns/net".into(),
-        source: e,
-    })
+    std::fs::File::open("/proc/thread-self/ns/net")
+        .map(SavedNetns)
+        .map_err(|e| SysError::Os { what: "opening /proc/thread-self/ns/net".into(), source: e })
 }
 
 impl SavedNetns {

@@ -225,20 +225,42 @@ pub fn enter_private_netns() -> Result<PrivateNetns, String> {
     Ok(g)
 }
 
-/// Give RustDDS's threads short names without spaces (`rdds.disc`, `rdds.ev`).
-fn rename_threads() {
-    let Ok(rd) = std::fs::read_dir("/proc/self/task") else { return };
-    for e in rd.flatten() {
-        let comm = e.path().join("comm");
-        let Ok(name) = std::fs::read_to_string(&comm) else { continue };
-        let new = if name.starts_with("RustDDS discove") {
+/// (tid, comm) of this process's threads.
+fn threads() -> Vec<(String, String)> {
+    let Ok(rd) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
+    rd.flatten()
+        .filter_map(|e| {
+            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            Some((e.file_name().to_string_lossy().into_owned(), comm.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Give the threads RustDDS started since `before` short names without spaces: its
+/// discovery thread (and the mio-extras timer threads it starts, which inherit its name)
+/// `rdds.disc`, its event loop (and its timer threads) `rdds.ev`. A Rust thread names
+/// itself when it starts running, so wait (at most 1 s) until both have, or a rename
+/// could be overwritten.
+fn rename_threads(before: &[(String, String)]) {
+    let is_new = |t: &(String, String)| !before.iter().any(|b| b.0 == t.0);
+    let end = rtlab_sys::clock::monotonic_ns() + 1_000_000_000;
+    let mut now = threads();
+    while !(now.iter().any(|t| is_new(t) && t.1.starts_with("RustDDS discove"))
+        && now.iter().any(|t| is_new(t) && t.1.starts_with("RustDDS Partici")))
+        && rtlab_sys::clock::monotonic_ns() < end
+    {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        now = threads();
+    }
+    for t in now.iter().filter(|t| is_new(t)) {
+        let new = if t.1.starts_with("RustDDS discove") {
             "rdds.disc"
-        } else if name.starts_with("RustDDS Partici") {
+        } else if t.1.starts_with("RustDDS Partici") {
             "rdds.ev"
         } else {
             continue;
         };
-        let _ = std::fs::write(&comm, new);
+        let _ = std::fs::write(format!("/proc/self/task/{}/comm", t.0), new);
     }
 }
 
@@ -265,10 +287,11 @@ impl RustDdsTransport {
             ));
         }
         let net = check_network(interface, peers)?;
+        let before = threads();
         let dp = DomainParticipantBuilder::new(domain as u16)
             .build()
             .map_err(|e| lib("create participant", e))?;
-        rename_threads();
+        rename_threads(&before);
         let q = QosPolicyBuilder::new().build();
         let publisher = dp.create_publisher(&q).map_err(|e| lib("create publisher", e))?;
         let subscriber = dp.create_subscriber(&q).map_err(|e| lib("create subscriber", e))?;
@@ -277,7 +300,12 @@ impl RustDdsTransport {
 
     fn topic(&self, topic: &str, q: &QosPolicies) -> Result<Topic, TransportError> {
         self.dp
-            .create_topic(format!("rt/{topic}"), ros_msg::TYPE_NAME.to_string(), q, TopicKind::NoKey)
+            .create_topic(
+                format!("rt/{topic}"),
+                ros_msg::TYPE_NAME.to_string(),
+                q,
+                TopicKind::NoKey,
+            )
             .map_err(|e| lib("create topic", e))
     }
 }
@@ -359,7 +387,11 @@ impl rustdds::no_key::DefaultDecoder<RawIn> for RawDeserializer {
 
 impl rustdds::no_key::Decode<RawIn> for RawDecoder {
     type Error = Never;
-    fn decode_bytes(self, input: &[u8], encoding: RepresentationIdentifier) -> Result<RawIn, Never> {
+    fn decode_bytes(
+        self,
+        input: &[u8],
+        encoding: RepresentationIdentifier,
+    ) -> Result<RawIn, Never> {
         // ros_msg::decode reads the encapsulation header first: put it back in front of
         // the head of the sample, on the stack
         let mut head = [0u8; ros_msg::HEAD];
@@ -450,9 +482,11 @@ impl Transport for RustDdsTransport {
     }
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
         let reliability = match qos.reliability {
-            Reliability::Reliable => {
-                item(qos.reliability, "Reliability::Reliable, max_blocking_time 1 s", Fidelity::Exact)
-            }
+            Reliability::Reliable => item(
+                qos.reliability,
+                "Reliability::Reliable, max_blocking_time 1 s",
+                Fidelity::Exact,
+            ),
             Reliability::BestEffort => {
                 item(qos.reliability, "Reliability::BestEffort", Fidelity::Exact)
             }
@@ -464,6 +498,13 @@ impl Transport for RustDdsTransport {
             History::KeepAll => item(qos.history, "History::KeepAll", Fidelity::Exact),
         };
         let durability = match qos.durability {
+            // seen here: a volatile reliable reader got sample 0, written 1.4 s before
+            // discovery matched the two
+            Durability::Volatile if qos.reliability == Reliability::Reliable => item(
+                qos.durability,
+                "Durability::Volatile, but RustDDS 0.11 sends a reliable writer's kept samples (up to its history depth) to a reader that matches after they were written, as transient-local would",
+                Fidelity::Closest,
+            ),
             Durability::Volatile => item(qos.durability, "Durability::Volatile", Fidelity::Exact),
             Durability::TransientLocal => item(
                 qos.durability,
@@ -511,11 +552,14 @@ impl Transport for RustDdsTransport {
             .subscriber
             .create_datareader_no_key::<RawIn, RawDeserializer>(&t, Some(q))
             .map_err(|e| lib("create reader", e))?;
-        let poll = mio::Poll::new()
-            .map_err(|e| TransportError::Io { transport: NAME, what: "mio poll", source: e })?;
-        poll.registry()
-            .register(&mut r, mio::Token(0), mio::Interest::READABLE)
-            .map_err(|e| TransportError::Io { transport: NAME, what: "register reader", source: e })?;
+        let poll = mio::Poll::new().map_err(|e| TransportError::Io {
+            transport: NAME,
+            what: "mio poll",
+            source: e,
+        })?;
+        poll.registry().register(&mut r, mio::Token(0), mio::Interest::READABLE).map_err(|e| {
+            TransportError::Io { transport: NAME, what: "register reader", source: e }
+        })?;
         Ok(Box::new(RustDdsSubscriber {
             r,
             _dp: self.dp.clone(),

@@ -40,7 +40,7 @@ pub enum WaitArg {
 
 #[derive(Args, Debug)]
 pub struct PubsubArgs {
-    /// Transport [intra]: intra (same process, zero copy), shm (iceoryx2), zenoh, cyclonedds (Cyclone DDS; also: dds), udp.
+    /// Transport [intra]: intra (same process, zero copy), shm (iceoryx2), zenoh, cyclonedds (Cyclone DDS; also: dds), rustdds (RustDDS), udp.
     #[arg(long)]
     pub transport: Option<String>,
     /// The far side's transport (pong or subscribers), another DDS implementation: a cross-implementation case [--transport].
@@ -113,10 +113,10 @@ pub struct PubsubArgs {
     /// The hosts' clocks agree (PTP, chrony): allows oneway across hosts.
     #[arg(long)]
     pub synced_clocks: bool,
-    /// dds: the domain id [100-199, from the process id].
+    /// dds, rustdds: the domain id [100-199, from the process id].
     #[arg(long)]
     pub domain: Option<i64>,
-    /// dds: the interface (name or address) to use; udp: the address to bind [loopback].
+    /// dds: the interface (name or address) to use; rustdds: the only interface up besides lo, or `all`; udp: the address to bind [loopback].
     #[arg(long, value_name = "IF|ADDR")]
     pub interface: Option<String>,
     /// dds: unicast discovery peers (none: multicast on --interface); udp: hosts to join.

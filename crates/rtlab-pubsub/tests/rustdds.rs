@@ -226,3 +226,12 @@ fn root_probe_runs_rustdds_in_a_private_namespace_with_its_role_processes() {
         assert_eq!(st.duplicates, Some(0));
     });
 }
+
+#[test]
+fn every_transport_is_named_alike_on_the_cli_and_in_json() {
+    // the CLI and role processes read the serde name; it must be the CLI name (rustdds)
+    for k in TransportKind::ALL {
+        assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{}\"", k.name()));
+        assert_eq!(TransportKind::parse(k.name()), Some(k));
+    }
+}

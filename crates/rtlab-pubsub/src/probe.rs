@@ -815,8 +815,8 @@ pub fn run_with(
         spec.domain = Some(crate::default_dds_domain());
     }
     // RustDDS has no unicast peers: where it is one of the two sides, both meet by multicast
-    let with_rustdds = spec.kind == TransportKind::RustDds
-        || cfg.far_transport == Some(TransportKind::RustDds);
+    let with_rustdds =
+        spec.kind == TransportKind::RustDds || cfg.far_transport == Some(TransportKind::RustDds);
     if let Some(f) = far {
         if spec.kind.is_dds() || spec.kind == TransportKind::Udp {
             spec.interface.get_or_insert_with(|| f.near.clone());

@@ -3,7 +3,8 @@
 //! say why and pass):
 //! - RustDDS and Cyclone DDS (`dds`) meet in one domain, both ways (exact count, in order);
 //! - the interface rule: refused when another interface is up, or only lo;
-//! - the probe on one host runs rustdds in a private namespace, its role processes too.
+//! - the probe on one host runs rustdds in a private namespace, its role processes too,
+//!   also as one side of a cross-implementation case with Cyclone (`--far-transport`).
 
 use rtlab_pubsub::conformance::{fresh_topic, warm_up};
 use rtlab_pubsub::dds::{DdsNetwork, DdsTransport};
@@ -173,6 +174,7 @@ fn netns_id() -> String {
 fn config(mode: Mode) -> PubsubConfig {
     PubsubConfig {
         transport: TransportSpec::new(TransportKind::RustDds),
+        far_transport: None,
         mode,
         wait: WaitStyle::Blocking,
         qos: Qos::default(),
@@ -233,5 +235,33 @@ fn every_transport_is_named_alike_on_the_cli_and_in_json() {
     for k in TransportKind::ALL {
         assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{}\"", k.name()));
         assert_eq!(TransportKind::parse(k.name()), Some(k));
+    }
+}
+
+#[test]
+fn root_probe_runs_cyclone_and_rustdds_against_each_other_in_a_private_namespace() {
+    if let Some(why) = not_root() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    for (near, far) in [
+        (TransportKind::CycloneDds, TransportKind::RustDds),
+        (TransportKind::RustDds, TransportKind::CycloneDds),
+    ] {
+        let (c, notes) = on_own_thread(move || {
+            let mut cfg = config(Mode::Roundtrip);
+            cfg.transport = TransportSpec::new(near);
+            cfg.far_transport = Some(far);
+            let out = probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {})
+                .unwrap_or_else(|e| panic!("{near:?} -> {far:?}: {e}"));
+            (out.cases[0].clone(), out.notes)
+        });
+        assert_eq!(c.error, None, "{near:?} -> {far:?}");
+        assert!(notes.iter().any(|n| n.contains("private network namespace")), "{notes:?}");
+        let st = &c.streams[0].stats;
+        eprintln!("{near:?} -> {far:?}: published {}, round trips {}", c.published, st.count);
+        assert!(st.count > 0, "{near:?} -> {far:?}: no round trips");
+        assert_eq!(st.count + st.lost.unwrap() + st.late.unwrap(), c.published);
+        assert_eq!(st.duplicates, Some(0));
     }
 }

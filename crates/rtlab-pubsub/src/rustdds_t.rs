@@ -156,12 +156,18 @@ fn check_network(interface: Option<&str>, peers: &[String]) -> Result<Net, Trans
                 _ => false,
             };
             if !ok {
+                let others: Vec<&str> =
+                    up.iter().map(String::as_str).filter(|u| Some(*u) != named.as_deref()).collect();
                 return Err(lib(
                     "network",
-                    format!(
-                        "--interface {x}: RustDDS 0.11 cannot be limited to one interface and would also use {}: run it where {x} is the only interface up besides lo (a network namespace), or pass --interface all",
-                        if up.is_empty() { "nothing (no interface but lo is up)".to_string() } else { up.join(", ") }
-                    ),
+                    if up.is_empty() {
+                        format!("--interface {x}: it is not up (no interface but lo is up here): RustDDS 0.11 would reach nobody")
+                    } else {
+                        format!(
+                            "--interface {x}: RustDDS 0.11 cannot be limited to one interface and would also use {}: run it where {x} is the only interface up besides lo (a network namespace), or pass --interface all",
+                            others.join(", ")
+                        )
+                    },
                 ));
             }
             Ok(Net::One(named.unwrap_or_else(|| up[0].clone())))

@@ -131,6 +131,8 @@ fn root_rustdds_refuses_when_another_interface_is_up_or_only_lo() {
         // a veth end up (its peer down)
         ip(&["link", "add", "rdtA", "type", "veth", "peer", "name", "rdtB"]);
         ip(&["addr", "add", "198.19.0.1/24", "dev", "rdtA"]);
+        let e = open_err(Some("rdtA")).expect("an interface that is down must be refused");
+        assert!(e.contains("rdtA: it is not up"), "{e}");
         ip(&["link", "set", "rdtA", "up"]);
         let e = open_err(None).expect("another interface up must be refused");
         assert!(

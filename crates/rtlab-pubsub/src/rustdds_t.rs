@@ -37,8 +37,9 @@
 //! `RustDDS Participant <n> event loop` (comm: `RustDDS discove`, `RustDDS Partici`; the
 //! mio-extras timer threads each starts inherit its name); rtlab renames them `rdds.disc`
 //! and `rdds.ev` (through `/proc/self/task/<tid>/comm`) once they have named themselves,
-//! right after the participant is made, so that `--thread-priority rdds.ev=80` reaches
-//! the event loop (it receives and sends everything) and its timers.
+//! right after the participant is made (and again when a port is made, for a timer thread
+//! started late), so that `--thread-priority rdds.ev=80` reaches the event loop (it
+//! receives and sends everything) and its timers.
 //!
 //! QoS: reliability, history and durability map one to one, except volatile with reliable,
 //! which is *closest*: RustDDS sends a reliable writer's kept samples (up to its history
@@ -253,31 +254,46 @@ fn threads() -> Vec<(String, String)> {
         .collect()
 }
 
-/// Give the threads RustDDS started since `before` short names without spaces: its
-/// discovery thread (and the mio-extras timer threads it starts, which inherit its name)
-/// `rdds.disc`, its event loop (and its timer threads) `rdds.ev`. A Rust thread names
-/// itself when it starts running, so wait (at most 1 s) until both have, or a rename
-/// could be overwritten.
-fn rename_threads(before: &[(String, String)]) {
-    let is_new = |t: &(String, String)| !before.iter().any(|b| b.0 == t.0);
-    let end = rtlab_sys::clock::monotonic_ns() + 1_000_000_000;
-    let mut now = threads();
-    while !(now.iter().any(|t| is_new(t) && t.1.starts_with("RustDDS discove"))
-        && now.iter().any(|t| is_new(t) && t.1.starts_with("RustDDS Partici")))
-        && rtlab_sys::clock::monotonic_ns() < end
-    {
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        now = threads();
-    }
-    for t in now.iter().filter(|t| is_new(t)) {
+/// Rename every thread of this process still called by RustDDS's names: its discovery
+/// thread (and the mio-extras timer threads it starts, which inherit its name)
+/// `rdds.disc`, its event loop (and its timer threads) `rdds.ev`. Returns (renamed,
+/// discovery seen, event loop seen).
+fn rename_pass() -> (usize, bool, bool) {
+    let (mut n, mut disc, mut ev) = (0, false, false);
+    for t in threads() {
         let new = if t.1.starts_with("RustDDS discove") {
+            disc = true;
             "rdds.disc"
         } else if t.1.starts_with("RustDDS Partici") {
+            ev = true;
             "rdds.ev"
         } else {
             continue;
         };
-        let _ = std::fs::write(format!("/proc/self/task/{}/comm", t.0), new);
+        if std::fs::write(format!("/proc/self/task/{}/comm", t.0), new).is_ok() {
+            n += 1;
+        }
+    }
+    (n, disc, ev)
+}
+
+/// Rename a new participant's threads (see [`rename_pass`]). A Rust thread names itself
+/// when it starts running, and the timer threads start after that: so passes repeat until
+/// both threads were seen and three passes in a row found nothing more (at most 1 s).
+fn rename_threads() {
+    let end = rtlab_sys::clock::monotonic_ns() + 1_000_000_000;
+    let (mut disc, mut ev, mut quiet) = (false, false, 0);
+    while rtlab_sys::clock::monotonic_ns() < end {
+        let (n, d, e) = rename_pass();
+        disc |= d;
+        ev |= e;
+        if disc && ev {
+            quiet = if n == 0 { quiet + 1 } else { 0 };
+            if quiet >= 3 {
+                return;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
     }
 }
 
@@ -304,11 +320,10 @@ impl RustDdsTransport {
             ));
         }
         let net = check_network(interface, peers)?;
-        let before = threads();
         let dp = DomainParticipantBuilder::new(domain as u16)
             .build()
             .map_err(|e| lib("create participant", e))?;
-        rename_threads(&before);
+        rename_threads();
         let q = QosPolicyBuilder::new().build();
         let publisher = dp.create_publisher(&q).map_err(|e| lib("create publisher", e))?;
         let subscriber = dp.create_subscriber(&q).map_err(|e| lib("create subscriber", e))?;
@@ -547,6 +562,7 @@ impl Transport for RustDdsTransport {
             .map_err(|e| lib("create writer", e))?;
         let mut buf = vec![0u8; ros_msg::serialized_size(max_len)].into_boxed_slice();
         ros_msg::init(&mut buf);
+        rename_pass(); // a timer thread started late
         Ok(Box::new(RustDdsPublisher {
             w,
             buf,
@@ -577,6 +593,7 @@ impl Transport for RustDdsTransport {
         poll.registry().register(&mut r, mio::Token(0), mio::Interest::READABLE).map_err(|e| {
             TransportError::Io { transport: NAME, what: "register reader", source: e }
         })?;
+        rename_pass(); // a timer thread started late
         Ok(Box::new(RustDdsSubscriber {
             r,
             _dp: self.dp.clone(),

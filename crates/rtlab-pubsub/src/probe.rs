@@ -149,15 +149,18 @@ pub enum TransportKind {
     Shm,
     Zenoh,
     Dds,
+    #[serde(rename = "fastdds")]
+    FastDds,
 }
 
 impl TransportKind {
-    pub const ALL: [TransportKind; 5] = [
+    pub const ALL: [TransportKind; 6] = [
         TransportKind::Intra,
         TransportKind::Udp,
         TransportKind::Shm,
         TransportKind::Zenoh,
         TransportKind::Dds,
+        TransportKind::FastDds,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -166,6 +169,7 @@ impl TransportKind {
             TransportKind::Shm => "shm",
             TransportKind::Zenoh => "zenoh",
             TransportKind::Dds => "dds",
+            TransportKind::FastDds => "fastdds",
         }
     }
     pub fn parse(s: &str) -> Option<TransportKind> {
@@ -736,11 +740,11 @@ pub fn run_with(
             free_tcp_port(ip).map_err(ProbeError::Setup)?
         )];
     }
-    if spec.kind == TransportKind::Dds && spec.domain.is_none() {
+    if matches!(spec.kind, TransportKind::Dds | TransportKind::FastDds) && spec.domain.is_none() {
         spec.domain = Some(crate::default_dds_domain());
     }
     if let Some(f) = far {
-        if matches!(spec.kind, TransportKind::Dds | TransportKind::Udp) {
+        if matches!(spec.kind, TransportKind::Dds | TransportKind::FastDds | TransportKind::Udp) {
             spec.interface.get_or_insert_with(|| f.near.clone());
             if spec.peers.is_empty() {
                 spec.peers = vec![f.far.clone()];
@@ -759,7 +763,7 @@ pub fn run_with(
     role_spec.domain = spec.domain;
     role_spec.busy_poll = spec.busy_poll;
     if let Some(f) = far {
-        if matches!(spec.kind, TransportKind::Dds | TransportKind::Udp) {
+        if matches!(spec.kind, TransportKind::Dds | TransportKind::FastDds | TransportKind::Udp) {
             role_spec.interface = Some(f.far.clone());
             role_spec.peers = vec![f.near.clone()];
         }

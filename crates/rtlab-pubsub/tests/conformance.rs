@@ -107,3 +107,21 @@ fn dds_conforms() {
     let leftovers = BTreeSet::new;
     conformance::run_all(&Subject { make: &make, leftovers: &leftovers });
 }
+
+/// Files Fast DDS's shared-memory transport makes (/dev/shm/fastrtps_*: segments, port
+/// queues and their locks).
+fn fastdds_files() -> BTreeSet<std::path::PathBuf> {
+    files_under(&["/dev/shm".into()], &["fastrtps"])
+}
+
+#[test]
+fn fastdds_conforms() {
+    // two participants of one loopback-only domain
+    let domain = rtlab_pubsub::default_dds_domain();
+    let make = || {
+        let open = || rtlab_pubsub::fastdds::FastDdsTransport::new(domain).unwrap();
+        let (a, b): (Arc<dyn Transport>, Arc<dyn Transport>) = (Arc::new(open()), Arc::new(open()));
+        (a, b)
+    };
+    conformance::run_all(&Subject { make: &make, leftovers: &fastdds_files });
+}

@@ -144,6 +144,8 @@ extern "C" int fdds_participant_create(const fdds_net *net, fdds_participant **o
         for (size_t i = 0; i < net->n_whitelist; ++i) {
             udp->interfaceWhiteList.emplace_back(net->whitelist[i]);
         }
+        udp->receiveBufferSize = net->receive_buffer;
+        udp->sendBufferSize = net->send_buffer;
         if (net->max_initial_peers > 0) {
             udp->maxInitialPeersRange = net->max_initial_peers;
         }

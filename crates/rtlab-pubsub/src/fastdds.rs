@@ -69,6 +69,10 @@ pub const MAX_DOMAIN: u32 = crate::dds::MAX_DOMAIN;
 pub const MAX_MESSAGE: usize = 4 << 20;
 /// Participant ids whose discovery ports an initial peer without a port is sent to.
 pub const MAX_INITIAL_PEERS: u32 = 100;
+/// UDP socket buffers asked for (bytes): Fast DDS 2.9's reliable reader repairs a sample
+/// only whole (no NACKFRAG), so a fragmented sample larger than the receive buffer is lost
+/// again at every retransmission; a large buffer is what lets it arrive.
+pub const SOCKET_BUFFER: u32 = 8 << 20;
 /// How long a reliable writer waits for acknowledgements before it is deleted.
 const DRAIN_NS: i64 = 2_000_000_000;
 
@@ -101,6 +105,8 @@ mod ffi {
         pub n_peers: usize,
         pub max_initial_peers: u32,
         pub shm: c_int,
+        pub receive_buffer: u32,
+        pub send_buffer: u32,
     }
     #[repr(C)]
     pub struct Qos {
@@ -279,6 +285,16 @@ fn plan(net: &DdsNetwork) -> Result<NetPlan, TransportError> {
     Ok(NetPlan { whitelist, peers })
 }
 
+/// The UDP socket buffer to ask for: [`SOCKET_BUFFER`], or less when the system allows
+/// less (`/proc/sys/net/core/{rmem_max,wmem_max}`, which caps SO_RCVBUF/SO_SNDBUF).
+fn socket_buffer(max_name: &str) -> u32 {
+    let max = std::fs::read_to_string(format!("/proc/sys/net/core/{max_name}"))
+        .ok()
+        .and_then(|t| t.trim().parse::<u32>().ok())
+        .unwrap_or(0);
+    SOCKET_BUFFER.min(max)
+}
+
 /// Threads named so far in this process (`fdds.N`), and markers handed out.
 static THREADS_NAMED: AtomicU32 = AtomicU32::new(0);
 static MARKERS: AtomicU32 = AtomicU32::new(0);
@@ -393,6 +409,8 @@ impl FastDdsTransport {
             n_peers: peers.len(),
             max_initial_peers: MAX_INITIAL_PEERS,
             shm: 1,
+            receive_buffer: socket_buffer("rmem_max"),
+            send_buffer: socket_buffer("wmem_max"),
         };
         let mut err = [0 as c_char; 256];
         let mut h: *mut ffi::Participant = std::ptr::null_mut();

@@ -125,3 +125,16 @@ fn fastdds_conforms() {
     };
     conformance::run_all(&Subject { make: &make, leftovers: &fastdds_files });
 }
+
+#[test]
+fn fastdds_shared_memory_files_are_seen_by_the_leftover_check() {
+    // the clean-shutdown check is only worth something if it sees what Fast DDS makes
+    let domain = rtlab_pubsub::default_dds_domain();
+    let before = fastdds_files();
+    let t = rtlab_pubsub::fastdds::FastDdsTransport::new(domain).unwrap();
+    let q = rtlab_pubsub::Qos::default();
+    let s = t.subscriber(&conformance::fresh_topic("seen"), &q, 64).unwrap();
+    let during = fastdds_files();
+    assert!(during.difference(&before).count() > 0, "no /dev/shm/fastrtps_* file for a participant");
+    drop((s, t));
+}

@@ -48,7 +48,11 @@ fn send(pt: &dyn Transport, st: &dyn Transport, len: usize, n: u64) -> Vec<(u64,
     });
     for q in 0..n {
         p.publish(q, rtlab_sys::clock::monotonic_ns(), len).expect("publish");
-        std::thread::sleep(std::time::Duration::from_micros(if len > 65536 { 20_000 } else { 500 }));
+        std::thread::sleep(std::time::Duration::from_micros(if len > 65536 {
+            20_000
+        } else {
+            500
+        }));
     }
     let got = rx.join().expect("receiver");
     drop(p);
@@ -128,3 +132,36 @@ fn fastdds_threads_are_named_for_thread_priority_rules() {
     drop((s, t));
 }
 
+#[test]
+fn an_interface_with_unicast_peers_meets_cyclone_configured_the_same() {
+    // `--interface lo --peers 127.0.0.1` on both: UDPv4 whitelisted to lo's address, no
+    // multicast, discovery by unicast (another domain: Cyclone's loopback configuration
+    // holds the default one in this process)
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let domain = 200 + std::process::id() % 30;
+    let net = rtlab_pubsub::dds::DdsNetwork {
+        interface: Some("lo".into()),
+        peers: vec!["127.0.0.1".into()],
+    };
+    let f = FastDdsTransport::with_network(domain, &net).expect("fastdds");
+    let c = DdsTransport::with_network(domain, &net).expect("dds");
+    assert!(
+        f.notes()[0].contains("no multicast, unicast discovery peers 127.0.0.1"),
+        "{:?}",
+        f.notes()
+    );
+    let want: Vec<(u64, usize)> = (0..50).map(|q| (q, 64)).collect();
+    assert_eq!(send(&f, &c, 64, 50), want, "Fast DDS -> Cyclone");
+    assert_eq!(send(&c, &f, 64, 50), want, "Cyclone -> Fast DDS");
+}
+
+#[test]
+fn an_unknown_interface_is_one_line_naming_it() {
+    let spec = rtlab_pubsub::TransportSpec {
+        interface: Some("nosuchif0".into()),
+        ..rtlab_pubsub::TransportSpec::new(rtlab_pubsub::TransportKind::FastDds)
+    };
+    let e = rtlab_pubsub::open(&spec).err().expect("refused").to_string();
+    assert!(e.starts_with("fastdds: interface: ") && e.contains("nosuchif0"), "{e}");
+    assert!(!e.contains('\n'), "{e}");
+}

@@ -253,6 +253,35 @@ fn dds_middleware_thread_priorities_needs_root() {
     );
 }
 
+#[test]
+fn fastdds_oneway_fan_out_in_processes() {
+    // role processes: Fast DDS participants of one host (shared memory + UDPv4 loopback),
+    // up to the largest message
+    let mut cfg = config(TransportKind::FastDds, Mode::Oneway, vec![2], false);
+    cfg.payloads = vec![64, 65536, rtlab_pubsub::fastdds::MAX_MESSAGE];
+    cfg.qos.reliability = rtlab_pubsub::Reliability::Reliable;
+    let out = run(&cfg);
+    for c in &out.cases {
+        check_case(c, "one_way_latency");
+    }
+    assert!(out.notes.iter().any(|n| n.starts_with("fastdds:") && n.contains("rt/<topic>")));
+}
+
+#[test]
+fn fastdds_middleware_thread_priorities_needs_root() {
+    // Fast DDS 2.9 names no thread: rtlab names them fdds.N, and a rule finds them
+    let mut cfg = config(TransportKind::FastDds, Mode::Oneway, vec![1], false);
+    cfg.payloads = vec![64];
+    cfg.thread_priorities = vec![probe::ThreadPriority { name: "fdds.".into(), priority: 71 }];
+    let out = run(&cfg);
+    check_case(&out.cases[0], "one_way_latency");
+    assert!(
+        out.notes.iter().any(|n| n.contains("thread fdds.") && n.contains("fifo 71")),
+        "{:?}",
+        out.notes
+    );
+}
+
 /// A closed-loop case: every ping answered or lost, one outstanding at a time (never out
 /// of order), no grid (no send lateness, no overruns, no period).
 fn check_closed_loop(c: &CaseResult, pings: u64) {

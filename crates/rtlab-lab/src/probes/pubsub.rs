@@ -600,7 +600,10 @@ pub fn measure(
 /// doing. Measured: dds and zenoh closed loops on 2 CPUs, p99 3.6-8.8 ms busy-polling against
 /// 0.2-0.7 ms blocking (BENCHMARKS.md).
 fn spinners_warning(cfg: &PubsubConfig, cpus: usize) -> Option<rtlab_core::schema::Warning> {
-    let own_threads = matches!(cfg.transport.kind, TransportKind::Dds | TransportKind::Zenoh);
+    let own_threads = matches!(
+        cfg.transport.kind,
+        TransportKind::Dds | TransportKind::FastDds | TransportKind::Zenoh
+    );
     if cfg.wait != WaitStyle::BusyPoll || !own_threads {
         return None;
     }

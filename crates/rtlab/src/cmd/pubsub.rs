@@ -40,7 +40,7 @@ pub enum WaitArg {
 
 #[derive(Args, Debug)]
 pub struct PubsubArgs {
-    /// Transport [intra]: intra (same process, zero copy), shm (iceoryx2), zenoh, dds (Cyclone DDS), udp.
+    /// Transport [intra]: intra (same process, zero copy), shm (iceoryx2), zenoh, dds (Cyclone DDS), fastdds (eProsima Fast DDS), udp.
     #[arg(long)]
     pub transport: Option<String>,
     /// What is measured [oneway].

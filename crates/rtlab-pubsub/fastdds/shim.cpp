@@ -385,14 +385,6 @@ extern "C" int fdds_wait(fdds_reader *r, int64_t timeout_ns) {
     return r->r->wait_for_unread_message(d) ? 1 : 0;
 }
 
-extern "C" int32_t fdds_reader_matched(fdds_reader *r) {
-    SubscriptionMatchedStatus st;
-    if (r->r->get_subscription_matched_status(st) != ReturnCode_t::RETCODE_OK) {
-        return -1;
-    }
-    return st.current_count;
-}
-
 extern "C" void fdds_reader_delete(fdds_reader *r) {
     if (!r) {
         return;

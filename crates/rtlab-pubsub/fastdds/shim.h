@@ -66,7 +66,6 @@ int fdds_reader_create(fdds_participant *p, const char *topic, const char *type_
 int fdds_take(fdds_reader *r, uint8_t *buf, size_t cap, size_t *size, size_t *copied);
 /* Wait at most timeout_ns for an unread sample. 1: there is one; 0: timed out. */
 int fdds_wait(fdds_reader *r, int64_t timeout_ns);
-int32_t fdds_reader_matched(fdds_reader *r);
 void fdds_reader_delete(fdds_reader *r);
 
 #ifdef __cplusplus

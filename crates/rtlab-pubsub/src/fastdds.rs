@@ -49,7 +49,14 @@
 //! named by role). Threads those threads start later inherit their `fdds.N` name.
 //! [`FastDdsTransport::threads`] lists what was named.
 //!
-//! Limits: messages up to [`MAX_MESSAGE`] (tested at that size; Fast DDS fragments them).
+//! Limits: messages up to [`MAX_MESSAGE`] (tested at that size, both ways with Cyclone and
+//! between processes; Fast DDS fragments them). Large samples from another DDS need the UDP
+//! receive buffer ([`SOCKET_BUFFER`], capped by net.core.rmem_max; the notes warn below 4
+//! MiB). Debian's libfastrtps is built with assertions: with the default 208 KiB receive
+//! buffer, a Cyclone writer of 1-4 MiB samples deleted while some were still incomplete
+//! made Fast DDS abort the reading process (`DataReaderInstance::update_state`: assertion
+//! `NEW_VIEW_STATE == view_state`); not seen since the buffers are raised, but it is the
+//! library's, and rtlab cannot catch it.
 //! Fast DDS logs to stdout by default: its log consumers are removed, errors come back as
 //! return codes. This is a module with `unsafe` (the shim's C API); every block says why it
 //! is sound. Ports are deleted on drop, then the participant. Never prints.
@@ -154,7 +161,6 @@ mod ffi {
             copied: *mut usize,
         ) -> c_int;
         pub fn fdds_wait(r: *mut Reader, timeout_ns: i64) -> c_int;
-        pub fn fdds_reader_matched(r: *mut Reader) -> i32;
         pub fn fdds_reader_delete(r: *mut Reader);
     }
 }
@@ -554,14 +560,6 @@ struct Reader {
 // SAFETY: as Writer: used from one thread at a time, freed only in Drop.
 unsafe impl Send for Reader {}
 
-impl Reader {
-    /// Publishers matched now.
-    fn matched(&self) -> i32 {
-        // SAFETY: live reader.
-        unsafe { ffi::fdds_reader_matched(self.r) }
-    }
-}
-
 impl Drop for Reader {
     fn drop(&mut self) {
         // SAFETY: made by fdds_reader_create, deleted once.
@@ -756,22 +754,6 @@ impl FastDdsTransport {
     /// A raw writer on the probe message's topic `rt/<topic>` (for tests: malformed input).
     pub fn raw_writer(&self, topic: &str, qos: &Qos) -> Result<RawWriter, TransportError> {
         Ok(RawWriter { w: self.writer(topic, qos)? })
-    }
-
-    /// Publishers matched with a fresh reader on `rt/<topic>` after at most `timeout_ns`
-    /// (for tests and diagnostics).
-    pub fn matched_publishers(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        timeout_ns: i64,
-    ) -> Result<i32, TransportError> {
-        let r = self.reader(topic, qos)?;
-        let end = rtlab_sys::clock::monotonic_ns() + timeout_ns;
-        while r.matched() < 1 && rtlab_sys::clock::monotonic_ns() < end {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        Ok(r.matched())
     }
 }
 

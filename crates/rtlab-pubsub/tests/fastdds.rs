@@ -165,3 +165,46 @@ fn an_unknown_interface_is_one_line_naming_it() {
     assert!(e.starts_with("fastdds: interface: ") && e.contains("nosuchif0"), "{e}");
     assert!(!e.contains('\n'), "{e}");
 }
+
+#[test]
+fn a_malformed_sample_is_an_error_of_that_take_only() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let domain = rtlab_pubsub::default_dds_domain();
+    let a = FastDdsTransport::new(domain).unwrap();
+    let b = FastDdsTransport::new(domain).unwrap();
+    let topic = fresh_topic("malformed");
+    let q = reliable();
+    let mut s = b.subscriber(&topic, &q, 64).unwrap();
+    let mut w = a.raw_writer(&topic, &q).unwrap();
+    let end = rtlab_sys::clock::monotonic_ns() + 20_000_000_000;
+    while w.matched() < 1 {
+        assert!(rtlab_sys::clock::monotonic_ns() < end, "no match in 20 s");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // plain CDR, but its data holds no sequence number; then XCDR "PL_CDR"; then a good one
+    let mut good = vec![0u8; rtlab_pubsub::ros_msg::serialized_size(64)];
+    rtlab_pubsub::ros_msg::init(&mut good);
+    let n = rtlab_pubsub::ros_msg::encode(&mut good, 7, 1, 64);
+    let mut short = good[..n].to_vec();
+    short[36..40].copy_from_slice(&4u32.to_le_bytes());
+    let mut pl = good[..n].to_vec();
+    pl[1] = 0x03;
+    for sample in [&short[..], &pl[..], &good[..n]] {
+        w.write(sample).unwrap();
+    }
+    let mut outcomes = Vec::new();
+    while outcomes.len() < 3 && rtlab_sys::clock::monotonic_ns() < end {
+        match s.wait_take(20_000_000) {
+            Ok(Some(r)) => outcomes.push(format!("seq {} len {}", r.seq, r.len)),
+            Ok(None) => {}
+            Err(e) => {
+                assert!(matches!(e, TransportError::Malformed { .. }), "{e}");
+                outcomes.push(e.to_string());
+            }
+        }
+    }
+    assert_eq!(outcomes.len(), 3, "{outcomes:?}");
+    assert!(outcomes[0].contains("sequence"), "{outcomes:?}");
+    assert!(outcomes[1].contains("encapsulation"), "{outcomes:?}");
+    assert_eq!(outcomes[2], "seq 7 len 64");
+}

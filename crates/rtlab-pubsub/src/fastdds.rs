@@ -43,10 +43,12 @@
 //! they carry the name of the thread that created them). So that `--thread-priority` rules
 //! can find them, the thread that creates a participant, writer or reader is renamed to a
 //! marker for the call, and every thread that inherited the marker is renamed `fdds.N`
-//! (N counts per process, in creation order; Fast DDS 2.9 creates per participant an event
-//! thread, one receive thread per UDP and shared-memory input port, and once per process a
-//! shared-memory watchdog; which is which cannot be told from outside, so they are not
-//! named by role). Threads those threads start later inherit their `fdds.N` name.
+//! (N counts per process, in creation order). They are not named by role: seen here, the
+//! first loopback participant of a process starts six, `fdds.2` and `fdds.4` blocked in
+//! `recvfrom` on its two UDP sockets (the receive threads), the other four on futexes
+//! (presumably the event thread, shared-memory listeners and watchdog); a role read from /proc at creation
+//! would depend on whether a thread had reached its wait yet. `fdds.` matches them all.
+//! Threads those threads start later inherit their `fdds.N` name.
 //! [`FastDdsTransport::threads`] lists what was named.
 //!
 //! Limits: messages up to [`MAX_MESSAGE`] (tested at that size, both ways with Cyclone and

@@ -28,7 +28,9 @@
 //! addresses here (`getifaddrs`). Only UDPv4 is set up: an IPv6 interface address is refused.
 //! Besides UDPv4, Fast DDS's shared-memory transport is on, as in a default ROS 2 node:
 //! Fast DDS participants of one host exchange data through /dev/shm (`fastrtps_*` segments),
-//! anyone else (Cyclone, another host) by UDP; [`Transport::notes`] says which are on.
+//! anyone else (Cyclone, another host) by UDP; [`Transport::notes`] says which are on. The
+//! segments go with the participant; a process that is killed or aborts leaves them (seen
+//! here after Fast DDS's own assertion aborts, below; its `fastdds shm clean` removes them).
 //! Domain ids as `dds`: [`MAX_DOMAIN`]; each transport is its own participant, with its own
 //! network configuration (Fast DDS has no per-process domain configuration to share).
 //!

@@ -75,12 +75,12 @@ fn bad(what: &'static str, why: String) -> TransportError {
 }
 
 /// The interface as Cyclone is told it: an address (`address="..."`) or a name.
-enum Iface<'a> {
+pub(crate) enum Iface<'a> {
     Name(&'a str),
     Address(std::net::IpAddr),
 }
 
-fn classify(interface: &str) -> Iface<'_> {
+pub(crate) fn classify(interface: &str) -> Iface<'_> {
     match interface.parse::<std::net::IpAddr>() {
         Ok(a) => Iface::Address(a),
         Err(_) => Iface::Name(interface),
@@ -139,7 +139,7 @@ fn address_is_local(a: std::net::IpAddr) -> bool {
 }
 
 /// Check the interface exists here (before Cyclone does, for a one-line error).
-fn check_interface(interface: &str) -> Result<(), TransportError> {
+pub(crate) fn check_interface(interface: &str) -> Result<(), TransportError> {
     match classify(interface) {
         Iface::Name(n) => {
             if n.is_empty() || !interface_names().iter().any(|x| x == n) {

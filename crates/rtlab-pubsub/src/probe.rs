@@ -151,15 +151,17 @@ pub enum TransportKind {
     Zenoh,
     #[serde(rename = "cyclonedds", alias = "dds")]
     CycloneDds,
+    FastDds,
 }
 
 impl TransportKind {
-    pub const ALL: [TransportKind; 5] = [
+    pub const ALL: [TransportKind; 6] = [
         TransportKind::Intra,
         TransportKind::Udp,
         TransportKind::Shm,
         TransportKind::Zenoh,
         TransportKind::CycloneDds,
+        TransportKind::FastDds,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -168,6 +170,7 @@ impl TransportKind {
             TransportKind::Shm => "shm",
             TransportKind::Zenoh => "zenoh",
             TransportKind::CycloneDds => "cyclonedds",
+            TransportKind::FastDds => "fastdds",
         }
     }
     pub fn parse(s: &str) -> Option<TransportKind> {
@@ -176,7 +179,7 @@ impl TransportKind {
     }
     /// A DDS implementation (they speak RTPS to each other, and to ROS 2 nodes).
     pub fn is_dds(self) -> bool {
-        matches!(self, TransportKind::CycloneDds)
+        matches!(self, TransportKind::CycloneDds | TransportKind::FastDds)
     }
 }
 

@@ -151,6 +151,7 @@ pub enum TransportKind {
     Zenoh,
     #[serde(rename = "cyclonedds", alias = "dds")]
     CycloneDds,
+    #[serde(rename = "fastdds")]
     FastDds,
 }
 

@@ -12,6 +12,7 @@ PACKAGES=(
   rt-tests                                        # cyclictest: the anchor of the timer probe
   stress-ng iperf3                                # loads
   sockperf cyclonedds-tools                       # anchors of the udp and dds probes
+  libfastrtps-dev libfastcdr-dev                  # the fastdds transport (eProsima Fast DDS 2.9, ROS 2's default DDS), built against Debian's
   trace-cmd rtla                                  # spike evidence (rtla: timerlat, where the kernel has it)
   chromium                                        # HTML report test (headless screenshot)
   openssh-server openssh-client                   # the far side over ssh (tests start a throw-away sshd)

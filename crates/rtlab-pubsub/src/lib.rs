@@ -3,22 +3,23 @@
 //! - [`transport`]: the `Transport` contract (stated there) and the QoS mapping record;
 //! - one module per transport: [`intra`] (same process, zero copy), [`udp`] (plain
 //!   sockets), [`shm`] (iceoryx2 shared memory), [`zenoh_t`] (Zenoh peer or client mode),
-//!   [`dds`] (Cyclone DDS), [`rustdds_t`] (RustDDS, pure Rust: it cannot be limited to
-//!   an interface, see its rule); udp, zenoh and dds reach another host when the spec names
-//!   the network (loopback otherwise);
+//!   [`dds`] (Cyclone DDS), [`fastdds`] (eProsima Fast DDS), [`rustdds_t`] (RustDDS, pure
+//!   Rust: it cannot be limited to an interface, see its rule); udp, zenoh, dds, fastdds
+//!   and rustdds reach another host when the spec names the network (loopback otherwise);
 //! - [`conformance`]: the one generic suite every transport is checked with;
 //! - [`probe`]: the probe (oneway / roundtrip, sweeps, fan-out, role processes);
 //! - [`seqtrack`]: lost / duplicate / out-of-order counting;
 //! - [`dds_graph`]: the graph of a DDS domain from its built-in topics (`rtlab observe`).
 //!
 //! Nothing in this crate prints. `unsafe` is denied everywhere but in [`dds`] and [`dds_graph`], the calls into
-//! Cyclone DDS's C API (each block with its `// SAFETY:`); system calls go through rtlab-sys.
+//! Cyclone DDS's C API, and [`fastdds`], the calls into its Fast DDS shim (each block with its `// SAFETY:`); system calls go through rtlab-sys.
 #![deny(unsafe_code)]
 
 pub mod arrivals;
 pub mod conformance;
 pub mod dds;
 pub mod dds_graph;
+pub mod fastdds;
 pub mod intra;
 pub mod observe;
 pub mod probe;
@@ -63,6 +64,14 @@ pub fn open(spec: &probe::TransportSpec) -> Result<Arc<dyn Transport>, Transport
             let net =
                 dds::DdsNetwork { interface: spec.interface.clone(), peers: spec.peers.clone() };
             Ok(Arc::new(dds::DdsTransport::with_network(
+                spec.domain.unwrap_or_else(default_dds_domain),
+                &net,
+            )?))
+        }
+        TransportKind::FastDds => {
+            let net =
+                dds::DdsNetwork { interface: spec.interface.clone(), peers: spec.peers.clone() };
+            Ok(Arc::new(fastdds::FastDdsTransport::with_network(
                 spec.domain.unwrap_or_else(default_dds_domain),
                 &net,
             )?))

@@ -151,17 +151,20 @@ pub enum TransportKind {
     Zenoh,
     #[serde(rename = "cyclonedds", alias = "dds")]
     CycloneDds,
+    #[serde(rename = "fastdds")]
+    FastDds,
     #[serde(rename = "rustdds")]
     RustDds,
 }
 
 impl TransportKind {
-    pub const ALL: [TransportKind; 6] = [
+    pub const ALL: [TransportKind; 7] = [
         TransportKind::Intra,
         TransportKind::Udp,
         TransportKind::Shm,
         TransportKind::Zenoh,
         TransportKind::CycloneDds,
+        TransportKind::FastDds,
         TransportKind::RustDds,
     ];
     pub fn name(self) -> &'static str {
@@ -171,6 +174,7 @@ impl TransportKind {
             TransportKind::Shm => "shm",
             TransportKind::Zenoh => "zenoh",
             TransportKind::CycloneDds => "cyclonedds",
+            TransportKind::FastDds => "fastdds",
             TransportKind::RustDds => "rustdds",
         }
     }
@@ -180,7 +184,7 @@ impl TransportKind {
     }
     /// A DDS implementation (they speak RTPS to each other, and to ROS 2 nodes).
     pub fn is_dds(self) -> bool {
-        matches!(self, TransportKind::CycloneDds | TransportKind::RustDds)
+        matches!(self, TransportKind::CycloneDds | TransportKind::FastDds | TransportKind::RustDds)
     }
 }
 

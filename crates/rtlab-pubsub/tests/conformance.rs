@@ -157,3 +157,41 @@ fn rustdds_conforms() {
         conformance::run_all(&Subject { make: &make, leftovers: &leftovers });
     });
 }
+
+/// Files Fast DDS's shared-memory transport makes (/dev/shm/fastrtps_*: segments, port
+/// queues and their locks). The fastdds tests list them: one at a time.
+static FASTDDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn fastdds_files() -> BTreeSet<std::path::PathBuf> {
+    files_under(&["/dev/shm".into()], &["fastrtps"])
+}
+
+#[test]
+fn fastdds_conforms() {
+    let _one = FASTDDS.lock().unwrap_or_else(|e| e.into_inner());
+    // two participants of one loopback-only domain
+    let domain = rtlab_pubsub::default_dds_domain();
+    let make = || {
+        let open = || rtlab_pubsub::fastdds::FastDdsTransport::new(domain).unwrap();
+        let (a, b): (Arc<dyn Transport>, Arc<dyn Transport>) = (Arc::new(open()), Arc::new(open()));
+        (a, b)
+    };
+    conformance::run_all(&Subject { make: &make, leftovers: &fastdds_files });
+}
+
+#[test]
+fn fastdds_shared_memory_files_are_seen_by_the_leftover_check() {
+    let _one = FASTDDS.lock().unwrap_or_else(|e| e.into_inner());
+    // the clean-shutdown check is only worth something if it sees what Fast DDS makes
+    let domain = rtlab_pubsub::default_dds_domain();
+    let before = fastdds_files();
+    let t = rtlab_pubsub::fastdds::FastDdsTransport::new(domain).unwrap();
+    let q = rtlab_pubsub::Qos::default();
+    let s = t.subscriber(&conformance::fresh_topic("seen"), &q, 64).unwrap();
+    let during = fastdds_files();
+    assert!(
+        during.difference(&before).count() > 0,
+        "no /dev/shm/fastrtps_* file for a participant"
+    );
+    drop((s, t));
+}

@@ -112,7 +112,7 @@ fn check(doc: &Value, transport: &str, metric: &str, subscribers: usize) {
 #[test]
 fn every_transport_runs_oneway_with_subscriber_processes() {
     let dir = tempfile::tempdir().unwrap();
-    for t in ["intra", "udp", "shm", "zenoh", "cyclonedds"] {
+    for t in ["intra", "udp", "shm", "zenoh", "cyclonedds", "fastdds"] {
         let doc = short_run(dir.path(), &["--transport", t, "--subscribers", "2"]);
         check(&doc, t, "one_way_latency", 2);
         let placement = &doc["streams"][0]["labels"]["placement"];

@@ -40,7 +40,7 @@ pub enum WaitArg {
 
 #[derive(Args, Debug)]
 pub struct PubsubArgs {
-    /// Transport [intra]: intra (same process, zero copy), shm (iceoryx2), zenoh, cyclonedds (Cyclone DDS; also: dds), rustdds (RustDDS), udp.
+    /// Transport [intra]: intra (same process, zero copy), shm (iceoryx2), zenoh, cyclonedds (Cyclone DDS; also: dds), fastdds (eProsima Fast DDS), rustdds (RustDDS), udp.
     #[arg(long)]
     pub transport: Option<String>,
     /// The far side's transport (pong or subscribers), another DDS implementation: a cross-implementation case [--transport].

@@ -1105,6 +1105,21 @@ mod preset_tests {
         );
         let s3 = Scenario::parse("s3", preset("s3-ros2-rtt").unwrap(), 1.0).unwrap();
         assert!(s3.cases().iter().filter(|c| c.published.is_some()).count() >= 11);
+        // the three DDS implementations, each case beside the study's DDS1 (DDS2, DDS3 in the label)
+        for t in ["cyclonedds", "fastdds", "rustdds"] {
+            let idle = s3
+                .cases()
+                .iter()
+                .find(|c| {
+                    c.params.get("transport").map(String::as_str) == Some(t)
+                        && c.load == "idle"
+                        && c.profile == "no-rt"
+                })
+                .unwrap_or_else(|| panic!("s3 has no idle no-rt case on {t}"));
+            let p = idle.published.as_ref().expect("its published row");
+            assert_eq!(p.min_us, Some(827.0));
+            assert!(p.label.contains("DDS2 1059/1237/4216") && p.source.contains("does not name"));
+        }
         let q = Scenario::parse("quick", preset("quick").unwrap(), 1.0).unwrap();
         let secs = q.planned_ns() / 1_000_000_000;
         assert!((60..=240).contains(&secs), "quick measures {secs} s");

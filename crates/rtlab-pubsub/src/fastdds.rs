@@ -190,7 +190,7 @@ fn shim_err(what: &'static str, err: &[c_char]) -> TransportError {
 }
 
 /// IPv4 addresses assigned to the interface named `name` (`getifaddrs`).
-fn ipv4_of(name: &str) -> Vec<std::net::Ipv4Addr> {
+pub(crate) fn ipv4_of(name: &str) -> Vec<std::net::Ipv4Addr> {
     let mut out = Vec::new();
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: head is a valid out-pointer; on success the list is ours until freeifaddrs.

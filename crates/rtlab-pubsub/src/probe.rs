@@ -870,9 +870,10 @@ pub fn run_with(
                 role_spec.peers = vec![f.near.clone()];
             }
         }
-    } else if with_rustdds {
-        // the same namespace (private or the caller's), the same interface
+    } else if far_kind.is_dds() {
+        // one host: the same namespace (private or the caller's), the same network
         role_spec.interface = spec.interface.clone();
+        role_spec.peers = spec.peers.clone();
     }
     let in_process = far.is_none() && (cfg.in_process || spec.kind == TransportKind::Intra);
     let cases = cfg.cases();
@@ -919,7 +920,7 @@ pub fn run_with(
     }
     if private_netns.is_some() {
         notes.push(format!(
-            "rustdds: ran in a private network namespace (lo, and a veth end {} {}/24 whose peer end is down: every packet stayed inside) because RustDDS 0.11 cannot be limited to one interface and ignores lo",
+            "rustdds: ran in a private network namespace (lo, and a veth pair, {} {}/24 and its other end without an address: every packet stayed inside) because RustDDS 0.11 cannot be limited to one interface and ignores lo",
             crate::rustdds_t::PRIVATE_IF,
             crate::rustdds_t::PRIVATE_ADDR
         ));
@@ -1235,8 +1236,8 @@ impl CaseSetup<'_> {
 
         // roundtrip: the pong receivers live here, one thread each, started before the echoes
         let rstop = Arc::new(AtomicBool::new(false));
-        let mut receivers = Vec::new();
-        let mut watchers = Vec::new();
+        let mut receivers = JoinOnDrop(rstop.clone(), Vec::new());
+        let mut watchers = JoinOnDrop(rstop.clone(), Vec::new());
         if cfg.mode == Mode::Roundtrip {
             for i in 0..self.n {
                 let rc = self.role_config(RoleKind::Subscriber, i, duration_ns);
@@ -1259,7 +1260,7 @@ impl CaseSetup<'_> {
                         warm_watch(sub, wait, &rs, &mut emit)
                     })
                     .map_err(|e| ProbeError::Rt(e.to_string()))?;
-                    watchers.push(t);
+                    watchers.1.push(t);
                     continue;
                 }
                 let t = spawn_rt(&spec, move || {
@@ -1269,7 +1270,7 @@ impl CaseSetup<'_> {
                     receive_loop(sub, &rc, &rs, &mut emit)
                 })
                 .map_err(|e| ProbeError::Rt(e.to_string()))?;
-                receivers.push(t);
+                receivers.1.push(t);
             }
         }
         let _stop_receivers = StopOnDrop(rstop.clone());
@@ -1352,7 +1353,7 @@ impl CaseSetup<'_> {
         let spec = cfg.rt.spec("rtlab-pub", 0);
         let clock = cfg.oneway_clock();
         let (published, overruns, publisher, lateness) = if closed {
-            let subs = watchers
+            let subs = std::mem::take(&mut watchers.1)
                 .into_iter()
                 .map(|t| t.join())
                 .collect::<Result<Vec<_>, _>>()
@@ -1446,7 +1447,7 @@ impl CaseSetup<'_> {
             }
             Mode::Roundtrip => {
                 rstop.store(true, Ordering::Relaxed);
-                for (i, t) in receivers.drain(..).enumerate() {
+                for (i, t) in receivers.1.drain(..).enumerate() {
                     reports[i] = t.join().ok();
                 }
             }
@@ -1567,6 +1568,22 @@ impl CaseSetup<'_> {
         l.insert("durability".into(), cfg.qos.durability.to_string());
         l.insert("published".into(), published.to_string());
         l
+    }
+}
+
+/// Threads of this process that use ports of the case, with their stop flag: an early
+/// return (an error) stops and joins the ones still there, so that no port, transport or
+/// library object goes while a thread is still inside a take (seen: a Fast DDS reader
+/// freed at exit under a pong receiver, a segmentation fault). Normal paths take them out.
+struct JoinOnDrop<T>(Arc<AtomicBool>, Vec<rtlab_sys::sched::RtThread<T>>);
+impl<T> Drop for JoinOnDrop<T> {
+    fn drop(&mut self) {
+        if !self.1.is_empty() {
+            self.0.store(true, Ordering::Relaxed);
+            for t in self.1.drain(..) {
+                let _ = t.join();
+            }
+        }
     }
 }
 

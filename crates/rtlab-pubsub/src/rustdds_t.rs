@@ -29,8 +29,8 @@
 //! found by multicast on the link's interface.
 //!
 //! One host: [`enter_private_netns`] moves the calling thread into a private network
-//! namespace with `lo` and a veth link `rdds0` (198.18.0.1/24, multicast; its peer end
-//! `rdds1` stays down) — RustDDS's traffic never leaves it. The probe uses it for the
+//! namespace with `lo` and a veth link `rdds0` (198.18.0.1/24, multicast; its other end
+//! `rdds1` up without an address, in the same namespace) — RustDDS's traffic never leaves it. The probe uses it for the
 //! `rustdds` transport without an interface (root only; see probe.rs).
 //!
 //! Threads: RustDDS names its two threads `RustDDS discovery thread` and
@@ -84,14 +84,18 @@ fn lib(what: &'static str, why: impl std::fmt::Display) -> TransportError {
     TransportError::Library { transport: NAME, what, why: why.to_string() }
 }
 
-/// The interfaces of this thread's network namespace that are up, but `lo`
-/// (`/proc/thread-self/net/dev`, flags by SIOCGIFFLAGS).
+/// The interfaces of this thread's network namespace RustDDS uses: up, not loopback, with
+/// an IPv4 address (`/proc/thread-self/net/dev`, flags by SIOCGIFFLAGS, addresses by
+/// getifaddrs; RustDDS 0.11 takes the IPv4 addresses of the interfaces, so one without
+/// any, like the private namespace's `rdds1`, carries nothing of it).
 pub fn non_lo_interfaces_up() -> Vec<String> {
     crate::dds::interface_names()
         .into_iter()
         .filter(|n| {
             let flags = rtlab_sys::net::interface_flags(n).unwrap_or(0);
-            flags & libc::IFF_UP as u32 != 0 && flags & libc::IFF_LOOPBACK as u32 == 0
+            flags & libc::IFF_UP as u32 != 0
+                && flags & libc::IFF_LOOPBACK as u32 == 0
+                && !crate::fastdds::ipv4_of(n).is_empty()
         })
         .collect()
 }
@@ -215,8 +219,9 @@ fn run_ip(args: &[&str]) -> Result<(), String> {
 
 /// Move the calling thread into a new private network namespace (root: CAP_SYS_ADMIN) set
 /// up for RustDDS: `lo` up, and a veth pair `rdds0`/`rdds1` whose end [`PRIVATE_IF`] is up
-/// with [`PRIVATE_ADDR`]/24 and multicast (no IPv6 address); `rdds1` stays down, so the
-/// traffic loops back inside. `ip` runs as a child of this thread: it inherits the thread's
+/// with [`PRIVATE_ADDR`]/24 and multicast (no IPv6 address); `rdds1` is up without an
+/// address (carrier on `rdds0`, which Fast DDS's multicast needs), in the same namespace, so
+/// the traffic stays inside. `ip` runs as a child of this thread: it inherits the thread's
 /// namespace. Threads and processes this thread creates from now on are born in it (the
 /// probe's role processes included); the namespace has no name and disappears with its
 /// last thread or process, so nothing is left to remove. Returns a guard that moves the
@@ -233,6 +238,10 @@ pub fn enter_private_netns() -> Result<PrivateNetns, String> {
         vec!["link", "set", PRIVATE_IF, "multicast", "on"],
         vec!["addr", "add", &addr, "dev", PRIVATE_IF],
         vec!["link", "set", PRIVATE_IF, "up"],
+        // the other end up too (no address; what reaches it stays in this namespace): Fast
+        // DDS's multicast discovery reached no one over a veth end without carrier (RustDDS's
+        // and Cyclone's did)
+        vec!["link", "set", "rdds1", "up"],
     ];
     for a in &setup {
         if let Err(e) = run_ip(a) {

@@ -145,8 +145,11 @@ fn root_rustdds_refuses_when_another_interface_is_up_or_only_lo() {
         // named, by name or address, as the only one up: accepted
         assert_eq!(open_err(Some("rdtA")), None);
         assert_eq!(open_err(Some("198.19.0.1")), None);
-        // a second one up: the named one is no longer the only one
+        // a second one up without an address carries nothing of RustDDS's: still the only one
         ip(&["link", "set", "rdtB", "up"]);
+        assert_eq!(open_err(Some("rdtA")), None);
+        // with an address, the named one is no longer the only one
+        ip(&["addr", "add", "198.19.1.1/24", "dev", "rdtB"]);
         let e = open_err(Some("rdtA")).expect("two up must be refused");
         assert!(e.contains("rdtB") && e.contains("only interface up"), "{e}");
         // every interface, accepted by the user

@@ -358,3 +358,49 @@ fn busy_poll_spinners_on_too_few_cpus_are_said() {
     let blocking = codes("blocking");
     assert!(blocking.iter().all(|(c, _)| c != "busy-poll-starves-middleware"), "{blocking:?}");
 }
+
+/// Cross-implementation cases: the ping on one DDS implementation, its pong a process on
+/// another (and a publisher on one, two subscriber processes on another); every message is
+/// accounted for, and the result says which implementation each side ran.
+#[test]
+fn far_transport_pairs_two_dds_implementations() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pairs =
+        vec![("cyclonedds", "fastdds", "roundtrip"), ("fastdds", "cyclonedds", "oneway")];
+    if common::is_root() {
+        // RustDDS runs in a private network namespace (root): it cannot be kept to loopback
+        pairs.push(("rustdds", "cyclonedds", "roundtrip"));
+        pairs.push(("fastdds", "rustdds", "roundtrip"));
+    } else {
+        eprintln!("rustdds pairs skipped: not root (RustDDS needs a private network namespace)");
+    }
+    for (near, far, mode) in pairs {
+        let subs = if mode == "oneway" { 2 } else { 1 };
+        let doc = short_run(
+            dir.path(),
+            &[
+                "--transport",
+                near,
+                "--far-transport",
+                far,
+                "--mode",
+                mode,
+                "--subscribers",
+                &subs.to_string(),
+                "--reliability",
+                "reliable",
+                "--history",
+                "keep-last:100",
+            ],
+        );
+        check(&doc, near, if mode == "oneway" { "one_way_latency" } else { "rtt" }, subs);
+        let streams = doc["streams"].as_array().unwrap();
+        let far_streams: Vec<&Value> =
+            streams.iter().filter(|s| s["labels"].get("subscriber").is_some()).collect();
+        assert!(
+            far_streams.iter().all(|s| s["labels"]["far_transport"] == far),
+            "{near} -> {far}: {far_streams:?}"
+        );
+        assert_eq!(doc["config"]["probe"]["far_transport"], far, "{near} -> {far}");
+    }
+}

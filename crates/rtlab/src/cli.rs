@@ -18,7 +18,7 @@ pub enum Command {
     /// Two hosts on one machine: network namespaces joined by veth.
     Netns(crate::cmd::netns::NetnsArgs),
     /// Message latency through real middleware transports (S2, S3).
-    Pubsub(crate::cmd::pubsub::PubsubArgs),
+    Pubsub(Box<crate::cmd::pubsub::PubsubArgs>),
     /// The loads on their own (stress-ng, iperf3, a command).
     Load(crate::cmd::load::LoadArgs),
     /// Check, apply, show and restore real-time profiles.

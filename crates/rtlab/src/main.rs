@@ -90,7 +90,7 @@ fn dispatch(cli: cli::Cli) -> anyhow::Result<u8> {
         cli::Command::Timer(a) => cmd::timer::run(a),
         cli::Command::Udp(a) => cmd::udp::run(a),
         cli::Command::Netns(a) => cmd::netns::run(a),
-        cli::Command::Pubsub(a) => cmd::pubsub::run(a),
+        cli::Command::Pubsub(a) => cmd::pubsub::run(*a),
         cli::Command::Load(a) => cmd::load::run(a),
         cli::Command::Tune(a) => cmd::tune::run(a),
         cli::Command::Run(a) => cmd::run::run(a),

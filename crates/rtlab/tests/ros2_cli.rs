@@ -88,11 +88,11 @@ fn rtlab_in(ns: &str) -> Command {
 
 /// The DDS flags of rtlab's side: the peer's domain, the veth, reliable with history enough
 /// for a loaded CI machine's stalls.
-fn dds_args<'a>(domain: &'a str, ip: &'a str) -> Vec<&'a str> {
+fn dds_args<'a>(transport: &'a str, domain: &'a str, ip: &'a str) -> Vec<&'a str> {
     vec![
         "pubsub",
         "--transport",
-        "cyclonedds",
+        transport,
         "--domain",
         domain,
         "--interface",
@@ -122,27 +122,37 @@ fn rtlab_ping_through_a_ros2_node_that_echoes() {
     let pair = NetnsPair::up("r2ping").unwrap();
     let _pong = Peer::start(
         &pair.ns_a,
-        &["pong", "--domain", "0", "--topic", "rtlab_rt", "--depth", "100", "--seconds", "90"],
+        &["pong", "--domain", "0", "--topic", "rtlab_rt", "--depth", "100", "--seconds", "240"],
     );
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("ping.json");
-    let o = rtlab_in(&pair.ns_b)
-        .args(dds_args("0", &pair.ip_b))
-        .args(["--role", "ping", "--topic", "rtlab_rt", "--rate", "50hz", "--count", "200"])
-        .args(["--json", json.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let d = read_json(&json);
-    let s = &d["streams"][0];
-    assert_eq!(s["metric"], "rtt");
-    let st = &s["stats"];
-    let published: u64 = s["labels"]["published"].as_str().unwrap().parse().unwrap();
-    assert_eq!(published + u(&st["overruns"]), 200, "every slot sent or skipped");
-    // reliable both ways once the warm-up came back: every ping came back, once, in order
-    assert_eq!(u(&st["count"]) + u(&st["late"]), published, "{st}");
-    assert_eq!(u(&st["lost"]), 0, "{st}");
-    assert_eq!(u(&st["duplicates"]) + u(&st["out_of_order"]) + u(&st["malformed"]), 0, "{st}");
+    // Cyclone and Fast DDS against the same ROS 2 node (RustDDS's ros2-client); rustdds is
+    // left out: beside a CI build it lost 36 of 200 reliable pings to this node (RustDDS on
+    // both ends; not understood yet, see the issue 15 note)
+    for transport in ["cyclonedds", "fastdds"] {
+        let o = rtlab_in(&pair.ns_b)
+            .args(dds_args(transport, "0", &pair.ip_b))
+            .args(["--role", "ping", "--topic", "rtlab_rt", "--rate", "50hz", "--count", "200"])
+            .args(["--json", json.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{transport}: {}", stderr(&o));
+        let d = read_json(&json);
+        let s = &d["streams"][0];
+        assert_eq!(s["metric"], "rtt");
+        assert_eq!(s["labels"]["transport"], transport);
+        let st = &s["stats"];
+        let published: u64 = s["labels"]["published"].as_str().unwrap().parse().unwrap();
+        assert_eq!(published + u(&st["overruns"]), 200, "{transport}: every slot sent or skipped");
+        // reliable both ways once the warm-up came back: every ping came back, once, in order
+        assert_eq!(u(&st["count"]) + u(&st["late"]), published, "{transport}: {st}");
+        assert_eq!(u(&st["lost"]), 0, "{transport}: {st}");
+        assert_eq!(
+            u(&st["duplicates"]) + u(&st["out_of_order"]) + u(&st["malformed"]),
+            0,
+            "{transport}: {st}"
+        );
+    }
 }
 
 #[test]
@@ -154,7 +164,7 @@ fn rtlab_subscribes_to_a_ros2_publisher() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("sub.json");
     let mut sub = rtlab_in(&pair.ns_b)
-        .args(dds_args("7", &pair.ip_b))
+        .args(dds_args("cyclonedds", "7", &pair.ip_b))
         .args(["--role", "sub", "--synced-clocks", "--topic", "joint_cmd", "--rate", "50hz"])
         .args(["--duration", "120s", "--json", json.to_str().unwrap()])
         .stdout(Stdio::null())
@@ -215,7 +225,7 @@ fn a_ros2_subscriber_receives_rtlab_publisher() {
         ],
     );
     let o = rtlab_in(&pair.ns_b)
-        .args(dds_args("42", &pair.ip_b))
+        .args(dds_args("cyclonedds", "42", &pair.ip_b))
         .args(["--role", "pub", "--topic", "cmd_vel_rt", "--rate", "50hz"])
         .args(["--count", &count.to_string()])
         .output()

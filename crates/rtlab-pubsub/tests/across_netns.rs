@@ -32,13 +32,8 @@ struct Role {
 }
 
 fn root_and_ip() -> Result<(), String> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1).map(str::to_string));
-    if euid.as_deref() != Some("0") {
-        return Err("not root (network namespaces need CAP_SYS_ADMIN)".into());
+    if let Some(why) = rtlab_sys::net::netns_unavailable() {
+        return Err(why.into());
     }
     match Command::new("ip").arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status() {
         Ok(s) if s.success() => Ok(()),

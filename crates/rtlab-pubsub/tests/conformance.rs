@@ -108,21 +108,8 @@ fn dds_conforms() {
     conformance::run_all(&Subject { make: &make, leftovers: &leftovers });
 }
 
-/// Why a test that needs a private network namespace cannot run here (None: it can).
-fn no_netns() -> Option<String> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1).map(str::to_string));
-    if euid.as_deref() != Some("0") {
-        return Some("not root (a private network namespace needs CAP_SYS_ADMIN)".into());
-    }
-    None
-}
-
 /// Run `f` on a thread of its own inside a fresh private network namespace
-/// (`rustdds_t::enter_private_netns`: lo + a veth end rdds0 whose peer is down): every
+/// (`rustdds_t::enter_private_netns`: lo + a veth pair, rdds0 and rdds1): every
 /// packet RustDDS sends stays in it, and it disappears with the thread.
 fn in_private_netns(f: impl FnOnce() + Send + 'static) {
     std::thread::spawn(move || {
@@ -135,7 +122,7 @@ fn in_private_netns(f: impl FnOnce() + Send + 'static) {
 
 #[test]
 fn rustdds_conforms() {
-    if let Some(why) = no_netns() {
+    if let Some(why) = rtlab_sys::net::netns_unavailable() {
         eprintln!("skipped: {why}");
         return;
     }

@@ -32,16 +32,6 @@ fn launcher(json: &str) -> Command {
     c
 }
 
-fn not_root() -> Option<&'static str> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1).map(str::to_string));
-    (euid.as_deref() != Some("0"))
-        .then_some("not root (a private network namespace needs CAP_SYS_ADMIN)")
-}
-
 /// Run `f` on a thread of its own; the thread's namespace is what `f` makes of it.
 fn on_own_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     std::thread::spawn(f).join().expect("the test thread")
@@ -89,7 +79,7 @@ fn one_way(pt: &dyn Transport, st: &dyn Transport) -> Vec<u64> {
 
 #[test]
 fn root_rustdds_and_cyclone_meet_both_ways() {
-    if let Some(why) = not_root() {
+    if let Some(why) = rtlab_sys::net::netns_unavailable() {
         eprintln!("skipped: {why}");
         return;
     }
@@ -116,7 +106,7 @@ fn open_err(interface: Option<&str>) -> Option<String> {
 
 #[test]
 fn root_rustdds_refuses_when_another_interface_is_up_or_only_lo() {
-    if let Some(why) = not_root() {
+    if let Some(why) = rtlab_sys::net::netns_unavailable() {
         eprintln!("skipped: {why}");
         return;
     }
@@ -203,7 +193,7 @@ fn config(mode: Mode) -> PubsubConfig {
 
 #[test]
 fn root_probe_runs_rustdds_in_a_private_namespace_with_its_role_processes() {
-    if let Some(why) = not_root() {
+    if let Some(why) = rtlab_sys::net::netns_unavailable() {
         eprintln!("skipped: {why}");
         return;
     }
@@ -245,7 +235,7 @@ fn every_transport_is_named_alike_on_the_cli_and_in_json() {
 
 #[test]
 fn root_probe_runs_cyclone_and_rustdds_against_each_other_in_a_private_namespace() {
-    if let Some(why) = not_root() {
+    if let Some(why) = rtlab_sys::net::netns_unavailable() {
         eprintln!("skipped: {why}");
         return;
     }

@@ -314,6 +314,14 @@ impl SavedNetns {
     }
 }
 
+/// Why this process cannot make a network namespace (None: it can — effective uid 0, what
+/// unshare(CLONE_NEWNET) and `ip netns` need here).
+pub fn netns_unavailable() -> Option<&'static str> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    (unsafe { libc::geteuid() } != 0)
+        .then_some("not root (a network namespace needs CAP_SYS_ADMIN)")
+}
+
 /// Move the calling thread (only it: namespaces are per thread in Linux) into a new, empty
 /// network namespace (only a `lo`, down). Threads and processes it creates afterwards are
 /// born there. The namespace has no name: it goes away with the last thread or process in

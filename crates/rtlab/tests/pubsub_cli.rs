@@ -404,3 +404,45 @@ fn far_transport_pairs_two_dds_implementations() {
         assert_eq!(doc["config"]["probe"]["far_transport"], far, "{near} -> {far}");
     }
 }
+
+/// Removes the namespace (and with it the veth pair) also when an assertion fails.
+struct Netns(String);
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip").args(["netns", "del", &self.0]).output();
+    }
+}
+
+/// Found on main: a fastdds ping whose pong never came returned its error while its pong
+/// receiver thread was still inside a Fast DDS take, and at exit Fast DDS freed the reader
+/// under it (SIGSEGV, exit 139). Here discovery cannot succeed (the only link is a veth
+/// end without carrier, where Fast DDS's multicast reaches no one): the run must end with
+/// its one-line error and exit 2, never a signal.
+#[test]
+fn a_fastdds_case_that_never_discovers_its_pong_ends_with_exit_2() {
+    if !common::is_root() {
+        eprintln!("skipped: needs root (a network namespace)");
+        return;
+    }
+    let name = format!("rtfd{}", std::process::id());
+    let ip = |args: &[&str]| {
+        let o = std::process::Command::new("ip").args(args).output().unwrap();
+        assert!(o.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    ip(&["netns", "add", &name]);
+    let _ns = Netns(name.clone());
+    ip(&["-n", &name, "link", "set", "lo", "up"]);
+    ip(&["-n", &name, "link", "add", "fd0", "type", "veth", "peer", "name", "fd1"]);
+    ip(&["-n", &name, "addr", "add", "198.18.11.1/24", "dev", "fd0"]);
+    ip(&["-n", &name, "link", "set", "fd0", "up"]);
+    let o = std::process::Command::new("ip")
+        .args(["netns", "exec", &name, env!("CARGO_BIN_EXE_rtlab")])
+        .args(["pubsub", "--transport", "fastdds", "--interface", "fd0", "--mode", "roundtrip"])
+        .args(["--count", "5", "--no-mlockall", "--quiet"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "expected exit 2 (no signal): {:?} {err}", o.status);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("received nothing"), "{err}");
+}

@@ -189,36 +189,6 @@ fn shim_err(what: &'static str, err: &[c_char]) -> TransportError {
     bad(what, if why.is_empty() { "failed".into() } else { why })
 }
 
-/// IPv4 addresses assigned to the interface named `name` (`getifaddrs`).
-pub(crate) fn ipv4_of(name: &str) -> Vec<std::net::Ipv4Addr> {
-    let mut out = Vec::new();
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: head is a valid out-pointer; on success the list is ours until freeifaddrs.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return out;
-    }
-    let mut at = head;
-    while !at.is_null() {
-        // SAFETY: `at` is a node of the list getifaddrs made (not yet freed); ifa_name is a
-        // NUL-terminated string; ifa_addr, when not null, points to a sockaddr whose family
-        // says its type (sockaddr_in for AF_INET).
-        unsafe {
-            let ifa = &*at;
-            if !ifa.ifa_addr.is_null()
-                && (*ifa.ifa_addr).sa_family as c_int == libc::AF_INET
-                && CStr::from_ptr(ifa.ifa_name).to_bytes() == name.as_bytes()
-            {
-                let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
-                out.push(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
-            }
-            at = ifa.ifa_next;
-        }
-    }
-    // SAFETY: the list from getifaddrs above, freed once.
-    unsafe { libc::freeifaddrs(head) };
-    out
-}
-
 /// One unicast discovery peer: an IPv4 address and a port (0: participant ids 0..99).
 fn resolve_peer(p: &str) -> Result<(std::net::Ipv4Addr, u16), TransportError> {
     use std::net::ToSocketAddrs;
@@ -282,7 +252,7 @@ fn plan(net: &DdsNetwork) -> Result<NetPlan, TransportError> {
             ))
         }
         Iface::Name(n) => {
-            let v = ipv4_of(n);
+            let v = rtlab_sys::net::interface_ipv4(n);
             if v.is_empty() {
                 return Err(bad(
                     "interface",

@@ -1236,8 +1236,8 @@ impl CaseSetup<'_> {
 
         // roundtrip: the pong receivers live here, one thread each, started before the echoes
         let rstop = Arc::new(AtomicBool::new(false));
-        let mut receivers = JoinOnDrop(rstop.clone(), Vec::new());
-        let mut watchers = JoinOnDrop(rstop.clone(), Vec::new());
+        let mut receivers = JoinOnDrop::new(&rstop);
+        let mut watchers = JoinOnDrop::new(&rstop);
         if cfg.mode == Mode::Roundtrip {
             for i in 0..self.n {
                 let rc = self.role_config(RoleKind::Subscriber, i, duration_ns);
@@ -1260,7 +1260,7 @@ impl CaseSetup<'_> {
                         warm_watch(sub, wait, &rs, &mut emit)
                     })
                     .map_err(|e| ProbeError::Rt(e.to_string()))?;
-                    watchers.1.push(t);
+                    watchers.threads.push(t);
                     continue;
                 }
                 let t = spawn_rt(&spec, move || {
@@ -1270,10 +1270,9 @@ impl CaseSetup<'_> {
                     receive_loop(sub, &rc, &rs, &mut emit)
                 })
                 .map_err(|e| ProbeError::Rt(e.to_string()))?;
-                receivers.1.push(t);
+                receivers.threads.push(t);
             }
         }
-        let _stop_receivers = StopOnDrop(rstop.clone());
         // middleware threads exist once ports do (Cyclone starts `recv` lazily)
         let thread_priorities_set =
             apply_thread_priorities(&cfg.thread_priorities).map_err(ProbeError::Invalid)?;
@@ -1353,7 +1352,7 @@ impl CaseSetup<'_> {
         let spec = cfg.rt.spec("rtlab-pub", 0);
         let clock = cfg.oneway_clock();
         let (published, overruns, publisher, lateness) = if closed {
-            let subs = std::mem::take(&mut watchers.1)
+            let subs = std::mem::take(&mut watchers.threads)
                 .into_iter()
                 .map(|t| t.join())
                 .collect::<Result<Vec<_>, _>>()
@@ -1447,7 +1446,7 @@ impl CaseSetup<'_> {
             }
             Mode::Roundtrip => {
                 rstop.store(true, Ordering::Relaxed);
-                for (i, t) in receivers.1.drain(..).enumerate() {
+                for (i, t) in receivers.threads.drain(..).enumerate() {
                     reports[i] = t.join().ok();
                 }
             }
@@ -1575,22 +1574,23 @@ impl CaseSetup<'_> {
 /// return (an error) stops and joins the ones still there, so that no port, transport or
 /// library object goes while a thread is still inside a take (seen: a Fast DDS reader
 /// freed at exit under a pong receiver, a segmentation fault). Normal paths take them out.
-struct JoinOnDrop<T>(Arc<AtomicBool>, Vec<rtlab_sys::sched::RtThread<T>>);
+struct JoinOnDrop<T> {
+    stop: Arc<AtomicBool>,
+    threads: Vec<rtlab_sys::sched::RtThread<T>>,
+}
+impl<T> JoinOnDrop<T> {
+    fn new(stop: &Arc<AtomicBool>) -> Self {
+        JoinOnDrop { stop: stop.clone(), threads: Vec::new() }
+    }
+}
 impl<T> Drop for JoinOnDrop<T> {
     fn drop(&mut self) {
-        if !self.1.is_empty() {
-            self.0.store(true, Ordering::Relaxed);
-            for t in self.1.drain(..) {
+        if !self.threads.is_empty() {
+            self.stop.store(true, Ordering::Relaxed);
+            for t in self.threads.drain(..) {
                 let _ = t.join();
             }
         }
-    }
-}
-
-struct StopOnDrop(Arc<AtomicBool>);
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
     }
 }
 

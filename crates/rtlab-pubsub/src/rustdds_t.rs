@@ -95,7 +95,7 @@ pub fn non_lo_interfaces_up() -> Vec<String> {
             let flags = rtlab_sys::net::interface_flags(n).unwrap_or(0);
             flags & libc::IFF_UP as u32 != 0
                 && flags & libc::IFF_LOOPBACK as u32 == 0
-                && !crate::fastdds::ipv4_of(n).is_empty()
+                && !rtlab_sys::net::interface_ipv4(n).is_empty()
         })
         .collect()
 }
@@ -139,19 +139,18 @@ fn check_network(interface: Option<&str>, peers: &[String]) -> Result<Net, Trans
                 TransportError::Library { what, why, .. } => lib(what, why),
                 e => e,
             })?;
-            if let crate::dds::Iface::Address(a) = crate::dds::classify(x) {
-                if a.is_loopback() {
+            let named = match crate::dds::classify(x) {
+                crate::dds::Iface::Address(a) if a.is_loopback() => {
                     return Err(lib(
                         "interface",
                         format!("{a} is a loopback address: RustDDS 0.11 does not use lo"),
                     ));
                 }
-            } else if x == "lo" {
-                return Err(lib("interface", "lo: RustDDS 0.11 does not use lo".to_string()));
-            }
-            let named = match crate::dds::classify(x) {
-                crate::dds::Iface::Name(n) => Some(n.to_string()),
                 crate::dds::Iface::Address(_) => None,
+                crate::dds::Iface::Name("lo") => {
+                    return Err(lib("interface", "lo: RustDDS 0.11 does not use lo".to_string()));
+                }
+                crate::dds::Iface::Name(n) => Some(n.to_string()),
             };
             let ok = match (&named, up.as_slice()) {
                 (Some(n), [only]) => n == only,

@@ -372,6 +372,37 @@ pub fn interface_flags(name: &str) -> Result<u32, SysError> {
     Ok(unsafe { req.ifr_ifru.ifru_flags } as u16 as u32)
 }
 
+/// IPv4 addresses assigned to interface `name` in the calling thread's network namespace
+/// (getifaddrs(3), whose netlink socket belongs to that namespace); none when it cannot tell.
+pub fn interface_ipv4(name: &str) -> Vec<std::net::Ipv4Addr> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: head is a valid out-pointer; on success the list is ours until freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return out;
+    }
+    let mut at = head;
+    while !at.is_null() {
+        // SAFETY: `at` is a node of the list getifaddrs made (not yet freed); ifa_name is a
+        // NUL-terminated string; ifa_addr, when not null, points to a sockaddr whose family
+        // says its type (sockaddr_in for AF_INET).
+        unsafe {
+            let ifa = &*at;
+            if !ifa.ifa_addr.is_null()
+                && (*ifa.ifa_addr).sa_family as libc::c_int == libc::AF_INET
+                && std::ffi::CStr::from_ptr(ifa.ifa_name).to_bytes() == name.as_bytes()
+            {
+                let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                out.push(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
+            }
+            at = ifa.ifa_next;
+        }
+    }
+    // SAFETY: the list from getifaddrs above, freed once.
+    unsafe { libc::freeifaddrs(head) };
+    out
+}
+
 /// A random u64 from the kernel (getrandom(2)); falls back to time and pid if it fails.
 pub fn random_u64() -> u64 {
     let mut v: u64 = 0;

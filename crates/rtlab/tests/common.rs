@@ -46,3 +46,12 @@ pub fn is_root() -> bool {
         })
         .unwrap_or(false)
 }
+
+/// A network namespace a test made (`ip netns add`): removed, with its veth pairs, when
+/// dropped, also when an assertion fails.
+pub struct Netns(pub String);
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+    }
+}

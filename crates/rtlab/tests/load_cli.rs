@@ -4,17 +4,10 @@
 //! names its package.
 //! Traffic goes only over loopback or into a network namespace the test creates and removes.
 
+mod common;
+use common::{rtlab, Netns};
 use rtlab_tune::load::{LoadConfig, RunningLoad};
 use std::process::Command;
-
-fn rtlab() -> Command {
-    // one machine lock per test binary: its tests run one measurement at a time, as rtlab
-    // wants, and a test's lock never stands in the way of a real rtlab on this machine
-    let lock = std::env::temp_dir().join(format!("rtlab-test-lock-{}", std::process::id()));
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rtlab"));
-    c.env("RTLAB_LOCK", lock);
-    c
-}
 
 fn out(c: &mut Command) -> (i32, String, String) {
     let o = c.output().unwrap();
@@ -244,14 +237,6 @@ fn load_bad_input_is_one_line_and_exit_2() {
         assert_eq!(code, 2, "{args:?}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
         assert!(stderr.contains(want), "{args:?}: {stderr}");
-    }
-}
-
-/// Removes the namespace (and with it the veth pair) also when an assertion fails.
-struct Netns(String);
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
     }
 }
 

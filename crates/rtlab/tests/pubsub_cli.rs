@@ -405,14 +405,6 @@ fn far_transport_pairs_two_dds_implementations() {
     }
 }
 
-/// Removes the namespace (and with it the veth pair) also when an assertion fails.
-struct Netns(String);
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("ip").args(["netns", "del", &self.0]).output();
-    }
-}
-
 /// Found on main: a fastdds ping whose pong never came returned its error while its pong
 /// receiver thread was still inside a Fast DDS take, and at exit Fast DDS freed the reader
 /// under it (SIGSEGV, exit 139). Here discovery cannot succeed (the only link is a veth
@@ -430,7 +422,7 @@ fn a_fastdds_case_that_never_discovers_its_pong_ends_with_exit_2() {
         assert!(o.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&o.stderr));
     };
     ip(&["netns", "add", &name]);
-    let _ns = Netns(name.clone());
+    let _ns = common::Netns(name.clone());
     ip(&["-n", &name, "link", "set", "lo", "up"]);
     ip(&["-n", &name, "link", "add", "fd0", "type", "veth", "peer", "name", "fd1"]);
     ip(&["-n", &name, "addr", "add", "198.18.11.1/24", "dev", "fd0"]);

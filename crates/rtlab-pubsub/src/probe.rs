@@ -533,8 +533,10 @@ impl ReceiverReport {
 pub enum RoleEvent {
     /// Ports created.
     Ready,
-    /// The first warm-up message arrived (discovery done).
-    Warm,
+    /// A warm-up message arrived: its number (the warm-up bit cleared). Receivers report
+    /// every one until their first measured message; set-up ends on the second stage
+    /// (see [`Warmup`]).
+    Warm(u64),
     /// Finished; a subscriber role carries its report.
     Done(Option<Box<ReceiverReport>>),
     Failed(String),
@@ -994,7 +996,7 @@ fn run_peer_by_hand(
         match e {
             RoleEvent::Failed(why) => return Err(ProbeError::Setup(why)),
             RoleEvent::Done(r) => report = r.map(|b| *b),
-            RoleEvent::Ready | RoleEvent::Warm => {}
+            RoleEvent::Ready | RoleEvent::Warm(_) => {}
         }
     }
     let _ = t.join();
@@ -1236,6 +1238,8 @@ impl CaseSetup<'_> {
 
         // roundtrip: the pong receivers live here, one thread each, started before the echoes
         let rstop = Arc::new(AtomicBool::new(false));
+        // set once every receiver is warm: the closed loop's watchers hand their ports back
+        let settled = Arc::new(AtomicBool::new(false));
         let mut receivers = JoinOnDrop::new(&rstop);
         let mut watchers = JoinOnDrop::new(&rstop);
         if cfg.mode == Mode::Roundtrip {
@@ -1253,11 +1257,12 @@ impl CaseSetup<'_> {
                 if closed {
                     // until warm; then the pinger's own thread takes the pongs
                     let wait = cfg.wait;
+                    let done = settled.clone();
                     let t = spawn_rt(&spec, move || {
                         let mut emit = |e: RoleEvent| {
                             let _ = events.send((1000 + i, e));
                         };
-                        warm_watch(sub, wait, &rs, &mut emit)
+                        warm_watch(sub, wait, &rs, &done, &mut emit)
                     })
                     .map_err(|e| ProbeError::Rt(e.to_string()))?;
                     watchers.threads.push(t);
@@ -1286,16 +1291,18 @@ impl CaseSetup<'_> {
         }
         drop(tx);
 
-        // ready, then warm: warm-up messages until every receiver got one (discovery done);
-        // by hand the peer is started elsewhere: a ping waits for its first pong, a
-        // publisher cannot know its subscribers and starts at once
+        // ready, then warm: warm-up messages until every receiver is warm ([`Warmup`]); by
+        // hand the peer is started elsewhere: a ping waits for its pongs, a publisher cannot
+        // know its subscribers and starts at once
         let mut ready = vec![by_hand; self.n];
-        let mut warm = vec![by_hand && cfg.mode == Mode::Oneway; self.n];
+        let mut warm: Vec<Warmup> = (0..self.n)
+            .map(|_| if by_hand && cfg.mode == Mode::Oneway { Warmup::Warm } else { Warmup::Cold })
+            .collect();
         let mut reports: Vec<Option<ReceiverReport>> = vec![None; self.n];
         let setup_end = monotonic_ns() + SETUP_TIMEOUT_NS;
         let mut k = 0u64;
         let mut next_warm = monotonic_ns();
-        while !(ready.iter().all(|r| *r) && warm.iter().all(|w| *w)) {
+        while !(ready.iter().all(|r| *r) && warm.iter().all(|w| *w == Warmup::Warm)) {
             if stop.load(Ordering::Relaxed) {
                 return Err(ProbeError::Setup("interrupted during set-up".into()));
             }
@@ -1307,7 +1314,7 @@ impl CaseSetup<'_> {
                     "did not start"
                 };
                 let idx: Vec<String> = (0..self.n)
-                    .filter(|i| !(ready[*i] && warm[*i]))
+                    .filter(|i| !(ready[*i] && warm[*i] == Warmup::Warm))
                     .map(|i| i.to_string())
                     .collect();
                 return Err(ProbeError::Setup(format!(
@@ -1327,9 +1334,9 @@ impl CaseSetup<'_> {
                     let (i, own) = if i >= 1000 { (i - 1000, true) } else { (i, false) };
                     match e {
                         RoleEvent::Ready => ready[i] = true,
-                        RoleEvent::Warm => {
+                        RoleEvent::Warm(j) => {
                             if own || cfg.mode == Mode::Oneway {
-                                warm[i] = true
+                                warm[i] = warm[i].arrived(j, k);
                             }
                         }
                         RoleEvent::Failed(why) => return Err(ProbeError::Setup(why)),
@@ -1342,6 +1349,7 @@ impl CaseSetup<'_> {
                 }
             }
         }
+        settled.store(true, Ordering::Relaxed);
         // let the last warm-up messages drain before measuring
         std::thread::sleep(std::time::Duration::from_millis(20));
 
@@ -1655,8 +1663,9 @@ fn send_loop(
     (published, overruns, None)
 }
 
-/// A receiver: take, stamp, count, record until `stop`. Emits `Warm` on the first
-/// warm-up message. Allocation-free after set-up.
+/// A receiver: take, stamp, count, record until `stop`. Emits `Warm` on each warm-up
+/// message until the first measured one (never in the measured phase). Allocation-free
+/// after set-up.
 pub fn receive_loop(
     mut sub: Box<dyn Subscriber>,
     rc: &RoleConfig,
@@ -1672,7 +1681,7 @@ pub fn receive_loop(
         spike_threshold_ns: None,
     };
     let mut tally = Tally::new(&rcfg, rc.spike.as_ref());
-    let mut warm = false;
+    let mut measuring = false;
     let give_up = monotonic_ns() + rc.run_timeout_ns;
     while !stop.load(Ordering::Relaxed) && monotonic_ns() < give_up {
         let got = match sub.take(rc.wait, POLL_SLICE_NS) {
@@ -1688,9 +1697,10 @@ pub fn receive_loop(
             StampClock::Realtime => rc.stamp_clock.now(),
         };
         let Some(r) = got else { continue };
-        if tally.arrive(&r, now, now_mono, rc.loss_timeout_ns) == Arrived::Warmup && !warm {
-            warm = true;
-            emit(RoleEvent::Warm);
+        match tally.arrive(&r, now, now_mono, rc.loss_timeout_ns) {
+            Arrived::Warmup if !measuring => emit(RoleEvent::Warm(r.seq & !WARMUP_BIT)),
+            Arrived::Warmup => {}
+            Arrived::Counted | Arrived::Sample => measuring = true,
         }
     }
     drop(sub);
@@ -1715,23 +1725,54 @@ fn echo_loop(
     Ok(())
 }
 
-/// Closed loop, before measuring: wait for this pong port's first warm-up message
-/// (discovery done), then hand the port back for the pinger's own thread.
+/// Closed loop, before measuring: report this pong port's warm-up messages until every
+/// receiver is warm (`settled`), then hand the port back for the pinger's own thread.
 fn warm_watch(
     mut sub: Box<dyn Subscriber>,
     wait: WaitStyle,
     stop: &AtomicBool,
+    settled: &AtomicBool,
     emit: &mut dyn FnMut(RoleEvent),
 ) -> Box<dyn Subscriber> {
-    while !stop.load(Ordering::Relaxed) {
-        if let Ok(Some(r)) = sub.take(wait, POLL_SLICE_NS) {
+    // a short slice: set-up waits for this thread to see `settled`
+    const SLICE_NS: i64 = 2_000_000;
+    while !stop.load(Ordering::Relaxed) && !settled.load(Ordering::Relaxed) {
+        if let Ok(Some(r)) = sub.take(wait, SLICE_NS) {
             if r.seq & WARMUP_BIT != 0 {
-                emit(RoleEvent::Warm);
-                break;
+                emit(RoleEvent::Warm(r.seq & !WARMUP_BIT));
             }
         }
     }
     sub
+}
+
+/// A receiver's warm-up, in two stages. Its first warm-up message shows discovery matched
+/// the two sides; but what arrives first may be a burst of earlier messages, repaired by a
+/// reliable protocol once the reader matched a writer that had already been sending (seen
+/// with RustDDS against a ros2-client node: a second of round trips up to 0.5 s right after
+/// the first echo, which an immediate start measured as late and lost). So a receiver is
+/// warm once a warm-up message *sent after its first arrival* arrives too: the path is
+/// current.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Warmup {
+    /// No warm-up message yet.
+    Cold,
+    /// The first arrived when `sent` warm-up messages had been sent (numbers `0..sent`).
+    Matched {
+        sent: u64,
+    },
+    Warm,
+}
+
+impl Warmup {
+    /// Warm-up message `j` arrived, `sent` having been sent so far.
+    fn arrived(self, j: u64, sent: u64) -> Warmup {
+        match self {
+            Warmup::Cold => Warmup::Matched { sent },
+            Warmup::Matched { sent: s } if j >= s => Warmup::Warm,
+            w => w,
+        }
+    }
 }
 
 /// What a receiver counts and records of the messages it takes: the receive loop's (a thread
@@ -2022,6 +2063,18 @@ mod tests {
     }
 
     #[test]
+    fn a_receiver_is_warm_once_a_warm_up_sent_after_its_first_arrival_arrives() {
+        // the first arrival (any number) only matches; a number sent before it does not warm
+        let w = Warmup::Cold.arrived(0, 5);
+        assert_eq!(w, Warmup::Matched { sent: 5 });
+        let w = w.arrived(1, 6).arrived(4, 7);
+        assert_eq!(w, Warmup::Matched { sent: 5 }, "a repaired backlog is not the present");
+        let w = w.arrived(5, 7);
+        assert_eq!(w, Warmup::Warm);
+        assert_eq!(w.arrived(2, 9), Warmup::Warm, "warm stays warm");
+    }
+
+    #[test]
     fn closed_loop_sends_on_each_pong_or_after_the_loss_timeout() {
         let net = Arc::new(Mutex::new(Net::default()));
         let mut publisher = FakePub(net.clone());
@@ -2095,7 +2148,7 @@ mod tests {
     fn events_round_trip_through_lines() {
         for e in [
             RoleEvent::Ready,
-            RoleEvent::Warm,
+            RoleEvent::Warm(3),
             RoleEvent::Failed("x y".into()),
             RoleEvent::Done(None),
         ] {

@@ -55,7 +55,7 @@ impl Agent {
     fn hello(&mut self) -> Value {
         let h = self.next();
         assert_eq!(h["type"], "hello", "{h}");
-        self.send(json!({"type": "hello", "protocol": 1, "version": h["version"]}));
+        self.send(json!({"type": "hello", "protocol": 2, "version": h["version"]}));
         h
     }
     fn request(&mut self, id: u64, request: Value) -> Value {
@@ -86,7 +86,7 @@ fn it_speaks_first_and_answers_facts() {
     let dir = tempfile::tempdir().unwrap();
     let mut a = agent(dir.path(), "10s");
     let h = a.hello();
-    assert_eq!(h["protocol"], 1);
+    assert_eq!(h["protocol"], 2);
     assert!(h["host"].as_str().is_some_and(|s| !s.is_empty()));
     assert!(h["refused"].is_null());
     let f = a.request(1, json!({"kind": "facts"}));
@@ -113,7 +113,7 @@ fn another_protocol_is_refused_in_one_line() {
     let (code, err) = a.end(Duration::from_secs(10));
     assert_eq!(code, Some(2));
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(err.contains("protocol 99") && err.contains("protocol 1"), "{err}");
+    assert!(err.contains("protocol 99") && err.contains("protocol 2"), "{err}");
 }
 
 #[test]

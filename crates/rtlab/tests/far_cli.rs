@@ -384,7 +384,7 @@ fn root_udp_ping_far_netns_reflector_accounting_and_both_hosts_counters() {
 }
 
 #[test]
-fn root_pubsub_roundtrip_far_netns_dds_zenoh_udp() {
+fn root_pubsub_roundtrip_far_netns_three_dds_zenoh_udp() {
     if skip_unless_root() {
         return;
     }
@@ -392,7 +392,9 @@ fn root_pubsub_roundtrip_far_netns_dds_zenoh_udp() {
     let pair = Pair::up();
     let (dir, journal) = scratch();
     let spec = format!("netns:{}", pair.ns_b);
-    for t in ["cyclonedds", "zenoh", "udp"] {
+    // rustdds included: in the far namespace (and the near one) the veth is the only
+    // interface up, which its network rule asks for
+    for t in ["cyclonedds", "fastdds", "rustdds", "zenoh", "udp"] {
         let json = dir.path().join(format!("{t}.json"));
         ok_run(
             rtlab()

@@ -16,8 +16,9 @@ use rtlab_core::error::Missing;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// Bumped whenever a message changes meaning; both sides must agree.
-pub const PROTOCOL: u32 = 1;
+/// Bumped whenever a message changes meaning; both sides must agree. 2: a relayed role
+/// event `warm` carries the warm-up message's number.
+pub const PROTOCOL: u32 = 2;
 /// Every message line starts with this.
 pub const TAG: &str = "rtlab-far/1 ";
 /// How often the near side proves it is alive.

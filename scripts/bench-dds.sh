@@ -152,6 +152,17 @@ ip -n "$ns" addr add 198.18.9.1/24 dev fb0
 ip -n "$ns" link set fb0 up
 ip -n "$ns" link set fb1 up
 ip -n "$ns" route add 224.0.0.0/4 dev fb0
+# the example's shared memory (data sharing, SHM transport) stays in /dev/shm when `timeout`
+# kills it: what it made there is removed after each run (files held by no process only)
+fastdds_shm() { ls /dev/shm 2>/dev/null | grep -E '^(sem\.)?(fast_datasharing_|fastrtps_)' || true; }
+shm_before="$(fastdds_shm)"
+clean_fastdds_shm() {
+  local f
+  for f in $(fastdds_shm); do
+    grep -qxF "$f" <<<"$shm_before" && continue
+    fuser -s "/dev/shm/$f" 2>/dev/null || rm -f "/dev/shm/$f"
+  done
+}
 anchor_fastdds() { # none|small|medium -> mean RTT us
   local topic="rtlab_bench_$RANDOM"
   timeout 30 ip netns exec "$ns" "$fb/build/DDSBenchmark" subscriber udp -topic "$topic" -domain 78 -size "$1" > "$out/fsub.txt" 2>&1 &
@@ -160,6 +171,7 @@ anchor_fastdds() { # none|small|medium -> mean RTT us
   timeout 30 ip netns exec "$ns" "$fb/build/DDSBenchmark" publisher udp -topic "$topic" -domain 78 -size "$1" -time 5000 > "$out/fpub.txt" 2>&1 || true
   kill "$sub" 2>/dev/null || true
   wait "$sub" 2>/dev/null || true
+  clean_fastdds_shm
   # "-": no COUNT line (here, on 2026-11-24, the example never matched itself: see BENCHMARKS.md)
   awk '/^COUNT:/ { c = $2 } END { if (c > 0) printf "%.1f", 5000 * 1000 / c; else printf "-" }' "$out/fpub.txt"
 }

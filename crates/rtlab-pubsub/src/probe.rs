@@ -920,6 +920,10 @@ pub fn run_with(
     if spec.kind == TransportKind::Intra && !cfg.in_process {
         notes.push("intra: subscribers are threads of the publisher's process (same process by definition)".into());
     }
+    let fastdds_both_sides = spec.kind == TransportKind::FastDds
+        && cfg.far_transport.is_none_or(|k| k == TransportKind::FastDds);
+    let largest = cfg.payloads.iter().copied().max().unwrap_or(0);
+    notes.extend(crate::fastdds::shm_segment_note(largest, fastdds_both_sides));
     if private_netns.is_some() {
         notes.push(format!(
             "rustdds: ran in a private network namespace (lo, and a veth pair, {} {}/24 and its other end without an address: every packet stayed inside) because RustDDS 0.11 cannot be limited to one interface and ignores lo",

@@ -150,8 +150,11 @@ extern "C" int fdds_participant_create(const fdds_net *net, fdds_participant **o
             udp->maxInitialPeersRange = net->max_initial_peers;
         }
         if (net->shm) {
-            q.transport().user_transports.push_back(
-                std::make_shared<eprosima::fastdds::rtps::SharedMemTransportDescriptor>());
+            auto shm = std::make_shared<eprosima::fastdds::rtps::SharedMemTransportDescriptor>();
+            if (net->shm_segment > 0) {
+                shm->segment_size(net->shm_segment);
+            }
+            q.transport().user_transports.push_back(shm);
         }
         q.transport().user_transports.push_back(udp);
         if (net->n_peers > 0) {

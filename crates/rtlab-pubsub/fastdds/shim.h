@@ -35,6 +35,8 @@ typedef struct {
     uint32_t max_initial_peers;
     /* Nonzero: also Fast DDS's shared-memory transport (as a default ROS 2 node has). */
     int shm;
+    /* Its segment size in bytes (0: Fast DDS's default, 512 KiB). */
+    uint32_t shm_segment;
     /* SO_RCVBUF / SO_SNDBUF asked for the UDP sockets (0: the system default). */
     uint32_t receive_buffer;
     uint32_t send_buffer;

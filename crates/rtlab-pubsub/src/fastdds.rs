@@ -69,6 +69,7 @@
 use crate::dds::{check_interface, classify, DdsNetwork, Iface};
 use crate::ros_msg;
 use crate::transport::*;
+use serde::{Deserialize, Serialize};
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -88,19 +89,74 @@ pub const SOCKET_BUFFER: u32 = 8 << 20;
 /// How long a reliable writer waits for acknowledgements before it is deleted.
 const DRAIN_NS: i64 = 2_000_000_000;
 /// Fast DDS's shared-memory segment: `SharedMemTransportDescriptor`'s default (512 KiB),
-/// which rtlab keeps, as a default ROS 2 node does.
+/// which rtlab keeps unless told ([`Shm`]), as a default ROS 2 node does.
 pub const SHM_SEGMENT: usize = 512 << 10;
+/// The segment sizes offered ([`Shm::Segment`]).
+pub const SHM_SEGMENT_MIN: u32 = 64 << 10;
+pub const SHM_SEGMENT_MAX: u32 = 1 << 30;
+
+/// Fast DDS's shared-memory transport (between Fast DDS participants of one host): as in a
+/// default ROS 2 node, off (UDP only), or with another segment size (bytes; Fast DDS's usual
+/// remedy for messages larger than the default segment, set in a ROS 2 node by an XML
+/// profile).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shm {
+    #[default]
+    Default,
+    Off,
+    Segment(u32),
+}
+
+impl Shm {
+    /// `off`, `default`, or a segment size (`4MiB`, `1048576`).
+    pub fn parse(s: &str) -> Result<Shm, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "off" => Ok(Shm::Off),
+            "default" => Ok(Shm::Default),
+            _ => {
+                let n = rtlab_core::units::parse_size(s)
+                    .map_err(|e| format!("'{s}': off, default or a segment size ({e})"))?;
+                let n = u32::try_from(n)
+                    .ok()
+                    .filter(|n| (SHM_SEGMENT_MIN..=SHM_SEGMENT_MAX).contains(n))
+                    .ok_or_else(|| {
+                        format!("'{s}': a segment between {SHM_SEGMENT_MIN} and {SHM_SEGMENT_MAX} bytes")
+                    })?;
+                Ok(Shm::Segment(n))
+            }
+        }
+    }
+
+    /// The label value: `off`, or the segment in bytes (`default`: none).
+    pub fn label(self) -> Option<String> {
+        match self {
+            Shm::Default => None,
+            Shm::Off => Some("off".into()),
+            Shm::Segment(n) => Some(n.to_string()),
+        }
+    }
+}
 
 /// The note for a run whose largest message does not fit [`SHM_SEGMENT`] while Fast DDS is
 /// on both sides (its shared memory carries them between participants of one host).
 /// Measured here (2026-11-24, one host, 1 MiB one way at 100 Hz, reliable): keep-last 1 lost
 /// 219-229 of 300, keep-last 10 lost none but took ~11 ms each; Fast DDS to Cyclone and
 /// Cyclone to Fast DDS (UDP only), and Fast DDS best-effort, lost none at ~1.2-1.5 ms.
-pub fn shm_segment_note(largest_payload: usize, fastdds_both_sides: bool) -> Option<String> {
+pub fn shm_segment_note(
+    largest_payload: usize,
+    fastdds_both_sides: bool,
+    shm: Shm,
+) -> Option<String> {
     let size = ros_msg::serialized_size(largest_payload);
-    (fastdds_both_sides && size > SHM_SEGMENT).then(|| {
+    let (segment, whose) = match shm {
+        Shm::Off => return None,
+        Shm::Default => (SHM_SEGMENT, "its default, as in a ROS 2 node"),
+        Shm::Segment(n) => (n as usize, "--fastdds-shm"),
+    };
+    (fastdds_both_sides && size > segment).then(|| {
         format!(
-            "fastdds: messages of {size} bytes do not fit Fast DDS's shared-memory segment ({SHM_SEGMENT} bytes, its default, as in a ROS 2 node): between Fast DDS participants of one host, reliable ones wait for repairs and a short keep-last history loses most of them (measured here at 1 MiB, docs/pubsub.md); UDP (another DDS, another host) and best-effort were not affected"
+            "fastdds: messages of {size} bytes do not fit Fast DDS's shared-memory segment ({segment} bytes, {whose}): between Fast DDS participants of one host, reliable ones wait for repairs and a short keep-last history loses most of them (measured here at 1 MiB with the default segment, docs/pubsub.md); UDP (another DDS, another host) and best-effort were not affected; a larger segment: --fastdds-shm SIZE"
         )
     })
 }
@@ -134,6 +190,7 @@ mod ffi {
         pub n_peers: usize,
         pub max_initial_peers: u32,
         pub shm: c_int,
+        pub shm_segment: u32,
         pub receive_buffer: u32,
         pub send_buffer: u32,
     }
@@ -366,6 +423,7 @@ pub struct FastDdsTransport {
     plan: NetPlan,
     /// SO_RCVBUF, SO_SNDBUF asked for.
     buffers: (u32, u32),
+    shm: Shm,
     threads: std::sync::Mutex<Vec<String>>,
 }
 
@@ -379,6 +437,21 @@ impl FastDdsTransport {
     /// Errors: domain above [`MAX_DOMAIN`], an interface not found here (or without IPv4),
     /// a peer that is not an IPv4 address or resolvable host, Fast DDS refusing.
     pub fn with_network(domain: u32, net: &DdsNetwork) -> Result<Self, TransportError> {
+        Self::with_shm(domain, net, Shm::Default)
+    }
+
+    /// As [`Self::with_network`], with Fast DDS's shared-memory transport as `shm` says.
+    pub fn with_shm(domain: u32, net: &DdsNetwork, shm: Shm) -> Result<Self, TransportError> {
+        if let Shm::Segment(n) = shm {
+            if !(SHM_SEGMENT_MIN..=SHM_SEGMENT_MAX).contains(&n) {
+                return Err(bad(
+                    "shared memory",
+                    format!(
+                        "segment of {n} bytes: between {SHM_SEGMENT_MIN} and {SHM_SEGMENT_MAX}"
+                    ),
+                ));
+            }
+        }
         if domain > MAX_DOMAIN {
             return Err(bad("domain", format!("domain id {domain} above {MAX_DOMAIN}")));
         }
@@ -411,7 +484,11 @@ impl FastDdsTransport {
             peers: peers.as_ptr(),
             n_peers: peers.len(),
             max_initial_peers: MAX_INITIAL_PEERS,
-            shm: 1,
+            shm: c_int::from(shm != Shm::Off),
+            shm_segment: match shm {
+                Shm::Segment(n) => n,
+                _ => 0,
+            },
             receive_buffer: buffers.0,
             send_buffer: buffers.1,
         };
@@ -432,6 +509,7 @@ impl FastDdsTransport {
             net: net.clone(),
             plan,
             buffers,
+            shm,
             threads: std::sync::Mutex::new(names),
         })
     }
@@ -624,11 +702,19 @@ impl Transport for FastDdsTransport {
     fn notes(&self) -> Vec<String> {
         let (rcv, snd) = self.buffers;
         let mut v = vec![format!(
-            "fastdds: eProsima Fast DDS 2.9 (Debian's libfastrtps), domain {}, transports shared memory (Fast DDS participants of this host) + {}; participants of one process deliver intraprocess (Fast DDS's default); topic rt/<topic>, type {} (header.stamp = send stamp, data = sequence + payload); UDP socket buffers asked {rcv} / {snd} bytes; threads named fdds.N by rtlab",
+            "fastdds: eProsima Fast DDS 2.9 (Debian's libfastrtps), domain {}, transports {}{}; participants of one process deliver intraprocess (Fast DDS's default); topic rt/<topic>, type {} (header.stamp = send stamp, data = sequence + payload); UDP socket buffers asked {rcv} / {snd} bytes; threads named fdds.N by rtlab",
             self.domain,
+            match self.shm {
+                Shm::Default => format!("shared memory (Fast DDS participants of this host; segment {SHM_SEGMENT} bytes, Fast DDS's default) + "),
+                Shm::Segment(n) => format!("shared memory (Fast DDS participants of this host; segment {n} bytes, --fastdds-shm) + "),
+                Shm::Off => String::new(),
+            },
             network_note(&self.net, &self.plan),
             ros_msg::ROS_TYPE
         )];
+        if self.shm == Shm::Off {
+            v.push("fastdds: shared memory off (--fastdds-shm off): Fast DDS participants of this host exchange everything by UDP".into());
+        }
         if (rcv as usize) < MAX_MESSAGE {
             v.push(format!(
                 "fastdds: the UDP receive buffer is {rcv} bytes (net.core.rmem_max caps it): reliable samples larger than that from another DDS (Cyclone, another host) may arrive late or never; raise net.core.rmem_max to at least {SOCKET_BUFFER}"
@@ -761,11 +847,29 @@ mod tests {
 
     #[test]
     fn the_shm_segment_note_comes_only_when_fast_dds_is_on_both_sides_and_a_message_exceeds_it() {
-        assert!(shm_segment_note(64 << 10, true).is_none());
-        assert!(shm_segment_note(1 << 20, false).is_none(), "another DDS on the far side: UDP");
-        let n = shm_segment_note(1 << 20, true).expect("1 MiB exceeds 512 KiB");
+        let d = Shm::Default;
+        assert!(shm_segment_note(64 << 10, true, d).is_none());
+        assert!(shm_segment_note(1 << 20, false, d).is_none(), "another DDS on the far side: UDP");
+        let n = shm_segment_note(1 << 20, true, d).expect("1 MiB exceeds 512 KiB");
         assert!(n.starts_with("fastdds: messages of ") && n.contains("524288"), "{n}");
-        assert!(shm_segment_note(SHM_SEGMENT, true).is_some(), "the header makes it larger");
+        assert!(shm_segment_note(SHM_SEGMENT, true, d).is_some(), "the header makes it larger");
+        assert!(shm_segment_note(1 << 20, true, Shm::Off).is_none(), "no shared memory");
+        assert!(shm_segment_note(1 << 20, true, Shm::Segment(4 << 20)).is_none());
+        let n = shm_segment_note(4 << 20, true, Shm::Segment(4 << 20)).unwrap();
+        assert!(n.contains("4194304 bytes, --fastdds-shm"), "{n}");
+    }
+
+    #[test]
+    fn shm_settings_parse_or_say_why_not() {
+        assert_eq!(Shm::parse("off"), Ok(Shm::Off));
+        assert_eq!(Shm::parse("default"), Ok(Shm::Default));
+        assert_eq!(Shm::parse("4MiB"), Ok(Shm::Segment(4 << 20)));
+        assert_eq!(Shm::Segment(4 << 20).label().as_deref(), Some("4194304"));
+        assert_eq!(Shm::Default.label(), None);
+        let e = Shm::parse("1kib").unwrap_err();
+        assert!(e.contains("between 65536"), "{e}");
+        let e = Shm::parse("lots").unwrap_err();
+        assert!(e.starts_with("'lots': off, default or a segment size"), "{e}");
     }
 
     #[test]

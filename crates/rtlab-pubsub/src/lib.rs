@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 /// Open the transport `spec` names in this process, on the network it names: zenoh takes
 /// `listen`, `connect` and `zenoh_mode`; dds `domain`, `interface` and `peers`; rustdds
-/// `domain` and `interface` (peers are refused); udp
+/// `domain` and `interface` (peers are refused); fastdds as dds, and `fastdds_shm`; udp
 /// `interface` (the address to bind) and `peers`. Fields a transport does not use are ignored.
 pub fn open(spec: &probe::TransportSpec) -> Result<Arc<dyn Transport>, TransportError> {
     match spec.kind {
@@ -71,9 +71,10 @@ pub fn open(spec: &probe::TransportSpec) -> Result<Arc<dyn Transport>, Transport
         TransportKind::FastDds => {
             let net =
                 dds::DdsNetwork { interface: spec.interface.clone(), peers: spec.peers.clone() };
-            Ok(Arc::new(fastdds::FastDdsTransport::with_network(
+            Ok(Arc::new(fastdds::FastDdsTransport::with_shm(
                 spec.domain.unwrap_or_else(default_dds_domain),
                 &net,
+                spec.fastdds_shm,
             )?))
         }
     }

@@ -215,6 +215,9 @@ pub struct TransportSpec {
     /// message and no listener, as iceoryx2's own benchmark.
     #[serde(default)]
     pub busy_poll: bool,
+    /// fastdds: its shared-memory transport (default, off, or another segment size).
+    #[serde(default)]
+    pub fastdds_shm: crate::fastdds::Shm,
 }
 
 impl TransportSpec {
@@ -228,6 +231,7 @@ impl TransportSpec {
             peers: Vec::new(),
             zenoh_mode: None,
             busy_poll: false,
+            fastdds_shm: crate::fastdds::Shm::Default,
         }
     }
 }
@@ -861,22 +865,7 @@ pub fn run_with(
         return run_peer_by_hand(cfg, h, transport, qos_mapping, &stop, started);
     }
     let far_kind = check_far_transport(cfg, &spec, far.is_some())?;
-    let mut role_spec = TransportSpec::new(far_kind);
-    role_spec.connect = spec.listen.clone();
-    role_spec.domain = spec.domain;
-    role_spec.busy_poll = spec.busy_poll;
-    if let Some(f) = far {
-        if far_kind.is_dds() || far_kind == TransportKind::Udp {
-            role_spec.interface = Some(f.far.clone());
-            if !with_rustdds {
-                role_spec.peers = vec![f.near.clone()];
-            }
-        }
-    } else if far_kind.is_dds() {
-        // one host: the same namespace (private or the caller's), the same network
-        role_spec.interface = spec.interface.clone();
-        role_spec.peers = spec.peers.clone();
-    }
+    let role_spec = role_spec_of(&spec, far_kind, far, with_rustdds);
     let in_process = far.is_none() && (cfg.in_process || spec.kind == TransportKind::Intra);
     let cases = cfg.cases();
     let mut out = Vec::new();
@@ -923,7 +912,7 @@ pub fn run_with(
     let fastdds_both_sides = spec.kind == TransportKind::FastDds
         && cfg.far_transport.is_none_or(|k| k == TransportKind::FastDds);
     let largest = cfg.payloads.iter().copied().max().unwrap_or(0);
-    notes.extend(crate::fastdds::shm_segment_note(largest, fastdds_both_sides));
+    notes.extend(crate::fastdds::shm_segment_note(largest, fastdds_both_sides, spec.fastdds_shm));
     if private_netns.is_some() {
         notes.push(format!(
             "rustdds: ran in a private network namespace (lo, and a veth pair, {} {}/24 and its other end without an address: every packet stayed inside) because RustDDS 0.11 cannot be limited to one interface and ignores lo",
@@ -940,6 +929,36 @@ pub fn run_with(
         notes,
         duration_ns: monotonic_ns() - started,
     })
+}
+
+/// The transport of the role processes (pongs, subscribers; `far_kind` on the far side
+/// or on this host), from the near side's `spec`: its domain, wait and Fast DDS shared
+/// memory; on a far link, that host's address (and this one's as its DDS/udp peer, not for
+/// rustdds); on one host, a DDS keeps the near side's network.
+fn role_spec_of(
+    spec: &TransportSpec,
+    far_kind: TransportKind,
+    far: Option<&FarPlacement>,
+    with_rustdds: bool,
+) -> TransportSpec {
+    let mut role_spec = TransportSpec::new(far_kind);
+    role_spec.connect = spec.listen.clone();
+    role_spec.domain = spec.domain;
+    role_spec.busy_poll = spec.busy_poll;
+    role_spec.fastdds_shm = spec.fastdds_shm;
+    if let Some(f) = far {
+        if far_kind.is_dds() || far_kind == TransportKind::Udp {
+            role_spec.interface = Some(f.far.clone());
+            if !with_rustdds {
+                role_spec.peers = vec![f.near.clone()];
+            }
+        }
+    } else if far_kind.is_dds() {
+        // one host: the same namespace (private or the caller's), the same network
+        role_spec.interface = spec.interface.clone();
+        role_spec.peers = spec.peers.clone();
+    }
+    role_spec
 }
 
 /// A pong or a subscriber by hand: one role in this process, on the case's first payload,
@@ -1563,6 +1582,9 @@ impl CaseSetup<'_> {
         if self.role_spec.kind != self.cfg.transport.kind {
             l.insert("far_transport".into(), self.role_spec.kind.name().into());
         }
+        if let Some(v) = self.cfg.transport.fastdds_shm.label() {
+            l.insert("fastdds_shm".into(), v);
+        }
         l.insert("mode".into(), cfg.mode.name().into());
         l.insert("schedule".into(), cfg.schedule.name().into());
         l.insert("wait".into(), cfg.wait.name().into());
@@ -2064,6 +2086,24 @@ mod tests {
             spike_threshold_ns: None,
         };
         Tally::new(&rcfg, None)
+    }
+
+    #[test]
+    fn role_processes_get_the_near_sides_domain_network_and_fast_dds_shared_memory() {
+        let mut spec = TransportSpec::new(TransportKind::FastDds);
+        spec.domain = Some(42);
+        spec.interface = Some("10.1.2.3".into());
+        spec.fastdds_shm = crate::fastdds::Shm::Segment(4 << 20);
+        let r = role_spec_of(&spec, TransportKind::FastDds, None, false);
+        assert_eq!(r.fastdds_shm, crate::fastdds::Shm::Segment(4 << 20));
+        assert_eq!((r.domain, r.interface.as_deref()), (Some(42), Some("10.1.2.3")));
+        // a cross-implementation far side keeps the setting (it is for its fastdds)
+        let mut c = spec.clone();
+        c.kind = TransportKind::CycloneDds;
+        assert_eq!(
+            role_spec_of(&c, TransportKind::FastDds, None, false).fastdds_shm,
+            spec.fastdds_shm
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use rtlab_pubsub::conformance::{fresh_topic, warm_up};
 use rtlab_pubsub::dds::DdsTransport;
-use rtlab_pubsub::fastdds::{FastDdsTransport, MAX_MESSAGE};
+use rtlab_pubsub::fastdds::{FastDdsTransport, Shm, MAX_MESSAGE};
 use rtlab_pubsub::transport::*;
 use std::sync::Arc;
 
@@ -109,6 +109,49 @@ fn largest_message_between_two_fastdds_participants() {
     let b = FastDdsTransport::new(domain).unwrap();
     let want: Vec<(u64, usize)> = (0..5).map(|q| (q, MAX_MESSAGE)).collect();
     assert_eq!(send(&a, &b, MAX_MESSAGE, 5), want);
+}
+
+/// Fast DDS's shared-memory segment files in /dev/shm (`fastrtps_<hex>`; not its port
+/// queues `fastrtps_port*` nor the `_el` lock files), with their sizes.
+fn shm_segments() -> Vec<(String, u64)> {
+    let Ok(rd) = std::fs::read_dir("/dev/shm") else { return Vec::new() };
+    rd.flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            let seg = n.starts_with("fastrtps_")
+                && !n.starts_with("fastrtps_port")
+                && !n.ends_with("_el");
+            seg.then(|| (n, e.metadata().map(|m| m.len()).unwrap_or(0)))
+        })
+        .collect()
+}
+
+#[test]
+fn the_shared_memory_segment_asked_is_the_one_fast_dds_makes_and_off_makes_none() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let domain = rtlab_pubsub::default_dds_domain();
+    let net = rtlab_pubsub::dds::DdsNetwork::default();
+    let len = 64 << 10;
+    let want: Vec<(u64, usize)> = (0..5).map(|q| (q, len)).collect();
+    let before: Vec<String> = shm_segments().into_iter().map(|s| s.0).collect();
+    let segment = 3u32 << 20;
+    let a = FastDdsTransport::with_shm(domain, &net, Shm::Segment(segment)).unwrap();
+    let b = FastDdsTransport::with_shm(domain, &net, Shm::Segment(segment)).unwrap();
+    assert_eq!(send(&a, &b, len, 5), want);
+    let new: Vec<(String, u64)> =
+        shm_segments().into_iter().filter(|s| !before.contains(&s.0)).collect();
+    assert!(!new.is_empty(), "no segment made");
+    assert!(new.iter().all(|s| s.1 >= segment as u64), "segments smaller than asked: {new:?}");
+    assert!(a.notes()[0].contains(&format!("segment {segment} bytes, --fastdds-shm")));
+    drop((a, b));
+    let before: Vec<String> = shm_segments().into_iter().map(|s| s.0).collect();
+    let a = FastDdsTransport::with_shm(domain, &net, Shm::Off).unwrap();
+    let b = FastDdsTransport::with_shm(domain, &net, Shm::Off).unwrap();
+    assert_eq!(send(&a, &b, len, 5), want, "by UDP");
+    let new: Vec<(String, u64)> =
+        shm_segments().into_iter().filter(|s| !before.contains(&s.0)).collect();
+    assert!(new.is_empty(), "shared memory off, yet {new:?}");
+    assert!(a.notes().iter().any(|n| n.contains("shared memory off")), "{:?}", a.notes());
 }
 
 /// This process's threads: (tid, comm).

@@ -28,6 +28,18 @@ fn bad_input_is_one_line_and_exit_2() {
         &["pubsub", "--transport", "intra", "--payload", "8", "--count", "5"],
         &["16 bytes"],
     );
+    assert_error(
+        &["pubsub", "--transport", "fastdds", "--fastdds-shm", "lots", "--count", "5"],
+        &["--fastdds-shm", "'lots'", "off, default or a segment size"],
+    );
+    assert_error(
+        &["pubsub", "--transport", "fastdds", "--fastdds-shm", "1kib", "--count", "5"],
+        &["--fastdds-shm", "between 65536"],
+    );
+    assert_error(
+        &["pubsub", "--transport", "udp", "--fastdds-shm", "off", "--count", "5"],
+        &["--fastdds-shm", "fastdds transport only", "udp"],
+    );
     assert_error(&["pubsub", "--history", "keep-last:0"], &["--history", "keep-last:N"]);
     assert_error(&["pubsub", "--subscribers", "0"], &["--subscribers"]);
     assert_error(&["pubsub", "--rate", "fast"], &["--rate"]);

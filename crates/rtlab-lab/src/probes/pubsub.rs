@@ -8,7 +8,7 @@
 //! (`rtlab pubsub --role-config JSON`), started by `measure`.
 
 use crate::config::{
-    at_least_one, positive, ConfigError, Dur, List, Rate, RtFields, Size, Validate,
+    at_least_one, positive, ConfigError, Dur, List, NumberOrText, Rate, RtFields, Size, Validate,
 };
 use crate::document::{new_document, run_warnings, RunFacts};
 use crate::far::roles::AgentRoles;
@@ -67,6 +67,9 @@ pub struct PubsubProbeConfig {
     /// The far side's transport (the pong or the subscribers) when it is another DDS
     /// implementation: a cross-implementation case (default: `transport`).
     pub far_transport: Option<TransportKind>,
+    /// fastdds: its shared-memory transport: `default` (512 KiB segment, as a ROS 2 node),
+    /// `off` (UDP only), or a segment size (`4MiB`).
+    pub fastdds_shm: Option<FastDdsShm>,
     /// `oneway` (receive - send on one clock) or `roundtrip` (pong received - ping sent).
     pub mode: Mode,
     /// Round trips: `periodic` (pings on the rate's grid) or `closed-loop` (the next ping as
@@ -131,6 +134,26 @@ pub struct PubsubProbeConfig {
     pub rt: RtFields,
 }
 
+/// `fastdds_shm`: `off`, `default` or a segment size, read as [`rtlab_pubsub::fastdds::Shm`]
+/// (a bad value is an error naming it); written back as given.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FastDdsShm(pub rtlab_pubsub::fastdds::Shm, String);
+
+impl Serialize for FastDdsShm {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.1)
+    }
+}
+
+impl<'de> Deserialize<'de> for FastDdsShm {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<FastDdsShm, D::Error> {
+        let text = NumberOrText::deserialize(d)?.text();
+        rtlab_pubsub::fastdds::Shm::parse(&text)
+            .map(|s| FastDdsShm(s, text))
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 /// Zenoh's session mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -159,6 +182,7 @@ impl Default for PubsubProbeConfig {
         PubsubProbeConfig {
             transport: TransportKind::Intra,
             far_transport: None,
+            fastdds_shm: None,
             mode: Mode::Oneway,
             schedule: Schedule::Periodic,
             payload: List::one(Size(64)),
@@ -238,6 +262,15 @@ impl Validate for PubsubProbeConfig {
         if let Some(ft) = self.far_transport.filter(|k| *k != self.transport) {
             probe::far_transport_rule(self.transport, ft, self.in_process, self.role.is_some())
                 .map_err(|m| ConfigError::new("far_transport", m))?;
+        }
+        if self.fastdds_shm.is_some()
+            && self.transport != TransportKind::FastDds
+            && self.far_transport != Some(TransportKind::FastDds)
+        {
+            return Err(ConfigError::new(
+                "fastdds_shm",
+                format!("for the fastdds transport only (transport is {})", self.transport.name()),
+            ));
         }
         if let Some(far) = &self.far {
             if matches!(self.transport, TransportKind::Intra | TransportKind::Shm) {
@@ -383,6 +416,7 @@ impl PubsubProbeConfig {
         transport.peers = self.peer.0.clone();
         transport.connect = self.connect.0.clone();
         transport.listen = self.listen.0.clone();
+        transport.fastdds_shm = self.fastdds_shm.as_ref().map(|s| s.0).unwrap_or_default();
         transport.zenoh_mode = self.zenoh_mode.map(|m| match m {
             ZenohMode::Peer => "peer".to_string(),
             ZenohMode::Client => "client".to_string(),

@@ -131,6 +131,9 @@ pub struct PubsubArgs {
     /// zenoh: session mode, peer or client [peer].
     #[arg(long, value_name = "MODE")]
     pub zenoh_mode: Option<String>,
+    /// fastdds: its shared-memory transport: default (a 512 KiB segment, as a ROS 2 node), off (UDP only), or a segment size, e.g. 4MiB.
+    #[arg(long, value_name = "off|SIZE")]
+    pub fastdds_shm: Option<String>,
     /// Run one role by hand, its peer by hand on the other machine: ping (with pong there) or pub (with sub there).
     #[arg(long, value_name = "ping|pong|pub|sub")]
     pub role: Option<String>,
@@ -196,6 +199,7 @@ impl PubsubArgs {
             .list("connect", &self.connect)
             .list("listen", &self.listen)
             .str("zenoh_mode", &self.zenoh_mode)
+            .str("fastdds_shm", &self.fastdds_shm)
             .str("role", &self.role)
             .str("topic", &self.topic);
         self.rt.fill(&mut t);

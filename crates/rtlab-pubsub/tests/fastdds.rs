@@ -111,19 +111,26 @@ fn largest_message_between_two_fastdds_participants() {
     assert_eq!(send(&a, &b, MAX_MESSAGE, 5), want);
 }
 
-/// Fast DDS's shared-memory segment files in /dev/shm (`fastrtps_<hex>`; not its port
-/// queues `fastrtps_port*` nor the `_el` lock files), with their sizes.
+/// The Fast DDS shared-memory segments this process has mapped (`/dev/shm/fastrtps_<hex>`;
+/// not its port queues `fastrtps_port*` nor the `_el` lock files), with their sizes. Read
+/// from /proc/self/maps, so Fast DDS processes running beside (another test binary, a
+/// benchmark) do not count.
 fn shm_segments() -> Vec<(String, u64)> {
-    let Ok(rd) = std::fs::read_dir("/dev/shm") else { return Vec::new() };
-    rd.flatten()
-        .filter_map(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let mut v: Vec<(String, u64)> = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter_map(|path| {
+            let n = path.strip_prefix("/dev/shm/")?;
             let seg = n.starts_with("fastrtps_")
                 && !n.starts_with("fastrtps_port")
                 && !n.ends_with("_el");
-            seg.then(|| (n, e.metadata().map(|m| m.len()).unwrap_or(0)))
+            seg.then(|| (n.to_string(), std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)))
         })
-        .collect()
+        .collect();
+    v.sort();
+    v.dedup();
+    v
 }
 
 #[test]

@@ -1331,10 +1331,12 @@ impl CaseSetup<'_> {
             }
             let now = monotonic_ns();
             if now > setup_end {
-                let which = if ready.iter().all(|r| *r) {
-                    "received nothing (discovery failed?)"
-                } else {
+                let which = if !ready.iter().all(|r| *r) {
                     "did not start"
+                } else if warm.iter().any(|w| matches!(w, Warmup::Matched { .. })) {
+                    "received warm-up messages, but none sent after the first arrived (the path never became current)"
+                } else {
+                    "received nothing (discovery failed?)"
                 };
                 let idx: Vec<String> = (0..self.n)
                     .filter(|i| !(ready[*i] && warm[*i] == Warmup::Warm))

@@ -688,31 +688,17 @@ impl Transport for DdsTransport {
         MAX_MESSAGE
     }
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
-        let reliability = match qos.reliability {
-            Reliability::Reliable => item(
-                qos.reliability,
-                "DDS_RELIABILITY_RELIABLE, max_blocking_time 1 s",
-                Fidelity::Exact,
-            ),
-            Reliability::BestEffort => {
-                item(qos.reliability, "DDS_RELIABILITY_BEST_EFFORT", Fidelity::Exact)
-            }
-        };
-        let history = match qos.history {
-            History::KeepLast(n) => {
-                item(qos.history, format!("DDS_HISTORY_KEEP_LAST depth {n}"), Fidelity::Exact)
-            }
-            History::KeepAll => item(qos.history, "DDS_HISTORY_KEEP_ALL", Fidelity::Exact),
-        };
-        let durability = match qos.durability {
-            Durability::Volatile => {
-                item(qos.durability, "DDS_DURABILITY_VOLATILE", Fidelity::Exact)
-            }
-            Durability::TransientLocal => {
-                item(qos.durability, "DDS_DURABILITY_TRANSIENT_LOCAL", Fidelity::Exact)
-            }
-        };
-        Ok(QosMapping { reliability, history, durability })
+        Ok(exact_dds_mapping(
+            qos,
+            &DdsQosNames {
+                reliable: "DDS_RELIABILITY_RELIABLE, max_blocking_time 1 s",
+                best_effort: "DDS_RELIABILITY_BEST_EFFORT",
+                keep_last: "DDS_HISTORY_KEEP_LAST depth {n}",
+                keep_all: "DDS_HISTORY_KEEP_ALL",
+                volatile: "DDS_DURABILITY_VOLATILE",
+                transient_local: "DDS_DURABILITY_TRANSIENT_LOCAL",
+            },
+        ))
     }
     fn publisher(
         &self,

@@ -644,37 +644,17 @@ impl Transport for FastDdsTransport {
         MAX_MESSAGE
     }
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
-        let reliability = match qos.reliability {
-            Reliability::Reliable => item(
-                qos.reliability,
-                "RELIABLE_RELIABILITY_QOS, max_blocking_time 1 s",
-                Fidelity::Exact,
-            ),
-            Reliability::BestEffort => {
-                item(qos.reliability, "BEST_EFFORT_RELIABILITY_QOS", Fidelity::Exact)
-            }
-        };
-        let history = match qos.history {
-            History::KeepLast(n) => item(
-                qos.history,
-                format!("KEEP_LAST_HISTORY_QOS depth {n} (resource limits raised to it)"),
-                Fidelity::Exact,
-            ),
-            History::KeepAll => item(
-                qos.history,
-                "KEEP_ALL_HISTORY_QOS, resource limits unlimited",
-                Fidelity::Exact,
-            ),
-        };
-        let durability = match qos.durability {
-            Durability::Volatile => {
-                item(qos.durability, "VOLATILE_DURABILITY_QOS", Fidelity::Exact)
-            }
-            Durability::TransientLocal => {
-                item(qos.durability, "TRANSIENT_LOCAL_DURABILITY_QOS", Fidelity::Exact)
-            }
-        };
-        Ok(QosMapping { reliability, history, durability })
+        Ok(exact_dds_mapping(
+            qos,
+            &DdsQosNames {
+                reliable: "RELIABLE_RELIABILITY_QOS, max_blocking_time 1 s",
+                best_effort: "BEST_EFFORT_RELIABILITY_QOS",
+                keep_last: "KEEP_LAST_HISTORY_QOS depth {n} (resource limits raised to it)",
+                keep_all: "KEEP_ALL_HISTORY_QOS, resource limits unlimited",
+                volatile: "VOLATILE_DURABILITY_QOS",
+                transient_local: "TRANSIENT_LOCAL_DURABILITY_QOS",
+            },
+        ))
     }
     fn publisher(
         &self,

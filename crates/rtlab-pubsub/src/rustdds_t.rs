@@ -521,38 +521,27 @@ impl Transport for RustDdsTransport {
         MAX_MESSAGE
     }
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
-        let reliability = match qos.reliability {
-            Reliability::Reliable => item(
-                qos.reliability,
-                "Reliability::Reliable, max_blocking_time 1 s",
-                Fidelity::Exact,
-            ),
-            Reliability::BestEffort => {
-                item(qos.reliability, "Reliability::BestEffort", Fidelity::Exact)
-            }
-        };
-        let history = match qos.history {
-            History::KeepLast(n) => {
-                item(qos.history, format!("History::KeepLast depth {n}"), Fidelity::Exact)
-            }
-            History::KeepAll => item(qos.history, "History::KeepAll", Fidelity::Exact),
-        };
-        let durability = match qos.durability {
-            // seen here: a volatile reliable reader got sample 0, written 1.4 s before
-            // discovery matched the two
-            Durability::Volatile if qos.reliability == Reliability::Reliable => item(
+        let mut m = exact_dds_mapping(
+            qos,
+            &DdsQosNames {
+                reliable: "Reliability::Reliable, max_blocking_time 1 s",
+                best_effort: "Reliability::BestEffort",
+                keep_last: "History::KeepLast depth {n}",
+                keep_all: "History::KeepAll",
+                volatile: "Durability::Volatile",
+                transient_local: "Durability::TransientLocal (the writer's kept history is offered to late readers)",
+            },
+        );
+        // seen here: a volatile reliable reader got sample 0, written 1.4 s before discovery
+        // matched the two
+        if qos.durability == Durability::Volatile && qos.reliability == Reliability::Reliable {
+            m.durability = item(
                 qos.durability,
                 "Durability::Volatile, but RustDDS 0.11 sends a reliable writer's kept samples (up to its history depth) to a reader that matches after they were written, as transient-local would",
                 Fidelity::Closest,
-            ),
-            Durability::Volatile => item(qos.durability, "Durability::Volatile", Fidelity::Exact),
-            Durability::TransientLocal => item(
-                qos.durability,
-                "Durability::TransientLocal (the writer's kept history is offered to late readers)",
-                Fidelity::Exact,
-            ),
-        };
-        Ok(QosMapping { reliability, history, durability })
+            );
+        }
+        Ok(m)
     }
     fn publisher(
         &self,

@@ -191,6 +191,39 @@ pub(crate) fn item(
     QosItem { asked: asked.to_string(), native: native.into(), fidelity }
 }
 
+/// A DDS implementation's own names for the QoS rtlab asks, each of which it honours
+/// exactly (the DDS QoS policies are rtlab's): [`exact_dds_mapping`].
+pub(crate) struct DdsQosNames {
+    pub reliable: &'static str,
+    pub best_effort: &'static str,
+    /// `{n}` stands for the depth.
+    pub keep_last: &'static str,
+    pub keep_all: &'static str,
+    pub volatile: &'static str,
+    pub transient_local: &'static str,
+}
+
+/// `qos` in a DDS implementation's `names`, every setting [`Fidelity::Exact`].
+pub(crate) fn exact_dds_mapping(qos: &Qos, names: &DdsQosNames) -> QosMapping {
+    let reliability = match qos.reliability {
+        Reliability::Reliable => names.reliable,
+        Reliability::BestEffort => names.best_effort,
+    };
+    let history = match qos.history {
+        History::KeepLast(n) => names.keep_last.replace("{n}", &n.to_string()),
+        History::KeepAll => names.keep_all.to_string(),
+    };
+    let durability = match qos.durability {
+        Durability::Volatile => names.volatile,
+        Durability::TransientLocal => names.transient_local,
+    };
+    QosMapping {
+        reliability: item(qos.reliability, reliability, Fidelity::Exact),
+        history: item(qos.history, history, Fidelity::Exact),
+        durability: item(qos.durability, durability, Fidelity::Exact),
+    }
+}
+
 /// Errors of a transport.
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
@@ -300,6 +333,44 @@ pub trait Transport: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dds_mapping_names_each_setting_exactly_with_the_depth_in_place() {
+        let names = DdsQosNames {
+            reliable: "R",
+            best_effort: "B",
+            keep_last: "KL depth {n} (raised)",
+            keep_all: "KA",
+            volatile: "V",
+            transient_local: "TL",
+        };
+        let q = Qos {
+            reliability: Reliability::Reliable,
+            history: History::KeepLast(7),
+            durability: Durability::TransientLocal,
+        };
+        let m = exact_dds_mapping(&q, &names);
+        assert_eq!(m.history.native, "KL depth 7 (raised)");
+        assert_eq!((m.reliability.native.as_str(), m.durability.native.as_str()), ("R", "TL"));
+        assert!([&m.reliability, &m.history, &m.durability]
+            .iter()
+            .all(|i| i.fidelity == Fidelity::Exact));
+        let q = Qos {
+            reliability: Reliability::BestEffort,
+            history: History::KeepAll,
+            durability: Durability::Volatile,
+        };
+        let m = exact_dds_mapping(&q, &names);
+        assert_eq!(
+            (
+                m.reliability.native.as_str(),
+                m.history.native.as_str(),
+                m.durability.native.as_str()
+            ),
+            ("B", "KA", "V")
+        );
+        assert_eq!(m.history.asked, History::KeepAll.to_string());
+    }
 
     #[test]
     fn header_round_trips_and_short_is_malformed() {

@@ -1,10 +1,12 @@
 //! The probe end to end: cases, fan-out rows, counters, role processes (this test binary
 //! re-executes itself as the role process), bad input.
 
-use rtlab_pubsub::probe::{
-    self, CaseResult, Mode, PubsubConfig, RtSpec, TransportKind, TransportSpec,
-};
-use rtlab_pubsub::{Qos, WaitStyle};
+#[path = "support/pubsub_config.rs"]
+mod pubsub_config;
+
+use pubsub_config::config;
+use rtlab_pubsub::probe::{self, CaseResult, Mode, PubsubConfig, TransportKind};
+use rtlab_pubsub::WaitStyle;
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -26,36 +28,6 @@ fn launcher(json: &str) -> Command {
     c.args(["--exact", "role_process_entry", "--nocapture", "--test-threads=1"])
         .env(ROLE_ENV, json);
     c
-}
-
-pub fn config(
-    kind: TransportKind,
-    mode: Mode,
-    subscribers: Vec<usize>,
-    in_process: bool,
-) -> PubsubConfig {
-    PubsubConfig {
-        transport: TransportSpec::new(kind),
-        far_transport: None,
-        mode,
-        wait: WaitStyle::Blocking,
-        qos: Qos::default(),
-        payloads: vec![64, 4096],
-        periods_ns: vec![2_000_000],
-        subscribers,
-        case_duration_ns: 200_000_000,
-        case_messages: Some(60),
-        loss_timeout_ns: 200_000_000,
-        deadline_ns: None,
-        in_process,
-        rt: RtSpec::normal(),
-        window_ns: 1_000_000_000,
-        thread_priorities: Vec::new(),
-        spike: None,
-        by_hand: None,
-        stamp_clock: Default::default(),
-        schedule: Default::default(),
-    }
 }
 
 pub fn run(cfg: &PubsubConfig) -> probe::PubsubOutcome {

@@ -6,9 +6,12 @@
 //! - the probe on one host runs rustdds in a private namespace, its role processes too,
 //!   also as one side of a cross-implementation case with Cyclone (`--far-transport`).
 
+#[path = "support/pubsub_config.rs"]
+mod pubsub_config;
+
 use rtlab_pubsub::conformance::{fresh_topic, warm_up};
 use rtlab_pubsub::dds::{DdsNetwork, DdsTransport};
-use rtlab_pubsub::probe::{self, Mode, PubsubConfig, RtSpec, TransportKind, TransportSpec};
+use rtlab_pubsub::probe::{self, Mode, PubsubConfig, TransportKind, TransportSpec};
 use rtlab_pubsub::rustdds_t::{enter_private_netns, RustDdsTransport, PRIVATE_IF};
 use rtlab_pubsub::transport::*;
 use std::process::Command;
@@ -166,29 +169,11 @@ fn netns_id() -> String {
     std::fs::read_link("/proc/thread-self/ns/net").unwrap().to_string_lossy().into_owned()
 }
 
+/// The probe tests' configuration (tests/support/pubsub_config.rs) on rustdds, 64 B only.
 fn config(mode: Mode) -> PubsubConfig {
-    PubsubConfig {
-        transport: TransportSpec::new(TransportKind::RustDds),
-        far_transport: None,
-        mode,
-        wait: WaitStyle::Blocking,
-        qos: Qos::default(),
-        payloads: vec![64],
-        periods_ns: vec![2_000_000],
-        subscribers: vec![1],
-        case_duration_ns: 200_000_000,
-        case_messages: Some(60),
-        loss_timeout_ns: 200_000_000,
-        deadline_ns: None,
-        in_process: false,
-        rt: RtSpec::normal(),
-        window_ns: 1_000_000_000,
-        thread_priorities: Vec::new(),
-        spike: None,
-        by_hand: None,
-        stamp_clock: Default::default(),
-        schedule: Default::default(),
-    }
+    let mut c = pubsub_config::config(TransportKind::RustDds, mode, vec![1], false);
+    c.payloads = vec![64];
+    c
 }
 
 #[test]

@@ -273,27 +273,10 @@ if ! command -v ddsperf >/dev/null; then
   echo "dds: skipped: no ddsperf (apt-get install cyclonedds-tools)"
   exit 0
 fi
-cfg='<CycloneDDS><Domain id="any"><General><Interfaces><NetworkInterface name="lo"/></Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery><ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>100</MaxAutoParticipantIndex><Peers><Peer address="127.0.0.1"/></Peers></Discovery></Domain></CycloneDDS>'
+# shellcheck source=scripts/ddsperf-rtt.sh
+. scripts/ddsperf-rtt.sh  # the working directory is the repository (cd above)
 anchor_dds() { # SIZE [waitset|listener] -> "p50 p99 mean" RTT us
-  local mode=${2:-waitset}
-  CYCLONEDDS_URI="$cfg" timeout 20 ddsperf -i 77 -D 12 pong "$mode" > "$out/pong.txt" 2>&1 &
-  local pong=$!
-  sleep 1
-  CYCLONEDDS_URI="$cfg" timeout 20 ddsperf -i 77 -D 10 ping size "$1" "$mode" > "$out/ping.txt" 2>&1 || true
-  kill "$pong" 2>/dev/null || true
-  wait "$pong" 2>/dev/null || true
-  python3 - "$out/ping.txt" <<'PY'
-import re, statistics, sys
-rows = []
-for l in open(sys.argv[1]):
-    m = re.search(r"mean ([0-9.]+)us .*50% ([0-9.]+)us .*99% ([0-9.]+)us .*cnt (\d+)", l)
-    if m:
-        rows.append(tuple(float(x) for x in m.groups()))
-rows = rows[1:] or rows  # the first second includes discovery
-n = sum(r[3] for r in rows)
-mean = sum(r[0] * r[3] for r in rows) / n
-print("%.3f %.3f %.3f" % (2 * statistics.median(r[1] for r in rows), 2 * statistics.median(r[2] for r in rows), 2 * mean))
-PY
+  ddsperf_rtt "$1" "${2:-waitset}" 10 "$out"
 }
 compare dds blocking "ddsperf (waitset) p50 / p99 / mean us (RTT)" "anchor_dds SIZE" 20000 --reliability reliable --history keep-last:1
 # ddsperf cannot busy-poll: its fastest mode, listener (the pong answers from Cyclone's receive

@@ -54,27 +54,10 @@ print("%.1f %.1f %.1f %d %d %s" % (s["p50_ns"] / 1e3, s["p99_ns"] / 1e3, s["mean
 PY
 }
 
-cfg='<CycloneDDS><Domain id="any"><General><Interfaces><NetworkInterface name="lo"/></Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery><ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>100</MaxAutoParticipantIndex><Peers><Peer address="127.0.0.1"/></Peers></Discovery></Domain></CycloneDDS>'
+# shellcheck source=scripts/ddsperf-rtt.sh
+. scripts/ddsperf-rtt.sh  # the working directory is the repository (cd above)
 anchor_ddsperf() { # SIZE waitset|listener -> "p50 p99 mean" RTT us
-  CYCLONEDDS_URI="$cfg" timeout 20 ddsperf -i 77 -D 8 pong "$2" > "$out/pong.txt" 2>&1 &
-  local pong=$!
-  sleep 1
-  CYCLONEDDS_URI="$cfg" timeout 20 ddsperf -i 77 -D 6 ping size "$1" "$2" > "$out/ping.txt" 2>&1 || true
-  kill "$pong" 2>/dev/null || true
-  wait "$pong" 2>/dev/null || true
-  python3 - "$out/ping.txt" <<'PY'
-import re, statistics, sys
-rows = []
-for l in open(sys.argv[1]):
-    m = re.search(r"mean ([0-9.]+)us .*50% ([0-9.]+)us .*99% ([0-9.]+)us .*cnt (\d+)", l)
-    if m:
-        rows.append(tuple(float(x) for x in m.groups()))
-rows = rows[1:] or rows
-if not rows:
-    print("- - -"); sys.exit()
-n = sum(r[3] for r in rows)
-print("%.1f %.1f %.1f" % (2 * statistics.median(r[1] for r in rows), 2 * statistics.median(r[2] for r in rows), 2 * sum(r[0] * r[3] for r in rows) / n))
-PY
+  ddsperf_rtt "$1" "$2" 6 "$out" 1
 }
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -9,6 +9,10 @@
 //! the end marker). The subscriber asserts it got exactly the N measured messages, in order;
 //! nothing here asserts a time. Without root or without `ip` the tests say why and pass.
 
+#[path = "support/ip.rs"]
+mod ip_cmd;
+
+use ip_cmd::ip;
 use rtlab_pubsub::conformance::usable_qos;
 use rtlab_pubsub::transport::{WaitStyle, END_SEQ, WARMUP_BIT};
 use rtlab_pubsub::{TransportKind, TransportSpec};
@@ -39,16 +43,6 @@ fn root_and_ip() -> Result<(), String> {
         Ok(s) if s.success() => Ok(()),
         _ => Err("the `ip` command (iproute2) is missing".into()),
     }
-}
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
 }
 
 /// Two namespaces joined by a veth pair; deleted on drop.

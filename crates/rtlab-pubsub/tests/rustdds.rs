@@ -9,6 +9,10 @@
 #[path = "support/pubsub_config.rs"]
 mod pubsub_config;
 
+#[path = "support/ip.rs"]
+mod ip_cmd;
+
+use ip_cmd::ip;
 use rtlab_pubsub::conformance::{fresh_topic, warm_up};
 use rtlab_pubsub::dds::{DdsNetwork, DdsTransport};
 use rtlab_pubsub::probe::{self, Mode, PubsubConfig, TransportKind, TransportSpec};
@@ -38,16 +42,6 @@ fn launcher(json: &str) -> Command {
 /// Run `f` on a thread of its own; the thread's namespace is what `f` makes of it.
 fn on_own_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     std::thread::spawn(f).join().expect("the test thread")
-}
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 const N: u64 = 100;

@@ -1,6 +1,8 @@
 //! `fastdds`: eProsima Fast DDS 2.9 (ROS 2's default DDS), the system's library (Debian 12:
 //! libfastrtps-dev 2.9.1, libfastcdr-dev 1.0.26) through a thin C++ shim
-//! (`fastdds/shim.cpp`, built by this crate's `build.rs`).
+//! (`fastdds/shim.cpp`, built by this crate's `build.rs` as a shared object the crate
+//! embeds and loads when the first participant is made: the rtlab binary does not link Fast
+//! DDS, and a process holds one Fast DDS at most, [`crate::dl::claim_fast_dds`]).
 //!
 //! ROS 2 conventions, exactly as [`crate::dds`]: the DDS topic is `rt/<topic>`, the type
 //! `sensor_msgs::msg::dds_::CompressedImage_` (keyless), the message the bytes
@@ -163,6 +165,7 @@ pub fn shm_segment_note(
 
 mod ffi {
     use std::ffi::{c_char, c_int};
+    use std::sync::OnceLock;
 
     #[repr(C)]
     pub struct Participant {
@@ -202,44 +205,141 @@ mod ffi {
         pub transient_local: c_int,
     }
 
-    extern "C" {
-        pub fn fdds_participant_create(
-            net: *const Net,
-            out: *mut *mut Participant,
-            err: *mut c_char,
-            err_len: usize,
-        ) -> c_int;
-        pub fn fdds_participant_delete(p: *mut Participant);
-        pub fn fdds_writer_create(
-            p: *mut Participant,
-            topic: *const c_char,
-            type_name: *const c_char,
-            qos: *const Qos,
-            out: *mut *mut Writer,
-            err: *mut c_char,
-            err_len: usize,
-        ) -> c_int;
-        pub fn fdds_write(w: *mut Writer, sample: *const u8, len: usize) -> c_int;
-        pub fn fdds_writer_matched(w: *mut Writer) -> i32;
-        pub fn fdds_writer_delete(w: *mut Writer, drain_ns: i64);
-        pub fn fdds_reader_create(
-            p: *mut Participant,
-            topic: *const c_char,
-            type_name: *const c_char,
-            qos: *const Qos,
-            out: *mut *mut Reader,
-            err: *mut c_char,
-            err_len: usize,
-        ) -> c_int;
-        pub fn fdds_take(
-            r: *mut Reader,
-            buf: *mut u8,
-            cap: usize,
-            size: *mut usize,
-            copied: *mut usize,
-        ) -> c_int;
-        pub fn fdds_wait(r: *mut Reader, timeout_ns: i64) -> c_int;
-        pub fn fdds_reader_delete(r: *mut Reader);
+    /// The shim's functions, resolved once from the embedded shared object.
+    struct Api {
+        participant_create:
+            unsafe extern "C" fn(*const Net, *mut *mut Participant, *mut c_char, usize) -> c_int,
+        participant_delete: unsafe extern "C" fn(*mut Participant),
+        writer_create: unsafe extern "C" fn(
+            *mut Participant,
+            *const c_char,
+            *const c_char,
+            *const Qos,
+            *mut *mut Writer,
+            *mut c_char,
+            usize,
+        ) -> c_int,
+        write: unsafe extern "C" fn(*mut Writer, *const u8, usize) -> c_int,
+        writer_matched: unsafe extern "C" fn(*mut Writer) -> i32,
+        writer_delete: unsafe extern "C" fn(*mut Writer, i64),
+        reader_create: unsafe extern "C" fn(
+            *mut Participant,
+            *const c_char,
+            *const c_char,
+            *const Qos,
+            *mut *mut Reader,
+            *mut c_char,
+            usize,
+        ) -> c_int,
+        take: unsafe extern "C" fn(*mut Reader, *mut u8, usize, *mut usize, *mut usize) -> c_int,
+        wait: unsafe extern "C" fn(*mut Reader, i64) -> c_int,
+        reader_delete: unsafe extern "C" fn(*mut Reader),
+    }
+
+    /// The shim (fastdds/shim.cpp) as the build made it, linked against libfastrtps.so.2.9.
+    static SHIM: &[u8] = include_bytes!(env!("RTLAB_FASTDDS_SHIM"));
+    /// What this process holds of Fast DDS when the shim is loaded (`dl::claim_fast_dds`).
+    pub const WHO: &str = "Fast DDS 2.9 (Debian's libfastrtps, the fastdds transport)";
+    static API: OnceLock<Result<Api, String>> = OnceLock::new();
+
+    /// Load the shim (and with it libfastrtps.so.2.9) once per process.
+    pub fn load() -> Result<(), String> {
+        crate::dl::claim_fast_dds(WHO)?;
+        let api = API.get_or_init(|| {
+            let lib = crate::dl::Library::open_bytes(
+                "librtlab_fastdds29.so",
+                SHIM,
+                crate::dl::Bind::NowLocal,
+            )
+            .map_err(|e| format!("loading Fast DDS 2.9 ({e}): install Debian's libfastrtps2.9 and libfastcdr1 (scripts/setup.sh does)"))?;
+            // SAFETY: each type below is the C declaration of the same name in shim.h.
+            unsafe {
+                Ok(Api {
+                    participant_create: lib.symbol("fdds_participant_create")?,
+                    participant_delete: lib.symbol("fdds_participant_delete")?,
+                    writer_create: lib.symbol("fdds_writer_create")?,
+                    write: lib.symbol("fdds_write")?,
+                    writer_matched: lib.symbol("fdds_writer_matched")?,
+                    writer_delete: lib.symbol("fdds_writer_delete")?,
+                    reader_create: lib.symbol("fdds_reader_create")?,
+                    take: lib.symbol("fdds_take")?,
+                    wait: lib.symbol("fdds_wait")?,
+                    reader_delete: lib.symbol("fdds_reader_delete")?,
+                })
+            }
+            // `lib` is never unloaded (dl's contract): the handle is simply not kept
+        });
+        api.as_ref().map(|_| ()).map_err(Clone::clone)
+    }
+
+    fn api() -> &'static Api {
+        match API.get() {
+            Some(Ok(a)) => a,
+            // every handle below comes from a participant, made only after load() succeeded
+            _ => unreachable!("the Fast DDS shim is loaded before any participant exists"),
+        }
+    }
+
+    // The shim's C API under its C names (shim.h documents each). Unsafe as the C calls are.
+    pub unsafe fn fdds_participant_create(
+        net: *const Net,
+        out: *mut *mut Participant,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int {
+        (api().participant_create)(net, out, err, err_len)
+    }
+    pub unsafe fn fdds_participant_delete(p: *mut Participant) {
+        (api().participant_delete)(p)
+    }
+    pub unsafe fn fdds_writer_create(
+        p: *mut Participant,
+        topic: *const c_char,
+        type_name: *const c_char,
+        qos: *const Qos,
+        out: *mut *mut Writer,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int {
+        (api().writer_create)(p, topic, type_name, qos, out, err, err_len)
+    }
+    #[inline]
+    pub unsafe fn fdds_write(w: *mut Writer, sample: *const u8, len: usize) -> c_int {
+        (api().write)(w, sample, len)
+    }
+    pub unsafe fn fdds_writer_matched(w: *mut Writer) -> i32 {
+        (api().writer_matched)(w)
+    }
+    pub unsafe fn fdds_writer_delete(w: *mut Writer, drain_ns: i64) {
+        (api().writer_delete)(w, drain_ns)
+    }
+    pub unsafe fn fdds_reader_create(
+        p: *mut Participant,
+        topic: *const c_char,
+        type_name: *const c_char,
+        qos: *const Qos,
+        out: *mut *mut Reader,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int {
+        (api().reader_create)(p, topic, type_name, qos, out, err, err_len)
+    }
+    #[inline]
+    pub unsafe fn fdds_take(
+        r: *mut Reader,
+        buf: *mut u8,
+        cap: usize,
+        size: *mut usize,
+        copied: *mut usize,
+    ) -> c_int {
+        (api().take)(r, buf, cap, size, copied)
+    }
+    #[inline]
+    pub unsafe fn fdds_wait(r: *mut Reader, timeout_ns: i64) -> c_int {
+        (api().wait)(r, timeout_ns)
+    }
+    pub unsafe fn fdds_reader_delete(r: *mut Reader) {
+        (api().reader_delete)(r)
     }
 }
 
@@ -456,6 +556,7 @@ impl FastDdsTransport {
             return Err(bad("domain", format!("domain id {domain} above {MAX_DOMAIN}")));
         }
         let plan = plan(net)?;
+        ffi::load().map_err(|e| bad("library", e))?;
         let buffers = (socket_buffer("rmem_max"), socket_buffer("wmem_max"));
         let nul = || bad("network", "NUL in an address".into());
         let white: Vec<CString> = plan

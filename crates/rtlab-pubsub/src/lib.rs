@@ -12,13 +12,15 @@
 //! - [`dds_graph`]: the graph of a DDS domain from its built-in topics (`rtlab observe`).
 //!
 //! Nothing in this crate prints. `unsafe` is denied everywhere but in [`dds`] and [`dds_graph`], the calls into
-//! Cyclone DDS's C API, and [`fastdds`], the calls into its Fast DDS shim (each block with its `// SAFETY:`); system calls go through rtlab-sys.
+//! Cyclone DDS's C API, [`fastdds`], the calls into its Fast DDS shim, and [`dl`], loading
+//! libraries at run time (each block with its `// SAFETY:`); system calls go through rtlab-sys.
 #![deny(unsafe_code)]
 
 pub mod arrivals;
 pub mod conformance;
 pub mod dds;
 pub mod dds_graph;
+pub mod dl;
 pub mod fastdds;
 pub mod intra;
 pub mod observe;

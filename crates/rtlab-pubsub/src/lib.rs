@@ -25,6 +25,7 @@ pub mod fastdds;
 pub mod intra;
 pub mod observe;
 pub mod probe;
+pub mod ros_graph;
 pub mod ros_msg;
 pub mod rustdds_t;
 pub mod seqtrack;

@@ -624,6 +624,16 @@ impl RawReader {
         }))
     }
 
+    /// The next sample's serialized bytes (the encapsulation header first) copied into
+    /// `buf`: (serialized size, bytes copied); a size above `buf.len()` means it was cut.
+    /// None when there was no sample.
+    pub fn try_take_bytes(
+        &mut self,
+        buf: &mut [u8],
+    ) -> Result<Option<(usize, usize)>, TransportError> {
+        self.r.take_head(buf)
+    }
+
     /// The next sample, waiting at most `timeout_ns` for one.
     pub fn wait_take(&mut self, timeout_ns: i64) -> Result<Option<RawSample>, TransportError> {
         if let Some(r) = self.try_take()? {

@@ -396,6 +396,39 @@ mod tests {
         assert!(d.nodes[0].readers.is_empty());
     }
 
+    /// A sample as an rclpy node (ROS 2 Kilted, rmw_fastrtps_cpp, Fast DDS 3.2) wrote it:
+    /// node `/talker_x` with a publisher, a subscription and its parameter services.
+    const RCLPY_KILTED: &[&str] = &[
+        "00010000010fbe9f9c187c4900000000000001c101000000020000002f0000000900000074616c6b65725f7800000000",
+        "08000000010fbe9f9c187c490000000000000504010fbe9f9c187c490000000000000704010fbe9f9c187c4900000000",
+        "00000904010fbe9f9c187c490000000000000b04010fbe9f9c187c490000000000000d04010fbe9f9c187c4900000000",
+        "00000f04010fbe9f9c187c490000000000001104010fbe9f9c187c4900000000000014040a000000010fbe9f9c187c49",
+        "0000000000000303010fbe9f9c187c490000000000000403010fbe9f9c187c490000000000000603010fbe9f9c187c49",
+        "0000000000000803010fbe9f9c187c490000000000000a03010fbe9f9c187c490000000000000c03010fbe9f9c187c49",
+        "0000000000000e03010fbe9f9c187c490000000000001003010fbe9f9c187c490000000000001203010fbe9f9c187c49",
+        "0000000000001303",
+    ];
+
+    fn unhex(lines: &[&str]) -> Vec<u8> {
+        let h: String = lines.concat();
+        (0..h.len()).step_by(2).map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap()).collect()
+    }
+
+    #[test]
+    fn a_sample_of_a_real_rclpy_node() {
+        let d = decode(&unhex(RCLPY_KILTED)).unwrap();
+        assert_eq!(d.gid_size, 16);
+        assert_eq!(gid_hex(&d.gid), "010fbe9f9c187c4900000000000001c1");
+        assert_eq!(d.nodes.len(), 1);
+        let n = &d.nodes[0];
+        assert_eq!((n.namespace.as_str(), n.name.as_str()), ("/", "talker_x"));
+        assert_eq!(n.full_name(), "/talker_x");
+        // 7 parameter services' requests + the subscription; their replies + /chat_pong,
+        // /rosout, /parameter_events
+        assert_eq!((n.readers.len(), n.writers.len()), (8, 10));
+        assert!(n.readers.iter().chain(&n.writers).all(|g| g[..12] == d.gid[..12]));
+    }
+
     #[test]
     fn xcdr2_plain_and_its_padding_bits_read_the_same() {
         let mut s = sample(true, 16);

@@ -2,7 +2,9 @@
 //! who is there, every topic with its type name, and the QoS each writer offers and each
 //! reader requests; with `--topic` (ROS 2 name) or `--dds-topic`, one live topic measured:
 //! arrival period, deviation from the nominal rate, gaps, bursts, sizes, and the Header
-//! stamp's latency when the clocks agree (`--synced-clocks`).
+//! stamp's latency when the clocks agree (`--synced-clocks`). ROS 2's nodes, from what ROS 2
+//! announces on `ros_discovery_info`: each endpoint's node, and every node with its topics
+//! and services (as `ros2 node list` / `ros2 node info`).
 
 use crate::document::{check_writable, write_text};
 use clap::Args;
@@ -109,10 +111,11 @@ pub fn run(a: ObserveArgs) -> anyhow::Result<u8> {
 }
 
 /// The graph as the terminal shows it: topics (ROS 2 names where they follow ROS 2's
-/// mapping), then every endpoint with its QoS.
+/// mapping), ROS 2's nodes with what each publishes, subscribes and serves, then every
+/// endpoint with its QoS and node.
 fn render(g: &Graph, net: &DdsNetwork) -> String {
     let mut s = format!(
-        "domain {} ({}): {} participants, {} writers, {} readers\n",
+        "domain {} ({}): {} participants, {} nodes, {} writers, {} readers\n",
         g.domain,
         match &net.interface {
             None => "loopback".to_string(),
@@ -120,6 +123,7 @@ fn render(g: &Graph, net: &DdsNetwork) -> String {
             Some(i) => format!("{i}, peers {}", net.peers.join(",")),
         },
         g.participants.len(),
+        g.nodes.len(),
         g.writers.len(),
         g.readers.len()
     );
@@ -139,19 +143,53 @@ fn render(g: &Graph, net: &DdsNetwork) -> String {
             t.ros_type.as_ref().unwrap_or(&t.type_name)
         ));
     }
+    if !g.nodes.is_empty() {
+        s.push_str("\nnodes (ROS 2)\n");
+    }
+    for n in &g.nodes {
+        s.push_str(&format!(
+            "{} (participant {})\n",
+            n.full_name,
+            &n.participant[..8.min(n.participant.len())]
+        ));
+        for (what, list) in [
+            ("subscribers", &n.subscribers),
+            ("publishers", &n.publishers),
+            ("service servers", &n.service_servers),
+            ("service clients", &n.service_clients),
+        ] {
+            if list.is_empty() {
+                continue;
+            }
+            s.push_str(&format!("  {what}:\n"));
+            for t in list {
+                s.push_str(&format!("    {}: {}\n", t.name, t.type_name));
+            }
+        }
+        if n.unseen > 0 {
+            s.push_str(&format!(
+                "  {} more endpoint(s) announced by the node, not yet discovered (a longer --wait shows them)\n",
+                n.unseen
+            ));
+        }
+    }
     s.push_str("\nendpoints (QoS: reliability, durability, history)\n");
     for (kind, list) in [("writer", &g.writers), ("reader", &g.readers)] {
         for e in list {
             s.push_str(&format!(
-                "  {kind} {} {}: {}, {}, {} (participant {})\n",
+                "  {kind} {} {}: {}, {}, {} (participant {}{})\n",
                 e.topic,
                 e.type_name,
                 e.qos.reliability,
                 e.qos.durability,
                 e.qos.history,
-                &e.participant[..8.min(e.participant.len())]
+                &e.participant[..8.min(e.participant.len())],
+                e.node.as_ref().map(|n| format!(", node {n}")).unwrap_or_default()
             ));
         }
+    }
+    for n in &g.notes {
+        s.push_str(&format!("note: {n}\n"));
     }
     s
 }
@@ -185,11 +223,15 @@ fn measure(a: &ObserveArgs, cfg: &ObserveProbeConfig) -> anyhow::Result<u8> {
     if !a.quiet {
         let rows: Vec<Row> =
             doc.streams.iter().map(|s| Row { label: s.name.clone(), summary: &s.stats }).collect();
+        let mut nodes: Vec<&str> = o.writers.iter().filter_map(|w| w.node.as_deref()).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
         println!(
-            "{} ({}), {} writer(s), reader {}: {} messages, sizes {}..{} B (mean {:.0})",
+            "{} ({}), {} writer(s){}, reader {}: {} messages, sizes {}..{} B (mean {:.0})",
             o.topic,
             o.type_name,
             o.writers.len(),
+            if nodes.is_empty() { String::new() } else { format!(" of node {}", nodes.join(", ")) },
             o.reader_reliability,
             o.received,
             o.size_min.unwrap_or(0),
@@ -214,4 +256,81 @@ fn measure(a: &ObserveArgs, cfg: &ObserveProbeConfig) -> anyhow::Result<u8> {
     }
     super::print_evidence(doc.evidence.as_ref(), &doc.streams, a.quiet);
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtlab_pubsub::dds_graph::{Endpoint, EndpointQos, Node, NodeTopic};
+
+    fn endpoint(topic: &str, type_name: &str, node: Option<&str>) -> Endpoint {
+        Endpoint {
+            guid: "0102".into(),
+            participant: "0a0b0c0d0e0f".into(),
+            topic: topic.into(),
+            type_name: type_name.into(),
+            qos: EndpointQos {
+                reliability: "reliable".into(),
+                durability: "transient-local".into(),
+                history: "keep-last:1".into(),
+            },
+            node: node.map(String::from),
+        }
+    }
+
+    /// The terminal's graph: the node list as `ros2 node info` shows it, the node of each
+    /// endpoint, none on a non-ROS endpoint, and the graph's notes.
+    #[test]
+    fn the_graph_shows_nodes_their_topics_and_each_endpoints_node() {
+        let t = |name: &str, ty: &str| NodeTopic { name: name.into(), type_name: ty.into() };
+        let g = Graph {
+            domain: 3,
+            participants: vec!["0a0b0c0d0e0f".into()],
+            writers: vec![
+                endpoint("rt/chatter", "std_msgs::msg::dds_::String_", Some("/robot1/talker")),
+                endpoint("DDSPerfRDataKS", "KeyedSeq", None),
+            ],
+            readers: vec![endpoint(
+                "rq/robot1/talker/get_parametersRequest",
+                "rcl_interfaces::srv::dds_::GetParameters_Request_",
+                Some("/robot1/talker"),
+            )],
+            nodes: vec![Node {
+                full_name: "/robot1/talker".into(),
+                namespace: "/robot1".into(),
+                name: "talker".into(),
+                participant: "0a0b0c0d0e0f".into(),
+                publishers: vec![t("/chatter", "std_msgs/msg/String")],
+                subscribers: vec![],
+                service_servers: vec![t(
+                    "/robot1/talker/get_parameters",
+                    "rcl_interfaces/srv/GetParameters",
+                )],
+                service_clients: vec![],
+                unseen: 2,
+            }],
+            notes: vec!["1 ros_discovery_info sample(s) not read".into()],
+        };
+        let net = DdsNetwork { interface: Some("eth0".into()), peers: vec![] };
+        let s = render(&g, &net);
+        assert!(
+            s.starts_with("domain 3 (eth0, multicast discovery): 1 participants, 1 nodes, 2 writers, 1 readers\n"),
+            "{s}"
+        );
+        let nodes = "\nnodes (ROS 2)\n/robot1/talker (participant 0a0b0c0d)\n  publishers:\n    /chatter: std_msgs/msg/String\n  service servers:\n    /robot1/talker/get_parameters: rcl_interfaces/srv/GetParameters\n  2 more endpoint(s) announced by the node, not yet discovered (a longer --wait shows them)\n";
+        assert!(s.contains(nodes), "{s}");
+        assert!(!s.contains("subscribers:"), "empty lists are left out: {s}");
+        assert!(
+            s.contains("  writer rt/chatter std_msgs::msg::dds_::String_: reliable, transient-local, keep-last:1 (participant 0a0b0c0d, node /robot1/talker)\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("  writer DDSPerfRDataKS KeyedSeq: reliable, transient-local, keep-last:1 (participant 0a0b0c0d)\n"),
+            "{s}"
+        );
+        assert!(s.ends_with("note: 1 ros_discovery_info sample(s) not read\n"), "{s}");
+        // no ROS 2 participant: no node section
+        let plain = Graph { nodes: vec![], notes: vec![], ..g };
+        assert!(!render(&plain, &net).contains("nodes (ROS 2)"));
+    }
 }

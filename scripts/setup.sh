@@ -16,6 +16,8 @@ PACKAGES=(
   trace-cmd rtla                                  # spike evidence (rtla: timerlat, where the kernel has it)
   chromium                                        # HTML report test (headless screenshot)
   openssh-server openssh-client                   # the far side over ssh (tests start a throw-away sshd)
+  python3 python3-venv libpython3.11              # ROS 2 from the package registry (below): its venv, and the
+                                                  # libpython its wheels' libraries name
 )
 
 need=()
@@ -47,6 +49,27 @@ if ((${#need[@]})); then
     fi
     echo "rtlab setup: openssh-server installed, its system service stopped and disabled"
   fi
+fi
+
+# ROS 2 itself (rcl 10.1 "kilted", rmw_fastrtps_cpp with Fast DDS 3.2, rclpy, std_msgs,
+# sensor_msgs) from the package registry's wheels, pinned in scripts/ros2-requirements.txt, in
+# a venv at a fixed place: the ROS 2 installation the `ros2` transport uses when the machine has
+# no other (docs/ros2.md: --ros2-prefix, AMENT_PREFIX_PATH, /opt/ros/*, then this one), and the
+# rclpy nodes of the tests. Kept when it already holds exactly those wheels.
+ROS2_VENV=/opt/rtlab/ros2
+ros2_wanted=$(grep -E '^[A-Za-z]' scripts/ros2-requirements.txt | sort)
+ros2_have=$([ -x "$ROS2_VENV/bin/pip" ] && "$ROS2_VENV/bin/pip" freeze 2>/dev/null | sort || true)
+# (pip freeze lists some wheels under a second name too: only what the file pins is compared)
+if [ -n "$(comm -23 <(echo "$ros2_wanted") <(echo "$ros2_have"))" ]; then
+  if [ "$(id -u)" -ne 0 ] && [ ! -w "$(dirname "$ROS2_VENV")" ]; then
+    echo "rtlab setup: error: $ROS2_VENV (ROS 2 from the package registry) is missing and not root to install it" >&2
+    exit 2
+  fi
+  rm -rf "$ROS2_VENV"
+  mkdir -p "$(dirname "$ROS2_VENV")"
+  /usr/bin/python3 -m venv "$ROS2_VENV"
+  "$ROS2_VENV/bin/pip" install -q --disable-pip-version-check -r scripts/ros2-requirements.txt
+  echo "rtlab setup: ROS 2 (rcl $("$ROS2_VENV/bin/pip" show ros-rcl 2>/dev/null | sed -n 's/^Version: //p'), rmw_fastrtps_cpp, rclpy) installed in $ROS2_VENV"
 fi
 
 [ "${1:-}" = "--deps-only" ] && exit 0

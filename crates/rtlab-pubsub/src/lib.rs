@@ -25,6 +25,7 @@ pub mod fastdds;
 pub mod intra;
 pub mod observe;
 pub mod probe;
+pub mod ros2;
 pub mod ros_graph;
 pub mod ros_msg;
 pub mod rustdds_t;
@@ -41,7 +42,8 @@ use std::sync::Arc;
 
 /// Open the transport `spec` names in this process, on the network it names: zenoh takes
 /// `listen`, `connect` and `zenoh_mode`; dds `domain`, `interface` and `peers`; rustdds
-/// `domain` and `interface` (peers are refused); fastdds as dds, and `fastdds_shm`; udp
+/// `domain` and `interface` (peers are refused); fastdds as dds, and `fastdds_shm`; ros2
+/// `ros2_prefix`, `rmw`, `domain`, and `interface`/`peers` as its discovery; udp
 /// `interface` (the address to bind) and `peers`. Fields a transport does not use are ignored.
 pub fn open(spec: &probe::TransportSpec) -> Result<Arc<dyn Transport>, TransportError> {
     match spec.kind {
@@ -71,6 +73,19 @@ pub fn open(spec: &probe::TransportSpec) -> Result<Arc<dyn Transport>, Transport
                 &net,
             )?))
         }
+        TransportKind::Ros2 => {
+            let inst = ros2_installation(spec).map_err(|e| TransportError::Library {
+                transport: "ros2",
+                what: "installation",
+                why: e,
+            })?;
+            let net = ros2::Ros2Network::of(spec.interface.as_deref(), &spec.peers);
+            Ok(Arc::new(ros2::Ros2Transport::open(
+                &inst,
+                spec.domain.unwrap_or_else(default_dds_domain),
+                &net,
+            )?))
+        }
         TransportKind::FastDds => {
             let net =
                 dds::DdsNetwork { interface: spec.interface.clone(), peers: spec.peers.clone() };
@@ -81,6 +96,22 @@ pub fn open(spec: &probe::TransportSpec) -> Result<Arc<dyn Transport>, Transport
             )?))
         }
     }
+}
+
+/// The ROS 2 installation `spec` names (`ros2_prefix`, `rmw`; found as
+/// [`ros2::install::find`] says), recorded as it was first found (`ros2_found_by`).
+pub fn ros2_installation(
+    spec: &probe::TransportSpec,
+) -> Result<ros2::install::Installation, String> {
+    let mut i = ros2::install::find(
+        spec.ros2_prefix.as_deref().map(std::path::Path::new),
+        spec.rmw.as_deref(),
+        &ros2::install::Env::here(),
+    )?;
+    if let Some(by) = &spec.ros2_found_by {
+        i.found_by.clone_from(by);
+    }
+    Ok(i)
 }
 
 /// The DDS domain a probe uses unless told: 100..199 from the process id, so that runs do

@@ -155,10 +155,13 @@ pub enum TransportKind {
     FastDds,
     #[serde(rename = "rustdds")]
     RustDds,
+    /// ROS 2 itself: rcl and the installation's RMW ([`crate::ros2`]).
+    #[serde(rename = "ros2")]
+    Ros2,
 }
 
 impl TransportKind {
-    pub const ALL: [TransportKind; 7] = [
+    pub const ALL: [TransportKind; 8] = [
         TransportKind::Intra,
         TransportKind::Udp,
         TransportKind::Shm,
@@ -166,6 +169,7 @@ impl TransportKind {
         TransportKind::CycloneDds,
         TransportKind::FastDds,
         TransportKind::RustDds,
+        TransportKind::Ros2,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -176,15 +180,24 @@ impl TransportKind {
             TransportKind::CycloneDds => "cyclonedds",
             TransportKind::FastDds => "fastdds",
             TransportKind::RustDds => "rustdds",
+            TransportKind::Ros2 => "ros2",
         }
     }
     pub fn parse(s: &str) -> Option<TransportKind> {
         let s = if s == "dds" { "cyclonedds" } else { s };
         Self::ALL.into_iter().find(|k| k.name() == s)
     }
-    /// A DDS implementation (they speak RTPS to each other, and to ROS 2 nodes).
+    /// A DDS implementation, or ROS 2 itself (`ros2`, whose DDS RMWs speak the same RTPS
+    /// and ROS 2 naming): they speak to each other, and to ROS 2 nodes; they take a domain,
+    /// an interface and peers.
     pub fn is_dds(self) -> bool {
-        matches!(self, TransportKind::CycloneDds | TransportKind::FastDds | TransportKind::RustDds)
+        matches!(
+            self,
+            TransportKind::CycloneDds
+                | TransportKind::FastDds
+                | TransportKind::RustDds
+                | TransportKind::Ros2
+        )
     }
 }
 
@@ -218,6 +231,16 @@ pub struct TransportSpec {
     /// fastdds: its shared-memory transport (default, off, or another segment size).
     #[serde(default)]
     pub fastdds_shm: crate::fastdds::Shm,
+    /// ros2: the installation (`--ros2-prefix`; None: found as [`crate::ros2::install`]
+    /// says). The probe resolves it once, so that its role processes load the same one.
+    #[serde(default)]
+    pub ros2_prefix: Option<String>,
+    /// ros2: the RMW (`--rmw`; None: `RMW_IMPLEMENTATION`, else the installation's default).
+    #[serde(default)]
+    pub rmw: Option<String>,
+    /// ros2: how the probe found `ros2_prefix` when it resolved it (recorded as found).
+    #[serde(default)]
+    pub ros2_found_by: Option<String>,
 }
 
 impl TransportSpec {
@@ -232,6 +255,9 @@ impl TransportSpec {
             zenoh_mode: None,
             busy_poll: false,
             fastdds_shm: crate::fastdds::Shm::Default,
+            ros2_prefix: None,
+            rmw: None,
+            ros2_found_by: None,
         }
     }
 }
@@ -630,6 +656,9 @@ pub struct PubsubOutcome {
     pub notes: Vec<String>,
     pub interrupted: bool,
     pub duration_ns: i64,
+    /// What `ros2` ran on (this host's side; `config.ros2` in results), when it was used here.
+    #[serde(default)]
+    pub ros2: Option<crate::ros2::Ros2Facts>,
 }
 
 /// How role processes are started: the command that runs [`role_main`] with this JSON.
@@ -676,26 +705,53 @@ pub fn validate(cfg: &PubsubConfig, transport: &dyn Transport) -> Result<QosMapp
 /// only with role processes (not threads, not by hand). On one host the far transport is
 /// opened here once, so that a QoS or a message size it cannot carry is one line before
 /// anything runs (a far host's agent checks its own).
+///
+/// `fastdds` and a `ros2` whose RMW brings another Fast DDS never meet in one process
+/// ([`crate::dl::claim_fast_dds`]): for that pair the far side's limits are checked without
+/// opening it (`fastdds` honours every QoS; `ros2`'s installation was found by the caller).
+/// Returns the far kind, and what a `ros2` far side on this host runs on.
 fn check_far_transport(
     cfg: &PubsubConfig,
     spec: &TransportSpec,
     far_host: bool,
-) -> Result<TransportKind, ProbeError> {
+) -> Result<(TransportKind, Option<crate::ros2::Ros2Facts>), ProbeError> {
     let Some(kind) = cfg.far_transport.filter(|k| *k != spec.kind) else {
-        return Ok(spec.kind);
+        return Ok((spec.kind, None));
     };
     far_transport_rule(spec.kind, kind, cfg.in_process, cfg.by_hand.is_some())
         .map_err(|m| ProbeError::Invalid(format!("--far-transport {m}")))?;
-    if !far_host {
-        let mut s = spec.clone();
-        s.kind = kind;
-        let t = crate::open(&s)?;
-        for &len in &cfg.payloads {
-            check_len(t.name(), t.max_message(), len)?;
-        }
-        t.map_qos(&cfg.qos)?;
+    if far_host {
+        return Ok((kind, None));
     }
-    Ok(kind)
+    let mut s = spec.clone();
+    s.kind = kind;
+    let pair = [spec.kind, kind];
+    if pair.contains(&TransportKind::FastDds) && pair.contains(&TransportKind::Ros2) {
+        let (name, max) = match kind {
+            TransportKind::Ros2 => ("ros2", crate::ros2::MAX_MESSAGE),
+            _ => ("fastdds", crate::fastdds::MAX_MESSAGE),
+        };
+        for &len in &cfg.payloads {
+            check_len(name, max, len)?;
+        }
+        let facts = (kind == TransportKind::Ros2)
+            .then(|| {
+                crate::ros2_installation(&s)
+                    .map(|i| {
+                        let net = crate::ros2::Ros2Network::of(s.interface.as_deref(), &s.peers);
+                        crate::ros2::Ros2Facts::of(&i, &net)
+                    })
+                    .map_err(ProbeError::Invalid)
+            })
+            .transpose()?;
+        return Ok((kind, facts));
+    }
+    let t = crate::open(&s)?;
+    for &len in &cfg.payloads {
+        check_len(t.name(), t.max_message(), len)?;
+    }
+    t.map_qos(&cfg.qos)?;
+    Ok((kind, t.ros2_facts()))
 }
 
 /// When the far side may use transport `far` while this side uses `near` (another one):
@@ -824,13 +880,28 @@ pub fn run_with(
     if spec.kind.is_dds() && spec.domain.is_none() {
         spec.domain = Some(crate::default_dds_domain());
     }
-    // RustDDS has no unicast peers: where it is one of the two sides, both meet by multicast
+    // RustDDS has no unicast peers: where it is one of the two sides, both meet by multicast;
+    // so do ROS 2 nodes across a link (ROS 2's default discovery, no static peers: Humble has
+    // none)
     let with_rustdds =
         spec.kind == TransportKind::RustDds || cfg.far_transport == Some(TransportKind::RustDds);
+    let with_ros2 =
+        spec.kind == TransportKind::Ros2 || cfg.far_transport == Some(TransportKind::Ros2);
+    let multicast = with_rustdds || with_ros2;
+    // ros2 here (the near side, or a far side on this host): the installation is found once,
+    // so that every process of the run loads the same one (a far host finds its own)
+    if spec.kind == TransportKind::Ros2
+        || (far.is_none() && cfg.far_transport == Some(TransportKind::Ros2))
+    {
+        let inst = crate::ros2_installation(&spec).map_err(ProbeError::Invalid)?;
+        spec.ros2_prefix = Some(inst.prefix.display().to_string());
+        spec.rmw = Some(inst.rmw);
+        spec.ros2_found_by = Some(inst.found_by);
+    }
     if let Some(f) = far {
         if spec.kind.is_dds() || spec.kind == TransportKind::Udp {
             spec.interface.get_or_insert_with(|| f.near.clone());
-            if spec.peers.is_empty() && !with_rustdds {
+            if spec.peers.is_empty() && !multicast {
                 spec.peers = vec![f.far.clone()];
             }
         }
@@ -864,8 +935,19 @@ pub fn run_with(
     {
         return run_peer_by_hand(cfg, h, transport, qos_mapping, &stop, started);
     }
-    let far_kind = check_far_transport(cfg, &spec, far.is_some())?;
-    let role_spec = role_spec_of(&spec, far_kind, far, with_rustdds);
+    let (far_kind, far_ros2) = check_far_transport(cfg, &spec, far.is_some())?;
+    // streams through ROS 2 on either side say which (rmw, ros_distro)
+    let ros2_labels = match transport.ros2_facts().or_else(|| far_ros2.clone()) {
+        Some(f) => f.labels(),
+        None => Vec::new(),
+    };
+    let mut role_spec = role_spec_of(&spec, far_kind, far, multicast);
+    if far.is_some() {
+        // a far host finds its own ROS 2 (the user's flags, not this host's paths)
+        role_spec.ros2_prefix = cfg.transport.ros2_prefix.clone();
+        role_spec.rmw = cfg.transport.rmw.clone();
+        role_spec.ros2_found_by = None;
+    }
     let in_process = far.is_none() && (cfg.in_process || spec.kind == TransportKind::Intra);
     let cases = cfg.cases();
     let mut out = Vec::new();
@@ -890,6 +972,7 @@ pub fn run_with(
             period,
             n,
             far,
+            labels: &ros2_labels,
         };
         match case.run(launcher, &stop) {
             Ok(c) => out.push(c),
@@ -920,6 +1003,7 @@ pub fn run_with(
             crate::rustdds_t::PRIVATE_ADDR
         ));
     }
+    let ros2 = transport.ros2_facts().or(far_ros2);
     drop(transport);
     drop(private_netns);
     Ok(PubsubOutcome {
@@ -928,28 +1012,33 @@ pub fn run_with(
         qos_mapping,
         notes,
         duration_ns: monotonic_ns() - started,
+        ros2,
     })
 }
 
 /// The transport of the role processes (pongs, subscribers; `far_kind` on the far side
 /// or on this host), from the near side's `spec`: its domain, wait and Fast DDS shared
-/// memory; on a far link, that host's address (and this one's as its DDS/udp peer, not for
-/// rustdds); on one host, a DDS keeps the near side's network.
+/// memory, its ROS 2 installation; on a far link, that host's address (and this one's as its
+/// DDS/udp peer, not when either side discovers by `multicast`: rustdds, ros2); on one host,
+/// a DDS keeps the near side's network.
 fn role_spec_of(
     spec: &TransportSpec,
     far_kind: TransportKind,
     far: Option<&FarPlacement>,
-    with_rustdds: bool,
+    multicast: bool,
 ) -> TransportSpec {
     let mut role_spec = TransportSpec::new(far_kind);
     role_spec.connect = spec.listen.clone();
     role_spec.domain = spec.domain;
     role_spec.busy_poll = spec.busy_poll;
     role_spec.fastdds_shm = spec.fastdds_shm;
+    role_spec.ros2_prefix = spec.ros2_prefix.clone();
+    role_spec.rmw = spec.rmw.clone();
+    role_spec.ros2_found_by = spec.ros2_found_by.clone();
     if let Some(f) = far {
         if far_kind.is_dds() || far_kind == TransportKind::Udp {
             role_spec.interface = Some(f.far.clone());
-            if !with_rustdds {
+            if !multicast {
                 role_spec.peers = vec![f.near.clone()];
             }
         }
@@ -971,6 +1060,9 @@ fn run_peer_by_hand(
     stop: &Arc<AtomicBool>,
     started: i64,
 ) -> Result<PubsubOutcome, ProbeError> {
+    let transport_notes = transport.notes();
+    let transport_labels = transport.labels();
+    let ros2 = transport.ros2_facts();
     let len = cfg.payloads.iter().copied().max().unwrap_or(64);
     let period = cfg.periods_ns.first().copied().unwrap_or(10_000_000);
     let duration_ns = cfg.messages_of(period) as i64 * period + cfg.loss_timeout_ns;
@@ -1033,6 +1125,9 @@ fn run_peer_by_hand(
         s.definition = oneway_definition(cfg.stamp_clock);
         s.deadline_ns = cfg.deadline_ns.unwrap_or(period);
         s.labels.insert("role".into(), "sub".into());
+        for (k, v) in &transport_labels {
+            s.labels.insert(k.to_string(), v.clone());
+        }
         s.labels.insert("topic".into(), h.topic.clone());
         s.stats.late = Some(r.late);
         s.stats.duplicates = Some(r.duplicates);
@@ -1054,8 +1149,9 @@ fn run_peer_by_hand(
         notes: vec![match h.role {
             HandRole::Pong => format!("pong by hand: echoed {0}_ping on {0}_pong until stopped", h.topic),
             _ => format!("sub by hand on {}: one-way latency = receive stamp here - the publisher's send stamp (its clock)", h.topic),
-        }],
+        }].into_iter().chain(transport_notes).collect(),
         duration_ns: monotonic_ns() - started,
+        ros2,
     })
 }
 
@@ -1075,6 +1171,8 @@ struct CaseSetup<'a> {
     len: usize,
     period: i64,
     n: usize,
+    /// Labels of every stream besides the case's own (ros2: `rmw`, `ros_distro`).
+    labels: &'a [(&'static str, String)],
 }
 
 /// A started role: a thread or a process, with its stop signal.
@@ -1581,6 +1679,9 @@ impl CaseSetup<'_> {
         let cfg = self.cfg;
         let mut l = BTreeMap::new();
         l.insert("transport".into(), self.transport.name().into());
+        for (k, v) in self.labels {
+            l.insert(k.to_string(), v.clone());
+        }
         if self.role_spec.kind != self.cfg.transport.kind {
             l.insert("far_transport".into(), self.role_spec.kind.name().into());
         }

@@ -270,6 +270,11 @@ pub trait Publisher: Send {
     /// Send one message of `len` bytes (checked at creation against `max_len`) with this
     /// header. Does not allocate on rtlab's side.
     fn publish(&mut self, seq: u64, stamp_ns: i64, len: usize) -> Result<(), TransportError>;
+    /// How many subscribers (readers) are matched with this publisher now; None where the
+    /// library cannot tell.
+    fn matched(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// One receiving port.
@@ -327,6 +332,16 @@ pub trait Transport: Send + Sync {
     /// Facts about this transport that a reader of the results needs (recorded).
     fn notes(&self) -> Vec<String> {
         Vec::new()
+    }
+    /// Labels every stream through this transport carries besides `transport` (ros2: `rmw`,
+    /// `ros_distro`).
+    fn labels(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+    /// What a `ros2` transport runs on (distribution, rcl, RMW, middleware; recorded with the
+    /// results); None for every other transport.
+    fn ros2_facts(&self) -> Option<crate::ros2::Ros2Facts> {
+        None
     }
 }
 

@@ -70,6 +70,12 @@ pub struct PubsubProbeConfig {
     /// fastdds: its shared-memory transport: `default` (512 KiB segment, as a ROS 2 node),
     /// `off` (UDP only), or a segment size (`4MiB`).
     pub fastdds_shm: Option<FastDdsShm>,
+    /// ros2: the ROS 2 installation (an ament prefix such as `/opt/ros/jazzy`; default:
+    /// `AMENT_PREFIX_PATH`, `/opt/ros/*`, then the one scripts/setup.sh installs).
+    pub ros2_prefix: Option<String>,
+    /// ros2: the RMW implementation (`rmw_fastrtps_cpp`, `rmw_cyclonedds_cpp`,
+    /// `rmw_zenoh_cpp`...; default: `RMW_IMPLEMENTATION`, else the installation's default).
+    pub rmw: Option<String>,
     /// `oneway` (receive - send on one clock) or `roundtrip` (pong received - ping sent).
     pub mode: Mode,
     /// Round trips: `periodic` (pings on the rate's grid) or `closed-loop` (the next ping as
@@ -183,6 +189,8 @@ impl Default for PubsubProbeConfig {
             transport: TransportKind::Intra,
             far_transport: None,
             fastdds_shm: None,
+            ros2_prefix: None,
+            rmw: None,
             mode: Mode::Oneway,
             schedule: Schedule::Periodic,
             payload: List::one(Size(64)),
@@ -271,6 +279,26 @@ impl Validate for PubsubProbeConfig {
                 "fastdds_shm",
                 format!("for the fastdds transport only (transport is {})", self.transport.name()),
             ));
+        }
+        let ros2 = self.transport == TransportKind::Ros2
+            || self.far_transport == Some(TransportKind::Ros2);
+        for (key, given) in [("ros2_prefix", &self.ros2_prefix), ("rmw", &self.rmw)] {
+            if given.is_some() && !ros2 {
+                return Err(ConfigError::new(
+                    key,
+                    format!("for the ros2 transport only (transport is {})", self.transport.name()),
+                ));
+            }
+        }
+        if let Some(rmw) = &self.rmw {
+            if !rmw.starts_with("rmw_")
+                || !rmw.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                return Err(ConfigError::new(
+                    "rmw",
+                    format!("'{rmw}': an RMW implementation's package name, e.g. rmw_fastrtps_cpp, rmw_cyclonedds_cpp, rmw_zenoh_cpp"),
+                ));
+            }
         }
         if let Some(far) = &self.far {
             if matches!(self.transport, TransportKind::Intra | TransportKind::Shm) {
@@ -417,6 +445,8 @@ impl PubsubProbeConfig {
         transport.connect = self.connect.0.clone();
         transport.listen = self.listen.0.clone();
         transport.fastdds_shm = self.fastdds_shm.as_ref().map(|s| s.0).unwrap_or_default();
+        transport.ros2_prefix = self.ros2_prefix.clone();
+        transport.rmw = self.rmw.clone();
         transport.zenoh_mode = self.zenoh_mode.map(|m| match m {
             ZenohMode::Peer => "peer".to_string(),
             ZenohMode::Client => "client".to_string(),
@@ -677,6 +707,7 @@ fn config_value(cfg: &PubsubConfig, o: &PubsubOutcome) -> serde_json::Value {
     serde_json::json!({
         "probe": serde_json::to_value(cfg).unwrap_or_default(),
         "qos_mapping": serde_json::to_value(&o.qos_mapping).unwrap_or_default(),
+        "ros2": o.ros2,
         "notes": o.notes,
         "cases": cases,
     })

@@ -40,7 +40,7 @@ pub enum WaitArg {
 
 #[derive(Args, Debug)]
 pub struct PubsubArgs {
-    /// Transport [intra]: intra (same process, zero copy), shm (iceoryx2), zenoh, cyclonedds (Cyclone DDS; also: dds), fastdds (eProsima Fast DDS), rustdds (RustDDS), udp.
+    /// Transport [intra]: intra (same process, zero copy), shm (iceoryx2), zenoh, cyclonedds (Cyclone DDS; also: dds), fastdds (eProsima Fast DDS), rustdds (RustDDS), ros2 (ROS 2 itself: rcl and an RMW), udp.
     #[arg(long)]
     pub transport: Option<String>,
     /// The far side's transport (pong or subscribers), another DDS implementation: a cross-implementation case [--transport].
@@ -134,6 +134,12 @@ pub struct PubsubArgs {
     /// fastdds: its shared-memory transport: default (a 512 KiB segment, as a ROS 2 node), off (UDP only), or a segment size, e.g. 4MiB.
     #[arg(long, value_name = "off|SIZE")]
     pub fastdds_shm: Option<String>,
+    /// ros2: the ROS 2 installation to use, an ament prefix such as /opt/ros/jazzy [AMENT_PREFIX_PATH, /opt/ros/*, then /opt/rtlab/ros2].
+    #[arg(long, value_name = "DIR")]
+    pub ros2_prefix: Option<String>,
+    /// ros2: the RMW implementation, e.g. rmw_fastrtps_cpp, rmw_cyclonedds_cpp, rmw_zenoh_cpp [RMW_IMPLEMENTATION, else the installation's default].
+    #[arg(long, value_name = "NAME")]
+    pub rmw: Option<String>,
     /// Run one role by hand, its peer by hand on the other machine: ping (with pong there) or pub (with sub there).
     #[arg(long, value_name = "ping|pong|pub|sub")]
     pub role: Option<String>,
@@ -200,6 +206,8 @@ impl PubsubArgs {
             .list("listen", &self.listen)
             .str("zenoh_mode", &self.zenoh_mode)
             .str("fastdds_shm", &self.fastdds_shm)
+            .str("ros2_prefix", &self.ros2_prefix)
+            .str("rmw", &self.rmw)
             .str("role", &self.role)
             .str("topic", &self.topic);
         self.rt.fill(&mut t);

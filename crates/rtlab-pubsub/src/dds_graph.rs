@@ -80,7 +80,7 @@ pub struct Node {
     pub name: String,
     /// Its participant's GUID (hex).
     pub participant: String,
-    /// Topics it writes, sorted by name.
+    /// Topics it writes, sorted by name (ROS 2 topics only, `rt/...`, as `ros2 node info`).
     pub publishers: Vec<NodeTopic>,
     /// Topics it reads.
     pub subscribers: Vec<NodeTopic>,
@@ -183,14 +183,19 @@ impl Graph {
                                 .unwrap_or_else(|| e.type_name.clone()),
                         },
                     ),
-                    None => (
-                        if is_writer { &mut node.publishers } else { &mut node.subscribers },
-                        NodeTopic {
-                            name: ros_topic(&e.topic).unwrap_or_else(|| e.topic.clone()),
-                            type_name: ros_type(&e.type_name)
-                                .unwrap_or_else(|| e.type_name.clone()),
-                        },
-                    ),
+                    None => {
+                        // as `ros2 node info`: a topic outside ROS 2's naming (a node's raw
+                        // DDS topic; ros2-client lists ros_discovery_info) is not listed
+                        let Some(name) = ros_topic(&e.topic) else { continue };
+                        (
+                            if is_writer { &mut node.publishers } else { &mut node.subscribers },
+                            NodeTopic {
+                                name,
+                                type_name: ros_type(&e.type_name)
+                                    .unwrap_or_else(|| e.type_name.clone()),
+                            },
+                        )
+                    }
                 };
                 if !target.contains(&entry) {
                     target.push(entry);
@@ -585,11 +590,12 @@ mod tests {
                 gid_size: 16,
                 nodes: vec![
                     // the talker also lists an endpoint discovery has not shown (0x43)
+                    // and its participant's ros_discovery_info writer, as ros2-client does
                     node(
                         "/",
                         "talker",
                         vec![gid(1, 0x04)],
-                        vec![gid(1, 0x03), gid(1, 0x13), gid(1, 0x43)],
+                        vec![gid(1, 0x03), gid(1, 0x13), gid(1, 0x43), gid(1, 0x33)],
                     ),
                     node(
                         "/robot1",
@@ -613,14 +619,15 @@ mod tests {
         let listener = Some("/robot1/listener".to_string());
         assert_eq!(
             of(&g.writers),
-            [talker.clone(), talker.clone(), listener.clone(), None, None],
-            "ros_discovery_info is the participant's, ddsperf's no node's"
+            [talker.clone(), talker.clone(), listener.clone(), talker.clone(), None],
+            "ddsperf's writer is no node's"
         );
         assert_eq!(of(&g.readers), [talker, listener.clone(), listener, None]);
         let t = |name: &str, ty: &str| NodeTopic { name: name.into(), type_name: ty.into() };
         let talker = &g.nodes[1];
         assert_eq!((talker.namespace.as_str(), talker.name.as_str()), ("/", "talker"));
         assert_eq!(talker.participant, ros_graph::gid_hex(&gid(1, 0xc1)));
+        // ros_discovery_info is not a ROS 2 topic: not listed (ros2 node info does not)
         assert_eq!(talker.publishers, [t("/chatter", "sensor_msgs/msg/CompressedImage")]);
         assert!(talker.subscribers.is_empty());
         // its reader of the request and writer of the reply: one service server

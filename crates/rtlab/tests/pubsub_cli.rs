@@ -329,6 +329,114 @@ fn ping_and_pong_by_hand() {
     );
 }
 
+/// Sends SIGINT (the user's Ctrl-C) to `child` and waits (at most 30 s) for its output.
+fn interrupt(child: std::process::Child) -> std::process::Output {
+    let rc = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(rc.success());
+    let mut child = child;
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    child.wait_with_output().unwrap()
+}
+
+/// The line of `table` that starts with `label` followed by a space, split into cells.
+fn row<'a>(table: &'a str, label: &str) -> Option<Vec<&'a str>> {
+    table
+        .lines()
+        .find(|l| l.starts_with(&format!("{label} ")))
+        .map(|l| l[label.len()..].split_whitespace().collect())
+}
+
+/// Found on main (issue 24): a subscriber by hand (docs/ros2.md's "ROS 2 publishes, rtlab
+/// measures") printed its messages into the JSON, then panicked printing its table (its
+/// stream has no case labels: "no entry found for key"), exit 101. Every role by hand prints
+/// its tables (no `-q`) and exits 0: sub and pub, pong and ping (Cyclone on loopback).
+#[test]
+fn every_role_by_hand_prints_its_tables() {
+    let pid = std::process::id();
+    let domain = (60 + pid % 40).to_string();
+    let common = |topic: &str| -> Vec<String> {
+        [
+            "pubsub",
+            "--transport",
+            "cyclonedds",
+            "--domain",
+            &domain,
+            "--topic",
+            topic,
+            "--reliability",
+            "reliable",
+            "--history",
+            "keep-last:100",
+            "--rate",
+            "100hz",
+            "--no-mlockall",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let piped = std::process::Stdio::piped;
+
+    // sub by hand first; the publisher by hand waits for its reader
+    let topic = format!("tables_{pid}");
+    let sub = rtlab()
+        .args(common(&topic))
+        .args(["--role", "sub", "--synced-clocks", "--duration", "120s"])
+        .stdout(piped())
+        .stderr(piped())
+        .spawn()
+        .unwrap();
+    let p = rtlab().args(common(&topic)).args(["--role", "pub", "--count", "50"]).output().unwrap();
+    assert_eq!(p.status.code(), Some(0), "pub by hand: {}", stderr(&p));
+    let out = stdout(&p);
+    assert!(out.contains("publisher send lateness"), "{out}");
+    let lateness = row(&out, "64B 100hz n1").unwrap_or_else(|| panic!("no lateness row: {out}"));
+    assert_eq!(lateness[0], "50", "one lateness sample per message: {out}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let s = interrupt(sub);
+    let (out, err) = (stdout(&s), stderr(&s));
+    assert_eq!(s.status.code(), Some(0), "sub by hand: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let label = format!("sub {topic}");
+    let stats = row(&out, &label).unwrap_or_else(|| panic!("no row {label}: {out}"));
+    assert_eq!(stats[0], "50", "every message a sample: {out}");
+    assert!(out.contains("CLOCK_REALTIME"), "the definition of the by-hand clocks: {out}");
+    let counters = &out[out.find("\ncounters").unwrap_or_else(|| panic!("no counters: {out}"))..];
+    let c = row(counters.trim_start(), &label).unwrap_or_else(|| panic!("no counters: {out}"));
+    // published and overruns are the publisher's: a subscriber by hand cannot know them
+    assert_eq!(c, ["-", "0", "0", "0", "0", "-"], "{out}");
+    assert!(out.contains(&format!("{label}: messages 0 to 49")), "{out}");
+
+    // pong by hand, then a ping by hand through it
+    let topic = format!("tables_rt_{pid}");
+    let pong = rtlab()
+        .args(common(&topic))
+        .args(["--role", "pong", "--duration", "120s"])
+        .stdout(piped())
+        .stderr(piped())
+        .spawn()
+        .unwrap();
+    let p =
+        rtlab().args(common(&topic)).args(["--role", "ping", "--count", "30"]).output().unwrap();
+    assert_eq!(p.status.code(), Some(0), "ping by hand: {}", stderr(&p));
+    let out = stdout(&p);
+    assert!(out.contains("rtt (round trip"), "{out}");
+    assert!(row(&out, "64B 100hz n1 sub0").is_some(), "{out}");
+    let o = interrupt(pong);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "pong by hand: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.contains(&format!("note: pong by hand: echoed {topic}_ping")), "{out}");
+    assert!(!out.lines().any(|l| l.starts_with("counters")), "a pong measures nothing here: {out}");
+}
+
 /// Busy-poll with as many spinning threads as CPUs is said (DDS's own receive threads starve).
 #[test]
 fn busy_poll_spinners_on_too_few_cpus_are_said() {

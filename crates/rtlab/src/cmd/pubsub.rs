@@ -302,29 +302,52 @@ fn headline(cfg: &PubsubConfig) -> String {
     )
 }
 
+/// A stream's row label. A case's subscriber: `64B 100hz n1 sub0`; a role by hand has no case
+/// (a subscriber by hand does not know the publisher's payload or how many subscribers it
+/// has): its role and topic, `sub joint_cmd`. Never panics on a missing label: the labels of
+/// every by-hand role, and of results from other versions, differ.
+fn stream_label(s: &rtlab_core::schema::Stream) -> String {
+    let l = |k: &str| s.labels.get(k).map(String::as_str);
+    if let (Some(role), Some(topic)) = (l("role"), l("topic")) {
+        return format!("{role} {topic}");
+    }
+    let parts: Vec<String> = [
+        l("payload_bytes").map(|v| format!("{v}B")),
+        l("rate").map(str::to_string),
+        l("subscribers").map(|v| format!("n{v}")),
+        l("subscriber").map(|v| format!("sub{v}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if parts.is_empty() {
+        s.name.clone()
+    } else {
+        parts.join(" ")
+    }
+}
+
 fn print_tables(cfg: &PubsubConfig, o: &PubsubOutcome) -> anyhow::Result<()> {
     let color = std::io::stdout().is_terminal();
     let mut buf: Vec<u8> = Vec::new();
     let out = &mut buf;
     writeln!(out)?;
-    writeln!(out, "{} ({})", cfg.mode.metric().replace('_', " "), cfg.mode.definition())?;
-    let label = |s: &rtlab_core::schema::Stream| {
-        format!(
-            "{}B {} n{} sub{}",
-            s.labels["payload_bytes"],
-            s.labels["rate"],
-            s.labels["subscribers"],
-            s.labels["subscriber"]
-        )
-    };
     let rows: Vec<Row> = o
         .cases
         .iter()
         .flat_map(|c| c.streams.iter())
-        .map(|s| Row { label: label(s), summary: &s.stats })
+        .map(|s| Row { label: stream_label(s), summary: &s.stats })
         .collect();
-    write!(out, "{}", stats_table(&rows, color))?;
-    writeln!(out)?;
+    // a pong or a publisher by hand measures no message latency here: no empty table
+    if !rows.is_empty() {
+        let definition = match cfg.mode {
+            probe::Mode::Oneway => probe::oneway_definition(cfg.oneway_clock()),
+            probe::Mode::Roundtrip => cfg.mode.definition().to_string(),
+        };
+        writeln!(out, "{} ({definition})", cfg.mode.metric().replace('_', " "))?;
+        write!(out, "{}", stats_table(&rows, color))?;
+        writeln!(out)?;
+    }
     if o.cases.iter().any(|c| c.publisher.is_some()) {
         writeln!(out, "publisher send lateness ({})", probe::SEND_LATENESS_DEFINITION)?;
     }
@@ -347,25 +370,40 @@ fn print_tables(cfg: &PubsubConfig, o: &PubsubOutcome) -> anyhow::Result<()> {
         write!(out, "{}", stats_table(&pubs, color))?;
         writeln!(out)?;
     }
-    writeln!(
-        out,
-        "{:<28} {:>9} {:>7} {:>7} {:>5} {:>5} {:>9}",
-        "counters", "published", "lost", "late", "dup", "ooo", "overruns"
-    )?;
+    if !rows.is_empty() {
+        writeln!(
+            out,
+            "{:<28} {:>9} {:>7} {:>7} {:>5} {:>5} {:>9}",
+            "counters", "published", "lost", "late", "dup", "ooo", "overruns"
+        )?;
+    }
     for c in &o.cases {
         for s in &c.streams {
             let st = &s.stats;
+            // a subscriber by hand cannot know what the publisher sent or skipped: its
+            // losses are counted between the first and the last message it got
+            let (published, overruns) = match s.labels.get("published") {
+                Some(_) => (c.published.to_string(), c.overruns.to_string()),
+                None => ("-".to_string(), "-".to_string()),
+            };
             writeln!(
                 out,
                 "{:<28} {:>9} {:>7} {:>7} {:>5} {:>5} {:>9}",
-                label(s),
-                c.published,
+                stream_label(s),
+                published,
                 st.lost.unwrap_or(0),
                 st.late.unwrap_or(0),
                 st.duplicates.unwrap_or(0),
                 st.out_of_order.unwrap_or(0),
-                c.overruns
+                overruns
             )?;
+            if let (Some(f), Some(l)) = (s.labels.get("first_seq"), s.labels.get("last_seq")) {
+                writeln!(
+                    out,
+                    "  {}: messages {f} to {l} (joined the publisher's stream at {f}; lost = missing in between)",
+                    stream_label(s)
+                )?;
+            }
         }
         if let (Some(sp), Some(f), Some(sl)) = (c.p50_spread_ns, c.fastest, c.slowest) {
             writeln!(

@@ -1292,6 +1292,9 @@ impl CaseSetup<'_> {
         // a process group of its own: a terminal's Ctrl-C reaches only the parent, which
         // stops the roles itself (closing their stdin) and keeps what they measured
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        // no middleware socket of this process in the role's (a Fast DDS port held by the
+        // child moved its participant to the next id and outlived the parent's participant)
+        rtlab_sys::process::close_inherited_fds(&mut cmd);
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -316,6 +316,7 @@ fn start_role(role: u64, config: &str, out: &Out) -> Result<Role, String> {
     let mut cmd = Command::new(exe);
     cmd.args(["pubsub", "--role-config", config]);
     rtlab_sys::process::die_with_parent(&mut cmd);
+    rtlab_sys::process::close_inherited_fds(&mut cmd);
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -1773,8 +1773,9 @@ fn send_loop(
         let due = t0 + slot as i64 * period;
         let now = monotonic_ns();
         if now > due + period {
-            // this slot (and any others already over) passed: skip, no catch-up burst
-            let behind = ((now - due) / period) as u64;
+            // this slot (and any others already over) passed: skip, no catch-up burst; the
+            // slots skipped are at most the ones left (published + overruns = count)
+            let behind = (((now - due) / period) as u64).min(count - slot);
             overruns += behind;
             slot += behind;
             continue;
@@ -2285,6 +2286,37 @@ mod tests {
             &AtomicBool::new(true),
         );
         assert_eq!(sent, 0);
+    }
+
+    #[test]
+    fn the_grid_skips_no_more_slots_than_are_left() {
+        // a 1 us period on this machine: the sender is late past many slots, also near the
+        // end (seen: 201 slots accounted for of 200 when it was late at the last one)
+        for count in [1u64, 7, 50] {
+            let net = Arc::new(Mutex::new(Net::default()));
+            let mut lateness = Recorder::new(
+                &RecorderConfig {
+                    deadline_ns: 1_000,
+                    window_ns: 1_000_000_000,
+                    window_capacity: 16,
+                    max_samples: None,
+                    us_histogram_buckets: None,
+                    spike_threshold_ns: None,
+                },
+                None,
+            );
+            let (published, overruns, err) = send_loop(
+                &mut FakePub(net),
+                64,
+                1_000,
+                count,
+                StampClock::Monotonic,
+                &AtomicBool::new(false),
+                &mut lateness,
+            );
+            assert!(err.is_none());
+            assert_eq!(published + overruns, count, "{published} + {overruns}");
+        }
     }
 
     #[test]

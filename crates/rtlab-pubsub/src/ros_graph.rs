@@ -281,7 +281,7 @@ mod tests {
             self.b.len() - 4
         }
         fn u32(&mut self, v: u32) -> &mut Self {
-            while self.body_len() % 4 != 0 {
+            while !self.body_len().is_multiple_of(4) {
                 self.b.push(0);
             }
             self.b.extend_from_slice(&if self.le { v.to_le_bytes() } else { v.to_be_bytes() });

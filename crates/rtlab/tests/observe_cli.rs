@@ -1,6 +1,8 @@
 //! `rtlab observe` through the binary: the graph of a live domain with a ROS 2-named writer
-//! (rtlab's own publisher by hand) and a raw DDS writer (ddsperf), by their names and QoS;
-//! an empty domain said in one line; bad input in one line, exit 2.
+//! (rtlab's own publisher by hand) and a raw DDS writer (ddsperf), by their names and QoS,
+//! neither owned by a ROS 2 node (no `ros_discovery_info`: no node, no node list); an empty
+//! domain said in one line; bad input in one line, exit 2. ROS 2's nodes against real ROS 2
+//! nodes: observe_ros2_cli.rs.
 
 mod common;
 use common::*;
@@ -83,13 +85,19 @@ fn a_ros2_named_writer_and_a_raw_dds_writer_are_found() {
     assert_eq!(w["qos"]["history"], "keep-last:3");
     assert_eq!(w["qos"]["durability"], "volatile");
     assert!(g["participants"].as_array().unwrap().contains(&w["participant"]));
-    // the terminal shows the ROS 2 name and type
+    // rtlab's publisher speaks ROS 2's names but is no ROS 2 node: no node anywhere
+    assert!(w.get("node").is_none(), "{w}");
+    assert_eq!(g["nodes"], serde_json::json!([]), "{g}");
+    assert_eq!(g["notes"], serde_json::json!([]), "{g}");
+    // the terminal shows the ROS 2 name and type, and no node
     let o = run(&["observe", "--domain", &domain.to_string(), "--wait", "1s"]);
     let out = stdout(&o);
     assert!(
         out.contains(&format!("/{topic}")) && out.contains("sensor_msgs/msg/CompressedImage"),
         "{out}"
     );
+    assert!(out.lines().next().unwrap_or_default().contains(" 0 nodes, "), "{out}");
+    assert!(!out.contains("nodes (ROS 2)") && !out.contains(", node /"), "{out}");
 
     if which("ddsperf") {
         let raw = domain + 1;
@@ -98,6 +106,8 @@ fn a_ros2_named_writer_and_a_raw_dds_writer_are_found() {
         let w = writers_on(&g, "DDSPerfUDataKS")[0];
         assert_eq!(w["type_name"], "KeyedSeq");
         assert_eq!(w["qos"]["reliability"], "best-effort");
+        assert!(w.get("node").is_none(), "{w}");
+        assert_eq!(g["nodes"], serde_json::json!([]), "{g}");
     } else {
         eprintln!("ddsperf part skipped: cyclonedds-tools is not installed");
     }

@@ -131,6 +131,8 @@ fn render(g: &Graph, net: &DdsNetwork) -> String {
         s.push_str("nobody there: check --domain (ROS_DOMAIN_ID), --interface and --peer\n");
         return s;
     }
+    let short = short_len(&g.participants);
+    let id = |p: &str| p[..short.min(p.len())].to_string();
     let topics = g.topics();
     let w = topics.iter().map(|t| t.ros_name.as_ref().unwrap_or(&t.topic).len()).max().unwrap_or(5);
     s.push_str(&format!("\n{:w$}  {:>7}  {:>7}  type\n", "topic", "writers", "readers"));
@@ -147,11 +149,7 @@ fn render(g: &Graph, net: &DdsNetwork) -> String {
         s.push_str("\nnodes (ROS 2)\n");
     }
     for n in &g.nodes {
-        s.push_str(&format!(
-            "{} (participant {})\n",
-            n.full_name,
-            &n.participant[..8.min(n.participant.len())]
-        ));
+        s.push_str(&format!("{} (participant {})\n", n.full_name, id(&n.participant)));
         for (what, list) in [
             ("subscribers", &n.subscribers),
             ("publishers", &n.publishers),
@@ -183,7 +181,7 @@ fn render(g: &Graph, net: &DdsNetwork) -> String {
                 e.qos.reliability,
                 e.qos.durability,
                 e.qos.history,
-                &e.participant[..8.min(e.participant.len())],
+                id(&e.participant),
                 e.node.as_ref().map(|n| format!(", node {n}")).unwrap_or_default()
             ));
         }
@@ -192,6 +190,23 @@ fn render(g: &Graph, net: &DdsNetwork) -> String {
         s.push_str(&format!("note: {n}\n"));
     }
     s
+}
+
+/// How many leading hex digits of a participant's GUID the terminal shows: 8, or more until
+/// no two participants look alike (Fast DDS's GUIDs of one host share their first 8: vendor
+/// and host; the process id follows).
+fn short_len(participants: &[String]) -> usize {
+    let mut len = 8;
+    while len < 32 {
+        let mut firsts: Vec<&str> = participants.iter().map(|p| &p[..len.min(p.len())]).collect();
+        firsts.sort_unstable();
+        firsts.dedup();
+        if firsts.len() == participants.len() {
+            break;
+        }
+        len += 8;
+    }
+    len
 }
 
 /// Measure one live topic and print / write what it did.
@@ -332,5 +347,17 @@ mod tests {
         // no ROS 2 participant: no node section
         let plain = Graph { nodes: vec![], notes: vec![], ..g };
         assert!(!render(&plain, &net).contains("nodes (ROS 2)"));
+    }
+
+    /// Two Fast DDS participants of one host share their first 8 hex digits: the terminal
+    /// shows as many as tell them apart.
+    #[test]
+    fn participants_are_shown_long_enough_to_tell_apart() {
+        let one = "010fbe9f9c187c4900000000000001c1".to_string();
+        let two = "010fbe9f1d2e3f4a00000000000001c1".to_string();
+        assert_eq!(short_len(std::slice::from_ref(&one)), 8);
+        assert_eq!(short_len(&[one.clone(), two]), 16);
+        assert_eq!(short_len(&[one.clone(), one]), 32, "bounded by the GUID's length");
+        assert_eq!(short_len(&[]), 8);
     }
 }

@@ -394,7 +394,9 @@ fn root_pubsub_roundtrip_far_netns_three_dds_zenoh_udp() {
     let spec = format!("netns:{}", pair.ns_b);
     // rustdds included: in the far namespace (and the near one) the veth is the only
     // interface up, which its network rule asks for
-    for t in ["cyclonedds", "fastdds", "rustdds", "zenoh", "udp"] {
+    // ros2: ROS 2 itself (rcl and the installation's RMW) in both namespaces, multicast
+    // discovery on the veth as ROS 2's default
+    for t in ["cyclonedds", "fastdds", "rustdds", "ros2", "zenoh", "udp"] {
         let json = dir.path().join(format!("{t}.json"));
         ok_run(
             rtlab()

@@ -6,7 +6,9 @@
 //! table of every stream; the profile x load grid; payload and frequency sweeps; then per
 //! case: status (failed and skipped cases with their error or reason), parameters,
 //! environment differences, warnings, latency histogram (log counts), max over time with the
-//! deadline line, and per-stream fairness when the case has several streams.
+//! deadline line, and per-stream fairness when the case has several streams. Where the runs
+//! hold the same pub/sub case through `ros2` and through the DDS its RMW runs on, the run's
+//! "ROS 2 layer" table comes before its cases ([`ros2_layer_html`]).
 //!
 //! Contract: deterministic for a given input; every piece of text is escaped.
 
@@ -14,8 +16,9 @@ use crate::model::{
     grids, headline, lost_of, missed_of, params_text, primary_streams, profile_comparisons, status,
     sweeps,
 };
+use crate::ros2_layer::{ros2_layer, Ros2Layer, Side, DEFINITION};
 use crate::svg::{self, esc};
-use crate::terminal::{env_diff, machine_line};
+use crate::terminal::{env_diff, machine_line, signed_us};
 use rtlab_core::run::{CaseRecord, Run};
 use rtlab_core::units::us_1;
 use std::fmt::Write as _;
@@ -43,6 +46,9 @@ table.percentiles td.stream { max-width: 200px; overflow-wrap: anywhere; }
 table.percentiles .metric { color: #555; font-size: 11px; }
 tr.casehead td { background: #f2f5fa; font-weight: bold; overflow-wrap: anywhere; }
 td.casename { max-width: 460px; overflow-wrap: anywhere; }
+table.ros2layer td.side { max-width: 420px; overflow-wrap: anywhere; }
+table.ros2layer tr.diff td { font-weight: bold; background: #eef6ee; }
+table.ros2layer tr.note td { font-size: 12px; color: #444; }
 "#;
 
 fn us(v: Option<i64>) -> String {
@@ -143,6 +149,74 @@ pub fn percentile_table(run: &Run) -> String {
         }
     }
     o.push_str("</table></div><p class=\"env\">All values in us; missed = samples above the deadline / samples; lost = lost / (samples + lost).</p>\n");
+    o
+}
+
+/// The column headers of the ROS 2 layer table (figures in us).
+pub const ROS2_LAYER_COLUMNS: [&str; 7] =
+    ["side", "count", "lost", "p50 (us)", "p99 (us)", "p99.9 (us)", "max (us)"];
+
+/// The "ROS 2 layer" of a run (its part of [`ros2_layer`]): the definition, then a table
+/// with per pair the case (a full-width row), the `ros2` row, the direct DDS row (each
+/// linked to its case), ros2 minus the direct DDS, and what the difference contains;
+/// `ros2` streams left without a counterpart below it. One paragraph when nothing could be
+/// paired; empty when the run has no `ros2` stream on a DDS rtlab drives.
+pub fn ros2_layer_html(layer: &Ros2Layer<'_>) -> String {
+    let mut o = String::new();
+    if layer.pairs.is_empty() {
+        if let Some(line) = layer.nothing_paired() {
+            let _ = writeln!(o, "<h2>ROS 2 layer</h2><p class=\"env\">{}</p>", esc(&line));
+        }
+        return o;
+    }
+    let _ = write!(o, "<h2>ROS 2 layer: what rcl + the RMW + the type support add to the DDS underneath</h2>\n<p class=\"env\">{}</p>\n<div class=\"tablebox\"><table class=\"ros2layer\"><tr>", esc(DEFINITION));
+    for h in ROS2_LAYER_COLUMNS {
+        let _ = write!(o, "<th>{h}</th>");
+    }
+    o.push_str("</tr>\n");
+    let n = ROS2_LAYER_COLUMNS.len();
+    let side_row = |o: &mut String, class: &str, side: &Side<'_>| {
+        let s = &side.stream.stats;
+        let _ = writeln!(
+            o,
+            "<tr class=\"{class}\"><td class=\"side\"><a href=\"#run{}-case{}\">{}</a> <span class=\"env\">({})</span></td>{}{}{}{}{}{}</tr>",
+            side.run_id,
+            side.case.index,
+            esc(&side.name()),
+            esc(&side.place()),
+            td(&s.count.to_string()),
+            td(&lost_of(side.stream)),
+            td(&us(s.p50_ns)),
+            td(&us(s.p99_ns)),
+            td(&us(s.p99_9_ns)),
+            td(&us(s.max_ns)),
+        );
+    };
+    for p in &layer.pairs {
+        let _ = writeln!(
+            o,
+            "<tr class=\"casehead\"><td colspan=\"{n}\">{}</td></tr>",
+            esc(&p.label).replace(" · ", " · <wbr>")
+        );
+        side_row(&mut o, "ros2", &p.ros2);
+        side_row(&mut o, "direct", &p.direct);
+        let _ = writeln!(
+            o,
+            "<tr class=\"diff\"><td class=\"side\">ros2 - {}</td><td></td><td></td>{}{}{}{}</tr>",
+            esc(p.direct.transport()),
+            td(&signed_us(p.diff(|s| s.p50_ns))),
+            td(&signed_us(p.diff(|s| s.p99_ns))),
+            td(&signed_us(p.diff(|s| s.p99_9_ns))),
+            td(&signed_us(p.diff(|s| s.max_ns))),
+        );
+        for note in &p.notes {
+            let _ = writeln!(o, "<tr class=\"note\"><td colspan=\"{n}\">{}</td></tr>", esc(note));
+        }
+    }
+    o.push_str("</table></div>\n");
+    for u in &layer.unpaired {
+        let _ = writeln!(o, "<p class=\"env\">{}</p>", esc(&u.line()));
+    }
     o
 }
 
@@ -420,6 +494,7 @@ pub fn render_html(runs: &[Run]) -> String {
         .join(", ");
     let _ = write!(o, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>rtlab report: {}</title><style>{CSS}</style></head><body>\n", esc(&title));
     let _ = writeln!(o, "<h1>rtlab report: {}</h1>", esc(&title));
+    let layer = ros2_layer(runs);
     for run in runs {
         let i = &run.info;
         let _ = writeln!(
@@ -453,6 +528,7 @@ pub fn render_html(runs: &[Run]) -> String {
         }
         o.push_str(&profiles_compared_html(run));
         o.push_str(&sweeps_html(run));
+        o.push_str(&ros2_layer_html(&layer.of_run(run.id)));
         o.push_str("<h2>Case by case</h2>\n");
         for c in &run.cases {
             o.push_str(&case_html(run, c));

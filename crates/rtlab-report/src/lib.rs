@@ -5,13 +5,16 @@
 //! anything and never needs a probe. The HTML is one file that opens offline: no CDN, no
 //! external JS, CSS or fonts; every plot is inline SVG generated here. Every case is shown,
 //! failed and skipped ones with their error or reason; environment and warnings are on every
-//! case. Never prints: the caller writes the text.
+//! case. Where the runs hold the same pub/sub case through `ros2` and through the DDS its RMW
+//! runs on, both reports show the "ROS 2 layer" rows ([`ros2_layer`]). Never prints: the
+//! caller writes the text.
 
 #![forbid(unsafe_code)]
 
 pub mod compare;
 pub mod html;
 pub mod model;
+pub mod ros2_layer;
 pub mod svg;
 pub mod terminal;
 

@@ -3,10 +3,15 @@
 //! warnings, what differed in its environment, and the error or reason of a failed or
 //! skipped case.
 //!
+//! Where the runs hold the same pub/sub case through `ros2` and through the DDS its RMW runs
+//! on, each run's part has the "ROS 2 layer" rows after the profiles compared
+//! ([`ros2_layer_text`]).
+//!
 //! Contract: plain text (ANSI emphasis only when `color`), deterministic for a given run
 //! (snapshot-tested); every case of the run appears.
 
 use crate::model::{headline, lost_of, missed_of, params_text, profile_comparisons, status};
+use crate::ros2_layer::{ros2_layer, Ros2Layer, DEFINITION};
 use rtlab_core::render::{stats_table, Row};
 use rtlab_core::run::{CaseRecord, Published, Run};
 use rtlab_core::schema::Environment;
@@ -151,6 +156,97 @@ pub fn profiles_compared(run: &Run) -> String {
     out
 }
 
+/// A signed difference in us: `+12.3`, `-4.0`, `0.0`; `-` when a side lacks the figure.
+pub fn signed_us(v: Option<i64>) -> String {
+    match v {
+        Some(v) if v > 0 => format!("+{}", us_1(v)),
+        Some(v) => us_1(v),
+        None => "-".into(),
+    }
+}
+
+/// `text` broken into lines of at most `width` characters (at spaces).
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for w in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + w.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(w);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// The "ROS 2 layer" rows of a run (its part of [`ros2_layer`]): per pair the case, the
+/// `ros2` row, the direct DDS row and ros2 minus the direct DDS (count, lost, p50, p99,
+/// p99.9, max), then what the difference contains; `ros2` streams left without a
+/// counterpart after them. One line when no stream could be paired; empty when the run has
+/// no `ros2` stream on a DDS rtlab drives.
+pub fn ros2_layer_text(layer: &Ros2Layer<'_>) -> String {
+    let mut out = String::new();
+    if layer.pairs.is_empty() {
+        if let Some(line) = layer.nothing_paired() {
+            let _ = writeln!(out, "\nROS 2 layer: {line}");
+        }
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\nROS 2 layer: what rcl + the RMW + the type support add to the DDS underneath (us)"
+    );
+    for l in wrap(DEFINITION, 100) {
+        let _ = writeln!(out, "{l}");
+    }
+    let mut rows =
+        vec![["side", "count", "lost", "p50", "p99", "p99.9", "max"].map(String::from).to_vec()];
+    for p in &layer.pairs {
+        for side in [&p.ros2, &p.direct] {
+            let s = side.stream;
+            rows.push(vec![
+                format!("  {} ({})", side.name(), side.place()),
+                s.stats.count.to_string(),
+                lost_of(s),
+                us(s.stats.p50_ns),
+                us(s.stats.p99_ns),
+                us(s.stats.p99_9_ns),
+                us(s.stats.max_ns),
+            ]);
+        }
+        rows.push(vec![
+            format!("  ros2 - {}", p.direct.transport()),
+            String::new(),
+            String::new(),
+            signed_us(p.diff(|s| s.p50_ns)),
+            signed_us(p.diff(|s| s.p99_ns)),
+            signed_us(p.diff(|s| s.p99_9_ns)),
+            signed_us(p.diff(|s| s.max_ns)),
+        ]);
+    }
+    let table = align_left(&rows, &[0]);
+    let lines: Vec<&str> = table.lines().collect();
+    let _ = writeln!(out, "{}", lines[0]);
+    for (i, p) in layer.pairs.iter().enumerate() {
+        let _ = writeln!(out, "{}", p.label);
+        for l in &lines[1 + 3 * i..4 + 3 * i] {
+            let _ = writeln!(out, "{l}");
+        }
+        for n in &p.notes {
+            let _ = writeln!(out, "  note: {n}");
+        }
+    }
+    for u in &layer.unpaired {
+        let _ = writeln!(out, "{}", u.line());
+    }
+    out
+}
+
 /// Environment fields whose value differs between `a` (the run's) and `b` (the case's).
 pub fn env_diff(a: &Environment, b: &Environment) -> Vec<(String, String, String)> {
     let (Ok(serde_json::Value::Object(va)), Ok(serde_json::Value::Object(vb))) =
@@ -187,6 +283,7 @@ pub fn machine_line(e: &Environment) -> String {
 /// The terminal report of the runs.
 pub fn render_terminal(runs: &[Run], color: bool) -> String {
     let mut out = String::new();
+    let layer = ros2_layer(runs);
     for run in runs {
         let i = &run.info;
         let _ = writeln!(
@@ -210,6 +307,7 @@ pub fn render_terminal(runs: &[Run], color: bool) -> String {
         let _ = writeln!(out, "\nCases ({})", run.cases.len());
         out.push_str(&studies_table(run));
         out.push_str(&profiles_compared(run));
+        out.push_str(&ros2_layer_text(&layer.of_run(run.id)));
         for c in &run.cases {
             let (st, why) = status(c);
             let _ = writeln!(out, "\n== Case {}: {} [{st}]", c.index, c.name);

@@ -28,6 +28,11 @@
 //!
 //! Fast DDS 2.9's whitelist takes addresses, not names: a name is turned into its IPv4
 //! addresses here (`getifaddrs`). Only UDPv4 is set up: an IPv6 interface address is refused.
+//! A participant on an interface is made only once that interface is running (IFF_RUNNING,
+//! [`LINK_WAIT_NS`] at most, then a one-line error): Fast DDS 2.9 drops a whitelisted
+//! interface that is not running when the participant starts, and such a participant never
+//! sends a packet (a veth pair's second end runs about a second after both are up; see
+//! `wait_running`).
 //! Besides UDPv4, Fast DDS's shared-memory transport is on, as in a default ROS 2 node:
 //! Fast DDS participants of one host exchange data through /dev/shm (`fastrtps_*` segments),
 //! anyone else (Cyclone, another host) by UDP; [`Transport::notes`] says which are on. The
@@ -440,6 +445,60 @@ fn plan(net: &DdsNetwork) -> Result<NetPlan, TransportError> {
     Ok(NetPlan { whitelist, peers })
 }
 
+/// How long a participant on an interface waits for that interface to be running (see
+/// [`wait_running`]) before it gives up.
+pub const LINK_WAIT_NS: i64 = 10_000_000_000;
+
+/// The interfaces of this network namespace that hold the whitelisted addresses (by name,
+/// for their flags).
+fn interfaces_of(whitelist: &[std::net::Ipv4Addr]) -> Vec<String> {
+    crate::dds::interface_names()
+        .into_iter()
+        .filter(|n| rtlab_sys::net::interface_ipv4(n).iter().any(|a| whitelist.contains(a)))
+        .collect()
+}
+
+/// Wait (at most `limit_ns`) until an interface holding a whitelisted address is running
+/// (IFF_RUNNING: up, with its carrier, the kernel's operational state "up"); returns how long
+/// it waited, or the one-line error. Why: Fast DDS 2.9 keeps only the *running* interfaces of
+/// its whitelist when a participant starts (`UDPv4Transport` filters the whitelist through
+/// `IPFinder::getIPs`, which skips interfaces without IFF_RUNNING); a participant left with
+/// none binds a placeholder address (192.0.2.0), announces nothing and never sends a packet,
+/// for its whole life. A veth end becomes running only when the kernel's link watch has seen
+/// its carrier, up to a second after both ends are up (measured here: 1.0 s for the second
+/// end of a fresh pair), an Ethernet port after its autonegotiation: a run started right
+/// after the link was made reached no one (issue 24). Cyclone DDS and RustDDS take the
+/// interface as it is. Loopback (no interface asked) is not checked.
+fn wait_running(
+    whitelist: &[std::net::Ipv4Addr],
+    interface: &str,
+    limit_ns: i64,
+) -> Result<i64, TransportError> {
+    let start = rtlab_sys::clock::monotonic_ns();
+    let running = |names: &[String]| {
+        names.iter().any(|n| {
+            rtlab_sys::net::interface_flags(n).is_ok_and(|f| f & libc::IFF_RUNNING as u32 != 0)
+        })
+    };
+    loop {
+        let names = interfaces_of(whitelist);
+        if running(&names) {
+            return Ok(rtlab_sys::clock::monotonic_ns() - start);
+        }
+        if rtlab_sys::clock::monotonic_ns() - start >= limit_ns {
+            let name = names.first().map(String::as_str).unwrap_or(interface);
+            return Err(bad(
+                "interface",
+                format!(
+                    "interface {name} is not running (no carrier: `ip link` shows NO-CARRIER or state DOWN) after {} s: Fast DDS 2.9 leaves out an interface that is not running when its participant starts, and that participant would reach no one; bring the link up first",
+                    limit_ns / 1_000_000_000
+                ),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// The UDP socket buffer to ask for: [`SOCKET_BUFFER`], or less when the system allows
 /// less (`/proc/sys/net/core/{rmem_max,wmem_max}`, which caps SO_RCVBUF/SO_SNDBUF).
 fn socket_buffer(max_name: &str) -> u32 {
@@ -524,6 +583,8 @@ pub struct FastDdsTransport {
     /// SO_RCVBUF, SO_SNDBUF asked for.
     buffers: (u32, u32),
     shm: Shm,
+    /// How long the participant waited for its interface to be running ([`wait_running`]).
+    link_wait_ns: i64,
     threads: std::sync::Mutex<Vec<String>>,
 }
 
@@ -556,6 +617,10 @@ impl FastDdsTransport {
             return Err(bad("domain", format!("domain id {domain} above {MAX_DOMAIN}")));
         }
         let plan = plan(net)?;
+        let link_wait_ns = match net.interface.as_deref() {
+            Some(i) => wait_running(&plan.whitelist, i, LINK_WAIT_NS)?,
+            None => 0,
+        };
         ffi::load().map_err(|e| bad("library", e))?;
         let buffers = (socket_buffer("rmem_max"), socket_buffer("wmem_max"));
         let nul = || bad("network", "NUL in an address".into());
@@ -611,6 +676,7 @@ impl FastDdsTransport {
             plan,
             buffers,
             shm,
+            link_wait_ns,
             threads: std::sync::Mutex::new(names),
         })
     }
@@ -793,6 +859,13 @@ impl Transport for FastDdsTransport {
             network_note(&self.net, &self.plan),
             ros_msg::ROS_TYPE
         )];
+        if self.link_wait_ns >= 20_000_000 {
+            v.push(format!(
+                "fastdds: waited {} for interface {} to be running before making the participant (Fast DDS 2.9 leaves out whitelisted interfaces that are not running when a participant starts)",
+                rtlab_core::units::Nanos(self.link_wait_ns),
+                self.net.interface.as_deref().unwrap_or("lo")
+            ));
+        }
         if self.shm == Shm::Off {
             v.push("fastdds: shared memory off (--fastdds-shm off): Fast DDS participants of this host exchange everything by UDP".into());
         }

@@ -322,6 +322,15 @@ extern "C" int32_t fdds_writer_matched(fdds_writer *w) {
     return st.current_count;
 }
 
+extern "C" int fdds_writer_wait_acked(fdds_writer *w, int64_t timeout_ns) {
+    const ReturnCode_t rc = w->w->wait_for_acknowledgments(eprosima::fastrtps::Duration_t(
+        static_cast<int32_t>(timeout_ns / 1000000000), static_cast<uint32_t>(timeout_ns % 1000000000)));
+    if (rc == ReturnCode_t::RETCODE_OK) {
+        return 1;
+    }
+    return rc == ReturnCode_t::RETCODE_TIMEOUT ? 0 : -1;
+}
+
 extern "C" void fdds_writer_delete(fdds_writer *w, int64_t drain_ns) {
     if (!w) {
         return;

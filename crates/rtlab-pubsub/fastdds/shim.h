@@ -57,6 +57,9 @@ int fdds_writer_create(fdds_participant *p, const char *topic, const char *type_
 /* Write one serialized sample. 0: written; -1: refused by Fast DDS. */
 int fdds_write(fdds_writer *w, const uint8_t *sample, size_t len);
 int32_t fdds_writer_matched(fdds_writer *w);
+/* Wait at most timeout_ns until every matched reliable reader acknowledged every sample
+ * written (DataWriter::wait_for_acknowledgments). 1: they did; 0: timed out; -1: an error. */
+int fdds_writer_wait_acked(fdds_writer *w, int64_t timeout_ns);
 /* Wait at most drain_ns for acknowledgements (reliable), then delete. */
 void fdds_writer_delete(fdds_writer *w, int64_t drain_ns);
 

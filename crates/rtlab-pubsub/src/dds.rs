@@ -776,6 +776,24 @@ impl Publisher for DdsPublisher {
         let size = ros_msg::encode(&mut self.buf, seq, stamp_ns, len);
         self.w.write(&self.buf[..size])
     }
+    /// The writer's publication-matched status: `current_count`.
+    fn matched(&self) -> Option<usize> {
+        // SAFETY: all-zero is a valid value of this plain C status struct, overwritten.
+        let mut st: dds_publication_matched_status_t = unsafe { std::mem::zeroed() };
+        // SAFETY: live writer; st is a local out-value.
+        let rc = unsafe { dds_get_publication_matched_status(self.w.writer, &mut st) };
+        (rc >= 0).then_some(st.current_count as usize)
+    }
+    /// `dds_wait_for_acks` (every matched reliable reader; OK at once without one).
+    fn wait_acknowledged(&self, timeout_ns: i64) -> Option<bool> {
+        // SAFETY: live writer; waiting only reads it.
+        let rc = unsafe { dds_wait_for_acks(self.w.writer, timeout_ns.max(0)) };
+        match rc {
+            0 => Some(true),
+            DDS_RETCODE_TIMEOUT => Some(false),
+            _ => None,
+        }
+    }
 }
 
 struct DdsSubscriber {

@@ -168,6 +168,9 @@ pub fn shm_segment_note(
     })
 }
 
+/// What a process holds once the `fastdds` transport is loaded ([`crate::dl::claim_fast_dds`]).
+pub const FAST_DDS: &str = "Fast DDS 2.9 (Debian's libfastrtps, the fastdds transport)";
+
 mod ffi {
     use std::ffi::{c_char, c_int};
     use std::sync::OnceLock;
@@ -226,6 +229,7 @@ mod ffi {
         ) -> c_int,
         write: unsafe extern "C" fn(*mut Writer, *const u8, usize) -> c_int,
         writer_matched: unsafe extern "C" fn(*mut Writer) -> i32,
+        writer_wait_acked: unsafe extern "C" fn(*mut Writer, i64) -> c_int,
         writer_delete: unsafe extern "C" fn(*mut Writer, i64),
         reader_create: unsafe extern "C" fn(
             *mut Participant,
@@ -244,7 +248,7 @@ mod ffi {
     /// The shim (fastdds/shim.cpp) as the build made it, linked against libfastrtps.so.2.9.
     static SHIM: &[u8] = include_bytes!(env!("RTLAB_FASTDDS_SHIM"));
     /// What this process holds of Fast DDS when the shim is loaded (`dl::claim_fast_dds`).
-    pub const WHO: &str = "Fast DDS 2.9 (Debian's libfastrtps, the fastdds transport)";
+    pub const WHO: &str = super::FAST_DDS;
     static API: OnceLock<Result<Api, String>> = OnceLock::new();
 
     /// Load the shim (and with it libfastrtps.so.2.9) once per process.
@@ -265,6 +269,7 @@ mod ffi {
                     writer_create: lib.symbol("fdds_writer_create")?,
                     write: lib.symbol("fdds_write")?,
                     writer_matched: lib.symbol("fdds_writer_matched")?,
+                    writer_wait_acked: lib.symbol("fdds_writer_wait_acked")?,
                     writer_delete: lib.symbol("fdds_writer_delete")?,
                     reader_create: lib.symbol("fdds_reader_create")?,
                     take: lib.symbol("fdds_take")?,
@@ -314,6 +319,9 @@ mod ffi {
     }
     pub unsafe fn fdds_writer_matched(w: *mut Writer) -> i32 {
         (api().writer_matched)(w)
+    }
+    pub unsafe fn fdds_writer_wait_acked(w: *mut Writer, timeout_ns: i64) -> c_int {
+        (api().writer_wait_acked)(w, timeout_ns)
     }
     pub unsafe fn fdds_writer_delete(w: *mut Writer, drain_ns: i64) {
         (api().writer_delete)(w, drain_ns)
@@ -914,6 +922,19 @@ impl Publisher for FastDdsPublisher {
             });
         }
         Ok(())
+    }
+    /// The DataWriter's publication-matched status: `current_count`.
+    fn matched(&self) -> Option<usize> {
+        usize::try_from(self.w.matched()).ok()
+    }
+    /// `DataWriter::wait_for_acknowledgments`.
+    fn wait_acknowledged(&self, timeout_ns: i64) -> Option<bool> {
+        // SAFETY: live writer.
+        match unsafe { ffi::fdds_writer_wait_acked(self.w.w, timeout_ns.max(0)) } {
+            1 => Some(true),
+            0 => Some(false),
+            _ => None,
+        }
     }
 }
 

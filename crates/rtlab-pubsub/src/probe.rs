@@ -627,6 +627,43 @@ pub struct CaseResult {
     /// (`<case>.pub.send_lateness`); None when the case did not run.
     #[serde(default)]
     pub publisher: Option<Stream>,
+    /// A publisher by hand: the subscribers it had when its first message went.
+    #[serde(default)]
+    pub matched_subscribers: Option<MatchedSubscribers>,
+}
+
+/// What a publisher by hand knew of its subscribers (elsewhere, started by hand) before its
+/// first measured message: it waits for one, as a ping waits for its pong.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatchedSubscribers {
+    /// Subscribers matched with the publisher when its first message went (the middleware's
+    /// count, [`Publisher::matched`]); None: the transport cannot tell, it published at once.
+    pub count: Option<usize>,
+    /// How long it waited for the first subscriber.
+    pub waited_ns: i64,
+    /// Then how long it let a reliable match settle.
+    pub settle_ns: i64,
+}
+
+impl MatchedSubscribers {
+    /// The run's note.
+    pub fn note(&self, transport: &str) -> String {
+        match self.count {
+            Some(n) => format!(
+                "pub by hand: {n} subscriber{} matched when the first message went (label matched_subscribers): waited {} for the first{}",
+                if n == 1 { "" } else { "s" },
+                rtlab_core::units::Nanos(self.waited_ns),
+                if self.settle_ns > 0 {
+                    format!(", then {} until the subscribers acknowledged a warm-up message (reliable: the path was current both ways)", rtlab_core::units::Nanos(self.settle_ns))
+                } else {
+                    String::new()
+                }
+            ),
+            None => format!(
+                "pub by hand: {transport} cannot tell whether a subscriber matched: published at once (its first messages may have reached no one)"
+            ),
+        }
+    }
 }
 
 impl CaseResult {
@@ -644,6 +681,7 @@ impl CaseResult {
             error: Some(why),
             thread_priorities_set: Vec::new(),
             publisher: None,
+            matched_subscribers: None,
         }
     }
 }
@@ -983,6 +1021,9 @@ pub fn run_with(
     }
     progress(out.len(), cases.len());
     let mut notes = transport.notes();
+    if let Some(m) = out.iter().find_map(|c| c.matched_subscribers.as_ref()) {
+        notes.insert(0, m.note(transport.name()));
+    }
     if let Some(c) = out.iter().find(|c| !c.thread_priorities_set.is_empty()) {
         notes.extend(c.thread_priorities_set.iter().map(|d| format!("publisher process: {d}")));
     }
@@ -1476,6 +1517,13 @@ impl CaseSetup<'_> {
             }
         }
         settled.store(true, Ordering::Relaxed);
+        // a publisher by hand cannot know its subscribers' reports, but the middleware knows
+        // whom it matched: it waits for one, as a ping waits for its pong
+        let matched_subscribers = if by_hand && cfg.mode == Mode::Oneway {
+            Some(self.wait_for_subscribers(publisher.as_mut(), stop, setup_end)?)
+        } else {
+            None
+        };
         // let the last warm-up messages drain before measuring
         std::thread::sleep(std::time::Duration::from_millis(20));
 
@@ -1638,6 +1686,9 @@ impl CaseSetup<'_> {
                 &lateness,
             );
             p.labels.remove("subscriber");
+            if let Some(n) = matched_subscribers.as_ref().and_then(|m| m.count) {
+                p.labels.insert("matched_subscribers".into(), n.to_string());
+            }
             p.stats.missed = None;
             p.stats.overruns = Some(overruns);
             p
@@ -1655,7 +1706,79 @@ impl CaseSetup<'_> {
             error: None,
             thread_priorities_set,
             publisher,
+            matched_subscribers,
         })
+    }
+
+    /// A publisher by hand: wait (until `setup_end`, as long as `stop` is not raised) until
+    /// the middleware has matched at least one subscriber with `publisher`. A transport that
+    /// cannot tell ([`Publisher::matched`] is None) publishes at once. No subscriber in the
+    /// set-up time is an error: nothing that was asked (a subscriber's messages) could be
+    /// measured.
+    ///
+    /// Reliable, the match then settles: the publisher's library matched the subscriber when
+    /// it learnt of it, but the subscriber may not have learnt of the publisher yet (each side
+    /// hears of the other in its own discovery message); it drops what comes before, and a
+    /// reliable protocol repairs it only after its next heartbeat (Fast DDS 2.9: 3 s), late,
+    /// or never once the history moved on. So a warm-up message (sequence bit 63, which a
+    /// subscriber does not measure) is published until every matched subscriber acknowledged
+    /// it ([`Publisher::wait_acknowledged`]): a subscriber acknowledges only a publisher it
+    /// matched, so from then on the path is current both ways.
+    fn wait_for_subscribers(
+        &self,
+        publisher: &mut dyn Publisher,
+        stop: &AtomicBool,
+        setup_end: i64,
+    ) -> Result<MatchedSubscribers, ProbeError> {
+        let start = monotonic_ns();
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Err(ProbeError::Setup("interrupted during set-up".into()));
+            }
+            match publisher.matched() {
+                None => return Ok(MatchedSubscribers { count: None, waited_ns: 0, settle_ns: 0 }),
+                Some(n) if n > 0 => break,
+                Some(_) => {}
+            }
+            if monotonic_ns() > setup_end {
+                return Err(ProbeError::Setup(format!(
+                    "{}: no subscriber of {} matched the publisher within {} s (is one running, on domain {} and this network? a reliable subscriber does not match a best-effort publisher: --reliability)",
+                    self.transport.name(),
+                    self.topic,
+                    SETUP_TIMEOUT_NS / 1_000_000_000,
+                    self.role_spec.domain.map_or("the default".to_string(), |d| d.to_string()),
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let waited_ns = monotonic_ns() - start;
+        let settle_start = monotonic_ns();
+        if self.cfg.qos.reliability == Reliability::Reliable {
+            let mut k = 0u64;
+            loop {
+                if stop.load(Ordering::Relaxed) {
+                    return Err(ProbeError::Setup("interrupted during set-up".into()));
+                }
+                publisher.publish(WARMUP_BIT | k, monotonic_ns(), self.len)?;
+                k += 1;
+                let left = setup_end - monotonic_ns();
+                match publisher.wait_acknowledged(left.clamp(0, WARMUP_PERIOD_NS * 10)) {
+                    Some(true) | None => break,
+                    Some(false) if left > 0 => {}
+                    Some(false) => {
+                        return Err(ProbeError::Setup(format!(
+                            "{}: a subscriber of {} matched the publisher but did not acknowledge its messages within {} s (the path never became current)",
+                            self.transport.name(),
+                            self.topic,
+                            SETUP_TIMEOUT_NS / 1_000_000_000
+                        )))
+                    }
+                }
+            }
+        }
+        let settle_ns = monotonic_ns() - settle_start;
+        let count = publisher.matched();
+        Ok(MatchedSubscribers { count, waited_ns, settle_ns })
     }
 
     /// `<transport>.<mode>.<len>B.<rate>.n<subscribers>.<what>`: a stream of this case.

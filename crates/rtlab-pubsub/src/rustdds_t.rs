@@ -64,7 +64,7 @@ use bytes::Bytes;
 use rustdds::no_key::{DataReader, DataWriter};
 use rustdds::{
     policy, DomainParticipant, DomainParticipantBuilder, QosPolicies, QosPolicyBuilder,
-    RepresentationIdentifier, Topic, TopicKind,
+    RepresentationIdentifier, StatusEvented, Topic, TopicKind,
 };
 
 const NAME: &str = "rustdds";
@@ -450,6 +450,10 @@ struct RustDdsPublisher {
     buf: Box<[u8]>,
     max_len: usize,
     reliable: bool,
+    /// Readers matched, as the writer's last `PublicationMatched` status said (RustDDS 0.11
+    /// has no matched-status call: `get_publication_matched_status` is commented out, and
+    /// `get_matched_subscriptions` is a `todo!()`).
+    matched: std::cell::Cell<usize>,
     /// Keeps the participant alive as long as the writer.
     _dp: DomainParticipant,
 }
@@ -461,6 +465,23 @@ impl Publisher for RustDdsPublisher {
         // RustDDS takes an owned buffer and keeps it in the writer history: one copy
         let b = Bytes::copy_from_slice(&self.buf[4..size]);
         self.w.write(RawOut(b), None).map_err(|e| lib("write", e))
+    }
+    /// From the writer's status events: each `PublicationMatched` carries the current count.
+    /// RustDDS queues at most 4 status events and drops newer ones while the queue is full,
+    /// so with more than 4 matches (or losses) between two calls the count is the one of the
+    /// 4th event: a lower bound; a later event corrects it.
+    fn matched(&self) -> Option<usize> {
+        while let Some(e) = self.w.try_recv_status() {
+            if let rustdds::DataWriterStatus::PublicationMatched { current, .. } = e {
+                self.matched.set(usize::try_from(current.count()).unwrap_or(0));
+            }
+        }
+        Some(self.matched.get())
+    }
+    /// `DataWriter::wait_for_acknowledgments` (every matched reliable reader).
+    fn wait_acknowledged(&self, timeout_ns: i64) -> Option<bool> {
+        let t = std::time::Duration::from_nanos(timeout_ns.max(0) as u64);
+        self.w.wait_for_acknowledgments(t).ok()
     }
 }
 
@@ -565,6 +586,7 @@ impl Transport for RustDdsTransport {
             buf,
             max_len,
             reliable: qos.reliability == Reliability::Reliable,
+            matched: std::cell::Cell::new(0),
             _dp: self.dp.clone(),
         }))
     }

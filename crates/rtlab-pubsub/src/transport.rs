@@ -15,6 +15,12 @@
 //!   [`TransportError::QosUnsupported`]; publishers/subscribers are created with that mapping.
 //! - [`Transport::max_message`] is the largest message the transport carries; larger is
 //!   refused with [`TransportError::MessageTooLarge`] when the port is created.
+//! - [`Publisher::matched`] is the number of subscribers the library has matched with the
+//!   publisher *now* (its own view: a subscriber it matched may not have matched it back
+//!   yet), or None where the transport does not say (here `intra`, `udp`, `shm` and
+//!   `zenoh`); [`Publisher::wait_acknowledged`] waits until every matched subscriber
+//!   that acknowledges (reliable) acknowledged what was published, or None where the library
+//!   has no acknowledgements. Neither is called in the measured phase.
 //! - Dropping publishers, subscribers and then the transport releases everything it made:
 //!   threads, sockets, and files (shared memory segments included).
 //! - Nothing here prints.
@@ -273,6 +279,12 @@ pub trait Publisher: Send {
     /// How many subscribers (readers) are matched with this publisher now; None where the
     /// library cannot tell.
     fn matched(&self) -> Option<usize> {
+        None
+    }
+    /// Wait at most `timeout_ns` until every matched subscriber that acknowledges (a reliable
+    /// reader) acknowledged every message published so far: Some(true) they did, Some(false)
+    /// not in the time, None where the library cannot tell.
+    fn wait_acknowledged(&self, _timeout_ns: i64) -> Option<bool> {
         None
     }
 }

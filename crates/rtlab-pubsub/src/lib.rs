@@ -16,6 +16,7 @@
 //! libraries at run time (each block with its `// SAFETY:`); system calls go through rtlab-sys.
 #![deny(unsafe_code)]
 
+pub mod apart;
 pub mod arrivals;
 pub mod conformance;
 pub mod dds;

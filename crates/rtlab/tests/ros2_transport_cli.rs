@@ -207,3 +207,47 @@ fn root_thread_priority_reaches_the_rmws_own_threads() {
     );
     assert!(out.contains("subscriber processes: the same --thread-priority rules"), "{out}");
 }
+
+#[test]
+fn ros2_and_fastdds_side_by_side_in_one_run() {
+    // one rtlab run process measures both: the case whose Fast DDS is not the one the
+    // process holds runs its near side in a process of its own (a process holds one Fast DDS)
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("side.toml");
+    std::fs::write(
+        &scenario,
+        r#"name = "side"
+description = "ros2 beside fastdds"
+profiles = ["no-rt"]
+[[probe]]
+kind = "pubsub"
+transport = ["fastdds", "ros2"]
+rate = "200hz"
+count = 150
+reliability = "reliable"
+history = "keep-last:100"
+"#,
+    )
+    .unwrap();
+    let db = dir.path().join("r.db");
+    let o = run(&["run", scenario.to_str().unwrap(), "--db", db.to_str().unwrap(), "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["export", "1", "--db", db.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let d: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let cases = d["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 2, "{d}");
+    for c in cases {
+        let doc = &c["document"];
+        assert!(doc.is_object(), "a case failed: {c}");
+        check_accounting(doc);
+        let transport = doc["streams"][0]["labels"]["transport"].as_str().unwrap();
+        let apart = doc["config"]["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("ran in a process of its own"));
+        // fastdds first (Debian's 2.9 held by the run), then ros2 apart (its RMW's Fast DDS)
+        assert_eq!(apart, transport == "ros2", "{transport}: {}", doc["config"]["notes"]);
+    }
+}

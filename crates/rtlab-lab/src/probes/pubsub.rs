@@ -539,8 +539,9 @@ pub fn measure(
     let exe = std::env::current_exe().map_err(|e| {
         LabError::Failed(format!("finding the rtlab binary to start subscriber processes: {e}"))
     })?;
+    let role_exe = exe.clone();
     let launcher = move |json: &str| {
-        let mut c = std::process::Command::new(&exe);
+        let mut c = std::process::Command::new(&role_exe);
         c.args(["pubsub", "--role-config", json]);
         c
     };
@@ -570,20 +571,33 @@ pub fn measure(
     });
     let progress = &mut *ctx.progress;
     let stop = ctx.stop.clone();
+    // a Fast DDS other than the one this process already holds (ros2 after fastdds in one
+    // run, or the reverse): the case's near side runs in a process of its own
+    let apart = rtlab_pubsub::apart::conflict(&engine, placement.is_some());
+    if let (Some(why), Some(_)) = (&apart, &placement) {
+        return Err(LabError::Failed(format!(
+            "{why}; with a far side it cannot run in a process of its own here: run this case in an rtlab run of its own"
+        )));
+    }
+    let run = |engine: &PubsubConfig,
+               placement: Option<&probe::FarPlacement>,
+               stop,
+               progress: &mut dyn FnMut(usize, usize)| match &apart {
+        Some(why) => rtlab_pubsub::apart::run_apart(engine, &exe, why, stop, progress),
+        None => probe::run_with(engine, &launcher, placement, stop, progress),
+    };
     let outcome = match &near_netns {
-        None => probe::run_with(&engine, &launcher, placement.as_ref(), stop, &mut |d, t| {
-            progress(d as u64, t as u64)
-        }),
+        None => run(&engine, placement.as_ref(), stop, &mut |d, t| progress(d as u64, t as u64)),
         // a thread of its own enters the namespace: the transport's sockets and threads and
         // the local role processes are born there; its progress comes back over a channel
         Some(ns) => {
             let (tx, rx) = std::sync::mpsc::channel::<(u64, u64)>();
-            let (engine, launcher, placement) = (&engine, &launcher, placement.as_ref());
+            let (engine, placement, run) = (&engine, placement.as_ref(), &run);
             std::thread::scope(|s| {
                 let h = s.spawn(move || {
                     rtlab_sys::net::enter_netns(&format!("/run/netns/{ns}"))
                         .map_err(|e| probe::ProbeError::Setup(format!("--netns {ns}: {e}")))?;
-                    probe::run_with(engine, launcher, placement, stop, &mut |d, t| {
+                    run(engine, placement, stop, &mut |d, t| {
                         let _ = tx.send((d as u64, t as u64));
                     })
                 });

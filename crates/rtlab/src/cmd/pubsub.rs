@@ -149,6 +149,9 @@ pub struct PubsubArgs {
     /// Internal: run as a subscriber/echo process of a probe (JSON role configuration).
     #[arg(long, hide = true)]
     pub role_config: Option<String>,
+    /// Internal: run a case's near side in a process of its own (JSON engine configuration).
+    #[arg(long, hide = true)]
+    pub engine_config: Option<String>,
 }
 
 impl PubsubArgs {
@@ -223,6 +226,9 @@ pub fn config_of(a: &PubsubArgs) -> anyhow::Result<PubsubProbeConfig> {
 pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
     if let Some(json) = &a.role_config {
         return Ok(probe::role_main(json).clamp(0, 255) as u8);
+    }
+    if let Some(json) = &a.engine_config {
+        return Ok(rtlab_pubsub::apart::engine_main(json).clamp(0, 255) as u8);
     }
     let cfg = config_of(&a)?;
     let engine = cfg

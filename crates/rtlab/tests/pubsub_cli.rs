@@ -437,6 +437,42 @@ fn every_role_by_hand_prints_its_tables() {
     assert!(!out.lines().any(|l| l.starts_with("counters")), "a pong measures nothing here: {out}");
 }
 
+/// A publisher by hand waits for a subscriber (issue 24); with none in the set-up time (30 s)
+/// it measured nothing that was asked: one line naming what to check, exit 2. A transport
+/// that cannot tell whom it matched (udp) publishes at once and says so.
+#[test]
+fn a_publisher_by_hand_without_a_subscriber_is_one_line_and_exit_2() {
+    let topic = format!("nobody_reads_{}", std::process::id());
+    let o = run(&[
+        "pubsub",
+        "--transport",
+        "cyclonedds",
+        "--role",
+        "pub",
+        "--topic",
+        &topic,
+        "--reliability",
+        "reliable",
+        "--count",
+        "5",
+        "--no-mlockall",
+        "--quiet",
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    for needle in ["no subscriber of", &topic, "within 30 s", "--reliability"] {
+        assert!(err.contains(needle), "'{needle}' not in: {err}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let doc = short_run(dir.path(), &["--transport", "udp", "--role", "pub", "--topic", &topic]);
+    let notes = doc["config"]["notes"].to_string();
+    assert!(notes.contains("udp cannot tell whether a subscriber matched"), "{notes}");
+    let s = &doc["streams"][0];
+    assert_eq!(s["metric"], "send_lateness");
+    assert!(s["labels"].get("matched_subscribers").is_none(), "{s}");
+}
+
 /// Busy-poll with as many spinning threads as CPUs is said (DDS's own receive threads starve).
 #[test]
 fn busy_poll_spinners_on_too_few_cpus_are_said() {

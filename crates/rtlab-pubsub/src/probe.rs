@@ -772,16 +772,27 @@ fn check_far_transport(
         for &len in &cfg.payloads {
             check_len(name, max, len)?;
         }
-        let facts = (kind == TransportKind::Ros2)
-            .then(|| {
-                crate::ros2_installation(&s)
-                    .map(|i| {
-                        let net = crate::ros2::Ros2Network::of(s.interface.as_deref(), &s.peers);
-                        crate::ros2::Ros2Facts::of(&i, &net)
-                    })
-                    .map_err(ProbeError::Invalid)
-            })
-            .transpose()?;
+        let inst = crate::ros2_installation(&s).map_err(ProbeError::Invalid)?;
+        // Found here: Fast DDS 3 (the package registry's 3.2.2 under rmw_fastrtps_cpp) on one
+        // host with ROS 2's LOCALHOST range announces the host's own address (its first
+        // interface's, not 127.0.0.1), which rtlab's fastdds, whitelisted to 127.0.0.1, does
+        // not send to: the two never meet on loopback (across a link they do)
+        let dds3 = inst.middleware.as_ref().is_some_and(|m| {
+            m.name == "Fast DDS"
+                && m.version.as_deref().and_then(|v| v.split('.').next()?.parse::<u32>().ok())
+                    >= Some(3)
+        });
+        if dds3 && s.interface.is_none() {
+            return Err(ProbeError::Invalid(format!(
+                "--far-transport {}: fastdds (Fast DDS 2.9, loopback only) and ros2 ({}) do not meet on one host: Fast DDS 3 announces this host's own address rather than 127.0.0.1, which the loopback-only fastdds does not reach (docs/ros2.md); run them across a link (--netns NS --far netns:NS2), or pair ros2 with cyclonedds",
+                kind.name(),
+                inst.describe()
+            )));
+        }
+        let facts = (kind == TransportKind::Ros2).then(|| {
+            let net = crate::ros2::Ros2Network::of(s.interface.as_deref(), &s.peers);
+            crate::ros2::Ros2Facts::of(&inst, &net)
+        });
         return Ok((kind, facts));
     }
     let t = crate::open(&s)?;

@@ -418,6 +418,39 @@ fn root_pubsub_roundtrip_far_netns_three_dds_zenoh_udp() {
 }
 
 #[test]
+fn root_fast_dds_2_9_and_ros2s_fast_dds_meet_across_the_pair() {
+    // Debian's Fast DDS 2.9 (fastdds) on one side, ROS 2's RMW on its own Fast DDS (3.2 in
+    // the package registry's ROS 2) on the other, both ways: two Fast DDS versions across
+    // processes and a link (on one host they do not meet: ros2_transport_cli)
+    if skip_unless_root() {
+        return;
+    }
+    let _g = serial();
+    let pair = Pair::up();
+    let (dir, journal) = scratch();
+    let spec = format!("netns:{}", pair.ns_b);
+    for (near, far) in [("fastdds", "ros2"), ("ros2", "fastdds")] {
+        let json = dir.path().join(format!("{near}.json"));
+        ok_run(
+            rtlab()
+                .env("RTLAB_FAR_JOURNAL", &journal)
+                .args(["pubsub", "--transport", near, "--far-transport", far])
+                .args(["--mode", "roundtrip", "--reliability", "reliable"])
+                .args(["--netns", &pair.ns_a, "--far", &spec])
+                .args(["--count", "200", "--rate", "200hz", "--quiet", "--json"])
+                .arg(&json),
+            &format!("pubsub {near} -> {far} --far netns:"),
+        );
+        let doc = read_json(&json);
+        check_far_netns(&doc, &pair.ns_b);
+        check_pubsub(&doc, near);
+        for s in doc["streams"].as_array().unwrap().iter().filter(|s| s["metric"] == "rtt") {
+            assert_eq!(s["labels"]["far_transport"], far, "{s}");
+        }
+    }
+}
+
+#[test]
 fn root_sigkill_of_the_near_side_ends_the_far_agent_and_leaves_nothing() {
     if skip_unless_root() {
         return;

@@ -49,6 +49,24 @@ fn bad_ros2_flags_are_one_line_and_exit_2() {
         &["--ros2-prefix", "ros2 transport only"],
     );
     assert_error(&["pubsub", "--transport", "ros2", "--domain", "233", "--count", "10"], &["233"]);
+    // found here: Fast DDS 3 under the RMW announces the host's address, the loopback-only
+    // fastdds reaches 127.0.0.1 alone: said before anything runs, both ways
+    for (near, far) in [("fastdds", "ros2"), ("ros2", "fastdds")] {
+        assert_error(
+            &[
+                "pubsub",
+                "--transport",
+                near,
+                "--far-transport",
+                far,
+                "--mode",
+                "roundtrip",
+                "--count",
+                "10",
+            ],
+            &["do not meet on one host", "--far netns:"],
+        );
+    }
 }
 
 #[test]

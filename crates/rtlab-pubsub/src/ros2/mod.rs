@@ -66,6 +66,10 @@ pub struct Ros2Network {
     pub range: String,
     /// `ROS_STATIC_PEERS`.
     pub static_peers: Vec<String>,
+    /// The link's interface (a name or one of its addresses), when one was given: the node
+    /// starts once it is running.
+    #[serde(default)]
+    pub interface: Option<String>,
 }
 
 impl Ros2Network {
@@ -73,7 +77,11 @@ impl Ros2Network {
     /// = the subnet; peers = static peers.
     pub fn of(interface: Option<&str>, peers: &[String]) -> Ros2Network {
         let range = if interface.is_none() && peers.is_empty() { "LOCALHOST" } else { "SUBNET" };
-        Ros2Network { range: range.into(), static_peers: peers.to_vec() }
+        Ros2Network {
+            range: range.into(),
+            static_peers: peers.to_vec(),
+            interface: interface.map(String::from),
+        }
     }
 }
 
@@ -134,8 +142,11 @@ static NETWORK: Mutex<Option<Ros2Network>> = Mutex::new(None);
 /// Set the discovery variables rcl reads at `rcl_init`, once per process.
 fn set_network(net: &Ros2Network, abi: Abi) -> Result<(), TransportError> {
     let mut held = NETWORK.lock().unwrap_or_else(|e| e.into_inner());
+    let mut net = net.clone();
+    // the interface is this process's own business (waited for in `open`), not rcl's
+    net.interface = None;
     if let Some(h) = held.as_ref() {
-        if h != net {
+        if *h != net {
             return Err(bad(
                 "network",
                 format!(
@@ -160,8 +171,52 @@ fn set_network(net: &Ros2Network, abi: Abi) -> Result<(), TransportError> {
     } else {
         std::env::set_var("ROS_STATIC_PEERS", net.static_peers.join(";"));
     }
-    *held = Some(net.clone());
+    *held = Some(net);
     Ok(())
+}
+
+/// How long a node on a link waits for the link's interface to be running.
+pub const LINK_WAIT_NS: i64 = 10_000_000_000;
+
+/// Wait (at most `limit_ns`) until the interface `interface` names (a name, or one of its
+/// IPv4 addresses) is running (IFF_RUNNING: up with its carrier); how long it waited, or the
+/// one-line error. Why: Fast DDS leaves out the interfaces that are not running when a
+/// participant starts (Fast DDS 2.9, seen in the `fastdds` transport; Fast DDS 3.2 under
+/// rmw_fastrtps_cpp here the same: a ros2 pong started right after a veth pair was made never
+/// answered), and a veth pair's second end runs about a second after both are up. An
+/// interface not found here (`all`, a name of another namespace) is not waited for.
+fn wait_running(interface: &str, limit_ns: i64) -> Result<i64, TransportError> {
+    let start = rtlab_sys::clock::monotonic_ns();
+    let addr: Option<std::net::Ipv4Addr> = interface.parse().ok();
+    loop {
+        let names: Vec<String> = crate::dds::interface_names()
+            .into_iter()
+            .filter(|n| {
+                n == interface
+                    || addr.is_some_and(|a| rtlab_sys::net::interface_ipv4(n).contains(&a))
+            })
+            .collect();
+        if names.is_empty() {
+            return Ok(0);
+        }
+        let running = names.iter().any(|n| {
+            rtlab_sys::net::interface_flags(n).is_ok_and(|f| f & libc::IFF_RUNNING as u32 != 0)
+        });
+        if running {
+            return Ok(rtlab_sys::clock::monotonic_ns() - start);
+        }
+        if rtlab_sys::clock::monotonic_ns() - start >= limit_ns {
+            return Err(bad(
+                "interface",
+                format!(
+                    "interface {} is not running (no carrier: `ip link` shows NO-CARRIER or state DOWN) after {} s: the RMW's DDS leaves out an interface that is not running when its participant starts; bring the link up first",
+                    names[0],
+                    limit_ns / 1_000_000_000
+                ),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// rcl's context and node, shared by the transport and its ports; finalized last.
@@ -221,6 +276,9 @@ impl Ros2Transport {
             ));
         }
         set_network(net, inst.abi)?;
+        if let Some(i) = &net.interface {
+            wait_running(i, LINK_WAIT_NS)?;
+        }
         let loaded = load::load(inst).map_err(|e| bad("installation", e))?;
         let api = &loaded.api;
         let name =

@@ -353,7 +353,7 @@ macro_rules! per_transport {
     )*};
 }
 
-per_transport!(cyclonedds, fastdds, rustdds);
+per_transport!(cyclonedds, fastdds, rustdds, ros2);
 
 /// The python block of docs/ros2.md that follows the words "With nothing but `rclpy`": the
 /// relay the doc tells users to run (read at test time, so the doc cannot drift).
@@ -383,7 +383,7 @@ fn the_rclpy_relay_of_the_docs_echoes_rtlab_ping() {
     // as the doc says: `python3 relay.py` (here the venv's python), domain 0
     let _relay = Node::spawn(&pair.ns_a, &[file.to_str().unwrap()]);
     let json = dir.path().join("ping.json");
-    for transport in ["cyclonedds", "fastdds", "rustdds"] {
+    for transport in ["cyclonedds", "fastdds", "rustdds", "ros2"] {
         // rtlab's ping waits (30 s at most) for the relay's first echo: python starts slowly
         let o = pubsub_by_hand(&pair, transport, "ping", "rtlab")
             .args(["--rate", "50hz", "--count", "100", "--json", json.to_str().unwrap()])

@@ -1,38 +1,105 @@
-//! Builds the C++ shim over eProsima Fast DDS (fastdds/shim.cpp, the `fastdds` transport)
-//! against the system's Fast DDS 2.9 / Fast CDR 1.0 (Debian 12: libfastrtps-dev,
-//! libfastcdr-dev; scripts/setup.sh installs them) as a shared object of its own,
-//! `$OUT_DIR/librtlab_fastdds29.so`, which the crate embeds (`include_bytes!`) and loads
-//! when the `fastdds` transport is first opened (`fastdds::ffi`). So the rtlab binary does
-//! not link Fast DDS 2.9: a process that never opens `fastdds` never maps it, and a process
-//! that runs ROS 2 (`ros2`, whose RMW may bring another Fast DDS, 3.2 with the package
-//! registry's ROS 2) never has two Fast DDS versions mixing their symbols.
+//! Builds the C++ shim over eProsima Fast DDS (fastdds/shim.cpp, the `fastdds` transport) as
+//! shared objects of their own, which the crate embeds (`include_bytes!`) and loads when the
+//! `fastdds` transport is first opened (`fastdds::ffi`):
+//!
+//! - `librtlab_fastdds29.so` against the system's Fast DDS 2.9 / Fast CDR 1.0 (Debian 12:
+//!   libfastrtps-dev, libfastcdr-dev; scripts/setup.sh installs them): the default;
+//! - `librtlab_fastdds3.so` against the Fast DDS 3 of a ROS 2 installation, when there is one
+//!   at build time: `RTLAB_ROS2_PREFIX`, else the one scripts/setup.sh installs
+//!   (/opt/rtlab/ros2, Fast DDS 3.2.2 under rmw_fastrtps_cpp). `--fastdds-lib ros2` runs the
+//!   fastdds transport on it, the same library the RMW uses: `fastdds` beside `ros2` then
+//!   differs by rcl, the RMW and the type support alone. Without such an installation an
+//!   empty file stands in and `--fastdds-lib ros2` says this rtlab was built without it.
+//!
+//! So the rtlab binary links no Fast DDS: a process that never opens `fastdds` never maps one,
+//! and one that runs ROS 2 never has two Fast DDS versions mixing their symbols.
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
 
 fn main() {
     println!("cargo:rerun-if-changed=fastdds/shim.cpp");
     println!("cargo:rerun-if-changed=fastdds/shim.h");
+    println!("cargo:rerun-if-env-changed=RTLAB_ROS2_PREFIX");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let mut build = cc::Build::new();
-    build.cpp(true).std("c++14").pic(true).file("fastdds/shim.cpp").warnings(true);
-    let objects = build.compile_intermediates();
+
     let so = out.join("librtlab_fastdds29.so");
-    let mut link = build.get_compiler().to_command();
-    link.arg("-shared")
-        .arg("-o")
-        .arg(&so)
-        .args(&objects)
-        .arg("-Wl,-soname,librtlab_fastdds29.so")
-        // every symbol of the shim resolved by the two libraries (or libstdc++/libc)
-        .arg("-Wl,-z,defs")
-        .arg("-lfastrtps")
-        .arg("-lfastcdr");
-    run(link, "linking the Fast DDS shim (is libfastrtps-dev installed? scripts/setup.sh)");
+    shim(&out.join("v29"), &so, "librtlab_fastdds29.so", &[], &[], &["fastrtps", "fastcdr"]);
     println!("cargo:rustc-env=RTLAB_FASTDDS_SHIM={}", so.display());
+    // Debian keeps it under the multiarch include directory
+    let mut headers = vec![PathBuf::from("/usr/include/fastrtps/config.h")];
+    if let Ok(d) = std::fs::read_dir("/usr/include") {
+        headers.extend(d.flatten().map(|e| e.path().join("fastrtps/config.h")));
+    }
+    let v29 = headers.iter().find_map(|h| header_version(h, "FASTRTPS_VERSION_STR"));
+    println!("cargo:rustc-env=RTLAB_FASTDDS29_VERSION={}", v29.unwrap_or_default());
+
+    let prefix = PathBuf::from(
+        std::env::var("RTLAB_ROS2_PREFIX").unwrap_or_else(|_| "/opt/rtlab/ros2".into()),
+    );
+    let config = prefix.join("include/fastdds/config.hpp");
+    println!("cargo:rerun-if-changed={}", config.display());
+    let so3 = out.join("librtlab_fastdds3.so");
+    let v3 = header_version(&config, "FASTDDS_VERSION_STR")
+        .filter(|v| v.split('.').next().and_then(|m| m.parse::<u32>().ok()) >= Some(3))
+        .filter(|_| prefix.join("lib/libfastdds.so").exists());
+    match &v3 {
+        Some(_) => {
+            let inc = prefix.join("include");
+            let lib = prefix.join("lib");
+            shim(
+                &out.join("v3"),
+                &so3,
+                "librtlab_fastdds3.so",
+                &[&inc],
+                &[&lib],
+                &["fastdds", "fastcdr"],
+            );
+        }
+        None => {
+            std::fs::write(&so3, b"").expect("writing the empty stand-in");
+            println!(
+                "cargo:warning=no Fast DDS 3 in {} (scripts/setup.sh installs ROS 2 there): --fastdds-lib ros2 will not be available",
+                prefix.display()
+            );
+        }
+    }
+    println!("cargo:rustc-env=RTLAB_FASTDDS3_SHIM={}", so3.display());
+    println!("cargo:rustc-env=RTLAB_FASTDDS3_VERSION={}", v3.unwrap_or_default());
 }
 
-fn run(mut c: Command, what: &str) {
-    let status = c.status().unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(status.success(), "{what}: {c:?} failed with {status}");
+/// Compile fastdds/shim.cpp into the shared object `so` (objects under `objdir`).
+fn shim(
+    objdir: &Path,
+    so: &Path,
+    soname: &str,
+    includes: &[&Path],
+    libdirs: &[&Path],
+    libs: &[&str],
+) {
+    std::fs::create_dir_all(objdir).expect("object directory");
+    let mut build = cc::Build::new();
+    build.cpp(true).std("c++14").pic(true).file("fastdds/shim.cpp").warnings(true).out_dir(objdir);
+    for i in includes {
+        build.include(i);
+    }
+    let objects = build.compile_intermediates();
+    let mut link = build.get_compiler().to_command();
+    link.arg("-shared").arg("-o").arg(so).args(&objects).arg(format!("-Wl,-soname,{soname}"));
+    // every symbol of the shim resolved by the libraries named (or libstdc++/libc)
+    link.arg("-Wl,-z,defs");
+    for d in libdirs {
+        link.arg("-L").arg(d);
+    }
+    for l in libs {
+        link.arg(format!("-l{l}"));
+    }
+    let status = link.status().unwrap_or_else(|e| panic!("linking {soname}: {e}"));
+    assert!(status.success(), "linking {soname}: {link:?} failed with {status} (is libfastrtps-dev installed? scripts/setup.sh)");
+}
+
+/// `#define NAME "x.y.z"` in a header.
+fn header_version(header: &Path, define: &str) -> Option<String> {
+    let text = std::fs::read_to_string(header).ok()?;
+    let line = text.lines().find(|l| l.contains("#define") && l.contains(define))?;
+    Some(line.split('"').nth(1)?.to_string())
 }

@@ -5,7 +5,18 @@
 // mirrors it in SerializedPayload_t::encapsulation, so serialize copies the bytes whole and
 // sets `encapsulation` from them; deserialize copies the bytes whole (header included) out.
 // The publish/take paths here do not allocate (Fast DDS's own pools do what they do).
+//
+// It compiles against Fast DDS 2.9 (Debian's, the default) and against Fast DDS 3 (the one a
+// ROS 2 installation's rmw_fastrtps_cpp runs on: 3.2 in the package registry's ROS 2, built
+// by build.rs when that installation is there): the few names that differ are mapped below.
 #include "shim.h"
+
+#if __has_include(<fastdds/config.hpp>)
+#include <fastdds/config.hpp>
+#endif
+#if defined(FASTDDS_VERSION_MAJOR) && FASTDDS_VERSION_MAJOR >= 3
+#define RTLAB_FASTDDS3 1
+#endif
 
 #include <fastdds/dds/domain/DomainParticipant.hpp>
 #include <fastdds/dds/domain/DomainParticipantFactory.hpp>
@@ -19,9 +30,15 @@
 #include <fastdds/dds/topic/Topic.hpp>
 #include <fastdds/dds/topic/TopicDataType.hpp>
 #include <fastdds/dds/topic/TypeSupport.hpp>
+#ifdef RTLAB_FASTDDS3
+#include <fastdds/rtps/transport/UDPv4TransportDescriptor.hpp>
+#include <fastdds/rtps/transport/shared_mem/SharedMemTransportDescriptor.hpp>
+#include <fastdds/utils/IPLocator.hpp>
+#else
 #include <fastdds/rtps/transport/UDPv4TransportDescriptor.h>
 #include <fastdds/rtps/transport/shared_mem/SharedMemTransportDescriptor.h>
 #include <fastrtps/utils/IPLocator.h>
+#endif
 
 #include <cstdio>
 #include <cstring>
@@ -31,10 +48,20 @@
 #include <string>
 
 using namespace eprosima::fastdds::dds;
-using eprosima::fastrtps::rtps::IPLocator;
-using eprosima::fastrtps::rtps::Locator_t;
-using eprosima::fastrtps::rtps::SerializedPayload_t;
-using eprosima::fastrtps::rtps::InstanceHandle_t;
+#ifdef RTLAB_FASTDDS3
+namespace rtps_ns = eprosima::fastdds::rtps;
+using Duration = eprosima::fastdds::dds::Duration_t;
+// Fast DDS 3's return codes are plain integers
+#define RC(name) (name)
+#else
+namespace rtps_ns = eprosima::fastrtps::rtps;
+using Duration = eprosima::fastrtps::Duration_t;
+#define RC(name) (ReturnCode_t::name)
+#endif
+using rtps_ns::IPLocator;
+using rtps_ns::Locator_t;
+using rtps_ns::SerializedPayload_t;
+using rtps_ns::InstanceHandle_t;
 
 namespace {
 
@@ -56,38 +83,66 @@ struct InSample {
 class BytesType : public TopicDataType {
 public:
     explicit BytesType(const char *name) {
-        setName(name);
+#ifdef RTLAB_FASTDDS3
+        set_name(name);
         // Only the first allocation of a history slot (PREALLOCATED_WITH_REALLOC grows it):
         // large enough for small messages, small enough that depth x size stays modest.
+        max_serialized_type_size = 4096;
+        is_compute_key_provided = false;
+        // Fast DDS 3 registers no type object unless the type provides one (this one does
+        // not): matched by name, as Cyclone's blob topics and ROS 2 nodes' types are
+#else
+        setName(name);
         m_typeSize = 4096;
         m_isGetKeyDefined = false;
         // no TypeObject/TypeInformation: the type is matched by name, as Cyclone's blob
         // topics (rtlab's dds transport) and ROS 2 nodes' types are
         auto_fill_type_object(false);
         auto_fill_type_information(false);
+#endif
     }
-    bool serialize(void *data, SerializedPayload_t *payload) override {
+    static bool write_bytes(const void *data, SerializedPayload_t &payload) {
         const OutSample *s = static_cast<const OutSample *>(data);
-        if (s->len < 4 || s->len > payload->max_size) {
+        if (s->len < 4 || s->len > payload.max_size) {
             return false;
         }
-        std::memcpy(payload->data, s->bytes, s->len);
-        payload->length = static_cast<uint32_t>(s->len);
+        std::memcpy(payload.data, s->bytes, s->len);
+        payload.length = static_cast<uint32_t>(s->len);
         // bytes 0-1: the representation identifier (big endian), 0x0000 CDR_BE, 0x0001 CDR_LE
-        payload->encapsulation = static_cast<uint16_t>((s->bytes[0] << 8) | s->bytes[1]);
+        payload.encapsulation = static_cast<uint16_t>((s->bytes[0] << 8) | s->bytes[1]);
         return true;
     }
-    bool deserialize(SerializedPayload_t *payload, void *data) override {
+    static bool read_bytes(const SerializedPayload_t &payload, void *data) {
         InSample *s = static_cast<InSample *>(data);
-        s->size = payload->length;
-        s->copied = payload->length < s->cap ? payload->length : s->cap;
+        s->size = payload.length;
+        s->copied = payload.length < s->cap ? payload.length : s->cap;
         if (s->copied > 0) {
-            std::memcpy(s->buf, payload->data, s->copied);
+            std::memcpy(s->buf, payload.data, s->copied);
         }
         return true;
     }
+    static uint32_t size_of(const void *data) {
+        return static_cast<uint32_t>(static_cast<const OutSample *>(data)->len);
+    }
+#ifdef RTLAB_FASTDDS3
+    bool serialize(const void *data, SerializedPayload_t &payload, DataRepresentationId_t) override {
+        return write_bytes(data, payload);
+    }
+    bool deserialize(SerializedPayload_t &payload, void *data) override { return read_bytes(payload, data); }
+    uint32_t calculate_serialized_size(const void *data, DataRepresentationId_t) override {
+        return size_of(data);
+    }
+    void *create_data() override { return new InSample{nullptr, 0, 0, 0}; }
+    void delete_data(void *data) override { delete static_cast<InSample *>(data); }
+    bool compute_key(SerializedPayload_t &, InstanceHandle_t &, bool) override { return false; }
+    bool compute_key(const void *const, InstanceHandle_t &, bool) override { return false; }
+    bool is_bounded() const override { return false; }
+    bool is_plain(DataRepresentationId_t) const override { return false; }
+#else
+    bool serialize(void *data, SerializedPayload_t *payload) override { return write_bytes(data, *payload); }
+    bool deserialize(SerializedPayload_t *payload, void *data) override { return read_bytes(*payload, data); }
     std::function<uint32_t()> getSerializedSizeProvider(void *data) override {
-        const uint32_t n = static_cast<uint32_t>(static_cast<const OutSample *>(data)->len);
+        const uint32_t n = size_of(data);
         return [n]() { return n; };
     }
     void *createData() override { return new InSample{nullptr, 0, 0, 0}; }
@@ -95,6 +150,7 @@ public:
     bool getKey(void *, InstanceHandle_t *, bool) override { return false; }
     bool is_bounded() const override { return false; }
     bool is_plain() const override { return false; }
+#endif
 };
 
 void set_err(char *err, size_t err_len, const std::string &what) {
@@ -216,7 +272,7 @@ template <typename Q>
 void apply(Q &q, const fdds_qos *qos) {
     q.reliability().kind = qos->reliable ? RELIABLE_RELIABILITY_QOS : BEST_EFFORT_RELIABILITY_QOS;
     if (qos->reliable) {
-        q.reliability().max_blocking_time = eprosima::fastrtps::Duration_t(1, 0);
+        q.reliability().max_blocking_time = Duration(1, 0);
     }
     q.durability().kind = qos->transient_local ? TRANSIENT_LOCAL_DURABILITY_QOS : VOLATILE_DURABILITY_QOS;
     if (qos->keep_all) {
@@ -239,7 +295,7 @@ void apply(Q &q, const fdds_qos *qos) {
         q.resource_limits().allocated_samples = 16;  // grown on demand
     }
     q.endpoint().history_memory_policy =
-        eprosima::fastrtps::rtps::PREALLOCATED_WITH_REALLOC_MEMORY_MODE;
+        rtps_ns::PREALLOCATED_WITH_REALLOC_MEMORY_MODE;
 }
 
 Topic *topic_of(fdds_participant *p, const char *topic, const char *type_name, char *err,
@@ -248,7 +304,7 @@ Topic *topic_of(fdds_participant *p, const char *topic, const char *type_name, c
     auto t = p->types.find(type_name);
     if (t == p->types.end()) {
         TypeSupport ts(new BytesType(type_name));
-        if (ts.register_type(p->dp) != ReturnCode_t::RETCODE_OK) {
+        if (ts.register_type(p->dp) != RC(RETCODE_OK)) {
             set_err(err, err_len, std::string("register_type ") + type_name + " failed");
             return nullptr;
         }
@@ -311,24 +367,28 @@ extern "C" int fdds_writer_create(fdds_participant *p, const char *topic, const 
 
 extern "C" int fdds_write(fdds_writer *w, const uint8_t *sample, size_t len) {
     OutSample s{sample, len};
+#ifdef RTLAB_FASTDDS3
+    return w->w->write(&s) == RETCODE_OK ? 0 : -1;
+#else
     return w->w->write(&s) ? 0 : -1;
+#endif
 }
 
 extern "C" int32_t fdds_writer_matched(fdds_writer *w) {
     PublicationMatchedStatus st;
-    if (w->w->get_publication_matched_status(st) != ReturnCode_t::RETCODE_OK) {
+    if (w->w->get_publication_matched_status(st) != RC(RETCODE_OK)) {
         return -1;
     }
     return st.current_count;
 }
 
 extern "C" int fdds_writer_wait_acked(fdds_writer *w, int64_t timeout_ns) {
-    const ReturnCode_t rc = w->w->wait_for_acknowledgments(eprosima::fastrtps::Duration_t(
+    const ReturnCode_t rc = w->w->wait_for_acknowledgments(Duration(
         static_cast<int32_t>(timeout_ns / 1000000000), static_cast<uint32_t>(timeout_ns % 1000000000)));
-    if (rc == ReturnCode_t::RETCODE_OK) {
+    if (rc == RC(RETCODE_OK)) {
         return 1;
     }
-    return rc == ReturnCode_t::RETCODE_TIMEOUT ? 0 : -1;
+    return rc == RC(RETCODE_TIMEOUT) ? 0 : -1;
 }
 
 extern "C" void fdds_writer_delete(fdds_writer *w, int64_t drain_ns) {
@@ -336,7 +396,7 @@ extern "C" void fdds_writer_delete(fdds_writer *w, int64_t drain_ns) {
         return;
     }
     if (drain_ns > 0 && w->w->get_qos().reliability().kind == RELIABLE_RELIABILITY_QOS) {
-        w->w->wait_for_acknowledgments(eprosima::fastrtps::Duration_t(
+        w->w->wait_for_acknowledgments(Duration(
             static_cast<int32_t>(drain_ns / 1000000000), static_cast<uint32_t>(drain_ns % 1000000000)));
     }
     w->p->pub->delete_datawriter(w->w);
@@ -372,10 +432,10 @@ extern "C" int fdds_reader_create(fdds_participant *p, const char *topic, const 
 extern "C" int fdds_take(fdds_reader *r, uint8_t *buf, size_t cap, size_t *size, size_t *copied) {
     InSample s{buf, cap, 0, 0};
     ReturnCode_t rc = r->r->take_next_sample(&s, &r->info);
-    if (rc == ReturnCode_t::RETCODE_NO_DATA) {
+    if (rc == RC(RETCODE_NO_DATA)) {
         return 0;
     }
-    if (rc != ReturnCode_t::RETCODE_OK) {
+    if (rc != RC(RETCODE_OK)) {
         return -1;
     }
     if (!r->info.valid_data) {
@@ -392,7 +452,7 @@ extern "C" int fdds_wait(fdds_reader *r, int64_t timeout_ns) {
     if (timeout_ns < 0) {
         timeout_ns = 0;
     }
-    eprosima::fastrtps::Duration_t d(static_cast<int32_t>(timeout_ns / 1000000000),
+    Duration d(static_cast<int32_t>(timeout_ns / 1000000000),
                                      static_cast<uint32_t>(timeout_ns % 1000000000));
     return r->r->wait_for_unread_message(d) ? 1 : 0;
 }

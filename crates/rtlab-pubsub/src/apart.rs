@@ -31,7 +31,18 @@ fn fast_dds_needed(cfg: &PubsubConfig, far_host: bool) -> Vec<String> {
     let mut out = Vec::new();
     for k in kinds {
         match k {
-            TransportKind::FastDds => out.push(crate::fastdds::FAST_DDS.to_string()),
+            TransportKind::FastDds => match cfg.transport.fastdds_lib {
+                crate::fastdds::FastDdsLib::Debian => {
+                    out.push(crate::fastdds::FAST_DDS.to_string())
+                }
+                crate::fastdds::FastDdsLib::Ros2 => {
+                    if let Some(w) =
+                        crate::ros2_installation(&cfg.transport).ok().and_then(|i| i.fast_dds())
+                    {
+                        out.push(w);
+                    }
+                }
+            },
             TransportKind::Ros2 => {
                 if let Some(w) =
                     crate::ros2_installation(&cfg.transport).ok().and_then(|i| i.fast_dds())

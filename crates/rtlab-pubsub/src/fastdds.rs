@@ -171,6 +171,40 @@ pub fn shm_segment_note(
 /// What a process holds once the `fastdds` transport is loaded ([`crate::dl::claim_fast_dds`]).
 pub const FAST_DDS: &str = "Fast DDS 2.9 (Debian's libfastrtps, the fastdds transport)";
 
+/// Which Fast DDS library the transport runs on (`--fastdds-lib`, scenario key `fastdds_lib`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FastDdsLib {
+    /// Debian's Fast DDS 2.9 (libfastrtps), the shim built against it.
+    #[default]
+    Debian,
+    /// The Fast DDS of the ROS 2 installation (the one its rmw_fastrtps_cpp runs on: 3.2.2
+    /// in the package registry's ROS 2), the shim built against it at build time: beside
+    /// `ros2` the difference is rcl, the RMW and the type support alone.
+    Ros2,
+}
+
+impl FastDdsLib {
+    pub fn parse(s: &str) -> Option<FastDdsLib> {
+        match s {
+            "debian" => Some(FastDdsLib::Debian),
+            "ros2" => Some(FastDdsLib::Ros2),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            FastDdsLib::Debian => "debian",
+            FastDdsLib::Ros2 => "ros2",
+        }
+    }
+}
+
+/// The Fast DDS version of Debian's library the shim was built against (`2.9.1`).
+pub const DEBIAN_VERSION: &str = env!("RTLAB_FASTDDS29_VERSION");
+/// The Fast DDS 3 version the second shim was built against (empty: none was built).
+pub const ROS2_BUILT_VERSION: &str = env!("RTLAB_FASTDDS3_VERSION");
+
 mod ffi {
     use std::ffi::{c_char, c_int};
     use std::sync::OnceLock;
@@ -247,20 +281,36 @@ mod ffi {
 
     /// The shim (fastdds/shim.cpp) as the build made it, linked against libfastrtps.so.2.9.
     static SHIM: &[u8] = include_bytes!(env!("RTLAB_FASTDDS_SHIM"));
-    /// What this process holds of Fast DDS when the shim is loaded (`dl::claim_fast_dds`).
-    pub const WHO: &str = super::FAST_DDS;
+    /// The same shim built against a ROS 2 installation's Fast DDS 3 (empty: not built).
+    static SHIM3: &[u8] = include_bytes!(env!("RTLAB_FASTDDS3_SHIM"));
     static API: OnceLock<Result<Api, String>> = OnceLock::new();
 
-    /// Load the shim (and with it libfastrtps.so.2.9) once per process.
-    pub fn load() -> Result<(), String> {
-        crate::dl::claim_fast_dds(WHO)?;
+    /// Which shim to load: Debian's, or the one for `inst`'s Fast DDS 3.
+    pub enum Which<'a> {
+        Debian,
+        Ros2(&'a crate::ros2::install::Installation),
+    }
+
+    /// Load the shim `which` names (and with it its Fast DDS) once per process; the process
+    /// holds that Fast DDS from then on (`dl::claim_fast_dds`).
+    pub fn load(which: Which) -> Result<(), String> {
+        let (who, bytes, name) = match &which {
+            Which::Debian => (super::FAST_DDS.to_string(), SHIM, "librtlab_fastdds29.so"),
+            Which::Ros2(inst) => {
+                let who = ros2_fast_dds(inst)?;
+                (who, SHIM3, "librtlab_fastdds3.so")
+            }
+        };
+        crate::dl::claim_fast_dds(&who)?;
+        if let Which::Ros2(inst) = &which {
+            preload_fast_dds(inst)?;
+        }
         let api = API.get_or_init(|| {
-            let lib = crate::dl::Library::open_bytes(
-                "librtlab_fastdds29.so",
-                SHIM,
-                crate::dl::Bind::NowLocal,
-            )
-            .map_err(|e| format!("loading Fast DDS 2.9 ({e}): install Debian's libfastrtps2.9 and libfastcdr1 (scripts/setup.sh does)"))?;
+            let lib = crate::dl::Library::open_bytes(name, bytes, crate::dl::Bind::NowLocal)
+                .map_err(|e| match which {
+                    Which::Debian => format!("loading Fast DDS 2.9 ({e}): install Debian's libfastrtps2.9 and libfastcdr1 (scripts/setup.sh does)"),
+                    Which::Ros2(_) => format!("loading the Fast DDS 3 shim: {e}"),
+                })?;
             // SAFETY: each type below is the C declaration of the same name in shim.h.
             unsafe {
                 Ok(Api {
@@ -280,6 +330,38 @@ mod ffi {
             // `lib` is never unloaded (dl's contract): the handle is simply not kept
         });
         api.as_ref().map(|_| ()).map_err(Clone::clone)
+    }
+
+    /// The claim of `inst`'s Fast DDS, when the shim of this build fits it (the same major
+    /// and minor version: one soname, one ABI).
+    fn ros2_fast_dds(inst: &crate::ros2::install::Installation) -> Result<String, String> {
+        let built = super::ROS2_BUILT_VERSION;
+        if SHIM3.is_empty() || built.is_empty() {
+            return Err("--fastdds-lib ros2: this rtlab was built without a ROS 2 installation's Fast DDS 3 (scripts/setup.sh installs one; then rebuild)".into());
+        }
+        let who = inst.fast_dds().ok_or_else(|| {
+            format!("--fastdds-lib ros2: {} runs no Fast DDS ({})", inst.rmw, inst.describe())
+        })?;
+        let have = inst.middleware.as_ref().and_then(|m| m.version.clone()).unwrap_or_default();
+        let minor = |v: &str| v.split('.').take(2).collect::<Vec<_>>().join(".");
+        if minor(&have) != minor(built) {
+            return Err(format!(
+                "--fastdds-lib ros2: {} has Fast DDS {have}, this rtlab's shim was built against {built}",
+                inst.prefix.display()
+            ));
+        }
+        Ok(who)
+    }
+
+    /// Load `inst`'s Fast DDS (its closure, by full path) so that the shim finds it by soname.
+    fn preload_fast_dds(inst: &crate::ros2::install::Installation) -> Result<(), String> {
+        let m = inst.middleware.as_ref().ok_or("no middleware")?;
+        let order = crate::ros2::elf::closure(std::slice::from_ref(&m.library), &inst.lib_dirs)?;
+        for p in &order {
+            crate::dl::Library::open(p, crate::dl::Bind::LazyLocal)
+                .map_err(|e| format!("loading {}: {e}", p.display()))?;
+        }
+        Ok(())
     }
 
     fn api() -> &'static Api {
@@ -593,6 +675,9 @@ pub struct FastDdsTransport {
     shm: Shm,
     /// How long the participant waited for its interface to be running ([`wait_running`]).
     link_wait_ns: i64,
+    /// The Fast DDS version it runs on (`2.9.1`, `3.2.2`), and the library in words.
+    version: String,
+    library: String,
     threads: std::sync::Mutex<Vec<String>>,
 }
 
@@ -611,6 +696,17 @@ impl FastDdsTransport {
 
     /// As [`Self::with_network`], with Fast DDS's shared-memory transport as `shm` says.
     pub fn with_shm(domain: u32, net: &DdsNetwork, shm: Shm) -> Result<Self, TransportError> {
+        Self::with_lib(domain, net, shm, None)
+    }
+
+    /// As [`Self::with_shm`], on the Fast DDS of the ROS 2 installation `ros2` when given
+    /// ([`FastDdsLib::Ros2`]), else on Debian's.
+    pub fn with_lib(
+        domain: u32,
+        net: &DdsNetwork,
+        shm: Shm,
+        ros2: Option<&crate::ros2::install::Installation>,
+    ) -> Result<Self, TransportError> {
         if let Shm::Segment(n) = shm {
             if !(SHM_SEGMENT_MIN..=SHM_SEGMENT_MAX).contains(&n) {
                 return Err(bad(
@@ -629,7 +725,23 @@ impl FastDdsTransport {
             Some(i) => wait_running(&plan.whitelist, i, LINK_WAIT_NS)?,
             None => 0,
         };
-        ffi::load().map_err(|e| bad("library", e))?;
+        let (which, version) = match ros2 {
+            None => (ffi::Which::Debian, DEBIAN_VERSION.to_string()),
+            Some(i) => (
+                ffi::Which::Ros2(i),
+                i.middleware.as_ref().and_then(|m| m.version.clone()).unwrap_or_default(),
+            ),
+        };
+        ffi::load(which).map_err(|e| bad("library", e))?;
+        let library = match ros2 {
+            None => format!("eProsima Fast DDS {version} (Debian's libfastrtps)"),
+            Some(i) => format!(
+                "eProsima Fast DDS {version} (ROS 2 {}'s, the library its {} runs on, in {})",
+                i.distro,
+                i.rmw,
+                i.prefix.display()
+            ),
+        };
         let buffers = (socket_buffer("rmem_max"), socket_buffer("wmem_max"));
         let nul = || bad("network", "NUL in an address".into());
         let white: Vec<CString> = plan
@@ -686,6 +798,8 @@ impl FastDdsTransport {
             shm,
             link_wait_ns,
             threads: std::sync::Mutex::new(names),
+            version,
+            library,
         })
     }
 
@@ -854,10 +968,14 @@ impl Transport for FastDdsTransport {
         check_len(NAME, MAX_MESSAGE, max_len)?;
         Ok(Box::new(FastDdsSubscriber { r: self.reader(topic, qos)?, head: [0u8; ros_msg::HEAD] }))
     }
+    fn labels(&self) -> Vec<(&'static str, String)> {
+        vec![("fastdds_version", self.version.clone())]
+    }
     fn notes(&self) -> Vec<String> {
         let (rcv, snd) = self.buffers;
         let mut v = vec![format!(
-            "fastdds: eProsima Fast DDS 2.9 (Debian's libfastrtps), domain {}, transports {}{}; participants of one process deliver intraprocess (Fast DDS's default); topic rt/<topic>, type {} (header.stamp = send stamp, data = sequence + payload); UDP socket buffers asked {rcv} / {snd} bytes; threads named fdds.N by rtlab",
+            "fastdds: {}, domain {}, transports {}{}; participants of one process deliver intraprocess (Fast DDS's default); topic rt/<topic>, type {} (header.stamp = send stamp, data = sequence + payload); UDP socket buffers asked {rcv} / {snd} bytes; {}",
+            self.library,
             self.domain,
             match self.shm {
                 Shm::Default => format!("shared memory (Fast DDS participants of this host; segment {SHM_SEGMENT} bytes, Fast DDS's default) + "),
@@ -865,7 +983,12 @@ impl Transport for FastDdsTransport {
                 Shm::Off => String::new(),
             },
             network_note(&self.net, &self.plan),
-            ros_msg::ROS_TYPE
+            ros_msg::ROS_TYPE,
+            if self.version.starts_with("2.") {
+                "threads named fdds.N by rtlab"
+            } else {
+                "threads named by Fast DDS (dds.udp.*, dds.ev.*, dds.shm.*, dds.asyn.*)"
+            }
         )];
         if self.link_wait_ns >= 20_000_000 {
             v.push(format!(

@@ -90,10 +90,17 @@ pub fn open(spec: &probe::TransportSpec) -> Result<Arc<dyn Transport>, Transport
         TransportKind::FastDds => {
             let net =
                 dds::DdsNetwork { interface: spec.interface.clone(), peers: spec.peers.clone() };
-            Ok(Arc::new(fastdds::FastDdsTransport::with_shm(
+            let ros2 = match spec.fastdds_lib {
+                fastdds::FastDdsLib::Debian => None,
+                fastdds::FastDdsLib::Ros2 => Some(ros2_installation(spec).map_err(|e| {
+                    TransportError::Library { transport: "fastdds", what: "installation", why: e }
+                })?),
+            };
+            Ok(Arc::new(fastdds::FastDdsTransport::with_lib(
                 spec.domain.unwrap_or_else(default_dds_domain),
                 &net,
                 spec.fastdds_shm,
+                ros2.as_ref(),
             )?))
         }
     }

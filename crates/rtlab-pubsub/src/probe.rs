@@ -231,6 +231,9 @@ pub struct TransportSpec {
     /// fastdds: its shared-memory transport (default, off, or another segment size).
     #[serde(default)]
     pub fastdds_shm: crate::fastdds::Shm,
+    /// fastdds: which Fast DDS library (Debian's 2.9, or the ROS 2 installation's).
+    #[serde(default)]
+    pub fastdds_lib: crate::fastdds::FastDdsLib,
     /// ros2: the installation (`--ros2-prefix`; None: found as [`crate::ros2::install`]
     /// says). The probe resolves it once, so that its role processes load the same one.
     #[serde(default)]
@@ -255,6 +258,7 @@ impl TransportSpec {
             zenoh_mode: None,
             busy_poll: false,
             fastdds_shm: crate::fastdds::Shm::Default,
+            fastdds_lib: crate::fastdds::FastDdsLib::Debian,
             ros2_prefix: None,
             rmw: None,
             ros2_found_by: None,
@@ -939,8 +943,12 @@ pub fn run_with(
     let multicast = with_rustdds || with_ros2;
     // ros2 here (the near side, or a far side on this host): the installation is found once,
     // so that every process of the run loads the same one (a far host finds its own)
+    let fastdds_on_ros2 = spec.fastdds_lib == crate::fastdds::FastDdsLib::Ros2
+        && (spec.kind == TransportKind::FastDds
+            || cfg.far_transport == Some(TransportKind::FastDds));
     if spec.kind == TransportKind::Ros2
         || (far.is_none() && cfg.far_transport == Some(TransportKind::Ros2))
+        || fastdds_on_ros2
     {
         let inst = crate::ros2_installation(&spec).map_err(ProbeError::Invalid)?;
         spec.ros2_prefix = Some(inst.prefix.display().to_string());
@@ -985,11 +993,12 @@ pub fn run_with(
         return run_peer_by_hand(cfg, h, transport, qos_mapping, &stop, started);
     }
     let (far_kind, far_ros2) = check_far_transport(cfg, &spec, far.is_some())?;
-    // streams through ROS 2 on either side say which (rmw, ros_distro)
-    let ros2_labels = match transport.ros2_facts().or_else(|| far_ros2.clone()) {
-        Some(f) => f.labels(),
-        None => Vec::new(),
-    };
+    // the transport's own labels (fastdds_version, rmw, ...); streams through ROS 2 on the
+    // far side say which too (rmw, ros_distro)
+    let mut ros2_labels = transport.labels();
+    if let Some(f) = far_ros2.as_ref().filter(|_| transport.ros2_facts().is_none()) {
+        ros2_labels.extend(f.labels());
+    }
     let mut role_spec = role_spec_of(&spec, far_kind, far, multicast);
     if far.is_some() {
         // a far host finds its own ROS 2 (the user's flags, not this host's paths)
@@ -1084,6 +1093,7 @@ fn role_spec_of(
     role_spec.domain = spec.domain;
     role_spec.busy_poll = spec.busy_poll;
     role_spec.fastdds_shm = spec.fastdds_shm;
+    role_spec.fastdds_lib = spec.fastdds_lib;
     role_spec.ros2_prefix = spec.ros2_prefix.clone();
     role_spec.rmw = spec.rmw.clone();
     role_spec.ros2_found_by = spec.ros2_found_by.clone();

@@ -101,6 +101,42 @@ fn rtlabs_fastdds_cannot_join_a_process_that_holds_the_rmws_fast_dds() {
 }
 
 #[test]
+fn fastdds_on_the_rmws_own_fast_dds_conforms_beside_ros2() {
+    // --fastdds-lib ros2: rtlab's fastdds shim built against the installation's Fast DDS 3,
+    // loaded beside the RMW (one library, one claim): the same process holds both
+    let _one = SHM.lock().unwrap_or_else(|e| e.into_inner());
+    let inst = installation();
+    if inst.fast_dds().is_none() || rtlab_pubsub::fastdds::ROS2_BUILT_VERSION.is_empty() {
+        eprintln!("skipped: no Fast DDS 3 under {} or none at build time", inst.rmw);
+        return;
+    }
+    let domain = rtlab_pubsub::default_dds_domain();
+    let _ros2 = open(&inst, domain);
+    let net = rtlab_pubsub::dds::DdsNetwork::default();
+    let fastdds = || {
+        rtlab_pubsub::fastdds::FastDdsTransport::with_lib(
+            domain,
+            &net,
+            rtlab_pubsub::fastdds::Shm::Default,
+            Some(&inst),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let t = fastdds();
+    let labels = t.labels();
+    let version = inst.middleware.as_ref().and_then(|m| m.version.clone()).unwrap();
+    assert!(labels.contains(&("fastdds_version", version.clone())), "{labels:?}");
+    assert!(t.notes()[0].contains(&format!("Fast DDS {version}")), "{:?}", t.notes());
+    drop(t);
+    let make = || {
+        let (a, b): (Arc<dyn Transport>, Arc<dyn Transport>) =
+            (Arc::new(fastdds()), Arc::new(fastdds()));
+        (a, b)
+    };
+    conformance::run_all(&Subject { make: &make, leftovers: &fast_dds_files });
+}
+
+#[test]
 fn a_domain_above_rcls_is_one_line() {
     let inst = installation();
     let e = Ros2Transport::open(&inst, 233, &Ros2Network::of(None, &[])).err().unwrap().to_string();

@@ -244,6 +244,14 @@ rate = "200hz"
 count = 150
 reliability = "reliable"
 history = "keep-last:100"
+[[probe]]
+kind = "pubsub"
+transport = "fastdds"
+fastdds_lib = "ros2"
+rate = "200hz"
+count = 150
+reliability = "reliable"
+history = "keep-last:100"
 "#,
     )
     .unwrap();
@@ -254,18 +262,27 @@ history = "keep-last:100"
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let d: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let cases = d["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 2, "{d}");
-    for c in cases {
+    assert_eq!(cases.len(), 3, "{d}");
+    let mut versions = Vec::new();
+    for (i, c) in cases.iter().enumerate() {
         let doc = &c["document"];
         assert!(doc.is_object(), "a case failed: {c}");
         check_accounting(doc);
-        let transport = doc["streams"][0]["labels"]["transport"].as_str().unwrap();
+        let labels = &doc["streams"][0]["labels"];
         let apart = doc["config"]["notes"]
             .as_array()
             .unwrap()
             .iter()
             .any(|n| n.as_str().unwrap().contains("ran in a process of its own"));
-        // fastdds first (Debian's 2.9 held by the run), then ros2 apart (its RMW's Fast DDS)
-        assert_eq!(apart, transport == "ros2", "{transport}: {}", doc["config"]["notes"]);
+        // fastdds first (Debian's 2.9 held by the run), then ros2 apart (its RMW's Fast DDS),
+        // then fastdds on ROS 2's own Fast DDS: the library ros2 ran on, in a process of its
+        // own again (this one still holds Debian's)
+        assert_eq!(apart, i > 0, "case {i}: {}", doc["config"]["notes"]);
+        versions.push(match i {
+            1 => doc["config"]["ros2"]["middleware_version"].clone(),
+            _ => labels["fastdds_version"].clone(),
+        });
     }
+    assert!(versions[0].as_str().is_some_and(|v| v.starts_with("2.9")), "{versions:?}");
+    assert_eq!(versions[1], versions[2], "fastdds_lib ros2 runs on the RMW's Fast DDS");
 }

@@ -70,6 +70,10 @@ pub struct PubsubProbeConfig {
     /// fastdds: its shared-memory transport: `default` (512 KiB segment, as a ROS 2 node),
     /// `off` (UDP only), or a segment size (`4MiB`).
     pub fastdds_shm: Option<FastDdsShm>,
+    /// fastdds: the Fast DDS library, `debian` (Debian's 2.9, the default) or `ros2` (the one
+    /// the ROS 2 installation's rmw_fastrtps_cpp runs on: then `fastdds` beside `ros2` differs
+    /// by rcl, the RMW and the type support alone).
+    pub fastdds_lib: Option<rtlab_pubsub::fastdds::FastDdsLib>,
     /// ros2: the ROS 2 installation (an ament prefix such as `/opt/ros/jazzy`; default:
     /// `AMENT_PREFIX_PATH`, `/opt/ros/*`, then the one scripts/setup.sh installs).
     pub ros2_prefix: Option<String>,
@@ -189,6 +193,7 @@ impl Default for PubsubProbeConfig {
             transport: TransportKind::Intra,
             far_transport: None,
             fastdds_shm: None,
+            fastdds_lib: None,
             ros2_prefix: None,
             rmw: None,
             mode: Mode::Oneway,
@@ -280,13 +285,25 @@ impl Validate for PubsubProbeConfig {
                 format!("for the fastdds transport only (transport is {})", self.transport.name()),
             ));
         }
+        let fastdds = self.transport == TransportKind::FastDds
+            || self.far_transport == Some(TransportKind::FastDds);
+        if self.fastdds_lib.is_some() && !fastdds {
+            return Err(ConfigError::new(
+                "fastdds_lib",
+                format!("for the fastdds transport only (transport is {})", self.transport.name()),
+            ));
+        }
         let ros2 = self.transport == TransportKind::Ros2
-            || self.far_transport == Some(TransportKind::Ros2);
+            || self.far_transport == Some(TransportKind::Ros2)
+            || self.fastdds_lib == Some(rtlab_pubsub::fastdds::FastDdsLib::Ros2);
         for (key, given) in [("ros2_prefix", &self.ros2_prefix), ("rmw", &self.rmw)] {
             if given.is_some() && !ros2 {
                 return Err(ConfigError::new(
                     key,
-                    format!("for the ros2 transport only (transport is {})", self.transport.name()),
+                    format!(
+                        "for the ros2 transport (or fastdds with fastdds_lib ros2) only (transport is {})",
+                        self.transport.name()
+                    ),
                 ));
             }
         }
@@ -445,6 +462,7 @@ impl PubsubProbeConfig {
         transport.connect = self.connect.0.clone();
         transport.listen = self.listen.0.clone();
         transport.fastdds_shm = self.fastdds_shm.as_ref().map(|s| s.0).unwrap_or_default();
+        transport.fastdds_lib = self.fastdds_lib.unwrap_or_default();
         transport.ros2_prefix = self.ros2_prefix.clone();
         transport.rmw = self.rmw.clone();
         transport.zenoh_mode = self.zenoh_mode.map(|m| match m {

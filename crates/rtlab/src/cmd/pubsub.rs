@@ -134,6 +134,9 @@ pub struct PubsubArgs {
     /// fastdds: its shared-memory transport: default (a 512 KiB segment, as a ROS 2 node), off (UDP only), or a segment size, e.g. 4MiB.
     #[arg(long, value_name = "off|SIZE")]
     pub fastdds_shm: Option<String>,
+    /// fastdds: the Fast DDS library: debian (Debian's 2.9) or ros2 (the ROS 2 installation's, which its rmw_fastrtps_cpp runs on) [debian].
+    #[arg(long, value_name = "debian|ros2")]
+    pub fastdds_lib: Option<String>,
     /// ros2: the ROS 2 installation to use, an ament prefix such as /opt/ros/jazzy [AMENT_PREFIX_PATH, /opt/ros/*, then /opt/rtlab/ros2].
     #[arg(long, value_name = "DIR")]
     pub ros2_prefix: Option<String>,
@@ -209,6 +212,7 @@ impl PubsubArgs {
             .list("listen", &self.listen)
             .str("zenoh_mode", &self.zenoh_mode)
             .str("fastdds_shm", &self.fastdds_shm)
+            .str("fastdds_lib", &self.fastdds_lib)
             .str("ros2_prefix", &self.ros2_prefix)
             .str("rmw", &self.rmw)
             .str("role", &self.role)

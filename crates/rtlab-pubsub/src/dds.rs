@@ -88,6 +88,36 @@ pub(crate) fn classify(interface: &str) -> Iface<'_> {
 }
 
 /// Interface names of this thread's network namespace (`/proc/thread-self/net/dev`).
+/// Wait (at most `limit_ns`) until one of the interfaces of this network namespace that
+/// `select` picks (by name) is running (IFF_RUNNING: up, with its carrier, the kernel's
+/// operational state "up"). Ok: how long it waited (0 when `select` picks none: nothing to
+/// wait for); Err: the name of the interface still not running at the limit.
+///
+/// Why (`fastdds` and `ros2` wait before their participant exists): Fast DDS keeps only the
+/// *running* interfaces when a participant starts (2.9's and 3.2's IPFinder skip interfaces
+/// without IFF_RUNNING), and a participant left without its interface reaches no one for its
+/// whole life; a veth end runs only once the kernel's link watch saw its carrier, up to a
+/// second after both ends are up, an Ethernet port after its autonegotiation.
+pub(crate) fn wait_running(select: &dyn Fn(&str) -> bool, limit_ns: i64) -> Result<i64, String> {
+    let start = rtlab_sys::clock::monotonic_ns();
+    loop {
+        let names: Vec<String> = interface_names().into_iter().filter(|n| select(n)).collect();
+        if names.is_empty() {
+            return Ok(0);
+        }
+        let running = names.iter().any(|n| {
+            rtlab_sys::net::interface_flags(n).is_ok_and(|f| f & libc::IFF_RUNNING as u32 != 0)
+        });
+        if running {
+            return Ok(rtlab_sys::clock::monotonic_ns() - start);
+        }
+        if rtlab_sys::clock::monotonic_ns() - start >= limit_ns {
+            return Err(names[0].clone());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 pub(crate) fn interface_names() -> Vec<String> {
     let text = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap_or_default();
     text.lines().skip(2).filter_map(|l| l.split_once(':')).map(|(n, _)| n.trim().into()).collect()

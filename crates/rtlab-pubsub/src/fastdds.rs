@@ -539,54 +539,31 @@ fn plan(net: &DdsNetwork) -> Result<NetPlan, TransportError> {
 /// [`wait_running`]) before it gives up.
 pub const LINK_WAIT_NS: i64 = 10_000_000_000;
 
-/// The interfaces of this network namespace that hold the whitelisted addresses (by name,
-/// for their flags).
-fn interfaces_of(whitelist: &[std::net::Ipv4Addr]) -> Vec<String> {
-    crate::dds::interface_names()
-        .into_iter()
-        .filter(|n| rtlab_sys::net::interface_ipv4(n).iter().any(|a| whitelist.contains(a)))
-        .collect()
-}
-
-/// Wait (at most `limit_ns`) until an interface holding a whitelisted address is running
-/// (IFF_RUNNING: up, with its carrier, the kernel's operational state "up"); returns how long
-/// it waited, or the one-line error. Why: Fast DDS 2.9 keeps only the *running* interfaces of
-/// its whitelist when a participant starts (`UDPv4Transport` filters the whitelist through
-/// `IPFinder::getIPs`, which skips interfaces without IFF_RUNNING); a participant left with
-/// none binds a placeholder address (192.0.2.0), announces nothing and never sends a packet,
-/// for its whole life. A veth end becomes running only when the kernel's link watch has seen
-/// its carrier, up to a second after both ends are up (measured here: 1.0 s for the second
-/// end of a fresh pair), an Ethernet port after its autonegotiation: a run started right
-/// after the link was made reached no one (issue 24). Cyclone DDS and RustDDS take the
-/// interface as it is. Loopback (no interface asked) is not checked.
+/// Wait (at most `limit_ns`) until an interface holding a whitelisted address is running;
+/// how long it waited, or the one-line error. Fast DDS 2.9 keeps only the *running*
+/// interfaces of its whitelist when a participant starts (`UDPv4Transport` filters the
+/// whitelist through `IPFinder::getIPs`, which skips interfaces without IFF_RUNNING); a
+/// participant left with none binds a placeholder address (192.0.2.0), announces nothing and
+/// never sends a packet, for its whole life (measured here: the second end of a fresh veth
+/// pair ran 1.0 s after both were up, and a run started right after the link was made reached
+/// no one; issue 24). Cyclone DDS and RustDDS take the interface as it is. Loopback (no
+/// interface asked) is not checked. The waiting itself: [`crate::dds::wait_running`].
 fn wait_running(
     whitelist: &[std::net::Ipv4Addr],
     interface: &str,
     limit_ns: i64,
 ) -> Result<i64, TransportError> {
-    let start = rtlab_sys::clock::monotonic_ns();
-    let running = |names: &[String]| {
-        names.iter().any(|n| {
-            rtlab_sys::net::interface_flags(n).is_ok_and(|f| f & libc::IFF_RUNNING as u32 != 0)
-        })
-    };
-    loop {
-        let names = interfaces_of(whitelist);
-        if running(&names) {
-            return Ok(rtlab_sys::clock::monotonic_ns() - start);
-        }
-        if rtlab_sys::clock::monotonic_ns() - start >= limit_ns {
-            let name = names.first().map(String::as_str).unwrap_or(interface);
-            return Err(bad(
-                "interface",
-                format!(
-                    "interface {name} is not running (no carrier: `ip link` shows NO-CARRIER or state DOWN) after {} s: Fast DDS 2.9 leaves out an interface that is not running when its participant starts, and that participant would reach no one; bring the link up first",
-                    limit_ns / 1_000_000_000
-                ),
-            ));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let holds = |n: &str| rtlab_sys::net::interface_ipv4(n).iter().any(|a| whitelist.contains(a));
+    crate::dds::wait_running(&holds, limit_ns).map_err(|name| {
+        let name = if name.is_empty() { interface.to_string() } else { name };
+        bad(
+            "interface",
+            format!(
+                "interface {name} is not running (no carrier: `ip link` shows NO-CARRIER or state DOWN) after {} s: Fast DDS 2.9 leaves out an interface that is not running when its participant starts, and that participant would reach no one; bring the link up first",
+                limit_ns / 1_000_000_000
+            ),
+        )
+    })
 }
 
 /// The UDP socket buffer to ask for: [`SOCKET_BUFFER`], or less when the system allows

@@ -179,44 +179,25 @@ fn set_network(net: &Ros2Network, abi: Abi) -> Result<(), TransportError> {
 pub const LINK_WAIT_NS: i64 = 10_000_000_000;
 
 /// Wait (at most `limit_ns`) until the interface `interface` names (a name, or one of its
-/// IPv4 addresses) is running (IFF_RUNNING: up with its carrier); how long it waited, or the
-/// one-line error. Why: Fast DDS leaves out the interfaces that are not running when a
-/// participant starts (Fast DDS 2.9, seen in the `fastdds` transport; Fast DDS 3.2 under
-/// rmw_fastrtps_cpp here the same: a ros2 pong started right after a veth pair was made never
-/// answered), and a veth pair's second end runs about a second after both are up. An
-/// interface not found here (`all`, a name of another namespace) is not waited for.
+/// IPv4 addresses) is running; how long it waited, or the one-line error. Fast DDS 3.2 under
+/// rmw_fastrtps_cpp leaves out an interface that is not running when its participant starts,
+/// as 2.9 does (seen here: a ros2 pong started right after a veth pair was made never
+/// answered). An interface not found here (`all`, a name of another namespace) is not waited
+/// for. The waiting itself: [`crate::dds::wait_running`].
 fn wait_running(interface: &str, limit_ns: i64) -> Result<i64, TransportError> {
-    let start = rtlab_sys::clock::monotonic_ns();
     let addr: Option<std::net::Ipv4Addr> = interface.parse().ok();
-    loop {
-        let names: Vec<String> = crate::dds::interface_names()
-            .into_iter()
-            .filter(|n| {
-                n == interface
-                    || addr.is_some_and(|a| rtlab_sys::net::interface_ipv4(n).contains(&a))
-            })
-            .collect();
-        if names.is_empty() {
-            return Ok(0);
-        }
-        let running = names.iter().any(|n| {
-            rtlab_sys::net::interface_flags(n).is_ok_and(|f| f & libc::IFF_RUNNING as u32 != 0)
-        });
-        if running {
-            return Ok(rtlab_sys::clock::monotonic_ns() - start);
-        }
-        if rtlab_sys::clock::monotonic_ns() - start >= limit_ns {
-            return Err(bad(
-                "interface",
-                format!(
-                    "interface {} is not running (no carrier: `ip link` shows NO-CARRIER or state DOWN) after {} s: the RMW's DDS leaves out an interface that is not running when its participant starts; bring the link up first",
-                    names[0],
-                    limit_ns / 1_000_000_000
-                ),
-            ));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let names = |n: &str| {
+        n == interface || addr.is_some_and(|a| rtlab_sys::net::interface_ipv4(n).contains(&a))
+    };
+    crate::dds::wait_running(&names, limit_ns).map_err(|name| {
+        bad(
+            "interface",
+            format!(
+                "interface {name} is not running (no carrier: `ip link` shows NO-CARRIER or state DOWN) after {} s: the RMW's DDS leaves out an interface that is not running when its participant starts; bring the link up first",
+                limit_ns / 1_000_000_000
+            ),
+        )
+    })
 }
 
 /// rcl's context and node, shared by the transport and its ports; finalized last.

@@ -12,86 +12,17 @@
 //! (scripts/setup.sh), its absence a failure. Each test has its own namespaces.
 
 mod common;
+#[path = "support/ros2_node.rs"]
+mod ros2_node;
 #[path = "support/sshd.rs"]
 mod sshd;
 
 use common::*;
+use ros2_node::{skip, Node};
 use serde_json::Value;
 use sshd::NetnsPair;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-const PYTHON: &str = "/opt/rtlab/ros2/bin/python";
-
-fn skip() -> bool {
-    if !is_root() {
-        eprintln!("skipped: network namespaces need root");
-        return true;
-    }
-    assert!(
-        Path::new(PYTHON).is_file(),
-        "{PYTHON} missing: scripts/setup.sh installs ROS 2 (rclpy) there"
-    );
-    false
-}
-
-/// A ROS 2 node in a namespace, its stdout read by a thread; killed on drop.
-struct Node {
-    child: Child,
-}
-
-impl Node {
-    /// Start `program args` in namespace `ns` and wait (30 s at most) for its `ready` line.
-    fn start(ns: &str, program: &Path, args: &[&str]) -> Node {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", ns])
-            .arg(program)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", program.display()));
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let node = Node { child };
-        let first = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
-        assert!(first.contains("\"ready\""), "{} {args:?} not ready: '{first}'", program.display());
-        node
-    }
-
-    /// An rclpy node (rclpy_peer.py) in `ns`.
-    fn rclpy(ns: &str, args: &[&str]) -> Node {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/rclpy_peer.py");
-        let mut a = vec![script.to_str().unwrap()];
-        a.extend_from_slice(args);
-        Node::start(ns, Path::new(PYTHON), &a)
-    }
-
-    /// The RustDDS ros2-client node (examples/ros2_peer.rs, built by `cargo test`) in `ns`.
-    fn rustdds(ns: &str, args: &[&str]) -> Node {
-        let rtlab = PathBuf::from(env!("CARGO_BIN_EXE_rtlab"));
-        let p = rtlab.parent().unwrap().join("examples").join("ros2_peer");
-        assert!(p.is_file(), "{} missing: `cargo test` builds the examples", p.display());
-        Node::start(ns, &p, args)
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// `rtlab observe` in namespace `ns` on the veth address `ip`, in `domain`.
 fn observe(ns: &str, ip: &str, domain: &str, wait: &str) -> Command {

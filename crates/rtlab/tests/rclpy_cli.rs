@@ -16,99 +16,18 @@
 //! (scripts/setup.sh), its absence a failure. Each test has its own namespaces.
 
 mod common;
+#[path = "support/ros2_node.rs"]
+mod ros2_node;
 #[path = "support/sshd.rs"]
 mod sshd;
 
 use common::*;
+use ros2_node::{skip, Node};
 use serde_json::Value;
 use sshd::NetnsPair;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-const PYTHON: &str = "/opt/rtlab/ros2/bin/python";
-
-fn skip() -> bool {
-    if !is_root() {
-        eprintln!("skipped: network namespaces need root");
-        return true;
-    }
-    assert!(
-        Path::new(PYTHON).is_file(),
-        "{PYTHON} missing: scripts/setup.sh installs ROS 2 (rclpy) there"
-    );
-    false
-}
-
-/// A python process (an rclpy node) in a namespace, its stdout lines read by a thread;
-/// killed on drop.
-struct Node {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Node {
-    /// `python args` in namespace `ns` (ROS_DOMAIN_ID unset: the node's own default, 0).
-    fn spawn(ns: &str, args: &[&str]) -> Node {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", ns, PYTHON])
-            .args(args)
-            .env_remove("ROS_DOMAIN_ID")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {PYTHON} {args:?}: {e}"));
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Node { child, lines }
-    }
-
-    /// rclpy_peer.py in `ns`, once it said `ready` (30 s at most).
-    fn peer(ns: &str, args: &[&str]) -> Node {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/rclpy_peer.py");
-        let mut a = vec![script.to_str().unwrap()];
-        a.extend_from_slice(args);
-        let node = Node::spawn(ns, &a);
-        let first = node.lines.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
-        assert!(first.contains("\"ready\""), "rclpy_peer.py {args:?} not ready: '{first}'");
-        node
-    }
-
-    /// Its summary line, then its exit: once it ends by itself (within `limit`), else after
-    /// a SIGINT (it prints what it has).
-    fn summary(mut self, limit: Duration) -> Value {
-        let line = match self.lines.recv_timeout(limit) {
-            Ok(l) => l,
-            Err(_) => {
-                let pid = self.child.id().to_string();
-                let _ = Command::new("kill").args(["-INT", &pid]).status();
-                self.lines.recv_timeout(Duration::from_secs(10)).unwrap_or_default()
-            }
-        };
-        let end = Instant::now() + Duration::from_secs(10);
-        while self.child.try_wait().unwrap().is_none() && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("rclpy_peer.py summary: {e}: '{line}'"))
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// rtlab in namespace `ns`, with its own machine lock.
 fn rtlab_in(ns: &str) -> Command {
@@ -188,7 +107,7 @@ fn rtlab_ping_rclpy_pong(transport: &str) {
     }
     let pair = NetnsPair::up("rpping").unwrap();
     let topic = "rclpy_rt";
-    let _pong = Node::peer(
+    let _pong = Node::rclpy(
         &pair.ns_a,
         &["pong", "--domain", "0", "--topic", topic, "--depth", "100", "--seconds", "120"],
     );
@@ -221,7 +140,7 @@ fn rtlab_sub_rclpy_pub(transport: &str) {
         .spawn()
         .unwrap();
     let count = 300u64;
-    let publisher = Node::peer(
+    let publisher = Node::rclpy(
         &pair.ns_a,
         &["pub", "--domain", "0", "--topic", topic, "--rate", "50", "--count", &count.to_string()],
     );
@@ -260,7 +179,7 @@ fn rtlab_pub_rclpy_sub(transport: &str) {
     let pair = NetnsPair::up("rppub").unwrap();
     let topic = "cmd_vel_rt";
     let count = 300u64;
-    let subscriber = Node::peer(
+    let subscriber = Node::rclpy(
         &pair.ns_a,
         &["sub", "--domain", "0", "--topic", topic, "--count", &count.to_string()]
             .into_iter()
@@ -308,7 +227,7 @@ fn rtlab_pong_rclpy_ping(transport: &str) {
         .spawn()
         .unwrap();
     let count = 200u64;
-    let ping = Node::peer(
+    let ping = Node::rclpy(
         &pair.ns_a,
         &["ping", "--domain", "0", "--topic", topic, "--rate", "50", "--count", &count.to_string()]
             .into_iter()
@@ -381,7 +300,7 @@ fn the_rclpy_relay_of_the_docs_echoes_rtlab_ping() {
     let file = dir.path().join("relay.py");
     std::fs::write(&file, &relay).unwrap();
     // as the doc says: `python3 relay.py` (here the venv's python), domain 0
-    let _relay = Node::spawn(&pair.ns_a, &[file.to_str().unwrap()]);
+    let _relay = Node::python(&pair.ns_a, &[file.to_str().unwrap()]);
     let json = dir.path().join("ping.json");
     for transport in ["cyclonedds", "fastdds", "rustdds", "ros2"] {
         // rtlab's ping waits (30 s at most) for the relay's first echo: python starts slowly
@@ -458,7 +377,7 @@ fn a_fastdds_ping_started_before_its_link_runs_waits_for_it() {
     ip(&["-n", &pair.ns_a, "link", "set", &veth_a, "up"]);
     // the node starts on a running link: only rtlab's participant met a link not running yet
     wait_operstate(&pair.ns_a, true);
-    let _pong = Node::peer(
+    let _pong = Node::rclpy(
         &pair.ns_a,
         &["pong", "--domain", "0", "--topic", topic, "--depth", "100", "--seconds", "120"],
     );

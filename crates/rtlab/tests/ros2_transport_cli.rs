@@ -46,7 +46,7 @@ fn bad_ros2_flags_are_one_line_and_exit_2() {
     );
     assert_error(
         &["pubsub", "--transport", "cyclonedds", "--ros2-prefix", "/opt/ros/jazzy"],
-        &["--ros2-prefix", "ros2 transport only"],
+        &["--ros2-prefix", "for the ros2 transport"],
     );
     assert_error(&["pubsub", "--transport", "ros2", "--domain", "233", "--count", "10"], &["233"]);
     // found here: Fast DDS 3 under the RMW announces the host's address, the loopback-only
@@ -79,6 +79,8 @@ fn oneway_through_ros2_prints_its_table_and_records_the_ros2_it_ran_on() {
         "ros2",
         "--subscribers",
         "2",
+        "--payload",
+        "64,4kib",
         "--rate",
         "200hz",
         "--count",
@@ -93,10 +95,13 @@ fn oneway_through_ros2_prints_its_table_and_records_the_ros2_it_ran_on() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
-    // the headline, both subscribers' rows, the QoS in RMW words, the installation named
+    // the headline, a row per size and subscriber (the sweep), the QoS in RMW words, the
+    // installation named
     assert!(out.contains("rtlab pubsub: ros2 oneway"), "{out}");
-    for sub in ["n2 sub0", "n2 sub1"] {
-        assert!(out.contains(sub), "{sub}: {out}");
+    for row in
+        ["64B 200hz n2 sub0", "64B 200hz n2 sub1", "4096B 200hz n2 sub0", "4096B 200hz n2 sub1"]
+    {
+        assert!(out.contains(row), "{row}: {out}");
     }
     assert!(out.contains("RMW_QOS_POLICY_RELIABILITY_RELIABLE"), "{out}");
     assert!(out.contains("note: ros2: ROS 2 "), "{out}");
@@ -107,7 +112,14 @@ fn oneway_through_ros2_prints_its_table_and_records_the_ros2_it_ran_on() {
     let rmw = r["rmw"].as_str().unwrap();
     assert!(rmw.starts_with("rmw_"), "{r}");
     assert_eq!(r["discovery"]["range"], "LOCALHOST", "{r}");
-    for s in doc["streams"].as_array().unwrap().iter().filter(|s| s["metric"] != "send_lateness") {
+    let streams: Vec<&Value> = doc["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["metric"] != "send_lateness")
+        .collect();
+    assert_eq!(streams.len(), 4, "2 sizes x 2 subscribers");
+    for s in streams {
         assert_eq!(s["labels"]["transport"], "ros2");
         assert_eq!(s["labels"]["rmw"], rmw);
         assert_eq!(s["labels"]["ros_distro"], r["distro"]);
@@ -256,7 +268,8 @@ history = "keep-last:100"
     )
     .unwrap();
     let db = dir.path().join("r.db");
-    let o = run(&["run", scenario.to_str().unwrap(), "--db", db.to_str().unwrap(), "-q"]);
+    // --wait: the other tests of this binary measure beside (one measurement per machine)
+    let o = run(&["run", scenario.to_str().unwrap(), "--db", db.to_str().unwrap(), "--wait", "-q"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = run(&["export", "1", "--db", db.to_str().unwrap(), "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

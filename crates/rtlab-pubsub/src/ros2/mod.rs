@@ -593,6 +593,25 @@ impl Publisher for Ros2Publisher {
         };
         (rc == RET_OK).then_some(n)
     }
+    fn wait_acknowledged(&self, timeout_ns: i64) -> Option<bool> {
+        let api = self.node.api;
+        // SAFETY: a live publisher; rcl_publisher_wait_for_all_acked blocks at most the time.
+        let rc = unsafe {
+            (api.publisher_wait_for_all_acked)(
+                &*self.handle as *const ffi::Port as *const c_void,
+                timeout_ns.max(0),
+            )
+        };
+        match rc {
+            RET_OK => Some(true),
+            RET_TIMEOUT => Some(false),
+            // an RMW without acknowledgements (RCL_RET_UNSUPPORTED) or an error: cannot tell
+            _ => {
+                api.last_error();
+                None
+            }
+        }
+    }
 }
 
 impl Drop for Ros2Publisher {

@@ -2,7 +2,7 @@
 //! Fast DDS 3.2 from the venv scripts/setup.sh installs in /opt/rtlab/ros2; usually
 //! tests/support/rclpy_peer.py) or the RustDDS `ros2-client` node (examples/ros2_peer.rs).
 //! Its stdout lines are read by a thread (a node that prints nothing never blocks a test);
-//! it is killed on drop. Used by rclpy_cli.rs and observe_ros2_cli.rs.
+//! it is stopped on drop (SIGINT, then SIGKILL). Used by rclpy_cli.rs and observe_ros2_cli.rs.
 #![allow(dead_code)]
 
 use serde_json::Value;
@@ -108,7 +108,18 @@ impl Node {
 }
 
 impl Drop for Node {
+    /// SIGINT first, so that the node shuts down and its Fast DDS removes its shared-memory
+    /// files (a node killed outright leaves its /dev/shm/fastdds_* segments behind: seen here,
+    /// hundreds after repeated runs); SIGKILL if it is still there after 5 s.
     fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let pid = self.child.id().to_string();
+            let _ = Command::new("kill").args(["-INT", &pid]).status();
+            let end = Instant::now() + Duration::from_secs(5);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -32,15 +32,17 @@
 #
 # The timer's anchor (cyclictest) is scripts/bench-timer.sh.
 # Usage: bash scripts/bench-anchors.sh [ROUNDS=3]   (ONLY=shm,zenoh,dds: the tables to run)
-# IOX2_BENCH_MAIN: the benchmark's main.rs (default: from the iceoryx2 repository snapshot
-# at $IOX2_REPO, e.g. one from the tool library's fetch); it is built under $ANCHOR_DIR
-# (default /var/tmp/rtlab-anchors), never inside this repository.
+# The iceoryx2 benchmarks' source comes from the user: IOX2_REPO, a clone of iceoryx2
+#   (git clone https://github.com/eclipse-iceoryx/iceoryx2 /path/to/iceoryx2; its HEAD's
+#   benchmarks/ are read), or IOX2_BENCH_DIR, a benchmarks/ directory; without either, one
+#   line and exit 2. It is built under $ANCHOR_DIR (default /var/tmp/rtlab-anchors), never
+#   inside this repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 rtlab=${RTLAB:-./target/release/rtlab}
 anchors=${ANCHOR_DIR:-/var/tmp/rtlab-anchors}
-repo=${IOX2_REPO:-/work/.mirror/eclipse-iceoryx+iceoryx2/repo}
+repo=${IOX2_REPO:-}
 only=",${ONLY:-shm,zenoh,dds},"
 want() { [[ "$only" == *",$1,"* ]]; }
 out=$(mktemp -d)
@@ -54,11 +56,11 @@ rm -f "$iox/src/main.rs"
 if [ -n "${IOX2_BENCH_DIR:-}" ]; then
   cp "$IOX2_BENCH_DIR/publish-subscribe/src/main.rs" "$iox/src/bin/iox2-pubsub.rs"
   cp "$IOX2_BENCH_DIR/event/src/main.rs" "$iox/src/bin/iox2-event.rs"
-elif [ -d "$repo" ]; then
+elif [ -n "$repo" ] && [ -d "$repo" ]; then
   git -C "$repo" show HEAD:benchmarks/publish-subscribe/src/main.rs > "$iox/src/bin/iox2-pubsub.rs"
   git -C "$repo" show HEAD:benchmarks/event/src/main.rs > "$iox/src/bin/iox2-event.rs"
 else
-  echo "bench-anchors: error: no iceoryx2 benchmark source: set IOX2_BENCH_DIR (its benchmarks/) or IOX2_REPO" >&2
+  echo "bench-anchors: error: no iceoryx2 benchmark source: set IOX2_REPO to a clone of https://github.com/eclipse-iceoryx/iceoryx2 (or IOX2_BENCH_DIR to its benchmarks/)" >&2
   exit 2
 fi
 cat > "$iox/Cargo.toml" <<'EOF'

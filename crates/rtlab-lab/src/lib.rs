@@ -7,6 +7,8 @@
 //! Contract: nothing here prints; the binary (`rtlab`) parses flags, renders and exits.
 //! Dependencies point one way: rtlab -> rtlab-lab -> probes, pubsub, tune, store, report.
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 pub mod document;
 pub mod evidence;

@@ -1,6 +1,8 @@
 //! rtlab-probes: the measurement engines. Engines never print; they push samples into
 //! sinks (rtlab-core) and return outcomes that the CLI renders and stores.
 
+#![forbid(unsafe_code)]
+
 pub mod clock;
 pub mod cyclic;
 pub mod hold;

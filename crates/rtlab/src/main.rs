@@ -5,6 +5,8 @@
 //! set was exceeded, 2 an error (bad input, missing tool, no privilege), with one line on
 //! stderr naming what and where. (Model: ripgrep's `crates/core/main.rs`.)
 
+#![forbid(unsafe_code)]
+
 // Every print of the binary goes through `out`: a closed stdout never panics (these shadow
 // std's macros in every module below).
 macro_rules! println {

@@ -51,7 +51,7 @@ use rtlab_sys::SysError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 /// Metric of the headline stream.
@@ -252,114 +252,111 @@ pub fn run_with_spike(
     let (memory_lock_guard, memory_lock) = crate::hold::lock_memory(cfg.rt.mlockall);
     let (dma_guard, cpu_dma_latency) = crate::hold::cpu_dma_latency(cfg.cpu_dma_latency_us);
 
-    let progress: Vec<Arc<AtomicU64>> =
-        (0..cfg.threads).map(|_| Arc::new(AtomicU64::new(0))).collect();
     let per_thread = cfg.planned_cycles();
     let planned = per_thread * cfg.threads as u64;
-    let window_capacity = {
-        let longest = per_thread as i64 * cfg.interval_ns;
-        ((longest / cfg.window_ns) as usize + 2).clamp(16, 1 << 16)
-    };
+    let window_capacity =
+        crate::hold::window_capacity(per_thread as i64 * cfg.interval_ns, cfg.window_ns);
     let sched = CyclicSchedule {
         interval_ns: cfg.interval_ns,
         duration_ns: cfg.duration_ns,
         slots: cfg.count,
     };
-
-    let t0 = rtlab_sys::clock::monotonic_ns();
-    let mut handles = Vec::new();
-    let mut spawn_error = None;
-    for (i, prog) in progress.iter().enumerate() {
-        let rc = RecorderConfig {
-            deadline_ns: cfg.deadline(),
-            window_ns: cfg.window_ns,
-            window_capacity,
-            max_samples: None,
-            us_histogram_buckets: None,
-            spike_threshold_ns: None,
-        };
-        let mut sinks = CycleSinks {
-            wakeup: Recorder::new(&rc, None),
-            job: Recorder::new(&rc, None),
-            response: Recorder::new(&rc, None)
-                .with_hook(spike.as_ref().map(|h| h.for_source(i as u32)).as_ref()),
-        };
-        let mut job = Job::new(&cfg.work);
-        let work = cfg.work;
-        let cpu = cfg.rt.cpu_of(i);
-        let spec = ThreadSpec {
-            name: format!("rtlab-cyclic{i}"),
-            policy: cfg.rt.policy,
-            priority: cfg.rt.priority,
-            cpus: cpu.map(|c| vec![c]),
-            stack_bytes: STACK_BYTES,
-        };
-        let stop = stop.clone();
-        let prog = prog.clone();
-        let prefault = cfg.stack_prefault_bytes.min(STACK_BYTES / 2);
-        let h = spawn_rt(&spec, move || {
-            prefault_stack(prefault);
-            job.prefault();
-            let policy_seen = current_policy();
-            let cpus_seen = current_affinity();
-            let calibration = match (work, &mut job) {
-                (Work::Compute { ns }, Job::Compute { iterations }) => {
-                    let c = work::calibrate(ns, current_cpu(), rtlab_sys::clock::monotonic_ns);
-                    *iterations = c.iterations;
-                    Some(c)
-                }
-                _ => None,
-            };
-            let mut clock = MonotonicClock;
-            let start = rtlab_sys::clock::monotonic_ns();
-            sinks.wakeup.origin_monotonic_ns = Some(start);
-            sinks.job.origin_monotonic_ns = Some(start);
-            sinks.response.origin_monotonic_ns = Some(start);
-            let end = run_cycles(
-                &mut clock,
-                sched,
-                start,
-                |_: &mut MonotonicClock| job.run(),
-                &mut sinks,
-                &stop,
-                &prog,
-            );
-            CyclicThreadResult {
-                cpu,
-                wakeup: sinks.wakeup,
-                job: sinks.job,
-                response: sinks.response,
-                end,
-                calibration,
-                policy_seen,
-                cpus_seen,
-            }
-        });
-        match h {
-            Ok(h) => handles.push(h),
-            Err(e) => {
-                spawn_error = Some(e);
-                break;
-            }
+    let (threads, duration_ns) = crate::hold::run_threads(
+        cfg.threads,
+        &stop,
+        planned,
+        &mut on_progress,
+        |i, prog| spawn_cyclic(cfg, i, sched, window_capacity, spike.as_ref(), &stop, prog),
+        || {},
+    )
+    .map_err(|e| match e {
+        crate::hold::RunError::Spawn(e) => CyclicError::from(e),
+        crate::hold::RunError::Panicked(_) => {
+            CyclicError::Invalid("a cyclic thread panicked".into())
         }
-    }
-    if let Some(e) = spawn_error {
-        stop.store(true, Ordering::Relaxed);
-        for h in handles {
-            let _ = h.join();
-        }
-        return Err(e.into());
-    }
-
-    // watch from the calling thread until every measuring thread is done
-    let threads = crate::hold::join_watching(handles, &progress, planned, &mut on_progress)
-        .map_err(|_| CyclicError::Invalid("a cyclic thread panicked".into()))?;
-    let duration_ns = rtlab_sys::clock::monotonic_ns() - t0;
+    })?;
     on_progress(threads.iter().map(|t| t.cycles()).sum(), planned);
     drop(dma_guard);
     drop(memory_lock_guard);
     let interrupted = threads.iter().any(|t| t.end == LoopEnd::Interrupted);
     Ok(CyclicOutcome { threads, interrupted, duration_ns, memory_lock, cpu_dma_latency })
+}
+
+/// Start measuring thread `i`: its recorders (the response time raises `spike`'s flag for
+/// source i), its job (prefaulted, calibrated on its own CPU), then the cycles.
+fn spawn_cyclic(
+    cfg: &CyclicConfig,
+    i: usize,
+    sched: CyclicSchedule,
+    window_capacity: usize,
+    spike: Option<&SpikeHook>,
+    stop: &Arc<AtomicBool>,
+    prog: Arc<AtomicU64>,
+) -> Result<rtlab_sys::sched::RtThread<CyclicThreadResult>, rtlab_sys::SysError> {
+    let rc = RecorderConfig {
+        deadline_ns: cfg.deadline(),
+        window_ns: cfg.window_ns,
+        window_capacity,
+        max_samples: None,
+        us_histogram_buckets: None,
+        spike_threshold_ns: None,
+    };
+    let mut sinks = CycleSinks {
+        wakeup: Recorder::new(&rc, None),
+        job: Recorder::new(&rc, None),
+        response: Recorder::new(&rc, None)
+            .with_hook(spike.map(|h| h.for_source(i as u32)).as_ref()),
+    };
+    let mut job = Job::new(&cfg.work);
+    let work = cfg.work;
+    let cpu = cfg.rt.cpu_of(i);
+    let spec = ThreadSpec {
+        name: format!("rtlab-cyclic{i}"),
+        policy: cfg.rt.policy,
+        priority: cfg.rt.priority,
+        cpus: cpu.map(|c| vec![c]),
+        stack_bytes: STACK_BYTES,
+    };
+    let stop = stop.clone();
+    let prefault = cfg.stack_prefault_bytes.min(STACK_BYTES / 2);
+    spawn_rt(&spec, move || {
+        prefault_stack(prefault);
+        job.prefault();
+        let policy_seen = current_policy();
+        let cpus_seen = current_affinity();
+        let calibration = match (work, &mut job) {
+            (Work::Compute { ns }, Job::Compute { iterations }) => {
+                let c = work::calibrate(ns, current_cpu(), rtlab_sys::clock::monotonic_ns);
+                *iterations = c.iterations;
+                Some(c)
+            }
+            _ => None,
+        };
+        let mut clock = MonotonicClock;
+        let start = rtlab_sys::clock::monotonic_ns();
+        sinks.wakeup.origin_monotonic_ns = Some(start);
+        sinks.job.origin_monotonic_ns = Some(start);
+        sinks.response.origin_monotonic_ns = Some(start);
+        let end = run_cycles(
+            &mut clock,
+            sched,
+            start,
+            |_: &mut MonotonicClock| job.run(),
+            &mut sinks,
+            &stop,
+            &prog,
+        );
+        CyclicThreadResult {
+            cpu,
+            wakeup: sinks.wakeup,
+            job: sinks.job,
+            response: sinks.response,
+            end,
+            calibration,
+            policy_seen,
+            cpus_seen,
+        }
+    })
 }
 
 impl CyclicOutcome {

@@ -1,6 +1,8 @@
 //! What every probe holds for the length of its run: the memory lock and, when asked, a
 //! /dev/cpu_dma_latency request. Each comes as a guard (dropped: undone) and what became of
-//! it, as the result documents record it. And how a probe waits for its measuring threads.
+//! it, as the result documents record it. And the skeleton the multi-threaded engines (timer,
+//! cyclic) share: start one measuring thread each, stop every one already started when one
+//! cannot start, watch their progress from the calling thread, join them ([`run_threads`]).
 
 use rtlab_sys::memory::MemoryLock;
 use rtlab_sys::pmqos::CpuDmaLatency;
@@ -49,4 +51,56 @@ pub fn join_watching<T>(
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     handles.into_iter().map(|h| h.join().map_err(|()| ThreadPanicked)).collect()
+}
+
+/// How many per-window maxima a stream of `longest_ns` keeps at `window_ns` each (a margin of
+/// two, at least 16, at most 65,536).
+pub fn window_capacity(longest_ns: i64, window_ns: i64) -> usize {
+    ((longest_ns / window_ns.max(1)) as usize + 2).clamp(16, 1 << 16)
+}
+
+/// Why the measuring threads did not all run to their end.
+#[derive(Debug)]
+pub enum RunError<E> {
+    /// Starting thread `i` failed (its error); every thread started before it was stopped.
+    Spawn(E),
+    Panicked(ThreadPanicked),
+}
+
+/// The engines' common run: `spawn(i, progress_i)` starts measuring thread i (`n` of them);
+/// when one cannot start, `stop` is raised, every thread already started is joined and
+/// `on_spawn_error` undoes what the engine started beside them. Then progress is reported
+/// from the calling thread ([`join_watching`]) until all are done. Returns their results in
+/// order and the time from the first spawn to the last join.
+pub fn run_threads<T, E>(
+    n: usize,
+    stop: &std::sync::atomic::AtomicBool,
+    planned: u64,
+    on_progress: &mut impl FnMut(u64, u64),
+    mut spawn: impl FnMut(
+        usize,
+        std::sync::Arc<std::sync::atomic::AtomicU64>,
+    ) -> Result<rtlab_sys::sched::RtThread<T>, E>,
+    on_spawn_error: impl FnOnce(),
+) -> Result<(Vec<T>, i64), RunError<E>> {
+    let progress: Vec<std::sync::Arc<std::sync::atomic::AtomicU64>> =
+        (0..n).map(|_| std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0))).collect();
+    let t0 = rtlab_sys::clock::monotonic_ns();
+    let mut handles = Vec::with_capacity(n);
+    for (i, p) in progress.iter().enumerate() {
+        match spawn(i, p.clone()) {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                for h in handles {
+                    let _ = h.join();
+                }
+                on_spawn_error();
+                return Err(RunError::Spawn(e));
+            }
+        }
+    }
+    let results =
+        join_watching(handles, &progress, planned, on_progress).map_err(RunError::Panicked)?;
+    Ok((results, rtlab_sys::clock::monotonic_ns() - t0))
 }

@@ -11,7 +11,7 @@ use crate::ros_timer::{
     oneshot_test_thread, rclcpp_loop, roscpp_spin_thread, roscpp_timer_thread, RosTimerShared,
 };
 use crate::timer::{run_loop, LoopEnd, Schedule, TimerMode};
-use rtlab_core::raw::{raw_ring, RawConsumer};
+use rtlab_core::raw::{raw_ring, RawConsumer, RawProducer};
 use rtlab_core::schema::Stream;
 use rtlab_core::sink::{Recorder, RecorderConfig};
 use rtlab_core::{Histogram, Running};
@@ -170,210 +170,53 @@ pub fn run_with_spike(
     let (memory_lock_guard, memory_lock) = crate::hold::lock_memory(cfg.mlockall);
     let (dma_guard, cpu_dma_latency) = crate::hold::cpu_dma_latency(cfg.cpu_dma_latency_us);
 
-    // the raw writer: one CSV, drained off the hot path
-    let mut consumers: Vec<(String, RawConsumer)> = Vec::new();
-    let mut producers = Vec::new();
-    for i in 0..cfg.threads.len() {
-        if cfg.raw_file.is_some() {
-            let (p, c) = raw_ring(RAW_RING);
-            producers.push(Some(p));
-            consumers.push((format!("thread{i}"), c));
-        } else {
-            producers.push(None);
-        }
-    }
-    let writer_stop = Arc::new(AtomicBool::new(false));
-    let writer = match &cfg.raw_file {
-        Some(path) => {
-            let file = std::fs::File::create(path)
-                .map_err(|e| TimerError::RawFile { path: path.clone(), source: e })?;
-            let ws = writer_stop.clone();
-            Some(std::thread::spawn(move || raw_writer(file, consumers, ws)))
-        }
-        None => None,
-    };
-
-    let progress: Vec<Arc<AtomicU64>> =
-        cfg.threads.iter().map(|_| Arc::new(AtomicU64::new(0))).collect();
+    let (producers, writer) = RawOutput::start(cfg)?;
     let planned: u64 = cfg.threads.iter().map(|t| cfg.planned_samples(t)).sum();
-    let window_capacity = {
-        let longest = cfg
-            .threads
-            .iter()
-            .map(|t| cfg.planned_samples(t) as i64 * t.interval_ns)
-            .max()
-            .unwrap_or(0);
-        ((longest / cfg.window_ns) as usize + 2).clamp(16, 1 << 16)
-    };
-
-    let t0 = rtlab_sys::clock::monotonic_ns();
-    let mut handles = Vec::new();
+    let longest = cfg
+        .threads
+        .iter()
+        .map(|t| cfg.planned_samples(t) as i64 * t.interval_ns)
+        .max()
+        .unwrap_or(0);
+    let window_capacity = crate::hold::window_capacity(longest, cfg.window_ns);
     // roscpp's timer threads (oneshot, roscpp), each with the state it shares
-    let mut helpers: Vec<(Arc<RosTimerShared>, rtlab_sys::sched::RtThread<()>)> = Vec::new();
-    let mut spawn_error = None;
-    for (i, (t, raw)) in cfg.threads.iter().zip(producers).enumerate() {
-        let policy = t.policy;
-        let rc = RecorderConfig {
-            deadline_ns: t.deadline_ns,
-            window_ns: cfg.window_ns,
-            window_capacity,
-            max_samples: None,
-            us_histogram_buckets: cfg.histogram_us_buckets,
-            spike_threshold_ns: None,
-        };
-        let mut latency = Recorder::new(&rc, raw)
-            .with_hook(spike.as_ref().map(|h| h.for_source(i as u32)).as_ref());
-        let jrc = RecorderConfig {
-            max_samples: None,
-            us_histogram_buckets: None,
-            spike_threshold_ns: None,
-            ..rc.clone()
-        };
-        let mut jitter = Recorder::new(&jrc, None);
-        let anchor_recorder = Recorder::new(&jrc, None);
-        let spec = ThreadSpec {
-            name: format!("rtlab-timer{i}"),
-            policy,
-            priority: t.priority,
-            cpus: t.cpu.map(|c| vec![c]),
-            stack_bytes: STACK_BYTES,
-        };
-        let sched = Schedule {
-            mode: cfg.mode,
-            interval_ns: t.interval_ns,
-            duration_ns: cfg.duration_ns,
-            slots: cfg.loops,
-        };
-        let stop = stop.clone();
-        let prog = progress[i].clone();
-        let prefault = cfg.stack_prefault_bytes.min(STACK_BYTES / 2);
-        let thread_cfg = t.clone();
-        let mode = cfg.mode;
-        // oneshot and roscpp: roscpp's timer thread first, with the same policy, priority
-        // and CPU (S4 set them before ros::init: every roscpp thread inherited them)
-        let shared = match mode {
-            TimerMode::Oneshot | TimerMode::Roscpp => {
-                let shared = Arc::new(RosTimerShared::new(0, None));
-                let spec = ThreadSpec { name: format!("rtlab-rostimer{i}"), ..spec.clone() };
-                let s = shared.clone();
-                match spawn_rt(&spec, move || {
-                    prefault_stack(prefault);
-                    roscpp_timer_thread(&mut RosWallClock, &s)
-                }) {
-                    Ok(h) => helpers.push((shared.clone(), h)),
-                    Err(e) => {
-                        spawn_error = Some(e);
-                        break;
-                    }
-                }
-                Some(shared)
+    let helpers: RosHelpers = std::cell::RefCell::new(Vec::new());
+    let mut producers = producers.into_iter();
+    let run = crate::hold::run_threads(
+        cfg.threads.len(),
+        &stop,
+        planned,
+        &mut on_progress,
+        |i, prog| {
+            let raw = producers.next().flatten();
+            spawn_timer(cfg, i, raw, window_capacity, spike.as_ref(), &stop, prog, &helpers)
+        },
+        || {
+            for (s, h) in helpers.borrow_mut().drain(..) {
+                s.quit();
+                let _ = h.join();
             }
-            _ => None,
-        };
-        let h = spawn_rt(&spec, move || {
-            prefault_stack(prefault);
-            let policy_seen = current_policy();
-            let cpus_seen = current_affinity();
-            let mut anchor = None;
-            let end = match (mode, shared) {
-                (TimerMode::Oneshot | TimerMode::Roscpp, Some(s)) => {
-                    while !s.timer_thread_ready() && !stop.load(Ordering::Relaxed) {
-                        std::thread::yield_now();
-                    }
-                    s.register_callback_thread();
-                    let start = rtlab_sys::clock::monotonic_ns();
-                    latency.origin_monotonic_ns = Some(start);
-                    jitter.origin_monotonic_ns = Some(start);
-                    let (mut ros, mut test) = (RosWallClock, MonotonicClock);
-                    if mode == TimerMode::Oneshot {
-                        let mut own = anchor_recorder;
-                        own.origin_monotonic_ns = Some(start);
-                        let end = oneshot_test_thread(
-                            &mut ros,
-                            &mut test,
-                            &s,
-                            sched,
-                            start,
-                            &mut latency,
-                            &mut own,
-                            &stop,
-                            &prog,
-                        );
-                        anchor = Some(own);
-                        end
-                    } else {
-                        roscpp_spin_thread(
-                            &mut ros,
-                            &mut test,
-                            &s,
-                            sched,
-                            start,
-                            &mut latency,
-                            &mut jitter,
-                            &stop,
-                            &prog,
-                        )
-                    }
+        },
+    );
+    let (threads, duration_ns) = match run {
+        Ok(r) => r,
+        Err(e) => {
+            writer.finish();
+            return Err(match e {
+                crate::hold::RunError::Spawn(e) => e.into(),
+                crate::hold::RunError::Panicked(_) => {
+                    TimerError::Invalid("a timer thread panicked".into())
                 }
-                _ => {
-                    let mut clock = MonotonicClock;
-                    let start = rtlab_sys::clock::monotonic_ns();
-                    latency.origin_monotonic_ns = Some(start);
-                    jitter.origin_monotonic_ns = Some(start);
-                    let (l, j) = (&mut latency, &mut jitter);
-                    if mode == TimerMode::Rclcpp {
-                        rclcpp_loop(&mut clock, sched, start, l, j, &stop, &prog)
-                    } else {
-                        run_loop(&mut clock, sched, start, l, j, &stop, &prog)
-                    }
-                }
-            };
-            TimerThreadResult {
-                config: thread_cfg,
-                latency,
-                jitter,
-                anchor,
-                end,
-                policy_seen,
-                cpus_seen,
-            }
-        });
-        match h {
-            Ok(h) => handles.push(h),
-            Err(e) => {
-                spawn_error = Some(e);
-                break;
-            }
+            });
         }
-    }
-    if let Some(e) = spawn_error {
-        stop.store(true, Ordering::Relaxed);
-        for h in handles {
-            let _ = h.join();
-        }
-        for (s, h) in helpers {
-            s.quit();
-            let _ = h.join();
-        }
-        writer_stop.store(true, Ordering::Relaxed);
-        if let Some(w) = writer {
-            let _ = w.join();
-        }
-        return Err(e.into());
-    }
-
-    // watch from the calling thread until every measuring thread is done
-    let threads = crate::hold::join_watching(handles, &progress, planned, &mut on_progress)
-        .map_err(|_| TimerError::Invalid("a timer thread panicked".into()))?;
+    };
     // every measuring thread has ended its model's timer thread; join them
-    for (s, h) in helpers {
+    for (s, h) in helpers.into_inner() {
         s.quit();
         h.join().map_err(|_| TimerError::Invalid("a roscpp timer thread panicked".into()))?;
     }
-    let duration_ns = rtlab_sys::clock::monotonic_ns() - t0;
     on_progress(threads.iter().map(|t| t.latency.count()).sum(), planned);
-    writer_stop.store(true, Ordering::Relaxed);
-    let raw_dropped = writer.map(|w| w.join().unwrap_or(0)).unwrap_or(0);
+    let raw_dropped = writer.finish();
     drop(dma_guard);
     drop(memory_lock_guard);
     let interrupted = threads.iter().any(|t| t.end == LoopEnd::Interrupted);
@@ -385,6 +228,186 @@ pub fn run_with_spike(
         cpu_dma_latency,
         raw_dropped,
     })
+}
+
+/// roscpp's timer threads started beside the measuring ones (oneshot, roscpp models).
+type RosHelpers = std::cell::RefCell<Vec<(Arc<RosTimerShared>, rtlab_sys::sched::RtThread<()>)>>;
+
+/// The raw samples' CSV (`--histogram-file`'s raw sibling): a ring per thread, drained to one
+/// file by a writer thread off the hot path.
+struct RawOutput {
+    stop: Arc<AtomicBool>,
+    writer: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl RawOutput {
+    /// The rings' producers (one per thread, None without a raw file) and the writer.
+    fn start(cfg: &TimerConfig) -> Result<(Vec<Option<RawProducer>>, RawOutput), TimerError> {
+        let mut consumers: Vec<(String, RawConsumer)> = Vec::new();
+        let mut producers = Vec::new();
+        for i in 0..cfg.threads.len() {
+            if cfg.raw_file.is_some() {
+                let (p, c) = raw_ring(RAW_RING);
+                producers.push(Some(p));
+                consumers.push((format!("thread{i}"), c));
+            } else {
+                producers.push(None);
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = match &cfg.raw_file {
+            Some(path) => {
+                let file = std::fs::File::create(path)
+                    .map_err(|e| TimerError::RawFile { path: path.clone(), source: e })?;
+                let ws = stop.clone();
+                Some(std::thread::spawn(move || raw_writer(file, consumers, ws)))
+            }
+            None => None,
+        };
+        Ok((producers, RawOutput { stop, writer }))
+    }
+
+    /// Stop the writer once it drained the rings; the samples it dropped.
+    fn finish(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.writer.map(|w| w.join().unwrap_or(0)).unwrap_or(0)
+    }
+}
+
+/// Start measuring thread `i` (and, in the oneshot and roscpp models, roscpp's timer thread
+/// first, with the same policy, priority and CPU: S4 set them before ros::init, and every
+/// roscpp thread inherited them).
+#[allow(clippy::too_many_arguments)]
+fn spawn_timer(
+    cfg: &TimerConfig,
+    i: usize,
+    raw: Option<RawProducer>,
+    window_capacity: usize,
+    spike: Option<&rtlab_core::sink::SpikeHook>,
+    stop: &Arc<AtomicBool>,
+    prog: Arc<AtomicU64>,
+    helpers: &RosHelpers,
+) -> Result<rtlab_sys::sched::RtThread<TimerThreadResult>, SysError> {
+    let t = &cfg.threads[i];
+    let rc = RecorderConfig {
+        deadline_ns: t.deadline_ns,
+        window_ns: cfg.window_ns,
+        window_capacity,
+        max_samples: None,
+        us_histogram_buckets: cfg.histogram_us_buckets,
+        spike_threshold_ns: None,
+    };
+    let latency = Recorder::new(&rc, raw).with_hook(spike.map(|h| h.for_source(i as u32)).as_ref());
+    let jrc = RecorderConfig {
+        max_samples: None,
+        us_histogram_buckets: None,
+        spike_threshold_ns: None,
+        ..rc.clone()
+    };
+    let recorders = (latency, Recorder::new(&jrc, None), Recorder::new(&jrc, None));
+    let spec = ThreadSpec {
+        name: format!("rtlab-timer{i}"),
+        policy: t.policy,
+        priority: t.priority,
+        cpus: t.cpu.map(|c| vec![c]),
+        stack_bytes: STACK_BYTES,
+    };
+    let sched = Schedule {
+        mode: cfg.mode,
+        interval_ns: t.interval_ns,
+        duration_ns: cfg.duration_ns,
+        slots: cfg.loops,
+    };
+    let prefault = cfg.stack_prefault_bytes.min(STACK_BYTES / 2);
+    let shared = match cfg.mode {
+        TimerMode::Oneshot | TimerMode::Roscpp => {
+            let shared = Arc::new(RosTimerShared::new(0, None));
+            let spec = ThreadSpec { name: format!("rtlab-rostimer{i}"), ..spec.clone() };
+            let s = shared.clone();
+            let h = spawn_rt(&spec, move || {
+                prefault_stack(prefault);
+                roscpp_timer_thread(&mut RosWallClock, &s)
+            })?;
+            helpers.borrow_mut().push((shared.clone(), h));
+            Some(shared)
+        }
+        _ => None,
+    };
+    let (stop, config, mode) = (stop.clone(), t.clone(), cfg.mode);
+    spawn_rt(&spec, move || {
+        prefault_stack(prefault);
+        measure_timer(config, mode, sched, recorders, shared, &stop, &prog)
+    })
+}
+
+/// The body of a measuring thread: its model's loop (plain, rclcpp's, or roscpp's with its
+/// timer thread), recording into its own recorders.
+fn measure_timer(
+    config: TimerThreadConfig,
+    mode: TimerMode,
+    sched: Schedule,
+    (mut latency, mut jitter, anchor_recorder): (Recorder, Recorder, Recorder),
+    shared: Option<Arc<RosTimerShared>>,
+    stop: &AtomicBool,
+    prog: &AtomicU64,
+) -> TimerThreadResult {
+    let policy_seen = current_policy();
+    let cpus_seen = current_affinity();
+    let mut anchor = None;
+    let end = match (mode, shared) {
+        (TimerMode::Oneshot | TimerMode::Roscpp, Some(s)) => {
+            while !s.timer_thread_ready() && !stop.load(Ordering::Relaxed) {
+                std::thread::yield_now();
+            }
+            s.register_callback_thread();
+            let start = rtlab_sys::clock::monotonic_ns();
+            latency.origin_monotonic_ns = Some(start);
+            jitter.origin_monotonic_ns = Some(start);
+            let (mut ros, mut test) = (RosWallClock, MonotonicClock);
+            if mode == TimerMode::Oneshot {
+                let mut own = anchor_recorder;
+                own.origin_monotonic_ns = Some(start);
+                let end = oneshot_test_thread(
+                    &mut ros,
+                    &mut test,
+                    &s,
+                    sched,
+                    start,
+                    &mut latency,
+                    &mut own,
+                    stop,
+                    prog,
+                );
+                anchor = Some(own);
+                end
+            } else {
+                roscpp_spin_thread(
+                    &mut ros,
+                    &mut test,
+                    &s,
+                    sched,
+                    start,
+                    &mut latency,
+                    &mut jitter,
+                    stop,
+                    prog,
+                )
+            }
+        }
+        _ => {
+            let mut clock = MonotonicClock;
+            let start = rtlab_sys::clock::monotonic_ns();
+            latency.origin_monotonic_ns = Some(start);
+            jitter.origin_monotonic_ns = Some(start);
+            let (l, j) = (&mut latency, &mut jitter);
+            if mode == TimerMode::Rclcpp {
+                rclcpp_loop(&mut clock, sched, start, l, j, stop, prog)
+            } else {
+                run_loop(&mut clock, sched, start, l, j, stop, prog)
+            }
+        }
+    };
+    TimerThreadResult { config, latency, jitter, anchor, end, policy_seen, cpus_seen }
 }
 
 /// Drain the rings to CSV until told to stop, then once more. Returns samples dropped.

@@ -45,7 +45,7 @@
 //!   read the stop flag and write the progress counter.
 
 use crate::clock::Clock;
-use crate::timer::{LoopEnd, Schedule};
+use crate::timer::{stopped_or_counted, Cycles, LoopEnd, Schedule};
 use rtlab_core::sink::{Flow, Sink};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::SeqCst};
 use std::sync::OnceLock;
@@ -145,14 +145,10 @@ pub fn rclcpp_loop<C: Clock, L: Sink, J: Sink>(
     let end = sched.duration_ns.map(|d| start + d);
     let mut next = start + period;
     let mut slots: u64 = 0;
-    let mut index: u64 = 0;
-    let mut prev_d: Option<i64> = None;
+    let mut cycles = Cycles::new(latency, jitter, progress);
     loop {
-        if stop.load(std::sync::atomic::Ordering::Relaxed) {
-            return LoopEnd::Interrupted;
-        }
-        if matches!(sched.slots, Some(n) if slots >= n) {
-            return LoopEnd::Count;
+        if let Some(e) = stopped_or_counted(stop, sched.slots, slots) {
+            return e;
         }
         if matches!(end, Some(e) if next > e) {
             return LoopEnd::Duration;
@@ -169,20 +165,12 @@ pub fn rclcpp_loop<C: Clock, L: Sink, J: Sink>(
         let (n, skipped) = rcl_next_call_time(next, period, now);
         next = n;
         let cb = clock.now();
-        let d = cb - expected;
-        let at = cb - start;
-        let flow = latency.record(index, at, d);
-        if let Some(p) = prev_d {
-            jitter.record(index - 1, at, d - p);
-        }
-        prev_d = Some(d);
-        index += 1;
-        progress.store(index, std::sync::atomic::Ordering::Relaxed);
+        let flow = cycles.record(cb - start, cb - expected);
         // skipped periods after the last slot of a count were never asked for
         let skipped = within(sched.slots, slots, skipped);
         slots += 1 + skipped;
         if skipped > 0 {
-            latency.overrun(skipped);
+            cycles.latency.overrun(skipped);
         }
         if flow == Flow::Stop {
             return LoopEnd::Count;
@@ -355,11 +343,8 @@ fn oneshot_body<R: Clock, C: Clock, L: Sink, A: Sink>(
     let period = sched.interval_ns;
     let mut index: u64 = 0;
     loop {
-        if stop.load(std::sync::atomic::Ordering::Relaxed) {
-            return LoopEnd::Interrupted;
-        }
-        if matches!(sched.slots, Some(n) if index >= n) {
-            return LoopEnd::Count;
+        if let Some(e) = stopped_or_counted(stop, sched.slots, index) {
+            return e;
         }
         if matches!(sched.duration_ns, Some(d) if test_clock.now() - start + period > d) {
             return LoopEnd::Duration;
@@ -433,9 +418,8 @@ fn spin_body<R: Clock, C: Clock, L: Sink, J: Sink>(
     progress: &AtomicU64,
 ) -> LoopEnd {
     let period = sched.interval_ns;
-    let mut index: u64 = 0;
     let mut slots: u64 = 0;
-    let mut prev_d: Option<i64> = None;
+    let mut cycles = Cycles::new(latency, jitter, progress);
     // createTimer -> TimerManager::add: next_expected = now + period
     s.set_period(ros_clock.now(), period);
     loop {
@@ -457,21 +441,14 @@ fn spin_body<R: Clock, C: Clock, L: Sink, J: Sink>(
         if matches!(sched.duration_ns, Some(d) if at > d) {
             return LoopEnd::Duration;
         }
-        let d = current_real - expected;
-        let flow = latency.record(index, at, d);
-        if let Some(p) = prev_d {
-            jitter.record(index - 1, at, d - p);
-        }
-        prev_d = Some(d);
-        index += 1;
-        progress.store(index, std::sync::atomic::Ordering::Relaxed);
+        let flow = cycles.record(at, current_real - expected);
         // schedule -> updateNext at Time::now()
         let (next, dropped) = roscpp_update_next(expected, period, ros_clock.now());
         s.schedule(next);
         let dropped = within(sched.slots, slots, dropped);
         slots += 1 + dropped;
         if dropped > 0 {
-            latency.overrun(dropped);
+            cycles.latency.overrun(dropped);
         }
         if flow == Flow::Stop {
             return LoopEnd::Count;

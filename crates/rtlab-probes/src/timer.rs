@@ -106,6 +106,46 @@ pub fn next_slot(k: i64, ready: i64, start: i64, interval: i64, last: Option<i64
     (first_future, (skipped_to - next + 1).max(0) as u64)
 }
 
+/// The samples of a timer loop's cycles, every model's: `d_k` into `latency`, `P_k = d_k -
+/// d_(k-1)` into `jitter` from the second cycle on, and the progress counter. Never
+/// allocates, locks or blocks (the hot path of every timer model records through it).
+pub struct Cycles<'a, L: Sink, J: Sink> {
+    pub latency: &'a mut L,
+    jitter: &'a mut J,
+    progress: &'a AtomicU64,
+    index: u64,
+    prev: Option<i64>,
+}
+
+impl<'a, L: Sink, J: Sink> Cycles<'a, L, J> {
+    pub fn new(latency: &'a mut L, jitter: &'a mut J, progress: &'a AtomicU64) -> Self {
+        Cycles { latency, jitter, progress, index: 0, prev: None }
+    }
+
+    /// Record cycle `d` at `at` (ns from the loop's start); the latency sink's flow.
+    #[inline]
+    pub fn record(&mut self, at: i64, d: i64) -> Flow {
+        let flow = self.latency.record(self.index, at, d);
+        if let Some(p) = self.prev {
+            self.jitter.record(self.index - 1, at, d - p);
+        }
+        self.prev = Some(d);
+        self.index += 1;
+        self.progress.store(self.index, Ordering::Relaxed);
+        flow
+    }
+}
+
+/// Why a loop ends before its next cycle, if it does: the stop flag, or `taken` slots of a
+/// count of `slots` already taken.
+#[inline]
+pub fn stopped_or_counted(stop: &AtomicBool, slots: Option<u64>, taken: u64) -> Option<LoopEnd> {
+    if stop.load(Ordering::Relaxed) {
+        return Some(LoopEnd::Interrupted);
+    }
+    matches!(slots, Some(n) if taken >= n).then_some(LoopEnd::Count)
+}
+
 /// Run one timer loop from `start` (slot 0 is `start`; the first wake-up is slot 1).
 /// `latency` receives `d_k` (the wake-up latency or timer error) for every measured
 /// cycle, `jitter` receives `P_k` from the second cycle on. Returns why it ended.
@@ -121,14 +161,11 @@ pub fn run_loop<C: Clock, L: Sink, J: Sink>(
     let t = sched.interval_ns;
     let end = sched.duration_ns.map(|d| start + d);
     let mut k: i64 = 1;
-    let mut index: u64 = 0;
-    let mut prev_d: Option<i64> = None;
+    let mut cycles = Cycles::new(latency, jitter, progress);
     loop {
-        if stop.load(Ordering::Relaxed) {
-            return LoopEnd::Interrupted;
-        }
-        if matches!(sched.slots, Some(n) if k as u64 > n) {
-            return LoopEnd::Count;
+        // slots 1..k-1 are taken (or skipped)
+        if let Some(e) = stopped_or_counted(stop, sched.slots, (k - 1) as u64) {
+            return e;
         }
         let slot = start + k * t;
         if let Some(end) = end {
@@ -145,23 +182,14 @@ pub fn run_loop<C: Clock, L: Sink, J: Sink>(
             }
         }
         let woke = clock.now();
-        let d = woke - slot;
-        let at = woke - start;
-        let flow = latency.record(index, at, d);
-        if let Some(p) = prev_d {
-            jitter.record(index - 1, at, d - p);
-        }
-        prev_d = Some(d);
-        index += 1;
-        progress.store(index, Ordering::Relaxed);
-        if flow == Flow::Stop {
+        if cycles.record(woke - start, woke - slot) == Flow::Stop {
             return LoopEnd::Count;
         }
         // the next slot; those already past are skipped and counted
         let last = sched.slots.map(|n| n as i64);
         let (next, skipped) = next_slot(k, clock.now(), start, t, last);
         if skipped > 0 {
-            latency.overrun(skipped);
+            cycles.latency.overrun(skipped);
         }
         k = next;
     }

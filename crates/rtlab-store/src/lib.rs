@@ -503,25 +503,20 @@ impl Store {
 
     /// Every run, oldest first.
     pub fn runs(&self) -> Result<Vec<RunSummary>> {
-        let mut st = self.conn.prepare(RUNS_QUERY).map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, u32>(4)?,
-                    r.get::<_, u32>(5)?,
-                    r.get::<_, Option<String>>(6)?,
-                    r.get::<_, Option<String>>(7)?,
-                ))
-            })
-            .map_err(|e| self.err(e))?;
+        let rows = self.rows(RUNS_QUERY, [], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, u32>(4)?,
+                r.get::<_, u32>(5)?,
+                r.get::<_, Option<String>>(6)?,
+                r.get::<_, Option<String>>(7)?,
+            ))
+        })?;
         let mut out = Vec::new();
-        for row in rows {
-            let (id, scenario, started_at, status, cases, failed, host, kernel) =
-                row.map_err(|e| self.err(e))?;
+        for (id, scenario, started_at, status, cases, failed, host, kernel) in rows {
             out.push(RunSummary {
                 id,
                 scenario,
@@ -594,18 +589,27 @@ impl Store {
         };
         let status = self.run_status(&status)?;
         let mut cases = Vec::new();
-        let ids: Vec<i64> = {
-            let mut st = self
-                .conn
-                .prepare("SELECT id FROM cases WHERE run_id = ?1 ORDER BY idx, id")
-                .map_err(|e| self.err(e))?;
-            let rows = st.query_map([id], |r| r.get(0)).map_err(|e| self.err(e))?;
-            rows.collect::<std::result::Result<_, _>>().map_err(|e| self.err(e))?
-        };
+        let ids: Vec<i64> =
+            self.rows("SELECT id FROM cases WHERE run_id = ?1 ORDER BY idx, id", [id], |r| {
+                r.get(0)
+            })?;
         for cid in ids {
             cases.push(self.load_case(id, cid)?);
         }
         Ok(Run { id, info, status, finished_at, cases })
+    }
+
+    /// Every row `sql` selects with `params`, each read by `row`: the one place rows are
+    /// fetched and their errors said (statements are cached per connection).
+    fn rows<T, P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>> {
+        let mut st = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let rows = st.query_map(params, row).map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<T>>>().map_err(|e| self.err(e))
     }
 
     fn parse<T: serde::de::DeserializeOwned>(&self, s: &str) -> Result<T> {
@@ -673,20 +677,12 @@ impl Store {
             "interrupted" => CaseStatus::Interrupted,
             other => return Err(self.corrupt(format!("case {name}: unknown status '{other}'"))),
         };
-        let mut params_map = BTreeMap::new();
-        {
-            let mut st = self
-                .conn
-                .prepare("SELECT key, value FROM case_params WHERE case_id = ?1")
-                .map_err(|e| self.err(e))?;
-            let rows = st
-                .query_map([cid], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-                .map_err(|e| self.err(e))?;
-            for r in rows {
-                let (k, v) = r.map_err(|e| self.err(e))?;
-                params_map.insert(k, v);
-            }
-        }
+        let params_map: BTreeMap<String, String> = self
+            .rows("SELECT key, value FROM case_params WHERE case_id = ?1", [cid], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })?
+            .into_iter()
+            .collect();
         let spike: Option<String> = self
             .conn
             .query_row("SELECT json FROM spike_evidence WHERE case_id = ?1", [cid], |r| r.get(0))
@@ -730,18 +726,11 @@ impl Store {
             .query_row("SELECT json FROM configurations WHERE case_id = ?1", [cid], |r| r.get(0))
             .map_err(|e| self.err(e))?;
         let mut warnings = Vec::new();
-        {
-            let mut st = self
-                .conn
-                .prepare("SELECT code, message FROM warnings WHERE case_id = ?1 ORDER BY pos")
-                .map_err(|e| self.err(e))?;
-            let rows = st
-                .query_map([cid], |r| Ok(Warning { code: r.get(0)?, message: r.get(1)? }))
-                .map_err(|e| self.err(e))?;
-            for r in rows {
-                warnings.push(r.map_err(|e| self.err(e))?);
-            }
-        }
+        warnings.extend(self.rows(
+            "SELECT code, message FROM warnings WHERE case_id = ?1 ORDER BY pos",
+            [cid],
+            |r| Ok(Warning { code: r.get(0)?, message: r.get(1)? }),
+        )?);
         let streams = self.load_streams(cid)?;
         let evidence = self.load_evidence(cid)?;
         let far: Option<String> = self
@@ -787,26 +776,19 @@ impl Store {
         let counters = match width {
             None => None,
             Some(width_ns) => {
-                let mut st = self
-                    .conn
-                    .prepare("SELECT context_switches, net_rx, timer, interrupts, ksoftirqd_ns, steal_ticks FROM window_counters WHERE case_id = ?1 ORDER BY idx")
-                    .map_err(|e| self.err(e))?;
-                let rows = st
-                    .query_map([cid], |r| {
-                        Ok((
-                            r.get::<_, u64>(0)?,
-                            r.get::<_, String>(1)?,
-                            r.get::<_, String>(2)?,
-                            r.get::<_, String>(3)?,
-                            r.get::<_, String>(4)?,
-                            r.get::<_, String>(5)?,
-                        ))
-                    })
-                    .map_err(|e| self.err(e))?;
+                let rows = self.rows("SELECT context_switches, net_rx, timer, interrupts, ksoftirqd_ns, steal_ticks FROM window_counters WHERE case_id = ?1 ORDER BY idx", [cid], |r| {
+                    Ok((
+                        r.get::<_, u64>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
+                        r.get::<_, String>(5)?,
+                    ))
+                })?;
                 let mut windows = Vec::new();
-                for r in rows {
-                    let (context_switches, net_rx, timer, interrupts, ksoftirqd_ns, steal_ticks) =
-                        r.map_err(|e| self.err(e))?;
+                for (context_switches, net_rx, timer, interrupts, ksoftirqd_ns, steal_ticks) in rows
+                {
                     windows.push(KernelCounters {
                         net_rx: self.parse(&net_rx)?,
                         timer: self.parse(&timer)?,
@@ -833,17 +815,13 @@ impl Store {
     }
 
     fn load_streams(&self, cid: i64) -> Result<Vec<Stream>> {
-        let mut st = self
-            .conn
-            .prepare(
+        let rows = self.rows(
                 "SELECT id, stream, metric, definition, labels, deadline_ns, count, min_ns, mean_ns, stddev_ns, p50_ns, p90_ns, p99_ns, p99_9_ns, p99_99_ns,
                         max_ns, max_index, max_at_ns, missed, overruns, lost, late, duplicates, out_of_order, malformed, raw_file, raw_dropped,
                         hist_scheme, hist_exact_below_ns, hist_buckets_per_octave, hist_limit_ns, hist_overflow_high, hist_overflow_low, window_width_ns, start_monotonic_ns
                  FROM statistics WHERE case_id = ?1 ORDER BY pos",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map([cid], |r| {
+            [cid],
+            |r| {
                 let stats = Summary {
                     count: r.get(6)?,
                     min_ns: r.get(7)?,
@@ -888,48 +866,38 @@ impl Store {
                     r.get::<_, i64>(33)?,
                     r.get::<_, Option<i64>>(34)?,
                 ))
-            })
-            .map_err(|e| self.err(e))?;
+            },
+        )?;
         let mut out = Vec::new();
-        for row in rows {
-            let (
-                sid,
-                name,
-                metric,
-                definition,
-                labels,
-                deadline_ns,
-                stats,
-                raw_file,
-                raw_dropped,
-                mut histogram,
-                width_ns,
-                start_monotonic_ns,
-            ) = row.map_err(|e| self.err(e))?;
-            let mut hb = self.conn.prepare_cached("SELECT low_ns, high_ns, count FROM histogram_buckets WHERE stream_id = ?1 ORDER BY pos").map_err(|e| self.err(e))?;
-            for b in hb
-                .query_map([sid], |r| {
-                    Ok(HistogramBucket { low_ns: r.get(0)?, high_ns: r.get(1)?, count: r.get(2)? })
-                })
-                .map_err(|e| self.err(e))?
-            {
-                histogram.buckets.push(b.map_err(|e| self.err(e))?);
-            }
-            let mut windows = WindowData { width_ns, max_ns: Vec::new(), count: Vec::new() };
-            let mut wq = self
-                .conn
-                .prepare_cached(
+        for (
+            sid,
+            name,
+            metric,
+            definition,
+            labels,
+            deadline_ns,
+            stats,
+            raw_file,
+            raw_dropped,
+            mut histogram,
+            width_ns,
+            start_monotonic_ns,
+        ) in rows
+        {
+            histogram.buckets = self.rows(
+                "SELECT low_ns, high_ns, count FROM histogram_buckets WHERE stream_id = ?1 ORDER BY pos",
+                [sid],
+                |r| Ok(HistogramBucket { low_ns: r.get(0)?, high_ns: r.get(1)?, count: r.get(2)? }),
+            )?;
+            let (max_ns, count) = self
+                .rows(
                     "SELECT max_ns, count FROM windows WHERE stream_id = ?1 ORDER BY idx",
-                )
-                .map_err(|e| self.err(e))?;
-            for w in wq
-                .query_map([sid], |r| Ok((r.get::<_, Option<i64>>(0)?, r.get::<_, u64>(1)?)))
-                .map_err(|e| self.err(e))?
-            {
-                let (m, c) = w.map_err(|e| self.err(e))?;
-                windows.max_ns.push(m);
-                windows.count.push(c);
-            }
+                    [sid],
+                    |r| Ok((r.get::<_, Option<i64>>(0)?, r.get::<_, u64>(1)?)),
+                )?
+                .into_iter()
+                .unzip();
+            let windows = WindowData { width_ns, max_ns, count };
             out.push(Stream {
                 name,
                 metric,
@@ -954,17 +922,12 @@ impl Store {
         case: &str,
         stream: &str,
     ) -> Result<Vec<(u64, i64, i64)>> {
-        let mut st = self
-            .conn
-            .prepare(
-                "SELECT r.idx, r.at_ns, r.value_ns FROM raw_samples r JOIN statistics s ON s.id = r.stream_id JOIN cases c ON c.id = s.case_id
-                 WHERE c.run_id = ?1 AND c.name = ?2 AND s.stream = ?3 ORDER BY r.rowid",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map(params![run_id, case, stream], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .map_err(|e| self.err(e))?;
-        rows.collect::<std::result::Result<_, _>>().map_err(|e| self.err(e))
+        self.rows(
+            "SELECT r.idx, r.at_ns, r.value_ns FROM raw_samples r JOIN statistics s ON s.id = r.stream_id JOIN cases c ON c.id = s.case_id
+             WHERE c.run_id = ?1 AND c.name = ?2 AND s.stream = ?3 ORDER BY r.rowid",
+            params![run_id, case, stream],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
     }
 }
 

@@ -171,18 +171,13 @@ impl Store {
 
     /// The cases stored in run `run_id` (index, name, status), by index.
     pub fn stored_cases(&self, run_id: i64) -> Result<Vec<StoredCase>> {
-        let mut st = self
-            .conn
-            .prepare("SELECT idx, name, status FROM cases WHERE run_id = ?1 ORDER BY idx, id")
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map([run_id], |r| {
-                Ok((r.get::<_, u32>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
-            })
-            .map_err(|e| self.err(e))?;
+        let rows = self.rows(
+            "SELECT idx, name, status FROM cases WHERE run_id = ?1 ORDER BY idx, id",
+            [run_id],
+            |r| Ok((r.get::<_, u32>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)),
+        )?;
         let mut out = Vec::new();
-        for r in rows {
-            let (index, name, status) = r.map_err(|e| self.err(e))?;
+        for (index, name, status) in rows {
             let status = StoredCaseStatus::parse(&status)
                 .ok_or_else(|| self.corrupt(format!("case {name}: unknown status '{status}'")))?;
             out.push(StoredCase { index, name, status });
@@ -240,23 +235,20 @@ impl Store {
     /// Every time run `run_id` was reopened, oldest first (empty for a run never resumed).
     pub fn resumptions(&self, run_id: i64) -> Result<Vec<Resumption>> {
         self.check_run(run_id)?;
-        let mut st = self
-            .conn
-            .prepare("SELECT resumed_at, previous_status, command_line, dropped_cases FROM run_resumptions WHERE run_id = ?1 ORDER BY pos")
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map([run_id], |r| {
+        let rows = self.rows(
+            "SELECT resumed_at, previous_status, command_line, dropped_cases FROM run_resumptions WHERE run_id = ?1 ORDER BY pos",
+            [run_id],
+            |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, String>(1)?,
                     r.get::<_, String>(2)?,
                     r.get::<_, String>(3)?,
                 ))
-            })
-            .map_err(|e| self.err(e))?;
+            },
+        )?;
         let mut out = Vec::new();
-        for r in rows {
-            let (resumed_at, previous, cmd, dropped) = r.map_err(|e| self.err(e))?;
+        for (resumed_at, previous, cmd, dropped) in rows {
             out.push(Resumption {
                 resumed_at,
                 previous_status: self.run_status(&previous)?,

@@ -302,9 +302,7 @@ fn sweeps_html(run: &Run) -> String {
         let pick = |f: fn(&rtlab_core::stats::Summary) -> Option<i64>| -> Vec<(f64, f64)> {
             s.points
                 .iter()
-                .filter_map(|(x, c)| {
-                    headline(c).and_then(|h| f(&h.stats)).map(|v| (*x, v as f64 / 1e3))
-                })
+                .filter_map(|(x, _, st)| f(&st.stats).map(|v| (*x, v as f64 / 1e3)))
                 .collect()
         };
         let series = vec![

@@ -52,14 +52,21 @@ pub fn params_text(c: &CaseRecord) -> String {
     c.params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
 }
 
-/// A sweep: the cases of one (probe, load, profile, other params) along one parameter.
+/// A sweep: the measurements of one (probe, load, profile, other parameters) along one
+/// parameter. A point is a stream: a case's headline when the scenario swept the parameter
+/// across cases, or each of a case's own streams when the probe swept it inside one case
+/// (pubsub's `--payload 64,4kib` lists): both read from what was stored, the streams' labels
+/// (`payload_bytes`, `period_ns`, `interval_ns`) first, the case's parameters else.
+/// A point of a sweep: x, the case and the stream measured there.
+pub type SweepPoint<'a> = (f64, &'a CaseRecord, &'a Stream);
+
 pub struct Sweep<'a> {
     /// `payload` (bytes) or `rate` (Hz).
     pub axis: &'static str,
     /// e.g. `timer / idle / no-rt`.
     pub label: String,
-    /// (x, case), sorted by x.
-    pub points: Vec<(f64, &'a CaseRecord)>,
+    /// (x, case, stream), sorted by x.
+    pub points: Vec<SweepPoint<'a>>,
 }
 
 /// The value of a case along a sweep axis: `payload` in bytes; `rate` in Hz (from `rate`, or
@@ -93,33 +100,104 @@ fn k_static(k: &str) -> &'static str {
     }
 }
 
+/// Stream labels that name the axis (`payload_bytes`; `period_ns`, `interval_ns` and the
+/// `rate` they give) or were measured (not a parameter of the measurement).
+const AXIS_OR_MEASURED_LABELS: [&str; 9] = [
+    "payload_bytes",
+    "period_ns",
+    "interval_ns",
+    "rate",
+    "published",
+    "first_seq",
+    "last_seq",
+    "case_p50_spread_ns",
+    "matched_subscribers",
+];
+
+/// The value of a stream along a sweep axis, from its labels.
+pub fn stream_axis_value(s: &Stream, axis: &str) -> Option<f64> {
+    let label = |k: &str| s.labels.get(k).and_then(|v| v.parse::<i64>().ok()).filter(|v| *v > 0);
+    match axis {
+        "payload" => label("payload_bytes").map(|b| b as f64),
+        "rate" => label("period_ns").or_else(|| label("interval_ns")).map(|ns| 1e9 / ns as f64),
+        _ => None,
+    }
+}
+
+/// The points case `c` gives along `axis`, each with the words that tell its line apart: its
+/// own streams when their labels differ along the axis (a sweep inside the case; the labels
+/// that differ besides the axis name the line), else its headline at the case's value.
+fn case_points<'a>(
+    c: &'a CaseRecord,
+    axis: &'static str,
+) -> Vec<(f64, &'a Stream, String, &'static str)> {
+    let inner: Vec<(f64, &Stream)> = primary_streams(c)
+        .into_iter()
+        .filter_map(|s| stream_axis_value(s, axis).map(|x| (x, s)))
+        .collect();
+    let mut xs: Vec<f64> = inner.iter().map(|p| p.0).collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    if xs.len() >= 2 {
+        let varies = |k: &String| {
+            !AXIS_OR_MEASURED_LABELS.contains(&k.as_str())
+                && inner.iter().any(|(_, s)| s.labels.get(k) != inner[0].1.labels.get(k))
+        };
+        let keys: Vec<&String> = inner[0].1.labels.keys().filter(|k| varies(k)).collect();
+        return inner
+            .into_iter()
+            .map(|(x, s)| {
+                let words: Vec<String> = keys
+                    .iter()
+                    .map(|k| format!("{k}={}", s.labels.get(*k).map(String::as_str).unwrap_or("-")))
+                    .collect();
+                (x, s, words.join(" "), axis)
+            })
+            .collect();
+    }
+    // the headline: where the stored labels say, else where the case's parameters say
+    let Some(h) = headline(c) else { return Vec::new() };
+    let from_params = axis_value(c, axis);
+    let key = from_params.map(|p| p.1).unwrap_or(axis);
+    match stream_axis_value(h, axis).or(from_params.map(|p| p.0)) {
+        Some(x) => vec![(x, h, String::new(), key)],
+        None => Vec::new(),
+    }
+}
+
 /// Sweeps along `payload` and `rate` with at least two distinct values among measured cases.
 pub fn sweeps(run: &Run) -> Vec<Sweep<'_>> {
     let mut out = Vec::new();
     for axis in ["payload", "rate"] {
-        let mut groups: Vec<(String, Vec<(f64, &CaseRecord)>)> = Vec::new();
+        let mut groups: Vec<(String, Vec<SweepPoint>)> = Vec::new();
         for c in &run.cases {
-            let Some((x, key)) = axis_value(c, axis) else { continue };
             match headline(c) {
                 Some(s) if s.stats.count > 0 => {}
                 _ => continue,
             }
-            let rest: Vec<String> = c
-                .params
-                .iter()
-                .filter(|(k, _)| {
-                    k.as_str() != key
-                        && !(axis == "rate" && ["rate", "period", "interval"].contains(&k.as_str()))
-                })
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            let mut label = format!("{} / {} / {}", c.probe, c.load, c.profile);
-            if !rest.is_empty() {
-                label.push_str(&format!(" / {}", rest.join(" ")));
-            }
-            match groups.iter_mut().find(|(l, _)| *l == label) {
-                Some((_, v)) => v.push((x, c)),
-                None => groups.push((label, vec![(x, c)])),
+            for (x, stream, words, key) in case_points(c, axis) {
+                let rest: Vec<String> = c
+                    .params
+                    .iter()
+                    .filter(|(k, _)| {
+                        k.as_str() != key
+                            && !(axis == "rate"
+                                && ["rate", "period", "interval"].contains(&k.as_str()))
+                            && !(axis == "payload" && k.as_str() == "payload")
+                    })
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let mut label = format!("{} / {} / {}", c.probe, c.load, c.profile);
+                if !rest.is_empty() {
+                    label.push_str(&format!(" / {}", rest.join(" ")));
+                }
+                if !words.is_empty() {
+                    label.push_str(&format!(" / {words}"));
+                }
+                match groups.iter_mut().find(|(l, _)| *l == label) {
+                    Some((_, v)) => v.push((x, c, stream)),
+                    None => groups.push((label, vec![(x, c, stream)])),
+                }
             }
         }
         for (label, mut points) in groups {
@@ -391,7 +469,59 @@ fn merged_quantile(p: &ProfileDist<'_>, q: f64) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ros2_layer::tests::{case, labels, run, stream};
     use rtlab_core::windows::WindowData;
+
+    /// A fastdds stream of `payload` bytes for subscriber `sub` of `n`.
+    fn at(payload: i64, sub: usize, n: usize, p50: i64) -> Stream {
+        let mut l = labels("fastdds");
+        l.insert("payload_bytes".into(), payload.to_string());
+        l.insert("subscriber".into(), sub.to_string());
+        l.insert("subscribers".into(), n.to_string());
+        stream(&format!("fastdds.oneway.{payload}B.100hz.n{n}.sub{sub}"), l, p50, 100, 0)
+    }
+
+    #[test]
+    fn a_sweep_inside_one_case_is_read_from_its_streams_labels() {
+        // pubsub's own --payload list: one case, its streams at 64 and 4096 bytes, two
+        // subscribers each: a line per subscriber, each with both sizes
+        let c = case(
+            0,
+            "idle",
+            "no-rt",
+            &[("transport", "fastdds")],
+            vec![
+                at(64, 0, 2, 100_000),
+                at(64, 1, 2, 110_000),
+                at(4096, 0, 2, 150_000),
+                at(4096, 1, 2, 160_000),
+            ],
+        );
+        let r = run(1, vec![c]);
+        let all = sweeps(&r);
+        let payload: Vec<&Sweep> = all.iter().filter(|s| s.axis == "payload").collect();
+        assert_eq!(payload.len(), 2, "{:?}", payload.iter().map(|s| &s.label).collect::<Vec<_>>());
+        for (i, s) in payload.iter().enumerate() {
+            assert!(s.label.ends_with(&format!("subscriber={i}")), "{}", s.label);
+            let xs: Vec<f64> = s.points.iter().map(|p| p.0).collect();
+            assert_eq!(xs, [64.0, 4096.0]);
+            assert!(s.points.iter().all(|p| p.2.labels["subscriber"] == i.to_string()));
+        }
+        // the rate did not vary: no rate sweep
+        assert!(all.iter().all(|s| s.axis != "rate"));
+    }
+
+    #[test]
+    fn a_sweep_across_cases_reads_each_headlines_labels_before_the_parameters() {
+        // two cases, payload an axis of the scenario, written with units ("4kib")
+        let a = case(0, "idle", "no-rt", &[("payload", "64")], vec![at(64, 0, 1, 100_000)]);
+        let b = case(1, "idle", "no-rt", &[("payload", "4kib")], vec![at(4096, 0, 1, 150_000)]);
+        let r = run(1, vec![a, b]);
+        let all = sweeps(&r);
+        let s = all.iter().find(|s| s.axis == "payload").expect("a payload sweep");
+        assert_eq!(s.label, "pubsub / idle / no-rt");
+        assert_eq!(s.points.iter().map(|p| p.0).collect::<Vec<_>>(), [64.0, 4096.0]);
+    }
 
     fn wd(max: &[Option<i64>], count: &[u64]) -> WindowData {
         WindowData { width_ns: 100, max_ns: max.to_vec(), count: count.to_vec() }

@@ -12,7 +12,7 @@ use crate::evidence::EvidenceOptions;
 use rtlab_core::error::Missing;
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
-use rtlab_probes::netns::NetnsPair;
+use rtlab_engines::netns::NetnsPair;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 

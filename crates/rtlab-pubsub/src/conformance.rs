@@ -1,11 +1,27 @@
 //! The one conformance suite every [`Transport`] is checked with (model: iceoryx2's
-//! `iceoryx2-cal/conformance-tests/`): delivery, order, fan-out, loss counting, QoS
-//! mapping, size limits and clean shutdown with no leftover files.
+//! `iceoryx2-cal/conformance-tests/` and its `instantiate_conformance_tests!`): delivery,
+//! order, fan-out, loss counting, QoS mapping, size limits and clean shutdown with no
+//! leftover files.
 //!
-//! Each check takes a [`Subject`]: how to make a (publishing side, subscribing side) pair
-//! of transports — the same one, or two sessions that talk over the wire — and which files
-//! the transport could leave behind. Checks panic (assert) on a breach: they are for tests.
-//! They assert counts and fields only, never a time bound.
+//! Contract:
+//! - Each rule is a function taking a [`Subject`]: how to make a (publishing side,
+//!   subscribing side) pair of transports — the same one, or two sessions that talk over the
+//!   wire — and which files the transport could leave behind. A rule panics (asserts) on a
+//!   breach: rules are for tests. They assert counts and fields only, never a time bound.
+//! - Each rule is its own test for each transport: [`instantiate_conformance_tests!`]`(name,
+//!   harness)` makes a module `name` with one `#[test]` per rule (`dds::fan_out`,
+//!   `fastdds::clean_shutdown`, ...), so a failure names the rule and the transport. The
+//!   harness is a function taking the rule ([`Rule`]): it makes the transport's [`Subject`],
+//!   keeps what the transport needs around a run (a lock for files it lists, a private network
+//!   namespace, a temporary directory, a check after the rule) and runs the rule on it, or
+//!   prints `skipped: <why>` and returns where the machine cannot run it. Tests of one binary
+//!   run in parallel: a harness whose leftovers are shared files (/dev/shm) holds the lock
+//!   every test making such files takes.
+//! - The rules are the seven of [`run_all`], in its order; a new rule is one more name in the
+//!   macro's list and is then a test of every transport and part of [`run_all`].
+//!
+//! `tests/conformance.rs` instantiates it for every transport, `tests/ros2.rs` for those that
+//! run through the ROS 2 installation (a process of their own: one Fast DDS per process).
 
 use crate::seqtrack::SeqTracker;
 use crate::transport::*;
@@ -281,16 +297,70 @@ pub fn clean_shutdown(s: &Subject) {
     }
 }
 
-/// The whole suite.
+/// The whole suite: every rule in turn on one subject (a test per rule is
+/// [`instantiate_conformance_tests!`]).
 pub fn run_all(s: &Subject) {
-    qos_mapping(s);
-    delivery_and_order(s);
-    lengths_may_change(s);
-    fan_out(s);
-    loss_counting(s);
-    size_limits(s);
-    clean_shutdown(s);
+    crate::instantiate_conformance_tests!(@rules run_all[s]);
 }
+
+/// A rule of the suite, as a harness receives it.
+pub type Rule = fn(&Subject<'_>);
+
+/// `instantiate_conformance_tests!(name, harness)`: a module `name` with one `#[test]` per
+/// rule of the suite, each calling `harness(rule)` (see the module's contract).
+///
+/// `harness` is an expression of a function `fn(Rule)`, resolved beside the macro's call (the
+/// module sees its parent's items):
+///
+/// ```text
+/// instantiate_conformance_tests!(udp, with_udp);
+///
+/// fn with_udp(rule: Rule) {
+///     let dir = tempfile::tempdir().unwrap();
+///     let make = || { /* a UdpTransport on `dir`, twice */ };
+///     let leftovers = || files_under(&[dir.path().into()], &[]);
+///     rule(&Subject { make: &make, leftovers: &leftovers });
+///     assert!(leftovers().is_empty());
+/// }
+/// ```
+///
+/// gives the tests `udp::qos_mapping`, `udp::delivery_and_order`, ..., `udp::clean_shutdown`.
+#[macro_export]
+macro_rules! instantiate_conformance_tests {
+    ($module:ident, $harness:expr $(,)?) => {
+        $crate::instantiate_conformance_tests!(@rules tests[$module, $harness]);
+    };
+    // The rules, in the order `run_all` runs them: the one list of the suite.
+    (@rules $then:ident[$($args:tt)*]) => {
+        $crate::instantiate_conformance_tests!(@$then[$($args)*]
+            qos_mapping
+            delivery_and_order
+            lengths_may_change
+            fan_out
+            loss_counting
+            size_limits
+            clean_shutdown
+        );
+    };
+    (@tests[$module:ident, $harness:expr] $($rule:ident)*) => {
+        mod $module {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[test]
+                fn $rule() {
+                    let rule: $crate::conformance::Rule = $crate::conformance::$rule;
+                    ($harness)(rule)
+                }
+            )*
+        }
+    };
+    (@run_all[$subject:expr] $($rule:ident)*) => {
+        $( $crate::conformance::$rule($subject); )*
+    };
+}
+
+pub use crate::instantiate_conformance_tests;
 
 /// List the files under `dirs` (recursively, bounded) whose name contains any of `needles`
 /// (all files when `needles` is empty).

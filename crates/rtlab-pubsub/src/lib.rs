@@ -7,7 +7,8 @@
 //!   Rust: it cannot be limited to an interface, see its rule); udp, zenoh, dds, fastdds
 //!   and rustdds reach another host when the spec names the network (loopback otherwise);
 //! - [`conformance`]: the one generic suite every transport is checked with;
-//! - [`probe`]: the probe (oneway / roundtrip, sweeps, fan-out, role processes);
+//! - [`engine`]: the pubsub probe's engine (oneway / roundtrip, sweeps, fan-out, role
+//!   processes, a case's near side in a process of its own);
 //! - [`seqtrack`]: lost / duplicate / out-of-order counting;
 //! - [`dds_graph`]: the graph of a DDS domain from its built-in topics (`rtlab observe`).
 //!
@@ -16,16 +17,15 @@
 //! libraries at run time (each block with its `// SAFETY:`); system calls go through rtlab-sys.
 #![deny(unsafe_code)]
 
-pub mod apart;
 pub mod arrivals;
 pub mod conformance;
 pub mod dds;
 pub mod dds_graph;
 pub mod dl;
+pub mod engine;
 pub mod fastdds;
 pub mod intra;
 pub mod observe;
-pub mod probe;
 pub mod ros2;
 pub mod ros_graph;
 pub mod ros_msg;
@@ -36,7 +36,7 @@ pub mod transport;
 pub mod udp;
 pub mod zenoh_t;
 
-pub use probe::{Mode, PubsubConfig, PubsubOutcome, RtSpec, TransportKind, TransportSpec};
+pub use engine::{Mode, PubsubConfig, PubsubOutcome, RtSpec, TransportKind, TransportSpec};
 pub use transport::{Durability, History, Qos, Reliability, Transport, TransportError, WaitStyle};
 
 use std::sync::Arc;
@@ -46,7 +46,7 @@ use std::sync::Arc;
 /// `domain` and `interface` (peers are refused); fastdds as dds, and `fastdds_shm`; ros2
 /// `ros2_prefix`, `rmw`, `domain`, and `interface`/`peers` as its discovery; udp
 /// `interface` (the address to bind) and `peers`. Fields a transport does not use are ignored.
-pub fn open(spec: &probe::TransportSpec) -> Result<Arc<dyn Transport>, TransportError> {
+pub fn open(spec: &engine::TransportSpec) -> Result<Arc<dyn Transport>, TransportError> {
     match spec.kind {
         TransportKind::Intra => Ok(Arc::new(intra::IntraTransport::new())),
         TransportKind::Udp => {
@@ -109,7 +109,7 @@ pub fn open(spec: &probe::TransportSpec) -> Result<Arc<dyn Transport>, Transport
 /// The ROS 2 installation `spec` names (`ros2_prefix`, `rmw`; found as
 /// [`ros2::install::find`] says), recorded as it was first found (`ros2_found_by`).
 pub fn ros2_installation(
-    spec: &probe::TransportSpec,
+    spec: &engine::TransportSpec,
 ) -> Result<ros2::install::Installation, String> {
     let mut i = ros2::install::find(
         spec.ros2_prefix.as_deref().map(std::path::Path::new),

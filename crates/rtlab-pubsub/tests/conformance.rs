@@ -1,22 +1,33 @@
-//! The conformance suite (src/conformance.rs) run against every transport.
+//! The conformance suite (src/conformance.rs) run against every transport: one module per
+//! transport, one test per rule (`intra::fan_out`, `fastdds::clean_shutdown`, ...), so a
+//! failure names the rule and the transport. Each transport is a harness `with_<transport>`
+//! that makes its pair of transports, keeps what it needs around one rule (a lock, a private
+//! network namespace, a temporary directory) and runs the rule.
+//!
+//! ros2, and fastdds on ROS 2's Fast DDS, are in tests/ros2.rs: a process holds one Fast DDS,
+//! and this one holds Debian's 2.9 (rtlab's `fastdds`).
 
-use rtlab_pubsub::conformance::{self, files_under, Subject};
+use rtlab_pubsub::conformance::{self, files_under, Rule, Subject};
+use rtlab_pubsub::instantiate_conformance_tests;
 use rtlab_pubsub::transport::Transport;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-#[test]
-fn intra_conforms() {
+instantiate_conformance_tests!(intra, with_intra);
+
+fn with_intra(rule: Rule) {
     let make = || {
         let t: Arc<dyn Transport> = Arc::new(rtlab_pubsub::intra::IntraTransport::new());
         (t.clone(), t)
     };
     let leftovers = BTreeSet::new;
-    conformance::run_all(&Subject { make: &make, leftovers: &leftovers });
+    rule(&Subject { make: &make, leftovers: &leftovers });
 }
 
-#[test]
-fn udp_conforms() {
+instantiate_conformance_tests!(udp, with_udp);
+
+/// Port files in a directory of the test's own, empty again after the rule.
+fn with_udp(rule: Rule) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_path_buf();
     let make = || {
@@ -24,7 +35,7 @@ fn udp_conforms() {
         (t.clone(), t)
     };
     let leftovers = || files_under(std::slice::from_ref(&d), &[]);
-    conformance::run_all(&Subject { make: &make, leftovers: &leftovers });
+    rule(&Subject { make: &make, leftovers: &leftovers });
     assert!(leftovers().is_empty());
 }
 
@@ -53,36 +64,39 @@ fn shm_files_are_seen_by_the_leftover_check() {
     drop(p);
 }
 
-#[test]
-fn shm_conforms() {
+instantiate_conformance_tests!(shm, with_shm);
+
+fn with_shm(rule: Rule) {
     let _one = SHM.lock().unwrap_or_else(|e| e.into_inner());
     let make = || {
         let a: Arc<dyn Transport> = Arc::new(rtlab_pubsub::shm::ShmTransport::new().unwrap());
         let b: Arc<dyn Transport> = Arc::new(rtlab_pubsub::shm::ShmTransport::new().unwrap());
         (a, b)
     };
-    conformance::run_all(&Subject { make: &make, leftovers: &iceoryx2_files });
+    rule(&Subject { make: &make, leftovers: &iceoryx2_files });
 }
 
-#[test]
-fn shm_opened_for_busy_poll_conforms() {
-    // no event service: a blocking take spins, publishers notify nobody
+instantiate_conformance_tests!(shm_opened_for_busy_poll, with_shm_opened_for_busy_poll);
+
+/// No event service: a blocking take spins, publishers notify nobody.
+fn with_shm_opened_for_busy_poll(rule: Rule) {
     let _one = SHM.lock().unwrap_or_else(|e| e.into_inner());
     let make = || {
         let open = || rtlab_pubsub::shm::ShmTransport::new().unwrap().busy_poll();
         let (a, b): (Arc<dyn Transport>, Arc<dyn Transport>) = (Arc::new(open()), Arc::new(open()));
         (a, b)
     };
-    conformance::run_all(&Subject { make: &make, leftovers: &iceoryx2_files });
+    rule(&Subject { make: &make, leftovers: &iceoryx2_files });
 }
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-#[test]
-fn zenoh_conforms() {
-    // two peer sessions joined by one explicit loopback TCP link
+instantiate_conformance_tests!(zenoh, with_zenoh);
+
+/// Two peer sessions joined by one explicit loopback TCP link.
+fn with_zenoh(rule: Rule) {
     let make = || {
         let ep = vec![format!("tcp/127.0.0.1:{}", free_port())];
         let a: Arc<dyn Transport> =
@@ -92,12 +106,13 @@ fn zenoh_conforms() {
         (a, b)
     };
     let leftovers = BTreeSet::new;
-    conformance::run_all(&Subject { make: &make, leftovers: &leftovers });
+    rule(&Subject { make: &make, leftovers: &leftovers });
 }
 
-#[test]
-fn dds_conforms() {
-    // two participants of one loopback-only domain
+instantiate_conformance_tests!(dds, with_dds);
+
+/// Cyclone DDS: two participants of one loopback-only domain.
+fn with_dds(rule: Rule) {
     let domain = rtlab_pubsub::default_dds_domain();
     let make = || {
         let a: Arc<dyn Transport> = Arc::new(rtlab_pubsub::dds::DdsTransport::new(domain).unwrap());
@@ -105,7 +120,7 @@ fn dds_conforms() {
         (a, b)
     };
     let leftovers = BTreeSet::new;
-    conformance::run_all(&Subject { make: &make, leftovers: &leftovers });
+    rule(&Subject { make: &make, leftovers: &leftovers });
 }
 
 /// Run `f` on a thread of its own inside a fresh private network namespace
@@ -120,13 +135,15 @@ fn in_private_netns(f: impl FnOnce() + Send + 'static) {
     .expect("the test thread in the private namespace");
 }
 
-#[test]
-fn rustdds_conforms() {
+instantiate_conformance_tests!(rustdds, with_rustdds);
+
+/// Root only: each rule on a thread of its own in a private network namespace of its own.
+fn with_rustdds(rule: Rule) {
     if let Some(why) = rtlab_sys::net::netns_unavailable() {
         eprintln!("skipped: {why}");
         return;
     }
-    in_private_netns(|| {
+    in_private_netns(move || {
         let make = || {
             let open = || {
                 rtlab_pubsub::rustdds_t::RustDdsTransport::new(
@@ -141,7 +158,7 @@ fn rustdds_conforms() {
             (a, b)
         };
         let leftovers = BTreeSet::new;
-        conformance::run_all(&Subject { make: &make, leftovers: &leftovers });
+        rule(&Subject { make: &make, leftovers: &leftovers });
     });
 }
 
@@ -153,17 +170,18 @@ fn fastdds_files() -> BTreeSet<std::path::PathBuf> {
     files_under(&["/dev/shm".into()], &["fastrtps"])
 }
 
-#[test]
-fn fastdds_conforms() {
+instantiate_conformance_tests!(fastdds, with_fastdds);
+
+/// Two participants of one loopback-only domain (Debian's Fast DDS 2.9).
+fn with_fastdds(rule: Rule) {
     let _one = FASTDDS.lock().unwrap_or_else(|e| e.into_inner());
-    // two participants of one loopback-only domain
     let domain = rtlab_pubsub::default_dds_domain();
     let make = || {
         let open = || rtlab_pubsub::fastdds::FastDdsTransport::new(domain).unwrap();
         let (a, b): (Arc<dyn Transport>, Arc<dyn Transport>) = (Arc::new(open()), Arc::new(open()));
         (a, b)
     };
-    conformance::run_all(&Subject { make: &make, leftovers: &fastdds_files });
+    rule(&Subject { make: &make, leftovers: &fastdds_files });
 }
 
 #[test]

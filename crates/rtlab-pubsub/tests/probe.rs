@@ -5,7 +5,7 @@
 mod pubsub_config;
 
 use pubsub_config::config;
-use rtlab_pubsub::probe::{self, CaseResult, Mode, PubsubConfig, TransportKind};
+use rtlab_pubsub::engine::{self, CaseResult, Mode, PubsubConfig, TransportKind};
 use rtlab_pubsub::WaitStyle;
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
@@ -18,9 +18,9 @@ const ROLE_ENV: &str = "RTLAB_PUBSUB_TEST_ROLE";
 #[test]
 fn role_process_entry() {
     if let Ok(json) = std::env::var(ROLE_ENV) {
-        std::process::exit(probe::role_main(&json));
+        std::process::exit(engine::role_main(&json));
     }
-    assert_eq!(probe::role_main("{not a role"), 2);
+    assert_eq!(engine::role_main("{not a role"), 2);
 }
 
 fn launcher(json: &str) -> Command {
@@ -30,8 +30,8 @@ fn launcher(json: &str) -> Command {
     c
 }
 
-pub fn run(cfg: &PubsubConfig) -> probe::PubsubOutcome {
-    probe::run(cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {})
+pub fn run(cfg: &PubsubConfig) -> engine::PubsubOutcome {
+    engine::run(cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {})
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -100,17 +100,17 @@ fn bad_input_is_refused_before_anything_runs() {
     let mut cfg = config(TransportKind::Udp, Mode::Oneway, vec![1], true);
     cfg.payloads = vec![70_000];
     let e =
-        probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
+        engine::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
     assert!(e.is_bad_input(), "{e}");
     assert!(e.to_string().contains("65507"), "{e}");
     let mut cfg = config(TransportKind::Udp, Mode::Oneway, vec![1], true);
     cfg.qos.reliability = rtlab_pubsub::Reliability::Reliable;
     let e =
-        probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
+        engine::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
     assert!(e.is_bad_input() && e.to_string().contains("reliab"), "{e}");
     let mut cfg = config(TransportKind::Intra, Mode::Oneway, vec![0], true);
     cfg.payloads = vec![64];
-    assert!(probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {})
+    assert!(engine::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {})
         .unwrap_err()
         .is_bad_input());
 }
@@ -174,7 +174,7 @@ fn dds_oneway_on_the_realtime_clock_in_processes() {
     let mut cfg = config(TransportKind::CycloneDds, Mode::Oneway, vec![1], false);
     cfg.payloads = vec![64];
     cfg.qos.reliability = rtlab_pubsub::Reliability::Reliable;
-    cfg.stamp_clock = probe::StampClock::Realtime;
+    cfg.stamp_clock = engine::StampClock::Realtime;
     let out = run(&cfg);
     let c = &out.cases[0];
     let s = &c.streams[0];
@@ -205,7 +205,7 @@ fn dds_middleware_thread_priorities_needs_root() {
     // S3: the DDS receive thread at its own SCHED_FIFO priority (chrt needs root/CAP_SYS_NICE)
     let mut cfg = config(TransportKind::CycloneDds, Mode::Oneway, vec![1], false);
     cfg.payloads = vec![64];
-    cfg.thread_priorities = vec![probe::ThreadPriority { name: "recv".into(), priority: 71 }];
+    cfg.thread_priorities = vec![engine::ThreadPriority { name: "recv".into(), priority: 71 }];
     let out = run(&cfg);
     check_case(&out.cases[0], "one_way_latency");
     assert!(
@@ -215,9 +215,9 @@ fn dds_middleware_thread_priorities_needs_root() {
     );
     // a thread that does not exist is refused as bad input, naming the threads there are
     cfg.thread_priorities =
-        vec![probe::ThreadPriority { name: "no-such-thread".into(), priority: 70 }];
+        vec![engine::ThreadPriority { name: "no-such-thread".into(), priority: 70 }];
     let e =
-        probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
+        engine::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
     assert!(
         e.is_bad_input()
             && e.to_string().contains("no-such-thread")
@@ -260,7 +260,7 @@ fn fastdds_middleware_thread_priorities_needs_root() {
     // Fast DDS 2.9 names no thread: rtlab names them fdds.N, and a rule finds them
     let mut cfg = config(TransportKind::FastDds, Mode::Oneway, vec![1], false);
     cfg.payloads = vec![64];
-    cfg.thread_priorities = vec![probe::ThreadPriority { name: "fdds.".into(), priority: 71 }];
+    cfg.thread_priorities = vec![engine::ThreadPriority { name: "fdds.".into(), priority: 71 }];
     let out = run(&cfg);
     check_case(&out.cases[0], "one_way_latency");
     assert!(
@@ -289,7 +289,7 @@ fn check_closed_loop(c: &CaseResult, pings: u64) {
 
 fn closed_loop(kind: TransportKind, subscribers: usize, in_process: bool) -> PubsubConfig {
     let mut cfg = config(kind, Mode::Roundtrip, vec![subscribers], in_process);
-    cfg.schedule = probe::Schedule::ClosedLoop;
+    cfg.schedule = engine::Schedule::ClosedLoop;
     cfg.payloads = vec![64];
     // ends on the count; the time is only a bound
     cfg.case_messages = Some(300);
@@ -328,11 +328,11 @@ fn closed_loop_needs_a_round_trip_and_one_rate() {
     let mut cfg = closed_loop(TransportKind::Intra, 1, true);
     cfg.mode = Mode::Oneway;
     let e =
-        probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
+        engine::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
     assert!(e.is_bad_input() && e.to_string().contains("--mode roundtrip"), "{e}");
     let mut cfg = closed_loop(TransportKind::Intra, 1, true);
     cfg.periods_ns = vec![1_000_000, 2_000_000];
     let e =
-        probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
+        engine::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
     assert!(e.is_bad_input() && e.to_string().contains("--rate"), "{e}");
 }

@@ -6,8 +6,13 @@
 //! A test binary of its own: every test here loads ROS 2 (and its Fast DDS) into this
 //! process, which then cannot load rtlab's `fastdds` (Debian's Fast DDS 2.9) — the other
 //! test binaries do.
+//!
+//! The conformance suite runs as one test per rule (src/conformance.rs): `ros2::fan_out`,
+//! `fastdds_lib_ros2::clean_shutdown`, ...
 
-use rtlab_pubsub::conformance::{self, files_under, Subject};
+use rtlab_pubsub::conformance::{self, files_under, Rule, Subject};
+use rtlab_pubsub::fastdds::FastDdsTransport;
+use rtlab_pubsub::instantiate_conformance_tests;
 use rtlab_pubsub::ros2::install::{self, Env, Installation};
 use rtlab_pubsub::ros2::{Ros2Network, Ros2Transport};
 use rtlab_pubsub::transport::Transport;
@@ -30,25 +35,32 @@ fn fast_dds_files() -> BTreeSet<std::path::PathBuf> {
     files_under(&["/dev/shm".into()], &["fastdds", "fastrtps"])
 }
 
-/// The tests that list /dev/shm run one at a time.
+/// The tests that list Fast DDS's files in /dev/shm, and those that make them meanwhile (every
+/// test that opens a node), run one at a time: a clean-shutdown rule sees no other test's files.
 static SHM: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-#[test]
-fn ros2_conforms() {
-    let _one = SHM.lock().unwrap_or_else(|e| e.into_inner());
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    SHM.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+instantiate_conformance_tests!(ros2, with_ros2);
+
+/// Two nodes (two rcl contexts: two participants) of one loopback-only domain.
+fn with_ros2(rule: Rule) {
+    let _one = one_at_a_time();
     let inst = installation();
     let domain = rtlab_pubsub::default_dds_domain();
-    // two nodes (two rcl contexts: two participants) of one loopback-only domain
     let make = || {
         let (a, b): (Arc<dyn Transport>, Arc<dyn Transport>) =
             (Arc::new(open(&inst, domain)), Arc::new(open(&inst, domain)));
         (a, b)
     };
-    conformance::run_all(&Subject { make: &make, leftovers: &fast_dds_files });
+    rule(&Subject { make: &make, leftovers: &fast_dds_files });
 }
 
 #[test]
 fn the_installation_is_described_with_its_versions() {
+    let _one = one_at_a_time();
     let inst = installation();
     let t = open(&inst, rtlab_pubsub::default_dds_domain());
     let f = t.facts();
@@ -69,6 +81,7 @@ fn the_installation_is_described_with_its_versions() {
 
 #[test]
 fn a_publisher_counts_its_matched_subscriptions() {
+    let _one = one_at_a_time();
     let inst = installation();
     let domain = rtlab_pubsub::default_dds_domain();
     let (a, b) = (open(&inst, domain), open(&inst, domain));
@@ -86,6 +99,7 @@ fn a_publisher_counts_its_matched_subscriptions() {
 
 #[test]
 fn rtlabs_fastdds_cannot_join_a_process_that_holds_the_rmws_fast_dds() {
+    let _one = one_at_a_time();
     let inst = installation();
     let _t = open(&inst, rtlab_pubsub::default_dds_domain());
     let Some(held) = rtlab_pubsub::dl::fast_dds_held() else {
@@ -93,18 +107,19 @@ fn rtlabs_fastdds_cannot_join_a_process_that_holds_the_rmws_fast_dds() {
         return;
     };
     assert!(held.contains(&inst.rmw), "{held}");
-    let e = rtlab_pubsub::fastdds::FastDdsTransport::new(rtlab_pubsub::default_dds_domain())
+    let e = FastDdsTransport::new(rtlab_pubsub::default_dds_domain())
         .err()
         .expect("Fast DDS 2.9 loaded beside the RMW's");
     let e = e.to_string();
     assert!(e.contains("already holds") && e.contains("Fast DDS 2.9"), "{e}");
 }
 
-#[test]
-fn fastdds_on_the_rmws_own_fast_dds_conforms_beside_ros2() {
-    // --fastdds-lib ros2: rtlab's fastdds shim built against the installation's Fast DDS 3,
-    // loaded beside the RMW (one library, one claim): the same process holds both
-    let _one = SHM.lock().unwrap_or_else(|e| e.into_inner());
+/// `--fastdds-lib ros2`: rtlab's fastdds shim built against the installation's Fast DDS 3,
+/// loaded beside the RMW (one library, one claim): the same process holds both. Runs `f`
+/// with the installation and a maker of such participants (one loopback-only domain) while
+/// a ROS 2 node is open, one at a time; skipped (said why) without that Fast DDS.
+fn beside_ros2(f: impl FnOnce(&Installation, &dyn Fn() -> FastDdsTransport)) {
+    let _one = one_at_a_time();
     let inst = installation();
     if inst.fast_dds().is_none() || rtlab_pubsub::fastdds::ROS2_BUILT_VERSION.is_empty() {
         eprintln!("skipped: no Fast DDS 3 under {} or none at build time", inst.rmw);
@@ -114,30 +129,40 @@ fn fastdds_on_the_rmws_own_fast_dds_conforms_beside_ros2() {
     let _ros2 = open(&inst, domain);
     let net = rtlab_pubsub::dds::DdsNetwork::default();
     let fastdds = || {
-        rtlab_pubsub::fastdds::FastDdsTransport::with_lib(
-            domain,
-            &net,
-            rtlab_pubsub::fastdds::Shm::Default,
-            Some(&inst),
-        )
-        .unwrap_or_else(|e| panic!("{e}"))
+        FastDdsTransport::with_lib(domain, &net, rtlab_pubsub::fastdds::Shm::Default, Some(&inst))
+            .unwrap_or_else(|e| panic!("{e}"))
     };
-    let t = fastdds();
-    let labels = t.labels();
-    let version = inst.middleware.as_ref().and_then(|m| m.version.clone()).unwrap();
-    assert!(labels.contains(&("fastdds_version", version.clone())), "{labels:?}");
-    assert!(t.notes()[0].contains(&format!("Fast DDS {version}")), "{:?}", t.notes());
-    drop(t);
-    let make = || {
-        let (a, b): (Arc<dyn Transport>, Arc<dyn Transport>) =
-            (Arc::new(fastdds()), Arc::new(fastdds()));
-        (a, b)
-    };
-    conformance::run_all(&Subject { make: &make, leftovers: &fast_dds_files });
+    f(&inst, &fastdds);
+}
+
+#[test]
+fn fastdds_on_the_rmws_own_fast_dds_names_its_version() {
+    beside_ros2(|inst, fastdds| {
+        let t = fastdds();
+        let labels = t.labels();
+        let version = inst.middleware.as_ref().and_then(|m| m.version.clone()).unwrap();
+        assert!(labels.contains(&("fastdds_version", version.clone())), "{labels:?}");
+        assert!(t.notes()[0].contains(&format!("Fast DDS {version}")), "{:?}", t.notes());
+    });
+}
+
+instantiate_conformance_tests!(fastdds_lib_ros2, with_fastdds_lib_ros2);
+
+/// fastdds on the RMW's own Fast DDS, beside a ROS 2 node: two participants.
+fn with_fastdds_lib_ros2(rule: Rule) {
+    beside_ros2(|_, fastdds| {
+        let make = || {
+            let (a, b): (Arc<dyn Transport>, Arc<dyn Transport>) =
+                (Arc::new(fastdds()), Arc::new(fastdds()));
+            (a, b)
+        };
+        rule(&Subject { make: &make, leftovers: &fast_dds_files });
+    });
 }
 
 #[test]
 fn a_domain_above_rcls_is_one_line() {
+    let _one = one_at_a_time();
     let inst = installation();
     let e = Ros2Transport::open(&inst, 233, &Ros2Network::of(None, &[])).err().unwrap().to_string();
     assert!(e.contains("233") && !e.contains('\n'), "{e}");

@@ -15,7 +15,7 @@ mod ip_cmd;
 use ip_cmd::ip;
 use rtlab_pubsub::conformance::{fresh_topic, warm_up};
 use rtlab_pubsub::dds::{DdsNetwork, DdsTransport};
-use rtlab_pubsub::probe::{self, Mode, PubsubConfig, TransportKind, TransportSpec};
+use rtlab_pubsub::engine::{self, Mode, PubsubConfig, TransportKind, TransportSpec};
 use rtlab_pubsub::rustdds_t::{enter_private_netns, RustDdsTransport, PRIVATE_IF};
 use rtlab_pubsub::transport::*;
 use std::process::Command;
@@ -28,7 +28,7 @@ const ROLE_ENV: &str = "RTLAB_RUSTDDS_TEST_ROLE";
 #[test]
 fn role_process_entry() {
     if let Ok(json) = std::env::var(ROLE_ENV) {
-        std::process::exit(probe::role_main(&json));
+        std::process::exit(engine::role_main(&json));
     }
 }
 
@@ -179,7 +179,7 @@ fn root_probe_runs_rustdds_in_a_private_namespace_with_its_role_processes() {
     on_own_thread(|| {
         let before = netns_id();
         let cfg = config(Mode::Roundtrip);
-        let out = probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {})
+        let out = engine::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {})
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(netns_id(), before, "the probe thread is back in its namespace");
         assert!(
@@ -226,8 +226,9 @@ fn root_probe_runs_cyclone_and_rustdds_against_each_other_in_a_private_namespace
             let mut cfg = config(Mode::Roundtrip);
             cfg.transport = TransportSpec::new(near);
             cfg.far_transport = Some(far);
-            let out = probe::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {})
-                .unwrap_or_else(|e| panic!("{near:?} -> {far:?}: {e}"));
+            let out =
+                engine::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {})
+                    .unwrap_or_else(|e| panic!("{near:?} -> {far:?}: {e}"));
             (out.cases[0].clone(), out.notes)
         });
         assert_eq!(c.error, None, "{near:?} -> {far:?}");

@@ -58,11 +58,11 @@ impl LiveExecutor {
         }
         // network cases (and their traffic) go through two namespaces made for the case
         let pair = if probe.needs_pair() {
-            let cfg = rtlab_probes::netns::NetnsConfig {
+            let cfg = rtlab_engines::netns::NetnsConfig {
                 name: format!("rtlab{}", std::process::id() % 100_000),
                 ..Default::default()
             };
-            match rtlab_probes::netns::NetnsPair::up(&cfg) {
+            match rtlab_engines::netns::NetnsPair::up(&cfg) {
                 Ok(p) => Some(p),
                 Err(e) => return CaseResult::failed(format!("netns pair: {e}")),
             }

@@ -9,8 +9,8 @@
 
 use crate::probe::LabError;
 use crate::scenario::LoadSpec;
+use rtlab_engines::netns::NetnsPair;
 use rtlab_load::{Direction, LoadConfig, RunningLoad, TrafficConfig, TrafficSide};
-use rtlab_probes::netns::NetnsPair;
 use rtlab_tune::profile::NamedProfile;
 use rtlab_tune::session::Session;
 use std::collections::BTreeMap;

@@ -14,7 +14,7 @@
 use super::protocol::{
     line, parse, Facts, FarError, Finished, FromFar, Reflected, Request, ToFar, PROTOCOL,
 };
-use rtlab_probes::udp::run::{self as udp_run, ReflectOutcome, UdpReflectConfig};
+use rtlab_engines::udp::run::{self as udp_run, ReflectOutcome, UdpReflectConfig};
 use rtlab_tune::session::Session;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -339,7 +339,7 @@ fn start_role(role: u64, config: &str, out: &Out) -> Result<Role, String> {
     std::thread::spawn(move || {
         let mut ended = false;
         for l in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(e) = rtlab_pubsub::probe::parse_event(&l) {
+            if let Some(e) = rtlab_pubsub::engine::parse_event(&l) {
                 ended |= e.is_last();
                 out.send(&FromFar::Event { role, line: l });
             }
@@ -348,8 +348,8 @@ fn start_role(role: u64, config: &str, out: &Out) -> Result<Role, String> {
             std::thread::sleep(Duration::from_millis(50));
             let why = last_err.lock().unwrap_or_else(|e| e.into_inner()).clone();
             let why = if why.is_empty() { "exited without a report".into() } else { why };
-            let e = rtlab_pubsub::probe::RoleEvent::Failed(format!("far role process: {why}"));
-            out.send(&FromFar::Event { role, line: rtlab_pubsub::probe::event_line(&e) });
+            let e = rtlab_pubsub::engine::RoleEvent::Failed(format!("far role process: {why}"));
+            out.send(&FromFar::Event { role, line: rtlab_pubsub::engine::event_line(&e) });
         }
     });
     Ok(Role { child, stdin })

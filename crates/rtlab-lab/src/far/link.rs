@@ -85,7 +85,7 @@ pub fn agent_command(spec: &FarSpec) -> Result<Command, LabError> {
             "--far pair: the far side in a scenario case's own namespaces (on the command line: `rtlab netns up`, then --far netns:rtlab-b)".into(),
         )),
         FarSpec::Netns(name) => {
-            if !rtlab_probes::netns::exists(name) {
+            if !rtlab_engines::netns::exists(name) {
                 return Err(LabError::Failed(format!(
                     "--far {spec}: no such network namespace (/run/netns/{name}); create it with `rtlab netns up`"
                 )));

@@ -66,7 +66,7 @@ pub enum Request {
     /// Stop sampling; the reply is the counters per window (`WindowCounters`).
     StopCounters,
     /// Start a UDP reflector there; the reply is the address it listens on.
-    Reflect { config: rtlab_probes::udp::run::UdpReflectConfig },
+    Reflect { config: rtlab_engines::udp::run::UdpReflectConfig },
     /// Stop the reflector; the reply is [`Reflected`].
     StopReflect,
     /// Start a pub/sub role process there (`config`: its `RoleConfig` JSON); its events come

@@ -7,7 +7,7 @@
 
 use super::link::{FarHandle, REQUEST_TIMEOUT};
 use super::protocol::Request;
-use rtlab_pubsub::probe::{parse_event, FarRole, FarRoles, RoleConfig, RoleEvent};
+use rtlab_pubsub::engine::{parse_event, FarRole, FarRoles, RoleConfig, RoleEvent};
 use std::sync::mpsc;
 
 /// Starts roles through an agent.

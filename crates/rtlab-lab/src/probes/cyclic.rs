@@ -4,7 +4,7 @@
 //! deadline misses, the wake-up latency and the job's duration.
 //!
 //! Contract: [`CyclicProbeConfig`] is the one configuration (CLI and scenarios); `measure`
-//! runs the engine (rtlab-probes `cyclic`) under the context's real-time settings with the
+//! runs the engine (rtlab-engines `cyclic`) under the context's real-time settings with the
 //! evidence around it. Added as one module and one line in [`crate::probe::PROBES`].
 
 use crate::config::{at_least_one, positive, ConfigError, Dur, RtFields, Size, Validate};
@@ -12,7 +12,7 @@ use crate::document::{new_document, run_warnings, RunFacts};
 use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
-use rtlab_probes::cyclic::{self, CyclicConfig, CyclicError, CyclicOutcome, Work};
+use rtlab_engines::cyclic::{self, CyclicConfig, CyclicError, CyclicOutcome, Work};
 use serde::{Deserialize, Serialize};
 
 /// How long it measures when neither `duration` nor `count` is given.

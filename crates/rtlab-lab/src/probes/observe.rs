@@ -215,7 +215,7 @@ pub fn measure(cfg: &ObserveProbeConfig, ctx: &mut Context<'_>) -> Result<Observ
     let evidence = crate::evidence::EvidenceRun::start(crate::executor::host(), &ev)?;
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let started = std::time::SystemTime::now();
-    let (lock_guard, memory_lock) = rtlab_probes::hold::lock_memory(rt.mlockall);
+    let (lock_guard, memory_lock) = rtlab_engines::hold::lock_memory(rt.mlockall);
     let outcome = engine::observe(&ecfg, ctx.stop.clone());
     let streams = outcome.as_ref().map(|o| o.streams.clone()).unwrap_or_default();
     let evidence = evidence.finish(&streams);

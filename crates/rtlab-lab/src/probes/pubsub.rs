@@ -17,7 +17,7 @@ use crate::far::FarSpec;
 use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
 use rtlab_core::rt::{Policy, RtSettings};
 use rtlab_core::schema::ResultDocument;
-use rtlab_pubsub::probe::{
+use rtlab_pubsub::engine::{
     self, HandRole, Mode, PubsubConfig, PubsubOutcome, Schedule, TransportKind, TransportSpec,
 };
 use rtlab_pubsub::transport::{Durability, History, Qos, Reliability, WaitStyle};
@@ -273,7 +273,7 @@ impl Validate for PubsubProbeConfig {
         at_least_one("count", self.count)?;
         self.thread_priorities()?;
         if let Some(ft) = self.far_transport.filter(|k| *k != self.transport) {
-            probe::far_transport_rule(self.transport, ft, self.in_process, self.role.is_some())
+            engine::far_transport_rule(self.transport, ft, self.in_process, self.role.is_some())
                 .map_err(|m| ConfigError::new("far_transport", m))?;
         }
         if self.fastdds_shm.is_some()
@@ -391,7 +391,7 @@ impl Validate for PubsubProbeConfig {
             }
         }
         if let Some(ns) = &self.netns {
-            if !rtlab_probes::netns::exists(ns) {
+            if !rtlab_engines::netns::exists(ns) {
                 return Err(ConfigError::new(
                     "netns",
                     format!("{ns}: no such network namespace (create it with `rtlab netns up`)"),
@@ -414,7 +414,7 @@ impl PubsubProbeConfig {
         self.subscribers.0.iter().flat_map(|s| counts(&s.0).unwrap_or_default()).collect()
     }
 
-    fn thread_priorities(&self) -> Result<Vec<probe::ThreadPriority>, ConfigError> {
+    fn thread_priorities(&self) -> Result<Vec<engine::ThreadPriority>, ConfigError> {
         let mut out = Vec::new();
         for r in &self.thread_priority.0 {
             let bad = || {
@@ -428,7 +428,7 @@ impl PubsubProbeConfig {
             if name.trim().is_empty() || !(1..=99).contains(&priority) {
                 return Err(bad());
             }
-            out.push(probe::ThreadPriority { name: name.trim().into(), priority });
+            out.push(engine::ThreadPriority { name: name.trim().into(), priority });
         }
         Ok(out)
     }
@@ -445,8 +445,8 @@ impl PubsubProbeConfig {
         }
     }
 
-    fn by_hand(&self) -> Option<probe::ByHand> {
-        self.role.map(|role| probe::ByHand {
+    fn by_hand(&self) -> Option<engine::ByHand> {
+        self.role.map(|role| engine::ByHand {
             role,
             topic: self.topic.clone().unwrap_or_else(|| "rtlab".into()),
         })
@@ -503,12 +503,12 @@ impl PubsubProbeConfig {
 
     /// One-way stamps on CLOCK_REALTIME when they are compared with another host's clock or
     /// a peer's started by hand (a ROS 2 node stamps system time); else CLOCK_MONOTONIC.
-    fn stamp_clock(&self) -> probe::StampClock {
+    fn stamp_clock(&self) -> engine::StampClock {
         let other_host = self.far.as_ref().is_some_and(|f| !f.same_clock());
         if matches!(self.role, Some(HandRole::Pub | HandRole::Sub)) || other_host {
-            probe::StampClock::Realtime
+            engine::StampClock::Realtime
         } else {
-            probe::StampClock::Monotonic
+            engine::StampClock::Monotonic
         }
     }
 }
@@ -550,8 +550,8 @@ pub fn measure(
     engine.spike = evidence.hook();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let started = std::time::SystemTime::now();
-    let (lock_guard, memory_lock) = rtlab_probes::hold::lock_memory(rt.mlockall);
-    let (dma_guard, dma) = rtlab_probes::hold::cpu_dma_latency(
+    let (lock_guard, memory_lock) = rtlab_engines::hold::lock_memory(rt.mlockall);
+    let (dma_guard, dma) = rtlab_engines::hold::cpu_dma_latency(
         cfg.cpu_dma_latency.map(|v| v.min(i32::MAX as u32) as i32),
     );
     let exe = std::env::current_exe().map_err(|e| {
@@ -582,7 +582,7 @@ pub fn measure(
         None => None,
     };
     let roles = far.as_ref().map(|f| AgentRoles { link: (*f.link()).clone() });
-    let placement = far.as_ref().zip(roles.as_ref()).map(|(f, r)| probe::FarPlacement {
+    let placement = far.as_ref().zip(roles.as_ref()).map(|(f, r)| engine::FarPlacement {
         near: f.near.clone(),
         far: f.far.clone(),
         roles: r,
@@ -591,18 +591,18 @@ pub fn measure(
     let stop = ctx.stop.clone();
     // a Fast DDS other than the one this process already holds (ros2 after fastdds in one
     // run, or the reverse): the case's near side runs in a process of its own
-    let apart = rtlab_pubsub::apart::conflict(&engine, placement.is_some());
+    let apart = rtlab_pubsub::engine::apart::conflict(&engine, placement.is_some());
     if let (Some(why), Some(_)) = (&apart, &placement) {
         return Err(LabError::Failed(format!(
             "{why}; with a far side it cannot run in a process of its own here: run this case in an rtlab run of its own"
         )));
     }
     let run = |engine: &PubsubConfig,
-               placement: Option<&probe::FarPlacement>,
+               placement: Option<&engine::FarPlacement>,
                stop,
                progress: &mut dyn FnMut(usize, usize)| match &apart {
-        Some(why) => rtlab_pubsub::apart::run_apart(engine, &exe, why, stop, progress),
-        None => probe::run_with(engine, &launcher, placement, stop, progress),
+        Some(why) => rtlab_pubsub::engine::apart::run_apart(engine, &exe, why, stop, progress),
+        None => engine::run_with(engine, &launcher, placement, stop, progress),
     };
     let outcome = match &near_netns {
         None => run(&engine, placement.as_ref(), stop, &mut |d, t| progress(d as u64, t as u64)),
@@ -614,7 +614,7 @@ pub fn measure(
             std::thread::scope(|s| {
                 let h = s.spawn(move || {
                     rtlab_sys::net::enter_netns(&format!("/run/netns/{ns}"))
-                        .map_err(|e| probe::ProbeError::Setup(format!("--netns {ns}: {e}")))?;
+                        .map_err(|e| engine::ProbeError::Setup(format!("--netns {ns}: {e}")))?;
                     run(engine, placement, stop, &mut |d, t| {
                         let _ = tx.send((d as u64, t as u64));
                     })
@@ -623,7 +623,7 @@ pub fn measure(
                     progress(d, t);
                 }
                 h.join().unwrap_or_else(|_| {
-                    Err(probe::ProbeError::Setup("the measuring thread panicked".into()))
+                    Err(engine::ProbeError::Setup("the measuring thread panicked".into()))
                 })
             })
         }
@@ -638,7 +638,7 @@ pub fn measure(
     };
     let evidence = evidence.finish(&streams);
     let outcome = outcome.map_err(|e| match e {
-        probe::ProbeError::Rt(m) if m.contains("EPERM") || m.contains("refused") => {
+        engine::ProbeError::Rt(m) if m.contains("EPERM") || m.contains("refused") => {
             LabError::Missing(crate::probe::refused(rt.policy.name(), rt.priority))
         }
         e if e.is_bad_input() => LabError::Failed(e.to_string()),
@@ -689,7 +689,7 @@ pub fn measure(
             message: format!(
                 "case {}B {} n{} measured nothing: {}",
                 c.payload,
-                probe::rate_label(c.period_ns),
+                engine::rate_label(c.period_ns),
                 c.subscribers,
                 c.error.as_deref().unwrap_or("")
             ),

@@ -1,9 +1,9 @@
 //! The timer probe (`rtlab timer`, scenario `kind = "timer"`): wake-up latency like
 //! cyclictest (`abs`), ROS-style relative timer error (`rel`), the ROS timer models
-//! (`oneshot`, `roscpp`, `rclcpp`; rtlab-probes `ros_timer`), and cycle jitter.
+//! (`oneshot`, `roscpp`, `rclcpp`; rtlab-engines `ros_timer`), and cycle jitter.
 //!
 //! Contract: [`TimerProbeConfig`] is the one configuration: its defaults are the defaults
-//! of the CLI and of scenarios; `measure` runs the engine (rtlab-probes `timer_run`) under
+//! of the CLI and of scenarios; `measure` runs the engine (rtlab-engines `timer_run`) under
 //! the context's real-time settings with evidence around it and returns the document.
 
 use crate::config::{at_least_one, positive, ConfigError, Dur, List, RtFields, Validate};
@@ -12,8 +12,8 @@ use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
 use rtlab_core::warnings::Warn;
-use rtlab_probes::timer::TimerMode;
-use rtlab_probes::timer_run::{self, TimerConfig, TimerError, TimerOutcome, TimerThreadConfig};
+use rtlab_engines::timer::TimerMode;
+use rtlab_engines::timer_run::{self, TimerConfig, TimerError, TimerOutcome, TimerThreadConfig};
 use serde::{Deserialize, Serialize};
 
 /// How long it measures when neither `duration` nor `count` is given.
@@ -36,7 +36,7 @@ pub struct TimerProbeConfig {
     /// Added to the interval of each further thread (cyclictest -d).
     pub distance: Option<Dur>,
     /// `abs` (clock_nanosleep TIMER_ABSTIME), `rel` (relative sleeps, like a ROS timer), or
-    /// a ROS timer model (rtlab-probes `ros_timer`): `oneshot` (S4's one-shot test on
+    /// a ROS timer model (rtlab-engines `ros_timer`): `oneshot` (S4's one-shot test on
     /// roscpp), `roscpp` (ROS 1 periodic timer), `rclcpp` (ROS 2 wall timer).
     pub mode: TimerMode,
     /// How long to measure (30 s when neither this nor `count` is given).

@@ -17,9 +17,9 @@ use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
 use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
-use rtlab_probes::netns::NetnsPair;
-use rtlab_probes::udp::ping::PingMode;
-use rtlab_probes::udp::run::{
+use rtlab_engines::netns::NetnsPair;
+use rtlab_engines::udp::ping::PingMode;
+use rtlab_engines::udp::run::{
     self as udp_run, PingOutcome, ReflectOutcome, SocketConfig, UdpError, UdpPingConfig,
     UdpReflectConfig,
 };
@@ -336,7 +336,7 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
     let mut doc = new_document("udp", started, env, config);
     doc.far = far.map(FarRun::finish);
     doc.duration_ns = outcome.duration_ns;
-    doc.interrupted = outcome.end == rtlab_probes::timer::LoopEnd::Interrupted;
+    doc.interrupted = outcome.end == rtlab_engines::timer::LoopEnd::Interrupted;
     doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
     doc.streams = streams;
     doc.evidence = Some(evidence);

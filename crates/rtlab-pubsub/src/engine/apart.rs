@@ -5,7 +5,7 @@
 //! ROS 2). A scenario that measures `ros2` and `fastdds` side by side, or a sweep that goes
 //! from one to the other, runs its cases in one `rtlab run` process: the second kind of case
 //! runs here instead, in `rtlab pubsub --engine-config JSON` (hidden), which runs the same
-//! engine ([`crate::probe::run_with`]) with its own role processes and reports its progress
+//! engine ([`super::run_with`]) with its own role processes and reports its progress
 //! and its outcome as lines on stdout (`rtlab-engine {...}`); closing its stdin stops it, as
 //! a role process. The outcome says it ran apart (a note).
 //!
@@ -14,7 +14,7 @@
 //! there (the publisher's send lateness and the kernel counters still come from here; the
 //! note says so). Nothing here prints but the child's own lines.
 
-use crate::probe::{ProbeError, PubsubConfig, PubsubOutcome, TransportKind};
+use super::{ProbeError, PubsubConfig, PubsubOutcome, TransportKind};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -209,7 +209,7 @@ pub fn engine_main(json: &str) -> i32 {
         c.args(["pubsub", "--role-config", json]);
         c
     };
-    match crate::probe::run_with(&cfg, &launcher, None, stop, &mut |d, t| {
+    match super::run_with(&cfg, &launcher, None, stop, &mut |d, t| {
         line(&EngineLine::Progress(d, t))
     }) {
         Ok(o) => {

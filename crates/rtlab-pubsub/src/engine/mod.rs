@@ -19,6 +19,8 @@
 //! threads are created by `spawn_rt` with policy/priority/CPU. Nothing here prints: a role
 //! process speaks to its parent through the [`RoleEvent`] lines on its stdout.
 
+pub mod apart;
+
 use crate::seqtrack::{Arrival, SeqTracker};
 use crate::transport::*;
 use rtlab_core::schema::Stream;

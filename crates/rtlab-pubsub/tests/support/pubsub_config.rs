@@ -2,7 +2,7 @@
 //! 64 B and 4 KiB, blocking waits, default QoS, no real-time. Include it with
 //! `#[path = "support/pubsub_config.rs"] mod pubsub_config;`.
 
-use rtlab_pubsub::probe::{Mode, PubsubConfig, RtSpec, TransportKind, TransportSpec};
+use rtlab_pubsub::engine::{Mode, PubsubConfig, RtSpec, TransportKind, TransportSpec};
 use rtlab_pubsub::{Qos, WaitStyle};
 
 pub fn config(

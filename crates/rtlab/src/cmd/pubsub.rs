@@ -10,7 +10,7 @@ use rtlab_core::units::{format_duration_exact, Nanos};
 use rtlab_lab::config::{from_table, FlagTable};
 use rtlab_lab::probe::Context;
 use rtlab_lab::probes::pubsub::{self, PubsubProbeConfig};
-use rtlab_pubsub::probe::{self, HandRole, PubsubConfig, PubsubOutcome, TransportKind};
+use rtlab_pubsub::engine::{self, HandRole, PubsubConfig, PubsubOutcome, TransportKind};
 use std::io::{IsTerminal, Write};
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,8 +174,8 @@ impl PubsubArgs {
                 "schedule",
                 &self.schedule.map(|m| {
                     match m {
-                        ScheduleArg::Periodic => probe::Schedule::Periodic,
-                        ScheduleArg::ClosedLoop => probe::Schedule::ClosedLoop,
+                        ScheduleArg::Periodic => engine::Schedule::Periodic,
+                        ScheduleArg::ClosedLoop => engine::Schedule::ClosedLoop,
                     }
                     .name()
                     .to_string()
@@ -229,10 +229,10 @@ pub fn config_of(a: &PubsubArgs) -> anyhow::Result<PubsubProbeConfig> {
 
 pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
     if let Some(json) = &a.role_config {
-        return Ok(probe::role_main(json).clamp(0, 255) as u8);
+        return Ok(engine::role_main(json).clamp(0, 255) as u8);
     }
     if let Some(json) = &a.engine_config {
-        return Ok(rtlab_pubsub::apart::engine_main(json).clamp(0, 255) as u8);
+        return Ok(rtlab_pubsub::engine::apart::engine_main(json).clamp(0, 255) as u8);
     }
     let cfg = config_of(&a)?;
     let engine = cfg
@@ -283,8 +283,10 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
 fn headline(cfg: &PubsubConfig) -> String {
     let sizes: Vec<String> = cfg.payloads.iter().map(|p| format!("{p}B")).collect();
     let rates: Vec<String> = match cfg.schedule {
-        probe::Schedule::Periodic => cfg.periods_ns.iter().map(|p| probe::rate_label(*p)).collect(),
-        probe::Schedule::ClosedLoop => vec![probe::Schedule::ClosedLoop.name().into()],
+        engine::Schedule::Periodic => {
+            cfg.periods_ns.iter().map(|p| engine::rate_label(*p)).collect()
+        }
+        engine::Schedule::ClosedLoop => vec![engine::Schedule::ClosedLoop.name().into()],
     };
     let subs: Vec<String> = cfg.subscribers.iter().map(|s| s.to_string()).collect();
     format!(
@@ -351,15 +353,15 @@ fn print_tables(cfg: &PubsubConfig, o: &PubsubOutcome) -> anyhow::Result<()> {
     // a pong or a publisher by hand measures no message latency here: no empty table
     if !rows.is_empty() {
         let definition = match cfg.mode {
-            probe::Mode::Oneway => probe::oneway_definition(cfg.oneway_clock()),
-            probe::Mode::Roundtrip => cfg.mode.definition().to_string(),
+            engine::Mode::Oneway => engine::oneway_definition(cfg.oneway_clock()),
+            engine::Mode::Roundtrip => cfg.mode.definition().to_string(),
         };
         writeln!(out, "{} ({definition})", cfg.mode.metric().replace('_', " "))?;
         write!(out, "{}", stats_table(&rows, color))?;
         writeln!(out)?;
     }
     if o.cases.iter().any(|c| c.publisher.is_some()) {
-        writeln!(out, "publisher send lateness ({})", probe::SEND_LATENESS_DEFINITION)?;
+        writeln!(out, "publisher send lateness ({})", engine::SEND_LATENESS_DEFINITION)?;
     }
     let pubs: Vec<Row> = o
         .cases
@@ -369,7 +371,7 @@ fn print_tables(cfg: &PubsubConfig, o: &PubsubOutcome) -> anyhow::Result<()> {
                 label: format!(
                     "{}B {} n{}",
                     c.payload,
-                    probe::rate_label(c.period_ns),
+                    engine::rate_label(c.period_ns),
                     c.subscribers
                 ),
                 summary: &s.stats,
@@ -420,7 +422,7 @@ fn print_tables(cfg: &PubsubConfig, o: &PubsubOutcome) -> anyhow::Result<()> {
                 out,
                 "  fan-out {}B {} n{}: p50 spread {} us (fastest sub{f}, slowest sub{sl})",
                 c.payload,
-                probe::rate_label(c.period_ns),
+                engine::rate_label(c.period_ns),
                 c.subscribers,
                 rtlab_core::units::us_1(sp)
             )?;

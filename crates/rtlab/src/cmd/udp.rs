@@ -13,15 +13,15 @@ use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::{ResultDocument, Stream};
 use rtlab_core::units::{format_duration_exact, parse_bitrate, us_1, Nanos};
 use rtlab_core::warnings::Warn;
+use rtlab_engines::netns::{NetnsConfig, NetnsPair, PriorityPath, Shaper};
+use rtlab_engines::udp::ping::PingMode;
+use rtlab_engines::udp::run::{
+    self as udp_run, PingOutcome, ReflectOutcome, UdpPingConfig, UdpReflectConfig,
+};
 use rtlab_lab::config::{from_table, read_table, FlagTable, RtFields};
 use rtlab_lab::document::new_document;
 use rtlab_lab::probe::Context;
 use rtlab_lab::probes::udp::{self, SocketFields, UdpProbeConfig};
-use rtlab_probes::netns::{NetnsConfig, NetnsPair, PriorityPath, Shaper};
-use rtlab_probes::udp::ping::PingMode;
-use rtlab_probes::udp::run::{
-    self as udp_run, PingOutcome, ReflectOutcome, UdpPingConfig, UdpReflectConfig,
-};
 use std::io::{IsTerminal, Write};
 
 #[derive(Args, Debug)]

@@ -1,4 +1,4 @@
-//! rtlab-probes: the measurement engines. Engines never print; they push samples into
+//! rtlab-engines: the measurement engines. Engines never print; they push samples into
 //! sinks (rtlab-core) and return outcomes that the CLI renders and stores.
 
 #![forbid(unsafe_code)]

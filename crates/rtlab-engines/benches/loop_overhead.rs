@@ -1,11 +1,11 @@
 //! What the timer loop itself costs per cycle, sleeping excluded: two CLOCK_MONOTONIC reads,
 //! recording latency and cycle jitter, the overrun arithmetic. The clock reads real time
 //! but its sleeps return at once, so the loop runs back to back.
-//! `cargo bench -p rtlab-probes --bench loop_overhead`
+//! `cargo bench -p rtlab-engines --bench loop_overhead`
 
 use rtlab_core::sink::{Recorder, RecorderConfig};
-use rtlab_probes::clock::Clock;
-use rtlab_probes::timer::{run_loop, Schedule, TimerMode};
+use rtlab_engines::clock::Clock;
+use rtlab_engines::timer::{run_loop, Schedule, TimerMode};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 struct NoSleep;

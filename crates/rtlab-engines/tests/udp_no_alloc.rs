@@ -4,11 +4,11 @@
 //! Only allocations made on the measuring thread count; the file holds a single test.
 
 use rtlab_core::sink::{Recorder, RecorderConfig};
-use rtlab_probes::udp::link::UdpLink;
-use rtlab_probes::udp::ping::{PingMode, PingPlan, Pinger};
-use rtlab_probes::udp::reflect::{Action, Reflector};
-use rtlab_probes::udp::track::Tracker;
-use rtlab_probes::udp::wire::{self, Kind};
+use rtlab_engines::udp::link::UdpLink;
+use rtlab_engines::udp::ping::{PingMode, PingPlan, Pinger};
+use rtlab_engines::udp::reflect::{Action, Reflector};
+use rtlab_engines::udp::track::Tracker;
+use rtlab_engines::udp::wire::{self, Kind};
 use rtlab_sys::net::AbsTimer;
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -3,9 +3,9 @@
 //! Idle runs lose nothing (IPv4 and IPv6); a reflector that drops every Nth request
 //! costs exactly those; the priority path carries the probe's packets in its own class.
 
-use rtlab_probes::netns::{exists, NetnsConfig, NetnsPair, PriorityPath, CLASS_SO_PRIORITY};
-use rtlab_probes::udp::ping::PingMode;
-use rtlab_probes::udp::run::{
+use rtlab_engines::netns::{exists, NetnsConfig, NetnsPair, PriorityPath, CLASS_SO_PRIORITY};
+use rtlab_engines::udp::ping::PingMode;
+use rtlab_engines::udp::run::{
     ping, reflect, ReflectOutcome, RtConfig, SocketConfig, UdpPingConfig, UdpReflectConfig,
 };
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

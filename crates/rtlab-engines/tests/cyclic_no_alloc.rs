@@ -5,9 +5,9 @@
 //! This file holds a single test so that no other test thread allocates meanwhile.
 
 use rtlab_core::sink::{Recorder, RecorderConfig, SpikeFlag};
-use rtlab_probes::clock::MonotonicClock;
-use rtlab_probes::cyclic::work::calibrate;
-use rtlab_probes::cyclic::{run_cycles, CycleSinks, CyclicSchedule, Job, Work};
+use rtlab_engines::clock::MonotonicClock;
+use rtlab_engines::cyclic::work::calibrate;
+use rtlab_engines::cyclic::{run_cycles, CycleSinks, CyclicSchedule, Job, Work};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 

@@ -2,9 +2,9 @@
 //! 1 ms in this thread, then run the calibrated iteration count back to back and print the
 //! distribution of what it really took (min / median / p99 / max against the asked time),
 //! and what one memory walk costs per touch for a few buffer sizes and strides.
-//! `cargo bench -p rtlab-probes --bench cyclic_work`
+//! `cargo bench -p rtlab-engines --bench cyclic_work`
 
-use rtlab_probes::cyclic::work::{calibrate, spin, walk};
+use rtlab_engines::cyclic::work::{calibrate, spin, walk};
 use std::hint::black_box;
 
 fn now() -> i64 {

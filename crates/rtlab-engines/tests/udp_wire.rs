@@ -3,8 +3,8 @@
 //! parses back to the same fields.
 
 use proptest::prelude::*;
-use rtlab_probes::udp::reflect::{Action, Reflector};
-use rtlab_probes::udp::wire::{self, Form, Kind};
+use rtlab_engines::udp::reflect::{Action, Reflector};
+use rtlab_engines::udp::wire::{self, Form, Kind};
 
 fn kind() -> impl Strategy<Value = Kind> {
     prop_oneof![Just(Kind::Request), Just(Kind::Reply), Just(Kind::Hello), Just(Kind::HelloReply)]

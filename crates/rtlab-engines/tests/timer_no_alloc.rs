@@ -5,8 +5,8 @@
 
 use rtlab_core::raw::raw_ring;
 use rtlab_core::sink::{Recorder, RecorderConfig, SpikeFlag};
-use rtlab_probes::clock::MonotonicClock;
-use rtlab_probes::timer::{run_loop, Schedule, TimerMode};
+use rtlab_engines::clock::MonotonicClock;
+use rtlab_engines::timer::{run_loop, Schedule, TimerMode};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 

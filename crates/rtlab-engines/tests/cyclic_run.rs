@@ -4,11 +4,11 @@
 //! presence of samples are asserted; never an upper bound on a time.
 
 use rtlab_core::rt::{Policy, RtSettings};
-use rtlab_probes::cyclic::{
+use rtlab_engines::cyclic::{
     run, run_with_spike, CyclicConfig, CyclicOutcome, Work, JOB_METRIC, RESPONSE_METRIC,
     WAKEUP_METRIC,
 };
-use rtlab_probes::timer::LoopEnd;
+use rtlab_engines::timer::LoopEnd;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 

@@ -346,129 +346,75 @@ pub fn down(name: &str) -> Result<Vec<String>, NetnsError> {
     Ok(removed)
 }
 
+/// One tc command: the qdisc kind it makes ("" for classes and filters) and its arguments.
+type TcCommand = (&'static str, Vec<String>);
+
 /// The tc commands for one veth end: (qdisc kind made, or "" for classes and filters; args).
-fn queueing(cfg: &NetnsConfig, ns: &str, dev: &str) -> Vec<(&'static str, Vec<String>)> {
-    let s = |v: &[&str]| -> Vec<String> {
-        [&["-n", ns][..], v].concat().iter().map(|x| x.to_string()).collect()
+fn queueing(cfg: &NetnsConfig, ns: &str, dev: &str) -> Vec<TcCommand> {
+    // `tc -n NS` then the words (a veth end's name holds no space: check_name)
+    let tc = |kind: &'static str, words: String| -> TcCommand {
+        let args = ["-n", ns].into_iter().map(String::from);
+        (kind, args.chain(words.split_whitespace().map(String::from)).collect())
     };
+    let band = cfg.priority_path == PriorityPath::Band;
     let mut out = Vec::new();
     match cfg.rate_bps {
-        None => {
-            if cfg.priority_path == PriorityPath::Band {
-                out.push(("pfifo_fast", s(&["qdisc", "add", "dev", dev, "root", "pfifo_fast"])));
-            }
-        }
+        None if band => out.push(tc("pfifo_fast", format!("qdisc add dev {dev} root pfifo_fast"))),
+        None => {}
+        Some(r) if cfg.shaper == Shaper::Htb => htb(cfg, r, dev, &tc, &mut out),
         Some(r) => {
-            let rate = format!("{r}bit");
-            match cfg.shaper {
-                Shaper::Htb => {
-                    out.push((
-                        "htb",
-                        s(&[
-                            "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default",
-                            "20",
-                        ]),
-                    ));
-                    out.push((
-                        "",
-                        s(&[
-                            "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
-                            "rate", &rate, "ceil", &rate, "quantum", "3028",
-                        ]),
-                    ));
-                    if cfg.priority_path == PriorityPath::Class {
-                        let small = format!("{}bit", (r / 10).max(8_000));
-                        let rest = format!("{}bit", (r - r / 10).max(8_000));
-                        out.push((
-                            "",
-                            s(&[
-                                "class", "add", "dev", dev, "parent", "1:1", "classid", "1:10",
-                                "htb", "rate", &small, "ceil", &rate, "prio", "0", "quantum",
-                                "3028",
-                            ]),
-                        ));
-                        out.push((
-                            "",
-                            s(&[
-                                "class", "add", "dev", dev, "parent", "1:1", "classid", "1:20",
-                                "htb", "rate", &rest, "ceil", &rate, "prio", "1", "quantum",
-                                "3028",
-                            ]),
-                        ));
-                        let tos = format!("{:#04x}", cfg.prio_tos);
-                        out.push((
-                            "",
-                            s(&[
-                                "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip",
-                                "prio", "1", "u32", "match", "ip", "tos", &tos, "0xfc", "flowid",
-                                "1:10",
-                            ]),
-                        ));
-                        out.push((
-                            "",
-                            s(&[
-                                "filter", "add", "dev", dev, "parent", "1:", "protocol", "ipv6",
-                                "prio", "2", "u32", "match", "ip6", "priority", &tos, "0xfc",
-                                "flowid", "1:10",
-                            ]),
-                        ));
-                    } else {
-                        out.push((
-                            "",
-                            s(&[
-                                "class", "add", "dev", dev, "parent", "1:1", "classid", "1:20",
-                                "htb", "rate", &rate, "ceil", &rate, "quantum", "3028",
-                            ]),
-                        ));
-                        if cfg.priority_path == PriorityPath::Band {
-                            out.push((
-                                "pfifo_fast",
-                                s(&[
-                                    "qdisc",
-                                    "add",
-                                    "dev",
-                                    dev,
-                                    "parent",
-                                    "1:20",
-                                    "handle",
-                                    "20:",
-                                    "pfifo_fast",
-                                ]),
-                            ));
-                        }
-                    }
-                }
-                Shaper::Tbf => {
-                    // burst: 1 ms at the rate, at least two full frames
-                    let burst = format!("{}", (r / 8 / 1000).max(3028));
-                    out.push((
-                        "tbf",
-                        s(&[
-                            "qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate",
-                            &rate, "burst", &burst, "latency", "100ms",
-                        ]),
-                    ));
-                    if cfg.priority_path == PriorityPath::Band {
-                        out.push((
-                            "pfifo_fast",
-                            s(&[
-                                "qdisc",
-                                "add",
-                                "dev",
-                                dev,
-                                "parent",
-                                "1:1",
-                                "handle",
-                                "10:",
-                                "pfifo_fast",
-                            ]),
-                        ));
-                    }
-                }
+            // burst: 1 ms at the rate, at least two full frames
+            let burst = (r / 8 / 1000).max(3028);
+            out.push(tc(
+                "tbf",
+                format!("qdisc add dev {dev} root handle 1: tbf rate {r}bit burst {burst} latency 100ms"),
+            ));
+            if band {
+                out.push(tc(
+                    "pfifo_fast",
+                    format!("qdisc add dev {dev} parent 1:1 handle 10: pfifo_fast"),
+                ));
             }
         }
     }
     out
+}
+
+/// [`queueing`] with an htb shaper of `r` bit/s: a root class at the rate; the priority path
+/// `class` a class of a tenth of it at prio 0 for the probe's TOS (IPv4 and IPv6 filters),
+/// the rest for all else; `band` a pfifo_fast under the one class.
+fn htb(
+    cfg: &NetnsConfig,
+    r: u64,
+    dev: &str,
+    tc: &dyn Fn(&'static str, String) -> TcCommand,
+    out: &mut Vec<TcCommand>,
+) {
+    let class = |parent: &str, id: &str, rest: String| {
+        tc("", format!("class add dev {dev} parent {parent} classid {id} htb {rest} quantum 3028"))
+    };
+    out.push(tc("htb", format!("qdisc add dev {dev} root handle 1: htb default 20")));
+    out.push(class("1:", "1:1", format!("rate {r}bit ceil {r}bit")));
+    match cfg.priority_path {
+        PriorityPath::Class => {
+            let small = (r / 10).max(8_000);
+            let rest = (r - r / 10).max(8_000);
+            out.push(class("1:1", "1:10", format!("rate {small}bit ceil {r}bit prio 0")));
+            out.push(class("1:1", "1:20", format!("rate {rest}bit ceil {r}bit prio 1")));
+            let tos = format!("{:#04x}", cfg.prio_tos);
+            out.push(tc("", format!("filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip tos {tos} 0xfc flowid 1:10")));
+            out.push(tc("", format!("filter add dev {dev} parent 1: protocol ipv6 prio 2 u32 match ip6 priority {tos} 0xfc flowid 1:10")));
+        }
+        other => {
+            out.push(class("1:1", "1:20", format!("rate {r}bit ceil {r}bit")));
+            if other == PriorityPath::Band {
+                out.push(tc(
+                    "pfifo_fast",
+                    format!("qdisc add dev {dev} parent 1:20 handle 20: pfifo_fast"),
+                ));
+            }
+        }
+    }
 }
 
 #[cfg(test)]

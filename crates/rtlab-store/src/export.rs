@@ -13,6 +13,7 @@
 //! The matrix parameters of the cases become `param_<key>` columns (the union over the runs).
 
 use rtlab_core::run::{CaseRecord, CaseStatus, Run};
+use rtlab_core::schema::Stream;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
@@ -105,8 +106,30 @@ pub fn to_csv(runs: &[Run], what: CsvWhat) -> String {
         .iter()
         .flat_map(|r| r.cases.iter().flat_map(|c| c.params.keys().map(String::as_str)))
         .collect();
-    let mut out = String::new();
-    let mut head = vec![
+    let mut out = header(&keys, what);
+    for r in runs {
+        for c in &r.cases {
+            let prefix = case_prefix(r, c, &keys);
+            let streams = c.document.as_ref().map(|d| d.streams.as_slice()).unwrap_or(&[]);
+            if streams.is_empty() && what == CsvWhat::Stats {
+                let _ = writeln!(out, "{prefix},{}", ",".repeat(STATS_COLS.len()));
+                continue;
+            }
+            for s in streams {
+                match what {
+                    CsvWhat::Stats => stats_row(&mut out, &prefix, s),
+                    CsvWhat::Histogram => histogram_rows(&mut out, &prefix, s),
+                    CsvWhat::Windows => window_rows(&mut out, &prefix, c, s),
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The header line: the case's columns, a column per parameter, the stream, `what`'s.
+fn header(keys: &BTreeSet<&str>, what: CsvWhat) -> String {
+    let mut head = [
         "run_id",
         "scenario",
         "case_index",
@@ -128,112 +151,103 @@ pub fn to_csv(runs: &[Run], what: CsvWhat) -> String {
         CsvWhat::Histogram => head.extend(["low_ns", "high_ns", "count"].map(String::from)),
         CsvWhat::Windows => head.extend(WINDOW_COLS.map(String::from)),
     }
-    out.push_str(&head.iter().map(|h| field(h)).collect::<Vec<_>>().join(","));
+    let mut out = head.iter().map(|h| field(h)).collect::<Vec<_>>().join(",");
     out.push('\n');
-    for r in runs {
-        for c in &r.cases {
-            let (status, error) = status_of(c);
-            let mut pre = vec![
-                r.id.to_string(),
-                r.info.scenario.clone(),
-                c.index.to_string(),
-                c.name.clone(),
-                c.probe.clone(),
-                c.load.clone(),
-                c.profile.clone(),
-                c.repetition.to_string(),
-                status.into(),
-                error.into(),
-            ];
-            pre.extend(keys.iter().map(|k| c.params.get(*k).cloned().unwrap_or_default()));
-            let prefix = pre.iter().map(|s| field(s)).collect::<Vec<_>>().join(",");
-            let streams = c.document.as_ref().map(|d| d.streams.as_slice()).unwrap_or(&[]);
-            if streams.is_empty() && what == CsvWhat::Stats {
-                let _ = writeln!(out, "{prefix},{}", ",".repeat(STATS_COLS.len()));
-                continue;
-            }
-            for s in streams {
-                let name = field(&s.name);
-                match what {
-                    CsvWhat::Stats => {
-                        let t = &s.stats;
-                        let cols = [
-                            field(&s.metric),
-                            s.deadline_ns.to_string(),
-                            t.count.to_string(),
-                            opt(t.min_ns),
-                            opt(t.mean_ns),
-                            opt(t.stddev_ns),
-                            opt(t.p50_ns),
-                            opt(t.p90_ns),
-                            opt(t.p99_ns),
-                            opt(t.p99_9_ns),
-                            opt(t.p99_99_ns),
-                            opt(t.max_ns),
-                            opt(t.max_index),
-                            opt(t.max_at_ns),
-                            opt(t.missed),
-                            opt(t.overruns),
-                            opt(t.lost),
-                            opt(t.late),
-                            opt(t.duplicates),
-                            opt(t.out_of_order),
-                            opt(t.malformed),
-                        ];
-                        let _ = writeln!(out, "{prefix},{name},{}", cols.join(","));
-                    }
-                    CsvWhat::Histogram => {
-                        for b in &s.histogram.buckets {
-                            let _ = writeln!(
-                                out,
-                                "{prefix},{name},{},{},{}",
-                                b.low_ns, b.high_ns, b.count
-                            );
-                        }
-                    }
-                    CsvWhat::Windows => {
-                        let w = &s.windows;
-                        // the kernel counters of the same window, when they follow this stream's grid
-                        let counters = c
-                            .document
-                            .as_ref()
-                            .and_then(|d| d.evidence.as_ref())
-                            .and_then(|e| e.counters.as_ref())
-                            .filter(|k| {
-                                k.width_ns == w.width_ns
-                                    && k.start_monotonic_ns == s.start_monotonic_ns
-                            });
-                        for (i, m) in w.max_ns.iter().enumerate() {
-                            let k = match counters.and_then(|k| k.windows.get(i)) {
-                                Some(k) => {
-                                    let sum = |v: &[u64]| v.iter().sum::<u64>().to_string();
-                                    format!(
-                                        "{},{},{},{},{},{}",
-                                        sum(&k.net_rx),
-                                        sum(&k.timer),
-                                        sum(&k.interrupts),
-                                        sum(&k.ksoftirqd_ns),
-                                        k.context_switches,
-                                        sum(&k.steal_ticks)
-                                    )
-                                }
-                                None => ",,,,,".into(),
-                            };
-                            let _ = writeln!(
-                                out,
-                                "{prefix},{name},{i},{},{},{},{},{k}",
-                                i as i64 * w.width_ns,
-                                w.width_ns,
-                                opt(*m),
-                                w.count.get(i).copied().unwrap_or(0)
-                            );
-                        }
-                    }
-                }
-            }
-        }
-    }
     out
+}
+
+/// The case's columns of every line of its streams (quoted as needed).
+fn case_prefix(r: &Run, c: &CaseRecord, keys: &BTreeSet<&str>) -> String {
+    let (status, error) = status_of(c);
+    let mut pre = vec![
+        r.id.to_string(),
+        r.info.scenario.clone(),
+        c.index.to_string(),
+        c.name.clone(),
+        c.probe.clone(),
+        c.load.clone(),
+        c.profile.clone(),
+        c.repetition.to_string(),
+        status.into(),
+        error.into(),
+    ];
+    pre.extend(keys.iter().map(|k| c.params.get(*k).cloned().unwrap_or_default()));
+    pre.iter().map(|s| field(s)).collect::<Vec<_>>().join(",")
+}
+
+/// `--what stats`: a line per stream.
+fn stats_row(out: &mut String, prefix: &str, s: &Stream) {
+    let t = &s.stats;
+    let cols = [
+        field(&s.metric),
+        s.deadline_ns.to_string(),
+        t.count.to_string(),
+        opt(t.min_ns),
+        opt(t.mean_ns),
+        opt(t.stddev_ns),
+        opt(t.p50_ns),
+        opt(t.p90_ns),
+        opt(t.p99_ns),
+        opt(t.p99_9_ns),
+        opt(t.p99_99_ns),
+        opt(t.max_ns),
+        opt(t.max_index),
+        opt(t.max_at_ns),
+        opt(t.missed),
+        opt(t.overruns),
+        opt(t.lost),
+        opt(t.late),
+        opt(t.duplicates),
+        opt(t.out_of_order),
+        opt(t.malformed),
+    ];
+    let _ = writeln!(out, "{prefix},{},{}", field(&s.name), cols.join(","));
+}
+
+/// `--what histogram`: a line per bucket.
+fn histogram_rows(out: &mut String, prefix: &str, s: &Stream) {
+    let name = field(&s.name);
+    for b in &s.histogram.buckets {
+        let _ = writeln!(out, "{prefix},{name},{},{},{}", b.low_ns, b.high_ns, b.count);
+    }
+}
+
+/// `--what windows`: a line per window, with the kernel counters of the same window when
+/// they follow this stream's grid.
+fn window_rows(out: &mut String, prefix: &str, c: &CaseRecord, s: &Stream) {
+    let name = field(&s.name);
+    let w = &s.windows;
+    let counters = c
+        .document
+        .as_ref()
+        .and_then(|d| d.evidence.as_ref())
+        .and_then(|e| e.counters.as_ref())
+        .filter(|k| k.width_ns == w.width_ns && k.start_monotonic_ns == s.start_monotonic_ns);
+    for (i, m) in w.max_ns.iter().enumerate() {
+        let k = match counters.and_then(|k| k.windows.get(i)) {
+            Some(k) => {
+                let sum = |v: &[u64]| v.iter().sum::<u64>().to_string();
+                format!(
+                    "{},{},{},{},{},{}",
+                    sum(&k.net_rx),
+                    sum(&k.timer),
+                    sum(&k.interrupts),
+                    sum(&k.ksoftirqd_ns),
+                    k.context_switches,
+                    sum(&k.steal_ticks)
+                )
+            }
+            None => ",,,,,".into(),
+        };
+        let _ = writeln!(
+            out,
+            "{prefix},{name},{i},{},{},{},{},{k}",
+            i as i64 * w.width_ns,
+            w.width_ns,
+            opt(*m),
+            w.count.get(i).copied().unwrap_or(0)
+        );
+    }
 }
 
 #[cfg(test)]

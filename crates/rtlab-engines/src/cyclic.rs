@@ -218,13 +218,7 @@ impl CyclicConfig {
 
     /// Slots one thread's grid is planned to have (cycles measured + overruns).
     pub fn planned_cycles(&self) -> u64 {
-        let by_duration = self.duration_ns.map(|d| (d / self.interval_ns) as u64);
-        match (self.count, by_duration) {
-            (Some(c), Some(d)) => c.min(d),
-            (Some(c), None) => c,
-            (None, Some(d)) => d,
-            (None, None) => 0,
-        }
+        crate::hold::planned_slots(self.count, self.duration_ns, self.interval_ns)
     }
 }
 

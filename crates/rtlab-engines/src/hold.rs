@@ -59,6 +59,17 @@ pub fn window_capacity(longest_ns: i64, window_ns: i64) -> usize {
     ((longest_ns / window_ns.max(1)) as usize + 2).clamp(16, 1 << 16)
 }
 
+/// The slots a measuring thread's grid is planned to have: `count` slots, or as many
+/// `interval_ns` as fit in `duration_ns`, the fewer of the two (0 when neither is given).
+pub fn planned_slots(count: Option<u64>, duration_ns: Option<i64>, interval_ns: i64) -> u64 {
+    let by_duration = duration_ns.map(|d| (d / interval_ns.max(1)) as u64);
+    match (count, by_duration) {
+        (Some(c), Some(d)) => c.min(d),
+        (Some(c), None) | (None, Some(c)) => c,
+        (None, None) => 0,
+    }
+}
+
 /// Why the measuring threads did not all run to their end.
 #[derive(Debug)]
 pub enum RunError<E> {

@@ -137,12 +137,7 @@ impl TimerConfig {
     }
 
     fn planned_samples(&self, t: &TimerThreadConfig) -> u64 {
-        match (self.loops, self.duration_ns) {
-            (Some(l), Some(d)) => l.min((d / t.interval_ns) as u64),
-            (Some(l), None) => l,
-            (None, Some(d)) => (d / t.interval_ns) as u64,
-            (None, None) => 0,
-        }
+        crate::hold::planned_slots(self.loops, self.duration_ns, t.interval_ns)
     }
 }
 

@@ -14,7 +14,7 @@
 //! there (the publisher's send lateness and the kernel counters still come from here; the
 //! note says so). Nothing here prints but the child's own lines.
 
-use super::placement::{keep_last_line, last_line, spawn_piped};
+use super::placement::{keep_last_line, last_line, spawn_piped, stop_when_stdin_closes};
 use super::{ProbeError, PubsubConfig, PubsubOutcome, TransportKind};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
@@ -183,13 +183,7 @@ pub fn engine_main(json: &str) -> i32 {
         }
     };
     let _lock = if cfg.rt.mlockall { rtlab_sys::memory::MemoryLock::lock_all().ok() } else { None };
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
-        s2.store(true, Ordering::Relaxed);
-    });
+    let stop = stop_when_stdin_closes();
     let launcher = move |json: &str| {
         let mut c = Command::new(&exe);
         c.args(["pubsub", "--role-config", json]);

@@ -1,15 +1,15 @@
-//! Roles run by hand (`rtlab pubsub --role R --topic T` on each machine): a pong or a
-//! subscriber run here as the peer of a ping or publisher elsewhere ([`run_peer_by_hand`]),
-//! and a publisher by hand waiting for the subscribers the middleware matched
-//! ([`CaseSetup::wait_for_subscribers`]); a ping by hand is an ordinary case
-//! ([`super::case`]) whose pongs come from elsewhere.
+//! A pong or a subscriber run by hand (`rtlab pubsub --role R --topic T` on each machine):
+//! one role in this process, the peer of a ping or a publisher elsewhere
+//! ([`run_peer_by_hand`]), and its stream. A ping or a publisher by hand is an ordinary case
+//! ([`super::case`]: the publisher waits there for the subscribers the middleware matched).
 
-use super::case::{window_capacity, CaseSetup, SETUP_TIMEOUT_NS, WARMUP_PERIOD_NS};
+use super::case::window_capacity;
 use super::config::{oneway_definition, ByHand, HandRole, Mode, PubsubConfig, StampClock};
-use super::outcome::{CaseResult, MatchedSubscribers, ProbeError, PubsubOutcome};
-use super::role::{run_role, ReceiverReport, RoleConfig, RoleEvent, RoleKind};
+use super::outcome::{CaseResult, ProbeError, PubsubOutcome};
+use super::placement::run_role;
+use super::role::{ReceiverReport, RoleConfig, RoleEvent, RoleKind};
 use super::threads::RtUse;
-use crate::transport::{Publisher, QosMapping, Reliability, Transport, WARMUP_BIT};
+use crate::transport::{QosMapping, Transport};
 use rtlab_core::schema::Stream;
 use rtlab_sys::clock::monotonic_ns;
 use rtlab_sys::sched::spawn_rt;
@@ -146,77 +146,4 @@ fn peer_stream(
         s.labels.insert("last_seq".into(), l.to_string());
     }
     s
-}
-
-impl CaseSetup<'_> {
-    /// A publisher by hand: wait (until `setup_end`, as long as `stop` is not raised) until
-    /// the middleware has matched at least one subscriber with `publisher`. A transport that
-    /// cannot tell ([`Publisher::matched`] is None) publishes at once. No subscriber in the
-    /// set-up time is an error: nothing that was asked (a subscriber's messages) could be
-    /// measured.
-    ///
-    /// Reliable, the match then settles: the publisher's library matched the subscriber when
-    /// it learnt of it, but the subscriber may not have learnt of the publisher yet (each side
-    /// hears of the other in its own discovery message); it drops what comes before, and a
-    /// reliable protocol repairs it only after its next heartbeat (Fast DDS 2.9: 3 s), late,
-    /// or never once the history moved on. So a warm-up message (sequence bit 63, which a
-    /// subscriber does not measure) is published until every matched subscriber acknowledged
-    /// it ([`Publisher::wait_acknowledged`]): a subscriber acknowledges only a publisher it
-    /// matched, so from then on the path is current both ways.
-    pub(super) fn wait_for_subscribers(
-        &self,
-        publisher: &mut dyn Publisher,
-        stop: &AtomicBool,
-        setup_end: i64,
-    ) -> Result<MatchedSubscribers, ProbeError> {
-        let start = monotonic_ns();
-        loop {
-            if stop.load(Ordering::Relaxed) {
-                return Err(ProbeError::Setup("interrupted during set-up".into()));
-            }
-            match publisher.matched() {
-                None => return Ok(MatchedSubscribers { count: None, waited_ns: 0, settle_ns: 0 }),
-                Some(n) if n > 0 => break,
-                Some(_) => {}
-            }
-            if monotonic_ns() > setup_end {
-                return Err(ProbeError::Setup(format!(
-                    "{}: no subscriber of {} matched the publisher within {} s (is one running, on domain {} and this network? a reliable subscriber does not match a best-effort publisher: --reliability)",
-                    self.transport.name(),
-                    self.topic,
-                    SETUP_TIMEOUT_NS / 1_000_000_000,
-                    self.role_spec.domain.map_or("the default".to_string(), |d| d.to_string()),
-                )));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let waited_ns = monotonic_ns() - start;
-        let settle_start = monotonic_ns();
-        if self.cfg.qos.reliability == Reliability::Reliable {
-            let mut k = 0u64;
-            loop {
-                if stop.load(Ordering::Relaxed) {
-                    return Err(ProbeError::Setup("interrupted during set-up".into()));
-                }
-                publisher.publish(WARMUP_BIT | k, monotonic_ns(), self.len)?;
-                k += 1;
-                let left = setup_end - monotonic_ns();
-                match publisher.wait_acknowledged(left.clamp(0, WARMUP_PERIOD_NS * 10)) {
-                    Some(true) | None => break,
-                    Some(false) if left > 0 => {}
-                    Some(false) => {
-                        return Err(ProbeError::Setup(format!(
-                            "{}: a subscriber of {} matched the publisher but did not acknowledge its messages within {} s (the path never became current)",
-                            self.transport.name(),
-                            self.topic,
-                            SETUP_TIMEOUT_NS / 1_000_000_000
-                        )))
-                    }
-                }
-            }
-        }
-        let settle_ns = monotonic_ns() - settle_start;
-        let count = publisher.matched();
-        Ok(MatchedSubscribers { count, waited_ns, settle_ns })
-    }
 }

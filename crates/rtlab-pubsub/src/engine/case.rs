@@ -1,7 +1,9 @@
 //! One case (a payload, a rate, a subscriber count) from set-up to its result, in named
 //! steps ([`CaseSetup::run`]): its budget (messages, time, deadline), the pong receivers
-//! of a round trip, the roles, the ready/warm settle loop, the measured phase (open loop on
-//! the grid, or closed loop), stop and collect; then its streams ([`super::streams`]).
+//! of a round trip, the roles, the ready/warm settle loop (a publisher by hand: waiting for
+//! the subscribers the middleware matched), the measured phase (open loop on the grid, or
+//! closed loop), stop and collect; then its streams and result ([`super::streams`], the
+//! same `CaseSetup`).
 //!
 //! Contract: every recorder is allocated before the measured phase, which runs on an app
 //! thread of its own ([`super::loops`]); threads that use the case's ports are joined before
@@ -12,12 +14,12 @@ use super::loops::{
     closed_loop, receive_loop, send_loop, warm_watch, ClosedLoop, Tally, Warmup,
     PUBLISHER_SPIKE_SOURCE,
 };
-use super::outcome::{CaseResult, ProbeError};
-use super::placement::{FarPlacement, Launcher, Roles};
+use super::outcome::{CaseResult, MatchedSubscribers, ProbeError};
+use super::placement::{start_role, FarPlacement, Launcher, Roles};
 use super::role::{ReceiverReport, RoleConfig, RoleEvent, RoleKind};
 use super::spec::TransportSpec;
 use super::threads::{apply_thread_priorities, JoinOnDrop, RtUse};
-use crate::transport::{Publisher, Subscriber, Transport, WARMUP_BIT};
+use crate::transport::{Publisher, Reliability, Subscriber, Transport, WARMUP_BIT};
 use rtlab_core::sink::{Recorder, RecorderConfig};
 use rtlab_sys::clock::monotonic_ns;
 use rtlab_sys::sched::spawn_rt;
@@ -28,7 +30,7 @@ use std::sync::{mpsc, Arc};
 pub const SETUP_TIMEOUT_NS: i64 = 30_000_000_000;
 /// Warm-up messages are sent at least this far apart until every subscriber got one (and
 /// never faster than the case's period, nor than 100 MB/s, so that discovery is not flooded).
-pub(super) const WARMUP_PERIOD_NS: i64 = 10_000_000;
+const WARMUP_PERIOD_NS: i64 = 10_000_000;
 
 fn warmup_period(period_ns: i64, len: usize) -> i64 {
     WARMUP_PERIOD_NS.max(period_ns).max(len as i64 * 10)
@@ -282,7 +284,14 @@ impl CaseSetup<'_> {
         if self.cfg.by_hand.is_none() {
             for i in 0..self.n {
                 let rc = self.role_config(kind, i, b.duration_ns);
-                roles.0.push(self.start_role(rc, tx.clone(), launcher)?);
+                roles.0.push(start_role(
+                    rc,
+                    tx.clone(),
+                    launcher,
+                    self.far,
+                    self.in_process,
+                    &self.transport,
+                )?);
             }
         }
         Ok(roles)
@@ -478,5 +487,76 @@ impl CaseSetup<'_> {
             }
         }
         Ok(())
+    }
+
+    /// A publisher by hand: wait (until `setup_end`, as long as `stop` is not raised) until
+    /// the middleware has matched at least one subscriber with `publisher`. A transport that
+    /// cannot tell ([`Publisher::matched`] is None) publishes at once. No subscriber in the
+    /// set-up time is an error: nothing that was asked (a subscriber's messages) could be
+    /// measured.
+    ///
+    /// Reliable, the match then settles: the publisher's library matched the subscriber when
+    /// it learnt of it, but the subscriber may not have learnt of the publisher yet (each side
+    /// hears of the other in its own discovery message); it drops what comes before, and a
+    /// reliable protocol repairs it only after its next heartbeat (Fast DDS 2.9: 3 s), late,
+    /// or never once the history moved on. So a warm-up message (sequence bit 63, which a
+    /// subscriber does not measure) is published until every matched subscriber acknowledged
+    /// it ([`Publisher::wait_acknowledged`]): a subscriber acknowledges only a publisher it
+    /// matched, so from then on the path is current both ways.
+    fn wait_for_subscribers(
+        &self,
+        publisher: &mut dyn Publisher,
+        stop: &AtomicBool,
+        setup_end: i64,
+    ) -> Result<MatchedSubscribers, ProbeError> {
+        let start = monotonic_ns();
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Err(ProbeError::Setup("interrupted during set-up".into()));
+            }
+            match publisher.matched() {
+                None => return Ok(MatchedSubscribers { count: None, waited_ns: 0, settle_ns: 0 }),
+                Some(n) if n > 0 => break,
+                Some(_) => {}
+            }
+            if monotonic_ns() > setup_end {
+                return Err(ProbeError::Setup(format!(
+                    "{}: no subscriber of {} matched the publisher within {} s (is one running, on domain {} and this network? a reliable subscriber does not match a best-effort publisher: --reliability)",
+                    self.transport.name(),
+                    self.topic,
+                    SETUP_TIMEOUT_NS / 1_000_000_000,
+                    self.role_spec.domain.map_or("the default".to_string(), |d| d.to_string()),
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let waited_ns = monotonic_ns() - start;
+        let settle_start = monotonic_ns();
+        if self.cfg.qos.reliability == Reliability::Reliable {
+            let mut k = 0u64;
+            loop {
+                if stop.load(Ordering::Relaxed) {
+                    return Err(ProbeError::Setup("interrupted during set-up".into()));
+                }
+                publisher.publish(WARMUP_BIT | k, monotonic_ns(), self.len)?;
+                k += 1;
+                let left = setup_end - monotonic_ns();
+                match publisher.wait_acknowledged(left.clamp(0, WARMUP_PERIOD_NS * 10)) {
+                    Some(true) | None => break,
+                    Some(false) if left > 0 => {}
+                    Some(false) => {
+                        return Err(ProbeError::Setup(format!(
+                            "{}: a subscriber of {} matched the publisher but did not acknowledge its messages within {} s (the path never became current)",
+                            self.transport.name(),
+                            self.topic,
+                            SETUP_TIMEOUT_NS / 1_000_000_000
+                        )))
+                    }
+                }
+            }
+        }
+        let settle_ns = monotonic_ns() - settle_start;
+        let count = publisher.matched();
+        Ok(MatchedSubscribers { count, waited_ns, settle_ns })
     }
 }

@@ -10,6 +10,7 @@ use crate::transport::{Qos, WaitStyle};
 use rtlab_sys::clock::monotonic_ns;
 use serde::{Deserialize, Serialize};
 
+/// What a sample measures: a message's way from publisher to subscriber, or a round trip.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {

@@ -32,13 +32,12 @@
 //! - `case`: one case from set-up to its result, in named steps (budget, pong receivers,
 //!   roles, settle, measured phase, stop and collect);
 //! - `streams`: a case's streams, their names and labels ([`rate_label`]);
-//! - `placement`: where roles run and starting them (threads, processes by a [`Launcher`],
-//!   a far host: [`FarPlacement`], [`FarRoles`]);
-//! - `by_hand`: roles run by hand (a pong or subscriber here, a publisher waiting for its
-//!   subscribers);
+//! - `placement`: where roles run, starting them and running them (threads: [`run_role`];
+//!   processes by a [`Launcher`]: [`role_main`]; a far host: [`FarPlacement`], [`FarRoles`]);
+//! - `by_hand`: a pong or a subscriber run by hand here, the peer of one elsewhere;
 //! - `loops`: the hot loops (send, receive, echo, closed loop) and what a receiver counts;
-//! - `role`: the role-process protocol ([`RoleConfig`], [`RoleEvent`], [`run_role`],
-//!   [`role_main`]);
+//! - `role`: the role-process protocol ([`RoleConfig`], [`RoleEvent`] and its lines,
+//!   [`ReceiverReport`]);
 //! - `threads`: this process's threads (policy, middleware priorities
 //!   [`apply_thread_priorities`], joined before their ports go);
 //! - [`apart`]: a case's near side in a process of its own.
@@ -64,10 +63,8 @@ pub use config::{
 };
 pub use loops::{receive_loop, PUBLISHER_SPIKE_SOURCE};
 pub use outcome::{CaseResult, MatchedSubscribers, ProbeError, PubsubOutcome};
-pub use placement::{FarPlacement, FarRole, FarRoles, Launcher};
-pub use role::{
-    event_line, parse_event, role_main, run_role, ReceiverReport, RoleConfig, RoleEvent, RoleKind,
-};
+pub use placement::{role_main, run_role, FarPlacement, FarRole, FarRoles, Launcher};
+pub use role::{event_line, parse_event, ReceiverReport, RoleConfig, RoleEvent, RoleKind};
 pub use run::{run, run_with};
 pub use spec::{dds_names, open_transport, TransportKind, TransportSpec};
 pub use streams::{rate_label, SEND_LATENESS_DEFINITION};

@@ -1,24 +1,27 @@
-//! Where a case's roles run, and starting them there: threads of this process, processes of
-//! this host (started by a [`Launcher`], speaking [`RoleEvent`] lines), or a far host
-//! ([`FarPlacement`]: another computer or a network namespace, through its agent's
-//! [`FarRoles`]). A started role is a [`RoleHandle`]; [`Roles`] stops every one still
-//! running when dropped, also on an error path.
+//! Where a case's roles run, starting them there, and running them: threads of this process
+//! ([`run_role`]), processes of this host (started by a [`Launcher`], their body
+//! [`role_main`], speaking [`RoleEvent`] lines), or a far host ([`FarPlacement`]: another
+//! computer or a network namespace, through its agent's [`FarRoles`]). A started role is a
+//! [`RoleHandle`]; [`Roles`] stops every one still running when dropped, also on an error
+//! path.
 //!
-//! Set-up and tear-down only: nothing here runs in the measured phase.
+//! Set-up and tear-down around the loops ([`super::loops`]): nothing else here runs in the
+//! measured phase. A role process prints nothing but its event lines.
 
-use super::case::CaseSetup;
+use super::loops::{echo_loop, receive_loop};
 use super::outcome::ProbeError;
-use super::role::{parse_event, run_role, RoleConfig, RoleEvent};
-use super::threads::RtUse;
+use super::role::{event_line, parse_event, RoleConfig, RoleEvent, RoleKind};
+use super::spec::open_transport;
+use super::threads::{apply_thread_priorities, RtUse};
 use crate::transport::Transport;
-use rtlab_sys::sched::spawn_rt;
-use std::io::{BufRead, BufReader};
+use rtlab_sys::sched::{set_current_affinity, spawn_rt};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStderr, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 
-/// How role processes are started: the command that runs [`role_main`](super::role_main) with this JSON.
+/// How role processes are started: the command that runs [`role_main`] with this JSON.
 pub type Launcher<'a> = &'a dyn Fn(&str) -> Command;
 
 /// Roles on a far host: another computer, or a network namespace, reached through an agent.
@@ -96,31 +99,32 @@ impl Drop for Roles {
     }
 }
 
-impl CaseSetup<'_> {
-    /// Start role `rc`: on the far host, as a thread of this process, or as a process
-    /// `launcher` starts; its events go to `events`, tagged with its index.
-    pub(super) fn start_role(
-        &self,
-        rc: RoleConfig,
-        events: mpsc::Sender<(usize, RoleEvent)>,
-        launcher: Launcher,
-    ) -> Result<RoleHandle, ProbeError> {
-        let index = rc.index;
-        if let Some(f) = self.far {
-            let mut rc = rc;
-            // the far host's CPUs are its own
-            rc.rt.cpus = None;
-            return f
-                .roles
-                .start(&rc, events)
-                .map(RoleHandle::Far)
-                .map_err(|e| ProbeError::Setup(format!("far subscriber {index}: {e}")));
-        }
-        if self.in_process {
-            return start_thread(rc, events, self.transport.clone());
-        }
-        start_process(&rc, events, launcher)
+/// Start role `rc`: on the `far` host, as a thread of this process on `transport`
+/// (`in_process`), or as a process `launcher` starts; its events go to `events`, tagged
+/// with its index.
+pub(super) fn start_role(
+    rc: RoleConfig,
+    events: mpsc::Sender<(usize, RoleEvent)>,
+    launcher: Launcher,
+    far: Option<&FarPlacement>,
+    in_process: bool,
+    transport: &Arc<dyn Transport>,
+) -> Result<RoleHandle, ProbeError> {
+    let index = rc.index;
+    if let Some(f) = far {
+        let mut rc = rc;
+        // the far host's CPUs are its own
+        rc.rt.cpus = None;
+        return f
+            .roles
+            .start(&rc, events)
+            .map(RoleHandle::Far)
+            .map_err(|e| ProbeError::Setup(format!("far subscriber {index}: {e}")));
     }
+    if in_process {
+        return start_thread(rc, events, transport.clone());
+    }
+    start_process(&rc, events, launcher)
 }
 
 /// Role `rc` on an app thread of this process, on `transport`.
@@ -206,4 +210,94 @@ pub(super) fn keep_last_line(stderr: ChildStderr) -> (Arc<Mutex<String>>, JoinHa
 /// The line [`keep_last_line`] kept so far ("" if none).
 pub(super) fn last_line(last: &Mutex<String>) -> String {
     last.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Run one role on the calling thread with an open transport.
+pub fn run_role(
+    rc: &RoleConfig,
+    transport: Arc<dyn Transport>,
+    stop: &AtomicBool,
+    emit: &mut dyn FnMut(RoleEvent),
+) {
+    let sub = match transport.subscriber(&rc.topic_in, &rc.qos, rc.max_len) {
+        Ok(s) => s,
+        Err(e) => return emit(RoleEvent::Failed(e.to_string())),
+    };
+    // middleware threads exist once ports do (Cyclone starts `recv` lazily)
+    if let Err(e) = apply_thread_priorities(&rc.thread_priorities) {
+        return emit(RoleEvent::Failed(e));
+    }
+    match rc.kind {
+        RoleKind::Subscriber => {
+            emit(RoleEvent::Ready);
+            let r = receive_loop(sub, rc, stop, emit);
+            emit(RoleEvent::Done(Some(Box::new(r))));
+        }
+        RoleKind::Echo => {
+            let topic = rc.topic_out.as_deref().unwrap_or("pong");
+            let publisher = match transport.publisher(topic, &rc.qos, rc.max_len) {
+                Ok(p) => p,
+                Err(e) => return emit(RoleEvent::Failed(e.to_string())),
+            };
+            emit(RoleEvent::Ready);
+            match echo_loop(sub, publisher, rc, stop) {
+                Ok(()) => emit(RoleEvent::Done(None)),
+                Err(e) => emit(RoleEvent::Failed(e.to_string())),
+            }
+        }
+    }
+}
+
+/// A flag raised when this process's stdin closes (the parent's stop), by a thread of its own.
+pub(super) fn stop_when_stdin_closes() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+        s2.store(true, Ordering::Relaxed);
+    });
+    stop
+}
+
+/// Write `e` as its line on stdout, flushed.
+fn write_event(e: &RoleEvent) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", event_line(e));
+    let _ = out.flush();
+}
+
+/// The body of a role process: `json` is a [`RoleConfig`]. Speaks [`RoleEvent`] lines on
+/// stdout; stops when its stdin closes. Returns the exit code.
+pub fn role_main(json: &str) -> i32 {
+    let rc: RoleConfig = match serde_json::from_str(json) {
+        Ok(rc) => rc,
+        Err(e) => {
+            write_event(&RoleEvent::Failed(format!("bad role configuration: {e}")));
+            return 2;
+        }
+    };
+    // policy first, then the middleware: its threads inherit the policy
+    if let Err(e) = rc.rt.apply_policy_here() {
+        write_event(&RoleEvent::Failed(format!("real-time settings: {e}")));
+        return 1;
+    }
+    let transport = match open_transport(&rc.transport) {
+        Ok(t) => t,
+        Err(e) => {
+            write_event(&RoleEvent::Failed(e.to_string()));
+            return 1;
+        }
+    };
+    let _lock = if rc.mlockall { rtlab_sys::memory::MemoryLock::lock_all().ok() } else { None };
+    let stop = stop_when_stdin_closes();
+    // pin this thread only (never the whole process: middleware threads float)
+    if let Some(cpu) = rc.rt.cpu(1 + rc.index) {
+        if let Err(e) = set_current_affinity(&[cpu]) {
+            write_event(&RoleEvent::Failed(format!("real-time settings: {e}")));
+            return 1;
+        }
+    }
+    run_role(&rc, transport, &stop, &mut |e| write_event(&e));
+    0
 }

@@ -1,21 +1,15 @@
 //! The role-process protocol: what a role is ([`RoleConfig`], passed as JSON), what it
-//! says to its parent ([`RoleEvent`] lines, `rtlab-role {json}`, on its stdout), what a
-//! receiver reports ([`ReceiverReport`]), and running one ([`run_role`] on a thread,
-//! [`role_main`] as the body of a process).
+//! says to its parent ([`RoleEvent`] lines, `rtlab-role {json}`, on its stdout:
+//! [`event_line`], [`parse_event`]) and what a receiver reports ([`ReceiverReport`]).
+//! Running a role is [`super::placement`]'s.
 //!
-//! A role process stops when its stdin closes. Nothing here prints but the event lines.
+//! Plain data and its lines: nothing here starts, prints or reads.
 
 use super::config::{RtSpec, StampClock, ThreadPriority};
-use super::loops::{echo_loop, receive_loop};
-use super::spec::{open_transport, TransportSpec};
-use super::threads::{apply_thread_priorities, RtUse};
-use crate::transport::{Qos, Transport, WaitStyle};
+use super::spec::TransportSpec;
+use crate::transport::{Qos, WaitStyle};
 use rtlab_core::schema::Stream;
-use rtlab_sys::sched::set_current_affinity;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 /// What a role (a subscriber process or thread) does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,42 +116,6 @@ impl RoleEvent {
     }
 }
 
-/// Run one role on the calling thread with an open transport.
-pub fn run_role(
-    rc: &RoleConfig,
-    transport: Arc<dyn Transport>,
-    stop: &AtomicBool,
-    emit: &mut dyn FnMut(RoleEvent),
-) {
-    let sub = match transport.subscriber(&rc.topic_in, &rc.qos, rc.max_len) {
-        Ok(s) => s,
-        Err(e) => return emit(RoleEvent::Failed(e.to_string())),
-    };
-    // middleware threads exist once ports do (Cyclone starts `recv` lazily)
-    if let Err(e) = apply_thread_priorities(&rc.thread_priorities) {
-        return emit(RoleEvent::Failed(e));
-    }
-    match rc.kind {
-        RoleKind::Subscriber => {
-            emit(RoleEvent::Ready);
-            let r = receive_loop(sub, rc, stop, emit);
-            emit(RoleEvent::Done(Some(Box::new(r))));
-        }
-        RoleKind::Echo => {
-            let topic = rc.topic_out.as_deref().unwrap_or("pong");
-            let publisher = match transport.publisher(topic, &rc.qos, rc.max_len) {
-                Ok(p) => p,
-                Err(e) => return emit(RoleEvent::Failed(e.to_string())),
-            };
-            emit(RoleEvent::Ready);
-            match echo_loop(sub, publisher, rc, stop) {
-                Ok(()) => emit(RoleEvent::Done(None)),
-                Err(e) => emit(RoleEvent::Failed(e.to_string())),
-            }
-        }
-    }
-}
-
 /// The event of a role's output line (`rtlab-role {json}`); None for any other line.
 pub fn parse_event(line: &str) -> Option<RoleEvent> {
     // the marker may follow other output on the same line (a test harness, a library)
@@ -168,53 +126,6 @@ pub fn parse_event(line: &str) -> Option<RoleEvent> {
 /// A role's event as its output line (without the newline).
 pub fn event_line(e: &RoleEvent) -> String {
     format!("rtlab-role {}", serde_json::to_string(e).unwrap_or_default())
-}
-
-fn write_event(e: &RoleEvent) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{}", event_line(e));
-    let _ = out.flush();
-}
-
-/// The body of a role process: `json` is a [`RoleConfig`]. Speaks [`RoleEvent`] lines on
-/// stdout; stops when its stdin closes. Returns the exit code.
-pub fn role_main(json: &str) -> i32 {
-    let rc: RoleConfig = match serde_json::from_str(json) {
-        Ok(rc) => rc,
-        Err(e) => {
-            write_event(&RoleEvent::Failed(format!("bad role configuration: {e}")));
-            return 2;
-        }
-    };
-    // policy first, then the middleware: its threads inherit the policy
-    if let Err(e) = rc.rt.apply_policy_here() {
-        write_event(&RoleEvent::Failed(format!("real-time settings: {e}")));
-        return 1;
-    }
-    let transport = match open_transport(&rc.transport) {
-        Ok(t) => t,
-        Err(e) => {
-            write_event(&RoleEvent::Failed(e.to_string()));
-            return 1;
-        }
-    };
-    let _lock = if rc.mlockall { rtlab_sys::memory::MemoryLock::lock_all().ok() } else { None };
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
-        s2.store(true, Ordering::Relaxed);
-    });
-    // pin this thread only (never the whole process: middleware threads float)
-    if let Some(cpu) = rc.rt.cpu(1 + rc.index) {
-        if let Err(e) = set_current_affinity(&[cpu]) {
-            write_event(&RoleEvent::Failed(format!("real-time settings: {e}")));
-            return 1;
-        }
-    }
-    run_role(&rc, transport, &stop, &mut |e| write_event(&e));
-    0
 }
 
 #[cfg(test)]

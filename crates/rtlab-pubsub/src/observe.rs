@@ -10,7 +10,7 @@
 //! `idle_timeout_ns` with no message. Never prints.
 
 use crate::arrivals::Arrivals;
-use crate::dds::{DdsNetwork, DdsTransport};
+use crate::dds::{DdsNetwork, DdsTransport, RawReader};
 use crate::dds_graph::{discover, Endpoint, Graph};
 use crate::transport::{Durability, History, Qos, Reliability, TransportError};
 use rtlab_core::schema::Stream;
@@ -139,18 +139,78 @@ pub fn observe(cfg: &ObserveConfig, stop: Arc<AtomicBool>) -> Result<ObserveOutc
         std::time::Duration::from_nanos(cfg.discover_ns.max(0) as u64),
     )?;
     let writers = writers_of(&g, &cfg.topic)?;
+    let type_name = one_type(&cfg.topic, &writers)?;
+    let reliability = reader_reliability(cfg, &writers)?;
+    let qos =
+        Qos { reliability, history: History::KeepLast(100), durability: Durability::Volatile };
+    let (reader, keyed) = matched_reader(&transport, cfg, &type_name, &qos, &writers)?;
+    let mut notes = vec![format!(
+        "reader: {} (every writer offers {}), keep-last:100, volatile; type {type_name} ({}) taken as serialized bytes",
+        reliability_name(reliability),
+        writers.iter().map(|w| w.qos.reliability.as_str()).collect::<Vec<_>>().join("/"),
+        if keyed { "keyed" } else { "keyless" }
+    )];
+    let started = monotonic_ns();
+    let o = measure(cfg, reader, stop)?;
+    let duration_ns = monotonic_ns() - started;
+    if o.errors > 0 {
+        notes.push(format!("{} takes failed", o.errors));
+    }
+    let streams = streams(cfg, &type_name, writers.len(), &o);
+    let a = o.arrivals;
+    if a.estimated() {
+        notes.push(format!(
+            "nominal period estimated: {} ns (the median of the first periods; give --rate for the topic's own)",
+            a.nominal_ns().unwrap_or(0)
+        ));
+    }
+    Ok(ObserveOutcome {
+        topic: cfg.topic.clone(),
+        type_name,
+        writers,
+        reader_reliability: reliability_name(reliability).into(),
+        nominal_ns: a.nominal_ns(),
+        nominal_estimated: a.estimated(),
+        received: a.received,
+        gaps: a.gaps,
+        missed_periods: a.missed_periods,
+        bursts: a.bursts,
+        size_min: (a.received > 0).then_some(a.size_min),
+        size_max: (a.received > 0).then_some(a.size_max),
+        size_mean: (a.received > 0).then(|| a.size_sum as f64 / a.received as f64),
+        streams,
+        interrupted: false,
+        duration_ns,
+        notes,
+    })
+}
+
+fn reliability_name(r: Reliability) -> &'static str {
+    match r {
+        Reliability::Reliable => "reliable",
+        Reliability::BestEffort => "best-effort",
+    }
+}
+
+/// The one type the writers of `topic` share, or the error naming them all.
+fn one_type(topic: &str, writers: &[Endpoint]) -> Result<String, ObserveError> {
     let mut types: Vec<&str> = writers.iter().map(|w| w.type_name.as_str()).collect();
     types.sort_unstable();
     types.dedup();
     if types.len() > 1 {
-        return Err(ObserveError::SeveralTypes {
-            topic: cfg.topic.clone(),
-            types: types.join(", "),
-        });
+        return Err(ObserveError::SeveralTypes { topic: topic.into(), types: types.join(", ") });
     }
-    let type_name = types[0].to_string();
+    Ok(types[0].to_string())
+}
+
+/// The reader's reliability: as asked (reliable cannot match a best-effort writer), else
+/// what every writer can match.
+fn reader_reliability(
+    cfg: &ObserveConfig,
+    writers: &[Endpoint],
+) -> Result<Reliability, ObserveError> {
     let best_effort_writer = writers.iter().find(|w| w.qos.reliability == "best-effort");
-    let reliability = match (cfg.reliability, best_effort_writer) {
+    Ok(match (cfg.reliability, best_effort_writer) {
         (Some(Reliability::Reliable), Some(w)) => {
             return Err(ObserveError::Incompatible {
                 topic: cfg.topic.clone(),
@@ -160,44 +220,56 @@ pub fn observe(cfg: &ObserveConfig, stop: Arc<AtomicBool>) -> Result<ObserveOutc
         (Some(r), _) => r,
         (None, Some(_)) => Reliability::BestEffort,
         (None, None) => Reliability::Reliable,
-    };
-    let qos =
-        Qos { reliability, history: History::KeepLast(100), durability: Durability::Volatile };
-    // keyless first (every ROS 2 type is), keyed when that matches no writer (e.g.
-    // ddsperf's KeyedSeq); the serialized bytes are kept either way
-    let mut reader = None;
-    let mut keyed = false;
+    })
+}
+
+/// A reader of the topic that matched a writer (within [`MATCH_WAIT_NS`]), and whether it
+/// is keyed: keyless first (every ROS 2 type is), keyed when that matches no writer (e.g.
+/// ddsperf's KeyedSeq); the serialized bytes are kept either way.
+fn matched_reader(
+    transport: &DdsTransport,
+    cfg: &ObserveConfig,
+    type_name: &str,
+    qos: &Qos,
+    writers: &[Endpoint],
+) -> Result<(RawReader, bool), ObserveError> {
     for keyless in [true, false] {
-        let r = transport.raw_reader(&cfg.topic, &type_name, keyless, &qos)?;
+        let r = transport.raw_reader(&cfg.topic, type_name, keyless, qos)?;
         let until = monotonic_ns() + MATCH_WAIT_NS;
         while r.matched() == 0 && monotonic_ns() < until {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         if r.matched() > 0 {
-            keyed = !keyless;
-            reader = Some(r);
-            break;
+            return Ok((r, !keyless));
         }
     }
-    let Some(mut reader) = reader else {
-        return Err(ObserveError::NoMatch {
-            topic: cfg.topic.clone(),
-            offered: writers
-                .iter()
-                .map(|w| format!("{} {} {}", w.qos.reliability, w.qos.durability, w.qos.history))
-                .collect::<Vec<_>>()
-                .join("; "),
-        });
-    };
-    let mut notes = vec![format!(
-        "reader: {} (every writer offers {}), keep-last:100, volatile; type {type_name} ({}) taken as serialized bytes",
-        match reliability {
-            Reliability::Reliable => "reliable",
-            Reliability::BestEffort => "best-effort",
-        },
-        writers.iter().map(|w| w.qos.reliability.as_str()).collect::<Vec<_>>().join("/"),
-        if keyed { "keyed" } else { "keyless" }
-    )];
+    Err(ObserveError::NoMatch {
+        topic: cfg.topic.clone(),
+        offered: writers
+            .iter()
+            .map(|w| format!("{} {} {}", w.qos.reliability, w.qos.durability, w.qos.history))
+            .collect::<Vec<_>>()
+            .join("; "),
+    })
+}
+
+/// What the measuring thread recorded.
+struct Observed {
+    arrivals: Arrivals,
+    period: Recorder,
+    deviation: Recorder,
+    latency: Recorder,
+    /// Takes that failed.
+    errors: u64,
+}
+
+/// The measuring thread (policy, priority and CPU of `cfg.rt`): take, stamp and record into
+/// recorders it allocates before its loop, until the duration or `stop`.
+fn measure(
+    cfg: &ObserveConfig,
+    mut reader: RawReader,
+    stop: Arc<AtomicBool>,
+) -> Result<Observed, ObserveError> {
     let window = cfg.window_ns;
     let duration = cfg.duration_ns;
     let header = cfg.header_latency;
@@ -209,7 +281,6 @@ pub fn observe(cfg: &ObserveConfig, stop: Arc<AtomicBool>) -> Result<ObserveOutc
         cpus: cfg.rt.cpu_of(0).map(|c| vec![c]),
         stack_bytes: 512 * 1024,
     };
-    let started = monotonic_ns();
     let t = rtlab_sys::sched::spawn_rt(&spec, move || {
         let (mut period, mut deviation, mut latency) =
             (recorder(window, duration), recorder(window, duration), recorder(window, duration));
@@ -252,21 +323,23 @@ pub fn observe(cfg: &ObserveConfig, stop: Arc<AtomicBool>) -> Result<ObserveOutc
             }
         }
         a.finish(&mut period, &mut deviation);
-        (a, period, deviation, latency, errors)
+        Observed { arrivals: a, period, deviation, latency, errors }
     })
     .map_err(|e| ObserveError::Rt(e.to_string()))?;
-    let (a, period, deviation, latency, errors) =
-        t.join().map_err(|_| ObserveError::Rt("the observing thread panicked".into()))?;
-    let duration_ns = monotonic_ns() - started;
-    if errors > 0 {
-        notes.push(format!("{errors} takes failed"));
-    }
+    t.join().map_err(|_| ObserveError::Rt("the observing thread panicked".into()))
+}
+
+/// `<topic>.period`, `<topic>.deviation` and, with header latency, `<topic>.latency` (the
+/// topic's ROS 2 name when it has one), labelled with the topic, its type, the domain, the
+/// writers and the nominal period; no deadline.
+fn streams(cfg: &ObserveConfig, type_name: &str, writers: usize, o: &Observed) -> Vec<Stream> {
+    let a = &o.arrivals;
     let short = crate::dds_graph::ros_topic(&cfg.topic).unwrap_or_else(|| cfg.topic.clone());
     let mut labels = BTreeMap::new();
     labels.insert("topic".to_string(), cfg.topic.clone());
-    labels.insert("type".to_string(), type_name.clone());
+    labels.insert("type".to_string(), type_name.to_string());
     labels.insert("domain".to_string(), cfg.domain.to_string());
-    labels.insert("writers".to_string(), writers.len().to_string());
+    labels.insert("writers".to_string(), writers.to_string());
     if let Some(n) = a.nominal_ns() {
         labels.insert("nominal_period_ns".to_string(), n.to_string());
         labels.insert(
@@ -280,58 +353,28 @@ pub fn observe(cfg: &ObserveConfig, stop: Arc<AtomicBool>) -> Result<ObserveOutc
             "arrival_period",
             PERIOD_DEFINITION,
             labels.clone(),
-            &period,
+            &o.period,
         ),
         Stream::from_recorder(
             format!("{short}.deviation"),
             "period_deviation",
             DEVIATION_DEFINITION,
             labels.clone(),
-            &deviation,
+            &o.deviation,
         ),
     ];
-    for s in &mut streams {
-        s.deadline_ns = 0;
-        s.stats.missed = None;
-    }
-    if header {
-        let mut l = Stream::from_recorder(
+    if cfg.header_latency {
+        streams.push(Stream::from_recorder(
             format!("{short}.latency"),
             "header_latency",
             LATENCY_DEFINITION,
             labels,
-            &latency,
-        );
-        l.deadline_ns = 0;
-        l.stats.missed = None;
-        streams.push(l);
-    }
-    if a.estimated() {
-        notes.push(format!(
-            "nominal period estimated: {} ns (the median of the first periods; give --rate for the topic's own)",
-            a.nominal_ns().unwrap_or(0)
+            &o.latency,
         ));
     }
-    Ok(ObserveOutcome {
-        topic: cfg.topic.clone(),
-        type_name,
-        writers,
-        reader_reliability: match reliability {
-            Reliability::Reliable => "reliable".into(),
-            Reliability::BestEffort => "best-effort".into(),
-        },
-        nominal_ns: a.nominal_ns(),
-        nominal_estimated: a.estimated(),
-        received: a.received,
-        gaps: a.gaps,
-        missed_periods: a.missed_periods,
-        bursts: a.bursts,
-        size_min: (a.received > 0).then_some(a.size_min),
-        size_max: (a.received > 0).then_some(a.size_max),
-        size_mean: (a.received > 0).then(|| a.size_sum as f64 / a.received as f64),
-        streams,
-        interrupted: false,
-        duration_ns,
-        notes,
-    })
+    for s in &mut streams {
+        s.deadline_ns = 0;
+        s.stats.missed = None;
+    }
+    streams
 }

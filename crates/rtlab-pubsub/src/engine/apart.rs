@@ -14,10 +14,11 @@
 //! there (the publisher's send lateness and the kernel counters still come from here; the
 //! note says so). Nothing here prints but the child's own lines.
 
+use super::placement::{keep_last_line, last_line, spawn_piped, stop_when_stdin_closes};
 use super::{ProbeError, PubsubConfig, PubsubOutcome, TransportKind};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -95,29 +96,14 @@ pub fn run_apart(
     let json = serde_json::to_string(cfg).map_err(|e| ProbeError::Setup(e.to_string()))?;
     let mut cmd = Command::new(exe);
     cmd.args(["pubsub", "--engine-config", &json]);
+    rtlab_sys::process::die_with_parent(&mut cmd);
     // a group of its own: a terminal's Ctrl-C reaches this process, which stops the child
     // by closing its stdin (and keeps what it measured)
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    rtlab_sys::process::close_inherited_fds(&mut cmd);
-    rtlab_sys::process::die_with_parent(&mut cmd);
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    let mut child = spawn_piped(&mut cmd)
         .map_err(|e| ProbeError::Setup(format!("starting the case's own process: {e}")))?;
     let stdin = child.stdin.take();
     let stdout = child.stdout.take().expect("piped");
-    let stderr = child.stderr.take().expect("piped");
-    let last_err = Arc::new(std::sync::Mutex::new(String::new()));
-    let le = last_err.clone();
-    let err_reader = std::thread::spawn(move || {
-        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if !l.trim().is_empty() {
-                *le.lock().unwrap_or_else(|e| e.into_inner()) = l;
-            }
-        }
-    });
+    let (last_err, err_reader) = keep_last_line(child.stderr.take().expect("piped"));
     // the stop flag closes the child's stdin
     let done = Arc::new(AtomicBool::new(false));
     let (d2, s2) = (done.clone(), stop.clone());
@@ -154,7 +140,7 @@ pub fn run_apart(
     rtlab_sys::process::wait_or_kill(&mut child, std::time::Duration::from_secs(10));
     let _ = err_reader.join();
     let mut outcome = result.unwrap_or_else(|| {
-        let why = last_err.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let why = last_line(&last_err);
         Err(ProbeError::Setup(format!(
             "the case's own process ended without an outcome: {}",
             if why.is_empty() { "no message" } else { why.as_str() }
@@ -197,13 +183,7 @@ pub fn engine_main(json: &str) -> i32 {
         }
     };
     let _lock = if cfg.rt.mlockall { rtlab_sys::memory::MemoryLock::lock_all().ok() } else { None };
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
-        s2.store(true, Ordering::Relaxed);
-    });
+    let stop = stop_when_stdin_closes();
     let launcher = move |json: &str| {
         let mut c = Command::new(&exe);
         c.args(["pubsub", "--role-config", json]);

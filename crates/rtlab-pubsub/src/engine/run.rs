@@ -1,0 +1,309 @@
+//! Running every case of a [`PubsubConfig`] ([`run`], [`run_with`]): this side's transport
+//! set up once (its network, a zenoh endpoint, the DDS domain, the ROS 2 installation, the
+//! private network namespace RustDDS needs on one host), the far side's transport checked,
+//! then the sweep, case by case ([`super::case`]), and the run's notes.
+//!
+//! A case that cannot run here is recorded as failed and the sweep goes on; bad input and
+//! real-time settings stop everything. Nothing here prints: progress goes to a callback.
+
+use super::by_hand::run_peer_by_hand;
+use super::case::CaseSetup;
+use super::config::{HandRole, PubsubConfig};
+use super::outcome::{CaseResult, ProbeError, PubsubOutcome};
+use super::placement::{FarPlacement, Launcher};
+use super::spec::{open_transport, TransportKind, TransportSpec};
+use super::threads::RtUse;
+use super::validate::{check_far_placement, check_far_transport, validate};
+use crate::transport::{Transport, WaitStyle};
+use rtlab_sys::clock::monotonic_ns;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+fn ip_in_endpoint(ip: &str) -> String {
+    if ip.contains(':') {
+        format!("[{ip}]")
+    } else {
+        ip.to_string()
+    }
+}
+
+/// Run every case. `progress(done, total)` is called between cases.
+pub fn run(
+    cfg: &PubsubConfig,
+    launcher: Launcher,
+    stop: Arc<AtomicBool>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<PubsubOutcome, ProbeError> {
+    run_with(cfg, launcher, None, stop, progress)
+}
+
+/// Run every case, the roles on `far` when given (else processes of this host started by
+/// `launcher`, or threads).
+pub fn run_with(
+    cfg: &PubsubConfig,
+    launcher: Launcher,
+    far: Option<&FarPlacement>,
+    stop: Arc<AtomicBool>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<PubsubOutcome, ProbeError> {
+    let started = monotonic_ns();
+    if let Some(f) = far {
+        check_far_placement(cfg, f)?;
+    }
+    // middleware threads are created after this, so they inherit the policy
+    cfg.rt.apply_policy_here().map_err(ProbeError::Rt)?;
+    let mut spec = near_spec(cfg, far)?;
+    let private_netns = enter_private_netns(cfg, far, &mut spec)?;
+    let transport = open_transport(&spec)?;
+    let qos_mapping = validate(cfg, transport.as_ref())?;
+    if let Some(h) =
+        cfg.by_hand.as_ref().filter(|h| matches!(h.role, HandRole::Pong | HandRole::Sub))
+    {
+        return run_peer_by_hand(cfg, h, transport, qos_mapping, &stop, started);
+    }
+    let (far_kind, far_ros2) = check_far_transport(cfg, &spec, far.is_some())?;
+    // the transport's own labels (fastdds_version, rmw, ...); streams through ROS 2 on the
+    // far side say which too (rmw, ros_distro)
+    let mut ros2_labels = transport.labels();
+    if let Some(f) = far_ros2.as_ref().filter(|_| transport.ros2_facts().is_none()) {
+        ros2_labels.extend(f.labels());
+    }
+    let mut role_spec = role_spec_of(&spec, far_kind, far, multicast(cfg));
+    if far.is_some() {
+        // a far host finds its own ROS 2 (the user's flags, not this host's paths)
+        role_spec.ros2_prefix = cfg.transport.ros2_prefix.clone();
+        role_spec.rmw = cfg.transport.rmw.clone();
+        role_spec.ros2_found_by = None;
+    }
+    let in_process = far.is_none() && (cfg.in_process || spec.kind == TransportKind::Intra);
+    let cases = cfg.cases();
+    let mut out = Vec::new();
+    for (ci, &(len, period, n)) in cases.iter().enumerate() {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        progress(ci, cases.len());
+        let topic = match &cfg.by_hand {
+            Some(h) => h.topic.clone(),
+            None => {
+                format!("rtlab_{}_{}_{}", std::process::id(), started.rem_euclid(1_000_000), ci)
+            }
+        };
+        let case = CaseSetup {
+            cfg,
+            transport: transport.clone(),
+            role_spec: if in_process { spec.clone() } else { role_spec.clone() },
+            in_process,
+            topic,
+            len,
+            period,
+            n,
+            far,
+            labels: &ros2_labels,
+        };
+        match case.run(launcher, &stop) {
+            Ok(c) => out.push(c),
+            // bad input stops everything; a case that cannot run here is recorded, the sweep goes on
+            Err(e) if e.is_bad_input() || matches!(e, ProbeError::Rt(_)) => return Err(e),
+            Err(e) => out.push(CaseResult::failed(len, period, n, e.to_string())),
+        }
+    }
+    progress(out.len(), cases.len());
+    let notes =
+        run_notes(cfg, &spec, transport.as_ref(), &out, in_process, private_netns.is_some());
+    let ros2 = transport.ros2_facts().or(far_ros2);
+    drop(transport);
+    drop(private_netns);
+    Ok(PubsubOutcome {
+        interrupted: stop.load(Ordering::Relaxed),
+        cases: out,
+        qos_mapping,
+        notes,
+        duration_ns: monotonic_ns() - started,
+        ros2,
+    })
+}
+
+/// This side or the far side uses `kind`.
+fn either_side(cfg: &PubsubConfig, kind: TransportKind) -> bool {
+    cfg.transport.kind == kind || cfg.far_transport == Some(kind)
+}
+
+/// RustDDS has no unicast peers: where it is one of the two sides, both meet by multicast;
+/// so do ROS 2 nodes across a link (ROS 2's default discovery, no static peers: Humble has
+/// none).
+fn multicast(cfg: &PubsubConfig) -> bool {
+    either_side(cfg, TransportKind::RustDds) || either_side(cfg, TransportKind::Ros2)
+}
+
+/// This side's transport: `cfg.transport` with its wait style, a zenoh endpoint to listen
+/// on (a free port of the link's address, or of loopback), the DDS domain, the ROS 2
+/// installation found once, and on a far link this host's address (the far host's as its
+/// peer, unless the two discover by multicast).
+fn near_spec(cfg: &PubsubConfig, far: Option<&FarPlacement>) -> Result<TransportSpec, ProbeError> {
+    let mut spec = cfg.transport.clone();
+    spec.busy_poll = cfg.wait == WaitStyle::BusyPoll;
+    if spec.kind == TransportKind::Zenoh && spec.listen.is_empty() {
+        let ip = far.map(|f| f.near.as_str()).unwrap_or("127.0.0.1");
+        spec.listen = vec![format!(
+            "tcp/{}:{}",
+            ip_in_endpoint(ip),
+            free_tcp_port(ip).map_err(ProbeError::Setup)?
+        )];
+    }
+    if spec.kind.is_dds() && spec.domain.is_none() {
+        spec.domain = Some(crate::default_dds_domain());
+    }
+    // ros2 here (the near side, or a far side on this host): the installation is found once,
+    // so that every process of the run loads the same one (a far host finds its own)
+    let fastdds_on_ros2 = spec.fastdds_lib == crate::fastdds::FastDdsLib::Ros2
+        && either_side(cfg, TransportKind::FastDds);
+    if spec.kind == TransportKind::Ros2
+        || (far.is_none() && cfg.far_transport == Some(TransportKind::Ros2))
+        || fastdds_on_ros2
+    {
+        let inst = crate::ros2_installation(&spec).map_err(ProbeError::Invalid)?;
+        spec.ros2_prefix = Some(inst.prefix.display().to_string());
+        spec.rmw = Some(inst.rmw);
+        spec.ros2_found_by = Some(inst.found_by);
+    }
+    if let Some(f) = far {
+        if spec.kind.is_dds() || spec.kind == TransportKind::Udp {
+            spec.interface.get_or_insert_with(|| f.near.clone());
+            if spec.peers.is_empty() && !multicast(cfg) {
+                spec.peers = vec![f.far.clone()];
+            }
+        }
+    }
+    Ok(spec)
+}
+
+/// rustdds on one host (either side), no interface: RustDDS cannot be limited to an
+/// interface and ignores lo, so this thread moves into a private network namespace (lo +
+/// a veth end, rustdds_t::enter_private_netns) before the transport is opened (a DDS
+/// other side uses that veth end too, with multicast discovery); the role processes are
+/// spawned from this thread and are born there too. The namespace has no name: it
+/// disappears with its last thread or process, nothing to remove. The guard moves this
+/// thread back when dropped (after the transport is).
+fn enter_private_netns(
+    cfg: &PubsubConfig,
+    far: Option<&FarPlacement>,
+    spec: &mut TransportSpec,
+) -> Result<Option<crate::rustdds_t::PrivateNetns>, ProbeError> {
+    if !(either_side(cfg, TransportKind::RustDds)
+        && far.is_none()
+        && spec.interface.is_none()
+        && cfg.by_hand.is_none())
+    {
+        return Ok(None);
+    }
+    let g = crate::rustdds_t::enter_private_netns().map_err(|e| {
+        ProbeError::Setup(format!(
+            "rustdds: on one host RustDDS runs in a private network namespace (it cannot be limited to an interface and ignores lo): {e}; or run it across a link (--far netns:NAME), or accept every interface (--interface all)"
+        ))
+    })?;
+    spec.interface = Some(crate::rustdds_t::PRIVATE_IF.into());
+    Ok(Some(g))
+}
+
+/// The run's notes: the transport's own, what a publisher by hand matched, what
+/// `--thread-priority` did, where the subscribers ran, Fast DDS's shared-memory segment,
+/// RustDDS's private network namespace.
+fn run_notes(
+    cfg: &PubsubConfig,
+    spec: &TransportSpec,
+    transport: &dyn Transport,
+    cases: &[CaseResult],
+    in_process: bool,
+    private_netns: bool,
+) -> Vec<String> {
+    let mut notes = transport.notes();
+    if let Some(m) = cases.iter().find_map(|c| c.matched_subscribers.as_ref()) {
+        notes.insert(0, m.note(transport.name()));
+    }
+    if let Some(c) = cases.iter().find(|c| !c.thread_priorities_set.is_empty()) {
+        notes.extend(c.thread_priorities_set.iter().map(|d| format!("publisher process: {d}")));
+    }
+    if !cfg.thread_priorities.is_empty() && !in_process {
+        notes.push("subscriber processes: the same --thread-priority rules applied to their middleware threads".into());
+    }
+    if spec.kind == TransportKind::Intra && !cfg.in_process {
+        notes.push("intra: subscribers are threads of the publisher's process (same process by definition)".into());
+    }
+    let fastdds_both_sides = spec.kind == TransportKind::FastDds
+        && cfg.far_transport.is_none_or(|k| k == TransportKind::FastDds);
+    let largest = cfg.payloads.iter().copied().max().unwrap_or(0);
+    notes.extend(crate::fastdds::shm_segment_note(largest, fastdds_both_sides, spec.fastdds_shm));
+    if private_netns {
+        notes.push(format!(
+            "rustdds: ran in a private network namespace (lo, and a veth pair, {} {}/24 and its other end without an address: every packet stayed inside) because RustDDS 0.11 cannot be limited to one interface and ignores lo",
+            crate::rustdds_t::PRIVATE_IF,
+            crate::rustdds_t::PRIVATE_ADDR
+        ));
+    }
+    notes
+}
+
+/// The transport of the role processes (pongs, subscribers; `far_kind` on the far side
+/// or on this host), from the near side's `spec`: its domain, wait and Fast DDS shared
+/// memory, its ROS 2 installation; on a far link, that host's address (and this one's as its
+/// DDS/udp peer, not when either side discovers by `multicast`: rustdds, ros2); on one host,
+/// a DDS keeps the near side's network.
+fn role_spec_of(
+    spec: &TransportSpec,
+    far_kind: TransportKind,
+    far: Option<&FarPlacement>,
+    multicast: bool,
+) -> TransportSpec {
+    let mut role_spec = TransportSpec::new(far_kind);
+    role_spec.connect = spec.listen.clone();
+    role_spec.domain = spec.domain;
+    role_spec.busy_poll = spec.busy_poll;
+    role_spec.fastdds_shm = spec.fastdds_shm;
+    role_spec.fastdds_lib = spec.fastdds_lib;
+    role_spec.ros2_prefix = spec.ros2_prefix.clone();
+    role_spec.rmw = spec.rmw.clone();
+    role_spec.ros2_found_by = spec.ros2_found_by.clone();
+    if let Some(f) = far {
+        if far_kind.is_dds() || far_kind == TransportKind::Udp {
+            role_spec.interface = Some(f.far.clone());
+            if !multicast {
+                role_spec.peers = vec![f.near.clone()];
+            }
+        }
+    } else if far_kind.is_dds() {
+        // one host: the same namespace (private or the caller's), the same network
+        role_spec.interface = spec.interface.clone();
+        role_spec.peers = spec.peers.clone();
+    }
+    role_spec
+}
+
+fn free_tcp_port(ip: &str) -> Result<u16, String> {
+    let l = std::net::TcpListener::bind((ip, 0))
+        .map_err(|e| format!("finding a free port on {ip}: {e}"))?;
+    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_processes_get_the_near_sides_domain_network_and_fast_dds_shared_memory() {
+        let mut spec = TransportSpec::new(TransportKind::FastDds);
+        spec.domain = Some(42);
+        spec.interface = Some("10.1.2.3".into());
+        spec.fastdds_shm = crate::fastdds::Shm::Segment(4 << 20);
+        let r = role_spec_of(&spec, TransportKind::FastDds, None, false);
+        assert_eq!(r.fastdds_shm, crate::fastdds::Shm::Segment(4 << 20));
+        assert_eq!((r.domain, r.interface.as_deref()), (Some(42), Some("10.1.2.3")));
+        // a cross-implementation far side keeps the setting (it is for its fastdds)
+        let mut c = spec.clone();
+        c.kind = TransportKind::CycloneDds;
+        assert_eq!(
+            role_spec_of(&c, TransportKind::FastDds, None, false).fastdds_shm,
+            spec.fastdds_shm
+        );
+    }
+}

@@ -1,0 +1,146 @@
+//! The transports a case runs over, as the CLI names them ([`TransportKind`]), and how a
+//! process opens one ([`TransportSpec`], serialized to role processes as it is).
+//!
+//! Plain data and one call into [`crate::open`]: nothing here starts a thread or a process.
+
+use crate::transport::{Transport, TransportError};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// The transports, named as on the CLI. `dds` is read as `cyclonedds` (its name before
+/// there were three DDS implementations; results stored then say `dds`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransportKind {
+    Intra,
+    Udp,
+    Shm,
+    Zenoh,
+    #[serde(rename = "cyclonedds", alias = "dds")]
+    CycloneDds,
+    #[serde(rename = "fastdds")]
+    FastDds,
+    #[serde(rename = "rustdds")]
+    RustDds,
+    /// ROS 2 itself: rcl and the installation's RMW ([`crate::ros2`]).
+    #[serde(rename = "ros2")]
+    Ros2,
+}
+
+impl TransportKind {
+    pub const ALL: [TransportKind; 8] = [
+        TransportKind::Intra,
+        TransportKind::Udp,
+        TransportKind::Shm,
+        TransportKind::Zenoh,
+        TransportKind::CycloneDds,
+        TransportKind::FastDds,
+        TransportKind::RustDds,
+        TransportKind::Ros2,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportKind::Intra => "intra",
+            TransportKind::Udp => "udp",
+            TransportKind::Shm => "shm",
+            TransportKind::Zenoh => "zenoh",
+            TransportKind::CycloneDds => "cyclonedds",
+            TransportKind::FastDds => "fastdds",
+            TransportKind::RustDds => "rustdds",
+            TransportKind::Ros2 => "ros2",
+        }
+    }
+    pub fn parse(s: &str) -> Option<TransportKind> {
+        let s = if s == "dds" { "cyclonedds" } else { s };
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+    /// A DDS implementation, or ROS 2 itself (`ros2`, whose DDS RMWs speak the same RTPS
+    /// and ROS 2 naming): they speak to each other, and to ROS 2 nodes; they take a domain,
+    /// an interface and peers.
+    pub fn is_dds(self) -> bool {
+        matches!(
+            self,
+            TransportKind::CycloneDds
+                | TransportKind::FastDds
+                | TransportKind::RustDds
+                | TransportKind::Ros2
+        )
+    }
+}
+
+/// How a process opens its transport (serialized to role processes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransportSpec {
+    pub kind: TransportKind,
+    /// zenoh: endpoints this process listens on (e.g. `tcp/127.0.0.1:7447`).
+    pub listen: Vec<String>,
+    /// zenoh: endpoints this process connects to.
+    pub connect: Vec<String>,
+    /// dds: the domain id (None: [`crate::default_dds_domain`]).
+    #[serde(default)]
+    pub domain: Option<u32>,
+    /// dds: the network interface (name like `eth0`, or one of its addresses) discovery and
+    /// data use; None: loopback only (`lo`). udp: the address this process binds (None:
+    /// 127.0.0.1).
+    #[serde(default)]
+    pub interface: Option<String>,
+    /// dds: unicast discovery peers (addresses); none with an `interface`: multicast
+    /// discovery on it. udp: the other process's rendezvous address (`IP:PORT`).
+    #[serde(default)]
+    pub peers: Vec<String>,
+    /// zenoh: `peer` (default) or `client` (connect to a router or peer only).
+    #[serde(default)]
+    pub zenoh_mode: Option<String>,
+    /// shm: every receiver busy-polls (`--wait busy-poll`): no wake-up notification per
+    /// message and no listener, as iceoryx2's own benchmark.
+    #[serde(default)]
+    pub busy_poll: bool,
+    /// fastdds: its shared-memory transport (default, off, or another segment size).
+    #[serde(default)]
+    pub fastdds_shm: crate::fastdds::Shm,
+    /// fastdds: which Fast DDS library (Debian's 2.9, or the ROS 2 installation's).
+    #[serde(default)]
+    pub fastdds_lib: crate::fastdds::FastDdsLib,
+    /// ros2: the installation (`--ros2-prefix`; None: found as [`crate::ros2::install`]
+    /// says). The probe resolves it once, so that its role processes load the same one.
+    #[serde(default)]
+    pub ros2_prefix: Option<String>,
+    /// ros2: the RMW (`--rmw`; None: `RMW_IMPLEMENTATION`, else the installation's default).
+    #[serde(default)]
+    pub rmw: Option<String>,
+    /// ros2: how the probe found `ros2_prefix` when it resolved it (recorded as found).
+    #[serde(default)]
+    pub ros2_found_by: Option<String>,
+}
+
+impl TransportSpec {
+    pub fn new(kind: TransportKind) -> Self {
+        TransportSpec {
+            kind,
+            listen: Vec::new(),
+            connect: Vec::new(),
+            domain: None,
+            interface: None,
+            peers: Vec::new(),
+            zenoh_mode: None,
+            busy_poll: false,
+            fastdds_shm: crate::fastdds::Shm::Default,
+            fastdds_lib: crate::fastdds::FastDdsLib::Debian,
+            ros2_prefix: None,
+            rmw: None,
+            ros2_found_by: None,
+        }
+    }
+}
+
+/// Open a transport in this process.
+pub fn open_transport(spec: &TransportSpec) -> Result<Arc<dyn Transport>, TransportError> {
+    crate::open(spec)
+}
+
+/// The DDS implementations, as the CLI names them.
+pub fn dds_names() -> String {
+    let names: Vec<&str> =
+        TransportKind::ALL.iter().filter(|k| k.is_dds()).map(|k| k.name()).collect();
+    names.join(", ")
+}

@@ -674,6 +674,18 @@ impl RawReader {
     }
 }
 
+/// The QoS `q` in the words of the DDS libraries' wrappers (Cyclone, the Fast DDS shim).
+pub(crate) fn entity_qos(q: &Qos) -> rtlab_bindings::EntityQos {
+    rtlab_bindings::EntityQos {
+        reliable: q.reliability == Reliability::Reliable,
+        keep_last: match q.history {
+            History::KeepLast(n) => Some(n),
+            History::KeepAll => None,
+        },
+        transient_local: q.durability == Durability::TransientLocal,
+    }
+}
+
 /// A dds_qos_t deleted on drop.
 struct NativeQos(*mut dds_qos_t);
 

@@ -12,16 +12,16 @@
 //! - [`seqtrack`]: lost / duplicate / out-of-order counting;
 //! - [`dds_graph`]: the graph of a DDS domain from its built-in topics (`rtlab observe`).
 //!
-//! Nothing in this crate prints. `unsafe` is denied everywhere but in [`dds`] and [`dds_graph`], the calls into
-//! Cyclone DDS's C API, [`fastdds`], the calls into its Fast DDS shim, and [`dl`], loading
-//! libraries at run time (each block with its `// SAFETY:`); system calls go through rtlab-sys.
+//! Nothing in this crate prints. `unsafe` is denied everywhere but in [`dds`] and
+//! [`dds_graph`], the calls into Cyclone DDS's C API, and [`ros2`], the calls into rcl (each
+//! block with its `// SAFETY:`); the Fast DDS shim and loading libraries at run time ([`dl`])
+//! are rtlab-bindings' safe wrappers; system calls go through rtlab-sys.
 #![deny(unsafe_code)]
 
 pub mod arrivals;
 pub mod conformance;
 pub mod dds;
 pub mod dds_graph;
-pub mod dl;
 pub mod engine;
 pub mod fastdds;
 pub mod intra;
@@ -37,6 +37,8 @@ pub mod udp;
 pub mod zenoh_t;
 
 pub use engine::{Mode, PubsubConfig, PubsubOutcome, RtSpec, TransportKind, TransportSpec};
+/// Loading libraries at run time and the one Fast DDS a process holds (rtlab-bindings').
+pub use rtlab_bindings::dl;
 pub use transport::{Durability, History, Qos, Reliability, Transport, TransportError, WaitStyle};
 
 use std::sync::Arc;

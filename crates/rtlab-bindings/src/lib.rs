@@ -1,6 +1,8 @@
 //! rtlab-bindings: the C and C++ middleware libraries rtlab calls, behind small safe
 //! wrappers, and loading libraries at run time.
 //!
+//! - [`cyclone`]: Eclipse Cyclone DDS through `cyclors` (its C API): domains, participants,
+//!   blob topics, writers and readers of serialized samples, the built-in topics;
 //! - [`dl`]: `dlopen` of a file or of an object embedded in the binary (memfd), resolving
 //!   symbols, and the one Fast DDS a process may hold;
 //! - [`fastdds`]: the C++ shim over eProsima Fast DDS (`fastdds/shim.cpp`, built by this
@@ -13,6 +15,7 @@
 //! before their parents. What the wrappers do is what the library does (no policy: the
 //! transports in rtlab-pubsub decide names, QoS and networks). Nothing here prints.
 
+pub mod cyclone;
 pub mod dl;
 pub mod fastdds;
 

@@ -12,10 +12,10 @@
 //! - [`seqtrack`]: lost / duplicate / out-of-order counting;
 //! - [`dds_graph`]: the graph of a DDS domain from its built-in topics (`rtlab observe`).
 //!
-//! Nothing in this crate prints. `unsafe` is denied everywhere but in [`dds`] and
-//! [`dds_graph`], the calls into Cyclone DDS's C API, and [`ros2`], the calls into rcl (each
-//! block with its `// SAFETY:`); the Fast DDS shim and loading libraries at run time ([`dl`])
-//! are rtlab-bindings' safe wrappers; system calls go through rtlab-sys.
+//! Nothing in this crate prints. `unsafe` is denied everywhere but in [`ros2`], the calls
+//! into rcl (each block with its `// SAFETY:`); Cyclone DDS, the Fast DDS shim and loading
+//! libraries at run time ([`dl`]) are rtlab-bindings' safe wrappers; system calls go through
+//! rtlab-sys.
 #![deny(unsafe_code)]
 
 pub mod arrivals;

@@ -7,7 +7,9 @@
 //!   symbols, and the one Fast DDS a process may hold;
 //! - [`fastdds`]: the C++ shim over eProsima Fast DDS (`fastdds/shim.cpp`, built by this
 //!   crate's `build.rs`, embedded and loaded at the first participant): participant, writer,
-//!   reader, write, take, wait.
+//!   reader, write, take, wait;
+//! - [`rcl`]: ROS 2's C API (rcl, rcutils, rmw, rosidl) declared by hand and resolved from an
+//!   installation's libraries: node, publisher, subscription, publish, take, wait.
 //!
 //! Contract: this crate and rtlab-sys are the only ones with `unsafe`; every other crate
 //! forbids it. Every `unsafe` block here says why it holds (`// SAFETY:`), and every type
@@ -18,6 +20,7 @@
 pub mod cyclone;
 pub mod dl;
 pub mod fastdds;
+pub mod rcl;
 
 /// A library call that failed: what was being done, and the library's words for why.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -12,11 +12,10 @@
 //! - [`seqtrack`]: lost / duplicate / out-of-order counting;
 //! - [`dds_graph`]: the graph of a DDS domain from its built-in topics (`rtlab observe`).
 //!
-//! Nothing in this crate prints. `unsafe` is denied everywhere but in [`ros2`], the calls
-//! into rcl (each block with its `// SAFETY:`); Cyclone DDS, the Fast DDS shim and loading
-//! libraries at run time ([`dl`]) are rtlab-bindings' safe wrappers; system calls go through
-//! rtlab-sys.
-#![deny(unsafe_code)]
+//! Nothing in this crate prints, and nothing in it is `unsafe`: the C and C++ libraries
+//! (Cyclone DDS, the Fast DDS shim, rcl) and loading them at run time ([`dl`]) are
+//! rtlab-bindings' safe wrappers; system calls go through rtlab-sys.
+#![forbid(unsafe_code)]
 
 pub mod arrivals;
 pub mod conformance;

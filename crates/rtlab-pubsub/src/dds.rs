@@ -27,6 +27,7 @@
 //! no `unsafe` here). Entities are deleted on drop (ports, then participant, then the domain
 //! when its last transport goes). Never prints.
 
+use crate::dds_common::{self, DdsPublisher, DdsSubscriber, SampleReader, SampleWriter};
 use crate::ros_msg;
 use crate::transport::*;
 use rtlab_bindings::cyclone::{self, BlobReader, BlobWriter};
@@ -421,9 +422,7 @@ impl Transport for DdsTransport {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
         let w = self.writer_on(self.topic(topic)?, qos)?;
-        let mut buf = vec![0u8; ros_msg::serialized_size(max_len)].into_boxed_slice();
-        ros_msg::init(&mut buf);
-        Ok(Box::new(DdsPublisher { w, buf, max_len }))
+        Ok(Box::new(DdsPublisher::new(w, max_len)))
     }
     fn subscriber(
         &self,
@@ -433,10 +432,7 @@ impl Transport for DdsTransport {
     ) -> Result<Box<dyn Subscriber>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
-        Ok(Box::new(DdsSubscriber {
-            r: self.reader_on(self.topic(topic)?, qos)?,
-            head: [0u8; ros_msg::HEAD],
-        }))
+        Ok(Box::new(DdsSubscriber::new(self.reader_on(self.topic(topic)?, qos)?)))
     }
     fn notes(&self) -> Vec<String> {
         vec![format!(
@@ -450,68 +446,44 @@ impl Transport for DdsTransport {
 
 /// What the network configuration is, in words (for the notes).
 fn network_note(net: &DdsNetwork) -> String {
-    match net.interface.as_deref() {
-        None => "loopback only (lo, no multicast, unicast peer 127.0.0.1)".into(),
-        Some(i) => {
-            let iface = match classify(i) {
-                Iface::Name(n) => format!("interface {n}"),
-                Iface::Address(a) => format!("interface with address {a}"),
-            };
-            if net.peers.is_empty() {
-                format!("{iface}, multicast on (discovery by multicast, SPDP to 239.255.0.1)")
-            } else {
-                format!("{iface}, no multicast, unicast discovery peers {}", net.peers.join(", "))
-            }
-        }
-    }
+    let iface = |i: &str| match classify(i) {
+        Iface::Name(n) => format!("interface {n}"),
+        Iface::Address(a) => format!("interface with address {a}"),
+    };
+    dds_common::network_note(
+        net,
+        "loopback only (lo, no multicast, unicast peer 127.0.0.1)",
+        iface,
+        "multicast on (discovery by multicast, SPDP to 239.255.0.1)",
+    )
 }
 
-struct DdsPublisher {
-    w: BlobWriter,
-    buf: Box<[u8]>,
-    max_len: usize,
-}
-
-impl Publisher for DdsPublisher {
-    fn publish(&mut self, seq: u64, stamp_ns: i64, len: usize) -> Result<(), TransportError> {
-        check_len(NAME, self.max_len, len)?;
-        let size = ros_msg::encode(&mut self.buf, seq, stamp_ns, len);
-        self.w.write(&self.buf[..size]).map_err(lib)
+impl SampleWriter for BlobWriter {
+    const TRANSPORT: &'static str = NAME;
+    fn write_sample(&mut self, sample: &[u8]) -> Result<(), TransportError> {
+        self.write(sample).map_err(lib)
     }
     /// The writer's publication-matched status: `current_count`.
-    fn matched(&self) -> Option<usize> {
-        self.w.matched()
+    fn matched_now(&self) -> Option<usize> {
+        self.matched()
     }
     /// `dds_wait_for_acks` (every matched reliable reader; OK at once without one).
-    fn wait_acknowledged(&self, timeout_ns: i64) -> Option<bool> {
-        self.w.wait_acknowledged(timeout_ns)
+    fn wait_acked(&self, timeout_ns: i64) -> Option<bool> {
+        self.wait_acknowledged(timeout_ns)
     }
 }
 
-struct DdsSubscriber {
-    r: BlobReader,
-    /// The first bytes of each sample (sequence and stamp are read from there).
-    head: [u8; ros_msg::HEAD],
-}
-
-impl Subscriber for DdsSubscriber {
-    fn try_take(&mut self) -> Result<Option<Received>, TransportError> {
-        let got = match self.r.take_head(&mut self.head).map_err(lib)? {
-            Some((size, got)) if size > 0 => got,
+impl SampleReader for BlobReader {
+    const TRANSPORT: &'static str = NAME;
+    fn take_head(&mut self, head: &mut [u8]) -> Result<Option<usize>, TransportError> {
+        match BlobReader::take_head(self, head).map_err(lib)? {
+            Some((size, got)) if size > 0 => Ok(Some(got)),
             // nothing, or a dispose/unregister without data
-            _ => return Ok(None),
-        };
-        match ros_msg::decode(&self.head[..got]) {
-            Ok(d) => Ok(Some(Received { seq: d.seq, stamp_ns: d.stamp_ns, len: d.len })),
-            Err(m) => Err(TransportError::Malformed { transport: NAME, why: m.reason() }),
+            _ => Ok(None),
         }
     }
-    fn wait_take(&mut self, timeout_ns: i64) -> Result<Option<Received>, TransportError> {
-        if let Some(r) = self.try_take()? {
-            return Ok(Some(r));
-        }
-        self.r.wait(timeout_ns).map_err(lib)?;
-        self.try_take()
+    fn wait(&mut self, timeout_ns: i64) -> Result<(), TransportError> {
+        BlobReader::wait(self, timeout_ns).map_err(lib)
     }
 }
 

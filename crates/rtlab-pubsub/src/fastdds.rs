@@ -74,6 +74,7 @@
 //! `unsafe` here). Ports are deleted on drop, then the participant. Never prints.
 
 use crate::dds::{check_interface, classify, DdsNetwork, Iface};
+use crate::dds_common::{self, DdsPublisher, DdsSubscriber, SampleReader, SampleWriter};
 use crate::ros2::install::Installation;
 use crate::ros_msg;
 use crate::transport::*;
@@ -603,10 +604,7 @@ impl Transport for FastDdsTransport {
     ) -> Result<Box<dyn Publisher>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
-        let w = self.writer(topic, qos)?;
-        let mut buf = vec![0u8; ros_msg::serialized_size(max_len)].into_boxed_slice();
-        ros_msg::init(&mut buf);
-        Ok(Box::new(FastDdsPublisher { w, buf, max_len }))
+        Ok(Box::new(DdsPublisher::new(self.writer(topic, qos)?, max_len)))
     }
     fn subscriber(
         &self,
@@ -616,7 +614,7 @@ impl Transport for FastDdsTransport {
     ) -> Result<Box<dyn Subscriber>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
-        Ok(Box::new(FastDdsSubscriber { r: self.reader(topic, qos)?, head: [0u8; ros_msg::HEAD] }))
+        Ok(Box::new(DdsSubscriber::new(self.reader(topic, qos)?)))
     }
     fn labels(&self) -> Vec<(&'static str, String)> {
         vec![("fastdds_version", self.version.clone())]
@@ -662,64 +660,42 @@ impl Transport for FastDdsTransport {
 /// What the network configuration is, in words (for the notes).
 fn network_note(net: &DdsNetwork, plan: &NetPlan) -> String {
     let white: Vec<String> = plan.whitelist.iter().map(|a| a.to_string()).collect();
-    match net.interface.as_deref() {
-        None => "UDPv4 loopback only (whitelist 127.0.0.1, no multicast, unicast discovery to 127.0.0.1)".into(),
-        Some(i) => {
-            let iface = format!("UDPv4 on interface {i} (whitelist {})", white.join(", "));
-            if net.peers.is_empty() {
-                format!("{iface}, multicast discovery (239.255.0.1)")
-            } else {
-                format!("{iface}, no multicast, unicast discovery peers {}", net.peers.join(", "))
-            }
-        }
-    }
+    dds_common::network_note(
+        net,
+        "UDPv4 loopback only (whitelist 127.0.0.1, no multicast, unicast discovery to 127.0.0.1)",
+        |i| format!("UDPv4 on interface {i} (whitelist {})", white.join(", ")),
+        "multicast discovery (239.255.0.1)",
+    )
 }
 
-struct FastDdsPublisher {
-    w: shim::Writer,
-    buf: Box<[u8]>,
-    max_len: usize,
-}
-
-impl Publisher for FastDdsPublisher {
-    fn publish(&mut self, seq: u64, stamp_ns: i64, len: usize) -> Result<(), TransportError> {
-        check_len(NAME, self.max_len, len)?;
-        let size = ros_msg::encode(&mut self.buf, seq, stamp_ns, len);
-        self.w.write(&self.buf[..size]).map_err(ours)
+impl SampleWriter for shim::Writer {
+    const TRANSPORT: &'static str = NAME;
+    fn write_sample(&mut self, sample: &[u8]) -> Result<(), TransportError> {
+        self.write(sample).map_err(ours)
     }
     /// The DataWriter's publication-matched status: `current_count`.
-    fn matched(&self) -> Option<usize> {
-        usize::try_from(self.w.matched()).ok()
+    fn matched_now(&self) -> Option<usize> {
+        usize::try_from(self.matched()).ok()
     }
     /// `DataWriter::wait_for_acknowledgments`.
-    fn wait_acknowledged(&self, timeout_ns: i64) -> Option<bool> {
-        self.w.wait_acknowledged(timeout_ns)
+    fn wait_acked(&self, timeout_ns: i64) -> Option<bool> {
+        self.wait_acknowledged(timeout_ns)
     }
 }
 
-struct FastDdsSubscriber {
-    r: shim::Reader,
-    /// The first bytes of each sample (sequence and stamp are read from there).
-    head: [u8; ros_msg::HEAD],
-}
-
-impl Subscriber for FastDdsSubscriber {
-    fn try_take(&mut self) -> Result<Option<Received>, TransportError> {
-        match self.r.take(&mut self.head).map_err(ours)? {
-            shim::Taken::Sample { copied, .. } => match ros_msg::decode(&self.head[..copied]) {
-                Ok(d) => Ok(Some(Received { seq: d.seq, stamp_ns: d.stamp_ns, len: d.len })),
-                Err(m) => Err(TransportError::Malformed { transport: NAME, why: m.reason() }),
-            },
+impl SampleReader for shim::Reader {
+    const TRANSPORT: &'static str = NAME;
+    fn take_head(&mut self, head: &mut [u8]) -> Result<Option<usize>, TransportError> {
+        match self.take(head).map_err(ours)? {
+            shim::Taken::Sample { copied, .. } => Ok(Some(copied)),
             // nothing, or a dispose/unregister without data
             shim::Taken::Nothing | shim::Taken::NoData => Ok(None),
         }
     }
-    fn wait_take(&mut self, timeout_ns: i64) -> Result<Option<Received>, TransportError> {
-        if let Some(r) = self.try_take()? {
-            return Ok(Some(r));
-        }
-        self.r.wait(timeout_ns);
-        self.try_take()
+    /// `DataReader::wait_for_unread_message` (a timeout is no error: the take says).
+    fn wait(&mut self, timeout_ns: i64) -> Result<(), TransportError> {
+        shim::Reader::wait(self, timeout_ns);
+        Ok(())
     }
 }
 

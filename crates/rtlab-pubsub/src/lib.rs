@@ -6,6 +6,7 @@
 //!   [`dds`] (Cyclone DDS), [`fastdds`] (eProsima Fast DDS), [`rustdds_t`] (RustDDS, pure
 //!   Rust: it cannot be limited to an interface, see its rule); udp, zenoh, dds, fastdds
 //!   and rustdds reach another host when the spec names the network (loopback otherwise);
+//!   `dds_common` holds what dds and fastdds share (publisher, subscriber, network words);
 //! - [`conformance`]: the one generic suite every transport is checked with;
 //! - [`engine`]: the pubsub probe's engine (oneway / roundtrip, sweeps, fan-out, role
 //!   processes, a case's near side in a process of its own);
@@ -20,6 +21,7 @@
 pub mod arrivals;
 pub mod conformance;
 pub mod dds;
+mod dds_common;
 pub mod dds_graph;
 pub mod engine;
 pub mod fastdds;

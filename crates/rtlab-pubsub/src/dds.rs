@@ -23,16 +23,16 @@
 //! Blocking wait: a waitset on a read condition; busy-poll: `dds_takecdr` until data.
 //! Publishing copies the message once into Cyclone's serdata (Cyclone allocates it).
 //!
-//! This is the one module of the crate with `unsafe`: calls into the C API. Every block
-//! states why it is sound. Entities are deleted on drop (ports, then participant, then
-//! the domain when its last transport goes). Never prints.
-#![allow(unsafe_code)]
+//! The C API is called through rtlab-bindings' safe wrappers ([`rtlab_bindings::cyclone`]:
+//! no `unsafe` here). Entities are deleted on drop (ports, then participant, then the domain
+//! when its last transport goes). Never prints.
 
+use crate::dds_common::{self, DdsPublisher, DdsSubscriber, SampleReader, SampleWriter};
 use crate::ros_msg;
 use crate::transport::*;
-use cyclors::*;
-use std::ffi::{CStr, CString};
-use std::sync::{Arc, Mutex};
+use rtlab_bindings::cyclone::{self, BlobReader, BlobWriter};
+use rtlab_bindings::Failed;
+use std::sync::Arc;
 
 const NAME: &str = "cyclonedds";
 /// The largest domain id rtlab uses: DDS's port mapping (7400 + 250 d) leaves room for
@@ -43,10 +43,9 @@ pub const TYPE_NAME: &str = crate::ros_msg::TYPE_NAME;
 /// Largest message offered (Cyclone fragments large samples).
 pub const MAX_MESSAGE: usize = 64 << 20;
 
-fn lib(what: &'static str, rc: i32) -> TransportError {
-    // SAFETY: dds_strretcode returns a pointer to a static, NUL-terminated string for any code.
-    let why = unsafe { CStr::from_ptr(dds_strretcode(rc)) }.to_string_lossy().into_owned();
-    TransportError::Library { transport: NAME, what, why: format!("{why} ({rc})") }
+/// A failed Cyclone call, said as this transport's.
+fn lib(e: Failed) -> TransportError {
+    TransportError::Library { transport: NAME, what: e.what, why: e.why }
 }
 
 /// Cyclone configuration: loopback only, no multicast, unicast discovery on 127.0.0.1.
@@ -233,77 +232,16 @@ pub fn config_xml(net: &DdsNetwork) -> Result<String, TransportError> {
     ))
 }
 
-/// A domain this process created: id, Cyclone handle, transports using it, configuration.
-struct DomainEntry {
-    id: u32,
-    handle: dds_entity_t,
-    users: usize,
-    config: String,
-}
-
-/// Domains this process created, with how many transports use each.
-static DOMAINS: Mutex<Vec<DomainEntry>> = Mutex::new(Vec::new());
-
-fn acquire_domain(id: u32, config: &str) -> Result<(), TransportError> {
-    let mut d = DOMAINS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(e) = d.iter_mut().find(|e| e.id == id) {
-        if e.config != config {
-            return Err(bad(
-                "domain",
-                format!(
-                    "domain {id} is already open in this process with another network configuration \
-                     (one configuration per domain per process; use another domain id)"
-                ),
-            ));
-        }
-        e.users += 1;
-        return Ok(());
-    }
-    let cfg = CString::new(config).map_err(|_| bad("configuration", "NUL in the XML".into()))?;
-    // SAFETY: cfg is a valid NUL-terminated string that outlives the call; Cyclone copies it.
-    let h = unsafe { dds_create_domain(id, cfg.as_ptr()) };
-    if h < 0 {
-        return Err(lib("create domain", h));
-    }
-    d.push(DomainEntry { id, handle: h, users: 1, config: config.to_string() });
-    Ok(())
-}
-
-fn release_domain(id: u32) {
-    let mut d = DOMAINS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(i) = d.iter().position(|e| e.id == id) {
-        d[i].users -= 1;
-        if d[i].users == 0 {
-            // SAFETY: the handle came from dds_create_domain and is deleted once, here.
-            unsafe { dds_delete(d[i].handle) };
-            d.remove(i);
-        }
-    }
-}
-
-struct Participant {
-    domain: u32,
-    handle: dds_entity_t,
-}
-
-impl Drop for Participant {
-    fn drop(&mut self) {
-        // SAFETY: the handle is ours; deleting it also deletes any child left.
-        unsafe { dds_delete(self.handle) };
-        release_domain(self.domain);
-    }
-}
-
 /// A participant of one DDS domain (one per process is the intent; several may share it).
 pub struct DdsTransport {
-    p: Arc<Participant>,
+    p: Arc<cyclone::Participant>,
     net: DdsNetwork,
 }
 
 impl DdsTransport {
-    /// The participant's entity (for built-in topic readers, [`crate::dds_graph`]).
-    pub(crate) fn participant(&self) -> dds_entity_t {
-        self.p.handle
+    /// The participant (for built-in topic readers, [`crate::dds_graph`]).
+    pub(crate) fn participant(&self) -> &Arc<cyclone::Participant> {
+        &self.p
     }
 
     /// A participant in DDS domain `domain` (loopback configuration).
@@ -319,110 +257,24 @@ impl DdsTransport {
             return Err(bad("domain", format!("domain id {domain} above {MAX_DOMAIN}")));
         }
         let config = config_xml(net)?;
-        acquire_domain(domain, &config)?;
-        // SAFETY: null QoS and listener are accepted (defaults).
-        let h = unsafe { dds_create_participant(domain, std::ptr::null(), std::ptr::null()) };
-        if h < 0 {
-            release_domain(domain);
-            return Err(lib("create participant", h));
-        }
-        Ok(DdsTransport { p: Arc::new(Participant { domain, handle: h }), net: net.clone() })
-    }
-
-    /// A "blob" topic (cyclocut: the samples stay serialized) named `dds_name`, of type
-    /// `type_name`, keyless or keyed.
-    fn blob_topic(
-        &self,
-        dds_name: &str,
-        type_name: &str,
-        keyless: bool,
-    ) -> Result<dds_entity_t, TransportError> {
-        let nul =
-            |what| TransportError::Library { transport: NAME, what, why: "NUL in name".into() };
-        let name = CString::new(dds_name).map_err(|_| nul("topic"))?;
-        let ty = CString::new(type_name).map_err(|_| nul("type name"))?;
-        // SAFETY: both strings are valid and NUL-terminated for the call; cyclocut copies them
-        // (the pointers are *mut only because of the C signature; nothing is written).
-        let t = unsafe {
-            cdds_create_blob_topic(
-                self.p.handle,
-                name.as_ptr() as *mut _,
-                ty.as_ptr() as *mut _,
-                keyless,
-            )
-        };
-        if t < 0 {
-            return Err(lib("create topic", t));
-        }
-        Ok(t)
+        let p = cyclone::Participant::create(domain, &config).map_err(lib)?;
+        Ok(DdsTransport { p: Arc::new(p), net: net.clone() })
     }
 
     /// The probe message's topic: ROS 2 naming (`rt/<topic>`), [`TYPE_NAME`], keyless.
-    fn topic(&self, topic: &str) -> Result<dds_entity_t, TransportError> {
-        self.blob_topic(&format!("rt/{topic}"), TYPE_NAME, true)
+    fn topic(&self, topic: &str) -> Result<cyclone::Topic, TransportError> {
+        cyclone::Topic::blob(&self.p, &format!("rt/{topic}"), TYPE_NAME, true).map_err(lib)
     }
 
     /// A writer on topic `t` (which it takes over: deleted with it, also on an error).
-    fn writer_on(&self, t: dds_entity_t, qos: &Qos) -> Result<WriterEntities, TransportError> {
-        let q = NativeQos::of(qos);
-        // SAFETY: participant and topic are live handles; q is a valid QoS for the call.
-        let w = unsafe { dds_create_writer(self.p.handle, t, q.0, std::ptr::null()) };
-        if w < 0 {
-            // SAFETY: t is our topic handle.
-            unsafe { dds_delete(t) };
-            return Err(lib("create writer", w));
-        }
-        let mut sertype: *const ddsi_sertype = std::ptr::null();
-        // SAFETY: w is a live writer; sertype is a valid out-pointer.
-        let rc = unsafe { dds_get_entity_sertype(w, &mut sertype) };
-        if rc < 0 || sertype.is_null() {
-            // SAFETY: our handles.
-            unsafe {
-                dds_delete(w);
-                dds_delete(t);
-            }
-            return Err(lib("writer sertype", rc));
-        }
-        Ok(WriterEntities {
-            _p: self.p.clone(),
-            writer: w,
-            topic: t,
-            sertype,
-            reliable: qos.reliability == Reliability::Reliable,
-        })
+    fn writer_on(&self, t: cyclone::Topic, qos: &Qos) -> Result<BlobWriter, TransportError> {
+        BlobWriter::create(&self.p, t, &entity_qos(qos), DRAIN_NS).map_err(lib)
     }
 
     /// A reader on topic `t` with a waitset on its read condition (it takes the topic over:
     /// deleted with it, also on an error).
-    fn reader_on(&self, t: dds_entity_t, qos: &Qos) -> Result<ReaderEntities, TransportError> {
-        let q = NativeQos::of(qos);
-        // SAFETY: live participant and topic; valid QoS.
-        let r = unsafe { dds_create_reader(self.p.handle, t, q.0, std::ptr::null()) };
-        if r < 0 {
-            // SAFETY: our topic handle.
-            unsafe { dds_delete(t) };
-            return Err(lib("create reader", r));
-        }
-        // SAFETY: live handles; the waitset and condition become children we delete on drop.
-        let (ws, cond) = unsafe {
-            let ws = dds_create_waitset(self.p.handle);
-            let cond = dds_create_readcondition(r, DDS_ANY_STATE);
-            if ws >= 0 && cond >= 0 {
-                dds_waitset_attach(ws, cond, r as dds_attach_t);
-            }
-            (ws, cond)
-        };
-        if ws < 0 || cond < 0 {
-            // SAFETY: our handles (negative ones are rejected by dds_delete harmlessly).
-            unsafe {
-                dds_delete(cond);
-                dds_delete(ws);
-                dds_delete(r);
-                dds_delete(t);
-            }
-            return Err(lib("create waitset", ws.min(cond)));
-        }
-        Ok(ReaderEntities { _p: self.p.clone(), reader: r, topic: t, waitset: ws, cond })
+    fn reader_on(&self, t: cyclone::Topic, qos: &Qos) -> Result<BlobReader, TransportError> {
+        BlobReader::create(&self.p, t, &entity_qos(qos)).map_err(lib)
     }
 
     /// A reader of DDS topic `topic` (full DDS name, e.g. `rt/joint_states`) of type
@@ -435,7 +287,7 @@ impl DdsTransport {
         keyless: bool,
         qos: &Qos,
     ) -> Result<RawReader, TransportError> {
-        let t = self.blob_topic(topic, type_name, keyless)?;
+        let t = cyclone::Topic::blob(&self.p, topic, type_name, keyless).map_err(lib)?;
         Ok(RawReader { r: self.reader_on(t, qos)? })
     }
 
@@ -447,150 +299,13 @@ impl DdsTransport {
         keyless: bool,
         qos: &Qos,
     ) -> Result<RawWriter, TransportError> {
-        let t = self.blob_topic(topic, type_name, keyless)?;
+        let t = cyclone::Topic::blob(&self.p, topic, type_name, keyless).map_err(lib)?;
         Ok(RawWriter { w: self.writer_on(t, qos)? })
     }
 }
 
-/// A writer and its topic, deleted on drop; writes serialized samples.
-struct WriterEntities {
-    _p: Arc<Participant>,
-    writer: dds_entity_t,
-    topic: dds_entity_t,
-    sertype: *const ddsi_sertype,
-    /// Reliable: on drop, wait (at most [`DRAIN_NS`]) until matched readers acknowledged
-    /// everything, so the last messages are not lost with the writer.
-    reliable: bool,
-}
-
 /// How long a reliable writer waits for acknowledgements before it is deleted.
 const DRAIN_NS: i64 = 2_000_000_000;
-
-// SAFETY: the raw sertype pointer is owned by the writer (kept alive with it) and only read
-// by Cyclone, which is thread-safe; the struct is used by one thread at a time (&mut).
-unsafe impl Send for WriterEntities {}
-
-impl WriterEntities {
-    /// Write one serialized sample (encapsulation header included).
-    fn write(&self, sample: &[u8]) -> Result<(), TransportError> {
-        let iov = iovec { iov_base: sample.as_ptr() as *mut _, iov_len: sample.len() };
-        // SAFETY: iov points to `sample` for the call (Cyclone copies it, never writes through
-        // it); sertype belongs to our live writer; dds_writecdr takes the serdata reference.
-        let rc = unsafe {
-            let sd = ddsi_serdata_from_ser_iov(
-                self.sertype,
-                ddsi_serdata_kind_SDK_DATA,
-                1,
-                &iov,
-                sample.len(),
-            );
-            if sd.is_null() {
-                return Err(TransportError::Library {
-                    transport: NAME,
-                    what: "serialize",
-                    why: "serdata allocation failed".into(),
-                });
-            }
-            dds_writecdr(self.writer, sd)
-        };
-        if rc < 0 {
-            return Err(lib("write", rc));
-        }
-        Ok(())
-    }
-}
-
-impl Drop for WriterEntities {
-    fn drop(&mut self) {
-        // SAFETY: our handles, deleted once; waiting for acks on a live writer only reads it
-        // (it returns at once when nothing is unacknowledged or no reader is matched).
-        unsafe {
-            if self.reliable {
-                dds_wait_for_acks(self.writer, DRAIN_NS);
-            }
-            dds_delete(self.writer);
-            dds_delete(self.topic);
-        }
-    }
-}
-
-/// A reader, its topic, waitset and read condition, deleted on drop (children first).
-struct ReaderEntities {
-    _p: Arc<Participant>,
-    reader: dds_entity_t,
-    topic: dds_entity_t,
-    waitset: dds_entity_t,
-    cond: dds_entity_t,
-}
-
-impl ReaderEntities {
-    /// Take the next sample and copy its first `buf.len()` serialized bytes (the
-    /// encapsulation header first) into `buf`: (serialized size, bytes copied), with size 0
-    /// for a sample without data (a dispose); None when there was no sample.
-    fn take_head(&self, buf: &mut [u8]) -> Result<Option<(usize, usize)>, TransportError> {
-        let mut sd: *mut ddsi_serdata = std::ptr::null_mut();
-        // SAFETY: dds_sample_info_t is plain data; all-zero is a valid value to be overwritten.
-        let mut info: dds_sample_info_t = unsafe { std::mem::zeroed() };
-        // SAFETY: live reader; sd and info are valid for one sample.
-        let n = unsafe { dds_takecdr(self.reader, &mut sd, 1, &mut info, DDS_ANY_STATE) };
-        if n < 0 {
-            return Err(lib("take", n));
-        }
-        if n == 0 || sd.is_null() {
-            return Ok(None);
-        }
-        let (mut size, mut got) = (0usize, 0usize);
-        // SAFETY: sd is a live serdata we hold one reference to; to_ser_ref gives a view of
-        // the bytes asked for, valid until to_ser_unref; we copy out and release both.
-        unsafe {
-            if info.valid_data {
-                size = ddsi_serdata_size(sd) as usize;
-                let want = size.min(buf.len());
-                if want > 0 {
-                    let mut iov = iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
-                    let r = ddsi_serdata_to_ser_ref(sd, 0, want, &mut iov);
-                    if !r.is_null() && !iov.iov_base.is_null() {
-                        got = iov.iov_len.min(want);
-                        std::ptr::copy_nonoverlapping(
-                            iov.iov_base as *const u8,
-                            buf.as_mut_ptr(),
-                            got,
-                        );
-                    }
-                    if !r.is_null() {
-                        ddsi_serdata_to_ser_unref(r, &iov);
-                    }
-                }
-            }
-            ddsi_serdata_unref(sd);
-        }
-        Ok(Some((size, got)))
-    }
-
-    /// Wait at most `timeout_ns` for data.
-    fn wait(&self, timeout_ns: i64) -> Result<(), TransportError> {
-        // SAFETY: live waitset; no attachment output wanted (null, 0).
-        let rc =
-            unsafe { dds_waitset_wait(self.waitset, std::ptr::null_mut(), 0, timeout_ns.max(0)) };
-        if rc < 0 {
-            return Err(lib("wait", rc));
-        }
-        Ok(())
-    }
-}
-
-impl Drop for ReaderEntities {
-    fn drop(&mut self) {
-        // SAFETY: our handles, deleted once, children first.
-        unsafe {
-            dds_waitset_detach(self.waitset, self.cond);
-            dds_delete(self.cond);
-            dds_delete(self.waitset);
-            dds_delete(self.reader);
-            dds_delete(self.topic);
-        }
-    }
-}
 
 /// A sample of any type, as [`RawReader`] takes it: its serialized size and first bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -607,40 +322,32 @@ pub struct RawSample {
 /// A reader of a topic of any type (`observe`): it keeps the serialized bytes, so it needs
 /// no type support; the topic is made with the discovered type name.
 pub struct RawReader {
-    r: ReaderEntities,
+    r: BlobReader,
 }
 
 /// A writer of a topic of any type: it writes serialized samples given whole (the 4-byte
 /// encapsulation header first). For peers and tests of types rtlab has no support for.
 pub struct RawWriter {
-    w: WriterEntities,
+    w: BlobWriter,
 }
 
 impl RawWriter {
     /// Write one serialized sample (encapsulation header included).
     pub fn write(&mut self, sample: &[u8]) -> Result<(), TransportError> {
-        self.w.write(sample)
+        self.w.write(sample).map_err(lib)
     }
 }
 
 impl RawReader {
     /// Writers this reader is matched with now.
     pub fn matched(&self) -> u32 {
-        // SAFETY: all-zero is a valid value of this plain C status struct, overwritten.
-        let mut st: dds_subscription_matched_status_t = unsafe { std::mem::zeroed() };
-        // SAFETY: live reader; st is a local out-value.
-        let rc = unsafe { dds_get_subscription_matched_status(self.r.reader, &mut st) };
-        if rc < 0 {
-            0
-        } else {
-            st.current_count
-        }
+        self.r.matched()
     }
 
     /// The next sample, or None (nothing, or a dispose without data).
     pub fn try_take(&mut self) -> Result<Option<RawSample>, TransportError> {
         let mut buf = [0u8; 20];
-        let Some((size, got)) = self.r.take_head(&mut buf)? else { return Ok(None) };
+        let Some((size, got)) = self.r.take_head(&mut buf).map_err(lib)? else { return Ok(None) };
         if got < 4 {
             return Ok(None);
         }
@@ -661,7 +368,7 @@ impl RawReader {
         &mut self,
         buf: &mut [u8],
     ) -> Result<Option<(usize, usize)>, TransportError> {
-        self.r.take_head(buf)
+        self.r.take_head(buf).map_err(lib)
     }
 
     /// The next sample, waiting at most `timeout_ns` for one.
@@ -669,54 +376,20 @@ impl RawReader {
         if let Some(r) = self.try_take()? {
             return Ok(Some(r));
         }
-        self.r.wait(timeout_ns)?;
+        self.r.wait(timeout_ns).map_err(lib)?;
         self.try_take()
     }
 }
 
-/// A dds_qos_t deleted on drop.
-struct NativeQos(*mut dds_qos_t);
-
-impl NativeQos {
-    fn of(q: &Qos) -> NativeQos {
-        // SAFETY: dds_create_qos returns a fresh QoS object we own; the setters only write into it.
-        unsafe {
-            let p = dds_create_qos();
-            match q.reliability {
-                Reliability::Reliable => dds_qset_reliability(
-                    p,
-                    dds_reliability_kind_DDS_RELIABILITY_RELIABLE,
-                    1_000_000_000,
-                ),
-                Reliability::BestEffort => {
-                    dds_qset_reliability(p, dds_reliability_kind_DDS_RELIABILITY_BEST_EFFORT, 0)
-                }
-            }
-            match q.history {
-                History::KeepLast(n) => dds_qset_history(
-                    p,
-                    dds_history_kind_DDS_HISTORY_KEEP_LAST,
-                    n.min(i32::MAX as u32) as i32,
-                ),
-                History::KeepAll => dds_qset_history(p, dds_history_kind_DDS_HISTORY_KEEP_ALL, 0),
-            }
-            match q.durability {
-                Durability::Volatile => {
-                    dds_qset_durability(p, dds_durability_kind_DDS_DURABILITY_VOLATILE)
-                }
-                Durability::TransientLocal => {
-                    dds_qset_durability(p, dds_durability_kind_DDS_DURABILITY_TRANSIENT_LOCAL)
-                }
-            }
-            NativeQos(p)
-        }
-    }
-}
-
-impl Drop for NativeQos {
-    fn drop(&mut self) {
-        // SAFETY: created by dds_create_qos, deleted once.
-        unsafe { dds_delete_qos(self.0) };
+/// The QoS `q` in the words of the DDS libraries' wrappers (Cyclone, the Fast DDS shim).
+pub(crate) fn entity_qos(q: &Qos) -> rtlab_bindings::EntityQos {
+    rtlab_bindings::EntityQos {
+        reliable: q.reliability == Reliability::Reliable,
+        keep_last: match q.history {
+            History::KeepLast(n) => Some(n),
+            History::KeepAll => None,
+        },
+        transient_local: q.durability == Durability::TransientLocal,
     }
 }
 
@@ -749,9 +422,7 @@ impl Transport for DdsTransport {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
         let w = self.writer_on(self.topic(topic)?, qos)?;
-        let mut buf = vec![0u8; ros_msg::serialized_size(max_len)].into_boxed_slice();
-        ros_msg::init(&mut buf);
-        Ok(Box::new(DdsPublisher { w, buf, max_len }))
+        Ok(Box::new(DdsPublisher::new(w, max_len)))
     }
     fn subscriber(
         &self,
@@ -761,15 +432,12 @@ impl Transport for DdsTransport {
     ) -> Result<Box<dyn Subscriber>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
-        Ok(Box::new(DdsSubscriber {
-            r: self.reader_on(self.topic(topic)?, qos)?,
-            head: [0u8; ros_msg::HEAD],
-        }))
+        Ok(Box::new(DdsSubscriber::new(self.reader_on(self.topic(topic)?, qos)?)))
     }
     fn notes(&self) -> Vec<String> {
         vec![format!(
             "cyclonedds: Cyclone DDS (cyclors 0.4), domain {}, {}; topic rt/<topic>, type {} (header.stamp = send stamp, data = sequence + payload)",
-            self.p.domain,
+            self.p.domain(),
             network_note(&self.net),
             ros_msg::ROS_TYPE
         )]
@@ -778,78 +446,44 @@ impl Transport for DdsTransport {
 
 /// What the network configuration is, in words (for the notes).
 fn network_note(net: &DdsNetwork) -> String {
-    match net.interface.as_deref() {
-        None => "loopback only (lo, no multicast, unicast peer 127.0.0.1)".into(),
-        Some(i) => {
-            let iface = match classify(i) {
-                Iface::Name(n) => format!("interface {n}"),
-                Iface::Address(a) => format!("interface with address {a}"),
-            };
-            if net.peers.is_empty() {
-                format!("{iface}, multicast on (discovery by multicast, SPDP to 239.255.0.1)")
-            } else {
-                format!("{iface}, no multicast, unicast discovery peers {}", net.peers.join(", "))
-            }
-        }
-    }
+    let iface = |i: &str| match classify(i) {
+        Iface::Name(n) => format!("interface {n}"),
+        Iface::Address(a) => format!("interface with address {a}"),
+    };
+    dds_common::network_note(
+        net,
+        "loopback only (lo, no multicast, unicast peer 127.0.0.1)",
+        iface,
+        "multicast on (discovery by multicast, SPDP to 239.255.0.1)",
+    )
 }
 
-struct DdsPublisher {
-    w: WriterEntities,
-    buf: Box<[u8]>,
-    max_len: usize,
-}
-
-impl Publisher for DdsPublisher {
-    fn publish(&mut self, seq: u64, stamp_ns: i64, len: usize) -> Result<(), TransportError> {
-        check_len(NAME, self.max_len, len)?;
-        let size = ros_msg::encode(&mut self.buf, seq, stamp_ns, len);
-        self.w.write(&self.buf[..size])
+impl SampleWriter for BlobWriter {
+    const TRANSPORT: &'static str = NAME;
+    fn write_sample(&mut self, sample: &[u8]) -> Result<(), TransportError> {
+        self.write(sample).map_err(lib)
     }
     /// The writer's publication-matched status: `current_count`.
-    fn matched(&self) -> Option<usize> {
-        // SAFETY: all-zero is a valid value of this plain C status struct, overwritten.
-        let mut st: dds_publication_matched_status_t = unsafe { std::mem::zeroed() };
-        // SAFETY: live writer; st is a local out-value.
-        let rc = unsafe { dds_get_publication_matched_status(self.w.writer, &mut st) };
-        (rc >= 0).then_some(st.current_count as usize)
+    fn matched_now(&self) -> Option<usize> {
+        self.matched()
     }
     /// `dds_wait_for_acks` (every matched reliable reader; OK at once without one).
-    fn wait_acknowledged(&self, timeout_ns: i64) -> Option<bool> {
-        // SAFETY: live writer; waiting only reads it.
-        let rc = unsafe { dds_wait_for_acks(self.w.writer, timeout_ns.max(0)) };
-        match rc {
-            0 => Some(true),
-            DDS_RETCODE_TIMEOUT => Some(false),
-            _ => None,
-        }
+    fn wait_acked(&self, timeout_ns: i64) -> Option<bool> {
+        self.wait_acknowledged(timeout_ns)
     }
 }
 
-struct DdsSubscriber {
-    r: ReaderEntities,
-    /// The first bytes of each sample (sequence and stamp are read from there).
-    head: [u8; ros_msg::HEAD],
-}
-
-impl Subscriber for DdsSubscriber {
-    fn try_take(&mut self) -> Result<Option<Received>, TransportError> {
-        let got = match self.r.take_head(&mut self.head)? {
-            Some((size, got)) if size > 0 => got,
+impl SampleReader for BlobReader {
+    const TRANSPORT: &'static str = NAME;
+    fn take_head(&mut self, head: &mut [u8]) -> Result<Option<usize>, TransportError> {
+        match BlobReader::take_head(self, head).map_err(lib)? {
+            Some((size, got)) if size > 0 => Ok(Some(got)),
             // nothing, or a dispose/unregister without data
-            _ => return Ok(None),
-        };
-        match ros_msg::decode(&self.head[..got]) {
-            Ok(d) => Ok(Some(Received { seq: d.seq, stamp_ns: d.stamp_ns, len: d.len })),
-            Err(m) => Err(TransportError::Malformed { transport: NAME, why: m.reason() }),
+            _ => Ok(None),
         }
     }
-    fn wait_take(&mut self, timeout_ns: i64) -> Result<Option<Received>, TransportError> {
-        if let Some(r) = self.try_take()? {
-            return Ok(Some(r));
-        }
-        self.r.wait(timeout_ns)?;
-        self.try_take()
+    fn wait(&mut self, timeout_ns: i64) -> Result<(), TransportError> {
+        BlobReader::wait(self, timeout_ns).map_err(lib)
     }
 }
 

@@ -12,16 +12,16 @@
 //! discovery, reads the built-in topics and `ros_discovery_info` once, and leaves; its own
 //! participant and endpoints are left out. Nothing is written on any topic. Endpoints of a
 //! participant that announces no node (not ROS 2) have none. Like [`crate::dds`], this
-//! module calls Cyclone's C API (`unsafe`, each block with its `// SAFETY:`). Never prints.
-#![allow(unsafe_code)]
+//! module reads Cyclone through rtlab-bindings' safe wrappers ([`rtlab_bindings::cyclone`]'s
+//! built-in topic readers). Never prints.
 
 use crate::dds::{DdsNetwork, DdsTransport};
 use crate::ros_graph::{self, ParticipantEntitiesInfo, ServiceSide};
 use crate::transport::{Durability, History, Qos, Reliability, TransportError};
-use cyclors::*;
+use rtlab_bindings::cyclone::{self, Builtin, BuiltinEndpoint, BuiltinReader, Policies};
+use rtlab_bindings::Failed;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::ffi::CStr;
 use std::time::Duration;
 
 /// The QoS an endpoint offers (writer) or requests (reader), as far as rtlab reads it.
@@ -253,89 +253,27 @@ impl Graph {
     }
 }
 
-fn hex(g: &dds_guid_t) -> String {
-    g.v.iter().map(|b| format!("{b:02x}")).collect()
+fn hex(g: &[u8; 16]) -> String {
+    g.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn qos_of(q: *const dds_qos_t) -> EndpointQos {
-    let mut rel: dds_reliability_kind_t = dds_reliability_kind_DDS_RELIABILITY_BEST_EFFORT;
-    let mut blocking: dds_duration_t = 0;
-    let mut dur: dds_durability_kind_t = dds_durability_kind_DDS_DURABILITY_VOLATILE;
-    let mut hist: dds_history_kind_t = dds_history_kind_DDS_HISTORY_KEEP_LAST;
-    let mut depth: i32 = 1;
-    if !q.is_null() {
-        // SAFETY: q is a QoS owned by the sample being read (valid until the loan is
-        // returned); the out-pointers are locals; an unset policy leaves them untouched.
-        unsafe {
-            dds_qget_reliability(q, &mut rel, &mut blocking);
-            dds_qget_durability(q, &mut dur);
-            dds_qget_history(q, &mut hist, &mut depth);
-        }
-    }
+fn qos_of(p: &Policies) -> EndpointQos {
     EndpointQos {
-        reliability: if rel == dds_reliability_kind_DDS_RELIABILITY_RELIABLE {
-            "reliable"
-        } else {
-            "best-effort"
+        reliability: if p.reliable { "reliable" } else { "best-effort" }.into(),
+        durability: match p.durability {
+            cyclone::Durability::TransientLocal => "transient-local",
+            cyclone::Durability::Transient => "transient",
+            cyclone::Durability::Persistent => "persistent",
+            cyclone::Durability::Volatile => "volatile",
         }
         .into(),
-        durability: match dur {
-            x if x == dds_durability_kind_DDS_DURABILITY_TRANSIENT_LOCAL => "transient-local",
-            x if x == dds_durability_kind_DDS_DURABILITY_TRANSIENT => "transient",
-            x if x == dds_durability_kind_DDS_DURABILITY_PERSISTENT => "persistent",
-            _ => "volatile",
-        }
-        .into(),
-        history: if hist == dds_history_kind_DDS_HISTORY_KEEP_ALL {
-            "keep-all".into()
-        } else {
-            format!("keep-last:{depth}")
-        },
+        history: if p.keep_all { "keep-all".into() } else { format!("keep-last:{}", p.depth) },
     }
 }
 
-fn cstr(p: *const std::os::raw::c_char) -> String {
-    if p.is_null() {
-        return String::new();
-    }
-    // SAFETY: a non-null, NUL-terminated string owned by the loaned sample.
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
-
-const BATCH: usize = 256;
-
-/// Take every sample of built-in reader `reader`, handing each valid one to `f`.
-fn take_all<T>(reader: dds_entity_t, mut f: impl FnMut(&T)) -> Result<(), TransportError> {
-    loop {
-        let mut bufs: [*mut std::os::raw::c_void; BATCH] = [std::ptr::null_mut(); BATCH];
-        // SAFETY: an all-zero sample info is a valid (unread) value of this plain C struct.
-        let mut infos: [dds_sample_info_t; BATCH] = unsafe { std::mem::zeroed() };
-        // SAFETY: bufs holds BATCH null pointers (Cyclone lends the samples) and infos BATCH
-        // entries; the loan is returned below before the next take.
-        let n =
-            unsafe { dds_take(reader, bufs.as_mut_ptr(), infos.as_mut_ptr(), BATCH, BATCH as u32) };
-        if n < 0 {
-            return Err(TransportError::Library {
-                transport: "cyclonedds",
-                what: "read the built-in topics",
-                why: format!("code {n}"),
-            });
-        }
-        for i in 0..n as usize {
-            if infos[i].valid_data && !bufs[i].is_null() {
-                // SAFETY: a valid sample of this built-in topic is a T (the reader's type),
-                // lent until dds_return_loan.
-                f(unsafe { &*(bufs[i] as *const T) });
-            }
-        }
-        if n > 0 {
-            // SAFETY: returns exactly the loan dds_take made.
-            unsafe { dds_return_loan(reader, bufs.as_mut_ptr(), n) };
-        }
-        if (n as usize) < BATCH {
-            return Ok(());
-        }
-    }
+/// A failed Cyclone call of discovery, said as the `cyclonedds` transport's.
+fn lib(e: Failed) -> TransportError {
+    TransportError::Library { transport: "cyclonedds", what: e.what, why: e.why }
 }
 
 /// The largest `ros_discovery_info` sample read (a participant with thousands of
@@ -418,25 +356,10 @@ impl RosNodes {
 pub fn discover(domain: u32, net: &DdsNetwork, wait: Duration) -> Result<Graph, TransportError> {
     let t = DdsTransport::with_network(domain, net)?;
     let p = t.participant();
-    let mut own = dds_guid_t { v: [0; 16] };
-    // SAFETY: p is our live participant; own is a local out-value.
-    unsafe { dds_get_guid(p, &mut own) };
+    let own = p.guid();
     let mut readers = Vec::new();
-    for topic in [
-        DDS_BUILTIN_TOPIC_DCPSPARTICIPANT,
-        DDS_BUILTIN_TOPIC_DCPSPUBLICATION,
-        DDS_BUILTIN_TOPIC_DCPSSUBSCRIPTION,
-    ] {
-        // SAFETY: a reader of a built-in topic under our participant, default QoS.
-        let r = unsafe { dds_create_reader(p, topic, std::ptr::null(), std::ptr::null()) };
-        if r < 0 {
-            return Err(TransportError::Library {
-                transport: "cyclonedds",
-                what: "create a built-in topic reader",
-                why: format!("code {r}"),
-            });
-        }
-        readers.push(r);
+    for which in [Builtin::Participants, Builtin::Publications, Builtin::Subscriptions] {
+        readers.push(BuiltinReader::create(p, which).map_err(lib)?);
     }
     // ROS 2's nodes: every RMW writes ros_discovery_info reliable and transient-local, so
     // a reader that asks for the same gets each participant's last sample when it matches;
@@ -455,24 +378,26 @@ pub fn discover(domain: u32, net: &DdsNetwork, wait: Duration) -> Result<Graph, 
     std::thread::sleep(wait);
     let mut g = Graph { domain, ..Default::default() };
     let own_hex = hex(&own);
-    take_all::<dds_builtintopic_participant>(readers[0], |s| {
-        let k = hex(&s.key);
-        if k != own_hex && !g.participants.contains(&k) {
-            g.participants.push(k);
-        }
-    })?;
-    let endpoint = |s: &dds_builtintopic_endpoint| Endpoint {
-        guid: hex(&s.key),
-        participant: hex(&s.participant_key),
-        topic: cstr(s.topic_name),
-        type_name: cstr(s.type_name),
-        qos: qos_of(s.qos),
+    readers[0]
+        .take_participants(|key| {
+            let k = hex(&key);
+            if k != own_hex && !g.participants.contains(&k) {
+                g.participants.push(k);
+            }
+        })
+        .map_err(lib)?;
+    let endpoint = |s: BuiltinEndpoint| Endpoint {
+        guid: hex(&s.guid),
+        participant: hex(&s.participant),
+        topic: s.topic,
+        type_name: s.type_name,
+        qos: qos_of(&s.policies),
         node: None,
     };
     let mut writers = Vec::new();
-    take_all::<dds_builtintopic_endpoint>(readers[1], |s| writers.push(endpoint(s)))?;
+    readers[1].take_endpoints(|s| writers.push(endpoint(s))).map_err(lib)?;
     let mut subs = Vec::new();
-    take_all::<dds_builtintopic_endpoint>(readers[2], |s| subs.push(endpoint(s)))?;
+    readers[2].take_endpoints(|s| subs.push(endpoint(s))).map_err(lib)?;
     // our own built-in readers are readers of the domain too: not the user's graph
     g.writers = writers.into_iter().filter(|e| e.participant != own_hex).collect();
     g.readers = subs.into_iter().filter(|e| e.participant != own_hex).collect();
@@ -504,10 +429,7 @@ pub fn discover(domain: u32, net: &DdsNetwork, wait: Duration) -> Result<Graph, 
     }
     g.attach_nodes(&ros.last);
     g.notes = notes;
-    for r in readers {
-        // SAFETY: each reader is ours and deleted once.
-        unsafe { dds_delete(r) };
-    }
+    drop(readers);
     drop(t);
     Ok(g)
 }

@@ -1,8 +1,9 @@
 //! `fastdds`: eProsima Fast DDS 2.9 (ROS 2's default DDS), the system's library (Debian 12:
 //! libfastrtps-dev 2.9.1, libfastcdr-dev 1.0.26) through a thin C++ shim
-//! (`fastdds/shim.cpp`, built by this crate's `build.rs` as a shared object the crate
-//! embeds and loads when the first participant is made: the rtlab binary does not link Fast
-//! DDS, and a process holds one Fast DDS at most, [`crate::dl::claim_fast_dds`]).
+//! (rtlab-bindings' `fastdds/shim.cpp`, built as a shared object the binary embeds and
+//! loads when the first participant is made, [`rtlab_bindings::fastdds`]: the rtlab binary
+//! does not link Fast DDS, and a process holds one Fast DDS at most,
+//! [`crate::dl::claim_fast_dds`]).
 //!
 //! ROS 2 conventions, exactly as [`crate::dds`]: the DDS topic is `rt/<topic>`, the type
 //! `sensor_msgs::msg::dds_::CompressedImage_` (keyless), the message the bytes
@@ -69,15 +70,18 @@
 //! `NEW_VIEW_STATE == view_state`); not seen since the buffers are raised, but it is the
 //! library's, and rtlab cannot catch it.
 //! Fast DDS logs to stdout by default: its log consumers are removed, errors come back as
-//! return codes. This is a module with `unsafe` (the shim's C API); every block says why it
-//! is sound. Ports are deleted on drop, then the participant. Never prints.
-#![allow(unsafe_code)]
+//! return codes. The shim's C API is called through rtlab-bindings' safe wrappers (no
+//! `unsafe` here). Ports are deleted on drop, then the participant. Never prints.
 
 use crate::dds::{check_interface, classify, DdsNetwork, Iface};
+use crate::dds_common::{self, DdsPublisher, DdsSubscriber, SampleReader, SampleWriter};
+use crate::ros2::install::Installation;
 use crate::ros_msg;
 use crate::transport::*;
+use rtlab_bindings::fastdds::{self as shim, Participant};
+use rtlab_bindings::Failed;
 use serde::{Deserialize, Serialize};
-use std::ffi::{c_char, c_int, CStr, CString};
+use std::ffi::CString;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -200,246 +204,61 @@ impl FastDdsLib {
     }
 }
 
-/// The Fast DDS version of Debian's library the shim was built against (`2.9.1`).
-pub const DEBIAN_VERSION: &str = env!("RTLAB_FASTDDS29_VERSION");
-/// The Fast DDS 3 version the second shim was built against (empty: none was built).
-pub const ROS2_BUILT_VERSION: &str = env!("RTLAB_FASTDDS3_VERSION");
+pub use rtlab_bindings::fastdds::{DEBIAN_VERSION, ROS2_BUILT_VERSION};
 
-mod ffi {
-    use std::ffi::{c_char, c_int};
-    use std::sync::OnceLock;
+/// Load the Fast DDS shim for `ros2`'s Fast DDS when given, else Debian's (once per
+/// process); the process holds that Fast DDS from then on ([`crate::dl::claim_fast_dds`]).
+fn load(ros2: Option<&Installation>) -> Result<(), String> {
+    let (who, which) = match ros2 {
+        None => (FAST_DDS.to_string(), shim::Shim::Debian),
+        Some(inst) => (ros2_fast_dds(inst)?, shim::Shim::Ros2),
+    };
+    crate::dl::claim_fast_dds(&who)?;
+    if let Some(inst) = ros2 {
+        preload_fast_dds(inst)?;
+    }
+    shim::load(which)
+}
 
-    #[repr(C)]
-    pub struct Participant {
-        _private: [u8; 0],
+/// The claim of `inst`'s Fast DDS, when the shim of this build fits it (the same major
+/// and minor version: one soname, one ABI).
+fn ros2_fast_dds(inst: &Installation) -> Result<String, String> {
+    let built = ROS2_BUILT_VERSION;
+    if !shim::ros2_shim_built() {
+        return Err("--fastdds-lib ros2: this rtlab was built without a ROS 2 installation's Fast DDS 3 (scripts/setup.sh installs one; then rebuild)".into());
     }
-    #[repr(C)]
-    pub struct Writer {
-        _private: [u8; 0],
+    let who = inst.fast_dds().ok_or_else(|| {
+        format!("--fastdds-lib ros2: {} runs no Fast DDS ({})", inst.rmw, inst.describe())
+    })?;
+    let have = inst.middleware.as_ref().and_then(|m| m.version.clone()).unwrap_or_default();
+    let minor = |v: &str| v.split('.').take(2).collect::<Vec<_>>().join(".");
+    if minor(&have) != minor(built) {
+        return Err(format!(
+            "--fastdds-lib ros2: {} has Fast DDS {have}, this rtlab's shim was built against {built}",
+            inst.prefix.display()
+        ));
     }
-    #[repr(C)]
-    pub struct Reader {
-        _private: [u8; 0],
-    }
-    #[repr(C)]
-    pub struct Peer {
-        pub address: *const c_char,
-        pub port: u16,
-    }
-    #[repr(C)]
-    pub struct Net {
-        pub domain: u32,
-        pub whitelist: *const *const c_char,
-        pub n_whitelist: usize,
-        pub peers: *const Peer,
-        pub n_peers: usize,
-        pub max_initial_peers: u32,
-        pub shm: c_int,
-        pub shm_segment: u32,
-        pub receive_buffer: u32,
-        pub send_buffer: u32,
-    }
-    #[repr(C)]
-    pub struct Qos {
-        pub reliable: c_int,
-        pub keep_all: c_int,
-        pub depth: i32,
-        pub transient_local: c_int,
-    }
+    Ok(who)
+}
 
-    /// The shim's functions, resolved once from the embedded shared object.
-    struct Api {
-        participant_create:
-            unsafe extern "C" fn(*const Net, *mut *mut Participant, *mut c_char, usize) -> c_int,
-        participant_delete: unsafe extern "C" fn(*mut Participant),
-        writer_create: unsafe extern "C" fn(
-            *mut Participant,
-            *const c_char,
-            *const c_char,
-            *const Qos,
-            *mut *mut Writer,
-            *mut c_char,
-            usize,
-        ) -> c_int,
-        write: unsafe extern "C" fn(*mut Writer, *const u8, usize) -> c_int,
-        writer_matched: unsafe extern "C" fn(*mut Writer) -> i32,
-        writer_wait_acked: unsafe extern "C" fn(*mut Writer, i64) -> c_int,
-        writer_delete: unsafe extern "C" fn(*mut Writer, i64),
-        reader_create: unsafe extern "C" fn(
-            *mut Participant,
-            *const c_char,
-            *const c_char,
-            *const Qos,
-            *mut *mut Reader,
-            *mut c_char,
-            usize,
-        ) -> c_int,
-        take: unsafe extern "C" fn(*mut Reader, *mut u8, usize, *mut usize, *mut usize) -> c_int,
-        wait: unsafe extern "C" fn(*mut Reader, i64) -> c_int,
-        reader_delete: unsafe extern "C" fn(*mut Reader),
+/// Load `inst`'s Fast DDS (its closure, by full path) so that the shim finds it by soname.
+fn preload_fast_dds(inst: &Installation) -> Result<(), String> {
+    let m = inst.middleware.as_ref().ok_or("no middleware")?;
+    let order = crate::ros2::elf::closure(std::slice::from_ref(&m.library), &inst.lib_dirs)?;
+    for p in &order {
+        crate::dl::Library::open(p, crate::dl::Bind::LazyLocal)
+            .map_err(|e| format!("loading {}: {e}", p.display()))?;
     }
-
-    /// The shim (fastdds/shim.cpp) as the build made it, linked against libfastrtps.so.2.9.
-    static SHIM: &[u8] = include_bytes!(env!("RTLAB_FASTDDS_SHIM"));
-    /// The same shim built against a ROS 2 installation's Fast DDS 3 (empty: not built).
-    static SHIM3: &[u8] = include_bytes!(env!("RTLAB_FASTDDS3_SHIM"));
-    static API: OnceLock<Result<Api, String>> = OnceLock::new();
-
-    /// Which shim to load: Debian's, or the one for `inst`'s Fast DDS 3.
-    pub enum Which<'a> {
-        Debian,
-        Ros2(&'a crate::ros2::install::Installation),
-    }
-
-    /// Load the shim `which` names (and with it its Fast DDS) once per process; the process
-    /// holds that Fast DDS from then on (`dl::claim_fast_dds`).
-    pub fn load(which: Which) -> Result<(), String> {
-        let (who, bytes, name) = match &which {
-            Which::Debian => (super::FAST_DDS.to_string(), SHIM, "librtlab_fastdds29.so"),
-            Which::Ros2(inst) => {
-                let who = ros2_fast_dds(inst)?;
-                (who, SHIM3, "librtlab_fastdds3.so")
-            }
-        };
-        crate::dl::claim_fast_dds(&who)?;
-        if let Which::Ros2(inst) = &which {
-            preload_fast_dds(inst)?;
-        }
-        let api = API.get_or_init(|| {
-            let lib = crate::dl::Library::open_bytes(name, bytes, crate::dl::Bind::NowLocal)
-                .map_err(|e| match which {
-                    Which::Debian => format!("loading Fast DDS 2.9 ({e}): install Debian's libfastrtps2.9 and libfastcdr1 (scripts/setup.sh does)"),
-                    Which::Ros2(_) => format!("loading the Fast DDS 3 shim: {e}"),
-                })?;
-            // SAFETY: each type below is the C declaration of the same name in shim.h.
-            unsafe {
-                Ok(Api {
-                    participant_create: lib.symbol("fdds_participant_create")?,
-                    participant_delete: lib.symbol("fdds_participant_delete")?,
-                    writer_create: lib.symbol("fdds_writer_create")?,
-                    write: lib.symbol("fdds_write")?,
-                    writer_matched: lib.symbol("fdds_writer_matched")?,
-                    writer_wait_acked: lib.symbol("fdds_writer_wait_acked")?,
-                    writer_delete: lib.symbol("fdds_writer_delete")?,
-                    reader_create: lib.symbol("fdds_reader_create")?,
-                    take: lib.symbol("fdds_take")?,
-                    wait: lib.symbol("fdds_wait")?,
-                    reader_delete: lib.symbol("fdds_reader_delete")?,
-                })
-            }
-            // `lib` is never unloaded (dl's contract): the handle is simply not kept
-        });
-        api.as_ref().map(|_| ()).map_err(Clone::clone)
-    }
-
-    /// The claim of `inst`'s Fast DDS, when the shim of this build fits it (the same major
-    /// and minor version: one soname, one ABI).
-    fn ros2_fast_dds(inst: &crate::ros2::install::Installation) -> Result<String, String> {
-        let built = super::ROS2_BUILT_VERSION;
-        if SHIM3.is_empty() || built.is_empty() {
-            return Err("--fastdds-lib ros2: this rtlab was built without a ROS 2 installation's Fast DDS 3 (scripts/setup.sh installs one; then rebuild)".into());
-        }
-        let who = inst.fast_dds().ok_or_else(|| {
-            format!("--fastdds-lib ros2: {} runs no Fast DDS ({})", inst.rmw, inst.describe())
-        })?;
-        let have = inst.middleware.as_ref().and_then(|m| m.version.clone()).unwrap_or_default();
-        let minor = |v: &str| v.split('.').take(2).collect::<Vec<_>>().join(".");
-        if minor(&have) != minor(built) {
-            return Err(format!(
-                "--fastdds-lib ros2: {} has Fast DDS {have}, this rtlab's shim was built against {built}",
-                inst.prefix.display()
-            ));
-        }
-        Ok(who)
-    }
-
-    /// Load `inst`'s Fast DDS (its closure, by full path) so that the shim finds it by soname.
-    fn preload_fast_dds(inst: &crate::ros2::install::Installation) -> Result<(), String> {
-        let m = inst.middleware.as_ref().ok_or("no middleware")?;
-        let order = crate::ros2::elf::closure(std::slice::from_ref(&m.library), &inst.lib_dirs)?;
-        for p in &order {
-            crate::dl::Library::open(p, crate::dl::Bind::LazyLocal)
-                .map_err(|e| format!("loading {}: {e}", p.display()))?;
-        }
-        Ok(())
-    }
-
-    fn api() -> &'static Api {
-        match API.get() {
-            Some(Ok(a)) => a,
-            // every handle below comes from a participant, made only after load() succeeded
-            _ => unreachable!("the Fast DDS shim is loaded before any participant exists"),
-        }
-    }
-
-    // The shim's C API under its C names (shim.h documents each). Unsafe as the C calls are.
-    pub unsafe fn fdds_participant_create(
-        net: *const Net,
-        out: *mut *mut Participant,
-        err: *mut c_char,
-        err_len: usize,
-    ) -> c_int {
-        (api().participant_create)(net, out, err, err_len)
-    }
-    pub unsafe fn fdds_participant_delete(p: *mut Participant) {
-        (api().participant_delete)(p)
-    }
-    pub unsafe fn fdds_writer_create(
-        p: *mut Participant,
-        topic: *const c_char,
-        type_name: *const c_char,
-        qos: *const Qos,
-        out: *mut *mut Writer,
-        err: *mut c_char,
-        err_len: usize,
-    ) -> c_int {
-        (api().writer_create)(p, topic, type_name, qos, out, err, err_len)
-    }
-    #[inline]
-    pub unsafe fn fdds_write(w: *mut Writer, sample: *const u8, len: usize) -> c_int {
-        (api().write)(w, sample, len)
-    }
-    pub unsafe fn fdds_writer_matched(w: *mut Writer) -> i32 {
-        (api().writer_matched)(w)
-    }
-    pub unsafe fn fdds_writer_wait_acked(w: *mut Writer, timeout_ns: i64) -> c_int {
-        (api().writer_wait_acked)(w, timeout_ns)
-    }
-    pub unsafe fn fdds_writer_delete(w: *mut Writer, drain_ns: i64) {
-        (api().writer_delete)(w, drain_ns)
-    }
-    pub unsafe fn fdds_reader_create(
-        p: *mut Participant,
-        topic: *const c_char,
-        type_name: *const c_char,
-        qos: *const Qos,
-        out: *mut *mut Reader,
-        err: *mut c_char,
-        err_len: usize,
-    ) -> c_int {
-        (api().reader_create)(p, topic, type_name, qos, out, err, err_len)
-    }
-    #[inline]
-    pub unsafe fn fdds_take(
-        r: *mut Reader,
-        buf: *mut u8,
-        cap: usize,
-        size: *mut usize,
-        copied: *mut usize,
-    ) -> c_int {
-        (api().take)(r, buf, cap, size, copied)
-    }
-    #[inline]
-    pub unsafe fn fdds_wait(r: *mut Reader, timeout_ns: i64) -> c_int {
-        (api().wait)(r, timeout_ns)
-    }
-    pub unsafe fn fdds_reader_delete(r: *mut Reader) {
-        (api().reader_delete)(r)
-    }
+    Ok(())
 }
 
 fn bad(what: &'static str, why: String) -> TransportError {
     TransportError::Library { transport: NAME, what, why }
+}
+
+/// The shim's error, said as this transport's.
+fn ours(e: Failed) -> TransportError {
+    bad(e.what, e.why)
 }
 
 /// A `dds` check's error, said as this transport's.
@@ -448,14 +267,6 @@ fn as_ours(e: TransportError) -> TransportError {
         TransportError::Library { what, why, .. } => bad(what, why),
         e => e,
     }
-}
-
-/// The shim's error line from its buffer.
-fn shim_err(what: &'static str, err: &[c_char]) -> TransportError {
-    // SAFETY: the buffer is NUL-terminated: zeroed before the call, and the shim writes with
-    // snprintf (always terminated, never past its length).
-    let why = unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy().into_owned();
-    bad(what, if why.is_empty() { "failed".into() } else { why })
 }
 
 /// One unicast discovery peer: an IPv4 address and a port (0: participant ids 0..99).
@@ -623,24 +434,6 @@ fn naming_new_threads<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
     (out, names)
 }
 
-struct Participant {
-    handle: *mut ffi::Participant,
-}
-
-// SAFETY: a Fast DDS DomainParticipant may be used from any thread (Fast DDS locks inside;
-// the shim's topic table has its own mutex); the pointer is only freed in Drop.
-unsafe impl Send for Participant {}
-// SAFETY: as above: every shim call on a participant is thread-safe.
-unsafe impl Sync for Participant {}
-
-impl Drop for Participant {
-    fn drop(&mut self) {
-        // SAFETY: made by fdds_participant_create, deleted once; ports hold an Arc to us, so
-        // none is left.
-        unsafe { ffi::fdds_participant_delete(self.handle) };
-    }
-}
-
 /// One Fast DDS participant (one per process is the intent; several may coexist).
 pub struct FastDdsTransport {
     p: Arc<Participant>,
@@ -682,7 +475,7 @@ impl FastDdsTransport {
         domain: u32,
         net: &DdsNetwork,
         shm: Shm,
-        ros2: Option<&crate::ros2::install::Installation>,
+        ros2: Option<&Installation>,
     ) -> Result<Self, TransportError> {
         if let Shm::Segment(n) = shm {
             if !(SHM_SEGMENT_MIN..=SHM_SEGMENT_MAX).contains(&n) {
@@ -702,14 +495,11 @@ impl FastDdsTransport {
             Some(i) => wait_running(&plan.whitelist, i, LINK_WAIT_NS)?,
             None => 0,
         };
-        let (which, version) = match ros2 {
-            None => (ffi::Which::Debian, DEBIAN_VERSION.to_string()),
-            Some(i) => (
-                ffi::Which::Ros2(i),
-                i.middleware.as_ref().and_then(|m| m.version.clone()).unwrap_or_default(),
-            ),
+        let version = match ros2 {
+            None => DEBIAN_VERSION.to_string(),
+            Some(i) => i.middleware.as_ref().and_then(|m| m.version.clone()).unwrap_or_default(),
         };
-        ffi::load(which).map_err(|e| bad("library", e))?;
+        load(ros2).map_err(|e| bad("library", e))?;
         let library = match ros2 {
             None => format!("eProsima Fast DDS {version} (Debian's libfastrtps)"),
             Some(i) => format!(
@@ -720,34 +510,12 @@ impl FastDdsTransport {
             ),
         };
         let buffers = (socket_buffer("rmem_max"), socket_buffer("wmem_max"));
-        let nul = || bad("network", "NUL in an address".into());
-        let white: Vec<CString> = plan
-            .whitelist
-            .iter()
-            .map(|a| CString::new(a.to_string()))
-            .collect::<Result<_, _>>()
-            .map_err(|_| nul())?;
-        let white_ptrs: Vec<*const c_char> = white.iter().map(|c| c.as_ptr()).collect();
-        let peer_strs: Vec<CString> = plan
-            .peers
-            .iter()
-            .map(|(a, _)| CString::new(a.to_string()))
-            .collect::<Result<_, _>>()
-            .map_err(|_| nul())?;
-        let peers: Vec<ffi::Peer> = plan
-            .peers
-            .iter()
-            .zip(&peer_strs)
-            .map(|((_, port), s)| ffi::Peer { address: s.as_ptr(), port: *port })
-            .collect();
-        let n = ffi::Net {
+        let n = shim::Net {
             domain,
-            whitelist: white_ptrs.as_ptr(),
-            n_whitelist: white_ptrs.len(),
-            peers: peers.as_ptr(),
-            n_peers: peers.len(),
+            whitelist: &plan.whitelist,
+            peers: &plan.peers,
             max_initial_peers: MAX_INITIAL_PEERS,
-            shm: c_int::from(shm != Shm::Off),
+            shm: shm != Shm::Off,
             shm_segment: match shm {
                 Shm::Segment(n) => n,
                 _ => 0,
@@ -755,19 +523,9 @@ impl FastDdsTransport {
             receive_buffer: buffers.0,
             send_buffer: buffers.1,
         };
-        let mut err = [0 as c_char; 256];
-        let mut h: *mut ffi::Participant = std::ptr::null_mut();
-        // SAFETY: `n` and everything it points to (white, peer_strs, peers) live across the
-        // call; the shim copies what it keeps; h and err are valid out-buffers (err's length
-        // passed).
-        let (rc, names) = naming_new_threads(|| unsafe {
-            ffi::fdds_participant_create(&n, &mut h, err.as_mut_ptr(), err.len())
-        });
-        if rc != 0 || h.is_null() {
-            return Err(shim_err("create participant", &err));
-        }
+        let (p, names) = naming_new_threads(|| Participant::create(&n));
         Ok(FastDdsTransport {
-            p: Arc::new(Participant { handle: h }),
+            p: Arc::new(p.map_err(ours)?),
             domain,
             net: net.clone(),
             plan,
@@ -799,106 +557,22 @@ impl FastDdsTransport {
     }
 
     /// A writer of the probe message on `rt/<topic>`.
-    fn writer(&self, topic: &str, qos: &Qos) -> Result<Writer, TransportError> {
+    fn writer(&self, topic: &str, qos: &Qos) -> Result<shim::Writer, TransportError> {
         let (t, ty) = Self::names(topic)?;
-        let q = native_qos(qos);
-        let mut err = [0 as c_char; 256];
-        let mut w: *mut ffi::Writer = std::ptr::null_mut();
-        // SAFETY: live participant (we hold it); strings, QoS and out-buffers valid for the call.
-        let (rc, names) = naming_new_threads(|| unsafe {
-            ffi::fdds_writer_create(
-                self.p.handle,
-                t.as_ptr(),
-                ty.as_ptr(),
-                &q,
-                &mut w,
-                err.as_mut_ptr(),
-                err.len(),
-            )
-        });
+        let q = crate::dds::entity_qos(qos);
+        let (w, names) =
+            naming_new_threads(|| shim::Writer::create(&self.p, &t, &ty, &q, DRAIN_NS));
         self.record_threads(names);
-        if rc != 0 || w.is_null() {
-            return Err(shim_err("create writer", &err));
-        }
-        Ok(Writer { _p: self.p.clone(), w })
+        w.map_err(ours)
     }
 
     /// A reader of the probe message on `rt/<topic>`.
-    fn reader(&self, topic: &str, qos: &Qos) -> Result<Reader, TransportError> {
+    fn reader(&self, topic: &str, qos: &Qos) -> Result<shim::Reader, TransportError> {
         let (t, ty) = Self::names(topic)?;
-        let q = native_qos(qos);
-        let mut err = [0 as c_char; 256];
-        let mut r: *mut ffi::Reader = std::ptr::null_mut();
-        // SAFETY: live participant; strings, QoS and out-buffers valid for the call.
-        let (rc, names) = naming_new_threads(|| unsafe {
-            ffi::fdds_reader_create(
-                self.p.handle,
-                t.as_ptr(),
-                ty.as_ptr(),
-                &q,
-                &mut r,
-                err.as_mut_ptr(),
-                err.len(),
-            )
-        });
+        let q = crate::dds::entity_qos(qos);
+        let (r, names) = naming_new_threads(|| shim::Reader::create(&self.p, &t, &ty, &q));
         self.record_threads(names);
-        if rc != 0 || r.is_null() {
-            return Err(shim_err("create reader", &err));
-        }
-        Ok(Reader { _p: self.p.clone(), r })
-    }
-}
-
-fn native_qos(q: &Qos) -> ffi::Qos {
-    ffi::Qos {
-        reliable: c_int::from(q.reliability == Reliability::Reliable),
-        keep_all: c_int::from(q.history == History::KeepAll),
-        depth: match q.history {
-            History::KeepLast(n) => n.min(i32::MAX as u32) as i32,
-            History::KeepAll => 0,
-        },
-        transient_local: c_int::from(q.durability == Durability::TransientLocal),
-    }
-}
-
-/// A DataWriter (and its share of the topic), deleted on drop.
-struct Writer {
-    _p: Arc<Participant>,
-    w: *mut ffi::Writer,
-}
-
-// SAFETY: a Fast DDS DataWriter may be used from any thread; we use it from one at a time
-// (&mut); the pointer is freed only in Drop.
-unsafe impl Send for Writer {}
-
-impl Writer {
-    /// Subscribers matched now.
-    fn matched(&self) -> i32 {
-        // SAFETY: live writer.
-        unsafe { ffi::fdds_writer_matched(self.w) }
-    }
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        // SAFETY: made by fdds_writer_create, deleted once (the participant outlives it: Arc).
-        unsafe { ffi::fdds_writer_delete(self.w, DRAIN_NS) };
-    }
-}
-
-/// A DataReader (and its share of the topic), deleted on drop.
-struct Reader {
-    _p: Arc<Participant>,
-    r: *mut ffi::Reader,
-}
-
-// SAFETY: as Writer: used from one thread at a time, freed only in Drop.
-unsafe impl Send for Reader {}
-
-impl Drop for Reader {
-    fn drop(&mut self) {
-        // SAFETY: made by fdds_reader_create, deleted once.
-        unsafe { ffi::fdds_reader_delete(self.r) };
+        r.map_err(ours)
     }
 }
 
@@ -930,10 +604,7 @@ impl Transport for FastDdsTransport {
     ) -> Result<Box<dyn Publisher>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
-        let w = self.writer(topic, qos)?;
-        let mut buf = vec![0u8; ros_msg::serialized_size(max_len)].into_boxed_slice();
-        ros_msg::init(&mut buf);
-        Ok(Box::new(FastDdsPublisher { w, buf, max_len }))
+        Ok(Box::new(DdsPublisher::new(self.writer(topic, qos)?, max_len)))
     }
     fn subscriber(
         &self,
@@ -943,7 +614,7 @@ impl Transport for FastDdsTransport {
     ) -> Result<Box<dyn Subscriber>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
-        Ok(Box::new(FastDdsSubscriber { r: self.reader(topic, qos)?, head: [0u8; ros_msg::HEAD] }))
+        Ok(Box::new(DdsSubscriber::new(self.reader(topic, qos)?)))
     }
     fn labels(&self) -> Vec<(&'static str, String)> {
         vec![("fastdds_version", self.version.clone())]
@@ -989,112 +660,55 @@ impl Transport for FastDdsTransport {
 /// What the network configuration is, in words (for the notes).
 fn network_note(net: &DdsNetwork, plan: &NetPlan) -> String {
     let white: Vec<String> = plan.whitelist.iter().map(|a| a.to_string()).collect();
-    match net.interface.as_deref() {
-        None => "UDPv4 loopback only (whitelist 127.0.0.1, no multicast, unicast discovery to 127.0.0.1)".into(),
-        Some(i) => {
-            let iface = format!("UDPv4 on interface {i} (whitelist {})", white.join(", "));
-            if net.peers.is_empty() {
-                format!("{iface}, multicast discovery (239.255.0.1)")
-            } else {
-                format!("{iface}, no multicast, unicast discovery peers {}", net.peers.join(", "))
-            }
-        }
-    }
+    dds_common::network_note(
+        net,
+        "UDPv4 loopback only (whitelist 127.0.0.1, no multicast, unicast discovery to 127.0.0.1)",
+        |i| format!("UDPv4 on interface {i} (whitelist {})", white.join(", ")),
+        "multicast discovery (239.255.0.1)",
+    )
 }
 
-struct FastDdsPublisher {
-    w: Writer,
-    buf: Box<[u8]>,
-    max_len: usize,
-}
-
-impl Publisher for FastDdsPublisher {
-    fn publish(&mut self, seq: u64, stamp_ns: i64, len: usize) -> Result<(), TransportError> {
-        check_len(NAME, self.max_len, len)?;
-        let size = ros_msg::encode(&mut self.buf, seq, stamp_ns, len);
-        // SAFETY: live writer; buf[..size] is valid for the call (Fast DDS copies it).
-        let rc = unsafe { ffi::fdds_write(self.w.w, self.buf.as_ptr(), size) };
-        if rc != 0 {
-            return Err(TransportError::Library {
-                transport: NAME,
-                what: "write",
-                why: "DataWriter::write refused the sample".into(),
-            });
-        }
-        Ok(())
+impl SampleWriter for shim::Writer {
+    const TRANSPORT: &'static str = NAME;
+    fn write_sample(&mut self, sample: &[u8]) -> Result<(), TransportError> {
+        self.write(sample).map_err(ours)
     }
     /// The DataWriter's publication-matched status: `current_count`.
-    fn matched(&self) -> Option<usize> {
-        usize::try_from(self.w.matched()).ok()
+    fn matched_now(&self) -> Option<usize> {
+        usize::try_from(self.matched()).ok()
     }
     /// `DataWriter::wait_for_acknowledgments`.
-    fn wait_acknowledged(&self, timeout_ns: i64) -> Option<bool> {
-        // SAFETY: live writer.
-        match unsafe { ffi::fdds_writer_wait_acked(self.w.w, timeout_ns.max(0)) } {
-            1 => Some(true),
-            0 => Some(false),
-            _ => None,
-        }
+    fn wait_acked(&self, timeout_ns: i64) -> Option<bool> {
+        self.wait_acknowledged(timeout_ns)
     }
 }
 
-struct FastDdsSubscriber {
-    r: Reader,
-    /// The first bytes of each sample (sequence and stamp are read from there).
-    head: [u8; ros_msg::HEAD],
-}
-
-impl Subscriber for FastDdsSubscriber {
-    fn try_take(&mut self) -> Result<Option<Received>, TransportError> {
-        let (mut size, mut copied) = (0usize, 0usize);
-        // SAFETY: live reader; head is a buffer of the length passed; size/copied are locals.
-        let rc = unsafe {
-            ffi::fdds_take(
-                self.r.r,
-                self.head.as_mut_ptr(),
-                self.head.len(),
-                &mut size,
-                &mut copied,
-            )
-        };
-        match rc {
-            1 => match ros_msg::decode(&self.head[..copied.min(self.head.len())]) {
-                Ok(d) => Ok(Some(Received { seq: d.seq, stamp_ns: d.stamp_ns, len: d.len })),
-                Err(m) => Err(TransportError::Malformed { transport: NAME, why: m.reason() }),
-            },
+impl SampleReader for shim::Reader {
+    const TRANSPORT: &'static str = NAME;
+    fn take_head(&mut self, head: &mut [u8]) -> Result<Option<usize>, TransportError> {
+        match self.take(head).map_err(ours)? {
+            shim::Taken::Sample { copied, .. } => Ok(Some(copied)),
             // nothing, or a dispose/unregister without data
-            0 | 2 => Ok(None),
-            _ => Err(TransportError::Library {
-                transport: NAME,
-                what: "take",
-                why: "DataReader::take_next_sample failed".into(),
-            }),
+            shim::Taken::Nothing | shim::Taken::NoData => Ok(None),
         }
     }
-    fn wait_take(&mut self, timeout_ns: i64) -> Result<Option<Received>, TransportError> {
-        if let Some(r) = self.try_take()? {
-            return Ok(Some(r));
-        }
-        // SAFETY: live reader.
-        unsafe { ffi::fdds_wait(self.r.r, timeout_ns.max(0)) };
-        self.try_take()
+    /// `DataReader::wait_for_unread_message` (a timeout is no error: the take says).
+    fn wait(&mut self, timeout_ns: i64) -> Result<(), TransportError> {
+        shim::Reader::wait(self, timeout_ns);
+        Ok(())
     }
 }
 
 /// A writer of serialized samples given whole (encapsulation header first) on a DDS topic
 /// of any keyless type: for tests and peers rtlab has no type support for.
 pub struct RawWriter {
-    w: Writer,
+    w: shim::Writer,
 }
 
 impl RawWriter {
     /// Write one serialized sample (encapsulation header included).
     pub fn write(&mut self, sample: &[u8]) -> Result<(), TransportError> {
-        // SAFETY: live writer; sample is valid for the call (Fast DDS copies it).
-        if unsafe { ffi::fdds_write(self.w.w, sample.as_ptr(), sample.len()) } != 0 {
-            return Err(bad("write", "DataWriter::write refused the sample".into()));
-        }
-        Ok(())
+        self.w.write(sample).map_err(ours)
     }
     /// Readers matched now.
     pub fn matched(&self) -> i32 {

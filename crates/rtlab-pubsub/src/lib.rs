@@ -6,22 +6,23 @@
 //!   [`dds`] (Cyclone DDS), [`fastdds`] (eProsima Fast DDS), [`rustdds_t`] (RustDDS, pure
 //!   Rust: it cannot be limited to an interface, see its rule); udp, zenoh, dds, fastdds
 //!   and rustdds reach another host when the spec names the network (loopback otherwise);
+//!   `dds_common` holds what dds and fastdds share (publisher, subscriber, network words);
 //! - [`conformance`]: the one generic suite every transport is checked with;
 //! - [`engine`]: the pubsub probe's engine (oneway / roundtrip, sweeps, fan-out, role
 //!   processes, a case's near side in a process of its own);
 //! - [`seqtrack`]: lost / duplicate / out-of-order counting;
 //! - [`dds_graph`]: the graph of a DDS domain from its built-in topics (`rtlab observe`).
 //!
-//! Nothing in this crate prints. `unsafe` is denied everywhere but in [`dds`] and [`dds_graph`], the calls into
-//! Cyclone DDS's C API, [`fastdds`], the calls into its Fast DDS shim, and [`dl`], loading
-//! libraries at run time (each block with its `// SAFETY:`); system calls go through rtlab-sys.
-#![deny(unsafe_code)]
+//! Nothing in this crate prints, and nothing in it is `unsafe`: the C and C++ libraries
+//! (Cyclone DDS, the Fast DDS shim, rcl) and loading them at run time ([`dl`]) are
+//! rtlab-bindings' safe wrappers; system calls go through rtlab-sys.
+#![forbid(unsafe_code)]
 
 pub mod arrivals;
 pub mod conformance;
 pub mod dds;
+mod dds_common;
 pub mod dds_graph;
-pub mod dl;
 pub mod engine;
 pub mod fastdds;
 pub mod intra;
@@ -37,6 +38,8 @@ pub mod udp;
 pub mod zenoh_t;
 
 pub use engine::{Mode, PubsubConfig, PubsubOutcome, RtSpec, TransportKind, TransportSpec};
+/// Loading libraries at run time and the one Fast DDS a process holds (rtlab-bindings').
+pub use rtlab_bindings::dl;
 pub use transport::{Durability, History, Qos, Reliability, Transport, TransportError, WaitStyle};
 
 use std::sync::Arc;

@@ -1,4 +1,5 @@
-//! rtlab-sys: the one crate of rtlab allowed `unsafe` and raw syscalls.
+//! rtlab-sys: rtlab's system calls (`unsafe` is allowed here and in rtlab-bindings, the C and
+//! C++ middleware libraries, and nowhere else).
 //!
 //! Contract: every unsafe block carries a `// SAFETY:` line; every system change made here
 //! is undone in `Drop` (model: iceoryx2-bb/posix `memory_lock.rs`); errors carry the value,

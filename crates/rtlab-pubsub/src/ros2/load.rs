@@ -1,6 +1,6 @@
 //! Loading a ROS 2 installation into this process, once: its libraries by full path,
 //! dependencies first ([`super::elf::closure`]), then the functions rtlab calls
-//! ([`super::ffi::Api`]).
+//! ([`rtlab_bindings::rcl::resolve`]).
 //!
 //! What is loaded: the closure of `librcl.so`, the RMW library, `librmw_implementation.so`
 //! where there is one (it then loads the RMW by name: `RMW_IMPLEMENTATION` is set to the
@@ -17,9 +17,9 @@
 //! [`crate::dl::claim_fast_dds`] before anything is loaded. Nothing here prints.
 
 use super::elf;
-use super::ffi::Api;
 use super::install::Installation;
 use crate::dl::{Bind, Library};
+use rtlab_bindings::rcl::{self, ffi::Api};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -144,66 +144,14 @@ fn load_now(inst: &Installation) -> Result<Loaded, String> {
             .ok_or_else(|| format!("ros2: {name} not found in {}", inst.prefix.display()))?;
         handle(&p)
     };
-    let rcl_lib = handle(&rcl)?;
-    let rmw_lib = handle(&inst.rmw_library)?;
-    let ts = by_name("libsensor_msgs__rosidl_typesupport_c.so")?;
-    let msg = by_name("libsensor_msgs__rosidl_generator_c.so")?;
-    let rt = by_name("librosidl_runtime_c.so")?;
-    // SAFETY: each type is the C declaration of the symbol it is resolved from (ffi.rs says
-    // against which headers they were checked).
-    let api = unsafe {
-        Api {
-            get_default_allocator: rcl_lib.symbol("rcutils_get_default_allocator")?,
-            get_error_string: rcl_lib.symbol("rcutils_get_error_string")?,
-            reset_error: rcl_lib.symbol("rcutils_reset_error")?,
-            init_options_init: rcl_lib.symbol("rcl_init_options_init")?,
-            init_options_set_domain_id: rcl_lib.symbol("rcl_init_options_set_domain_id")?,
-            init_options_fini: rcl_lib.symbol("rcl_init_options_fini")?,
-            init: rcl_lib.symbol("rcl_init")?,
-            shutdown: rcl_lib.symbol("rcl_shutdown")?,
-            context_fini: rcl_lib.symbol("rcl_context_fini")?,
-            node_get_default_options: rcl_lib.symbol("rcl_node_get_default_options")?,
-            node_init: rcl_lib.symbol("rcl_node_init")?,
-            node_fini: rcl_lib.symbol("rcl_node_fini")?,
-            publisher_get_default_options: rcl_lib.symbol("rcl_publisher_get_default_options")?,
-            publisher_init: rcl_lib.symbol("rcl_publisher_init")?,
-            publisher_fini: rcl_lib.symbol("rcl_publisher_fini")?,
-            publish: rcl_lib.symbol("rcl_publish")?,
-            publisher_get_subscription_count: rcl_lib
-                .symbol("rcl_publisher_get_subscription_count")?,
-            publisher_wait_for_all_acked: rcl_lib.symbol("rcl_publisher_wait_for_all_acked")?,
-            subscription_get_default_options: rcl_lib
-                .symbol("rcl_subscription_get_default_options")?,
-            subscription_init: rcl_lib.symbol("rcl_subscription_init")?,
-            subscription_fini: rcl_lib.symbol("rcl_subscription_fini")?,
-            take: rcl_lib.symbol("rcl_take")?,
-            subscription_get_publisher_count: rcl_lib
-                .symbol("rcl_subscription_get_publisher_count")?,
-            wait_set_init: rcl_lib.symbol("rcl_wait_set_init")?,
-            wait_set_clear: rcl_lib.symbol("rcl_wait_set_clear")?,
-            wait_set_add_subscription: rcl_lib.symbol("rcl_wait_set_add_subscription")?,
-            wait: rcl_lib.symbol("rcl_wait")?,
-            wait_set_fini: rcl_lib.symbol("rcl_wait_set_fini")?,
-            rmw_identifier: rmw_lib.symbol("rmw_get_implementation_identifier")?,
-            type_support: ts.symbol(
-                "rosidl_typesupport_c__get_message_type_support_handle__sensor_msgs__msg__CompressedImage",
-            )?,
-            message_init: msg.symbol("sensor_msgs__msg__CompressedImage__init")?,
-            message_fini: msg.symbol("sensor_msgs__msg__CompressedImage__fini")?,
-            string_assign: rt.symbol("rosidl_runtime_c__String__assign")?,
-            u8_sequence_init: rt.symbol("rosidl_runtime_c__uint8__Sequence__init")?,
-            u8_sequence_fini: rt.symbol("rosidl_runtime_c__uint8__Sequence__fini")?,
-        }
-    };
-    // SAFETY: the RMW's identifier is a static NUL-terminated string.
-    let identifier = unsafe {
-        let p = (api.rmw_identifier)();
-        if p.is_null() {
-            String::new()
-        } else {
-            std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
-        }
-    };
+    let api = rcl::resolve(&rcl::Libraries {
+        rcl: handle(&rcl)?,
+        rmw: handle(&inst.rmw_library)?,
+        type_support: by_name("libsensor_msgs__rosidl_typesupport_c.so")?,
+        message: by_name("libsensor_msgs__rosidl_generator_c.so")?,
+        runtime: by_name("librosidl_runtime_c.so")?,
+    })?;
+    let identifier = rcl::rmw_identifier(&api);
     Ok(Loaded { api, installation: inst.clone(), identifier, libraries: libs.len(), python })
 }
 

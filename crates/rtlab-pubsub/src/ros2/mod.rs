@@ -27,20 +27,22 @@
 //! Contract as every transport ([`crate::transport`]); rtlab allocates nothing per message:
 //! the publisher's message is made at creation (its data sequence sized for the largest
 //! message), a take reuses one message (the type support may resize its data sequence:
-//! ROS 2's allocation, said in the notes). Nothing here prints; `unsafe` only around calls
-//! into the loaded libraries, each with its `// SAFETY:`.
-#![allow(unsafe_code)]
+//! ROS 2's allocation, said in the notes). Nothing here prints; the loaded libraries are
+//! called through rtlab-bindings' safe wrappers ([`rtlab_bindings::rcl`]: no `unsafe` here).
 
 pub mod elf;
-pub mod ffi;
 pub mod install;
 pub mod load;
 
+/// rcl's C API as rtlab declares it (rtlab-bindings').
+pub use rtlab_bindings::rcl::ffi;
+
 use crate::transport::*;
-use ffi::{CompressedImage, Opaque, PortOptions, QosProfile, RET_OK, RET_TAKE_FAILED, RET_TIMEOUT};
+use ffi::QosProfile;
 use install::{Abi, Installation};
+use rtlab_bindings::rcl::{self, PortSpec, Taken};
+use rtlab_bindings::Failed;
 use serde::{Deserialize, Serialize};
-use std::ffi::{c_void, CString};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -57,6 +59,11 @@ const TAG: &str = crate::ros_msg::TAG;
 
 fn bad(what: &'static str, why: String) -> TransportError {
     TransportError::Library { transport: NAME, what, why }
+}
+
+/// A failed rcl call, said as this transport's.
+fn ours(e: Failed) -> TransportError {
+    bad(e.what, e.why)
 }
 
 /// How ROS 2 discovers its peers here.
@@ -200,41 +207,9 @@ fn wait_running(interface: &str, limit_ns: i64) -> Result<i64, TransportError> {
     })
 }
 
-/// rcl's context and node, shared by the transport and its ports; finalized last.
-struct NodeBox {
-    api: &'static ffi::Api,
-    init_options: Box<ffi::InitOptions>,
-    context: Box<ffi::Context>,
-    node: Box<ffi::Node>,
-    /// rcl's creation and destruction of entities on one node are not thread-safe.
-    lock: Mutex<()>,
-    name: String,
-}
-
-// SAFETY: the boxes are only touched through rcl calls made under `lock` (creation and
-// destruction) or on a port's own handle; rcl_publish/rcl_take on distinct ports are
-// thread-safe (rcl's documentation).
-unsafe impl Send for NodeBox {}
-// SAFETY: as above.
-unsafe impl Sync for NodeBox {}
-
-impl Drop for NodeBox {
-    fn drop(&mut self) {
-        let a = self.api;
-        // SAFETY: made by rcl_node_init / rcl_init / rcl_init_options_init in `open`, finalized
-        // once, after every port (ports hold an Arc to this box).
-        unsafe {
-            (a.node_fini)(self.node.ptr());
-            (a.shutdown)(self.context.ptr());
-            (a.context_fini)(self.context.ptr());
-            (a.init_options_fini)(self.init_options.ptr());
-        }
-    }
-}
-
 /// A ROS 2 node of this process.
 pub struct Ros2Transport {
-    node: Arc<NodeBox>,
+    node: Arc<rcl::Node>,
     loaded: &'static load::Loaded,
     domain: u32,
     net: Ros2Network,
@@ -261,56 +236,10 @@ impl Ros2Transport {
             wait_running(i, LINK_WAIT_NS)?;
         }
         let loaded = load::load(inst).map_err(|e| bad("installation", e))?;
-        let api = &loaded.api;
         let name =
             format!("rtlab_{}_{}", std::process::id(), NODES.fetch_add(1, Ordering::Relaxed));
-        let cname = CString::new(name.clone()).expect("no NUL in a node name");
-        let mut init_options = ffi::InitOptions::zeroed();
-        let mut context = ffi::Context::zeroed();
-        let mut node = ffi::Node::zeroed();
-        // SAFETY: zeroed handles as rcl's zero-initializers make them; each pointer is a live
-        // Box; the allocator is rcutils' default by value; failures leave nothing to finalize
-        // but what was initialized, finalized here in reverse.
-        unsafe {
-            let alloc = (api.get_default_allocator)();
-            if (api.init_options_init)(init_options.ptr(), alloc) != RET_OK {
-                return Err(bad("init", api.last_error()));
-            }
-            if (api.init_options_set_domain_id)(init_options.ptr(), domain as usize) != RET_OK {
-                let e = api.last_error();
-                (api.init_options_fini)(init_options.ptr());
-                return Err(bad("domain", e));
-            }
-            if (api.init)(0, std::ptr::null(), init_options.ptr(), context.ptr()) != RET_OK {
-                let e = api.last_error();
-                (api.init_options_fini)(init_options.ptr());
-                return Err(bad("rcl_init", e));
-            }
-            let options = (api.node_get_default_options)();
-            let ns = c"/";
-            if (api.node_init)(node.ptr(), cname.as_ptr(), ns.as_ptr(), context.ptr(), &options)
-                != RET_OK
-            {
-                let e = api.last_error();
-                (api.shutdown)(context.ptr());
-                (api.context_fini)(context.ptr());
-                (api.init_options_fini)(init_options.ptr());
-                return Err(bad("node", e));
-            }
-        }
-        Ok(Ros2Transport {
-            node: Arc::new(NodeBox {
-                api,
-                init_options,
-                context,
-                node,
-                lock: Mutex::new(()),
-                name,
-            }),
-            loaded,
-            domain,
-            net: net.clone(),
-        })
+        let node = rcl::Node::open(&loaded.api, domain, &name).map_err(ours)?;
+        Ok(Ros2Transport { node: Arc::new(node), loaded, domain, net: net.clone() })
     }
 
     /// What this node runs on (recorded with results).
@@ -320,53 +249,20 @@ impl Ros2Transport {
 
     /// The node's name (`rtlab_<pid>_<n>`, namespace `/`).
     pub fn node_name(&self) -> &str {
-        &self.node.name
+        self.node.name()
     }
 
-    fn topic(topic: &str) -> Result<CString, TransportError> {
-        CString::new(topic).map_err(|_| bad("topic", format!("{topic:?} has a NUL byte")))
-    }
-
-    fn options(&self, publisher: bool, qos: &Qos) -> PortOptions {
-        let api = self.node.api;
-        // SAFETY: rcl's default options by value (see ffi: larger than any distribution's).
-        let mut o = unsafe {
-            if publisher {
-                (api.publisher_get_default_options)()
-            } else {
-                (api.subscription_get_default_options)()
-            }
-        };
-        native_qos(&mut o.qos, qos);
-        o
-    }
-
-    /// A C message for this transport's publishers and subscribers.
-    fn message(&self, data_capacity: usize) -> Result<Box<CompressedImage>, TransportError> {
-        let api = self.node.api;
-        // SAFETY: zeroed bytes are what the generated __init starts from (it initializes every
-        // member); the Box keeps the address stable for rcl's use; strings and sequence are
-        // assigned through rosidl's own functions.
-        unsafe {
-            let mut m: Box<CompressedImage> = Box::new(std::mem::zeroed());
-            if !(api.message_init)(&mut *m) {
-                return Err(bad(
-                    "message",
-                    "sensor_msgs__msg__CompressedImage__init failed".into(),
-                ));
-            }
-            let tag = CString::new(TAG).expect("no NUL");
-            let ok = (api.string_assign)(&mut m.header.frame_id, tag.as_ptr())
-                && (api.string_assign)(&mut m.format, tag.as_ptr());
-            (api.u8_sequence_fini)(&mut m.data);
-            if !ok || !(api.u8_sequence_init)(&mut m.data, data_capacity) {
-                (api.message_fini)(&mut *m);
-                return Err(bad(
-                    "message",
-                    format!("no memory for a message of {data_capacity} data bytes"),
-                ));
-            }
-            Ok(m)
+    /// How a port on `topic` with `qos` and messages up to `max_len` bytes is made.
+    fn port<'a>(
+        topic: &'a str,
+        qos: &'a Qos,
+        max_len: usize,
+    ) -> PortSpec<'a, impl FnOnce(&mut QosProfile) + 'a> {
+        PortSpec {
+            topic,
+            qos: move |q: &mut QosProfile| native_qos(q, qos),
+            tag: TAG,
+            data_capacity: max_len - 8,
         }
     }
 }
@@ -415,29 +311,9 @@ impl Transport for Ros2Transport {
         max_len: usize,
     ) -> Result<Box<dyn Publisher>, TransportError> {
         check_len(NAME, MAX_MESSAGE, max_len)?;
-        let name = Self::topic(topic)?;
-        let options = self.options(true, qos);
-        let msg = self.message(max_len - 8)?;
-        let mut handle = ffi::Port::zeroed();
-        let n = &self.node;
-        let _g = n.lock.lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: a zeroed publisher, the live node, the type support's static handle, a
-        // NUL-terminated topic and options made by rcl; rcl copies what it keeps.
-        let rc = unsafe {
-            let ts = (n.api.type_support)();
-            (n.api.publisher_init)(handle.ptr(), node_ptr(n), ts, name.as_ptr(), &options)
-        };
-        if rc != RET_OK {
-            let e = n.api.last_error();
-            drop(Message { api: n.api, msg });
-            return Err(bad("publisher", format!("{topic}: {e}")));
-        }
-        Ok(Box::new(Ros2Publisher {
-            node: n.clone(),
-            handle,
-            msg: Message { api: n.api, msg },
-            reliable: qos.reliability == Reliability::Reliable,
-        }))
+        let drain = (qos.reliability == Reliability::Reliable).then_some(DRAIN_NS);
+        let p = rcl::Publisher::create(&self.node, Self::port(topic, qos, max_len), drain);
+        Ok(Box::new(Ros2Publisher { p: p.map_err(ours)? }))
     }
     fn subscriber(
         &self,
@@ -446,40 +322,8 @@ impl Transport for Ros2Transport {
         max_len: usize,
     ) -> Result<Box<dyn Subscriber>, TransportError> {
         check_len(NAME, MAX_MESSAGE, max_len)?;
-        let name = Self::topic(topic)?;
-        let options = self.options(false, qos);
-        let msg = self.message(max_len - 8)?;
-        let mut handle = ffi::Port::zeroed();
-        let mut wait_set = ffi::WaitSet::zeroed();
-        let n = &self.node;
-        let _g = n.lock.lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: as the publisher; the wait set is zeroed, sized for one subscription, on
-        // the node's context, with rcutils' default allocator.
-        unsafe {
-            let ts = (n.api.type_support)();
-            if (n.api.subscription_init)(handle.ptr(), node_ptr(n), ts, name.as_ptr(), &options)
-                != RET_OK
-            {
-                let e = n.api.last_error();
-                drop(Message { api: n.api, msg });
-                return Err(bad("subscription", format!("{topic}: {e}")));
-            }
-            let alloc = (n.api.get_default_allocator)();
-            if (n.api.wait_set_init)(wait_set.ptr(), 1, 0, 0, 0, 0, 0, context_ptr(n), alloc)
-                != RET_OK
-            {
-                let e = n.api.last_error();
-                (n.api.subscription_fini)(handle.ptr(), node_ptr(n));
-                drop(Message { api: n.api, msg });
-                return Err(bad("wait set", e));
-            }
-        }
-        Ok(Box::new(Ros2Subscriber {
-            node: n.clone(),
-            handle,
-            wait_set,
-            msg: Message { api: n.api, msg },
-        }))
+        let s = rcl::Subscription::create(&self.node, Self::port(topic, qos, max_len));
+        Ok(Box::new(Ros2Subscriber { s: s.map_err(ours)? }))
     }
     fn notes(&self) -> Vec<String> {
         let l = self.loaded;
@@ -495,7 +339,7 @@ impl Transport for Ros2Transport {
             ),
             format!(
                 "ros2: through rcl as a ROS 2 node: rcl_publish of sensor_msgs/msg/CompressedImage (C type support), each receiver waits in an rcl wait set (rcl_wait) and takes with rcl_take, what every executor does underneath; node /{}, domain {}, discovery {}{}",
-                self.node.name,
+                self.node.name(),
                 self.domain,
                 self.net.range,
                 if self.net.static_peers.is_empty() { String::new() } else { format!(", static peers {}", self.net.static_peers.join(";")) }
@@ -522,190 +366,57 @@ impl Transport for Ros2Transport {
     }
 }
 
-fn node_ptr(n: &NodeBox) -> *mut c_void {
-    &*n.node as *const Opaque<2> as *mut c_void
-}
-fn context_ptr(n: &NodeBox) -> *mut c_void {
-    &*n.context as *const Opaque<3> as *mut c_void
-}
-
-/// A C message, finalized on drop.
-struct Message {
-    api: &'static ffi::Api,
-    msg: Box<CompressedImage>,
-}
-
-impl Drop for Message {
-    fn drop(&mut self) {
-        // SAFETY: initialized by `message`, finalized once.
-        unsafe { (self.api.message_fini)(&mut *self.msg) };
-    }
-}
-
 struct Ros2Publisher {
-    node: Arc<NodeBox>,
-    handle: Box<ffi::Port>,
-    msg: Message,
-    reliable: bool,
+    p: rcl::Publisher,
 }
-
-// SAFETY: the handle and message are used by the one thread that owns this publisher at a
-// time; rcl_publish is thread-safe across publishers.
-unsafe impl Send for Ros2Publisher {}
 
 impl Publisher for Ros2Publisher {
     #[inline]
     fn publish(&mut self, seq: u64, stamp_ns: i64, len: usize) -> Result<(), TransportError> {
-        let m = &mut *self.msg.msg;
-        if len < HEADER_LEN || len - 8 > m.data.capacity {
+        let capacity = self.p.capacity();
+        if len < HEADER_LEN || len - 8 > capacity {
             return Err(TransportError::MessageTooLarge {
                 transport: NAME,
-                max: m.data.capacity + 8,
+                max: capacity + 8,
                 asked: len,
             });
         }
-        m.header.stamp.sec = stamp_ns.div_euclid(1_000_000_000) as i32;
-        m.header.stamp.nanosec = stamp_ns.rem_euclid(1_000_000_000) as u32;
-        m.data.size = len - 8;
-        // SAFETY: data holds `capacity` >= len - 8 >= 8 bytes (made by u8_sequence_init);
-        // rcl_publish reads the message during the call only.
-        let rc = unsafe {
-            std::ptr::copy_nonoverlapping(seq.to_le_bytes().as_ptr(), m.data.data, 8);
-            (self.node.api.publish)(
-                self.handle.ptr(),
-                m as *const CompressedImage as *const c_void,
-                std::ptr::null_mut(),
-            )
-        };
-        if rc != RET_OK {
-            return Err(bad("publish", self.node.api.last_error()));
-        }
-        Ok(())
+        self.p.publish(seq, stamp_ns, len - 8).map_err(ours)
     }
     fn matched(&self) -> Option<usize> {
-        let mut n = 0usize;
-        // SAFETY: a live publisher; n is a valid out-pointer.
-        let rc = unsafe {
-            (self.node.api.publisher_get_subscription_count)(
-                &*self.handle as *const ffi::Port as *const c_void,
-                &mut n,
-            )
-        };
-        (rc == RET_OK).then_some(n)
+        self.p.matched()
     }
     fn wait_acknowledged(&self, timeout_ns: i64) -> Option<bool> {
-        let api = self.node.api;
-        // SAFETY: a live publisher; rcl_publisher_wait_for_all_acked blocks at most the time.
-        let rc = unsafe {
-            (api.publisher_wait_for_all_acked)(
-                &*self.handle as *const ffi::Port as *const c_void,
-                timeout_ns.max(0),
-            )
-        };
-        match rc {
-            RET_OK => Some(true),
-            RET_TIMEOUT => Some(false),
-            // an RMW without acknowledgements (RCL_RET_UNSUPPORTED) or an error: cannot tell
-            _ => {
-                api.last_error();
-                None
-            }
-        }
-    }
-}
-
-impl Drop for Ros2Publisher {
-    fn drop(&mut self) {
-        let n = &self.node;
-        // SAFETY: a publisher made by publisher_init on this node, finalized once; a reliable
-        // one first waits (bounded) for its last messages to be acknowledged.
-        unsafe {
-            if self.reliable {
-                (n.api.publisher_wait_for_all_acked)(self.handle.ptr(), DRAIN_NS);
-                n.api.last_error();
-            }
-            let _g = n.lock.lock().unwrap_or_else(|e| e.into_inner());
-            (n.api.publisher_fini)(self.handle.ptr(), node_ptr(n));
-        }
+        self.p.wait_acknowledged(timeout_ns)
     }
 }
 
 struct Ros2Subscriber {
-    node: Arc<NodeBox>,
-    handle: Box<ffi::Port>,
-    wait_set: Box<ffi::WaitSet>,
-    msg: Message,
+    s: rcl::Subscription,
 }
-
-// SAFETY: as the publisher: one thread at a time uses the handle, wait set and message.
-unsafe impl Send for Ros2Subscriber {}
 
 impl Subscriber for Ros2Subscriber {
     #[inline]
     fn try_take(&mut self) -> Result<Option<Received>, TransportError> {
-        let api = self.node.api;
-        let m = &mut *self.msg.msg;
-        // SAFETY: a live subscription and a message of its type; rcl writes the message
-        // during the call only; message info and allocation may be null (rcl's contract).
-        let rc = unsafe {
-            (api.take)(
-                self.handle.ptr(),
-                m as *mut CompressedImage as *mut c_void,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            )
-        };
-        match rc {
-            RET_OK => {
-                if m.data.size < 8 || m.data.data.is_null() {
-                    return Err(TransportError::Malformed {
-                        transport: NAME,
-                        why: crate::ros_msg::Malformed::NoSequence.reason(),
-                    });
-                }
-                let mut seq = [0u8; 8];
-                // SAFETY: data holds size >= 8 bytes (checked above).
-                unsafe { std::ptr::copy_nonoverlapping(m.data.data, seq.as_mut_ptr(), 8) };
-                let s = &m.header.stamp;
-                Ok(Some(Received {
-                    seq: u64::from_le_bytes(seq),
-                    stamp_ns: s.sec as i64 * 1_000_000_000 + s.nanosec as i64,
-                    len: m.data.size + 8,
-                }))
+        match self.s.take().map_err(ours)? {
+            Taken::Message { seq, stamp_ns, data_len } => {
+                Ok(Some(Received { seq, stamp_ns, len: data_len + 8 }))
             }
-            RET_TAKE_FAILED => Ok(None),
-            _ => Err(bad("take", api.last_error())),
+            Taken::Short => Err(TransportError::Malformed {
+                transport: NAME,
+                why: crate::ros_msg::Malformed::NoSequence.reason(),
+            }),
+            Taken::Nothing => Ok(None),
         }
     }
     fn wait_take(&mut self, timeout_ns: i64) -> Result<Option<Received>, TransportError> {
         if let Some(r) = self.try_take()? {
             return Ok(Some(r));
         }
-        let api = self.node.api;
-        let ws = self.wait_set.ptr();
-        // SAFETY: the wait set was made for one subscription on this node's context; the
-        // subscription outlives the call.
-        let rc = unsafe {
-            (api.wait_set_clear)(ws);
-            (api.wait_set_add_subscription)(ws, self.handle.ptr(), std::ptr::null_mut());
-            (api.wait)(ws, timeout_ns.max(0))
-        };
-        match rc {
-            RET_OK => self.try_take(),
-            RET_TIMEOUT => Ok(None),
-            _ => Err(bad("wait", api.last_error())),
-        }
-    }
-}
-
-impl Drop for Ros2Subscriber {
-    fn drop(&mut self) {
-        let n = &self.node;
-        let _g = n.lock.lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: made in `subscriber`, finalized once, the wait set before its subscription.
-        unsafe {
-            (n.api.wait_set_fini)(self.wait_set.ptr());
-            (n.api.subscription_fini)(self.handle.ptr(), node_ptr(n));
+        if self.s.wait(timeout_ns).map_err(ours)? {
+            self.try_take()
+        } else {
+            Ok(None)
         }
     }
 }

@@ -1,7 +1,8 @@
-//! Shared libraries loaded at run time (`dlopen`): the Fast DDS 2.9 shim this crate embeds
-//! (`fastdds`), and the libraries of a ROS 2 installation (`ros2`). Neither is linked into
-//! the rtlab binary, which therefore runs where neither is installed; a transport that needs
-//! one says which file it could not load, in one line.
+//! Shared libraries loaded at run time (`dlopen`): the Fast DDS shim this crate embeds
+//! ([`crate::fastdds`]), and the libraries of a ROS 2 installation (rcl, its RMW, its type
+//! support: rtlab-pubsub's `ros2`). Neither is linked into the rtlab binary, which therefore
+//! runs where neither is installed; a transport that needs one says which file it could not
+//! load, in one line.
 //!
 //! Contract: a library loaded here stays loaded for the life of the process (never
 //! `dlclose`d: middleware libraries start threads and register static destructors that do
@@ -10,7 +11,6 @@
 //! ROS 2, 2.6 in Humble) export the same C++ symbols, and the one loaded first would answer
 //! the other's calls (tried here: a crash in Fast CDR on the first publish).
 //! Nothing here prints.
-#![allow(unsafe_code)]
 
 use std::ffi::{c_void, CStr, CString};
 use std::path::Path;

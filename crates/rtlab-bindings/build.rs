@@ -1,6 +1,6 @@
 //! Builds the C++ shim over eProsima Fast DDS (fastdds/shim.cpp, the `fastdds` transport) as
 //! shared objects of their own, which the crate embeds (`include_bytes!`) and loads when the
-//! `fastdds` transport is first opened (`fastdds::ffi`):
+//! first Fast DDS participant is made (`fastdds::load`, for rtlab-pubsub's `fastdds` transport):
 //!
 //! - `librtlab_fastdds29.so` against the system's Fast DDS 2.9 / Fast CDR 1.0 (Debian 12:
 //!   libfastrtps-dev, libfastcdr-dev; scripts/setup.sh installs them): the default;

@@ -1,6 +1,6 @@
-//! The part of ROS 2's C API the `ros2` transport calls (rcl, rcutils, rmw, rosidl's C
+//! The part of ROS 2's C API rtlab-pubsub's `ros2` transport calls (rcl, rcutils, rmw, rosidl's C
 //! runtime, and `sensor_msgs/msg/CompressedImage`'s C message and type support), declared by
-//! hand and resolved at run time from the installation's libraries ([`Api::resolve`]).
+//! hand and resolved at run time from the installation's libraries ([`super::resolve`]).
 //!
 //! The declarations were checked against the headers of rcl 5.3 (Humble), 9.2 (Jazzy) and
 //! 10.1 (Kilted): the function signatures are the same in all three, and so are the layouts

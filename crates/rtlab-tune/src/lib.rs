@@ -18,7 +18,6 @@
 pub mod check;
 pub mod host;
 pub mod journal;
-pub use rtlab_load as load;
 pub mod lock;
 pub mod profile;
 pub mod session;

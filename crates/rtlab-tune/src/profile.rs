@@ -598,35 +598,7 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
     // the application
     if let (Some(pol), Some(prio)) = (p.app_policy, p.app_priority) {
         let cpus = p.app_cpus.as_deref().map(|s| resolve_cpus(s, rt, &online));
-        let what = format!(
-            "application: {pol} {prio}{}",
-            cpus.as_ref().map(|c| format!(" on CPUs {}", crate::cpu_list(c))).unwrap_or_default()
-        );
-        if t.pids.is_empty() {
-            steps.push(Step::skip(
-                what,
-                "no --pid given: rtlab's probes take these settings from the profile",
-            ));
-        } else {
-            let mut acts = Vec::new();
-            for &pid in &t.pids {
-                for tid in threads_of(host, pid) {
-                    acts.push(Action::SetSched {
-                        pid: tid,
-                        policy: policy_raw(pol),
-                        priority: prio,
-                    });
-                    if let Some(c) = &cpus {
-                        acts.push(Action::SetAffinity { pid: tid, cpus: c.clone() });
-                    }
-                }
-            }
-            steps.push(if acts.is_empty() {
-                Step::skip(what, format!("pids {:?}: no such process", t.pids))
-            } else {
-                Step::act(what, acts)
-            });
-        }
+        steps.push(app_step(host, t, pol, prio, cpus));
     }
     if let Some([lo, hi]) = p.middleware_priority {
         steps.push(Step::skip(
@@ -635,60 +607,13 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
         ));
     }
     if let Some(v) = p.rt_runtime_us {
-        if host.exists("/proc/sys/kernel/sched_rt_runtime_us") {
-            steps.push(Step::act(
-                format!("RT throttling: sched_rt_runtime_us = {v}"),
-                vec![Action::WriteFile {
-                    path: "/proc/sys/kernel/sched_rt_runtime_us".into(),
-                    value: v.to_string(),
-                }],
-            ));
-        } else {
-            steps.push(Step::skip("RT throttling", "no /proc/sys/kernel/sched_rt_runtime_us"));
-        }
+        steps.push(rt_throttling_step(host, v));
     }
     if let Some(g) = &p.governor {
-        let mut acts = Vec::new();
-        let mut lacking = Vec::new();
-        for &c in &online {
-            let base = format!("/sys/devices/system/cpu/cpu{c}/cpufreq");
-            if !host.exists(&format!("{base}/scaling_governor")) {
-                continue;
-            }
-            let avail =
-                host.read(&format!("{base}/scaling_available_governors")).unwrap_or_default();
-            if avail.split_whitespace().any(|a| a == g) {
-                acts.push(Action::WriteFile {
-                    path: format!("{base}/scaling_governor"),
-                    value: g.clone(),
-                });
-            } else {
-                lacking.push(c);
-            }
-        }
-        steps.push(if acts.is_empty() && lacking.is_empty() {
-            Step::skip(
-                format!("governor {g}"),
-                "no cpufreq on this machine (a VM or a fixed frequency)",
-            )
-        } else if acts.is_empty() {
-            Step::skip(
-                format!("governor {g}"),
-                format!("CPUs {} do not offer it", crate::cpu_list(&lacking)),
-            )
-        } else {
-            Step::act(format!("governor {g}"), acts)
-        });
+        steps.push(governor_step(host, g, &online));
     }
     if let Some(v) = p.cpu_dma_latency_us {
-        if host.exists("/dev/cpu_dma_latency") {
-            steps.push(Step::act(
-                format!("/dev/cpu_dma_latency held at {v} us (no deep C-states) while rtlab runs"),
-                vec![Action::HoldPmQos { path: "/dev/cpu_dma_latency".into(), value_us: v }],
-            ));
-        } else {
-            steps.push(Step::skip("/dev/cpu_dma_latency", "no /dev/cpu_dma_latency (CONFIG_PM)"));
-        }
+        steps.push(dma_latency_step(host, v));
     }
 
     // the NIC
@@ -699,97 +624,16 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
     };
     let nic_label = nic.clone().unwrap_or_else(|| "(no NIC)".into());
     if let Some(sel) = &p.nic_irq_cpus {
-        let cpus = resolve_cpus(sel, rt, &online);
-        let what = format!("{nic_label} queue IRQs on CPUs {}", crate::cpu_list(&cpus));
-        steps.push(if let Some(ns) = &t.netns {
-            Step::skip(
-                what,
-                format!(
-                    "{nic_label} lives in netns {ns}: a virtual device without IRQs of its own"
-                ),
-            )
-        } else if irqs.is_empty() {
-            Step::skip(what, format!("no IRQs found for {nic_label} (a virtual device?)"))
-        } else {
-            Step::act(
-                format!(
-                    "{what} (IRQs {})",
-                    irqs.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",")
-                ),
-                irqs.iter()
-                    .map(|i| Action::WriteFile {
-                        path: format!("/proc/irq/{i}/smp_affinity"),
-                        value: crate::cpu_mask(&cpus),
-                    })
-                    .collect(),
-            )
-        });
+        steps.push(nic_irqs_step(t, &nic_label, &irqs, &resolve_cpus(sel, rt, &online)));
     }
     if let Some(sel) = &p.other_irq_cpus {
-        let cpus = resolve_cpus(sel, rt, &online);
-        let mut acts = vec![];
-        if host.exists("/proc/irq/default_smp_affinity") {
-            acts.push(Action::WriteFile {
-                path: "/proc/irq/default_smp_affinity".into(),
-                value: crate::cpu_mask(&cpus),
-            });
-        }
-        for i in all_irqs(host).into_iter().filter(|i| !irqs.contains(i)) {
-            if host.exists(&format!("/proc/irq/{i}/smp_affinity")) {
-                acts.push(Action::WriteFile {
-                    path: format!("/proc/irq/{i}/smp_affinity"),
-                    value: crate::cpu_mask(&cpus),
-                });
-            }
-        }
-        steps.push(Step::act(
-            format!(
-                "every other IRQ on CPUs {} (some refuse: managed IRQs)",
-                crate::cpu_list(&cpus)
-            ),
-            acts,
-        ));
+        steps.push(other_irqs_step(host, &irqs, &resolve_cpus(sel, rt, &online)));
     }
     if let Some(prio) = p.irq_thread_priority {
-        let threads: Vec<&(i32, String)> = tasks
-            .iter()
-            .filter(|(_, c)| {
-                c.strip_prefix("irq/")
-                    .and_then(|r| r.split('-').next())
-                    .and_then(|n| n.parse::<u32>().ok())
-                    .is_some_and(|n| irqs.contains(&n))
-            })
-            .collect();
-        let what = format!("{nic_label} IRQ threads: FIFO {prio}");
-        steps.push(if threads.is_empty() {
-            Step::skip(
-                what,
-                if env.threaded_irqs {
-                    format!("no irq/N threads for {nic_label}'s IRQs {irqs:?}")
-                } else {
-                    format!("IRQs are not threaded on this kernel (boot with threadirqs or use PREEMPT_RT); {nic_label}'s IRQs {irqs:?} run in hard-IRQ context")
-                },
-            )
-        } else {
-            Step::act(
-                format!("{what} ({})", threads.iter().map(|(_, c)| c.as_str()).collect::<Vec<_>>().join(", ")),
-                threads.iter().map(|(pid, _)| Action::SetSched { pid: *pid, policy: 1, priority: prio }).collect(),
-            )
-        });
+        steps.push(irq_threads_step(&tasks, &irqs, &nic_label, env.threaded_irqs, prio));
     }
     if let Some(prio) = p.ksoftirqd_priority {
-        let k: Vec<&(i32, String)> =
-            tasks.iter().filter(|(_, c)| c.starts_with("ksoftirqd/")).collect();
-        steps.push(if k.is_empty() {
-            Step::skip(format!("ksoftirqd: FIFO {prio}"), "no ksoftirqd threads found")
-        } else {
-            Step::act(
-                format!("ksoftirqd: FIFO {prio} ({} threads)", k.len()),
-                k.iter()
-                    .map(|(pid, _)| Action::SetSched { pid: *pid, policy: 1, priority: prio })
-                    .collect(),
-            )
-        });
+        steps.push(ksoftirqd_step(&tasks, prio));
     }
     if let Some(sel) = &p.isolate_cpus {
         steps.push(isolation(host, t, resolve_cpus(sel, rt, &online), &online));
@@ -798,78 +642,271 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
         steps.push(qdisc_step(host, t, nic.as_deref(), kinds));
     }
     if p.vlan_egress_map == Some(true) {
-        // /proc/net shows the reader's network namespace: a --netns NIC's VLANs are read there
-        let vlan_file = |path: &str| match &t.netns {
-            None => host.read(path).ok(),
-            Some(ns) => host.run(&["ip", "netns", "exec", ns, "cat", path].map(String::from)).ok(),
-        };
-        let vlans = vlan_file("/proc/net/vlan/config");
-        let what = format!("VLAN egress map on {nic_label}'s VLANs (SKB priority n -> PCP n)");
-        steps.push(match (vlans, &nic) {
-            (None, _) => Step::skip(what, "no VLAN here (8021q not loaded or not in this kernel)"),
-            (Some(cfg), Some(n)) => {
-                let mine: Vec<String> = cfg
-                    .lines()
-                    .skip(2)
-                    .filter(|l| l.split('|').nth(2).map(|d| d.trim()) == Some(n.as_str()))
-                    .map(|l| l.split('|').next().unwrap_or("").trim().to_string())
-                    .collect();
-                if mine.is_empty() {
-                    Step::skip(what, format!("no VLAN on {n}"))
-                } else {
-                    let map: Vec<String> = (0..8).map(|i| format!("{i}:{i}")).collect();
-                    Step::act(
-                        what,
-                        mine.iter()
-                            .map(|v| {
-                                // the map in force (/proc/net/vlan/DEV "EGRESS priority mappings: 0:0 5:3"), unmapped = 0
-                                let info =
-                                    vlan_file(&format!("/proc/net/vlan/{v}")).unwrap_or_default();
-                                let old: BTreeMap<u32, u32> = info
-                                    .lines()
-                                    .find_map(|l| {
-                                        l.trim().strip_prefix("EGRESS priority mappings:")
-                                    })
-                                    .unwrap_or("")
-                                    .split_whitespace()
-                                    .filter_map(|m| {
-                                        m.split_once(':').and_then(|(a, b)| {
-                                            Some((a.parse().ok()?, b.parse().ok()?))
-                                        })
-                                    })
-                                    .collect();
-                                let mut did = vec!["ip".to_string()];
-                                if let Some(ns) = &t.netns {
-                                    did.extend(["-n".to_string(), ns.clone()]);
-                                }
-                                did.extend([
-                                    "link".into(),
-                                    "set".into(),
-                                    v.clone(),
-                                    "type".into(),
-                                    "vlan".into(),
-                                    "egress-qos-map".into(),
-                                ]);
-                                let mut undo = did.clone();
-                                did.extend(map.clone());
-                                undo.extend(
-                                    (0..8).map(|i| {
-                                        format!("{i}:{}", old.get(&i).copied().unwrap_or(0))
-                                    }),
-                                );
-                                Action::Command { did, undo }
-                            })
-                            .collect(),
-                    )
-                }
-            }
-            (Some(_), None) => Step::skip(what, "no NIC"),
-        });
+        steps.push(vlan_egress_step(host, t, nic.as_deref(), &nic_label));
     }
     if steps.is_empty() {
         steps.push(Step::skip("nothing", "this profile changes nothing on the machine"));
     }
     steps
+}
+
+/// The application's threads (every thread of the `--pid`s): `pol` at `prio`, on `cpus`.
+fn app_step(host: &dyn Host, t: &Target, pol: Policy, prio: i32, cpus: Option<Vec<usize>>) -> Step {
+    let what = format!(
+        "application: {pol} {prio}{}",
+        cpus.as_ref().map(|c| format!(" on CPUs {}", crate::cpu_list(c))).unwrap_or_default()
+    );
+    if t.pids.is_empty() {
+        return Step::skip(
+            what,
+            "no --pid given: rtlab's probes take these settings from the profile",
+        );
+    }
+    let mut acts = Vec::new();
+    for &pid in &t.pids {
+        for tid in threads_of(host, pid) {
+            acts.push(Action::SetSched { pid: tid, policy: policy_raw(pol), priority: prio });
+            if let Some(c) = &cpus {
+                acts.push(Action::SetAffinity { pid: tid, cpus: c.clone() });
+            }
+        }
+    }
+    if acts.is_empty() {
+        Step::skip(what, format!("pids {:?}: no such process", t.pids))
+    } else {
+        Step::act(what, acts)
+    }
+}
+
+/// RT throttling: sched_rt_runtime_us = `v`.
+fn rt_throttling_step(host: &dyn Host, v: i64) -> Step {
+    if host.exists("/proc/sys/kernel/sched_rt_runtime_us") {
+        Step::act(
+            format!("RT throttling: sched_rt_runtime_us = {v}"),
+            vec![Action::WriteFile {
+                path: "/proc/sys/kernel/sched_rt_runtime_us".into(),
+                value: v.to_string(),
+            }],
+        )
+    } else {
+        Step::skip("RT throttling", "no /proc/sys/kernel/sched_rt_runtime_us")
+    }
+}
+
+/// The cpufreq governor `g` on every online CPU that offers it.
+fn governor_step(host: &dyn Host, g: &str, online: &[usize]) -> Step {
+    let mut acts = Vec::new();
+    let mut lacking = Vec::new();
+    for &c in online {
+        let base = format!("/sys/devices/system/cpu/cpu{c}/cpufreq");
+        if !host.exists(&format!("{base}/scaling_governor")) {
+            continue;
+        }
+        let avail = host.read(&format!("{base}/scaling_available_governors")).unwrap_or_default();
+        if avail.split_whitespace().any(|a| a == g) {
+            acts.push(Action::WriteFile {
+                path: format!("{base}/scaling_governor"),
+                value: g.to_string(),
+            });
+        } else {
+            lacking.push(c);
+        }
+    }
+    if acts.is_empty() && lacking.is_empty() {
+        Step::skip(
+            format!("governor {g}"),
+            "no cpufreq on this machine (a VM or a fixed frequency)",
+        )
+    } else if acts.is_empty() {
+        Step::skip(
+            format!("governor {g}"),
+            format!("CPUs {} do not offer it", crate::cpu_list(&lacking)),
+        )
+    } else {
+        Step::act(format!("governor {g}"), acts)
+    }
+}
+
+/// /dev/cpu_dma_latency held at `v` us while rtlab runs.
+fn dma_latency_step(host: &dyn Host, v: i32) -> Step {
+    if host.exists("/dev/cpu_dma_latency") {
+        Step::act(
+            format!("/dev/cpu_dma_latency held at {v} us (no deep C-states) while rtlab runs"),
+            vec![Action::HoldPmQos { path: "/dev/cpu_dma_latency".into(), value_us: v }],
+        )
+    } else {
+        Step::skip("/dev/cpu_dma_latency", "no /dev/cpu_dma_latency (CONFIG_PM)")
+    }
+}
+
+/// The NIC's queue IRQs (`irqs`) on `cpus`.
+fn nic_irqs_step(t: &Target, nic_label: &str, irqs: &[u32], cpus: &[usize]) -> Step {
+    let what = format!("{nic_label} queue IRQs on CPUs {}", crate::cpu_list(cpus));
+    if let Some(ns) = &t.netns {
+        Step::skip(
+            what,
+            format!("{nic_label} lives in netns {ns}: a virtual device without IRQs of its own"),
+        )
+    } else if irqs.is_empty() {
+        Step::skip(what, format!("no IRQs found for {nic_label} (a virtual device?)"))
+    } else {
+        Step::act(
+            format!(
+                "{what} (IRQs {})",
+                irqs.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",")
+            ),
+            irqs.iter()
+                .map(|i| Action::WriteFile {
+                    path: format!("/proc/irq/{i}/smp_affinity"),
+                    value: crate::cpu_mask(cpus),
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Every IRQ but the NIC's (`nic_irqs`), and the default affinity of new ones, on `cpus`.
+fn other_irqs_step(host: &dyn Host, nic_irqs: &[u32], cpus: &[usize]) -> Step {
+    let mut acts = vec![];
+    if host.exists("/proc/irq/default_smp_affinity") {
+        acts.push(Action::WriteFile {
+            path: "/proc/irq/default_smp_affinity".into(),
+            value: crate::cpu_mask(cpus),
+        });
+    }
+    for i in all_irqs(host).into_iter().filter(|i| !nic_irqs.contains(i)) {
+        if host.exists(&format!("/proc/irq/{i}/smp_affinity")) {
+            acts.push(Action::WriteFile {
+                path: format!("/proc/irq/{i}/smp_affinity"),
+                value: crate::cpu_mask(cpus),
+            });
+        }
+    }
+    Step::act(
+        format!("every other IRQ on CPUs {} (some refuse: managed IRQs)", crate::cpu_list(cpus)),
+        acts,
+    )
+}
+
+/// The irq/N threads of the NIC's IRQs: FIFO `prio`.
+fn irq_threads_step(
+    tasks: &[(i32, String)],
+    irqs: &[u32],
+    nic_label: &str,
+    threaded_irqs: bool,
+    prio: i32,
+) -> Step {
+    let threads: Vec<&(i32, String)> = tasks
+        .iter()
+        .filter(|(_, c)| {
+            c.strip_prefix("irq/")
+                .and_then(|r| r.split('-').next())
+                .and_then(|n| n.parse::<u32>().ok())
+                .is_some_and(|n| irqs.contains(&n))
+        })
+        .collect();
+    let what = format!("{nic_label} IRQ threads: FIFO {prio}");
+    if threads.is_empty() {
+        Step::skip(
+            what,
+            if threaded_irqs {
+                format!("no irq/N threads for {nic_label}'s IRQs {irqs:?}")
+            } else {
+                format!("IRQs are not threaded on this kernel (boot with threadirqs or use PREEMPT_RT); {nic_label}'s IRQs {irqs:?} run in hard-IRQ context")
+            },
+        )
+    } else {
+        Step::act(
+            format!(
+                "{what} ({})",
+                threads.iter().map(|(_, c)| c.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+            threads
+                .iter()
+                .map(|(pid, _)| Action::SetSched { pid: *pid, policy: 1, priority: prio })
+                .collect(),
+        )
+    }
+}
+
+/// Every ksoftirqd/N: FIFO `prio`.
+fn ksoftirqd_step(tasks: &[(i32, String)], prio: i32) -> Step {
+    let k: Vec<&(i32, String)> =
+        tasks.iter().filter(|(_, c)| c.starts_with("ksoftirqd/")).collect();
+    if k.is_empty() {
+        Step::skip(format!("ksoftirqd: FIFO {prio}"), "no ksoftirqd threads found")
+    } else {
+        Step::act(
+            format!("ksoftirqd: FIFO {prio} ({} threads)", k.len()),
+            k.iter()
+                .map(|(pid, _)| Action::SetSched { pid: *pid, policy: 1, priority: prio })
+                .collect(),
+        )
+    }
+}
+
+/// A file of /proc/net/vlan as the NIC's network namespace shows it (/proc/net shows the
+/// reader's namespace: a --netns NIC's VLANs are read there).
+fn vlan_file(host: &dyn Host, t: &Target, path: &str) -> Option<String> {
+    match &t.netns {
+        None => host.read(path).ok(),
+        Some(ns) => host.run(&["ip", "netns", "exec", ns, "cat", path].map(String::from)).ok(),
+    }
+}
+
+/// The egress map SKB priority n -> PCP n on every VLAN of the NIC.
+fn vlan_egress_step(host: &dyn Host, t: &Target, nic: Option<&str>, nic_label: &str) -> Step {
+    let vlans = vlan_file(host, t, "/proc/net/vlan/config");
+    let what = format!("VLAN egress map on {nic_label}'s VLANs (SKB priority n -> PCP n)");
+    match (vlans, nic) {
+        (None, _) => Step::skip(what, "no VLAN here (8021q not loaded or not in this kernel)"),
+        (Some(cfg), Some(n)) => {
+            let mine: Vec<String> = cfg
+                .lines()
+                .skip(2)
+                .filter(|l| l.split('|').nth(2).map(|d| d.trim()) == Some(n))
+                .map(|l| l.split('|').next().unwrap_or("").trim().to_string())
+                .collect();
+            if mine.is_empty() {
+                Step::skip(what, format!("no VLAN on {n}"))
+            } else {
+                Step::act(what, mine.iter().map(|v| vlan_egress_action(host, t, v)).collect())
+            }
+        }
+        (Some(_), None) => Step::skip(what, "no NIC"),
+    }
+}
+
+/// `ip link set VLAN type vlan egress-qos-map 0:0 .. 7:7`, undone to the map in force.
+fn vlan_egress_action(host: &dyn Host, t: &Target, v: &str) -> Action {
+    let map: Vec<String> = (0..8).map(|i| format!("{i}:{i}")).collect();
+    // the map in force (/proc/net/vlan/DEV "EGRESS priority mappings: 0:0 5:3"), unmapped = 0
+    let info = vlan_file(host, t, &format!("/proc/net/vlan/{v}")).unwrap_or_default();
+    let old: BTreeMap<u32, u32> = info
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("EGRESS priority mappings:"))
+        .unwrap_or("")
+        .split_whitespace()
+        .filter_map(|m| {
+            m.split_once(':').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+        })
+        .collect();
+    let mut did = vec!["ip".to_string()];
+    if let Some(ns) = &t.netns {
+        did.extend(["-n".to_string(), ns.clone()]);
+    }
+    did.extend([
+        "link".into(),
+        "set".into(),
+        v.to_string(),
+        "type".into(),
+        "vlan".into(),
+        "egress-qos-map".into(),
+    ]);
+    let mut undo = did.clone();
+    did.extend(map);
+    undo.extend((0..8).map(|i| format!("{i}:{}", old.get(&i).copied().unwrap_or(0))));
+    Action::Command { did, undo }
 }
 
 /// The processes that run real-time threads under a profile: rtlab's own (when the host's

@@ -68,9 +68,38 @@ fn cmdline_value<'a>(cmdline: &'a str, key: &str) -> Option<&'a str> {
 /// Every check, in the order they are printed.
 pub fn run_checks(host: &dyn Host) -> Vec<Check> {
     let env = rtlab_sys::env::detect(host.root());
-    let mut out = Vec::new();
-    let rd = |p: &str| host.read(p).ok().map(|s| s.trim().to_string());
+    let mut out = preemption(&env);
+    out.extend(ticks(&env));
+    let isolated = isolated_cpus(&env);
+    out.push(timer_migration(host));
+    out.push(watchdogs(host, &isolated));
+    out.push(vmstat(host, &isolated));
+    out.push(workqueue(host, &isolated));
+    out.push(governor(&env));
+    out.push(cstates(host, &env));
+    out.push(smt(host));
+    out.push(rt_throttling(&env));
+    let access = rtlab_sys::rt_access::RtAccess::detect(host.root(), None);
+    out.push(rt_period(&access));
+    out.push(rt_privilege(&access));
+    out.push(rt_group_sched(&access));
+    out.push(irqbalance(host));
+    out.push(thp(host));
+    out.push(swap(host));
+    out.push(virtualization(&env));
+    out.push(threaded_irqs(&env));
+    out.push(ksoftirqd(host));
+    out.extend(qdiscs(host));
+    out.push(cpu_dma_latency(host));
+    out.push(tracing(host));
+    out
+}
 
+type Env = rtlab_core::schema::Environment;
+
+/// A PREEMPT_RT kernel, and the preemption model in force.
+fn preemption(env: &Env) -> Vec<Check> {
+    let mut out = Vec::new();
     out.push(c(
         "preempt-rt",
         "PREEMPT_RT kernel",
@@ -99,6 +128,13 @@ pub fn run_checks(host: &dyn Host) -> Vec<Check> {
             "use a kernel built with CONFIG_PREEMPT or PREEMPT_RT"
         },
     ));
+    out
+}
+
+/// The timer tick and what keeps it and RCU off the real-time CPUs: CONFIG_HZ,
+/// high-resolution timers, nohz_full, isolcpus, rcu_nocbs.
+fn ticks(env: &Env) -> Vec<Check> {
+    let mut out = Vec::new();
     out.push(match env.hz {
         Some(1000) => c("hz", "timer tick (CONFIG_HZ)", Status::Pass, "1000", ""),
         Some(hz) => c("hz", "timer tick (CONFIG_HZ)", Status::Warn, hz.to_string(), "S2 uses CONFIG_HZ=1000: a coarser tick delays tick-driven work (RCU, timers without hrtimers)"),
@@ -144,12 +180,12 @@ pub fn run_checks(host: &dyn Host) -> Vec<Check> {
         nocbs.unwrap_or_else(|| "not set".into()),
         "boot with rcu_nocbs=<RT CPUs> so RCU callbacks run elsewhere",
     ));
-    let isolated = isolated_cpus(&env);
-    out.push(timer_migration(host));
-    out.push(watchdogs(host, &isolated));
-    out.push(vmstat(host, &isolated));
-    out.push(workqueue(host, &isolated));
-    out.push(match &env.cpufreq_governor {
+    out
+}
+
+/// The CPU frequency governor.
+fn governor(env: &Env) -> Check {
+    match &env.cpufreq_governor {
         Some(g) if g == "performance" => {
             c("governor", "CPU frequency governor", Status::Pass, g.clone(), "")
         }
@@ -167,11 +203,14 @@ pub fn run_checks(host: &dyn Host) -> Vec<Check> {
             "no cpufreq (fixed frequency or a VM)",
             "",
         ),
-    });
-    out.push(cstates(host, &env));
-    let smt = rd("/sys/devices/system/cpu/smt/control");
-    let smt_active = rd("/sys/devices/system/cpu/smt/active");
-    out.push(match (smt.as_deref(), smt_active.as_deref()) {
+    }
+}
+
+/// SMT (hyper-threading): a sibling's load shares the real-time CPU's core.
+fn smt(host: &dyn Host) -> Check {
+    let smt = read_trim(host, "/sys/devices/system/cpu/smt/control");
+    let smt_active = read_trim(host, "/sys/devices/system/cpu/smt/active");
+    match (smt.as_deref(), smt_active.as_deref()) {
         (Some("notsupported") | Some("notimplemented"), _) => {
             c("smt", "SMT (hyper-threading)", Status::Pass, "not supported on this CPU", "")
         }
@@ -184,38 +223,50 @@ pub fn run_checks(host: &dyn Host) -> Vec<Check> {
         ),
         (Some(s), _) => c("smt", "SMT (hyper-threading)", Status::Pass, s.to_string(), ""),
         (None, _) => c("smt", "SMT (hyper-threading)", Status::Info, "unknown", ""),
-    });
-    out.push(match env.sched_rt_runtime_us {
+    }
+}
+
+/// RT throttling (kernel.sched_rt_runtime_us).
+fn rt_throttling(env: &Env) -> Check {
+    match env.sched_rt_runtime_us {
         Some(-1) => c("rt-throttling", "RT throttling", Status::Pass, "off (sched_rt_runtime_us = -1)", ""),
         Some(0) => c("rt-throttling", "RT throttling", Status::Fail, "sched_rt_runtime_us = 0: real-time tasks get no runtime at all (FIFO/RR can be refused with EPERM)", "sysctl kernel.sched_rt_runtime_us=-1 (the rt-* profiles do, and put it back)"),
         Some(v) => c("rt-throttling", "RT throttling", Status::Warn, format!("sched_rt_runtime_us = {v}"), "a busy RT thread is stopped for the rest of each second: the rt-* profiles set -1 (and put it back)"),
         None => c("rt-throttling", "RT throttling", Status::Info, "unknown", ""),
-    });
-    let access = rtlab_sys::rt_access::RtAccess::detect(host.root(), None);
-    out.push(rt_period(&access));
-    out.push(rt_privilege(&access));
-    out.push(rt_group_sched(&access));
+    }
+}
+
+/// irqbalance, which rewrites the IRQ affinities a profile sets.
+fn irqbalance(host: &dyn Host) -> Check {
     let irqbalance = running_comms(host).iter().any(|c| c == "irqbalance");
-    out.push(c(
+    c(
         "irqbalance",
         "irqbalance",
         if irqbalance { Status::Warn } else { Status::Pass },
         if irqbalance { "running" } else { "not running" },
         "stop irqbalance (systemctl stop irqbalance): it rewrites the IRQ affinities a profile sets",
-    ));
-    let thp = rd("/sys/kernel/mm/transparent_hugepage/enabled");
+    )
+}
+
+/// Transparent huge pages (compaction stalls in `always` mode).
+fn thp(host: &dyn Host) -> Check {
+    let thp = read_trim(host, "/sys/kernel/mm/transparent_hugepage/enabled");
     let thp_mode = thp
         .as_deref()
         .and_then(|t| t.split_whitespace().find(|w| w.starts_with('[')))
         .map(|w| w.trim_matches(['[', ']']).to_string());
-    out.push(match thp_mode.as_deref() {
+    match thp_mode.as_deref() {
         Some("always") => c("thp", "transparent huge pages", Status::Warn, "always", "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled (compaction stalls otherwise)"),
         Some(m) => c("thp", "transparent huge pages", Status::Pass, m.to_string(), ""),
         None => c("thp", "transparent huge pages", Status::Info, "not available", ""),
-    });
-    let swaps =
-        rd("/proc/swaps").map(|s| s.lines().skip(1).filter(|l| !l.trim().is_empty()).count());
-    out.push(match swaps {
+    }
+}
+
+/// Swap areas.
+fn swap(host: &dyn Host) -> Check {
+    let swaps = read_trim(host, "/proc/swaps")
+        .map(|s| s.lines().skip(1).filter(|l| !l.trim().is_empty()).count());
+    match swaps {
         Some(0) => c("swap", "swap", Status::Pass, "none", ""),
         Some(n) => c(
             "swap",
@@ -225,21 +276,31 @@ pub fn run_checks(host: &dyn Host) -> Vec<Check> {
             "swapoff -a, or make sure every RT process locks its memory (mlockall)",
         ),
         None => c("swap", "swap", Status::Info, "unknown", ""),
-    });
-    out.push(match &env.virtualization {
+    }
+}
+
+/// Bare metal or a guest (whose hypervisor can delay any wake-up).
+fn virtualization(env: &Env) -> Check {
+    match &env.virtualization {
         Some(v) => c("virtualization", "bare metal", Status::Warn, format!("a {v} guest"), "measure on the robot's own hardware: the hypervisor can delay any wake-up (steal time)"),
         None => c("virtualization", "bare metal", Status::Pass, "bare metal", ""),
-    });
-    out.push(c(
+    }
+}
+
+/// Threaded IRQs (so NIC IRQ threads can get a priority).
+fn threaded_irqs(env: &Env) -> Check {
+    c(
         "threaded-irqs",
         "threaded IRQs",
         if env.threaded_irqs { Status::Pass } else { Status::Warn },
         if env.threaded_irqs { "yes" } else { "no (no threadirqs, not PREEMPT_RT)" },
         "boot with threadirqs (or a PREEMPT_RT kernel) so NIC IRQ threads can get a priority (rt-kthreads)",
-    ));
-    out.push(ksoftirqd(host));
-    out.extend(qdiscs(host));
-    out.push(match rtlab_sys::pmqos::CpuDmaLatency::current(&host.path("/dev/cpu_dma_latency")) {
+    )
+}
+
+/// The PM QoS request on /dev/cpu_dma_latency.
+fn cpu_dma_latency(host: &dyn Host) -> Check {
+    match rtlab_sys::pmqos::CpuDmaLatency::current(&host.path("/dev/cpu_dma_latency")) {
         Ok(v) if v <= 10 => c(
             "cpu-dma-latency",
             "/dev/cpu_dma_latency",
@@ -261,12 +322,16 @@ pub fn run_checks(host: &dyn Host) -> Vec<Check> {
             format!("not readable: {e}"),
             "run as root",
         ),
-    });
+    }
+}
+
+/// ftrace and the timerlat tracer, for spike evidence.
+fn tracing(host: &dyn Host) -> Check {
     let tracing =
         ["/sys/kernel/tracing/available_tracers", "/sys/kernel/debug/tracing/available_tracers"]
             .iter()
-            .find_map(|p| rd(p));
-    out.push(match tracing {
+            .find_map(|p| read_trim(host, p));
+    match tracing {
         Some(t) if t.split_whitespace().any(|w| w == "timerlat") => c(
             "tracing",
             "ftrace for spike evidence",
@@ -295,8 +360,7 @@ pub fn run_checks(host: &dyn Host) -> Vec<Check> {
             "no tracefs",
             "enable CONFIG_FTRACE",
         ),
-    });
-    out
+    }
 }
 
 /// The CPUs set apart for real-time work: isolcpus and nohz_full together.

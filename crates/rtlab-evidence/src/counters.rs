@@ -3,8 +3,8 @@
 //! ([`CounterSampler`]) so they can be aligned with any stream's windows afterwards.
 //!
 //! Contract: the sampler never runs on a measuring thread (it keeps off the probe's CPUs, as
-//! SCHED_OTHER) and what it keeps does not grow past the capacity given at start. The data
-//! kept with a result ([`SampledCounters`], its windows) is rtlab-core's
+//! SCHED_OTHER) and what it keeps does not grow past the capacity given at start
+//! ([`SampledCounters`]). The windows kept with a result are rtlab-core's
 //! (`rtlab_core::evidence`). Source: Documentation/filesystems/proc.rst (softirqs,
 //! interrupts, stat, schedstat).
 
@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::sampled::SampledCounters;
 /// Kernel counters at one instant (per CPU where the kernel keeps them per CPU).
 pub use rtlab_core::evidence::KernelCounters as Counters;
-use rtlab_core::evidence::SampledCounters;
 
 /// Steal ticks per CPU in /proc/stat's text (the 8th value of each `cpuN` line).
 pub(crate) fn steal_ticks(stat: &str) -> Vec<u64> {

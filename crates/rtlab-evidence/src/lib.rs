@@ -1,5 +1,5 @@
 //! rtlab-evidence: spike evidence around a probe run. The kernel's counters per window
-//! ([`counters`]); the spike tracer ([`tracer`]) with its watcher ([`watch`]), the trace read
+//! ([`counters`], kept while sampling in [`sampled`]); the spike tracer ([`tracer`]) with its watcher ([`watch`]), the trace read
 //! back ([`trace`]) and each spike explained ([`explain`]); rtla timerlat alongside
 //! ([`timerlat`]); and the evidence on a terminal ([`render`]).
 //!
@@ -20,6 +20,7 @@ pub mod explain;
 mod fixtures;
 mod helper;
 pub mod render;
+pub mod sampled;
 pub mod testing;
 pub mod timerlat;
 pub mod trace;

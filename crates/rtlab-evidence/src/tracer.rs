@@ -185,6 +185,7 @@ impl<'h> SpikeTracer<'h> {
     /// armed): its leftovers after a crash journaled first, in this session. None otherwise,
     /// or when it cannot start (the tracer's notes say why).
     pub fn start_timerlat(&mut self, host: &dyn Host, cfg: &TimerlatConfig) -> Option<TimerlatRun> {
+        // found when the tracer was armed (detecting runs `rtla --version`)
         if self.timerlat.missing().is_some() {
             return None;
         }

@@ -1,5 +1,5 @@
-//! rtlab-tune: loads, real-time profiles with a journal that always restores, machine
-//! checks, and spike evidence.
+//! rtlab-tune: real-time profiles with a journal that always restores, machine checks and
+//! the machine lock (spike evidence is rtlab-evidence's, loads are rtlab-load's).
 //!
 //! Contract: every system change goes through a [`session::Session`], which journals it
 //! (fsync'd) before making it and puts it back on drop, on panic, or later through
@@ -18,14 +18,11 @@
 pub mod check;
 pub mod host;
 pub mod journal;
-pub use rtlab_load as load;
 pub mod lock;
 pub mod profile;
 pub mod session;
 pub mod snapshot;
-pub mod spike;
 pub mod testing;
-pub mod timerlat;
 
 /// A CPU list the way the kernel writes it (`0-3,8`).
 pub fn cpu_list(cpus: &[usize]) -> String {

@@ -171,214 +171,239 @@ impl<'h> Session<'h> {
 
     /// Make one change (journaled first). Ok(what happened) or Err(why it was not made).
     pub fn apply(&mut self, action: &Action) -> Result<String, ApplyError> {
-        let host = self.host;
         match action {
-            Action::WriteFile { path, value } => {
-                let old = host.read(path).map_err(|e| HostError::file("reading", path, e))?;
-                // a choice file ("none [fifo] rr") is written back with the chosen word
-                let old = match (old.find('['), old.find(']')) {
-                    (Some(a), Some(b)) if a < b && !path.ends_with("/tasks") => {
-                        old[a + 1..b].to_string()
-                    }
-                    _ => old,
-                };
-                if old.trim() == value.trim() {
-                    return Ok("already so".into());
-                }
-                let seq =
-                    self.record(&Change::File { path: path.clone(), old, new: value.clone() })?;
-                match host.write(path, value) {
-                    Ok(()) => Ok("done".into()),
-                    Err(e) => {
-                        self.failed(seq, HostError::file(format!("writing '{value}' to"), path, e))
-                    }
-                }
-            }
-            Action::WriteWithUndo { path, value, undo } => {
-                let now = host.read(path).map_err(|e| HostError::file("reading", path, e))?;
-                if control_holds(&now, value) {
-                    return Ok("already so".into());
-                }
-                let seq = self.record(&Change::WriteWithUndo {
-                    path: path.clone(),
-                    new: value.clone(),
-                    undo: undo.clone(),
-                })?;
-                match host.write(path, value) {
-                    Ok(()) => Ok("done".into()),
-                    Err(e) => {
-                        self.failed(seq, HostError::file(format!("writing '{value}' to"), path, e))
-                    }
-                }
-            }
-            Action::Partition { path, modes } => {
-                if !host.exists(path) {
-                    return Err(ApplyError::NoPartitions {
-                        path: path.clone(),
-                        missing: Box::new(Missing::kernel(
-                            "cpuset partitions (cpuset.cpus.partition)",
-                            "Linux 5.11 or later with cgroup v2 cpusets",
-                        )),
-                    });
-                }
-                let old = host.read(path).map_err(|e| HostError::file("reading", path, e))?;
-                let mut refused = Vec::new();
-                for mode in modes {
-                    if old.trim() == mode {
-                        return Ok("already so".into());
-                    }
-                    let seq = self.record(&Change::File {
-                        path: path.clone(),
-                        old: old.clone(),
-                        new: mode.clone(),
-                    })?;
-                    if let Err(e) = host.write(path, mode) {
-                        // older kernels refuse `isolated` (EINVAL): try the next mode
-                        let why = format!("'{mode}' {}", errno_word(&e));
-                        if let Some(j) = self.journal.as_mut() {
-                            let _ = j.mark_restored(seq, &format!("not made: {why}"));
-                        }
-                        refused.push(why);
-                        continue;
-                    }
-                    // the kernel takes the write and may still not make a partition of it:
-                    // "isolated invalid (Cpu list in cpuset.cpus not exclusive)" (made: restore
-                    // writes `old` back)
-                    let now = host.read(path).unwrap_or_default();
-                    if now.trim() != mode {
-                        return Err(ApplyError::PartitionInvalid {
-                            path: path.clone(),
-                            mode: mode.clone(),
-                            now: now.trim().to_string(),
-                        });
-                    }
-                    return Ok(if refused.is_empty() {
-                        "done".into()
-                    } else {
-                        format!("a {mode} partition ({} refused)", refused.join(", "))
-                    });
-                }
-                Err(ApplyError::PartitionRefused {
-                    path: path.clone(),
-                    refused: refused.join(", "),
-                })
-            }
-            Action::SetSched { pid, policy, priority } => {
-                let t = task_identity(host, *pid).ok_or(HostError::NoTask { pid: *pid })?;
-                let (op, opr) = host.sched_get(*pid)?;
-                if (op, opr) == (*policy, *priority) {
-                    return Ok("already so".into());
-                }
-                let seq = self.record(&Change::Sched {
-                    pid: *pid,
-                    comm: t.comm,
-                    start_time: t.start_time,
-                    old_policy: op,
-                    old_priority: opr,
-                    new_policy: *policy,
-                    new_priority: *priority,
-                })?;
-                match host.sched_set(*pid, *policy, *priority) {
-                    Ok(()) => Ok("done".into()),
-                    Err(e) => self.failed(seq, e),
-                }
-            }
-            Action::SetAffinity { pid, cpus } => {
-                let t = task_identity(host, *pid).ok_or(HostError::NoTask { pid: *pid })?;
-                let old = host.affinity_get(*pid)?;
-                if &old == cpus {
-                    return Ok("already so".into());
-                }
-                let seq = self.record(&Change::Affinity {
-                    pid: *pid,
-                    comm: t.comm,
-                    start_time: t.start_time,
-                    old_cpus: old,
-                    new_cpus: cpus.clone(),
-                })?;
-                match host.affinity_set(*pid, cpus) {
-                    Ok(()) => Ok("done".into()),
-                    Err(e) => self.failed(seq, e),
-                }
-            }
-            Action::MakeDir { path, parent_tasks } => {
-                if host.exists(path) {
-                    return Err(ApplyError::Exists { path: path.clone() });
-                }
-                let seq = self.record(&Change::MkDir {
-                    path: path.clone(),
-                    parent_tasks: parent_tasks.clone(),
-                })?;
-                match host.mkdir(path) {
-                    Ok(()) => Ok("done".into()),
-                    Err(e) => self.failed(seq, HostError::file("creating", path, e)),
-                }
-            }
-            Action::MoveTasks { from, to, pids } => {
-                let tasks: Vec<_> = pids.iter().filter_map(|p| task_identity(host, *p)).collect();
-                self.record(&Change::CgroupMove {
-                    from: from.clone(),
-                    to: to.clone(),
-                    tasks: tasks.clone(),
-                })?;
-                let mut stuck = Vec::new();
-                let mut moved = 0;
-                for t in &tasks {
-                    match host.write(to, &t.pid.to_string()) {
-                        Ok(()) => moved += 1,
-                        Err(e) if e.raw_os_error() == Some(3) => {} // exited meanwhile
-                        Err(e) => stuck.push(format!("{} ({}): {}", t.pid, t.comm, errno_word(&e))),
-                    }
-                }
-                if stuck.is_empty() {
-                    Ok(format!("moved {moved}"))
-                } else {
-                    Ok(format!(
-                        "moved {moved}; {} cannot move (per-CPU kernel threads): {}",
-                        stuck.len(),
-                        abbreviate(&stuck, 8)
-                    ))
-                }
-            }
+            Action::WriteFile { path, value } => self.write_file(path, value),
+            Action::WriteWithUndo { path, value, undo } => self.write_with_undo(path, value, undo),
+            Action::Partition { path, modes } => self.partition(path, modes),
+            Action::SetSched { pid, policy, priority } => self.set_sched(*pid, *policy, *priority),
+            Action::SetAffinity { pid, cpus } => self.set_affinity(*pid, cpus),
+            Action::MakeDir { path, parent_tasks } => self.make_dir(path, parent_tasks),
+            Action::MoveTasks { from, to, pids } => self.move_tasks(from, to, pids),
             Action::Command { did, undo } => {
                 let seq = self.record(&Change::Command { did: did.clone(), undo: undo.clone() })?;
-                match host.run(did) {
-                    Ok(_) => Ok("done".into()),
-                    Err(e) => self.failed(seq, e),
-                }
+                let r = self.host.run(did).map(|_| ());
+                self.made(seq, r)
             }
             Action::Mount { fstype, target } => {
                 let seq =
                     self.record(&Change::Mount { fstype: fstype.clone(), target: target.clone() })?;
-                match host.mount(fstype, target) {
-                    Ok(()) => Ok("done".into()),
-                    Err(e) => self.failed(seq, e),
-                }
+                let r = self.host.mount(fstype, target);
+                self.made(seq, r)
             }
-            Action::HoldPmQos { path, value_us } => {
-                let real = host.path(path);
-                let seq = self.record(&Change::PmQos {
-                    path: path.clone(),
-                    value_us: *value_us,
-                    holder_pid: std::process::id() as i32,
-                })?;
-                match rtlab_sys::pmqos::CpuDmaLatency::hold(&real, *value_us) {
-                    Ok(g) => {
-                        self.pmqos.push(g);
-                        Ok("held while rtlab runs".into())
-                    }
-                    Err(e) => {
-                        let missing = matches!(e.raw_os_error(), Some(1) | Some(13)).then(|| {
-                            Missing::privilege(&format!("hold {path}"), "run rtlab as root (sudo)")
-                        });
-                        let e = ApplyError::PmQos {
-                            path: path.clone(),
-                            source: e,
-                            missing: missing.map(Box::new),
-                        };
-                        self.failed(seq, e)
-                    }
+            Action::HoldPmQos { path, value_us } => self.hold_pmqos(path, *value_us),
+        }
+    }
+
+    /// "done" when the change journaled as `seq` was made; else the journal line is marked
+    /// not made and the error returned.
+    fn made(
+        &mut self,
+        seq: u64,
+        r: Result<(), impl Into<ApplyError>>,
+    ) -> Result<String, ApplyError> {
+        match r {
+            Ok(()) => Ok("done".into()),
+            Err(e) => self.failed(seq, e),
+        }
+    }
+
+    /// Write `value` to `path` (a choice file, "none [fifo] rr", is written back with the
+    /// chosen word).
+    fn write_file(&mut self, path: &str, value: &str) -> Result<String, ApplyError> {
+        let old = self.host.read(path).map_err(|e| HostError::file("reading", path, e))?;
+        let old = match (old.find('['), old.find(']')) {
+            (Some(a), Some(b)) if a < b && !path.ends_with("/tasks") => old[a + 1..b].to_string(),
+            _ => old,
+        };
+        if old.trim() == value.trim() {
+            return Ok("already so".into());
+        }
+        let seq = self.record(&Change::File { path: path.into(), old, new: value.into() })?;
+        let r = self
+            .host
+            .write(path, value)
+            .map_err(|e| HostError::file(format!("writing '{value}' to"), path, e));
+        self.made(seq, r)
+    }
+
+    /// Write `value` to a control file that is put back by writing `undo`.
+    fn write_with_undo(
+        &mut self,
+        path: &str,
+        value: &str,
+        undo: &str,
+    ) -> Result<String, ApplyError> {
+        let now = self.host.read(path).map_err(|e| HostError::file("reading", path, e))?;
+        if control_holds(&now, value) {
+            return Ok("already so".into());
+        }
+        let seq = self.record(&Change::WriteWithUndo {
+            path: path.into(),
+            new: value.into(),
+            undo: undo.into(),
+        })?;
+        let r = self
+            .host
+            .write(path, value)
+            .map_err(|e| HostError::file(format!("writing '{value}' to"), path, e));
+        self.made(seq, r)
+    }
+
+    /// Make a cpuset partition: the first of `modes` the kernel takes and makes one of.
+    fn partition(&mut self, path: &str, modes: &[String]) -> Result<String, ApplyError> {
+        let host = self.host;
+        if !host.exists(path) {
+            return Err(ApplyError::NoPartitions {
+                path: path.into(),
+                missing: Box::new(Missing::kernel(
+                    "cpuset partitions (cpuset.cpus.partition)",
+                    "Linux 5.11 or later with cgroup v2 cpusets",
+                )),
+            });
+        }
+        let old = host.read(path).map_err(|e| HostError::file("reading", path, e))?;
+        let mut refused = Vec::new();
+        for mode in modes {
+            if old.trim() == mode {
+                return Ok("already so".into());
+            }
+            let seq = self.record(&Change::File {
+                path: path.into(),
+                old: old.clone(),
+                new: mode.clone(),
+            })?;
+            if let Err(e) = host.write(path, mode) {
+                // older kernels refuse `isolated` (EINVAL): try the next mode
+                let why = format!("'{mode}' {}", errno_word(&e));
+                if let Some(j) = self.journal.as_mut() {
+                    let _ = j.mark_restored(seq, &format!("not made: {why}"));
                 }
+                refused.push(why);
+                continue;
+            }
+            // the kernel takes the write and may still not make a partition of it:
+            // "isolated invalid (Cpu list in cpuset.cpus not exclusive)" (made: restore
+            // writes `old` back)
+            let now = host.read(path).unwrap_or_default();
+            if now.trim() != mode {
+                return Err(ApplyError::PartitionInvalid {
+                    path: path.into(),
+                    mode: mode.clone(),
+                    now: now.trim().to_string(),
+                });
+            }
+            return Ok(if refused.is_empty() {
+                "done".into()
+            } else {
+                format!("a {mode} partition ({} refused)", refused.join(", "))
+            });
+        }
+        Err(ApplyError::PartitionRefused { path: path.into(), refused: refused.join(", ") })
+    }
+
+    /// Set a task's scheduling policy and priority.
+    fn set_sched(&mut self, pid: i32, policy: i32, priority: i32) -> Result<String, ApplyError> {
+        let host = self.host;
+        let t = task_identity(host, pid).ok_or(HostError::NoTask { pid })?;
+        let (op, opr) = host.sched_get(pid)?;
+        if (op, opr) == (policy, priority) {
+            return Ok("already so".into());
+        }
+        let seq = self.record(&Change::Sched {
+            pid,
+            comm: t.comm,
+            start_time: t.start_time,
+            old_policy: op,
+            old_priority: opr,
+            new_policy: policy,
+            new_priority: priority,
+        })?;
+        let r = host.sched_set(pid, policy, priority);
+        self.made(seq, r)
+    }
+
+    /// Set a task's CPU affinity.
+    fn set_affinity(&mut self, pid: i32, cpus: &[usize]) -> Result<String, ApplyError> {
+        let host = self.host;
+        let t = task_identity(host, pid).ok_or(HostError::NoTask { pid })?;
+        let old = host.affinity_get(pid)?;
+        if old == cpus {
+            return Ok("already so".into());
+        }
+        let seq = self.record(&Change::Affinity {
+            pid,
+            comm: t.comm,
+            start_time: t.start_time,
+            old_cpus: old,
+            new_cpus: cpus.to_vec(),
+        })?;
+        let r = host.affinity_set(pid, cpus);
+        self.made(seq, r)
+    }
+
+    /// Create a directory rtlab owns (a cgroup); one that is there already is refused.
+    fn make_dir(&mut self, path: &str, parent_tasks: &str) -> Result<String, ApplyError> {
+        if self.host.exists(path) {
+            return Err(ApplyError::Exists { path: path.into() });
+        }
+        let seq =
+            self.record(&Change::MkDir { path: path.into(), parent_tasks: parent_tasks.into() })?;
+        let r = self.host.mkdir(path).map_err(|e| HostError::file("creating", path, e));
+        self.made(seq, r)
+    }
+
+    /// Move tasks into the cgroup file `to` (those that cannot move are said, not an error).
+    fn move_tasks(&mut self, from: &str, to: &str, pids: &[i32]) -> Result<String, ApplyError> {
+        let host = self.host;
+        let tasks: Vec<_> = pids.iter().filter_map(|p| task_identity(host, *p)).collect();
+        self.record(&Change::CgroupMove {
+            from: from.into(),
+            to: to.into(),
+            tasks: tasks.clone(),
+        })?;
+        let mut stuck = Vec::new();
+        let mut moved = 0;
+        for t in &tasks {
+            match host.write(to, &t.pid.to_string()) {
+                Ok(()) => moved += 1,
+                Err(e) if e.raw_os_error() == Some(3) => {} // exited meanwhile
+                Err(e) => stuck.push(format!("{} ({}): {}", t.pid, t.comm, errno_word(&e))),
+            }
+        }
+        if stuck.is_empty() {
+            Ok(format!("moved {moved}"))
+        } else {
+            Ok(format!(
+                "moved {moved}; {} cannot move (per-CPU kernel threads): {}",
+                stuck.len(),
+                abbreviate(&stuck, 8)
+            ))
+        }
+    }
+
+    /// Hold a PM QoS request (/dev/cpu_dma_latency) at `value_us` while the session lives.
+    fn hold_pmqos(&mut self, path: &str, value_us: i32) -> Result<String, ApplyError> {
+        let real = self.host.path(path);
+        let seq = self.record(&Change::PmQos {
+            path: path.into(),
+            value_us,
+            holder_pid: std::process::id() as i32,
+        })?;
+        match rtlab_sys::pmqos::CpuDmaLatency::hold(&real, value_us) {
+            Ok(g) => {
+                self.pmqos.push(g);
+                Ok("held while rtlab runs".into())
+            }
+            Err(e) => {
+                let missing = matches!(e.raw_os_error(), Some(1) | Some(13)).then(|| {
+                    Missing::privilege(&format!("hold {path}"), "run rtlab as root (sudo)")
+                });
+                let e = ApplyError::PmQos {
+                    path: path.into(),
+                    source: e,
+                    missing: missing.map(Box::new),
+                };
+                self.failed(seq, e)
             }
         }
     }

@@ -132,7 +132,7 @@ fn root_a_scenario_arms_the_tracer_per_case_and_keeps_the_evidence() {
         "{pev}"
     );
     assert!(
-        !std::path::Path::new(rtlab_tune::spike::DEFAULT_TRACE_JOURNAL).exists(),
+        !std::path::Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL).exists(),
         "tracefs put back"
     );
 }

@@ -6,7 +6,7 @@
 
 mod common;
 use common::{rtlab, Netns};
-use rtlab_tune::load::{LoadConfig, RunningLoad};
+use rtlab_load::{LoadConfig, RunningLoad};
 use std::process::Command;
 
 fn out(c: &mut Command) -> (i32, String, String) {

@@ -443,13 +443,13 @@ fn tune_restore_also_puts_back_a_spike_tracer_killed_mid_trace() {
     put(d.path(), "sys/kernel/tracing/trace", "");
     put(d.path(), "sys/kernel/tracing/tracing_on", "0\n");
     put(d.path(), "sys/kernel/tracing/available_tracers", "function nop\n");
-    for e in rtlab_tune::spike::EVENTS {
+    for e in rtlab_evidence::tracer::EVENTS {
         put(d.path(), &format!("sys/kernel/tracing/events/{e}/enable"), "0\n");
     }
     let before = fake_snapshot(d.path());
     let host = FakeHost::new(d.path());
     let tracer =
-        rtlab_tune::spike::SpikeTracer::arm(&host, &d.path().join("journal.trace")).unwrap();
+        rtlab_evidence::tracer::SpikeTracer::arm(&host, &d.path().join("journal.trace")).unwrap();
     assert!(tracer.notes.iter().any(|n| n.contains("no timerlat tracer")), "{:?}", tracer.notes);
     assert_eq!(host.read("/sys/kernel/tracing/tracing_on").unwrap(), "1");
     assert_eq!(host.read("/sys/kernel/tracing/events/sched/sched_switch/enable").unwrap(), "1");

@@ -100,7 +100,7 @@ fn with_a_hog(args: &[&str], cpu: usize) -> (String, serde_json::Value) {
     assert_eq!(status.code(), Some(0), "{text}{err}");
     let diff = before.diff(&tracefs_only(rtlab_tune::snapshot::take(&host, None)));
     assert!(diff.is_empty(), "tracefs not restored:\n{}", diff.join("\n"));
-    assert!(!std::path::Path::new(rtlab_tune::spike::DEFAULT_TRACE_JOURNAL).exists());
+    assert!(!std::path::Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL).exists());
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     for s in v["evidence"]["spike"]["spikes"].as_array().into_iter().flatten() {
@@ -125,7 +125,7 @@ fn names_the_hog(text: &str) -> bool {
 fn the_hogs_spike(v: &serde_json::Value) -> serde_json::Value {
     let sp = &v["evidence"]["spike"];
     let spikes = sp["spikes"].as_array().unwrap_or_else(|| panic!("no spikes in {sp}"));
-    assert!(!spikes.is_empty() && spikes.len() <= rtlab_tune::spike::MAX_SPIKES, "{sp}");
+    assert!(!spikes.is_empty() && spikes.len() <= rtlab_evidence::tracer::MAX_SPIKES, "{sp}");
     for k in ["stream", "index", "at_ns", "value_ns", "trace_file", "attribution"] {
         assert_eq!(sp[k], spikes[0][k], "{k}: the flat fields are the first spike");
     }

@@ -71,7 +71,7 @@ struct State {
     loads: Vec<rtlab_load::RunningLoad>,
     reflector: Option<Reflector>,
     roles: Vec<(u64, Role)>,
-    sampler: Option<(rtlab_tune::spike::CounterSampler, i64)>,
+    sampler: Option<(rtlab_evidence::counters::CounterSampler, i64)>,
 }
 
 fn host_name() -> String {
@@ -172,8 +172,8 @@ impl State {
             }
             Request::Counters { window_ns } => {
                 if self.sampler.is_none() {
-                    let period = rtlab_tune::spike::sample_period(window_ns);
-                    let s = rtlab_tune::spike::CounterSampler::start_off(
+                    let period = rtlab_evidence::counters::sample_period(window_ns);
+                    let s = rtlab_evidence::counters::CounterSampler::start_off(
                         Duration::from_nanos(period as u64),
                         1 << 14,
                         &[],

@@ -57,10 +57,10 @@ pub fn print_evidence(
                 spike: ev.spike.clone(),
                 notes: ev.notes.clone(),
             };
-            eprint!("{}", rtlab_lab::evidence::render(&only_spike, streams));
+            eprint!("{}", rtlab_evidence::render::render(&only_spike, streams));
         }
     } else {
-        print!("{}", rtlab_lab::evidence::render(ev, streams));
+        print!("{}", rtlab_evidence::render::render(ev, streams));
     }
 }
 

@@ -1,9 +1,9 @@
 //! What one sample of the per-window kernel counters costs (the sampler thread reads
 //! /proc/softirqs, /proc/interrupts, /proc/stat and ksoftirqd/N's schedstat every period).
-//! `cargo bench -p rtlab-tune --bench counters`
+//! `cargo bench -p rtlab-evidence --bench counters`
 
+use rtlab_evidence::counters::{ksoftirqd_pids, read_counters_of};
 use rtlab_tune::host::RealHost;
-use rtlab_tune::spike::{ksoftirqd_pids, read_counters_of};
 
 fn main() {
     let host = RealHost::new();

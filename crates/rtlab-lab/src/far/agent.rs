@@ -131,7 +131,7 @@ impl State {
                     };
                     let ok = rtlab_sys::sched::spawn_rt(&probe, || ()).map(|t| t.join());
                     if let Err(e) = ok {
-                        let m = crate::probe::refused(policy.name(), priority);
+                        let m = crate::error::refused(policy.name(), priority);
                         return Err(missing_error(format!("{}: {e}", m.what), Some(&m)));
                     }
                 }
@@ -145,7 +145,7 @@ impl State {
                 let target =
                     rtlab_tune::profile::Target { rt_cpu, nic: None, netns: None, pids: vec![] };
                 let (session, outcomes) = rtlab_tune::profile::apply_named(
-                    crate::executor::host(),
+                    crate::host::host(),
                     &named,
                     &target,
                     &far_journal(),
@@ -379,7 +379,7 @@ pub fn run(deadline: Duration) -> i32 {
             if let Some(p) = rtlab_tune::journal::pending(&j) {
                 let what = p.describe();
                 restored =
-                    Some(match rtlab_tune::journal::restore_journal(crate::executor::host(), &j) {
+                    Some(match rtlab_tune::journal::restore_journal(crate::host::host(), &j) {
                         Ok(r) if r.is_clean() => {
                             format!("restored what a killed agent left: {what}")
                         }

@@ -11,10 +11,11 @@ use crate::config::{
     at_least_one, positive, ConfigError, Dur, List, NumberOrText, Rate, RtFields, Size, Validate,
 };
 use crate::document::{new_document, run_warnings, RunFacts};
+use crate::error::LabError;
 use crate::far::roles::AgentRoles;
 use crate::far::run::FarRun;
 use crate::far::FarSpec;
-use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
+use crate::probe::{Context, Plan, Probe, ProbeKind};
 use rtlab_core::rt::{Policy, RtSettings};
 use rtlab_core::schema::ResultDocument;
 use rtlab_pubsub::engine::{
@@ -546,7 +547,7 @@ pub fn measure(
     let mut engine = cfg.engine(&rt)?;
     let mut ev = ctx.evidence.clone();
     fit_evidence(&engine, &mut ev);
-    let evidence = crate::evidence::EvidenceRun::start(crate::executor::host(), &ev)?;
+    let evidence = crate::evidence::EvidenceRun::start(crate::host::host(), &ev)?;
     engine.spike = evidence.hook();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let started = std::time::SystemTime::now();
@@ -639,7 +640,7 @@ pub fn measure(
     let evidence = evidence.finish(&streams);
     let outcome = outcome.map_err(|e| match e {
         engine::ProbeError::Rt(m) if m.contains("EPERM") || m.contains("refused") => {
-            LabError::Missing(crate::probe::refused(rt.policy.name(), rt.priority))
+            LabError::Missing(crate::error::refused(rt.policy.name(), rt.priority))
         }
         e if e.is_bad_input() => LabError::Failed(e.to_string()),
         e => LabError::failed(e),

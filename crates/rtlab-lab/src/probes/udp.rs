@@ -10,10 +10,11 @@ use crate::config::{
     at_least_one, positive, ConfigError, Dur, NumberOrText, RtFields, Size, Validate,
 };
 use crate::document::{new_document, process_warnings};
+use crate::error::LabError;
 use crate::far::protocol::{Reflected, Request};
 use crate::far::run::{with_port, FarRun};
 use crate::far::FarSpec;
-use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
+use crate::probe::{Context, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
 use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
@@ -304,7 +305,7 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
     ev.sources = PING_SOURCES.iter().map(|s| s.to_string()).collect();
     ev.planned =
         Some(std::time::Duration::from_nanos(Probe::plan(cfg).estimate_ns().max(0) as u64));
-    let evidence = crate::evidence::EvidenceRun::start(crate::executor::host(), &ev)?;
+    let evidence = crate::evidence::EvidenceRun::start(crate::host::host(), &ev)?;
     engine.spike = evidence.hook();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let started = std::time::SystemTime::now();

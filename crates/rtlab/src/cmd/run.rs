@@ -162,7 +162,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
     // a dead rtlab's changes are put back before anything is measured
     if let Some(w) = rtlab_lab::guard::stale_journal_warning() {
         eprintln!("rtlab: {w}");
-        let host = rtlab_lab::executor::host();
+        let host = rtlab_lab::host::host();
         let r = rtlab_tune::journal::restore_journal(
             host,
             std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL),

@@ -14,6 +14,7 @@
 pub mod compare;
 pub mod html;
 pub mod model;
+pub mod render;
 pub mod ros2_layer;
 pub mod svg;
 pub mod terminal;

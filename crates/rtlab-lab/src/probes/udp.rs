@@ -443,6 +443,59 @@ pub fn udp_error(e: UdpError) -> LabError {
     }
 }
 
+/// A reflector by hand (`rtlab udp reflect`): what it counted and its result document.
+pub struct ReflectRun {
+    pub doc: ResultDocument,
+    pub outcome: ReflectOutcome,
+}
+
+/// Why a reflector by hand did not run: its evidence could not start, or the engine refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ReflectError {
+    #[error(transparent)]
+    Lab(#[from] LabError),
+    #[error(transparent)]
+    Udp(#[from] UdpError),
+}
+
+/// Run a reflector by hand until `stop` (or its duration or count) with the evidence `ev`
+/// around it (its window, thread, CPU and sources filled in here), and build its result
+/// document; `on_listening(addr)` once the socket is bound. Ctrl-C is a reflector's normal
+/// end: the document is not marked interrupted.
+pub fn reflect(
+    cfg: &mut UdpReflectConfig,
+    mut ev: crate::evidence::EvidenceOptions,
+    stop: Arc<AtomicBool>,
+    on_listening: impl FnOnce(&str),
+) -> Result<ReflectRun, ReflectError> {
+    ev.window_ns = cfg.window_ns;
+    ev.victim = "rtlab-udp-refl".into();
+    ev.cpus = cfg.rt.cpu_of(0).into_iter().collect();
+    ev.planned = cfg.duration_ns.map(|d| std::time::Duration::from_nanos(d as u64));
+    ev.sources = vec!["reflector".into()];
+    // the tracer's tracefs changes are journaled and undone in `finish` (or on drop)
+    let evidence = crate::evidence::EvidenceRun::start(crate::host::host(), &ev)?;
+    cfg.spike = evidence.hook();
+    let started = std::time::SystemTime::now();
+    let env = rtlab_sys::env::detect(std::path::Path::new("/"));
+    let outcome = udp_run::reflect(cfg, stop, on_listening, |_| {})?;
+    let mut doc =
+        new_document("udp", started, env, serde_json::json!({ "role": "reflect", "reflect": cfg }));
+    doc.duration_ns = outcome.duration_ns;
+    doc.interrupted = false; // a reflector runs until told to stop: Ctrl-C is its normal end
+    doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
+    doc.streams = outcome.streams(cfg);
+    doc.evidence = Some(evidence.finish(&doc.streams));
+    let mut warns = socket_warnings(&doc, &outcome.memory_lock, &cfg.rt, &cfg.socket, false);
+    if outcome.counts.malformed + outcome.counts.foreign > 0 {
+        warns.push(Warn::UdpForeignDatagrams {
+            count: outcome.counts.malformed + outcome.counts.foreign,
+        });
+    }
+    doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
+    Ok(ReflectRun { doc, outcome })
+}
+
 /// The shared warnings plus the socket's (busy polling that the kernel does not do).
 pub fn socket_warnings(
     doc: &ResultDocument,

@@ -7,11 +7,11 @@ use crate::args::{EvidenceArgs, RtArgs};
 use crate::document::{check_writable, write_json};
 use crate::progress::Progress;
 use clap::Args;
-use rtlab_core::render::{stats_table, Row};
 use rtlab_core::units::{format_duration_exact, Nanos};
 use rtlab_lab::config::{from_table, FlagTable};
 use rtlab_lab::probe::Context;
 use rtlab_lab::probes::cyclic::{self, CyclicProbeConfig};
+use rtlab_report::render::{stats_table, Row};
 use std::io::IsTerminal;
 
 #[derive(Args, Debug)]

@@ -8,12 +8,12 @@
 
 use crate::document::{check_writable, write_text};
 use clap::Args;
-use rtlab_core::render::{stats_table, Row};
 use rtlab_lab::config::{from_table, FlagTable};
 use rtlab_lab::probe::Context;
 use rtlab_lab::probes::observe::{self, ObserveProbeConfig};
 use rtlab_pubsub::dds::DdsNetwork;
 use rtlab_pubsub::dds_graph::{discover, Graph};
+use rtlab_report::render::{stats_table, Row};
 
 #[derive(Args, Debug)]
 pub struct ObserveArgs {

@@ -5,12 +5,12 @@ use super::stop_flag;
 use crate::document::{check_writable, write_json};
 use crate::progress::Progress;
 use clap::{Args, ValueEnum};
-use rtlab_core::render::{stats_table, Row};
 use rtlab_core::units::{format_duration_exact, Nanos};
 use rtlab_lab::config::{from_table, FlagTable};
 use rtlab_lab::probe::Context;
 use rtlab_lab::probes::pubsub::{self, PubsubProbeConfig};
 use rtlab_pubsub::engine::{self, HandRole, PubsubConfig, PubsubOutcome, TransportKind};
+use rtlab_report::render::{stats_table, Row};
 use std::io::{IsTerminal, Write};
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

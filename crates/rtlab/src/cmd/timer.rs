@@ -7,13 +7,13 @@ use crate::progress::Progress;
 use anyhow::Context as _;
 use clap::Args;
 use rtlab_core::cyclictest::{self, ThreadFooter};
-use rtlab_core::render::{stats_table, terminal_histogram, Row};
 use rtlab_core::schema::ResultDocument;
 use rtlab_core::units::{format_duration_exact, Nanos};
 use rtlab_engines::timer_run::TimerConfig;
 use rtlab_lab::config::from_table;
 use rtlab_lab::probe::Context;
 use rtlab_lab::probes::timer::{self, TimerProbeConfig};
+use rtlab_report::render::{stats_table, terminal_histogram, Row};
 use std::io::IsTerminal;
 
 #[derive(Args, Debug)]

@@ -8,20 +8,18 @@ use crate::args::RtArgs;
 use crate::document::{check_writable, write_json};
 use crate::progress::Progress;
 use clap::{Args, Subcommand, ValueEnum};
-use rtlab_core::render::{stats_table, terminal_histogram, Row};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::{ResultDocument, Stream};
 use rtlab_core::units::{format_duration_exact, parse_bitrate, us_1, Nanos};
-use rtlab_core::warnings::Warn;
 use rtlab_engines::netns::{NetnsConfig, NetnsPair, PriorityPath, Shaper};
 use rtlab_engines::udp::ping::PingMode;
 use rtlab_engines::udp::run::{
     self as udp_run, PingOutcome, ReflectOutcome, UdpPingConfig, UdpReflectConfig,
 };
 use rtlab_lab::config::{from_table, read_table, FlagTable, RtFields};
-use rtlab_lab::document::new_document;
 use rtlab_lab::probe::Context;
 use rtlab_lab::probes::udp::{self, SocketFields, UdpProbeConfig};
+use rtlab_report::render::{stats_table, terminal_histogram, Row};
 use std::io::{IsTerminal, Write};
 
 #[derive(Args, Debug)]
@@ -275,53 +273,28 @@ fn reflect(a: ReflectArgs) -> anyhow::Result<u8> {
     if let Some(p) = &a.json {
         check_writable(p, "--json")?;
     }
-    let mut ev_opts = a.evidence.options()?;
-    ev_opts.window_ns = cfg.window_ns;
-    ev_opts.victim = "rtlab-udp-refl".into();
-    ev_opts.cpus = cfg.rt.cpu_of(0).into_iter().collect();
-    ev_opts.planned = cfg.duration_ns.map(|d| std::time::Duration::from_nanos(d as u64));
-    ev_opts.sources = vec!["reflector".into()];
+    let evidence = a.evidence.options()?;
     let stop = stop_flag()?;
-    // the tracer's tracefs changes are journaled and undone in `finish` (or on drop)
-    let trace_host = rtlab_tune::host::RealHost::new();
-    let evidence =
-        rtlab_lab::evidence::EvidenceRun::start(&trace_host, &ev_opts).map_err(super::lab_error)?;
-    cfg.spike = evidence.hook();
-    let started = std::time::SystemTime::now();
-    let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let quiet = a.quiet || a.json.as_deref() == Some("-");
     let json_to_stdout = a.json.as_deref() == Some("-");
-    let outcome = udp_run::reflect(
-        &cfg,
-        stop,
-        |addr| {
-            if !json_to_stdout {
-                // the line scripts and tests wait for: the socket is bound
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(
-                    out,
-                    "rtlab udp reflect: listening on {addr}{}",
-                    cfg.netns.as_deref().map(|n| format!(" in netns {n}")).unwrap_or_default()
-                );
-                let _ = out.flush();
-            }
-        },
-        |_| {},
-    )?;
-    let mut doc =
-        new_document("udp", started, env, serde_json::json!({ "role": "reflect", "reflect": cfg }));
-    doc.duration_ns = outcome.duration_ns;
-    doc.interrupted = false; // a reflector runs until told to stop: Ctrl-C is its normal end
-    doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
-    doc.streams = outcome.streams(&cfg);
-    doc.evidence = Some(evidence.finish(&doc.streams));
-    let mut warns = udp::socket_warnings(&doc, &outcome.memory_lock, &cfg.rt, &cfg.socket, false);
-    if outcome.counts.malformed + outcome.counts.foreign > 0 {
-        warns.push(Warn::UdpForeignDatagrams {
-            count: outcome.counts.malformed + outcome.counts.foreign,
-        });
-    }
-    doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
+    let netns = cfg.netns.clone();
+    let on_listening = |addr: &str| {
+        if !json_to_stdout {
+            // the line scripts and tests wait for: the socket is bound
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(
+                out,
+                "rtlab udp reflect: listening on {addr}{}",
+                netns.as_deref().map(|n| format!(" in netns {n}")).unwrap_or_default()
+            );
+            let _ = out.flush();
+        }
+    };
+    let udp::ReflectRun { doc, outcome } = udp::reflect(&mut cfg, evidence, stop, on_listening)
+        .map_err(|e| match e {
+            udp::ReflectError::Lab(e) => super::lab_error(e),
+            udp::ReflectError::Udp(e) => anyhow::Error::from(e),
+        })?;
     if let Some(p) = &a.json {
         write_json(&doc, p)?;
     }

@@ -3,7 +3,7 @@
 //! duration per thread, write JSON.
 
 use super::stop_flag;
-use crate::args::{EvidenceArgs, RtArgs};
+use crate::args::{EvidenceArgs, MeasureArgs, RtArgs};
 use crate::document::{check_writable, write_json};
 use crate::progress::Progress;
 use clap::Args;
@@ -31,21 +31,8 @@ pub struct CyclicArgs {
     /// Measuring threads [1].
     #[arg(long, short = 't')]
     pub threads: Option<i64>,
-    /// How long to measure [30s unless --count is given].
-    #[arg(long, short = 'D')]
-    pub duration: Option<String>,
-    /// Cycles (slots) per thread.
-    #[arg(long, short = 'l')]
-    pub count: Option<i64>,
-    /// Response times above this are missed deadlines [the interval].
-    #[arg(long)]
-    pub deadline: Option<String>,
-    /// Width of a max-over-time window [1s].
-    #[arg(long)]
-    pub window: Option<String>,
-    /// Hold /dev/cpu_dma_latency at this many us during the run (0 = no deep C-states).
-    #[arg(long, num_args = 0..=1, default_missing_value = "0", value_name = "US")]
-    pub cpu_dma_latency: Option<i64>,
+    #[command(flatten)]
+    pub measure: MeasureArgs,
     #[command(flatten)]
     pub rt: RtArgs,
     #[command(flatten)]
@@ -62,12 +49,8 @@ impl CyclicArgs {
             .str("work", &self.work)
             .str("walk", &self.walk)
             .str("stride", &self.stride)
-            .int("threads", self.threads)
-            .str("duration", &self.duration)
-            .int("count", self.count)
-            .str("deadline", &self.deadline)
-            .str("window", &self.window)
-            .int("cpu_dma_latency", self.cpu_dma_latency);
+            .int("threads", self.threads);
+        self.measure.fill(&mut t);
         self.rt.fill(&mut t);
         t.take()
     }

@@ -39,6 +39,11 @@ pub enum WaitArg {
 }
 
 #[derive(Args, Debug)]
+#[command(
+    mut_arg("domain", |a| a.help("dds, rustdds: the domain id [100-199, from the process id]")),
+    mut_arg("interface", |a| a.help("dds: the interface (name or address) to use; rustdds: the only interface up besides lo, or `all`; udp: the address to bind [loopback]")),
+    mut_arg("peer", |a| a.help("dds: unicast discovery peers (none: multicast on --interface); udp: hosts to join")),
+)]
 pub struct PubsubArgs {
     /// Transport [intra]: intra (same process, zero copy), shm (iceoryx2), zenoh, cyclonedds (Cyclone DDS; also: dds), fastdds (eProsima Fast DDS), rustdds (RustDDS), ros2 (ROS 2 itself: rcl and an RMW), udp.
     #[arg(long)]
@@ -113,15 +118,8 @@ pub struct PubsubArgs {
     /// The hosts' clocks agree (PTP, chrony): allows oneway across hosts.
     #[arg(long)]
     pub synced_clocks: bool,
-    /// dds, rustdds: the domain id [100-199, from the process id].
-    #[arg(long)]
-    pub domain: Option<i64>,
-    /// dds: the interface (name or address) to use; rustdds: the only interface up besides lo, or `all`; udp: the address to bind [loopback].
-    #[arg(long, value_name = "IF|ADDR")]
-    pub interface: Option<String>,
-    /// dds: unicast discovery peers (none: multicast on --interface); udp: hosts to join.
-    #[arg(long, value_delimiter = ',', value_name = "ADDR")]
-    pub peer: Vec<String>,
+    #[command(flatten)]
+    pub network: crate::args::DdsNetworkArgs,
     /// zenoh: endpoints to connect to, e.g. tcp/192.168.1.2:7447.
     #[arg(long, value_delimiter = ',', value_name = "ENDPOINT")]
     pub connect: Vec<String>,
@@ -205,9 +203,6 @@ impl PubsubArgs {
             .str("far", &self.far)
             .str("netns", &self.netns)
             .flag("synced_clocks", self.synced_clocks, true)
-            .int("domain", self.domain)
-            .str("interface", &self.interface)
-            .list("peer", &self.peer)
             .list("connect", &self.connect)
             .list("listen", &self.listen)
             .str("zenoh_mode", &self.zenoh_mode)
@@ -217,6 +212,7 @@ impl PubsubArgs {
             .str("rmw", &self.rmw)
             .str("role", &self.role)
             .str("topic", &self.topic);
+        self.network.fill(&mut t);
         self.rt.fill(&mut t);
         t.take()
     }

@@ -1,7 +1,7 @@
 //! `rtlab timer`: flags -> TimerConfig, run, print the tables, write JSON and histograms.
 
 use super::stop_flag;
-use crate::args::{EvidenceArgs, RtArgs};
+use crate::args::{EvidenceArgs, MeasureArgs, RtArgs};
 use crate::document::{check_writable, write_json, write_text};
 use crate::progress::Progress;
 use anyhow::Context as _;
@@ -17,6 +17,15 @@ use rtlab_report::render::{stats_table, terminal_histogram, Row};
 use std::io::IsTerminal;
 
 #[derive(Args, Debug)]
+#[command(
+    mut_arg("duration", |a| a.help("How long to measure (e.g. 30s, 5m) [30s unless --loops is given]")),
+    mut_arg("count", |a| a
+        .long("loops")
+        .alias("count")
+        .value_name("LOOPS")
+        .help("How many slots per thread (skipped slots count: the run ends on time)")),
+    mut_arg("deadline", |a| a.help("Samples above this are missed deadlines [the thread's interval]")),
+)]
 pub struct TimerArgs {
     /// Number of measuring threads [1].
     #[arg(long, short = 't')]
@@ -36,21 +45,8 @@ pub struct TimerArgs {
     pub mode: Option<String>,
     #[command(flatten)]
     pub rt: RtArgs,
-    /// How long to measure (e.g. 30s, 5m) [30s unless --loops is given].
-    #[arg(long, short = 'D')]
-    pub duration: Option<String>,
-    /// How many slots per thread (skipped slots count: the run ends on time).
-    #[arg(long, short = 'l', alias = "count")]
-    pub loops: Option<i64>,
-    /// Samples above this are missed deadlines [the thread's interval].
-    #[arg(long)]
-    pub deadline: Option<String>,
-    /// Width of a max-over-time window [1s].
-    #[arg(long)]
-    pub window: Option<String>,
-    /// Hold /dev/cpu_dma_latency at this many us during the run (0 = no deep C-states).
-    #[arg(long, num_args = 0..=1, default_missing_value = "0", value_name = "US")]
-    pub cpu_dma_latency: Option<i64>,
+    #[command(flatten)]
+    pub measure: MeasureArgs,
     #[command(flatten)]
     pub out: crate::args::OutputArgs,
     /// Write a cyclictest -h format histogram (1 us bins) to this file.
@@ -77,12 +73,8 @@ impl TimerArgs {
             .list("interval", &self.interval)
             .str("distance", &self.distance)
             .str("mode", &self.mode)
-            .str("duration", &self.duration)
-            .int("count", self.loops)
-            .str("deadline", &self.deadline)
-            .str("window", &self.window)
-            .int("cpu_dma_latency", self.cpu_dma_latency)
             .str("histogram_max", &self.histogram_max);
+        self.measure.fill(&mut t);
         self.rt.fill(&mut t);
         t.take()
     }

@@ -24,6 +24,7 @@ use rtlab_engines::udp::run::{
     self as udp_run, PingOutcome, ReflectOutcome, SocketConfig, UdpError, UdpPingConfig,
     UdpReflectConfig,
 };
+use rtlab_report::summary::udp::{PingCounts, PingSummary, ReflectorCounts, RunCounts, SocketSeen};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -494,6 +495,73 @@ pub fn reflect(
     }
     doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
     Ok(ReflectRun { doc, outcome })
+}
+
+/// What a reflector counted, as its report shows it.
+pub fn reflector_counts(o: &ReflectOutcome) -> ReflectorCounts {
+    let c = &o.counts;
+    ReflectorCounts {
+        local_addr: o.local_addr.clone(),
+        received: c.received,
+        answered: c.answered,
+        hellos: c.hellos,
+        dropped: c.dropped,
+        malformed: c.malformed,
+        foreign: c.foreign,
+        send_errors: c.send_errors,
+        runs: c
+            .runs
+            .iter()
+            .map(|r| RunCounts {
+                run_id: r.run_id,
+                requests: r.requests,
+                answered: r.answered,
+                dropped: r.dropped,
+                forward_lost: r.forward_lost(),
+                duplicates: r.duplicates,
+                out_of_order: r.out_of_order,
+                highest_seq: r.highest_seq,
+            })
+            .collect(),
+    }
+}
+
+/// A ping run as its report shows it (rendered by [`rtlab_report::summary::udp`]).
+pub fn ping_summary(run: &PingRun) -> PingSummary<'_> {
+    let (o, c) = (&run.outcome, &run.outcome.counts);
+    PingSummary {
+        doc: &run.doc,
+        rtt_definition: udp_run::RTT_DEFINITION,
+        deadline_ns: run.cfg.deadline_ns,
+        loss_timeout_ns: run.cfg.loss_timeout_ns,
+        overruns: (run.cfg.mode == PingMode::Periodic).then_some(o.rtt.overruns),
+        counts: PingCounts {
+            sent: c.sent,
+            samples: c.samples,
+            missed: c.missed,
+            lost: c.lost,
+            late: c.late,
+            duplicates: c.duplicates,
+            out_of_order: c.out_of_order,
+            malformed: c.malformed,
+            stale: c.stale,
+            send_errors: c.send_errors,
+            receive_errors: c.receive_errors,
+        },
+        socket: SocketSeen {
+            local_addr: o.local_addr.clone(),
+            so_priority: o.socket.so_priority,
+            tos: o.socket.tos,
+            busy_poll_us: o.socket.busy_poll_us,
+            rcvbuf: o.socket.rcvbuf,
+            sndbuf: o.socket.sndbuf,
+            policy: o.policy_seen.0.map(|p| p.name()),
+            priority: o.policy_seen.1,
+            cpus: o.cpus_seen.clone(),
+        },
+        reflector: run.reflected.as_ref().map(reflector_counts),
+        qdisc: run.qdisc.as_deref(),
+    }
 }
 
 /// The shared warnings plus the socket's (busy polling that the kernel does not do).

@@ -11,7 +11,7 @@ use rtlab_core::units::{format_duration_exact, Nanos};
 use rtlab_lab::config::{from_table, FlagTable};
 use rtlab_lab::probe::Context;
 use rtlab_lab::probes::cyclic::{self, CyclicProbeConfig};
-use rtlab_report::render::{stats_table, Row};
+use rtlab_report::summary;
 use std::io::IsTerminal;
 
 #[derive(Args, Debug)]
@@ -92,27 +92,7 @@ pub fn run(a: CyclicArgs) -> anyhow::Result<u8> {
     }
     if !quiet {
         let color = std::io::stdout().is_terminal();
-        for (title, suffix) in [
-            ("response time (job end - slot)", ""),
-            ("wake-up latency (woke - slot)", ".wakeup"),
-            ("job duration (job end - woke)", ".job"),
-        ] {
-            let rows: Vec<Row> = doc
-                .streams
-                .iter()
-                .filter(|s| {
-                    let base = s.name.strip_suffix(suffix).filter(|_| !suffix.is_empty());
-                    match base {
-                        Some(b) => !b.contains('.'),
-                        None => suffix.is_empty() && !s.name.contains('.'),
-                    }
-                })
-                .map(|s| Row { label: s.name.clone(), summary: &s.stats })
-                .collect();
-            println!("{title}");
-            print!("{}", stats_table(&rows, color));
-            println!();
-        }
+        print!("{}", summary::cyclic::render(&doc, color));
         for (i, t) in outcome.threads.iter().enumerate() {
             if let Some(c) = &t.calibration {
                 println!("thread{i}: calibration {c:?}");

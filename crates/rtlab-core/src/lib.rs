@@ -1,5 +1,6 @@
 //! rtlab-core: the pure logic every part of rtlab shares — units, samples, the sink, the
-//! histogram, statistics, the result schema, warnings and terminal rendering.
+//! histogram, statistics, the result schema and warnings (their terminal rendering is
+//! rtlab-report's).
 //!
 //! Contract: no `unsafe`, no syscalls beyond what `std` does for files, no printing; every
 //! function is testable without root and fast.
@@ -10,7 +11,6 @@ pub mod error;
 pub mod evidence;
 pub mod histogram;
 pub mod raw;
-pub mod render;
 pub mod rt;
 pub mod run;
 pub mod schema;

@@ -9,7 +9,7 @@
 //! [`SpikeFlag`]); every tracefs change is journaled by the tracer and undone in `finish`
 //! (or on drop, or by `rtlab tune restore` after a kill -9).
 
-use crate::probe::LabError;
+use crate::error::LabError;
 use rtlab_core::evidence::{Evidence, ExplainedSpike, SpikeEvidence};
 use rtlab_core::schema::Stream;
 use rtlab_core::sink::{SpikeFlag, SpikeHook};

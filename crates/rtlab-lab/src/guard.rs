@@ -5,7 +5,7 @@
 //! load the machine under each other; a journal still in force from a dead rtlab is said
 //! ([`stale_journal_warning`]) by every probe, and `rtlab run` restores it first.
 
-use crate::probe::LabError;
+use crate::error::LabError;
 use rtlab_tune::lock::{LockError, MachineLock};
 use std::path::{Path, PathBuf};
 

@@ -11,12 +11,15 @@
 
 pub mod config;
 pub mod document;
+pub mod error;
 pub mod evidence;
 pub mod executor;
 pub mod far;
 pub mod guard;
+pub mod host;
 pub mod probe;
 pub mod probes;
+pub mod registry;
 pub mod runner;
 pub mod scenario;
 pub mod store_sink;

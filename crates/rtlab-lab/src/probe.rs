@@ -1,67 +1,20 @@
 //! The probe interface: every probe is one module with one typed configuration and one
-//! `measure`, registered by one line in [`PROBES`].
+//! `measure`, registered by one line in [`crate::registry::PROBES`].
 //!
 //! Contract: `measure(config, context)` runs the probe with the context's real-time settings
 //! under it, collects the context's evidence around it, and returns the result document
 //! with its warnings, or a [`LabError`] whose kind decides what the caller does with it
-//! (bad input: exit 2 / a failed case; [`Missing`]: a skipped case, with the fix). A probe
+//! (bad input: exit 2 / a failed case; [`LabError::Missing`]: a skipped case, with the fix). A probe
 //! never prints. The scenario executor and the CLI call the same `measure`.
 
 use crate::config::{ConfigError, Dur};
+use crate::error::LabError;
 use crate::evidence::EvidenceOptions;
-use rtlab_core::error::Missing;
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
 use rtlab_engines::netns::NetnsPair;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-
-/// Why a probe did not measure.
-#[derive(Debug, thiserror::Error)]
-pub enum LabError {
-    /// A value the user gave is wrong.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// This machine lacks something: a tool, a privilege, a kernel feature.
-    #[error(transparent)]
-    Missing(#[from] Missing),
-    /// Anything else (said in one line).
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl LabError {
-    pub fn failed(e: impl std::fmt::Display) -> LabError {
-        LabError::Failed(e.to_string())
-    }
-
-    /// The kernel refused a real-time priority: a privilege this process lacks.
-    pub fn from_sys(e: rtlab_sys::SysError) -> LabError {
-        match e {
-            rtlab_sys::SysError::RtRefused { policy, priority, cause, fix } => {
-                LabError::Missing(refused_because(policy, priority, &cause, fix))
-            }
-            other => LabError::Failed(other.to_string()),
-        }
-    }
-}
-
-/// The kernel refused a real-time priority (EPERM): what is missing, and the fix, from the
-/// real cause on this machine ([`rtlab_sys::rt_access::RtAccess::refusal`]): a missing
-/// privilege, or, for root, a cgroup without RT runtime under RT group scheduling.
-pub fn refused(policy: &str, priority: i32) -> Missing {
-    let c = rtlab_sys::rt_access::RtAccess::of_this_process().refusal(priority);
-    refused_because(policy, priority, &c.cause, c.fix)
-}
-
-/// The same with the cause already known (`cause` follows "(EPERM)").
-fn refused_because(policy: &str, priority: i32, cause: &str, fix: String) -> Missing {
-    Missing {
-        need: rtlab_core::error::Need::Privilege { what: format!("{policy} priority {priority}") },
-        what: format!("the kernel refused {policy} priority {priority} (EPERM){cause}"),
-        fix,
-    }
-}
 
 /// What a probe runs with.
 pub struct Context<'a> {
@@ -177,25 +130,6 @@ pub struct ProbeKind {
     pub parse: fn(&toml::Table) -> Result<Box<dyn Probe>, ConfigError>,
 }
 
-/// Every probe rtlab has: one line each.
-pub const PROBES: &[ProbeKind] = &[
-    crate::probes::timer::KIND,
-    crate::probes::udp::KIND,
-    crate::probes::pubsub::KIND,
-    crate::probes::observe::KIND,
-    crate::probes::cyclic::KIND,
-];
-
-/// A probe kind by name.
-pub fn kind(name: &str) -> Option<&'static ProbeKind> {
-    PROBES.iter().find(|k| k.kind == name)
-}
-
-/// The names, for error messages.
-pub fn kind_names() -> String {
-    PROBES.iter().map(|k| k.kind).collect::<Vec<_>>().join(", ")
-}
-
 /// How long a probe measures: its duration if given, else until its count (None), else
 /// `default` (every probe's one rule for "neither was given").
 pub fn run_length(duration: Option<Dur>, count: Option<u64>, default: Dur) -> Option<i64> {
@@ -269,26 +203,6 @@ mod tests {
         let mut c = None;
         scale_length(&mut d, &mut c, 10_000_000, 0.001, 100);
         assert_eq!(d, Some(crate::config::Dur::s(1)), "100 periods of 10 ms");
-    }
-
-    #[test]
-    fn an_rt_refusal_is_a_missing_privilege_with_its_real_cause() {
-        let e = LabError::from_sys(rtlab_sys::SysError::RtRefused {
-            policy: "fifo",
-            priority: 80,
-            cause: " although this process has CAP_SYS_NICE: it runs in cgroup /s.scope".into(),
-            fix: "move it to the root cgroup (echo $$ > /sys/fs/cgroup/cgroup.procs)".into(),
-        });
-        let LabError::Missing(m) = e else { panic!("not a Missing: {e}") };
-        assert!(matches!(m.need, rtlab_core::error::Need::Privilege { .. }));
-        assert_eq!(
-            m.to_string(),
-            "the kernel refused fifo priority 80 (EPERM) although this process has CAP_SYS_NICE: it runs in cgroup /s.scope (move it to the root cgroup (echo $$ > /sys/fs/cgroup/cgroup.procs))"
-        );
-        // read from this machine: one line, whatever the cause here
-        let m = refused("fifo", 80);
-        assert!(m.what.starts_with("the kernel refused fifo priority 80 (EPERM)"), "{m}");
-        assert!(!m.to_string().contains('\n'));
     }
 
     #[test]

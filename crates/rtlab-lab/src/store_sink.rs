@@ -1,7 +1,7 @@
 //! Where `rtlab run` keeps its runs: the SQLite store, each case committed as it ends so
 //! that a Ctrl-C or a crash keeps every finished case; and the HTML report of a stored run.
 
-use crate::probe::LabError;
+use crate::error::LabError;
 use crate::runner::RunSink;
 use rtlab_core::run::{CaseRecord, RunInfo, RunStatus};
 use rtlab_store::Store;

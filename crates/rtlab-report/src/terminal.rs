@@ -11,8 +11,8 @@
 //! (snapshot-tested); every case of the run appears.
 
 use crate::model::{headline, lost_of, missed_of, params_text, profile_comparisons, status};
+use crate::render::{stats_table, Row};
 use crate::ros2_layer::{ros2_layer, Ros2Layer, DEFINITION};
-use rtlab_core::render::{stats_table, Row};
 use rtlab_core::run::{CaseRecord, Published, Run};
 use rtlab_core::schema::Environment;
 use rtlab_core::units::us_1;

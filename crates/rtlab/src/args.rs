@@ -1,5 +1,6 @@
-//! The flag groups several commands share (real-time settings, spike evidence): one
-//! definition each, turned into the probes' configuration tables in one place.
+//! The flag groups several commands share (real-time settings, spike evidence, output, a
+//! periodic run's length, a DDS network): one definition each, turned into the probes'
+//! configuration tables in one place.
 
 use clap::{Args, ValueEnum};
 
@@ -104,5 +105,60 @@ impl OutputArgs {
     /// Nothing but errors on the terminal: asked for, or the JSON goes to stdout.
     pub fn is_quiet(&self) -> bool {
         self.quiet || self.json.as_deref() == Some("-")
+    }
+}
+
+/// How long a periodic probe measures, what it counts as missed, and how it holds the CPU
+/// awake (`rtlab timer`, `rtlab cyclic`): one definition; a command words the help of what
+/// it counts (clap's `mut_arg`: the timer's count is `--loops`, as cyclictest's `-l`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct MeasureArgs {
+    /// How long to measure [30s unless --count is given].
+    #[arg(long, short = 'D')]
+    pub duration: Option<String>,
+    /// Cycles (slots) per thread.
+    #[arg(long, short = 'l')]
+    pub count: Option<i64>,
+    /// Response times above this are missed deadlines [the interval].
+    #[arg(long)]
+    pub deadline: Option<String>,
+    /// Width of a max-over-time window [1s].
+    #[arg(long)]
+    pub window: Option<String>,
+    /// Hold /dev/cpu_dma_latency at this many us during the run (0 = no deep C-states).
+    #[arg(long, num_args = 0..=1, default_missing_value = "0", value_name = "US")]
+    pub cpu_dma_latency: Option<i64>,
+}
+
+impl MeasureArgs {
+    /// Put the flags given into the probe's table.
+    pub fn fill(&self, t: &mut rtlab_lab::config::FlagTable) {
+        t.str("duration", &self.duration)
+            .int("count", self.count)
+            .str("deadline", &self.deadline)
+            .str("window", &self.window)
+            .int("cpu_dma_latency", self.cpu_dma_latency);
+    }
+}
+
+/// Where a DDS participant discovers (`rtlab observe`, `rtlab pubsub`'s DDS transports): one
+/// definition; a command words the help for what it does with them (clap's `mut_arg`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct DdsNetworkArgs {
+    /// The DDS domain id (ROS_DOMAIN_ID) [0].
+    #[arg(long)]
+    pub domain: Option<i64>,
+    /// The interface (name or address) to discover on [loopback only].
+    #[arg(long, value_name = "IF|ADDR")]
+    pub interface: Option<String>,
+    /// Unicast discovery peers (none: multicast on --interface).
+    #[arg(long, value_delimiter = ',', value_name = "ADDR")]
+    pub peer: Vec<String>,
+}
+
+impl DdsNetworkArgs {
+    /// Put the flags given into the probe's table.
+    pub fn fill(&self, t: &mut rtlab_lab::config::FlagTable) {
+        t.int("domain", self.domain).str("interface", &self.interface).list("peer", &self.peer);
     }
 }

@@ -80,7 +80,7 @@ mod tests {
 
     #[test]
     fn cli_and_scenario_defaults_are_the_same_for_every_probe() {
-        for kind in rtlab_lab::probe::PROBES {
+        for kind in rtlab_lab::registry::PROBES {
             let cli: &[&str] = match kind.kind {
                 "timer" => &["timer", "--loops", "100"],
                 "cyclic" => &["cyclic", "--count", "100"],

@@ -8,23 +8,17 @@
 //! Skipped vs failed is decided by the error's kind alone: what the machine lacks
 //! ([`rtlab_core::error::Missing`]) is skipped, with the fix.
 
+use crate::error::LabError;
 use crate::far::link::{FarLink, REQUEST_TIMEOUT};
 use crate::far::protocol::Request;
 use crate::far::FarSpec;
-use crate::probe::{Context, LabError};
+use crate::probe::Context;
 use crate::runner::{CaseExecutor, CaseResult};
 use crate::scenario::CaseSpec;
-use rtlab_tune::host::RealHost;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 pub mod setup;
-
-/// The machine, for every case of the run (profiles borrow it).
-pub fn host() -> &'static RealHost {
-    static HOST: std::sync::OnceLock<RealHost> = std::sync::OnceLock::new();
-    HOST.get_or_init(RealHost::new)
-}
 
 /// A lab error as a case's outcome.
 pub fn case_error(e: LabError) -> CaseResult {

@@ -7,7 +7,7 @@
 //! rtlab (PR_SET_PDEATHSIG) and carries a time limit of its own (the case's planned time
 //! plus a margin), so a kill -9 of rtlab leaves no load burning.
 
-use crate::probe::LabError;
+use crate::error::LabError;
 use crate::scenario::LoadSpec;
 use rtlab_engines::netns::NetnsPair;
 use rtlab_load::{Direction, LoadConfig, RunningLoad, TrafficConfig, TrafficSide};
@@ -137,7 +137,7 @@ impl CaseSetup {
         let journal = std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL);
         let user = BTreeMap::from([(profile.name.clone(), profile.profile.clone())]);
         let (session, outcomes) = rtlab_tune::profile::apply_profile(
-            super::host(),
+            crate::host::host(),
             &profile.name,
             &user,
             &target,

@@ -99,66 +99,54 @@ fn missing_error(what: String, m: Option<&rtlab_core::error::Missing>) -> FarErr
     FarError { message: what, missing: m.cloned() }
 }
 
+/// What the near side learns of this host first.
+fn facts() -> Facts {
+    Facts {
+        host: host_name(),
+        version: super::protocol::version().into(),
+        pid: std::process::id(),
+        root: rtlab_sys::tune_sys::is_root(),
+        addresses: addresses(),
+        ssh_connection: std::env::var("SSH_CONNECTION").ok(),
+        environment: rtlab_sys::env::detect(std::path::Path::new("/")),
+    }
+}
+
+/// Are the tools there, and may a thread run at `policy` `priority` here?
+fn check(
+    tools: &[String],
+    policy: rtlab_core::rt::Policy,
+    priority: i32,
+) -> Result<serde_json::Value, FarError> {
+    for t in tools {
+        if rtlab_load::which(t).is_none() {
+            let m = rtlab_core::error::Missing::tool(t, t);
+            return Err(missing_error(format!("{t} is not installed there"), Some(&m)));
+        }
+    }
+    if policy.is_realtime() {
+        let probe = rtlab_sys::sched::ThreadSpec {
+            name: "rtlab-check".into(),
+            policy,
+            priority,
+            cpus: None,
+            stack_bytes: 64 * 1024,
+        };
+        let ok = rtlab_sys::sched::spawn_rt(&probe, || ()).map(|t| t.join());
+        if let Err(e) = ok {
+            let m = crate::error::refused(policy.name(), priority);
+            return Err(missing_error(format!("{}: {e}", m.what), Some(&m)));
+        }
+    }
+    Ok(serde_json::Value::Null)
+}
+
 impl State {
     fn handle(&mut self, req: Request, out: &Out) -> Result<serde_json::Value, FarError> {
         match req {
-            Request::Facts => {
-                let facts = Facts {
-                    host: host_name(),
-                    version: super::protocol::version().into(),
-                    pid: std::process::id(),
-                    root: rtlab_sys::tune_sys::is_root(),
-                    addresses: addresses(),
-                    ssh_connection: std::env::var("SSH_CONNECTION").ok(),
-                    environment: rtlab_sys::env::detect(std::path::Path::new("/")),
-                };
-                Ok(json(&facts))
-            }
-            Request::Check { tools, policy, priority } => {
-                for t in &tools {
-                    if rtlab_load::which(t).is_none() {
-                        let m = rtlab_core::error::Missing::tool(t, t);
-                        return Err(missing_error(format!("{t} is not installed there"), Some(&m)));
-                    }
-                }
-                if policy.is_realtime() {
-                    let probe = rtlab_sys::sched::ThreadSpec {
-                        name: "rtlab-check".into(),
-                        policy,
-                        priority,
-                        cpus: None,
-                        stack_bytes: 64 * 1024,
-                    };
-                    let ok = rtlab_sys::sched::spawn_rt(&probe, || ()).map(|t| t.join());
-                    if let Err(e) = ok {
-                        let m = crate::probe::refused(policy.name(), priority);
-                        return Err(missing_error(format!("{}: {e}", m.what), Some(&m)));
-                    }
-                }
-                Ok(serde_json::Value::Null)
-            }
-            Request::Profile { name, profile, rt_cpu } => {
-                if self.session.is_some() {
-                    return Err(FarError::new("a profile is applied there already"));
-                }
-                let named = rtlab_tune::profile::NamedProfile { name: name.clone(), profile };
-                let target =
-                    rtlab_tune::profile::Target { rt_cpu, nic: None, netns: None, pids: vec![] };
-                let (session, outcomes) = rtlab_tune::profile::apply_named(
-                    crate::executor::host(),
-                    &named,
-                    &target,
-                    &far_journal(),
-                )
-                .map_err(|e| FarError::new(format!("profile {name}: {e}")))?;
-                self.session = Some(session);
-                let report = serde_json::json!({
-                    "profile": name,
-                    "steps": outcomes.iter().map(|o| serde_json::json!({ "what": o.what, "status": o.status, "detail": o.detail })).collect::<Vec<_>>(),
-                });
-                self.profile_report = Some(report.clone());
-                Ok(report)
-            }
+            Request::Facts => Ok(json(&facts())),
+            Request::Check { tools, policy, priority } => check(&tools, policy, priority),
+            Request::Profile { name, profile, rt_cpu } => self.profile(name, profile, rt_cpu),
             Request::Load { loads, limit_ns } => {
                 let limit = Duration::from_nanos(limit_ns.max(0) as u64);
                 for cfg in &loads {
@@ -189,62 +177,8 @@ impl State {
                 let n = sampled.deltas.len() + 1;
                 Ok(json(&sampled.align(None, window_ns, n)))
             }
-            Request::Reflect { config } => {
-                if self.reflector.is_some() {
-                    return Err(FarError::new("a reflector runs there already"));
-                }
-                let stop = Arc::new(AtomicBool::new(false));
-                let (tx, rx) = mpsc::channel();
-                let (s2, c2) = (stop.clone(), config.clone());
-                let h = std::thread::spawn(move || {
-                    let tx2 = tx.clone();
-                    udp_run::reflect(&c2, s2, |a| drop(tx.send(Ok(a.to_string()))), |_| {}).map_err(
-                        |e| {
-                            let m = e.to_string();
-                            let _ = tx2.send(Err(m.clone()));
-                            m
-                        },
-                    )
-                });
-                match rx.recv_timeout(Duration::from_secs(10)) {
-                    Ok(Ok(addr)) => {
-                        self.reflector = Some((stop, config, h));
-                        Ok(serde_json::Value::String(addr))
-                    }
-                    Ok(Err(e)) => Err(FarError::new(format!("reflector: {e}"))),
-                    Err(_) => {
-                        stop.store(true, Ordering::Relaxed);
-                        Err(FarError::new("reflector: not listening after 10 s"))
-                    }
-                }
-            }
-            Request::StopReflect => {
-                let (stop, cfg, h) =
-                    self.reflector.take().ok_or_else(|| FarError::new("no reflector runs"))?;
-                stop.store(true, Ordering::Relaxed);
-                let outcome = h
-                    .join()
-                    .map_err(|_| FarError::new("reflector panicked"))?
-                    .map_err(|e| FarError::new(format!("reflector: {e}")))?;
-                let mut streams = outcome.streams(&cfg);
-                let host = host_name();
-                for s in &mut streams {
-                    s.labels.insert("host".into(), host.clone());
-                }
-                let r = Reflected {
-                    streams,
-                    outcome: serde_json::json!({
-                        "counts": outcome.counts,
-                        "forward_lost": outcome.forward_lost,
-                        "duration_ns": outcome.duration_ns,
-                        "socket": outcome.socket,
-                        "local_addr": outcome.local_addr,
-                        "cpus_seen": outcome.cpus_seen,
-                        "memory_locked": matches!(outcome.memory_lock, Some(Ok(()))),
-                    }),
-                };
-                Ok(json(&r))
-            }
+            Request::Reflect { config } => self.reflect(config),
+            Request::StopReflect => self.stop_reflect(),
             Request::Role { role, config } => {
                 let child = start_role(role, &config, out)
                     .map_err(|e| FarError::new(format!("role process: {e}")))?;
@@ -259,6 +193,88 @@ impl State {
             }
             Request::Finish => Ok(json(&self.finish())),
         }
+    }
+
+    /// Apply a profile here, journaled on this host first.
+    fn profile(
+        &mut self,
+        name: String,
+        profile: rtlab_tune::profile::Profile,
+        rt_cpu: Option<usize>,
+    ) -> Result<serde_json::Value, FarError> {
+        if self.session.is_some() {
+            return Err(FarError::new("a profile is applied there already"));
+        }
+        let named = rtlab_tune::profile::NamedProfile { name: name.clone(), profile };
+        let target = rtlab_tune::profile::Target { rt_cpu, nic: None, netns: None, pids: vec![] };
+        let (session, outcomes) =
+            rtlab_tune::profile::apply_named(crate::host::host(), &named, &target, &far_journal())
+                .map_err(|e| FarError::new(format!("profile {name}: {e}")))?;
+        self.session = Some(session);
+        let report = serde_json::json!({
+            "profile": name,
+            "steps": outcomes.iter().map(|o| serde_json::json!({ "what": o.what, "status": o.status, "detail": o.detail })).collect::<Vec<_>>(),
+        });
+        self.profile_report = Some(report.clone());
+        Ok(report)
+    }
+
+    /// Start a UDP reflector in a thread of its own; its address once it listens.
+    fn reflect(&mut self, config: UdpReflectConfig) -> Result<serde_json::Value, FarError> {
+        if self.reflector.is_some() {
+            return Err(FarError::new("a reflector runs there already"));
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel();
+        let (s2, c2) = (stop.clone(), config.clone());
+        let h = std::thread::spawn(move || {
+            let tx2 = tx.clone();
+            udp_run::reflect(&c2, s2, |a| drop(tx.send(Ok(a.to_string()))), |_| {}).map_err(|e| {
+                let m = e.to_string();
+                let _ = tx2.send(Err(m.clone()));
+                m
+            })
+        });
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(addr)) => {
+                self.reflector = Some((stop, config, h));
+                Ok(serde_json::Value::String(addr))
+            }
+            Ok(Err(e)) => Err(FarError::new(format!("reflector: {e}"))),
+            Err(_) => {
+                stop.store(true, Ordering::Relaxed);
+                Err(FarError::new("reflector: not listening after 10 s"))
+            }
+        }
+    }
+
+    /// Stop the reflector: its streams (labelled with this host) and its counts.
+    fn stop_reflect(&mut self) -> Result<serde_json::Value, FarError> {
+        let (stop, cfg, h) =
+            self.reflector.take().ok_or_else(|| FarError::new("no reflector runs"))?;
+        stop.store(true, Ordering::Relaxed);
+        let outcome = h
+            .join()
+            .map_err(|_| FarError::new("reflector panicked"))?
+            .map_err(|e| FarError::new(format!("reflector: {e}")))?;
+        let mut streams = outcome.streams(&cfg);
+        let host = host_name();
+        for s in &mut streams {
+            s.labels.insert("host".into(), host.clone());
+        }
+        let r = Reflected {
+            streams,
+            outcome: serde_json::json!({
+                "counts": outcome.counts,
+                "forward_lost": outcome.forward_lost,
+                "duration_ns": outcome.duration_ns,
+                "socket": outcome.socket,
+                "local_addr": outcome.local_addr,
+                "cpus_seen": outcome.cpus_seen,
+                "memory_locked": matches!(outcome.memory_lock, Some(Ok(()))),
+            }),
+        };
+        Ok(json(&r))
     }
 
     /// Stop everything started, restore the profile (newest first: roles, reflector,
@@ -379,7 +395,7 @@ pub fn run(deadline: Duration) -> i32 {
             if let Some(p) = rtlab_tune::journal::pending(&j) {
                 let what = p.describe();
                 restored =
-                    Some(match rtlab_tune::journal::restore_journal(crate::executor::host(), &j) {
+                    Some(match rtlab_tune::journal::restore_journal(crate::host::host(), &j) {
                         Ok(r) if r.is_clean() => {
                             format!("restored what a killed agent left: {what}")
                         }

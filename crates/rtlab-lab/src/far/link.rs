@@ -13,7 +13,7 @@ use super::protocol::{
     KEEPALIVE_EVERY, PROTOCOL,
 };
 use super::FarSpec;
-use crate::probe::LabError;
+use crate::error::LabError;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};

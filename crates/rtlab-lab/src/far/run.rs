@@ -10,7 +10,7 @@
 use super::link::{FarLink, REQUEST_TIMEOUT};
 use super::protocol::{Facts, Request};
 use super::{Clocks, FarSpec};
-use crate::probe::LabError;
+use crate::error::LabError;
 use rtlab_core::evidence::WindowCounters;
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::FarSide;

@@ -5,11 +5,12 @@
 //!
 //! Contract: [`CyclicProbeConfig`] is the one configuration (CLI and scenarios); `measure`
 //! runs the engine (rtlab-engines `cyclic`) under the context's real-time settings with the
-//! evidence around it. Added as one module and one line in [`crate::probe::PROBES`].
+//! evidence around it. Added as one module and one line in [`crate::registry::PROBES`].
 
 use crate::config::{at_least_one, positive, ConfigError, Dur, RtFields, Size, Validate};
 use crate::document::{new_document, run_warnings, RunFacts};
-use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
+use crate::error::LabError;
+use crate::probe::{Context, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
 use rtlab_engines::cyclic::{self, CyclicConfig, CyclicError, CyclicOutcome, Work};
@@ -134,7 +135,7 @@ pub fn measure(
     ev.sources = (0..engine.threads).map(|i| format!("thread{i}")).collect();
     ev.planned =
         Some(std::time::Duration::from_nanos(Probe::plan(cfg).estimate_ns().max(0) as u64));
-    let evidence = crate::evidence::EvidenceRun::start(crate::executor::host(), &ev)?;
+    let evidence = crate::evidence::EvidenceRun::start(crate::host::host(), &ev)?;
     let started = std::time::SystemTime::now();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let progress = &mut *ctx.progress;

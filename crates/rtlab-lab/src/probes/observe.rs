@@ -11,7 +11,8 @@
 
 use crate::config::{positive, ConfigError, Dur, List, Rate, RtFields, Validate};
 use crate::document::{new_document, run_warnings, RunFacts};
-use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
+use crate::error::LabError;
+use crate::probe::{Context, Plan, Probe, ProbeKind};
 use rtlab_core::rt::{Policy, RtSettings};
 use rtlab_core::schema::ResultDocument;
 use rtlab_pubsub::dds::DdsNetwork;
@@ -212,7 +213,7 @@ pub fn measure(cfg: &ObserveProbeConfig, ctx: &mut Context<'_>) -> Result<Observ
     ev.victim = "rtlab-observe".into();
     ev.cpus = rt.cpu_of(0).into_iter().collect();
     ev.planned = Some(std::time::Duration::from_nanos(duration_ns as u64));
-    let evidence = crate::evidence::EvidenceRun::start(crate::executor::host(), &ev)?;
+    let evidence = crate::evidence::EvidenceRun::start(crate::host::host(), &ev)?;
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let started = std::time::SystemTime::now();
     let (lock_guard, memory_lock) = rtlab_engines::hold::lock_memory(rt.mlockall);
@@ -221,7 +222,7 @@ pub fn measure(cfg: &ObserveProbeConfig, ctx: &mut Context<'_>) -> Result<Observ
     let evidence = evidence.finish(&streams);
     let mut o = outcome.map_err(|e| match e {
         engine::ObserveError::Rt(m) if m.contains("EPERM") || m.contains("refused") => {
-            LabError::Missing(crate::probe::refused(rt.policy.name(), rt.priority))
+            LabError::Missing(crate::error::refused(rt.policy.name(), rt.priority))
         }
         e => failed(e),
     })?;

@@ -8,7 +8,8 @@
 
 use crate::config::{at_least_one, positive, ConfigError, Dur, List, RtFields, Validate};
 use crate::document::{new_document, run_warnings, RunFacts};
-use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
+use crate::error::LabError;
+use crate::probe::{Context, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
 use rtlab_core::warnings::Warn;
@@ -201,7 +202,7 @@ pub fn measure(
     ev.sources = (0..engine.threads.len()).map(|i| format!("thread{i}")).collect();
     ev.planned =
         Some(std::time::Duration::from_nanos(Probe::plan(cfg).estimate_ns().max(0) as u64));
-    let host = crate::executor::host();
+    let host = crate::host::host();
     let evidence = crate::evidence::EvidenceRun::start(host, &ev)?;
     let started = std::time::SystemTime::now();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));

@@ -10,10 +10,11 @@ use crate::config::{
     at_least_one, positive, ConfigError, Dur, NumberOrText, RtFields, Size, Validate,
 };
 use crate::document::{new_document, process_warnings};
+use crate::error::LabError;
 use crate::far::protocol::{Reflected, Request};
 use crate::far::run::{with_port, FarRun};
 use crate::far::FarSpec;
-use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
+use crate::probe::{Context, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
 use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
@@ -23,6 +24,7 @@ use rtlab_engines::udp::run::{
     self as udp_run, PingOutcome, ReflectOutcome, SocketConfig, UdpError, UdpPingConfig,
     UdpReflectConfig,
 };
+use rtlab_report::summary::udp::{PingCounts, PingSummary, ReflectorCounts, RunCounts, SocketSeen};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -304,7 +306,7 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
     ev.sources = PING_SOURCES.iter().map(|s| s.to_string()).collect();
     ev.planned =
         Some(std::time::Duration::from_nanos(Probe::plan(cfg).estimate_ns().max(0) as u64));
-    let evidence = crate::evidence::EvidenceRun::start(crate::executor::host(), &ev)?;
+    let evidence = crate::evidence::EvidenceRun::start(crate::host::host(), &ev)?;
     engine.spike = evidence.hook();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let started = std::time::SystemTime::now();
@@ -439,6 +441,126 @@ pub fn udp_error(e: UdpError) -> LabError {
     match e {
         UdpError::Sys(s) => LabError::from_sys(s),
         other => LabError::failed(other),
+    }
+}
+
+/// A reflector by hand (`rtlab udp reflect`): what it counted and its result document.
+pub struct ReflectRun {
+    pub doc: ResultDocument,
+    pub outcome: ReflectOutcome,
+}
+
+/// Why a reflector by hand did not run: its evidence could not start, or the engine refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ReflectError {
+    #[error(transparent)]
+    Lab(#[from] LabError),
+    #[error(transparent)]
+    Udp(#[from] UdpError),
+}
+
+/// Run a reflector by hand until `stop` (or its duration or count) with the evidence `ev`
+/// around it (its window, thread, CPU and sources filled in here), and build its result
+/// document; `on_listening(addr)` once the socket is bound. Ctrl-C is a reflector's normal
+/// end: the document is not marked interrupted.
+pub fn reflect(
+    cfg: &mut UdpReflectConfig,
+    mut ev: crate::evidence::EvidenceOptions,
+    stop: Arc<AtomicBool>,
+    on_listening: impl FnOnce(&str),
+) -> Result<ReflectRun, ReflectError> {
+    ev.window_ns = cfg.window_ns;
+    ev.victim = "rtlab-udp-refl".into();
+    ev.cpus = cfg.rt.cpu_of(0).into_iter().collect();
+    ev.planned = cfg.duration_ns.map(|d| std::time::Duration::from_nanos(d as u64));
+    ev.sources = vec!["reflector".into()];
+    // the tracer's tracefs changes are journaled and undone in `finish` (or on drop)
+    let evidence = crate::evidence::EvidenceRun::start(crate::host::host(), &ev)?;
+    cfg.spike = evidence.hook();
+    let started = std::time::SystemTime::now();
+    let env = rtlab_sys::env::detect(std::path::Path::new("/"));
+    let outcome = udp_run::reflect(cfg, stop, on_listening, |_| {})?;
+    let mut doc =
+        new_document("udp", started, env, serde_json::json!({ "role": "reflect", "reflect": cfg }));
+    doc.duration_ns = outcome.duration_ns;
+    doc.interrupted = false; // a reflector runs until told to stop: Ctrl-C is its normal end
+    doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
+    doc.streams = outcome.streams(cfg);
+    doc.evidence = Some(evidence.finish(&doc.streams));
+    let mut warns = socket_warnings(&doc, &outcome.memory_lock, &cfg.rt, &cfg.socket, false);
+    if outcome.counts.malformed + outcome.counts.foreign > 0 {
+        warns.push(Warn::UdpForeignDatagrams {
+            count: outcome.counts.malformed + outcome.counts.foreign,
+        });
+    }
+    doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
+    Ok(ReflectRun { doc, outcome })
+}
+
+/// What a reflector counted, as its report shows it.
+pub fn reflector_counts(o: &ReflectOutcome) -> ReflectorCounts {
+    let c = &o.counts;
+    ReflectorCounts {
+        local_addr: o.local_addr.clone(),
+        received: c.received,
+        answered: c.answered,
+        hellos: c.hellos,
+        dropped: c.dropped,
+        malformed: c.malformed,
+        foreign: c.foreign,
+        send_errors: c.send_errors,
+        runs: c
+            .runs
+            .iter()
+            .map(|r| RunCounts {
+                run_id: r.run_id,
+                requests: r.requests,
+                answered: r.answered,
+                dropped: r.dropped,
+                forward_lost: r.forward_lost(),
+                duplicates: r.duplicates,
+                out_of_order: r.out_of_order,
+                highest_seq: r.highest_seq,
+            })
+            .collect(),
+    }
+}
+
+/// A ping run as its report shows it (rendered by [`rtlab_report::summary::udp`]).
+pub fn ping_summary(run: &PingRun) -> PingSummary<'_> {
+    let (o, c) = (&run.outcome, &run.outcome.counts);
+    PingSummary {
+        doc: &run.doc,
+        rtt_definition: udp_run::RTT_DEFINITION,
+        deadline_ns: run.cfg.deadline_ns,
+        loss_timeout_ns: run.cfg.loss_timeout_ns,
+        overruns: (run.cfg.mode == PingMode::Periodic).then_some(o.rtt.overruns),
+        counts: PingCounts {
+            sent: c.sent,
+            samples: c.samples,
+            missed: c.missed,
+            lost: c.lost,
+            late: c.late,
+            duplicates: c.duplicates,
+            out_of_order: c.out_of_order,
+            malformed: c.malformed,
+            stale: c.stale,
+            send_errors: c.send_errors,
+            receive_errors: c.receive_errors,
+        },
+        socket: SocketSeen {
+            local_addr: o.local_addr.clone(),
+            so_priority: o.socket.so_priority,
+            tos: o.socket.tos,
+            busy_poll_us: o.socket.busy_poll_us,
+            rcvbuf: o.socket.rcvbuf,
+            sndbuf: o.socket.sndbuf,
+            policy: o.policy_seen.0.map(|p| p.name()),
+            priority: o.policy_seen.1,
+            cpus: o.cpus_seen.clone(),
+        },
+        reflector: run.reflected.as_ref().map(reflector_counts),
+        qdisc: run.qdisc.as_deref(),
     }
 }
 

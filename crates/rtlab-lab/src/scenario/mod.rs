@@ -3,7 +3,7 @@
 //!
 //! Contract: [`Scenario::parse`] either returns a scenario whose every case was read into
 //! its probe's typed configuration (the same struct, defaults and validation as the
-//! probe's flags: [`crate::probe::PROBES`]) or the first error as one line
+//! probe's flags: [`crate::registry::PROBES`]) or the first error as one line
 //! `FILE:LINE: FIELD: what is wrong (what is accepted)`. The number of cases is computed
 //! before anything is expanded and bounded ([`MAX_CASES`], `max_cases = N` raises it), so
 //! no file can make parsing hang. The same file always gives the same cases in the same order.

@@ -12,7 +12,8 @@ use super::{
     builtin_load, CaseSpec, LoadSpec, Scenario, ScenarioError, MAX_CASES, MAX_REPETITIONS,
     MIN_SLOTS,
 };
-use crate::probe::{self, Probe};
+use crate::probe::{Probe, ProbeKind};
+use crate::registry;
 use rtlab_core::run::Published;
 use rtlab_core::units::parse_bitrate;
 use std::collections::BTreeMap;
@@ -82,7 +83,7 @@ struct Top<'f> {
 
 /// One `[[probe]]` table's matrix (first pass).
 struct Shape<'f> {
-    kind: &'static probe::ProbeKind,
+    kind: &'static ProbeKind,
     scalars: toml::Table,
     axes: Vec<(String, Vec<toml::Value>, Range<usize>)>,
     spans: BTreeMap<String, Range<usize>>,
@@ -140,7 +141,7 @@ pub(super) fn read(
             "probe",
             format!(
                 "no [[probe]] table: a scenario needs at least one probe (kind = {})",
-                probe::kind_names()
+                registry::kind_names()
             ),
         ));
     }
@@ -340,7 +341,7 @@ impl<'a> Reader<'a> {
         t: &Spanned<BTreeMap<String, Spanned<toml::Value>>>,
         top: &Top,
     ) -> Result<
-        (&'static probe::ProbeKind, u32, Option<i64>, bool, Vec<(String, LoadSpec)>, Vec<String>),
+        (&'static ProbeKind, u32, Option<i64>, bool, Vec<(String, LoadSpec)>, Vec<String>),
         ScenarioError,
     > {
         let field = |f: &str| format!("probe[{pi}].{f}");
@@ -349,15 +350,15 @@ impl<'a> Reader<'a> {
             self.ctx.err(
                 t.span(),
                 field("kind"),
-                format!("missing (accepted: {})", probe::kind_names()),
+                format!("missing (accepted: {})", registry::kind_names()),
             )
         })?;
         let kind_name = value_text(kind_v.get_ref());
-        let kind = probe::kind(&kind_name).ok_or_else(|| {
+        let kind = registry::kind(&kind_name).ok_or_else(|| {
             self.ctx.err(
                 kind_v.span(),
                 field("kind"),
-                format!("unknown probe '{kind_name}' (accepted: {})", probe::kind_names()),
+                format!("unknown probe '{kind_name}' (accepted: {})", registry::kind_names()),
             )
         })?;
         let reps = match map.get("repetitions") {

@@ -3,15 +3,15 @@
 //! duration per thread, write JSON.
 
 use super::stop_flag;
-use crate::args::{EvidenceArgs, RtArgs};
+use crate::args::{EvidenceArgs, MeasureArgs, RtArgs};
 use crate::document::{check_writable, write_json};
 use crate::progress::Progress;
 use clap::Args;
-use rtlab_core::render::{stats_table, Row};
 use rtlab_core::units::{format_duration_exact, Nanos};
 use rtlab_lab::config::{from_table, FlagTable};
 use rtlab_lab::probe::Context;
 use rtlab_lab::probes::cyclic::{self, CyclicProbeConfig};
+use rtlab_report::summary;
 use std::io::IsTerminal;
 
 #[derive(Args, Debug)]
@@ -31,21 +31,8 @@ pub struct CyclicArgs {
     /// Measuring threads [1].
     #[arg(long, short = 't')]
     pub threads: Option<i64>,
-    /// How long to measure [30s unless --count is given].
-    #[arg(long, short = 'D')]
-    pub duration: Option<String>,
-    /// Cycles (slots) per thread.
-    #[arg(long, short = 'l')]
-    pub count: Option<i64>,
-    /// Response times above this are missed deadlines [the interval].
-    #[arg(long)]
-    pub deadline: Option<String>,
-    /// Width of a max-over-time window [1s].
-    #[arg(long)]
-    pub window: Option<String>,
-    /// Hold /dev/cpu_dma_latency at this many us during the run (0 = no deep C-states).
-    #[arg(long, num_args = 0..=1, default_missing_value = "0", value_name = "US")]
-    pub cpu_dma_latency: Option<i64>,
+    #[command(flatten)]
+    pub measure: MeasureArgs,
     #[command(flatten)]
     pub rt: RtArgs,
     #[command(flatten)]
@@ -62,12 +49,8 @@ impl CyclicArgs {
             .str("work", &self.work)
             .str("walk", &self.walk)
             .str("stride", &self.stride)
-            .int("threads", self.threads)
-            .str("duration", &self.duration)
-            .int("count", self.count)
-            .str("deadline", &self.deadline)
-            .str("window", &self.window)
-            .int("cpu_dma_latency", self.cpu_dma_latency);
+            .int("threads", self.threads);
+        self.measure.fill(&mut t);
         self.rt.fill(&mut t);
         t.take()
     }
@@ -109,27 +92,7 @@ pub fn run(a: CyclicArgs) -> anyhow::Result<u8> {
     }
     if !quiet {
         let color = std::io::stdout().is_terminal();
-        for (title, suffix) in [
-            ("response time (job end - slot)", ""),
-            ("wake-up latency (woke - slot)", ".wakeup"),
-            ("job duration (job end - woke)", ".job"),
-        ] {
-            let rows: Vec<Row> = doc
-                .streams
-                .iter()
-                .filter(|s| {
-                    let base = s.name.strip_suffix(suffix).filter(|_| !suffix.is_empty());
-                    match base {
-                        Some(b) => !b.contains('.'),
-                        None => suffix.is_empty() && !s.name.contains('.'),
-                    }
-                })
-                .map(|s| Row { label: s.name.clone(), summary: &s.stats })
-                .collect();
-            println!("{title}");
-            print!("{}", stats_table(&rows, color));
-            println!();
-        }
+        print!("{}", summary::cyclic::render(&doc, color));
         for (i, t) in outcome.threads.iter().enumerate() {
             if let Some(c) = &t.calibration {
                 println!("thread{i}: calibration {c:?}");

@@ -36,9 +36,9 @@ pub fn duration_flag(flag: &str, v: &str) -> anyhow::Result<i64> {
 }
 
 /// A lab error as the CLI says it (a field named as its flag).
-pub fn lab_error(e: rtlab_lab::probe::LabError) -> anyhow::Error {
+pub fn lab_error(e: rtlab_lab::error::LabError) -> anyhow::Error {
     match e {
-        rtlab_lab::probe::LabError::Config(c) => anyhow::anyhow!(c.cli_text()),
+        rtlab_lab::error::LabError::Config(c) => anyhow::anyhow!(c.cli_text()),
         other => anyhow::anyhow!(other.to_string()),
     }
 }

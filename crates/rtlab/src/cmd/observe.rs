@@ -8,24 +8,17 @@
 
 use crate::document::{check_writable, write_text};
 use clap::Args;
-use rtlab_core::render::{stats_table, Row};
 use rtlab_lab::config::{from_table, FlagTable};
 use rtlab_lab::probe::Context;
 use rtlab_lab::probes::observe::{self, ObserveProbeConfig};
 use rtlab_pubsub::dds::DdsNetwork;
 use rtlab_pubsub::dds_graph::{discover, Graph};
+use rtlab_report::render::{stats_table, Row};
 
 #[derive(Args, Debug)]
 pub struct ObserveArgs {
-    /// The DDS domain id (ROS_DOMAIN_ID) [0].
-    #[arg(long)]
-    pub domain: Option<i64>,
-    /// The interface (name or address) to discover on [loopback only].
-    #[arg(long, value_name = "IF|ADDR")]
-    pub interface: Option<String>,
-    /// Unicast discovery peers (none: multicast on --interface).
-    #[arg(long, value_delimiter = ',', value_name = "ADDR")]
-    pub peer: Vec<String>,
+    #[command(flatten)]
+    pub network: crate::args::DdsNetworkArgs,
     /// How long to listen for discovery [2s].
     #[arg(long)]
     pub wait: Option<String>,
@@ -70,10 +63,8 @@ impl ObserveArgs {
     /// The flags given, as the probe's table (every default lives in the configuration).
     pub fn table(&self) -> toml::Table {
         let mut t = FlagTable::default();
-        t.int("domain", self.domain)
-            .str("interface", &self.interface)
-            .list("peer", &self.peer)
-            .str("wait", &self.wait)
+        self.network.fill(&mut t);
+        t.str("wait", &self.wait)
             .str("topic", &self.topic)
             .str("dds_topic", &self.dds_topic)
             .str("rate", &self.rate)

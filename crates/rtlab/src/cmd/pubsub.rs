@@ -5,13 +5,13 @@ use super::stop_flag;
 use crate::document::{check_writable, write_json};
 use crate::progress::Progress;
 use clap::{Args, ValueEnum};
-use rtlab_core::render::{stats_table, Row};
 use rtlab_core::units::{format_duration_exact, Nanos};
 use rtlab_lab::config::{from_table, FlagTable};
 use rtlab_lab::probe::Context;
 use rtlab_lab::probes::pubsub::{self, PubsubProbeConfig};
-use rtlab_pubsub::engine::{self, HandRole, PubsubConfig, PubsubOutcome, TransportKind};
-use std::io::{IsTerminal, Write};
+use rtlab_pubsub::engine::{self, HandRole, PubsubConfig, TransportKind};
+use rtlab_report::summary;
+use std::io::IsTerminal;
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PubsubModeArg {
@@ -39,6 +39,11 @@ pub enum WaitArg {
 }
 
 #[derive(Args, Debug)]
+#[command(
+    mut_arg("domain", |a| a.help("dds, rustdds: the domain id [100-199, from the process id]")),
+    mut_arg("interface", |a| a.help("dds: the interface (name or address) to use; rustdds: the only interface up besides lo, or `all`; udp: the address to bind [loopback]")),
+    mut_arg("peer", |a| a.help("dds: unicast discovery peers (none: multicast on --interface); udp: hosts to join")),
+)]
 pub struct PubsubArgs {
     /// Transport [intra]: intra (same process, zero copy), shm (iceoryx2), zenoh, cyclonedds (Cyclone DDS; also: dds), fastdds (eProsima Fast DDS), rustdds (RustDDS), ros2 (ROS 2 itself: rcl and an RMW), udp.
     #[arg(long)]
@@ -113,15 +118,8 @@ pub struct PubsubArgs {
     /// The hosts' clocks agree (PTP, chrony): allows oneway across hosts.
     #[arg(long)]
     pub synced_clocks: bool,
-    /// dds, rustdds: the domain id [100-199, from the process id].
-    #[arg(long)]
-    pub domain: Option<i64>,
-    /// dds: the interface (name or address) to use; rustdds: the only interface up besides lo, or `all`; udp: the address to bind [loopback].
-    #[arg(long, value_name = "IF|ADDR")]
-    pub interface: Option<String>,
-    /// dds: unicast discovery peers (none: multicast on --interface); udp: hosts to join.
-    #[arg(long, value_delimiter = ',', value_name = "ADDR")]
-    pub peer: Vec<String>,
+    #[command(flatten)]
+    pub network: crate::args::DdsNetworkArgs,
     /// zenoh: endpoints to connect to, e.g. tcp/192.168.1.2:7447.
     #[arg(long, value_delimiter = ',', value_name = "ENDPOINT")]
     pub connect: Vec<String>,
@@ -205,9 +203,6 @@ impl PubsubArgs {
             .str("far", &self.far)
             .str("netns", &self.netns)
             .flag("synced_clocks", self.synced_clocks, true)
-            .int("domain", self.domain)
-            .str("interface", &self.interface)
-            .list("peer", &self.peer)
             .list("connect", &self.connect)
             .list("listen", &self.listen)
             .str("zenoh_mode", &self.zenoh_mode)
@@ -217,6 +212,7 @@ impl PubsubArgs {
             .str("rmw", &self.rmw)
             .str("role", &self.role)
             .str("topic", &self.topic);
+        self.network.fill(&mut t);
         self.rt.fill(&mut t);
         t.take()
     }
@@ -268,7 +264,8 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
         write_json(&doc, path)?;
     }
     if !quiet {
-        print_tables(&engine, &outcome)?;
+        let color = std::io::stdout().is_terminal();
+        print!("{}", summary::pubsub::render(&pubsub::summary(&engine, &outcome), color));
         if doc.far.is_some() {
             print!("\n{}", super::far_lines(&doc));
         }
@@ -312,132 +309,4 @@ fn headline(cfg: &PubsubConfig) -> String {
         cfg.rt.policy,
         cfg.rt.priority,
     )
-}
-
-/// A stream's row label. A case's subscriber: `64B 100hz n1 sub0`; a role by hand has no case
-/// (a subscriber by hand does not know the publisher's payload or how many subscribers it
-/// has): its role and topic, `sub joint_cmd`. Never panics on a missing label: the labels of
-/// every by-hand role, and of results from other versions, differ.
-fn stream_label(s: &rtlab_core::schema::Stream) -> String {
-    let l = |k: &str| s.labels.get(k).map(String::as_str);
-    if let (Some(role), Some(topic)) = (l("role"), l("topic")) {
-        return format!("{role} {topic}");
-    }
-    let parts: Vec<String> = [
-        l("payload_bytes").map(|v| format!("{v}B")),
-        l("rate").map(str::to_string),
-        l("subscribers").map(|v| format!("n{v}")),
-        l("subscriber").map(|v| format!("sub{v}")),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if parts.is_empty() {
-        s.name.clone()
-    } else {
-        parts.join(" ")
-    }
-}
-
-fn print_tables(cfg: &PubsubConfig, o: &PubsubOutcome) -> anyhow::Result<()> {
-    let color = std::io::stdout().is_terminal();
-    let mut buf: Vec<u8> = Vec::new();
-    let out = &mut buf;
-    writeln!(out)?;
-    let rows: Vec<Row> = o
-        .cases
-        .iter()
-        .flat_map(|c| c.streams.iter())
-        .map(|s| Row { label: stream_label(s), summary: &s.stats })
-        .collect();
-    // a pong or a publisher by hand measures no message latency here: no empty table
-    if !rows.is_empty() {
-        let definition = match cfg.mode {
-            engine::Mode::Oneway => engine::oneway_definition(cfg.oneway_clock()),
-            engine::Mode::Roundtrip => cfg.mode.definition().to_string(),
-        };
-        writeln!(out, "{} ({definition})", cfg.mode.metric().replace('_', " "))?;
-        write!(out, "{}", stats_table(&rows, color))?;
-        writeln!(out)?;
-    }
-    if o.cases.iter().any(|c| c.publisher.is_some()) {
-        writeln!(out, "publisher send lateness ({})", engine::SEND_LATENESS_DEFINITION)?;
-    }
-    let pubs: Vec<Row> = o
-        .cases
-        .iter()
-        .filter_map(|c| {
-            c.publisher.as_ref().map(|s| Row {
-                label: format!(
-                    "{}B {} n{}",
-                    c.payload,
-                    engine::rate_label(c.period_ns),
-                    c.subscribers
-                ),
-                summary: &s.stats,
-            })
-        })
-        .collect();
-    if !pubs.is_empty() {
-        write!(out, "{}", stats_table(&pubs, color))?;
-        writeln!(out)?;
-    }
-    if !rows.is_empty() {
-        writeln!(
-            out,
-            "{:<28} {:>9} {:>7} {:>7} {:>5} {:>5} {:>9}",
-            "counters", "published", "lost", "late", "dup", "ooo", "overruns"
-        )?;
-    }
-    for c in &o.cases {
-        for s in &c.streams {
-            let st = &s.stats;
-            // a subscriber by hand cannot know what the publisher sent or skipped: its
-            // losses are counted between the first and the last message it got
-            let (published, overruns) = match s.labels.get("published") {
-                Some(_) => (c.published.to_string(), c.overruns.to_string()),
-                None => ("-".to_string(), "-".to_string()),
-            };
-            writeln!(
-                out,
-                "{:<28} {:>9} {:>7} {:>7} {:>5} {:>5} {:>9}",
-                stream_label(s),
-                published,
-                st.lost.unwrap_or(0),
-                st.late.unwrap_or(0),
-                st.duplicates.unwrap_or(0),
-                st.out_of_order.unwrap_or(0),
-                overruns
-            )?;
-            if let (Some(f), Some(l)) = (s.labels.get("first_seq"), s.labels.get("last_seq")) {
-                writeln!(
-                    out,
-                    "  {}: messages {f} to {l} (joined the publisher's stream at {f}; lost = missing in between)",
-                    stream_label(s)
-                )?;
-            }
-        }
-        if let (Some(sp), Some(f), Some(sl)) = (c.p50_spread_ns, c.fastest, c.slowest) {
-            writeln!(
-                out,
-                "  fan-out {}B {} n{}: p50 spread {} us (fastest sub{f}, slowest sub{sl})",
-                c.payload,
-                engine::rate_label(c.period_ns),
-                c.subscribers,
-                rtlab_core::units::us_1(sp)
-            )?;
-        }
-    }
-    writeln!(out)?;
-    let m = &o.qos_mapping;
-    for (what, it) in
-        [("reliability", &m.reliability), ("history", &m.history), ("durability", &m.durability)]
-    {
-        writeln!(out, "QoS {what} {} -> {} ({:?})", it.asked, it.native, it.fidelity)?;
-    }
-    for n in &o.notes {
-        writeln!(out, "note: {n}")?;
-    }
-    print!("{}", String::from_utf8_lossy(&buf));
-    Ok(())
 }

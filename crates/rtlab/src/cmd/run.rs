@@ -83,16 +83,7 @@ fn scenario_text(name: &str) -> anyhow::Result<(String, String)> {
 
 pub fn run(a: RunArgs) -> anyhow::Result<u8> {
     if a.list {
-        for (name, text) in PRESETS {
-            let s = Scenario::parse(name, text, 1.0)?;
-            println!(
-                "{name:14} {:4} cases, {:>8} at scale 1: {}",
-                s.cases().len(),
-                format_duration_human(Nanos(s.planned_ns())),
-                s.description
-            );
-        }
-        return Ok(0);
+        return list_presets();
     }
     if !(a.scale > 0.0 && a.scale.is_finite()) {
         anyhow::bail!("--scale {}: must be a number above zero", a.scale);
@@ -104,34 +95,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
         print!("{text}");
         return Ok(0);
     }
-    let mut store = None;
-    let (mut scenario, source, scale, resume) = match a.resume {
-        Some(id) => {
-            if !std::path::Path::new(&a.db).is_file() {
-                anyhow::bail!("--db {}: no store there, so no run {id} to resume", a.db);
-            }
-            let st = rtlab_lab::store_sink::open(&a.db).map_err(super::lab_error)?;
-            let rp = st.resume_point(id).map_err(|e| anyhow::anyhow!("--resume {id}: {e}"))?;
-            let origin = format!("run {id} ({})", rp.source);
-            let mut s = Scenario::parse(&origin, &rp.scenario_text, rp.scale)?;
-            let done: std::collections::BTreeSet<u32> =
-                s.cases().iter().filter(|c| rp.is_done(&c.name)).map(|c| c.index).collect();
-            s.skip_indices(&done);
-            store = Some(st);
-            (s, rp.source.clone(), rp.scale, Some(id))
-        }
-        None => {
-            let far = a
-                .far
-                .as_deref()
-                .map(rtlab_lab::far::FarSpec::parse)
-                .transpose()
-                .map_err(|e| anyhow::anyhow!("--far {e}"))?;
-            let s = load_scenario_far(name, a.scale, far.as_ref())?;
-            let source = if preset(name).is_some() { "preset".into() } else { name.to_string() };
-            (s, source, a.scale, None)
-        }
-    };
+    let Planned { mut scenario, source, scale, resume, store } = scenario_of(&a, name)?;
     if let Some(p) = &a.only {
         scenario.retain_matching(p);
         if scenario.cases().is_empty() {
@@ -139,19 +103,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
         }
     }
     if a.dry_run {
-        for c in scenario.cases() {
-            println!("{:4} {:60} {}", c.index, c.name, c.length());
-        }
-        let notes: std::collections::BTreeSet<_> =
-            scenario.cases().iter().filter_map(|c| c.scale_note.clone()).collect();
-        for n in notes {
-            println!("note: --scale {scale}: {n}");
-        }
-        println!(
-            "{} cases, about {} of measuring",
-            scenario.cases().len(),
-            format_duration_human(Nanos(scenario.planned_ns()))
-        );
+        print_dry_run(&scenario, scale);
         return Ok(0);
     }
     if let Some(h) = &a.html {
@@ -159,22 +111,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
     }
     let holder = format!("rtlab run {}", scenario.name);
     let _lock = super::machine_lock(&holder, a.wait)?;
-    // a dead rtlab's changes are put back before anything is measured
-    if let Some(w) = rtlab_lab::guard::stale_journal_warning() {
-        eprintln!("rtlab: {w}");
-        let host = rtlab_lab::executor::host();
-        let r = rtlab_tune::journal::restore_journal(
-            host,
-            std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL),
-        )
-        .map_err(|e| {
-            anyhow::anyhow!("restoring the journal first: {e} (run `rtlab tune restore`)")
-        })?;
-        if !r.is_clean() {
-            anyhow::bail!("the journal of a dead rtlab could not be restored completely: run `rtlab tune restore` and look at what it says");
-        }
-        eprintln!("rtlab: restored {} changes first", r.restored.len());
-    }
+    restore_dead_journal()?;
     let mut store = match store {
         Some(s) => s,
         None => rtlab_lab::store_sink::open(&a.db).map_err(super::lab_error)?,
@@ -233,6 +170,104 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
     }
     println!("report: {report}");
     Ok(if status == RunStatus::Failed { 2 } else { 0 })
+}
+
+/// `--list`: every preset with its cases and time at scale 1.
+fn list_presets() -> anyhow::Result<u8> {
+    for (name, text) in PRESETS {
+        let s = Scenario::parse(name, text, 1.0)?;
+        println!(
+            "{name:14} {:4} cases, {:>8} at scale 1: {}",
+            s.cases().len(),
+            format_duration_human(Nanos(s.planned_ns())),
+            s.description
+        );
+    }
+    Ok(0)
+}
+
+/// The run to make: its scenario, where it came from, its scale, the stored run it resumes.
+struct Planned {
+    scenario: Scenario,
+    source: String,
+    scale: f64,
+    resume: Option<i64>,
+    /// The store, open already when resuming.
+    store: Option<rtlab_store::Store>,
+}
+
+/// The run's scenario: a stored run's to resume (its cases not yet stored), or the preset or
+/// file named, with `--far` over its far side.
+fn scenario_of(a: &RunArgs, name: &str) -> anyhow::Result<Planned> {
+    match a.resume {
+        Some(id) => {
+            if !std::path::Path::new(&a.db).is_file() {
+                anyhow::bail!("--db {}: no store there, so no run {id} to resume", a.db);
+            }
+            let st = rtlab_lab::store_sink::open(&a.db).map_err(super::lab_error)?;
+            let rp = st.resume_point(id).map_err(|e| anyhow::anyhow!("--resume {id}: {e}"))?;
+            let origin = format!("run {id} ({})", rp.source);
+            let mut s = Scenario::parse(&origin, &rp.scenario_text, rp.scale)?;
+            let done: std::collections::BTreeSet<u32> =
+                s.cases().iter().filter(|c| rp.is_done(&c.name)).map(|c| c.index).collect();
+            s.skip_indices(&done);
+            Ok(Planned {
+                scenario: s,
+                source: rp.source.clone(),
+                scale: rp.scale,
+                resume: Some(id),
+                store: Some(st),
+            })
+        }
+        None => {
+            let far = a
+                .far
+                .as_deref()
+                .map(rtlab_lab::far::FarSpec::parse)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--far {e}"))?;
+            let s = load_scenario_far(name, a.scale, far.as_ref())?;
+            let source = if preset(name).is_some() { "preset".into() } else { name.to_string() };
+            Ok(Planned { scenario: s, source, scale: a.scale, resume: None, store: None })
+        }
+    }
+}
+
+/// `--dry-run`: the cases, the scale's notes, and the time they take.
+fn print_dry_run(scenario: &Scenario, scale: f64) {
+    for c in scenario.cases() {
+        println!("{:4} {:60} {}", c.index, c.name, c.length());
+    }
+    let notes: std::collections::BTreeSet<_> =
+        scenario.cases().iter().filter_map(|c| c.scale_note.clone()).collect();
+    for n in notes {
+        println!("note: --scale {scale}: {n}");
+    }
+    println!(
+        "{} cases, about {} of measuring",
+        scenario.cases().len(),
+        format_duration_human(Nanos(scenario.planned_ns()))
+    );
+}
+
+/// A dead rtlab's changes are put back before anything is measured.
+fn restore_dead_journal() -> anyhow::Result<()> {
+    if let Some(w) = rtlab_lab::guard::stale_journal_warning() {
+        eprintln!("rtlab: {w}");
+        let host = rtlab_lab::host::host();
+        let r = rtlab_tune::journal::restore_journal(
+            host,
+            std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL),
+        )
+        .map_err(|e| {
+            anyhow::anyhow!("restoring the journal first: {e} (run `rtlab tune restore`)")
+        })?;
+        if !r.is_clean() {
+            anyhow::bail!("the journal of a dead rtlab could not be restored completely: run `rtlab tune restore` and look at what it says");
+        }
+        eprintln!("rtlab: restored {} changes first", r.restored.len());
+    }
+    Ok(())
 }
 
 /// Progress over the whole run, with a line per finished case.

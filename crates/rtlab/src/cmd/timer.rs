@@ -1,22 +1,30 @@
 //! `rtlab timer`: flags -> TimerConfig, run, print the tables, write JSON and histograms.
 
 use super::stop_flag;
-use crate::args::{EvidenceArgs, RtArgs};
+use crate::args::{EvidenceArgs, MeasureArgs, RtArgs};
 use crate::document::{check_writable, write_json, write_text};
 use crate::progress::Progress;
 use anyhow::Context as _;
 use clap::Args;
 use rtlab_core::cyclictest::{self, ThreadFooter};
-use rtlab_core::render::{stats_table, terminal_histogram, Row};
-use rtlab_core::schema::ResultDocument;
 use rtlab_core::units::{format_duration_exact, Nanos};
 use rtlab_engines::timer_run::TimerConfig;
 use rtlab_lab::config::from_table;
 use rtlab_lab::probe::Context;
 use rtlab_lab::probes::timer::{self, TimerProbeConfig};
+use rtlab_report::summary;
 use std::io::IsTerminal;
 
 #[derive(Args, Debug)]
+#[command(
+    mut_arg("duration", |a| a.help("How long to measure (e.g. 30s, 5m) [30s unless --loops is given]")),
+    mut_arg("count", |a| a
+        .long("loops")
+        .alias("count")
+        .value_name("LOOPS")
+        .help("How many slots per thread (skipped slots count: the run ends on time)")),
+    mut_arg("deadline", |a| a.help("Samples above this are missed deadlines [the thread's interval]")),
+)]
 pub struct TimerArgs {
     /// Number of measuring threads [1].
     #[arg(long, short = 't')]
@@ -36,21 +44,8 @@ pub struct TimerArgs {
     pub mode: Option<String>,
     #[command(flatten)]
     pub rt: RtArgs,
-    /// How long to measure (e.g. 30s, 5m) [30s unless --loops is given].
-    #[arg(long, short = 'D')]
-    pub duration: Option<String>,
-    /// How many slots per thread (skipped slots count: the run ends on time).
-    #[arg(long, short = 'l', alias = "count")]
-    pub loops: Option<i64>,
-    /// Samples above this are missed deadlines [the thread's interval].
-    #[arg(long)]
-    pub deadline: Option<String>,
-    /// Width of a max-over-time window [1s].
-    #[arg(long)]
-    pub window: Option<String>,
-    /// Hold /dev/cpu_dma_latency at this many us during the run (0 = no deep C-states).
-    #[arg(long, num_args = 0..=1, default_missing_value = "0", value_name = "US")]
-    pub cpu_dma_latency: Option<i64>,
+    #[command(flatten)]
+    pub measure: MeasureArgs,
     #[command(flatten)]
     pub out: crate::args::OutputArgs,
     /// Write a cyclictest -h format histogram (1 us bins) to this file.
@@ -77,12 +72,8 @@ impl TimerArgs {
             .list("interval", &self.interval)
             .str("distance", &self.distance)
             .str("mode", &self.mode)
-            .str("duration", &self.duration)
-            .int("count", self.loops)
-            .str("deadline", &self.deadline)
-            .str("window", &self.window)
-            .int("cpu_dma_latency", self.cpu_dma_latency)
             .str("histogram_max", &self.histogram_max);
+        self.measure.fill(&mut t);
         self.rt.fill(&mut t);
         t.take()
     }
@@ -154,52 +145,9 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
     }
     if !quiet {
         let color = std::io::stdout().is_terminal();
-        let mut text = String::new();
-        use std::fmt::Write as _;
-        writeln!(text, "{}", environment_line(&doc))?;
-        writeln!(text)?;
-        let mains: Vec<_> = doc.streams.iter().filter(|s| !s.name.ends_with(".jitter")).collect();
-        writeln!(
-            text,
-            "{} ({})",
-            engine.mode.metric().replace('_', " "),
-            engine.mode.definition()
-        )?;
-        let rows: Vec<Row> =
-            mains.iter().map(|s| Row { label: s.name.clone(), summary: &s.stats }).collect();
-        write!(text, "{}", stats_table(&rows, color))?;
-        let jit: Vec<_> = doc.streams.iter().filter(|s| s.name.ends_with(".jitter")).collect();
-        if !jit.is_empty() {
-            writeln!(text)?;
-            writeln!(text, "cycle jitter (P_k = t_(k+1) - t_k - T)")?;
-            let rows: Vec<Row> =
-                jit.iter().map(|s| Row { label: s.name.clone(), summary: &s.stats }).collect();
-            write!(text, "{}", stats_table(&rows, color))?;
-        }
-        if let Some(a) = doc.streams.iter().find(|s| s.name.ends_with(".anchor")) {
-            writeln!(text)?;
-            writeln!(text, "{}: anchor error ({})", a.name, a.definition)?;
-        }
-        for s in &mains {
-            if let (Some(max), Some(idx), Some(at)) =
-                (s.stats.max_ns, s.stats.max_index, s.stats.max_at_ns)
-            {
-                writeln!(
-                    text,
-                    "{}: max {} us at sample {} ({} after start)",
-                    s.name,
-                    rtlab_core::units::us_1(max),
-                    idx,
-                    Nanos(at)
-                )?;
-            }
-        }
-        if a.histogram {
-            for s in &mains {
-                writeln!(text, "\n{} histogram", s.name)?;
-                write!(text, "{}", terminal_histogram(&s.histogram, 20, 40))?;
-            }
-        }
+        let metric = engine.mode.metric().replace('_', " ");
+        let text =
+            summary::timer::render(&doc, &metric, engine.mode.definition(), a.histogram, color);
         print!("{text}");
         for w in &doc.warnings {
             eprintln!("warning: {}", w.message);
@@ -227,25 +175,5 @@ fn headline(cfg: &TimerConfig) -> String {
         t.iter().map(|t| t.priority.to_string()).collect::<Vec<_>>().join(","),
         intervals.join(","),
         length
-    )
-}
-
-fn environment_line(doc: &ResultDocument) -> String {
-    let e = &doc.environment;
-    format!(
-        "kernel {} (preempt {}{}), HZ {}, high-res timers {}, {}, cpuidle {}, cpu_dma_latency {}, memory {}",
-        e.kernel_release,
-        e.preemption_model,
-        if e.preempt_dynamic { ", dynamic" } else { "" },
-        e.hz.map(|h| h.to_string()).unwrap_or_else(|| "?".into()),
-        match e.high_res_timers {
-            Some(true) => "on",
-            Some(false) => "off",
-            None => "?",
-        },
-        e.virtualization.as_deref().map(|v| format!("virtualized ({v})")).unwrap_or_else(|| "bare metal".into()),
-        e.cpuidle_driver.as_deref().unwrap_or("none"),
-        e.cpu_dma_latency_us.map(|v| format!("held at {v}us")).unwrap_or_else(|| "not held".into()),
-        if e.memory_locked { "locked" } else { "not locked" },
     )
 }

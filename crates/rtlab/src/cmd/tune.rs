@@ -277,59 +277,11 @@ fn apply(a: ApplyArgs) -> anyhow::Result<u8> {
     if hold_ns.is_some_and(|n| n <= 0) {
         anyhow::bail!("--hold {}: must be above zero", a.hold.as_deref().unwrap_or(""));
     }
-    let (online, text) = rtlab_sys::cpus::online_cpus(host.root());
-    if let Some(c) = a.rt_cpu {
-        if !online.contains(&c) {
-            anyhow::bail!("--rt-cpu {c}: CPU {c} is not online (online: {text})");
-        }
-    }
-    for &pid in &a.pid {
-        if !host.exists(&format!("/proc/{pid}")) {
-            anyhow::bail!("--pid {pid}: no such process");
-        }
-    }
-    if a.netns.is_some() && a.nic.is_none() {
-        anyhow::bail!(
-            "--netns {}: give --nic, the interface inside that namespace",
-            a.netns.as_deref().unwrap_or("")
-        );
-    }
-    if let Some(n) = &a.nic {
-        if a.netns.is_none() && !host.exists(&format!("/sys/class/net/{n}")) {
-            anyhow::bail!("--nic {n}: no such interface");
-        }
-    }
-    let target = Target {
-        rt_cpu: a.rt_cpu,
-        nic: a.nic.clone(),
-        netns: a.netns.clone(),
-        pids: a.pid.clone(),
-    };
+    let target = target_of(&a, host.as_ref())?;
     let steps = profile::plan(&prof, &target, host.as_ref());
     println!("profile {}: {}", a.profile, prof.description);
     if a.dry_run {
-        for st in &steps {
-            match &st.skip {
-                Some(why) => println!("  skip  {} ({why})", st.what),
-                None => {
-                    println!("  will  {}", st.what);
-                    for (i, (label, acts)) in st.alternatives.iter().enumerate() {
-                        if !label.is_empty() {
-                            println!("        {}{label}", if i == 0 { "" } else { "else " });
-                        }
-                        for act in acts.iter().take(6) {
-                            println!("          {}", act.describe());
-                        }
-                        if acts.len() > 6 {
-                            println!("          ... and {} more", acts.len() - 6);
-                        }
-                    }
-                    if let Some(n) = &st.note {
-                        println!("        ({n})");
-                    }
-                }
-            }
-        }
+        print_plan(&steps);
         println!("dry run: nothing changed");
         return Ok(0);
     }
@@ -388,6 +340,59 @@ fn apply(a: ApplyArgs) -> anyhow::Result<u8> {
         );
     }
     Ok(0)
+}
+
+/// The profile's target from the flags, each checked on this host (or the `--root` tree).
+fn target_of(a: &ApplyArgs, host: &dyn Host) -> anyhow::Result<Target> {
+    let (online, text) = rtlab_sys::cpus::online_cpus(host.root());
+    if let Some(c) = a.rt_cpu {
+        if !online.contains(&c) {
+            anyhow::bail!("--rt-cpu {c}: CPU {c} is not online (online: {text})");
+        }
+    }
+    for &pid in &a.pid {
+        if !host.exists(&format!("/proc/{pid}")) {
+            anyhow::bail!("--pid {pid}: no such process");
+        }
+    }
+    if a.netns.is_some() && a.nic.is_none() {
+        anyhow::bail!(
+            "--netns {}: give --nic, the interface inside that namespace",
+            a.netns.as_deref().unwrap_or("")
+        );
+    }
+    if let Some(n) = &a.nic {
+        if a.netns.is_none() && !host.exists(&format!("/sys/class/net/{n}")) {
+            anyhow::bail!("--nic {n}: no such interface");
+        }
+    }
+    Ok(Target { rt_cpu: a.rt_cpu, nic: a.nic.clone(), netns: a.netns.clone(), pids: a.pid.clone() })
+}
+
+/// `--dry-run`: every step, what it will do (its alternatives, the first actions) or why not.
+fn print_plan(steps: &[profile::Step]) {
+    for st in steps {
+        match &st.skip {
+            Some(why) => println!("  skip  {} ({why})", st.what),
+            None => {
+                println!("  will  {}", st.what);
+                for (i, (label, acts)) in st.alternatives.iter().enumerate() {
+                    if !label.is_empty() {
+                        println!("        {}{label}", if i == 0 { "" } else { "else " });
+                    }
+                    for act in acts.iter().take(6) {
+                        println!("          {}", act.describe());
+                    }
+                    if acts.len() > 6 {
+                        println!("          ... and {} more", acts.len() - 6);
+                    }
+                }
+                if let Some(n) = &st.note {
+                    println!("        ({n})");
+                }
+            }
+        }
+    }
 }
 
 /// Sleep until `ns` passes (None: forever) or the stop flag rises; true if stopped.

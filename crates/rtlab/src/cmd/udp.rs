@@ -8,20 +8,15 @@ use crate::args::RtArgs;
 use crate::document::{check_writable, write_json};
 use crate::progress::Progress;
 use clap::{Args, Subcommand, ValueEnum};
-use rtlab_core::render::{stats_table, terminal_histogram, Row};
 use rtlab_core::rt::RtSettings;
-use rtlab_core::schema::{ResultDocument, Stream};
-use rtlab_core::units::{format_duration_exact, parse_bitrate, us_1, Nanos};
-use rtlab_core::warnings::Warn;
+use rtlab_core::units::{format_duration_exact, parse_bitrate, Nanos};
 use rtlab_engines::netns::{NetnsConfig, NetnsPair, PriorityPath, Shaper};
 use rtlab_engines::udp::ping::PingMode;
-use rtlab_engines::udp::run::{
-    self as udp_run, PingOutcome, ReflectOutcome, UdpPingConfig, UdpReflectConfig,
-};
+use rtlab_engines::udp::run::{UdpPingConfig, UdpReflectConfig};
 use rtlab_lab::config::{from_table, read_table, FlagTable, RtFields};
-use rtlab_lab::document::new_document;
 use rtlab_lab::probe::Context;
 use rtlab_lab::probes::udp::{self, SocketFields, UdpProbeConfig};
+use rtlab_report::summary;
 use std::io::{IsTerminal, Write};
 
 #[derive(Args, Debug)]
@@ -275,101 +270,39 @@ fn reflect(a: ReflectArgs) -> anyhow::Result<u8> {
     if let Some(p) = &a.json {
         check_writable(p, "--json")?;
     }
-    let mut ev_opts = a.evidence.options()?;
-    ev_opts.window_ns = cfg.window_ns;
-    ev_opts.victim = "rtlab-udp-refl".into();
-    ev_opts.cpus = cfg.rt.cpu_of(0).into_iter().collect();
-    ev_opts.planned = cfg.duration_ns.map(|d| std::time::Duration::from_nanos(d as u64));
-    ev_opts.sources = vec!["reflector".into()];
+    let evidence = a.evidence.options()?;
     let stop = stop_flag()?;
-    // the tracer's tracefs changes are journaled and undone in `finish` (or on drop)
-    let trace_host = rtlab_tune::host::RealHost::new();
-    let evidence =
-        rtlab_lab::evidence::EvidenceRun::start(&trace_host, &ev_opts).map_err(super::lab_error)?;
-    cfg.spike = evidence.hook();
-    let started = std::time::SystemTime::now();
-    let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let quiet = a.quiet || a.json.as_deref() == Some("-");
     let json_to_stdout = a.json.as_deref() == Some("-");
-    let outcome = udp_run::reflect(
-        &cfg,
-        stop,
-        |addr| {
-            if !json_to_stdout {
-                // the line scripts and tests wait for: the socket is bound
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(
-                    out,
-                    "rtlab udp reflect: listening on {addr}{}",
-                    cfg.netns.as_deref().map(|n| format!(" in netns {n}")).unwrap_or_default()
-                );
-                let _ = out.flush();
-            }
-        },
-        |_| {},
-    )?;
-    let mut doc =
-        new_document("udp", started, env, serde_json::json!({ "role": "reflect", "reflect": cfg }));
-    doc.duration_ns = outcome.duration_ns;
-    doc.interrupted = false; // a reflector runs until told to stop: Ctrl-C is its normal end
-    doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
-    doc.streams = outcome.streams(&cfg);
-    doc.evidence = Some(evidence.finish(&doc.streams));
-    let mut warns = udp::socket_warnings(&doc, &outcome.memory_lock, &cfg.rt, &cfg.socket, false);
-    if outcome.counts.malformed + outcome.counts.foreign > 0 {
-        warns.push(Warn::UdpForeignDatagrams {
-            count: outcome.counts.malformed + outcome.counts.foreign,
-        });
-    }
-    doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
+    let netns = cfg.netns.clone();
+    let on_listening = |addr: &str| {
+        if !json_to_stdout {
+            // the line scripts and tests wait for: the socket is bound
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(
+                out,
+                "rtlab udp reflect: listening on {addr}{}",
+                netns.as_deref().map(|n| format!(" in netns {n}")).unwrap_or_default()
+            );
+            let _ = out.flush();
+        }
+    };
+    let udp::ReflectRun { doc, outcome } = udp::reflect(&mut cfg, evidence, stop, on_listening)
+        .map_err(|e| match e {
+            udp::ReflectError::Lab(e) => super::lab_error(e),
+            udp::ReflectError::Udp(e) => anyhow::Error::from(e),
+        })?;
     if let Some(p) = &a.json {
         write_json(&doc, p)?;
     }
     if !quiet {
-        let mut out = std::io::stdout().lock();
-        write_reflector_report(&mut out, &outcome, &doc.streams[0])?;
+        print!("{}", summary::udp::reflector(&udp::reflector_counts(&outcome), &doc.streams[0]));
         for w in &doc.warnings {
             eprintln!("warning: {}", w.message);
         }
     }
     super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
     Ok(0)
-}
-
-fn write_reflector_report(
-    out: &mut impl Write,
-    o: &ReflectOutcome,
-    s: &Stream,
-) -> std::io::Result<()> {
-    let c = &o.counts;
-    writeln!(
-        out,
-        "reflector on {}: received {}, answered {} ({} hellos), dropped on purpose {}, malformed {}, foreign {}, send errors {}",
-        o.local_addr, c.received, c.answered, c.hellos, c.dropped, c.malformed, c.foreign, c.send_errors
-    )?;
-    for r in &c.runs {
-        writeln!(
-            out,
-            "  run {:016x}: requests {}, answered {}, dropped {}, forward lost {}, duplicates {}, out of order {}, highest seq {}",
-            r.run_id,
-            r.requests,
-            r.answered,
-            r.dropped,
-            r.forward_lost(),
-            r.duplicates,
-            r.out_of_order,
-            r.highest_seq.map(|h| h.to_string()).unwrap_or_else(|| "-".into())
-        )?;
-    }
-    if s.stats.count > 0 {
-        writeln!(out, "turnaround (reply sent - request received, reflector clock)")?;
-        write!(
-            out,
-            "{}",
-            stats_table(&[Row { label: "reflector".into(), summary: &s.stats }], false)
-        )?;
-    }
-    Ok(())
 }
 
 fn pair_config(a: &PingArgs) -> anyhow::Result<NetnsConfig> {
@@ -443,41 +376,15 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
     progress.finish();
     drop(ctx);
     drop(pair); // the namespaces go now, also when the ping failed
-    let udp::PingRun { doc, cfg, outcome, reflected, qdisc } = run.map_err(super::lab_error)?;
+    let run = run.map_err(super::lab_error)?;
+    let doc = &run.doc;
     if let Some(p) = &a.out.json {
-        write_json(&doc, p)?;
+        write_json(doc, p)?;
     }
     if !quiet {
         let color = std::io::stdout().is_terminal();
-        let mut out: Vec<u8> = Vec::new();
-        write_ping_report(&mut out, &cfg, &outcome, &doc, color)?;
-        if a.histogram {
-            writeln!(out, "\nRTT histogram")?;
-            write!(out, "{}", terminal_histogram(&doc.streams[0].histogram, 20, 40))?;
-        }
-        if let Some(r) = &reflected {
-            writeln!(out)?;
-            write_reflector_report(
-                &mut out,
-                r,
-                doc.streams.iter().find(|s| s.name == "reflector").expect("reflector stream"),
-            )?;
-        }
-        if doc.far.is_some() {
-            if let Some(r) = doc.streams.iter().find(|s| s.name == "reflector") {
-                writeln!(
-                    out,
-                    "\nfar reflector turnaround (reply sent - request received, its clock)"
-                )?;
-                let row = Row { label: "reflector".into(), summary: &r.stats };
-                write!(out, "{}", stats_table(&[row], color))?;
-            }
-            write!(out, "\n{}", super::far_lines(&doc))?;
-        }
-        if let Some(q) = qdisc {
-            writeln!(out, "\nqdisc on the client's veth end:\n{}", q.trim_end())?;
-        }
-        print!("{}", String::from_utf8_lossy(&out));
+        let far = super::far_lines(doc);
+        print!("{}", summary::udp::ping(&udp::ping_summary(&run), a.histogram, &far, color));
         for w in &doc.warnings {
             eprintln!("warning: {}", w.message);
         }
@@ -516,85 +423,4 @@ fn headline(cfg: &UdpPingConfig) -> String {
         cfg.rt.policy,
         cfg.rt.priority,
     )
-}
-
-/// The studies' table (S1: Min / Avg / Max / Missed deadlines / Packet loss), then the
-/// percentiles, then the full accounting and what the socket and thread really had.
-fn write_ping_report(
-    out: &mut impl Write,
-    cfg: &UdpPingConfig,
-    o: &PingOutcome,
-    doc: &ResultDocument,
-    color: bool,
-) -> std::io::Result<()> {
-    let c = &o.counts;
-    let s = &doc.streams[0].stats;
-    let cell = |v: Option<i64>| v.map(us_1).unwrap_or_else(|| "-".into());
-    writeln!(out, "RTT ({})", udp_run::RTT_DEFINITION)?;
-    let head = ["Min", "Avg", "Max", "Missed deadlines", "Packet loss"];
-    let row = [
-        cell(s.min_ns),
-        cell(s.mean_ns),
-        cell(s.max_ns),
-        format!("{} / {}", c.missed, c.sent),
-        format!("{} / {}", c.lost, c.sent),
-    ];
-    let widths: Vec<usize> = head.iter().zip(&row).map(|(h, r)| h.len().max(r.len())).collect();
-    let line = |cells: &[String]| {
-        cells.iter().zip(&widths).map(|(v, w)| format!("{v:>w$}")).collect::<Vec<_>>().join("  ")
-    };
-    writeln!(out, "{}", line(&head.map(String::from)))?;
-    writeln!(out, "{}", line(&row))?;
-    writeln!(
-        out,
-        "(us; missed = RTT above the deadline {}, loss = no reply within {})",
-        format_duration_exact(Nanos(cfg.deadline_ns)),
-        format_duration_exact(Nanos(cfg.loss_timeout_ns))
-    )?;
-    writeln!(out)?;
-    let rows: Vec<Row> = doc
-        .streams
-        .iter()
-        .filter(|s| s.name.starts_with("ping"))
-        .map(|s| Row { label: s.name.clone(), summary: &s.stats })
-        .collect();
-    write!(out, "{}", stats_table(&rows, color))?;
-    writeln!(
-        out,
-        "accounted: sent {} = replies {} + lost {}; late {}, duplicates {}, out of order {}, malformed/foreign {}{}",
-        c.sent,
-        c.samples,
-        c.lost,
-        c.late,
-        c.duplicates,
-        c.out_of_order,
-        c.malformed,
-        if cfg.mode == PingMode::Periodic { format!(", overruns {}", o.rtt.overruns) } else { String::new() }
-    )?;
-    if c.send_errors + c.receive_errors + c.stale > 0 {
-        writeln!(
-            out,
-            "  of which: send errors {}, receive errors {}, stale {}",
-            c.send_errors, c.receive_errors, c.stale
-        )?;
-    }
-    if let (Some(max), Some(idx), Some(at)) = (s.max_ns, s.max_index, s.max_at_ns) {
-        writeln!(out, "max {} us at request {} ({} after start)", us_1(max), idx, Nanos(at))?;
-    }
-    let k = &o.socket;
-    let opt = |v: Option<i32>| v.map(|v| v.to_string()).unwrap_or_else(|| "?".into());
-    writeln!(
-        out,
-        "socket {}: SO_PRIORITY {}, TOS {}, busy poll {} us, rcvbuf {}, sndbuf {}; thread {} {} on CPUs {:?}",
-        o.local_addr,
-        opt(k.so_priority),
-        k.tos.map(|t| format!("{t:#04x}")).unwrap_or_else(|| "?".into()),
-        opt(k.busy_poll_us),
-        opt(k.rcvbuf),
-        opt(k.sndbuf),
-        o.policy_seen.0.map(|p| p.name()).unwrap_or("?"),
-        o.policy_seen.1,
-        o.cpus_seen
-    )?;
-    Ok(())
 }

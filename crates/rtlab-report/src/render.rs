@@ -4,9 +4,9 @@
 //! here. Max and p99.9 are the emphasised columns (the tail is what a real-time engineer
 //! reads first).
 
-use crate::histogram::HistogramData;
-use crate::stats::Summary;
-use crate::units::us_1;
+use rtlab_core::histogram::HistogramData;
+use rtlab_core::stats::Summary;
+use rtlab_core::units::us_1;
 use std::fmt::Write as _;
 
 /// One table row: a label and its summary.
@@ -134,8 +134,8 @@ pub fn terminal_histogram(h: &HistogramData, bins: usize, width: usize) -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::histogram::Histogram;
-    use crate::stats::Running;
+    use rtlab_core::histogram::Histogram;
+    use rtlab_core::stats::Running;
 
     fn summary_of(xs: &[i64]) -> (Summary, Histogram) {
         let mut r = Running::default();

@@ -7,18 +7,20 @@
 //! blocking waits, 5 s per case). Subscribers run in processes of this binary
 //! (`rtlab pubsub --role-config JSON`), started by `measure`.
 
+mod measure;
+
+pub use measure::{fit_evidence, measure, summary};
+
 use crate::config::{
     at_least_one, positive, ConfigError, Dur, List, NumberOrText, Rate, RtFields, Size, Validate,
 };
-use crate::document::{new_document, run_warnings, RunFacts};
-use crate::far::roles::AgentRoles;
-use crate::far::run::FarRun;
+use crate::error::LabError;
 use crate::far::FarSpec;
-use crate::probe::{Context, LabError, Plan, Probe, ProbeKind};
-use rtlab_core::rt::{Policy, RtSettings};
+use crate::probe::{Context, Plan, Probe, ProbeKind};
+use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
 use rtlab_pubsub::engine::{
-    self, HandRole, Mode, PubsubConfig, PubsubOutcome, Schedule, TransportKind, TransportSpec,
+    self, HandRole, Mode, PubsubConfig, Schedule, TransportKind, TransportSpec,
 };
 use rtlab_pubsub::transport::{Durability, History, Qos, Reliability, WaitStyle};
 use serde::{Deserialize, Serialize};
@@ -238,6 +240,35 @@ pub fn default_rt() -> RtSettings {
 
 impl Validate for PubsubProbeConfig {
     fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_timing()?;
+        self.validate_transport()?;
+        self.validate_far_and_role()?;
+        if let Some(d) = self.domain {
+            if d > rtlab_pubsub::dds::MAX_DOMAIN {
+                return Err(ConfigError::new(
+                    "domain",
+                    format!(
+                        "{d}: a DDS domain id is 0..={} here (the ports of a higher one overflow)",
+                        rtlab_pubsub::dds::MAX_DOMAIN
+                    ),
+                ));
+            }
+        }
+        if let Some(ns) = &self.netns {
+            if !rtlab_engines::netns::exists(ns) {
+                return Err(ConfigError::new(
+                    "netns",
+                    format!("{ns}: no such network namespace (create it with `rtlab netns up`)"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl PubsubProbeConfig {
+    /// Sizes, rates and times: what a case sends and when.
+    fn validate_timing(&self) -> Result<(), ConfigError> {
         if self.payload.0.is_empty() {
             return Err(ConfigError::new("payload", "no size given"));
         }
@@ -272,6 +303,12 @@ impl Validate for PubsubProbeConfig {
         positive("window", Some(self.window))?;
         at_least_one("count", self.count)?;
         self.thread_priorities()?;
+        Ok(())
+    }
+
+    /// The options of one transport given to another (Fast DDS's, ROS 2's), and a far
+    /// transport the near one cannot talk to.
+    fn validate_transport(&self) -> Result<(), ConfigError> {
         if let Some(ft) = self.far_transport.filter(|k| *k != self.transport) {
             engine::far_transport_rule(self.transport, ft, self.in_process, self.role.is_some())
                 .map_err(|m| ConfigError::new("far_transport", m))?;
@@ -317,6 +354,11 @@ impl Validate for PubsubProbeConfig {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// A far side (another host or namespace) and a role by hand with its topic.
+    fn validate_far_and_role(&self) -> Result<(), ConfigError> {
         if let Some(far) = &self.far {
             if matches!(self.transport, TransportKind::Intra | TransportKind::Shm) {
                 return Err(ConfigError::new(
@@ -376,25 +418,6 @@ impl Validate for PubsubProbeConfig {
                 return Err(ConfigError::new(
                     "topic",
                     format!("'{t}': letters, digits, _ - / only"),
-                ));
-            }
-        }
-        if let Some(d) = self.domain {
-            if d > rtlab_pubsub::dds::MAX_DOMAIN {
-                return Err(ConfigError::new(
-                    "domain",
-                    format!(
-                        "{d}: a DDS domain id is 0..={} here (the ports of a higher one overflow)",
-                        rtlab_pubsub::dds::MAX_DOMAIN
-                    ),
-                ));
-            }
-        }
-        if let Some(ns) = &self.netns {
-            if !rtlab_engines::netns::exists(ns) {
-                return Err(ConfigError::new(
-                    "netns",
-                    format!("{ns}: no such network namespace (create it with `rtlab netns up`)"),
                 ));
             }
         }
@@ -511,238 +534,6 @@ impl PubsubProbeConfig {
             engine::StampClock::Monotonic
         }
     }
-}
-
-/// The threads explained (the publisher, the receivers and echoes in this process) and the
-/// streams that raise the flag.
-pub fn fit_evidence(cfg: &PubsubConfig, o: &mut crate::evidence::EvidenceOptions) {
-    let in_process = cfg.in_process || cfg.transport.kind == TransportKind::Intra;
-    // a round trip's latency goes through the echoes (rtlab-subN) and the pong receivers
-    o.victim = if cfg.mode == Mode::Roundtrip {
-        "rtlab-pub|rtlab-pong|rtlab-sub"
-    } else {
-        "rtlab-pub|rtlab-sub"
-    }
-    .into();
-    o.window_ns = cfg.window_ns;
-    // source 0: any receiver here (several streams); 1: the publisher's lateness
-    o.sources = vec![String::new(), "pub.send_lateness".into()];
-    o.cpus = cfg.rt.cpus.clone().unwrap_or_default();
-    let cases = (cfg.payloads.len() * cfg.periods_ns.len() * cfg.subscribers.len()) as u64;
-    o.planned =
-        Some(std::time::Duration::from_nanos(cfg.case_duration_ns.max(0) as u64 * cases.max(1)));
-    if o.trace_on_spike_ns.is_some() && cfg.mode == Mode::Oneway && !in_process {
-        o.notes.push("trace on spike: the subscribers run in their own processes and cannot raise the spike flag, only the publisher's send lateness does; for the message latency use in-process subscribers or roundtrip mode".into());
-    }
-}
-
-/// Run the probe with memory locked and, when asked, /dev/cpu_dma_latency held; the
-/// document (with its evidence and warnings), the outcome and the engine configuration.
-pub fn measure(
-    cfg: &PubsubProbeConfig,
-    ctx: &mut Context<'_>,
-) -> Result<(ResultDocument, PubsubOutcome, PubsubConfig), LabError> {
-    let rt = cfg.rt.over(&ctx.rt);
-    let mut engine = cfg.engine(&rt)?;
-    let mut ev = ctx.evidence.clone();
-    fit_evidence(&engine, &mut ev);
-    let evidence = crate::evidence::EvidenceRun::start(crate::executor::host(), &ev)?;
-    engine.spike = evidence.hook();
-    let env = rtlab_sys::env::detect(std::path::Path::new("/"));
-    let started = std::time::SystemTime::now();
-    let (lock_guard, memory_lock) = rtlab_engines::hold::lock_memory(rt.mlockall);
-    let (dma_guard, dma) = rtlab_engines::hold::cpu_dma_latency(
-        cfg.cpu_dma_latency.map(|v| v.min(i32::MAX as u32) as i32),
-    );
-    let exe = std::env::current_exe().map_err(|e| {
-        LabError::Failed(format!("finding the rtlab binary to start subscriber processes: {e}"))
-    })?;
-    let role_exe = exe.clone();
-    let launcher = move |json: &str| {
-        let mut c = std::process::Command::new(&role_exe);
-        c.args(["pubsub", "--role-config", json]);
-        c
-    };
-    // the near side's namespace: its own, or side a of the case's pair (far = "pair")
-    let near_netns = cfg.netns.clone().or_else(|| ctx.pair.map(|p| p.ns_a.clone()));
-    let far = match &cfg.far {
-        Some(spec) => {
-            let far_rt = RtSettings { cpus: None, ..rt.clone() };
-            let window = ctx.evidence.counters.then_some(engine.window_ns);
-            Some(FarRun::start(
-                ctx.far,
-                spec,
-                near_netns.as_deref(),
-                cfg.synced_clocks,
-                &far_rt,
-                &[],
-                window,
-            )?)
-        }
-        None => None,
-    };
-    let roles = far.as_ref().map(|f| AgentRoles { link: (*f.link()).clone() });
-    let placement = far.as_ref().zip(roles.as_ref()).map(|(f, r)| engine::FarPlacement {
-        near: f.near.clone(),
-        far: f.far.clone(),
-        roles: r,
-    });
-    let progress = &mut *ctx.progress;
-    let stop = ctx.stop.clone();
-    // a Fast DDS other than the one this process already holds (ros2 after fastdds in one
-    // run, or the reverse): the case's near side runs in a process of its own
-    let apart = rtlab_pubsub::engine::apart::conflict(&engine, placement.is_some());
-    if let (Some(why), Some(_)) = (&apart, &placement) {
-        return Err(LabError::Failed(format!(
-            "{why}; with a far side it cannot run in a process of its own here: run this case in an rtlab run of its own"
-        )));
-    }
-    let run = |engine: &PubsubConfig,
-               placement: Option<&engine::FarPlacement>,
-               stop,
-               progress: &mut dyn FnMut(usize, usize)| match &apart {
-        Some(why) => rtlab_pubsub::engine::apart::run_apart(engine, &exe, why, stop, progress),
-        None => engine::run_with(engine, &launcher, placement, stop, progress),
-    };
-    let outcome = match &near_netns {
-        None => run(&engine, placement.as_ref(), stop, &mut |d, t| progress(d as u64, t as u64)),
-        // a thread of its own enters the namespace: the transport's sockets and threads and
-        // the local role processes are born there; its progress comes back over a channel
-        Some(ns) => {
-            let (tx, rx) = std::sync::mpsc::channel::<(u64, u64)>();
-            let (engine, placement, run) = (&engine, placement.as_ref(), &run);
-            std::thread::scope(|s| {
-                let h = s.spawn(move || {
-                    rtlab_sys::net::enter_netns(&format!("/run/netns/{ns}"))
-                        .map_err(|e| engine::ProbeError::Setup(format!("--netns {ns}: {e}")))?;
-                    run(engine, placement, stop, &mut |d, t| {
-                        let _ = tx.send((d as u64, t as u64));
-                    })
-                });
-                for (d, t) in rx.iter() {
-                    progress(d, t);
-                }
-                h.join().unwrap_or_else(|_| {
-                    Err(engine::ProbeError::Setup("the measuring thread panicked".into()))
-                })
-            })
-        }
-    };
-    let streams: Vec<_> = match &outcome {
-        Ok(o) => o
-            .cases
-            .iter()
-            .flat_map(|c| c.streams.iter().cloned().chain(c.publisher.clone()))
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    let evidence = evidence.finish(&streams);
-    let outcome = outcome.map_err(|e| match e {
-        engine::ProbeError::Rt(m) if m.contains("EPERM") || m.contains("refused") => {
-            LabError::Missing(crate::probe::refused(rt.policy.name(), rt.priority))
-        }
-        e if e.is_bad_input() => LabError::Failed(e.to_string()),
-        e => LabError::failed(e),
-    })?;
-    if let Some(first) =
-        outcome.cases.first().filter(|_| outcome.cases.iter().all(|c| c.error.is_some()))
-    {
-        return Err(LabError::Failed(
-            first.error.clone().unwrap_or_else(|| "no case could run".into()),
-        ));
-    }
-    let mut doc = new_document("pubsub", started, env, config_value(&engine, &outcome));
-    doc.far = far.map(FarRun::finish);
-    doc.duration_ns = outcome.duration_ns;
-    doc.interrupted = outcome.interrupted;
-    doc.environment.memory_locked = matches!(memory_lock, Some(Ok(())));
-    doc.environment.cpu_dma_latency_us = dma.as_ref().and_then(|r| r.as_ref().ok().copied());
-    // per case: its subscribers, then the publisher's own lateness
-    doc.streams = streams;
-    doc.evidence = Some(evidence);
-    let dma_error = match &dma {
-        Some(Err(why)) => Some(why.as_str()),
-        _ => None,
-    };
-    let facts = RunFacts {
-        memory_lock: &memory_lock,
-        any_other_policy: rt.policy == Policy::Other,
-        mlockall_off_by_profile: ctx.mlockall_off_by_profile,
-        cpu_dma_latency_error: dma_error,
-        fewest_samples: doc.streams.iter().map(|s| s.stats.count).min().unwrap_or(0),
-        interrupted: outcome.interrupted,
-    };
-    doc.warnings = run_warnings(&doc.environment, &facts, Vec::new());
-    if let Some(w) = doc.far.as_ref().and_then(|f| f.warning()) {
-        doc.warnings.push(w);
-    }
-    if doc.far.is_none() {
-        let cpus = match &engine.rt.cpus {
-            Some(c) => c.len(),
-            None => rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0.len(),
-        };
-        doc.warnings.extend(spinners_warning(&engine, cpus));
-    }
-    for c in outcome.cases.iter().filter(|c| c.error.is_some()) {
-        doc.warnings.push(rtlab_core::schema::Warning {
-            code: "case-failed".into(),
-            message: format!(
-                "case {}B {} n{} measured nothing: {}",
-                c.payload,
-                engine::rate_label(c.period_ns),
-                c.subscribers,
-                c.error.as_deref().unwrap_or("")
-            ),
-        });
-    }
-    drop(dma_guard);
-    drop(lock_guard);
-    Ok((doc, outcome, engine))
-}
-
-/// Busy-poll with as many spinning threads as CPUs starves a middleware's own receive threads
-/// (DDS, Zenoh): they run only when the scheduler preempts a spinner, so the tail is rtlab's
-/// doing. Measured: dds and zenoh closed loops on 2 CPUs, p99 3.6-8.8 ms busy-polling against
-/// 0.2-0.7 ms blocking (BENCHMARKS.md).
-fn spinners_warning(cfg: &PubsubConfig, cpus: usize) -> Option<rtlab_core::schema::Warning> {
-    let own_threads = cfg.transport.kind.is_dds() || cfg.transport.kind == TransportKind::Zenoh;
-    if cfg.wait != WaitStyle::BusyPoll || !own_threads {
-        return None;
-    }
-    // every subscriber (a pong in roundtrip) spins, and so does the pinger
-    let spinners = cfg.subscribers.iter().copied().max().unwrap_or(1)
-        + usize::from(cfg.mode == Mode::Roundtrip);
-    (spinners >= cpus).then(|| rtlab_core::schema::Warning {
-        code: "busy-poll-starves-middleware".into(),
-        message: format!(
-            "busy-poll: {spinners} threads spin on {cpus} CPU{}, so {}'s own receive threads run only when the scheduler preempts a spinner: millisecond tails here are rtlab's doing, not the middleware's (use --wait blocking, or fewer spinners than CPUs)",
-            if cpus == 1 { "" } else { "s" },
-            cfg.transport.kind.name()
-        ),
-    })
-}
-
-/// The configuration as recorded: the probe config, what the QoS became, notes, per-case figures.
-fn config_value(cfg: &PubsubConfig, o: &PubsubOutcome) -> serde_json::Value {
-    let cases: Vec<serde_json::Value> = o
-        .cases
-        .iter()
-        .map(|c| {
-            serde_json::json!({
-                "payload_bytes": c.payload, "period_ns": c.period_ns, "subscribers": c.subscribers,
-                "published": c.published, "overruns": c.overruns,
-                "p50_spread_ns": c.p50_spread_ns, "fastest_subscriber": c.fastest, "slowest_subscriber": c.slowest,
-                "error": c.error,
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "probe": serde_json::to_value(cfg).unwrap_or_default(),
-        "qos_mapping": serde_json::to_value(&o.qos_mapping).unwrap_or_default(),
-        "ros2": o.ros2,
-        "notes": o.notes,
-        "cases": cases,
-    })
 }
 
 impl Probe for PubsubProbeConfig {

@@ -1,0 +1,11 @@
+//! What a measuring command prints when it ends: its tables and counters, from its result
+//! document or from the summary the lab builds of its run (plain values: no engine's types
+//! reach the report).
+//!
+//! Contract: pure functions from a summary to text; colour is an argument, never detected
+//! here; never prints (the binary writes the text).
+
+pub mod cyclic;
+pub mod pubsub;
+pub mod timer;
+pub mod udp;

@@ -194,7 +194,7 @@ impl HandRole {
     }
 }
 
-/// A middleware thread, named as in /proc/<pid>/task/<tid>/comm (prefix match, e.g. `recv`,
+/// A middleware thread, named as in `/proc/<pid>/task/<tid>/comm` (prefix match, e.g. `recv`,
 /// `tev`, `dq.user` for Cyclone DDS), and the SCHED_FIFO priority to give it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThreadPriority {

@@ -63,7 +63,8 @@ pub struct CaseResult {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MatchedSubscribers {
     /// Subscribers matched with the publisher when its first message went (the middleware's
-    /// count, [`Publisher::matched`]); None: the transport cannot tell, it published at once.
+    /// count, [`Publisher::matched`](crate::transport::Publisher::matched)); None: the
+    /// transport cannot tell, it published at once.
     pub count: Option<usize>,
     /// How long it waited for the first subscriber.
     pub waited_ns: i64,

@@ -147,51 +147,57 @@ pub struct CompressedImage {
     pub data: U8Sequence,
 }
 
-/// The functions, resolved once per process.
+/// The functions, resolved once per process ([`super::resolve`], the only way to make one:
+/// the fields are this crate's, so safe code elsewhere cannot hand the wrappers other
+/// functions).
 pub struct Api {
-    pub get_default_allocator: unsafe extern "C" fn() -> Allocator,
-    pub get_error_string: unsafe extern "C" fn() -> ErrorString,
-    pub reset_error: unsafe extern "C" fn(),
-    pub init_options_init: unsafe extern "C" fn(*mut c_void, Allocator) -> Ret,
-    pub init_options_set_domain_id: unsafe extern "C" fn(*mut c_void, usize) -> Ret,
-    pub init_options_fini: unsafe extern "C" fn(*mut c_void) -> Ret,
-    pub init: unsafe extern "C" fn(c_int, *const *const c_char, *const c_void, *mut c_void) -> Ret,
-    pub shutdown: unsafe extern "C" fn(*mut c_void) -> Ret,
-    pub context_fini: unsafe extern "C" fn(*mut c_void) -> Ret,
-    pub node_get_default_options: unsafe extern "C" fn() -> NodeOptions,
-    pub node_init: unsafe extern "C" fn(
+    pub(crate) get_default_allocator: unsafe extern "C" fn() -> Allocator,
+    pub(crate) get_error_string: unsafe extern "C" fn() -> ErrorString,
+    pub(crate) reset_error: unsafe extern "C" fn(),
+    pub(crate) init_options_init: unsafe extern "C" fn(*mut c_void, Allocator) -> Ret,
+    pub(crate) init_options_set_domain_id: unsafe extern "C" fn(*mut c_void, usize) -> Ret,
+    pub(crate) init_options_fini: unsafe extern "C" fn(*mut c_void) -> Ret,
+    pub(crate) init:
+        unsafe extern "C" fn(c_int, *const *const c_char, *const c_void, *mut c_void) -> Ret,
+    pub(crate) shutdown: unsafe extern "C" fn(*mut c_void) -> Ret,
+    pub(crate) context_fini: unsafe extern "C" fn(*mut c_void) -> Ret,
+    pub(crate) node_get_default_options: unsafe extern "C" fn() -> NodeOptions,
+    pub(crate) node_init: unsafe extern "C" fn(
         *mut c_void,
         *const c_char,
         *const c_char,
         *mut c_void,
         *const NodeOptions,
     ) -> Ret,
-    pub node_fini: unsafe extern "C" fn(*mut c_void) -> Ret,
-    pub publisher_get_default_options: unsafe extern "C" fn() -> PortOptions,
-    pub publisher_init: unsafe extern "C" fn(
+    pub(crate) node_fini: unsafe extern "C" fn(*mut c_void) -> Ret,
+    pub(crate) publisher_get_default_options: unsafe extern "C" fn() -> PortOptions,
+    pub(crate) publisher_init: unsafe extern "C" fn(
         *mut c_void,
         *const c_void,
         *const c_void,
         *const c_char,
         *const PortOptions,
     ) -> Ret,
-    pub publisher_fini: unsafe extern "C" fn(*mut c_void, *mut c_void) -> Ret,
-    pub publish: unsafe extern "C" fn(*const c_void, *const c_void, *mut c_void) -> Ret,
-    pub publisher_get_subscription_count: unsafe extern "C" fn(*const c_void, *mut usize) -> Ret,
+    pub(crate) publisher_fini: unsafe extern "C" fn(*mut c_void, *mut c_void) -> Ret,
+    pub(crate) publish: unsafe extern "C" fn(*const c_void, *const c_void, *mut c_void) -> Ret,
+    pub(crate) publisher_get_subscription_count:
+        unsafe extern "C" fn(*const c_void, *mut usize) -> Ret,
     /// `rcl_publisher_wait_for_all_acked` (Galactic and later).
-    pub publisher_wait_for_all_acked: unsafe extern "C" fn(*const c_void, i64) -> Ret,
-    pub subscription_get_default_options: unsafe extern "C" fn() -> PortOptions,
-    pub subscription_init: unsafe extern "C" fn(
+    pub(crate) publisher_wait_for_all_acked: unsafe extern "C" fn(*const c_void, i64) -> Ret,
+    pub(crate) subscription_get_default_options: unsafe extern "C" fn() -> PortOptions,
+    pub(crate) subscription_init: unsafe extern "C" fn(
         *mut c_void,
         *const c_void,
         *const c_void,
         *const c_char,
         *const PortOptions,
     ) -> Ret,
-    pub subscription_fini: unsafe extern "C" fn(*mut c_void, *mut c_void) -> Ret,
-    pub take: unsafe extern "C" fn(*const c_void, *mut c_void, *mut c_void, *mut c_void) -> Ret,
-    pub subscription_get_publisher_count: unsafe extern "C" fn(*const c_void, *mut usize) -> Ret,
-    pub wait_set_init: unsafe extern "C" fn(
+    pub(crate) subscription_fini: unsafe extern "C" fn(*mut c_void, *mut c_void) -> Ret,
+    pub(crate) take:
+        unsafe extern "C" fn(*const c_void, *mut c_void, *mut c_void, *mut c_void) -> Ret,
+    pub(crate) subscription_get_publisher_count:
+        unsafe extern "C" fn(*const c_void, *mut usize) -> Ret,
+    pub(crate) wait_set_init: unsafe extern "C" fn(
         *mut c_void,
         usize,
         usize,
@@ -202,20 +208,20 @@ pub struct Api {
         *mut c_void,
         Allocator,
     ) -> Ret,
-    pub wait_set_clear: unsafe extern "C" fn(*mut c_void) -> Ret,
-    pub wait_set_add_subscription:
+    pub(crate) wait_set_clear: unsafe extern "C" fn(*mut c_void) -> Ret,
+    pub(crate) wait_set_add_subscription:
         unsafe extern "C" fn(*mut c_void, *const c_void, *mut usize) -> Ret,
-    pub wait: unsafe extern "C" fn(*mut c_void, i64) -> Ret,
-    pub wait_set_fini: unsafe extern "C" fn(*mut c_void) -> Ret,
+    pub(crate) wait: unsafe extern "C" fn(*mut c_void, i64) -> Ret,
+    pub(crate) wait_set_fini: unsafe extern "C" fn(*mut c_void) -> Ret,
     /// `rmw_get_implementation_identifier`.
-    pub rmw_identifier: unsafe extern "C" fn() -> *const c_char,
+    pub(crate) rmw_identifier: unsafe extern "C" fn() -> *const c_char,
     /// `rosidl_typesupport_c__get_message_type_support_handle__sensor_msgs__msg__CompressedImage`.
-    pub type_support: unsafe extern "C" fn() -> *const c_void,
-    pub message_init: unsafe extern "C" fn(*mut CompressedImage) -> bool,
-    pub message_fini: unsafe extern "C" fn(*mut CompressedImage),
-    pub string_assign: unsafe extern "C" fn(*mut RosString, *const c_char) -> bool,
-    pub u8_sequence_init: unsafe extern "C" fn(*mut U8Sequence, usize) -> bool,
-    pub u8_sequence_fini: unsafe extern "C" fn(*mut U8Sequence),
+    pub(crate) type_support: unsafe extern "C" fn() -> *const c_void,
+    pub(crate) message_init: unsafe extern "C" fn(*mut CompressedImage) -> bool,
+    pub(crate) message_fini: unsafe extern "C" fn(*mut CompressedImage),
+    pub(crate) string_assign: unsafe extern "C" fn(*mut RosString, *const c_char) -> bool,
+    pub(crate) u8_sequence_init: unsafe extern "C" fn(*mut U8Sequence, usize) -> bool,
+    pub(crate) u8_sequence_fini: unsafe extern "C" fn(*mut U8Sequence),
 }
 
 impl Api {

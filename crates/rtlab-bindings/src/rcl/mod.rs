@@ -36,7 +36,9 @@ pub struct Libraries<'a> {
     pub runtime: &'a Library,
 }
 
-/// Resolve the functions rtlab calls: the first symbol missing is named.
+/// Resolve the functions rtlab calls: the first symbol missing is named. The libraries are
+/// trusted to be ROS 2's (checked against rcl 5.3, 9.2 and 10.1, [`ffi`]): as loading a
+/// library runs its code, naming one is trusting it.
 pub fn resolve(l: &Libraries) -> Result<Api, String> {
     let (rcl, rt) = (l.rcl, l.runtime);
     // SAFETY: each type is the C declaration of the symbol it is resolved from (ffi.rs says
@@ -472,6 +474,19 @@ impl Subscription {
             RET_TAKE_FAILED => Ok(Taken::Nothing),
             _ => Err(Failed::new("take", api.last_error())),
         }
+    }
+
+    /// Publishers matched now (None: rcl could not tell).
+    pub fn matched(&self) -> Option<usize> {
+        let mut n = 0usize;
+        // SAFETY: a live subscription; n is a valid out-pointer.
+        let rc = unsafe {
+            (self.node.api.subscription_get_publisher_count)(
+                &*self.handle as *const ffi::Port as *const c_void,
+                &mut n,
+            )
+        };
+        (rc == RET_OK).then_some(n)
     }
 
     /// Wait at most `timeout_ns` in the wait set (`rcl_wait`): true when the subscription

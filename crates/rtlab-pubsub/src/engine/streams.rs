@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 /// What the publisher's `send_lateness` stream measures.
 pub const SEND_LATENESS_DEFINITION: &str = "message stamped and handed to the transport - its slot on the absolute grid t0 + k*T (publisher CLOCK_MONOTONIC): the publisher's own wake-up latency; skipped slots are overruns";
 
-/// `100hz`, `2.5khz`... for names.
+/// `100hz`, `5khz`, `2500hz` (whole kHz only), `33.33hz`... for names.
 pub fn rate_label(period_ns: i64) -> String {
     let hz = 1e9 / period_ns as f64;
     if hz >= 1000.0 && (hz / 1000.0).fract() == 0.0 {

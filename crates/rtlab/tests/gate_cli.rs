@@ -268,3 +268,53 @@ fn gate_flag_errors_are_one_line_exit_2_and_nothing_runs() {
         assert!(out.contains(g), "{g}: {out}");
     }
 }
+
+/// A run stopped by Ctrl-C in its first case: its cases are not judged (skipped, exit 0);
+/// resumed, the gates are judged again over every case and the stored verdicts replaced.
+#[test]
+fn a_resumed_run_is_judged_again_over_all_its_cases() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("r.toml");
+    std::fs::write(
+        &f,
+        "name = \"r\"\nduration = \"2s\"\n[[probe]]\nkind = \"timer\"\ninterval = [\"1ms\", \"2ms\"]\npolicy = \"other\"\n[[gate]]\ncase = \"timer/*\"\nstream = \"thread0\"\nmax = \"1ns\"\n",
+    )
+    .unwrap();
+    let (f, db) = (f.display().to_string(), d.path().join("rtlab.db").display().to_string());
+    let mut child = rtlab()
+        .args(["run", &f, "--db", &db, "--wait"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(line.starts_with("rtlab run r:"), "{line}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0), "{rest}");
+    assert!(rest.contains("gates passed: 2 skipped"), "{rest}");
+    let store = || rtlab_store::Store::open(&db).unwrap();
+    let id = store().latest_run().unwrap();
+    let skipped: Vec<_> =
+        store().gate_verdicts(id).unwrap().iter().map(|v| v.message.clone()).collect();
+    assert_eq!(skipped, ["the case was interrupted", "not run"]);
+
+    let o = run(&["run", "--resume", &id.to_string(), "--db", &db, "--wait"]);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "{out}{err}");
+    assert_eq!(
+        err.lines()
+            .filter(|l| l.starts_with("rtlab: gate broken: timer/idle/no-rt/interval="))
+            .count(),
+        2,
+        "{err}"
+    );
+    let v = store().gate_verdicts(id).unwrap();
+    assert_eq!(v.len(), 2, "replaced, not added: {v:?}");
+    assert!(v.iter().all(|v| v.outcome == rtlab_core::gate::Outcome::Broken), "{v:?}");
+}

@@ -124,6 +124,9 @@ pub struct Run {
     pub status: RunStatus,
     pub finished_at: Option<String>,
     pub cases: Vec<CaseRecord>,
+    /// The verdicts of the run's gates (`[[gate]]`, `--gate`), as stored when it ended.
+    #[serde(default)]
+    pub gates: Vec<crate::gate::GateVerdict>,
 }
 
 /// One line of `rtlab runs`.

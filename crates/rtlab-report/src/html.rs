@@ -44,6 +44,7 @@ table.percentiles th, table.percentiles td { padding: 2px 5px; }
 table.percentiles td.n { white-space: nowrap; }
 table.percentiles td.stream { max-width: 200px; overflow-wrap: anywhere; }
 table.percentiles .metric { color: #555; font-size: 11px; }
+table.gates tr.broken td, table.gates tr.failed td, table.gates tr.unmatched td { background: #fbe9e9; font-weight: bold; }
 tr.casehead td { background: #f2f5fa; font-weight: bold; overflow-wrap: anywhere; }
 td.casename { max-width: 460px; overflow-wrap: anywhere; }
 table.ros2layer td.side { max-width: 420px; overflow-wrap: anywhere; }
@@ -517,6 +518,7 @@ pub fn render_html(runs: &[Run]) -> String {
         );
         let _ = writeln!(o, "<h2>Cases ({})</h2>", run.cases.len());
         o.push_str(&studies_table(run));
+        o.push_str(&crate::gates::gates_html(run));
         o.push_str("<h2>Percentiles</h2>");
         o.push_str(&percentile_table(run));
         let g = grid_html(run);

@@ -14,7 +14,9 @@
 #![forbid(unsafe_code)]
 
 pub mod compare;
+pub mod gates;
 pub mod html;
+pub mod junit;
 pub mod model;
 pub mod render;
 pub mod ros2_layer;

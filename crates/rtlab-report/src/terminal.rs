@@ -306,6 +306,7 @@ pub fn render_terminal(runs: &[Run], color: bool) -> String {
         );
         let _ = writeln!(out, "\nCases ({})", run.cases.len());
         out.push_str(&studies_table(run));
+        out.push_str(&crate::gates::gates_text(run));
         out.push_str(&profiles_compared(run));
         out.push_str(&ros2_layer_text(&layer.of_run(run.id)));
         for c in &run.cases {

@@ -22,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 pub mod export;
+mod gates;
 mod resume;
 
 pub use resume::{ResumePoint, Resumption, StoredCase, StoredCaseStatus};
@@ -221,6 +222,25 @@ CREATE INDEX cases_run_status ON cases(run_id, status);
 CREATE TABLE far_sides (
     case_id INTEGER PRIMARY KEY REFERENCES cases(id),
     json TEXT NOT NULL                   -- JSON (FarSide)
+);
+"#,
+    // 4 -> 5: the verdicts of a run's gates (`[[gate]]`, `rtlab run --gate`), one row per
+    // gate, case and stream (case and stream NULL where the verdict has none), so that
+    // `compare --baseline` finds the last good run with one query (see gates.rs).
+    r#"
+CREATE TABLE gate_verdicts (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    pos INTEGER NOT NULL,
+    gate TEXT NOT NULL,                  -- CASE:STREAM:METRIC<=VALUE
+    origin TEXT NOT NULL,                -- gate[N] (the scenario's) or --gate
+    case_name TEXT,
+    stream TEXT,
+    metric TEXT NOT NULL,                -- p99_9 | max | missed | lost
+    limit_text TEXT NOT NULL,
+    value_text TEXT,                     -- the measured value, as shown
+    verdict TEXT NOT NULL,               -- kept | broken | failed | skipped | unmatched | no_case
+    message TEXT NOT NULL,
+    PRIMARY KEY (run_id, pos)
 );
 "#,
 ];
@@ -596,7 +616,8 @@ impl Store {
         for cid in ids {
             cases.push(self.load_case(id, cid)?);
         }
-        Ok(Run { id, info, status, finished_at, cases })
+        let gates = self.gate_verdicts(id)?;
+        Ok(Run { id, info, status, finished_at, cases, gates })
     }
 
     /// Every row `sql` selects with `params`, each read by `row`: the one place rows are

@@ -94,3 +94,86 @@ fn compare_bad_input_is_one_line_exit_2() {
     assert_error(&["compare", "1", "2", "--db", &db, "--metric", "p42"], &["p42"]);
     assert_error(&["compare", "1", "2", "--db", &db, "--alpha", "2"], &["--alpha"]);
 }
+
+/// Runs 1..=4 of one scenario and host: 1 good; 2 good (no gate); 3 a gate broken; 4 the
+/// candidate, with a planted regression when `regress`. Another host's good run is 5.
+fn baseline_store(dir: &std::path::Path, regress: bool) -> String {
+    use rtlab_core::gate::{evaluate, Gate};
+    use rtlab_core::run::CaseStatus;
+    let db = dir.join("b.db");
+    let mut good = fixture::run();
+    good.cases.retain(|c| c.status == CaseStatus::Ok);
+    let mut cand = good.clone();
+    if regress {
+        for s in cand.cases[0]
+            .document
+            .as_mut()
+            .unwrap()
+            .streams
+            .iter_mut()
+            .filter(|s| s.metric == "wakeup_latency")
+        {
+            doubled(s);
+        }
+    }
+    let mut other = good.clone();
+    other.info.environment.hostname = "robot-2".into();
+    let names: Vec<String> = good.cases.iter().map(|c| c.name.clone()).collect();
+    let judge = |id: i64, r: &rtlab_core::run::Run, gate: &str| {
+        let mut s = rtlab_store::Store::open(&db).unwrap();
+        let v = evaluate(&[Gate::parse_flag(gate).unwrap()], &r.cases, &names);
+        s.save_gate_verdicts(id, &v).unwrap();
+    };
+    assert_eq!(store(&db, &good), 1);
+    judge(1, &good, "*:*:missed<=100%");
+    assert_eq!(store(&db, &good), 2);
+    assert_eq!(store(&db, &good), 3);
+    judge(3, &good, "*:*:max<=1ns");
+    assert_eq!(store(&db, &cand), 4);
+    assert_eq!(store(&db, &other), 5);
+    db.display().to_string()
+}
+
+#[test]
+fn baseline_compares_with_the_last_good_run_of_the_same_scenario_and_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = baseline_store(dir.path(), false);
+    let o = run(&["compare", "--baseline", "4", "--db", &db, "--threshold", "10"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", common::stderr(&o));
+    let first = out.lines().next().unwrap();
+    let host = fixture::run().info.environment.hostname;
+    assert!(first.starts_with("baseline: run 2 (started "), "{first}");
+    assert!(
+        first.ends_with(&format!(
+            "the last good run of scenario 'fixture-timer' on host '{host}' before run 4"
+        )),
+        "{first}"
+    );
+    assert!(!out.contains("REGRESSION"), "{out}");
+    // without RUN: the latest run (5, another host) has no good run before it on its host
+    assert_error(
+        &["compare", "--baseline", "--db", &db],
+        &["--baseline: ", "no good run of scenario 'fixture-timer' on host 'robot-2' before run 5"],
+    );
+    // run 2's baseline is run 1
+    let o = run(&["compare", "--baseline", "2", "--db", &db]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    assert!(stdout(&o).starts_with("baseline: run 1 "), "{}", stdout(&o));
+    assert_error(&["compare", "--baseline", "1", "--db", &db], &["no good run", "before run 1"]);
+    assert_error(&["compare", "--baseline", "1", "2", "--db", &db], &["--baseline"]);
+    assert_error(&["compare", "1", "--db", &db], &["RUN_B"]);
+    assert_error(&["compare", "--baseline", "9", "--db", &db], &["no run with id 9"]);
+}
+
+#[test]
+fn baseline_exits_1_on_a_planted_regression() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = baseline_store(dir.path(), true);
+    assert_error(&["compare", "--baseline", "latest", "--db", &db], &["robot-2"]);
+    let o = run(&["compare", "--baseline", "4", "--db", &db, "--threshold", "10"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{}", common::stderr(&o));
+    assert!(out.starts_with("baseline: run 2 "), "{out}");
+    assert_eq!(out.lines().filter(|l| l.contains("REGRESSION")).count(), 1, "{out}");
+}

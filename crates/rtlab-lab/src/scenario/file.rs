@@ -44,6 +44,9 @@ pub(super) struct FileSpec {
     pub(super) load: BTreeMap<String, Spanned<LoadFileSpec>>,
     #[serde(default)]
     pub(super) published: Vec<Spanned<PublishedSpec>>,
+    /// Limits the cases must keep (see `gates.rs`).
+    #[serde(default)]
+    pub(super) gate: Vec<super::gates::GateTable>,
 }
 
 #[derive(Debug, Deserialize)]

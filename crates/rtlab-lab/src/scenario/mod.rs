@@ -23,6 +23,10 @@
 //! interval = ["1ms", "10ms"]   # a list is a matrix axis; every key is a field of the
 //!                              # probe's configuration (the same names as its flags)
 //!
+//! [[gate]]                    # a limit for CI: `rtlab run` exits 1 when it is broken
+//! case = "timer/*"             # a case name or a glob (default *); stream likewise
+//! max = "1ms"                  # and/or p99_9 (durations), missed, lost (a count or "0.1%")
+//!
 //! [load.cpu]
 //! kind = "cpu"                 # cpu | mem | io | hdd | stress | traffic | command | combined
 //! workers = 2
@@ -31,6 +35,7 @@
 //! ```
 
 mod file;
+mod gates;
 mod presets;
 mod read;
 
@@ -169,6 +174,8 @@ pub struct Scenario {
     pub origin: String,
     pub text: String,
     cases: Vec<CaseSpec>,
+    /// The `[[gate]]` limits, each matching at least one case of the file (before `--only`).
+    pub gates: Vec<rtlab_core::gate::Gate>,
 }
 
 /// An error in a scenario: origin, line, field, message — printed as one line.
@@ -411,5 +418,38 @@ max_us = 464.0
         let e = err("name = = \"x\"\n");
         assert!(e.starts_with("s.toml:1: "), "{e}");
         assert_eq!(e.lines().count(), 1, "one line: {e}");
+    }
+
+    #[test]
+    fn gates_are_read_per_limit_and_their_errors_name_table_and_key() {
+        let base = "name = \"g\"\nduration = \"1s\"\n[[probe]]\nkind = \"timer\"\ninterval = [\"1ms\", \"2ms\"]\n";
+        let s = Scenario::parse(
+            "g.toml",
+            &format!("{base}[[gate]]\ncase = \"timer/*\"\nstream = \"thread0\"\nmax = \"1ms\"\nmissed = 0\n[[gate]]\nlost = \"1%\"\n"),
+            1.0,
+        )
+        .unwrap();
+        let gates: Vec<String> = s.gates.iter().map(|g| format!("{} {g}", g.origin)).collect();
+        assert_eq!(
+            gates,
+            [
+                "gate[0] timer/*:thread0:max<=1ms",
+                "gate[0] timer/*:thread0:missed<=0",
+                "gate[1] *:*:lost<=1%"
+            ]
+        );
+        for (gate, says) in [
+            ("[[gate]]\ncase = \"timer/*\"\nmax = \"fast\"\n", "s.toml:8: gate[0].max: invalid duration 'fast'"),
+            ("[[gate]]\np99 = \"1ms\"\n", "s.toml:7: gate[0].p99: not a key of a gate (accepted: case, stream, p99_9, max, missed, lost)"),
+            ("[[gate]]\nmissed = \"many\"\n", "s.toml:7: gate[0].missed: 'many' is not a count or a percentage"),
+            ("[[gate]]\nlost = -1\n", "s.toml:7: gate[0].lost: '-1' is not a count"),
+            ("[[gate]]\ncase = \"timer/*\"\n", "s.toml:6: gate[0]: no limit: give at least one of p99_9, max, missed, lost"),
+            ("[[gate]]\ncase = 3\nmax = \"1ms\"\n", "s.toml:7: gate[0].case: expected a case name or a glob"),
+            ("[[gate]]\ncase = \"timer/idle/no-rt\"\nmax = \"1ms\"\n", "s.toml:7: gate[0].case: 'timer/idle/no-rt' matches no case of the scenario (a whole name, or a glob with *; cases: timer/idle/no-rt/interval=1ms, timer/idle/no-rt/interval=2ms)"),
+        ] {
+            let e = err(&format!("{base}{gate}"));
+            assert!(e.starts_with(says), "{gate}: {e}");
+            assert_eq!(e.lines().count(), 1);
+        }
     }
 }

@@ -27,7 +27,7 @@ const CASE_KEYS: &[&str] =
 /// Keys a probe inherits from the top of the file when it does not set them.
 const INHERITED: &[&str] = &["duration", "count", "deadline"];
 
-struct Ctx<'a> {
+pub(super) struct Ctx<'a> {
     origin: &'a str,
     text: &'a str,
 }
@@ -36,7 +36,7 @@ impl Ctx<'_> {
     fn line_of(&self, offset: usize) -> usize {
         self.text[..offset.min(self.text.len())].bytes().filter(|&b| b == b'\n').count() + 1
     }
-    fn err(
+    pub(super) fn err(
         &self,
         span: std::ops::Range<usize>,
         field: impl Into<String>,
@@ -162,12 +162,14 @@ pub(super) fn read(
         r.expand(pi, sh, &top, scale, &published, &online, &mut cases)?;
     }
     unique_names(&mut cases);
+    let gates = super::gates::read_gates(&r.ctx, &file.gate, &cases)?;
     Ok(Scenario {
         name,
         description: file.description.unwrap_or_default(),
         origin: origin.into(),
         text: text.into(),
         cases,
+        gates,
     })
 }
 

@@ -159,6 +159,7 @@ pub fn run(id: i64, cases: Vec<CaseRecord>) -> Run {
         status: RunStatus::Complete,
         finished_at: None,
         cases,
+        gates: Vec::new(),
     }
 }
 

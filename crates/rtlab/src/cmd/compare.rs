@@ -1,7 +1,9 @@
 //! `rtlab compare RUN_A RUN_B`: per-case differences and a two-sample Kolmogorov-Smirnov test
 //! on the stored histograms (see rtlab-report's compare.rs for the method and its source).
-//! Exit 0: no regression; 1: a case regressed beyond `--threshold` (significantly);
-//! 2: bad input (unknown run, bad flag, no store).
+//! `rtlab compare --baseline [RUN]`: RUN (default the latest) against the last good run
+//! before it of the same scenario and host (complete, every case ok, every gate kept), said
+//! first. Exit 0: no regression; 1: a case regressed beyond `--threshold` (significantly);
+//! 2: bad input (unknown run, bad flag, no store, no good run to compare with).
 
 use super::runs::{load_runs, open_store};
 use clap::{Args, ValueEnum};
@@ -20,10 +22,16 @@ pub enum MetricArg {
 
 #[derive(Args, Debug)]
 pub struct CompareArgs {
-    /// The reference run (id or `latest`).
-    pub run_a: String,
+    /// The reference run (id or `latest`); with --baseline, the run compared (default latest).
+    #[arg(required_unless_present = "baseline")]
+    pub run_a: Option<String>,
     /// The run compared with it (id or `latest`).
-    pub run_b: String,
+    #[arg(required_unless_present = "baseline", conflicts_with = "baseline")]
+    pub run_b: Option<String>,
+    /// Compare RUN_A (default the latest run) against the last good run before it of the
+    /// same scenario and host: complete, every case ok, every gate kept.
+    #[arg(long)]
+    pub baseline: bool,
     /// The store (SQLite file).
     #[arg(long, default_value = DEFAULT_DB, value_name = "FILE")]
     pub db: String,
@@ -67,9 +75,34 @@ pub fn config_of(a: &CompareArgs) -> anyhow::Result<CompareConfig> {
 pub fn run(a: CompareArgs) -> anyhow::Result<u8> {
     let cfg = config_of(&a)?;
     let store = open_store(&a.db)?;
-    let runs = load_runs(&store, &[a.run_a.clone(), a.run_b.clone()])?;
-    let c = compare(&runs[0], &runs[1], cfg);
     let mut out = std::io::stdout().lock();
+    let runs = if a.baseline {
+        let run =
+            load_runs(&store, &[a.run_a.clone().unwrap_or_else(|| "latest".into())])?.remove(0);
+        let (scenario, host) = (&run.info.scenario, &run.info.environment.hostname);
+        let good =
+            store.last_good_run(scenario, host, run.id).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let Some(good) = good else {
+            anyhow::bail!(
+                "--baseline: {}: no good run of scenario '{scenario}' on host '{host}' before run {} (a good run: complete, every case ok, every gate kept)",
+                a.db,
+                run.id
+            );
+        };
+        let base = store.load_run(good).map_err(|e| anyhow::anyhow!("{e}"))?;
+        writeln!(
+            out,
+            "baseline: run {good} (started {}), the last good run of scenario '{scenario}' on host '{host}' before run {}",
+            base.info.started_at, run.id
+        )?;
+        vec![base, run]
+    } else {
+        let (Some(ra), Some(rb)) = (&a.run_a, &a.run_b) else {
+            anyhow::bail!("compare needs RUN_A RUN_B, or --baseline [RUN]");
+        };
+        load_runs(&store, &[ra.clone(), rb.clone()])?
+    };
+    let c = compare(&runs[0], &runs[1], cfg);
     write!(out, "{}", render(&c))?;
     Ok(if c.regressions() > 0 { 1 } else { 0 })
 }

@@ -49,6 +49,15 @@ pub struct RunArgs {
     /// Print only errors and the report's path.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// A limit the matching cases must keep, over the scenario's `[[gate]]`s (repeatable):
+    /// CASE:STREAM:METRIC<=VALUE, each of CASE and STREAM a name or a glob with *; METRIC
+    /// p99_9 or max (a duration), missed or lost (a count, or a percentage such as 0.1%).
+    /// A broken gate: everything is stored, then exit 1.
+    #[arg(long, value_name = "CASE:STREAM:METRIC<=VALUE")]
+    pub gate: Vec<String>,
+    /// Write the run as JUnit XML to FILE (a testcase per case and gate), for CI.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<String>,
 }
 
 /// Read a scenario: a preset by name, else a file.
@@ -95,19 +104,28 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
         print!("{text}");
         return Ok(0);
     }
-    let Planned { mut scenario, source, scale, resume, store } = scenario_of(&a, name)?;
+    let Planned { mut scenario, source, scale, resume, store, mut planned } =
+        scenario_of(&a, name)?;
     if let Some(p) = &a.only {
         scenario.retain_matching(p);
         if scenario.cases().is_empty() {
             anyhow::bail!("--only {p}: no case of {} matches", scenario.name);
         }
+        planned = scenario.cases().iter().map(|c| c.name.clone()).collect();
     }
+    let gates = gates_of(&a.gate, &scenario, &planned)?;
     if a.dry_run {
         print_dry_run(&scenario, scale);
+        for g in &gates {
+            println!("gate {} {g}", g.origin);
+        }
         return Ok(0);
     }
     if let Some(h) = &a.html {
         crate::document::check_writable(h, "--html")?;
+    }
+    if let Some(j) = &a.junit {
+        crate::document::check_writable(j, "--junit")?;
     }
     let holder = format!("rtlab run {}", scenario.name);
     let _lock = super::machine_lock(&holder, a.wait)?;
@@ -153,6 +171,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
         run_scenario(&scenario, &info, &mut exec, &mut store, &mut progress, &stop, resume)
             .map_err(|e| anyhow::anyhow!("--db {}: {e}", a.db))?;
     progress.finish();
+    // the gates are judged over every case of the run (a resumed run's earlier ones too)
+    let stored = store.load_run(run_id).map_err(|e| anyhow::anyhow!("--db {}: {e}", a.db))?;
+    let verdicts = rtlab_core::gate::evaluate(&gates, &stored.cases, &planned);
+    store
+        .save_gate_verdicts(run_id, &verdicts)
+        .map_err(|e| anyhow::anyhow!("--db {}: {e}", a.db))?;
     let report = rtlab_lab::store_sink::render_report(&store, &a.db, run_id, a.html.as_deref())
         .map_err(super::lab_error)?;
     if !a.quiet {
@@ -169,7 +193,61 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
         }
     }
     println!("report: {report}");
-    Ok(if status == RunStatus::Failed { 2 } else { 0 })
+    let broken = gate_lines(&verdicts, a.quiet);
+    if let Some(j) = &a.junit {
+        let run = store.load_run(run_id).map_err(|e| anyhow::anyhow!("--db {}: {e}", a.db))?;
+        crate::document::write_text(&rtlab_report::junit::junit(&run), j)
+            .map_err(|e| anyhow::anyhow!("--junit {j}: {e}"))?;
+        if !a.quiet {
+            println!("junit: {j}");
+        }
+    }
+    Ok(if status == RunStatus::Failed {
+        2
+    } else if broken {
+        1
+    } else {
+        0
+    })
+}
+
+/// The scenario's gates and `--gate`'s; a `--gate` that is malformed or matches no case to
+/// be run is an error before anything is measured.
+fn gates_of(
+    flags: &[String],
+    scenario: &Scenario,
+    planned: &[String],
+) -> anyhow::Result<Vec<rtlab_core::gate::Gate>> {
+    let mut gates = scenario.gates.clone();
+    for f in flags {
+        let g = rtlab_core::gate::Gate::parse_flag(f).map_err(|e| anyhow::anyhow!(e))?;
+        if !planned.iter().any(|c| g.matches_case(c)) {
+            let some: Vec<&str> = planned.iter().take(3).map(String::as_str).collect();
+            let more = if planned.len() > 3 { ", ..." } else { "" };
+            anyhow::bail!(
+                "--gate {f}: '{}' matches no case of {} to run (a whole name, or a glob with *; cases: {}{more})",
+                g.case,
+                scenario.name,
+                some.join(", ")
+            );
+        }
+        gates.push(g);
+    }
+    Ok(gates)
+}
+
+/// Every verdict that is not `kept` on stderr, one line each, and the tally on stdout;
+/// true when a gate failed the run.
+fn gate_lines(verdicts: &[rtlab_core::gate::GateVerdict], quiet: bool) -> bool {
+    for v in verdicts.iter().filter(|v| v.outcome != rtlab_core::gate::Outcome::Kept) {
+        eprintln!("rtlab: {}", v.line());
+    }
+    let failed = verdicts.iter().filter(|v| v.outcome.fails()).count();
+    if !quiet && !verdicts.is_empty() {
+        let verdict = if failed > 0 { "FAILED" } else { "passed" };
+        println!("gates {verdict}: {}", rtlab_report::gates::tally(verdicts));
+    }
+    failed > 0
 }
 
 /// `--list`: every preset with its cases and time at scale 1.
@@ -194,6 +272,8 @@ struct Planned {
     resume: Option<i64>,
     /// The store, open already when resuming.
     store: Option<rtlab_store::Store>,
+    /// The names of every case the run is to hold (a resumed run's stored ones too).
+    planned: Vec<String>,
 }
 
 /// The run's scenario: a stored run's to resume (its cases not yet stored), or the preset or
@@ -208,6 +288,7 @@ fn scenario_of(a: &RunArgs, name: &str) -> anyhow::Result<Planned> {
             let rp = st.resume_point(id).map_err(|e| anyhow::anyhow!("--resume {id}: {e}"))?;
             let origin = format!("run {id} ({})", rp.source);
             let mut s = Scenario::parse(&origin, &rp.scenario_text, rp.scale)?;
+            let planned = s.cases().iter().map(|c| c.name.clone()).collect();
             let done: std::collections::BTreeSet<u32> =
                 s.cases().iter().filter(|c| rp.is_done(&c.name)).map(|c| c.index).collect();
             s.skip_indices(&done);
@@ -217,6 +298,7 @@ fn scenario_of(a: &RunArgs, name: &str) -> anyhow::Result<Planned> {
                 scale: rp.scale,
                 resume: Some(id),
                 store: Some(st),
+                planned,
             })
         }
         None => {
@@ -228,7 +310,8 @@ fn scenario_of(a: &RunArgs, name: &str) -> anyhow::Result<Planned> {
                 .map_err(|e| anyhow::anyhow!("--far {e}"))?;
             let s = load_scenario_far(name, a.scale, far.as_ref())?;
             let source = if preset(name).is_some() { "preset".into() } else { name.to_string() };
-            Ok(Planned { scenario: s, source, scale: a.scale, resume: None, store: None })
+            let planned = s.cases().iter().map(|c| c.name.clone()).collect();
+            Ok(Planned { scenario: s, source, scale: a.scale, resume: None, store: None, planned })
         }
     }
 }

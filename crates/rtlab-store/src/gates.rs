@@ -1,0 +1,123 @@
+//! Gate verdicts of a run (`[[gate]]`, `rtlab run --gate`) and the last good run
+//! (`rtlab compare --baseline`).
+//!
+//! Contract: [`Store::save_gate_verdicts`] replaces a run's verdicts in one transaction (a
+//! resumed run is judged again over all its cases); [`Store::gate_verdicts`] gives them back
+//! in order; [`Store::last_good_run`] is one query: the newest run before a given one of the
+//! same scenario and host that is complete, has cases, every case `ok` and no verdict that
+//! fails ([`Outcome::fails`]).
+
+use crate::{Result, Store};
+use rtlab_core::gate::{GateMetric, GateVerdict, Outcome};
+use rusqlite::{params, OptionalExtension};
+
+/// The outcomes a good run may hold (every other one fails it).
+const GOOD_OUTCOMES: &str = "'kept', 'skipped', 'no_case'";
+
+impl Store {
+    /// Store run `run_id`'s gate verdicts, replacing any stored before.
+    pub fn save_gate_verdicts(&mut self, run_id: i64, verdicts: &[GateVerdict]) -> Result<()> {
+        self.check_run(run_id)?;
+        let path = self.path.display().to_string();
+        let e =
+            |e: rusqlite::Error| crate::StoreError::Sql { path: path.clone(), what: e.to_string() };
+        let tx = self.conn.transaction().map_err(e)?;
+        tx.execute("DELETE FROM gate_verdicts WHERE run_id = ?1", [run_id]).map_err(e)?;
+        for (pos, v) in verdicts.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO gate_verdicts (run_id, pos, gate, origin, case_name, stream, metric, limit_text, value_text, verdict, message)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    run_id,
+                    pos as i64,
+                    v.gate,
+                    v.origin,
+                    v.case,
+                    v.stream,
+                    v.metric.name(),
+                    v.limit,
+                    v.value,
+                    v.outcome.name(),
+                    v.message
+                ],
+            )
+            .map_err(e)?;
+        }
+        tx.commit().map_err(e)?;
+        Ok(())
+    }
+
+    /// Run `run_id`'s gate verdicts, in the order they were stored.
+    pub fn gate_verdicts(&self, run_id: i64) -> Result<Vec<GateVerdict>> {
+        type Row = (
+            String,
+            String,
+            Option<String>,
+            Option<String>,
+            String,
+            String,
+            Option<String>,
+            String,
+            String,
+        );
+        let rows: Vec<Row> = self.rows(
+            "SELECT gate, origin, case_name, stream, metric, limit_text, value_text, verdict, message
+             FROM gate_verdicts WHERE run_id = ?1 ORDER BY pos",
+            [run_id],
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                ))
+            },
+        )?;
+        let mut out = Vec::new();
+        for (gate, origin, case, stream, metric, limit, value, verdict, message) in rows {
+            out.push(GateVerdict {
+                metric: GateMetric::parse(&metric).ok_or_else(|| {
+                    self.corrupt(format!("gate {gate}: unknown metric '{metric}'"))
+                })?,
+                outcome: Outcome::parse(&verdict).ok_or_else(|| {
+                    self.corrupt(format!("gate {gate}: unknown verdict '{verdict}'"))
+                })?,
+                gate,
+                origin,
+                case,
+                stream,
+                limit,
+                value,
+                message,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The newest good run of `scenario` on `hostname` with an id below `before`: complete,
+    /// with cases, every case `ok`, and no gate verdict that fails.
+    pub fn last_good_run(
+        &self,
+        scenario: &str,
+        hostname: &str,
+        before: i64,
+    ) -> Result<Option<i64>> {
+        let sql = format!(
+            "SELECT r.id FROM runs r JOIN environments e ON e.run_id = r.id AND e.case_id IS NULL
+             WHERE r.scenario = ?1 AND e.hostname = ?2 AND r.id < ?3 AND r.status = 'complete'
+               AND EXISTS (SELECT 1 FROM cases c WHERE c.run_id = r.id)
+               AND NOT EXISTS (SELECT 1 FROM cases c WHERE c.run_id = r.id AND c.status <> 'ok')
+               AND NOT EXISTS (SELECT 1 FROM gate_verdicts g WHERE g.run_id = r.id AND g.verdict NOT IN ({GOOD_OUTCOMES}))
+             ORDER BY r.id DESC LIMIT 1"
+        );
+        self.conn
+            .query_row(&sql, params![scenario, hostname, before], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+}

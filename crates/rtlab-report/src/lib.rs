@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod compare;
+pub mod dashboard;
 pub mod gates;
 pub mod html;
 pub mod junit;

@@ -1,0 +1,526 @@
+//! The pages of `rtlab serve`, a read-only dashboard over a store: the runs (with filters on
+//! host, kernel, scenario and date), a case's trend run after run, two runs side by side.
+//! One run's report is [`crate::render_html`] itself.
+//!
+//! Contract: pure functions from runs to one HTML page each; the page opens offline (inline
+//! CSS and SVG, no script, no external resource); every value that comes from a store (host,
+//! kernel, scenario and case names come from other machines) is HTML-escaped with
+//! [`esc`], in text and in attributes. Links carry the page's token query (`Ctx`) so a
+//! browser that came in with `?token=` stays in. Never reads a store, never prints.
+
+use crate::compare::{compare, render as compare_text, CompareConfig, Metric};
+use crate::model::headline;
+use crate::svg::{esc, DEADLINE, SERIES};
+use rtlab_core::run::{Run, RunSummary};
+use std::fmt::Write as _;
+
+/// What every link of a page carries: `token=...` (percent-encoded) or nothing.
+#[derive(Clone, Debug, Default)]
+pub struct Ctx {
+    pub token_query: String,
+}
+
+impl Ctx {
+    /// A link to `path` with `params` (empty values left out) and the token, HTML-escaped.
+    pub fn href(&self, path: &str, params: &[(&str, &str)]) -> String {
+        let mut q: Vec<String> = params
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| format!("{k}={}", pct_encode(v)))
+            .collect();
+        if !self.token_query.is_empty() {
+            q.push(self.token_query.clone());
+        }
+        if q.is_empty() {
+            esc(path)
+        } else {
+            esc(&format!("{path}?{}", q.join("&")))
+        }
+    }
+}
+
+/// Percent-encode everything but unreserved characters (RFC 3986 section 2.3).
+pub fn pct_encode(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            o.push(b as char);
+        } else {
+            let _ = write!(o, "%{b:02X}");
+        }
+    }
+    o
+}
+
+/// The filters of the runs page; an empty field matches everything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunFilter {
+    pub host: String,
+    pub kernel: String,
+    pub scenario: String,
+    /// Runs started on or after this date or time (RFC 3339 prefix, UTC: `2026-11-01`).
+    pub since: String,
+    /// Runs started on or before this date or time (RFC 3339 prefix, UTC).
+    pub until: String,
+}
+
+impl RunFilter {
+    /// Whether run `r` passes every filter (host, kernel, scenario: exact; dates: by the
+    /// started_at text, which is RFC 3339 UTC and so orders as time does).
+    pub fn matches(&self, r: &RunSummary) -> bool {
+        let day = |n: usize| r.started_at.get(..n).unwrap_or(&r.started_at).to_string();
+        (self.host.is_empty() || r.hostname == self.host)
+            && (self.kernel.is_empty() || r.kernel_release == self.kernel)
+            && (self.scenario.is_empty() || r.scenario == self.scenario)
+            && (self.since.is_empty() || day(self.since.len()) >= self.since)
+            && (self.until.is_empty() || day(self.until.len()) <= self.until)
+    }
+}
+
+const CSS: &str = "body{font-family:sans-serif;margin:1.5em;color:#222}\
+table{border-collapse:collapse;margin:0.5em 0}th,td{border:1px solid #bbb;padding:2px 8px;text-align:left}\
+th{background:#dce6f4}nav a{margin-right:1em}form.filters input{width:10em;margin-right:0.5em}\
+pre{background:#f6f6f6;padding:0.5em;overflow-x:auto}.none{color:#777}";
+
+/// A whole page: title, navigation, body.
+pub fn page(ctx: &Ctx, title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t} - rtlab</title><style>{CSS}</style></head><body><nav><a href=\"{runs}\">runs</a><a href=\"{trends}\">trends</a></nav><h1>{t}</h1>\n{body}\n</body></html>\n",
+        t = esc(title),
+        runs = ctx.href("/", &[]),
+        trends = ctx.href("/trend", &[]),
+    )
+}
+
+/// The runs page: the filter form, then one row per run that passes, newest first, each
+/// linking its report and offering a comparison with the run before it.
+pub fn runs_page(ctx: &Ctx, runs: &[RunSummary], f: &RunFilter) -> String {
+    let mut b = String::new();
+    let _ = write!(b, "<form class=\"filters\" method=\"get\" action=\"/\">");
+    for (name, v) in [
+        ("host", &f.host),
+        ("kernel", &f.kernel),
+        ("scenario", &f.scenario),
+        ("since", &f.since),
+        ("until", &f.until),
+    ] {
+        let _ = write!(b, "<label>{name} <input name=\"{name}\" value=\"{}\"></label>", esc(v));
+    }
+    if let Some(t) = ctx.token_query.strip_prefix("token=") {
+        let _ =
+            write!(b, "<input type=\"hidden\" name=\"token\" value=\"{}\">", esc(&pct_decode(t)));
+    }
+    b.push_str("<button type=\"submit\">filter</button></form>\n");
+    let shown: Vec<&RunSummary> = runs.iter().filter(|r| f.matches(r)).collect();
+    let _ = writeln!(b, "<p class=\"count\">{} of {} run(s)</p>", shown.len(), runs.len());
+    if shown.is_empty() {
+        b.push_str("<p class=\"none\">no run matches</p>");
+        return page(ctx, "Runs", &b);
+    }
+    b.push_str("<table class=\"runs\"><tr><th>id</th><th>scenario</th><th>started</th><th>status</th><th>cases</th><th>failed</th><th>host</th><th>kernel</th><th>compare</th></tr>\n");
+    for (i, r) in shown.iter().enumerate().rev() {
+        let id = r.id.to_string();
+        let prev = if i > 0 {
+            let p = shown[i - 1].id.to_string();
+            format!(
+                "<a href=\"{}\">with run {p}</a>",
+                ctx.href("/compare", &[("a", &p), ("b", &id)])
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            b,
+            "<tr class=\"run\"><td><a href=\"{}\">{id}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{prev}</td></tr>",
+            ctx.href(&format!("/run/{id}"), &[]),
+            esc(&r.scenario),
+            esc(&r.started_at),
+            r.status.name(),
+            r.cases,
+            r.failed,
+            esc(&r.hostname),
+            esc(&r.kernel_release),
+        );
+    }
+    b.push_str("</table>");
+    page(ctx, "Runs", &b)
+}
+
+/// Decode `%XX` and `+` (form encoding); invalid escapes are kept as they are.
+pub fn pct_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push(h * 16 + l);
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|d| d as u8)
+}
+
+/// One run's value of a case in a trend.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrendPoint {
+    pub run: i64,
+    pub started_at: String,
+    pub host: String,
+    pub kernel: String,
+    pub profile: String,
+    pub stream: String,
+    pub p50_ns: Option<i64>,
+    pub p99_9_ns: Option<i64>,
+    pub max_ns: Option<i64>,
+    pub missed: Option<u64>,
+}
+
+/// The points of case `case` in `runs` (one per run that measured it, in the runs' order):
+/// its headline stream's p50, p99.9, max and missed deadlines.
+pub fn trend_points(runs: &[Run], case: &str) -> Vec<TrendPoint> {
+    let mut out = Vec::new();
+    for r in runs {
+        let Some(c) = r.cases.iter().find(|c| c.name == case) else { continue };
+        let Some(s) = headline(c) else { continue };
+        out.push(TrendPoint {
+            run: r.id,
+            started_at: r.info.started_at.clone(),
+            host: r.info.environment.hostname.clone(),
+            kernel: r.info.environment.kernel_release.clone(),
+            profile: c.profile.clone(),
+            stream: s.name.clone(),
+            p50_ns: s.stats.p50_ns,
+            p99_9_ns: s.stats.p99_9_ns,
+            max_ns: s.stats.max_ns,
+            missed: s.stats.missed,
+        });
+    }
+    out
+}
+
+/// The trend index: every case name of the store, each linking its trend.
+pub fn trend_index_page(ctx: &Ctx, cases: &[String]) -> String {
+    let mut b = String::from("<p>A case's p50, p99.9, max and missed deadlines run after run, per host; kernel and profile changes are marked.</p><ul class=\"cases\">");
+    for c in cases {
+        let _ =
+            write!(b, "<li><a href=\"{}\">{}</a></li>", ctx.href("/trend", &[("case", c)]), esc(c));
+    }
+    b.push_str("</ul>");
+    if cases.is_empty() {
+        b.push_str("<p class=\"none\">no case stored</p>");
+    }
+    page(ctx, "Trends", &b)
+}
+
+/// The trend page of one case: one plot and one table per host, in run order.
+pub fn trend_page(ctx: &Ctx, case: &str, points: &[TrendPoint]) -> String {
+    let mut b = String::new();
+    let mut hosts: Vec<&str> = Vec::new();
+    for p in points {
+        if !hosts.contains(&p.host.as_str()) {
+            hosts.push(&p.host);
+        }
+    }
+    if points.is_empty() {
+        b.push_str("<p class=\"none\">no run measured this case</p>");
+    }
+    for h in hosts {
+        let pts: Vec<&TrendPoint> = points.iter().filter(|p| p.host == h).collect();
+        let _ = write!(b, "<section class=\"host\"><h2>host {}</h2>", esc(h));
+        b.push_str(&trend_svg(&pts));
+        b.push_str("<table class=\"trend\"><tr><th>run</th><th>started</th><th>kernel</th><th>profile</th><th>stream</th><th>p50 (us)</th><th>p99.9 (us)</th><th>max (us)</th><th>missed</th></tr>");
+        for p in &pts {
+            let id = p.run.to_string();
+            let _ = write!(
+                b,
+                "<tr class=\"point\"><td><a href=\"{}\">{id}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                ctx.href(&format!("/run/{id}"), &[]),
+                esc(&p.started_at),
+                esc(&p.kernel),
+                esc(&p.profile),
+                esc(&p.stream),
+                us(p.p50_ns),
+                us(p.p99_9_ns),
+                us(p.max_ns),
+                p.missed.map(|m| m.to_string()).unwrap_or_else(|| "-".into()),
+            );
+        }
+        b.push_str("</table></section>\n");
+    }
+    page(ctx, &format!("Trend of {case}"), &b)
+}
+
+fn us(v: Option<i64>) -> String {
+    v.map(|n| format!("{:.1}", n as f64 / 1000.0)).unwrap_or_else(|| "-".into())
+}
+
+/// The trend plot of one host's points: p50, p99.9 and max (us, linear) and missed deadlines
+/// (right axis) over the runs in order; a dashed line where the kernel or the profile changed.
+fn trend_svg(pts: &[&TrendPoint]) -> String {
+    const W: f64 = 720.0;
+    const H: f64 = 280.0;
+    const ML: f64 = 64.0;
+    const MR: f64 = 56.0;
+    const MT: f64 = 28.0;
+    const MB: f64 = 40.0;
+    let n = pts.len();
+    let x = |i: usize| {
+        if n <= 1 {
+            ML + (W - ML - MR) / 2.0
+        } else {
+            ML + (W - ML - MR) * i as f64 / (n - 1) as f64
+        }
+    };
+    let ymax = pts
+        .iter()
+        .flat_map(|p| [p.p50_ns, p.p99_9_ns, p.max_ns])
+        .flatten()
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64
+        / 1000.0
+        * 1.1;
+    let mmax = pts.iter().filter_map(|p| p.missed).max().unwrap_or(0).max(1) as f64 * 1.1;
+    let y = |v: f64, top: f64| MT + (H - MT - MB) * (1.0 - v / top);
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        r##"<svg class="trend" xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="10"><rect x="{ML}" y="{MT}" width="{}" height="{}" fill="none" stroke="#888"/>"##,
+        W - ML - MR,
+        H - MT - MB
+    );
+    for k in 0..=4 {
+        let v = ymax * k as f64 / 4.0;
+        let _ = write!(
+            o,
+            r#"<text x="{}" y="{:.1}" text-anchor="end">{:.1}</text>"#,
+            ML - 4.0,
+            y(v, ymax) + 3.0,
+            v
+        );
+        let m = mmax * k as f64 / 4.0;
+        let _ =
+            write!(o, r#"<text x="{}" y="{:.1}">{:.0}</text>"#, W - MR + 4.0, y(m, mmax) + 3.0, m);
+    }
+    let _ = write!(
+        o,
+        r#"<text x="12" y="{}" transform="rotate(-90 12 {})" text-anchor="middle">latency (us)</text><text x="{}" y="{}" text-anchor="middle">runs, oldest first</text><text x="{}" y="{}" transform="rotate(90 {} {})" text-anchor="middle">missed</text>"#,
+        H / 2.0,
+        H / 2.0,
+        (ML + W - MR) / 2.0,
+        H - 8.0,
+        W - 10.0,
+        H / 2.0,
+        W - 10.0,
+        H / 2.0
+    );
+    // kernel / profile changes
+    for i in 1..n {
+        let (a, b) = (pts[i - 1], pts[i]);
+        let mut what = Vec::new();
+        if a.kernel != b.kernel {
+            what.push(format!("kernel {}", b.kernel));
+        }
+        if a.profile != b.profile {
+            what.push(format!("profile {}", b.profile));
+        }
+        if !what.is_empty() {
+            let xm = (x(i - 1) + x(i)) / 2.0;
+            let _ = write!(
+                o,
+                r##"<line class="change" x1="{xm:.1}" y1="{MT}" x2="{xm:.1}" y2="{}" stroke="#555" stroke-dasharray="4 3"/><text class="change" x="{:.1}" y="{}" font-size="9">{}</text>"##,
+                H - MB,
+                xm + 2.0,
+                MT + 10.0,
+                esc(&what.join(", "))
+            );
+        }
+    }
+    let series: [(&str, &str, fn(&TrendPoint) -> Option<f64>); 4] = [
+        ("p50", SERIES[0], |p| p.p50_ns.map(|v| v as f64 / 1000.0)),
+        ("p99.9", SERIES[1], |p| p.p99_9_ns.map(|v| v as f64 / 1000.0)),
+        ("max", SERIES[3], |p| p.max_ns.map(|v| v as f64 / 1000.0)),
+        ("missed", DEADLINE, |p| p.missed.map(|v| v as f64)),
+    ];
+    for (k, (name, col, f)) in series.iter().enumerate() {
+        let top = if *name == "missed" { mmax } else { ymax };
+        let mut path = String::new();
+        let mut dots = String::new();
+        for (i, p) in pts.iter().enumerate() {
+            let Some(v) = f(p) else { continue };
+            let (px, py) = (x(i), y(v, top));
+            let _ = write!(path, "{}{px:.1},{py:.1}", if path.is_empty() { "M" } else { " L" });
+            let cls = name.replace('.', "_");
+            let _ = write!(
+                dots,
+                r#"<circle class="pt pt-{cls}" cx="{px:.1}" cy="{py:.1}" r="3" fill="{col}"><title>run {}: {name} {}</title></circle>"#,
+                p.run,
+                if *name == "missed" { format!("{v:.0}") } else { format!("{v:.1} us") }
+            );
+        }
+        let dash = if *name == "missed" { r#" stroke-dasharray="2 2""# } else { "" };
+        let _ = write!(
+            o,
+            r#"<path d="{path}" fill="none" stroke="{col}" stroke-width="1.5"{dash}/>{dots}"#
+        );
+        let lx = ML + 8.0 + k as f64 * 70.0;
+        let _ = write!(
+            o,
+            r#"<rect x="{lx:.1}" y="{}" width="10" height="3" fill="{col}"/><text x="{:.1}" y="{}" fill="{col}">{name}</text>"#,
+            MT - 12.0,
+            lx + 14.0,
+            MT - 8.0
+        );
+    }
+    for (i, p) in pts.iter().enumerate() {
+        let _ = write!(
+            o,
+            r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
+            x(i),
+            H - MB + 12.0,
+            p.run
+        );
+    }
+    o.push_str("</svg>");
+    o
+}
+
+/// Two runs side by side: each run's machine and scenario, then compare's table (run B
+/// against run A, p99, no threshold: it only reports).
+pub fn side_by_side_page(ctx: &Ctx, a: &Run, b: &Run) -> String {
+    let mut o = String::from("<table class=\"sides\"><tr><th></th>");
+    for r in [a, b] {
+        let _ = write!(
+            o,
+            "<th><a href=\"{}\">run {}</a></th>",
+            ctx.href(&format!("/run/{}", r.id), &[]),
+            r.id
+        );
+    }
+    o.push_str("</tr>");
+    let rows: [(&str, fn(&Run) -> String); 6] = [
+        ("scenario", |r| r.info.scenario.clone()),
+        ("started", |r| r.info.started_at.clone()),
+        ("status", |r| r.status.name().to_string()),
+        ("host", |r| r.info.environment.hostname.clone()),
+        ("kernel", |r| r.info.environment.kernel_release.clone()),
+        ("cases", |r| r.cases.len().to_string()),
+    ];
+    for (name, f) in rows {
+        let _ = write!(o, "<tr><th>{name}</th><td>{}</td><td>{}</td></tr>", esc(&f(a)), esc(&f(b)));
+    }
+    o.push_str("</table>");
+    let cmp =
+        compare(a, b, CompareConfig { metric: Metric::P99, threshold_pct: None, alpha: 0.01 });
+    let _ = write!(
+        o,
+        "<h2>Case by case (B against A)</h2><pre class=\"compare\">{}</pre>",
+        esc(&compare_text(&cmp))
+    );
+    page(ctx, &format!("Run {} and run {} side by side", a.id, b.id), &o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_coding_round_trips_and_decodes_forms() {
+        let s = "a b/<script>&ü%";
+        assert_eq!(pct_decode(&pct_encode(s)), s);
+        assert_eq!(pct_decode("a+b%3Cx%3e%zz%4"), "a b<x>%zz%4");
+    }
+
+    fn summary(host: &str, kernel: &str, scenario: &str, started: &str) -> RunSummary {
+        RunSummary {
+            id: 1,
+            scenario: scenario.into(),
+            started_at: started.into(),
+            status: rtlab_core::run::RunStatus::Complete,
+            cases: 1,
+            failed: 0,
+            hostname: host.into(),
+            kernel_release: kernel.into(),
+        }
+    }
+
+    #[test]
+    fn filters_match_exact_names_and_date_prefixes() {
+        let r = summary("bot1", "6.1.0-rt", "quick", "2026-11-25T10:20:30Z");
+        assert!(RunFilter::default().matches(&r));
+        let f = |h: &str, k: &str, s: &str, a: &str, b: &str| RunFilter {
+            host: h.into(),
+            kernel: k.into(),
+            scenario: s.into(),
+            since: a.into(),
+            until: b.into(),
+        };
+        assert!(f("bot1", "6.1.0-rt", "quick", "2026-11-25", "2026-11-25").matches(&r));
+        assert!(f("", "", "", "2026-11", "2026-11-25T10").matches(&r));
+        assert!(!f("bot", "", "", "", "").matches(&r));
+        assert!(!f("", "6.1.0", "", "", "").matches(&r));
+        assert!(!f("", "", "quick2", "", "").matches(&r));
+        assert!(!f("", "", "", "2026-11-26", "").matches(&r));
+        assert!(!f("", "", "", "", "2026-11-24").matches(&r));
+    }
+
+    fn point(run: i64, host: &str, kernel: &str, profile: &str) -> TrendPoint {
+        TrendPoint {
+            run,
+            started_at: format!("2026-11-2{run}T00:00:00Z"),
+            host: host.into(),
+            kernel: kernel.into(),
+            profile: profile.into(),
+            stream: "all".into(),
+            p50_ns: Some(1000 * run),
+            p99_9_ns: Some(5000 * run),
+            max_ns: Some(9000 * run),
+            missed: Some(run as u64),
+        }
+    }
+
+    #[test]
+    fn a_trend_has_a_point_per_run_per_host_and_marks_changes() {
+        let pts = vec![
+            point(1, "a", "6.1", "no-rt"),
+            point(2, "b<script>", "6.1", "no-rt"),
+            point(3, "a", "6.1", "rt-normal"),
+            point(4, "a", "6.6-rt", "rt-normal"),
+            point(5, "a", "6.6-rt", "rt-normal"),
+        ];
+        let html = trend_page(&Ctx::default(), "timer/x", &pts);
+        assert_eq!(html.matches("<section class=\"host\">").count(), 2);
+        for s in ["p50", "p99_9", "max", "missed"] {
+            assert_eq!(html.matches(&format!("class=\"pt pt-{s}\"")).count(), 5, "{s}");
+        }
+        assert_eq!(html.matches("<line class=\"change\"").count(), 2);
+        assert!(
+            html.contains(">profile rt-normal</text>") && html.contains(">kernel 6.6-rt</text>")
+        );
+        assert!(html.contains("host b&lt;script&gt;") && !html.contains("b<script>"));
+        let none = trend_page(&Ctx::default(), "<x>", &[]);
+        assert!(none.contains("no run measured this case") && none.contains("&lt;x&gt;"));
+    }
+
+    #[test]
+    fn links_are_escaped_and_carry_the_token() {
+        let ctx = Ctx { token_query: "token=t%26".into() };
+        assert_eq!(
+            ctx.href("/trend", &[("case", "a&b"), ("host", "")]),
+            "/trend?case=a%26b&amp;token=t%26"
+        );
+        assert_eq!(Ctx::default().href("/", &[]), "/");
+    }
+}

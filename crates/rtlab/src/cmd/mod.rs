@@ -15,6 +15,7 @@ pub mod pubsub;
 pub mod report;
 pub mod run;
 pub mod runs;
+pub mod serve;
 pub mod timer;
 pub mod tune;
 pub mod udp;

@@ -1,0 +1,241 @@
+//! `rtlab serve [--db FILE] [--listen ADDR:PORT] [--token TOKEN]`: a read-only web dashboard
+//! over a store (pages rendered by rtlab-report's dashboard.rs).
+//!
+//! Contract:
+//! - Binds 127.0.0.1:8080 by default; an address that is not loopback only with `--token`,
+//!   and then every request carries it (`?token=`, `Authorization: Bearer TOKEN` or
+//!   `X-Rtlab-Token`), else 401.
+//! - GET only (anything else 405); only these pages, anything else 404 (no file is served, so
+//!   no path can reach outside them): `/` runs (filters `host`, `kernel`, `scenario`,
+//!   `since`, `until`), `/run/ID` one run's HTML report, `/trend` the cases, `/trend?case=NAME`
+//!   a case's trend (also `host`, `kernel`), `/compare?a=ID&b=ID` two runs side by side.
+//! - Reads the store through `Store`'s public methods only (one connection per worker).
+//! - Bad flags (address, non-loopback without a token, missing store): one line, exit 2.
+//!   Ctrl-C stops it cleanly (exit 0); a second Ctrl-C exits at once.
+
+use super::runs::open_store;
+use clap::Args;
+use rtlab_report::dashboard::{self, Ctx, RunFilter};
+use rtlab_store::{Store, StoreError, DEFAULT_DB};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tiny_http::{Header, Method, Request, Response, Server};
+
+/// Worker threads, each with its own store connection.
+const WORKERS: usize = 2;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The store (SQLite file).
+    #[arg(long, default_value = DEFAULT_DB, value_name = "FILE")]
+    pub db: String,
+    /// Where to listen; an address that is not loopback needs --token. Port 0: any free port
+    /// (the line on stdout says which).
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR:PORT")]
+    pub listen: String,
+    /// Every request must carry this token (`?token=`, `Authorization: Bearer`, or
+    /// `X-Rtlab-Token`).
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+}
+
+pub fn run(a: ServeArgs) -> anyhow::Result<u8> {
+    let addr: SocketAddr = a.listen.parse().map_err(|_| {
+        anyhow::anyhow!("--listen {}: expected ADDR:PORT, such as 127.0.0.1:8080", a.listen)
+    })?;
+    if let Some(t) = &a.token {
+        if t.is_empty() {
+            anyhow::bail!("--token: must not be empty");
+        }
+    }
+    if !addr.ip().is_loopback() && a.token.is_none() {
+        anyhow::bail!(
+            "--listen {}: not a loopback address; another address only with --token TOKEN",
+            a.listen
+        );
+    }
+    // one store per worker, opened before binding: a missing store fails here
+    let stores: Vec<Store> = (0..WORKERS).map(|_| open_store(&a.db)).collect::<Result<_, _>>()?;
+    let stop = super::stop_flag()?;
+    let server =
+        Arc::new(Server::http(addr).map_err(|e| anyhow::anyhow!("--listen {}: {e}", a.listen))?);
+    let bound = server.server_addr().to_ip().unwrap_or(addr);
+    println!("serving {} on http://{bound}/ (read-only; Ctrl-C stops)", a.db);
+    let token = Arc::new(a.token);
+    let mut workers = Vec::new();
+    for store in stores {
+        let (server, stop, token) = (server.clone(), stop.clone(), token.clone());
+        workers.push(std::thread::spawn(move || serve(&server, &store, &stop, token.as_deref())));
+    }
+    for w in workers {
+        let _ = w.join();
+    }
+    eprintln!("serve: stopped");
+    Ok(0)
+}
+
+/// Answer requests until `stop` is raised.
+fn serve(server: &Server, store: &Store, stop: &AtomicBool, token: Option<&str>) {
+    while !stop.load(Ordering::Relaxed) {
+        match server.recv_timeout(Duration::from_millis(200)) {
+            Ok(Some(req)) => answer(req, store, token),
+            Ok(None) => {}
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// A page: status and HTML.
+struct Page {
+    status: u16,
+    html: String,
+}
+
+fn answer(req: Request, store: &Store, token: Option<&str>) {
+    let (path, query) = match req.url().split_once('?') {
+        Some((p, q)) => (p.to_string(), parse_query(q)),
+        None => (req.url().to_string(), Vec::new()),
+    };
+    let given = query
+        .iter()
+        .find(|(k, _)| k == "token")
+        .map(|(_, v)| v.clone())
+        .or_else(|| header_token(&req));
+    let ctx = Ctx {
+        token_query: given
+            .as_deref()
+            .filter(|_| token.is_some())
+            .map(|t| format!("token={}", dashboard::pct_encode(t)))
+            .unwrap_or_default(),
+    };
+    let mut extra = None;
+    let authorized = match token {
+        None => true,
+        Some(t) => given.as_deref().is_some_and(|g| same(g, t)),
+    };
+    let page = if !authorized {
+        error_page(401, "a token is needed: add ?token=TOKEN or an Authorization: Bearer header")
+    } else if *req.method() != Method::Get {
+        extra = Some(header("Allow", "GET"));
+        error_page(405, "read-only: GET only")
+    } else {
+        route(&path, &query, store, &ctx)
+    };
+    let mut resp = Response::from_string(page.html)
+        .with_status_code(page.status)
+        .with_header(header("Content-Type", "text/html; charset=utf-8"))
+        .with_header(header("X-Content-Type-Options", "nosniff"))
+        .with_header(header(
+            "Content-Security-Policy",
+            "default-src 'none'; style-src 'unsafe-inline'; img-src data:",
+        ))
+        .with_header(header("Cache-Control", "no-store"));
+    if let Some(h) = extra {
+        resp = resp.with_header(h);
+    }
+    let _ = req.respond(resp);
+}
+
+fn header(k: &str, v: &str) -> Header {
+    Header::from_bytes(k.as_bytes(), v.as_bytes()).expect("a valid header")
+}
+
+/// The token of `Authorization: Bearer T` or `X-Rtlab-Token: T`.
+fn header_token(req: &Request) -> Option<String> {
+    req.headers().iter().find_map(|h| {
+        let v = h.value.as_str().trim();
+        if h.field.equiv("Authorization") {
+            v.strip_prefix("Bearer ").map(|t| t.trim().to_string())
+        } else if h.field.equiv("X-Rtlab-Token") {
+            Some(v.to_string())
+        } else {
+            None
+        }
+    })
+}
+
+/// Compare tokens in time independent of where they differ.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn parse_query(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (dashboard::pct_decode(k), dashboard::pct_decode(v))
+        })
+        .collect()
+}
+
+fn param<'a>(q: &'a [(String, String)], k: &str) -> &'a str {
+    q.iter().find(|(n, _)| n == k).map(|(_, v)| v.trim()).unwrap_or("")
+}
+
+fn error_page(status: u16, what: &str) -> Page {
+    let ctx = Ctx::default();
+    Page {
+        status,
+        html: dashboard::page(
+            &ctx,
+            &format!("{status}"),
+            &format!("<p>{}</p>", rtlab_report::svg::esc(what)),
+        ),
+    }
+}
+
+fn ok(html: String) -> Page {
+    Page { status: 200, html }
+}
+
+fn route(path: &str, q: &[(String, String)], store: &Store, ctx: &Ctx) -> Page {
+    let filter = RunFilter {
+        host: param(q, "host").into(),
+        kernel: param(q, "kernel").into(),
+        scenario: param(q, "scenario").into(),
+        since: param(q, "since").into(),
+        until: param(q, "until").into(),
+    };
+    let result = match path {
+        "/" => store.runs().map(|runs| ok(dashboard::runs_page(ctx, &runs, &filter))),
+        "/trend" => trend(store, ctx, param(q, "case"), &filter),
+        "/compare" => match (run_id(param(q, "a")), run_id(param(q, "b"))) {
+            (Some(a), Some(b)) => store.load_run(a).and_then(|ra| {
+                store.load_run(b).map(|rb| ok(dashboard::side_by_side_page(ctx, &ra, &rb)))
+            }),
+            _ => Ok(error_page(400, "compare needs two run ids: /compare?a=ID&b=ID")),
+        },
+        p => match p.strip_prefix("/run/").and_then(run_id) {
+            Some(id) => store.load_run(id).map(|r| ok(rtlab_report::render_html(&[r]))),
+            None => Ok(error_page(404, "no such page")),
+        },
+    };
+    match result {
+        Ok(p) => p,
+        Err(StoreError::UnknownRun { id, .. }) => error_page(404, &format!("no run with id {id}")),
+        Err(e) => error_page(500, &e.to_string()),
+    }
+}
+
+fn run_id(s: &str) -> Option<i64> {
+    s.parse().ok().filter(|n| *n > 0)
+}
+
+/// `/trend`: the cases of the runs that pass the filter, or one case's points.
+fn trend(store: &Store, ctx: &Ctx, case: &str, f: &RunFilter) -> Result<Page, StoreError> {
+    let mut runs = Vec::new();
+    for r in store.runs()?.iter().filter(|r| f.matches(r)) {
+        runs.push(store.load_run(r.id)?);
+    }
+    if case.is_empty() {
+        let mut cases: Vec<String> =
+            runs.iter().flat_map(|r| r.cases.iter().map(|c| c.name.clone())).collect();
+        cases.sort();
+        cases.dedup();
+        return Ok(ok(dashboard::trend_index_page(ctx, &cases)));
+    }
+    Ok(ok(dashboard::trend_page(ctx, case, &dashboard::trend_points(&runs, case))))
+}

@@ -266,6 +266,12 @@ fn us(v: Option<i64>) -> String {
     v.map(|n| format!("{:.1}", n as f64 / 1000.0)).unwrap_or_else(|| "-".into())
 }
 
+/// A series' value at a point (None: not measured).
+type PointValue = fn(&TrendPoint) -> Option<f64>;
+
+/// A run's line in the side-by-side table.
+type RunText = fn(&Run) -> String;
+
 /// The trend plot of one host's points: p50, p99.9 and max (us, linear) and missed deadlines
 /// (right axis) over the runs in order; a dashed line where the kernel or the profile changed.
 fn trend_svg(pts: &[&TrendPoint]) -> String {
@@ -348,7 +354,7 @@ fn trend_svg(pts: &[&TrendPoint]) -> String {
             );
         }
     }
-    let series: [(&str, &str, fn(&TrendPoint) -> Option<f64>); 4] = [
+    let series: [(&str, &str, PointValue); 4] = [
         ("p50", SERIES[0], |p| p.p50_ns.map(|v| v as f64 / 1000.0)),
         ("p99.9", SERIES[1], |p| p.p99_9_ns.map(|v| v as f64 / 1000.0)),
         ("max", SERIES[3], |p| p.max_ns.map(|v| v as f64 / 1000.0)),
@@ -410,7 +416,7 @@ pub fn side_by_side_page(ctx: &Ctx, a: &Run, b: &Run) -> String {
         );
     }
     o.push_str("</tr>");
-    let rows: [(&str, fn(&Run) -> String); 6] = [
+    let rows: [(&str, RunText); 6] = [
         ("scenario", |r| r.info.scenario.clone()),
         ("started", |r| r.info.started_at.clone()),
         ("status", |r| r.status.name().to_string()),

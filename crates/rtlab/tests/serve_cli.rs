@@ -10,7 +10,7 @@
 mod common;
 mod stored;
 
-use common::{assert_error, rtlab, run, stderr};
+use common::{assert_error, rtlab, stderr};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Stdio};

@@ -298,7 +298,9 @@ fn trend_svg(pts: &[&TrendPoint]) -> String {
         .max(1) as f64
         / 1000.0
         * 1.1;
-    let mmax = pts.iter().filter_map(|p| p.missed).max().unwrap_or(0).max(1) as f64 * 1.1;
+    // the missed axis in whole counts: a multiple of the 4 tick steps
+    let mmax =
+        (pts.iter().filter_map(|p| p.missed).max().unwrap_or(0).max(4)).div_ceil(4) as f64 * 4.0;
     let y = |v: f64, top: f64| MT + (H - MT - MB) * (1.0 - v / top);
     let mut o = String::new();
     let _ = write!(
@@ -376,7 +378,12 @@ fn trend_svg(pts: &[&TrendPoint]) -> String {
                 if *name == "missed" { format!("{v:.0}") } else { format!("{v:.1} us") }
             );
         }
-        let dash = if *name == "missed" { r#" stroke-dasharray="2 2""# } else { "" };
+        // max dashed: where p99.9 equals it (few samples), p99.9 shows through the gaps
+        let dash = match *name {
+            "missed" => r#" stroke-dasharray="2 2""#,
+            "max" => r#" stroke-dasharray="6 3""#,
+            _ => "",
+        };
         let _ = write!(
             o,
             r#"<path d="{path}" fill="none" stroke="{col}" stroke-width="1.5"{dash}/>{dots}"#

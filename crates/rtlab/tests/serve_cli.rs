@@ -288,6 +288,7 @@ fn bad_flags_are_one_line_and_exit_2() {
     let missing = d.path().join("none.db");
     let missing = missing.to_str().unwrap();
     assert_error(&["serve", "--db", missing, "--listen", "127.0.0.1:0"], &["--db", "none.db"]);
+    assert!(!std::path::Path::new(missing).exists(), "serve created a store");
     let (db, _) = store(d.path());
     assert_error(
         &["serve", "--db", &db, "--listen", "localhost"],
@@ -299,6 +300,21 @@ fn bad_flags_are_one_line_and_exit_2() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     assert_error(&["serve", "--db", &db, "--listen", &addr], &[&format!("--listen {addr}")]);
+}
+
+#[test]
+fn a_store_that_breaks_while_served_gives_500_naming_it() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, _) = store(d.path());
+    let srv = Serve::start(&["--db", &db, "--listen", "127.0.0.1:0"]);
+    assert_eq!(srv.get("/").0, 200);
+    // the file overwritten under the server (same inode): no longer a database
+    std::fs::write(&db, vec![b'x'; 64 * 1024]).unwrap();
+    let (st, _, body) = srv.get("/");
+    assert_eq!(st, 500, "{body}");
+    assert!(body.contains("rtlab.db"), "the error names the store: {body}");
+    let (code, err) = srv.stop();
+    assert_eq!(code, Some(0), "{err}");
 }
 
 fn chromium() -> std::path::PathBuf {

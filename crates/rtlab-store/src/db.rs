@@ -274,7 +274,8 @@ pub(crate) fn pg_ddl(sql: &str) -> String {
         .map(|l| {
             let t = l.trim_start();
             if t.starts_with("id INTEGER PRIMARY KEY") {
-                l.replace(" AUTOINCREMENT", "").replace("INTEGER PRIMARY KEY", "BIGSERIAL PRIMARY KEY")
+                l.replace(" AUTOINCREMENT", "")
+                    .replace("INTEGER PRIMARY KEY", "BIGSERIAL PRIMARY KEY")
             } else {
                 l.replace("INTEGER", "BIGINT").replace(" REAL", " DOUBLE PRECISION")
             }
@@ -311,7 +312,8 @@ impl Db {
     pub fn execute(&mut self, sql: &str, params: &[V]) -> Result<u64, DbErr> {
         match self {
             Db::Sqlite(c) => {
-                Ok(c.prepare_cached(sql)?.execute(rusqlite::params_from_iter(params.iter()))? as u64)
+                Ok(c.prepare_cached(sql)?.execute(rusqlite::params_from_iter(params.iter()))?
+                    as u64)
             }
             Db::Postgres { client, stmts } => {
                 let st = Self::pg_stmt(client, stmts, sql)?;

@@ -30,17 +30,17 @@ pub mod url;
 pub use push::Pushed;
 pub use resume::{ResumePoint, Resumption, StoredCase, StoredCaseStatus};
 
+use db::{p, Db, DbErr, Row, V};
 use rtlab_core::evidence::{Evidence, KernelCounters, WindowCounters};
 use rtlab_core::histogram::{HistogramBucket, HistogramData};
 use rtlab_core::run::{CaseRecord, CaseStatus, Published, Run, RunInfo, RunStatus, RunSummary};
 use rtlab_core::schema::{Environment, ResultDocument, Stream, ToolInfo, Warning};
 use rtlab_core::stats::Summary;
 use rtlab_core::windows::WindowData;
-use db::{p, Db, DbErr, Row, V};
 use std::cell::RefCell;
-use url::{Location, PgUrl};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use url::{Location, PgUrl};
 
 /// The default store file, relative to the working directory.
 pub const DEFAULT_DB: &str = "results/rtlab.db";
@@ -541,10 +541,11 @@ impl Store {
             let r = db.transaction(|db| {
                 db.execute("SELECT pg_advisory_xact_lock(726284)", p![])?;
                 db.batch("CREATE TABLE IF NOT EXISTS rtlab_schema (version BIGINT NOT NULL)")?;
-                let found: Option<u32> = match db.query_opt("SELECT version FROM rtlab_schema", p![])? {
-                    Some(r) => Some(r.get(0)?),
-                    None => None,
-                };
+                let found: Option<u32> =
+                    match db.query_opt("SELECT version FROM rtlab_schema", p![])? {
+                        Some(r) => Some(r.get(0)?),
+                        None => None,
+                    };
                 let from = found.unwrap_or(0);
                 if from > supported {
                     newer = Some(from);
@@ -589,7 +590,11 @@ impl Store {
 
     /// The schema version of the open store.
     pub fn file_schema_version(&self) -> Result<u32> {
-        let sql = if self.is_postgres() { "SELECT version FROM rtlab_schema" } else { "PRAGMA user_version" };
+        let sql = if self.is_postgres() {
+            "SELECT version FROM rtlab_schema"
+        } else {
+            "PRAGMA user_version"
+        };
         self.query_row(sql, p![], |r| r.get(0)).map_err(|e| self.err(e))
     }
 
@@ -725,7 +730,8 @@ impl Store {
 
     /// The id of the newest run.
     pub fn latest_run(&self) -> Result<i64> {
-        let id: Option<i64> = self.query_row("SELECT MAX(id) FROM runs", p![], |r| r.get(0))
+        let id: Option<i64> = self
+            .query_row("SELECT MAX(id) FROM runs", p![], |r| r.get(0))
             .map_err(|e| self.err(e))?;
         id.ok_or_else(|| StoreError::Empty { path: self.label.clone() })
     }
@@ -768,8 +774,7 @@ impl Store {
         let status = self.run_status(&status)?;
         let mut cases = Vec::new();
         let ids: Vec<i64> =
-            self.rows("SELECT id FROM cases WHERE run_id = ?1 ORDER BY idx, id",
- p![id], |r| {
+            self.rows("SELECT id FROM cases WHERE run_id = ?1 ORDER BY idx, id", p![id], |r| {
                 r.get(0)
             })?;
         for cid in ids {
@@ -808,8 +813,8 @@ impl Store {
                 |r| r.get(0),
             ),
         }
-            .optional()
-            .map_err(|e| self.err(e))?;
+        .optional()
+        .map_err(|e| self.err(e))?;
         j.map(|j| self.parse(&j)).transpose()
     }
 
@@ -860,14 +865,13 @@ impl Store {
             other => return Err(self.corrupt(format!("case {name}: unknown status '{other}'"))),
         };
         let params_map: BTreeMap<String, String> = self
-            .rows("SELECT key, value FROM case_params WHERE case_id = ?1",
- p![cid], |r| {
+            .rows("SELECT key, value FROM case_params WHERE case_id = ?1", p![cid], |r| {
                 Ok((r.get::<String>(0)?, r.get::<String>(1)?))
             })?
             .into_iter()
             .collect();
-        let spike: Option<String> = self.query_row("SELECT json FROM spike_evidence WHERE case_id = ?1",
- p![cid], |r| r.get(0))
+        let spike: Option<String> = self
+            .query_row("SELECT json FROM spike_evidence WHERE case_id = ?1", p![cid], |r| r.get(0))
             .optional()
             .map_err(|e| self.err(e))?;
         let document = if has_document { Some(self.load_document(run_id, cid)?) } else { None };
@@ -901,8 +905,8 @@ impl Store {
         let environment = self
             .environment(run_id, Some(cid))?
             .ok_or_else(|| self.corrupt(format!("case {cid}: no environment")))?;
-        let config: String = self.query_row("SELECT json FROM configurations WHERE case_id = ?1",
- p![cid], |r| r.get(0))
+        let config: String = self
+            .query_row("SELECT json FROM configurations WHERE case_id = ?1", p![cid], |r| r.get(0))
             .map_err(|e| self.err(e))?;
         let mut warnings = Vec::new();
         warnings.extend(self.rows(
@@ -912,8 +916,8 @@ impl Store {
         )?);
         let streams = self.load_streams(cid)?;
         let evidence = self.load_evidence(cid)?;
-        let far: Option<String> = self.query_row("SELECT json FROM far_sides WHERE case_id = ?1",
- p![cid], |r| r.get(0))
+        let far: Option<String> = self
+            .query_row("SELECT json FROM far_sides WHERE case_id = ?1", p![cid], |r| r.get(0))
             .optional()
             .map_err(|e| self.err(e))?;
         let far = match far {

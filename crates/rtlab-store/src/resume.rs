@@ -253,8 +253,9 @@ pub(crate) fn insert_resumption(
     run_id: i64,
     r: &Resumption,
 ) -> std::result::Result<(), DbErr> {
-    let pos: i64 =
-        db.query_one("SELECT COUNT(*) FROM run_resumptions WHERE run_id = ?1", p![run_id])?.get(0)?;
+    let pos: i64 = db
+        .query_one("SELECT COUNT(*) FROM run_resumptions WHERE run_id = ?1", p![run_id])?
+        .get(0)?;
     db.execute(
         "INSERT INTO run_resumptions (run_id, pos, resumed_at, previous_status, command_line, dropped_cases) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         p![run_id, pos, r.resumed_at, r.previous_status.name(), json(&r.command_line), json(&r.dropped_cases)],

@@ -32,7 +32,8 @@ impl PgUrl {
     /// `postgres://user:***@host:port/db` (no password: `postgres://user@host:port/db`).
     pub fn redacted(&self) -> String {
         let pw = if self.password.is_some() { ":***" } else { "" };
-        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+        let host =
+            if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
         format!("postgres://{}{pw}@{host}:{}/{}", self.user, self.port, self.dbname)
     }
 }
@@ -84,7 +85,9 @@ fn percent_decode(s: &str) -> Result<String, String> {
     while i < b.len() {
         if b[i] == b'%' {
             let hex = s.get(i + 1..i + 3).ok_or("a '%' not followed by two hex digits")?;
-            out.push(u8::from_str_radix(hex, 16).map_err(|_| "a '%' not followed by two hex digits")?);
+            out.push(
+                u8::from_str_radix(hex, 16).map_err(|_| "a '%' not followed by two hex digits")?,
+            );
             i += 3;
         } else {
             out.push(b[i]);
@@ -118,10 +121,13 @@ impl Location {
             return Err(format!("no /DB after the host ({FORM})"));
         };
         if dbname.is_empty() || dbname.contains(['/', '?', '#']) {
-            return Err(format!("database name '{dbname}' is not a plain name ({FORM}; no query parameters)"));
+            return Err(format!(
+                "database name '{dbname}' is not a plain name ({FORM}; no query parameters)"
+            ));
         }
         let (host, port) = if let Some(h) = hostport.strip_prefix('[') {
-            let (h, after) = h.split_once(']').ok_or(format!("unclosed '[' in the host ({FORM})"))?;
+            let (h, after) =
+                h.split_once(']').ok_or(format!("unclosed '[' in the host ({FORM})"))?;
             (h, after.strip_prefix(':'))
         } else {
             match hostport.rsplit_once(':') {
@@ -142,7 +148,10 @@ impl Location {
         };
         Ok(Location::Postgres(PgUrl {
             user: percent_decode(user).map_err(|e| format!("user name: {e}"))?,
-            password: password.map(percent_decode).transpose().map_err(|e| format!("password: {e}"))?,
+            password: password
+                .map(percent_decode)
+                .transpose()
+                .map_err(|e| format!("password: {e}"))?,
             host: host.to_string(),
             port,
             dbname: percent_decode(dbname).map_err(|e| format!("database name: {e}"))?,
@@ -156,15 +165,25 @@ mod tests {
 
     #[test]
     fn parses_and_redacts() {
-        let Location::Postgres(u) = Location::parse("postgres://ann:s%40cret@db.lab:6543/fleet").unwrap() else {
+        let Location::Postgres(u) =
+            Location::parse("postgres://ann:s%40cret@db.lab:6543/fleet").unwrap()
+        else {
             panic!()
         };
-        assert_eq!((u.user.as_str(), u.password.as_deref(), u.host.as_str(), u.port, u.dbname.as_str()), ("ann", Some("s@cret"), "db.lab", 6543, "fleet"));
+        assert_eq!(
+            (u.user.as_str(), u.password.as_deref(), u.host.as_str(), u.port, u.dbname.as_str()),
+            ("ann", Some("s@cret"), "db.lab", 6543, "fleet")
+        );
         assert_eq!(u.redacted(), "postgres://ann:***@db.lab:6543/fleet");
         assert!(!format!("{u:?}").contains("cret"));
-        let Location::Postgres(u) = Location::parse("postgresql://ann@[::1]/fleet").unwrap() else { panic!() };
+        let Location::Postgres(u) = Location::parse("postgresql://ann@[::1]/fleet").unwrap() else {
+            panic!()
+        };
         assert_eq!((u.host.as_str(), u.port, u.password), ("::1", 5432, None));
-        assert_eq!(Location::parse("results/rtlab.db").unwrap(), Location::Sqlite("results/rtlab.db".into()));
+        assert_eq!(
+            Location::parse("results/rtlab.db").unwrap(),
+            Location::Sqlite("results/rtlab.db".into())
+        );
     }
 
     #[test]
@@ -183,7 +202,11 @@ mod tests {
         assert_eq!(redact("postgres://ann:pw@host:99999/db"), "postgres://ann:***@host:99999/db");
         assert_eq!(redact("postgres://a:b:c@d@host/db"), "postgres://a:***@host/db");
         assert_eq!(
-            redact_args(["rtlab".into(), "--db=postgres://a:pw@h/d".into(), "postgres://a:pw@h/d".into()]),
+            redact_args([
+                "rtlab".into(),
+                "--db=postgres://a:pw@h/d".into(),
+                "postgres://a:pw@h/d".into()
+            ]),
             ["rtlab", "--db=postgres://a:***@h/d", "postgres://a:***@h/d"]
         );
     }

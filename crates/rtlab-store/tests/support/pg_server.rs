@@ -123,26 +123,22 @@ impl PgServer {
 
     /// One value of a SQL query, through psql (`-At`).
     pub fn psql(&self, db: &str, sql: &str) -> String {
+        self.try_psql(db, sql).unwrap_or_else(|e| panic!("psql {sql}: {e}"))
+    }
+
+    /// The same, its error as text (a table not created yet, the server stopped).
+    pub fn try_psql(&self, db: &str, sql: &str) -> Result<String, String> {
         let out = self
             .cmd("psql")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                USER,
-                "-At",
-                "-d",
-                db,
-                "-c",
-                sql,
-            ])
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", USER, "-At", "-d", db])
+            .args(["-c", sql])
             .env("PGPASSWORD", PASSWORD)
             .output()
             .unwrap();
-        assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
 }
 

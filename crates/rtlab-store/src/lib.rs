@@ -1,6 +1,12 @@
-//! rtlab-store: every run kept in one embedded SQLite file (default `results/rtlab.db`).
+//! rtlab-store: every run kept in one embedded SQLite file (default `results/rtlab.db`), or
+//! in a team's PostgreSQL database (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB`): one
+//! [`Store`] API on both, the same schema and migrations (`db.rs` holds the differences).
 //!
 //! Contract:
+//! - A run has a global identity (`runs.uuid`) beside its short id, and its host as columns
+//!   ([`RunHost`]); [`Store::push_run`] copies a run into another store once, whole (push.rs).
+//! - A PostgreSQL password is never shown: [`Store::label`] and every error carry the URL
+//!   redacted (`url.rs`); every query is parameterized.
 //! - The schema is versioned with `PRAGMA user_version` and brought forward by the
 //!   [`MIGRATIONS`] in order; a file written by a NEWER rtlab is refused with
 //!   [`StoreError::NewerSchema`] before anything is written to it.
@@ -425,7 +431,14 @@ impl Store {
             .port(url.port)
             .dbname(&url.dbname)
             .application_name("rtlab")
-            .connect_timeout(std::time::Duration::from_secs(10));
+            .connect_timeout(std::time::Duration::from_secs(10))
+            // a link cut mid-push is an error within half a minute, not a hang: data unacked
+            // for 30 s, or an idle link silent for 10 + 3 x 5 s, closes the connection
+            .tcp_user_timeout(std::time::Duration::from_secs(30))
+            .keepalives(true)
+            .keepalives_idle(std::time::Duration::from_secs(10))
+            .keepalives_interval(std::time::Duration::from_secs(5))
+            .keepalives_retries(3);
         if let Some(p) = &url.password {
             cfg.password(p);
         }

@@ -92,6 +92,25 @@ fn run_straight_into_postgres_then_runs_report_export_compare_from_it() {
     assert_eq!(pg.psql("lab", &format!("SELECT COUNT(*) FROM runs WHERE hostname = '{}' AND uuid IS NOT NULL AND profiles = 'no-rt'", host.trim())), "2");
 }
 
+/// A SQLite store at `path` holding `n` copies of the fixture run whose first case has 5000
+/// raw samples (written to `dir`): a push of 20 takes long enough to be cut. The run.
+fn robot_with_raw(path: &std::path::Path, n: usize, dir: &std::path::Path) -> rtlab_core::run::Run {
+    let mut run = stored::fixture::run();
+    let raw = dir.join("raw.csv");
+    let mut text = String::from("stream,index,at_ns,value_ns\n");
+    for i in 0..5000 {
+        text.push_str(&format!("thread0,{i},{},{}\n", i * 1000, 1000 + i % 77));
+    }
+    std::fs::write(&raw, text).unwrap();
+    let mut doc = stored::fixture::doc("timer-raw.json");
+    for s in doc.streams.iter_mut().filter(|s| s.raw_file.is_some()) {
+        s.raw_file = Some(raw.display().to_string());
+    }
+    run.cases[0].document = Some(doc);
+    robot(path, n, &run);
+    run
+}
+
 /// A SQLite store at `path` holding `n` copies of the fixture run (each its own uuid).
 fn robot(path: &std::path::Path, n: usize, run: &rtlab_core::run::Run) {
     for _ in 0..n {
@@ -176,21 +195,8 @@ fn the_server_stopped_mid_push_then_the_next_push_completes_nothing_doubled() {
     let Some(pg) = PgServer::start() else { return };
     let url = pg.database("fleet");
     let d = tempfile::tempdir().unwrap();
-    // a run with 5000 raw samples, so that a push of 20 takes long enough to be cut
-    let mut run = stored::fixture::run();
-    let raw = d.path().join("raw.csv");
-    let mut text = String::from("stream,index,at_ns,value_ns\n");
-    for i in 0..5000 {
-        text.push_str(&format!("thread0,{i},{},{}\n", i * 1000, 1000 + i % 77));
-    }
-    std::fs::write(&raw, text).unwrap();
-    let mut doc = stored::fixture::doc("timer-raw.json");
-    for s in doc.streams.iter_mut().filter(|s| s.raw_file.is_some()) {
-        s.raw_file = Some(raw.display().to_string());
-    }
-    run.cases[0].document = Some(doc);
     let db = d.path().join("robot.db");
-    robot(&db, 20, &run);
+    let run = robot_with_raw(&db, 20, d.path());
     let db = db.display().to_string();
     let child = rtlab()
         .args(["push", "--db", &db, "--to", &url])
@@ -290,4 +296,104 @@ fn a_wrong_password_and_wrong_urls_are_one_line_exit_2_without_the_password() {
     );
     let o = rtlab().args(["runs", "--db", &local, "--json"]).output().unwrap();
     ok(&o);
+}
+
+/// `rtlab netns down` for NAME whatever happens to the test (and the namespaces by hand).
+struct NetnsCleanup(String);
+impl Drop for NetnsCleanup {
+    fn drop(&mut self) {
+        let _ = rtlab().args(["netns", "down", "--name", &self.0]).output();
+        for s in ["a", "b"] {
+            let _ = std::process::Command::new("ip")
+                .args(["netns", "del", &format!("{}-{s}", self.0)])
+                .output();
+        }
+    }
+}
+
+/// rtlab in network namespace `ns`.
+fn rtlab_in(ns: &str, args: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new("ip");
+    c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_rtlab")]).args(args);
+    c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    c
+}
+
+#[test]
+fn root_netns_pushes_over_a_veth_eight_at_once_then_the_link_cut_mid_push() {
+    if !common::is_root() {
+        eprintln!("skipped: needs root (network namespaces; CI runs as root)");
+        return;
+    }
+    let name = format!("rtpg{}", std::process::id() % 10_000);
+    let _cleanup = NetnsCleanup(name.clone());
+    let o = rtlab().args(["netns", "up", "--name", &name]).output().unwrap();
+    ok(&o);
+    // rtlab netns up: NAME-a (IP_A, ...) <-> NAME-b (IP_B, ...) over veth DEV_A / DEV_B
+    let line = stdout(&o).lines().find(|l| l.starts_with("rtlab netns up:")).unwrap().to_string();
+    let ip_b = line
+        .split(&format!("{name}-b ("))
+        .nth(1)
+        .unwrap()
+        .split([',', ')'])
+        .next()
+        .unwrap()
+        .to_string();
+    let dev_a = line.split("over veth ").nth(1).unwrap().split(" / ").next().unwrap().to_string();
+    let (ns_a, ns_b) = (format!("{name}-a"), format!("{name}-b"));
+    let Some(pg) = PgServer::start_in(Some(&ns_b), &ip_b) else { return };
+    let url = pg.database("fleet");
+    assert!(url.contains(&ip_b));
+    let d = tempfile::tempdir().unwrap();
+    let run = stored::fixture::run();
+    let n_cases = run.cases.len();
+    let dbs: Vec<String> =
+        (0..8).map(|i| d.path().join(format!("robot{i}.db")).display().to_string()).collect();
+    for db in &dbs {
+        robot(std::path::Path::new(db), 2, &run);
+    }
+    // 8 robots in namespace a push at once over the veth
+    let children: Vec<_> = dbs
+        .iter()
+        .map(|db| rtlab_in(&ns_a, &["push", "--db", db, "--to", &url]).spawn().unwrap())
+        .collect();
+    for c in children {
+        ok(&c.wait_with_output().unwrap());
+    }
+    assert_eq!(count(&pg, "fleet", "SELECT COUNT(*) FROM runs"), 16);
+    assert_eq!(count(&pg, "fleet", "SELECT COUNT(DISTINCT uuid) FROM runs"), 16);
+    assert_eq!(count(&pg, "fleet", "SELECT COUNT(*) FROM cases"), 16 * n_cases);
+    // the link cut mid-push: an error within the TCP user timeout, exit 2; up again, the
+    // next push completes, nothing doubled
+    let big = d.path().join("big.db");
+    robot_with_raw(&big, 20, d.path());
+    let big = big.display().to_string();
+    let child = rtlab_in(&ns_a, &["push", "--db", &big, "--to", &url]).spawn().unwrap();
+    let t0 = std::time::Instant::now();
+    while count(&pg, "fleet", "SELECT COUNT(*) FROM runs") < 18 {
+        assert!(t0.elapsed().as_secs() < 120, "the push stored nothing");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let cut = std::process::Command::new("ip")
+        .args(["-n", &ns_a, "link", "set", &dev_a, "down"])
+        .status()
+        .unwrap();
+    assert!(cut.success());
+    let o = child.wait_with_output().unwrap();
+    no_password(&o);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "the push was not cut: {}{err}", stdout(&o));
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains(&format!("postgres://rtlab:***@{ip_b}:{}/fleet", pg.port)), "{err}");
+    let up = std::process::Command::new("ip")
+        .args(["-n", &ns_a, "link", "set", &dev_a, "up"])
+        .status()
+        .unwrap();
+    assert!(up.success());
+    let o = rtlab_in(&ns_a, &["push", "--db", &big, "--to", &url]).output().unwrap();
+    ok(&o);
+    assert_eq!(count(&pg, "fleet", "SELECT COUNT(*) FROM runs"), 36);
+    assert_eq!(count(&pg, "fleet", "SELECT COUNT(DISTINCT uuid) FROM runs"), 36);
+    assert_eq!(count(&pg, "fleet", "SELECT COUNT(*) FROM cases"), 36 * n_cases);
+    assert_eq!(count(&pg, "fleet", "SELECT COUNT(*) FROM raw_samples"), 20 * 5000);
 }

@@ -1,6 +1,7 @@
 //! A real, throw-away PostgreSQL server for tests: Debian's postgresql 15 (`initdb`,
-//! `pg_ctl`) in a temporary directory, on a free port of 127.0.0.1, password auth
-//! (scram-sha-256) for TCP. As root it runs as `nobody` (the directory is given to it);
+//! `pg_ctl`) in a temporary directory, on a free port of 127.0.0.1 (or of an address in a
+//! network namespace: [`PgServer::start_in`]), password auth (scram-sha-256) for TCP; the
+//! test's own `createdb`/`psql` go through the Unix socket in that directory. As root it runs as `nobody` (the directory is given to it);
 //! otherwise as the current user. [`PgServer::start`] returns `None` (and the test says
 //! "skipped: why") when the binaries are not installed. Dropping it stops the server and
 //! removes its directory, also when the test panics.
@@ -17,6 +18,9 @@ pub const PASSWORD: &str = "s3cret-Pw_42";
 pub struct PgServer {
     dir: tempfile::TempDir,
     pub port: u16,
+    /// The address it listens on (127.0.0.1, or one in `netns`).
+    pub host: String,
+    netns: Option<String>,
     as_nobody: bool,
 }
 
@@ -27,6 +31,12 @@ fn free_port() -> u16 {
 impl PgServer {
     /// Start a new server, or `None` with the reason printed ("skipped: ...").
     pub fn start() -> Option<PgServer> {
+        Self::start_in(None, "127.0.0.1")
+    }
+
+    /// Start a new server listening on `host`, inside network namespace `netns` when given
+    /// (`ip netns exec`, then `setpriv` to `nobody`).
+    pub fn start_in(netns: Option<&str>, host: &str) -> Option<PgServer> {
         if !Path::new(BIN).join("initdb").exists() {
             eprintln!("skipped: PostgreSQL 15 is not installed ({BIN}/initdb; scripts/setup.sh installs it)");
             return None;
@@ -41,7 +51,13 @@ impl PgServer {
         if as_nobody {
             chown_nobody(&pwfile);
         }
-        let s = PgServer { dir, port: free_port(), as_nobody };
+        let s = PgServer {
+            dir,
+            port: free_port(),
+            host: host.to_string(),
+            netns: netns.map(str::to_string),
+            as_nobody,
+        };
         let out = s
             .cmd("initdb")
             .args(["-D"])
@@ -51,6 +67,11 @@ impl PgServer {
             .output()
             .unwrap();
         assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
+        // password auth from any address (initdb allows only loopback): the far namespace's
+        use std::io::Write;
+        let mut hba =
+            std::fs::OpenOptions::new().append(true).open(s.data().join("pg_hba.conf")).unwrap();
+        writeln!(hba, "host all all 0.0.0.0/0 scram-sha-256").unwrap();
         s.start_again();
         Some(s)
     }
@@ -60,19 +81,40 @@ impl PgServer {
     }
 
     fn cmd(&self, tool: &str) -> Command {
-        let mut c = Command::new(Path::new(BIN).join(tool));
+        let bin = Path::new(BIN).join(tool);
+        let mut c = match (&self.netns, tool) {
+            (Some(ns), "pg_ctl") => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]);
+                if self.as_nobody {
+                    c.args(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]);
+                }
+                c.arg(bin);
+                c
+            }
+            _ => {
+                let mut c = Command::new(bin);
+                if self.as_nobody {
+                    c.uid(65534).gid(65534);
+                }
+                c
+            }
+        };
         c.stdin(Stdio::null()).env("LC_ALL", "C.UTF-8").env_remove("PGPASSWORD");
-        if self.as_nobody {
-            c.uid(65534).gid(65534).current_dir(self.dir.path());
-        }
+        c.current_dir(self.dir.path());
         c
+    }
+
+    fn socket_dir(&self) -> String {
+        self.dir.path().display().to_string()
     }
 
     /// Start the (stopped) server again on the same port and data.
     pub fn start_again(&self) {
         let opts = format!(
-            "-p {} -c listen_addresses=127.0.0.1 -k {} -c fsync=off",
+            "-p {} -c listen_addresses={} -k {} -c fsync=off -c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3 -c tcp_user_timeout=10000",
             self.port,
+            self.host,
             self.dir.path().display()
         );
         let out = self
@@ -109,8 +151,7 @@ impl PgServer {
     pub fn database(&self, name: &str) -> String {
         let out = self
             .cmd("createdb")
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", USER, name])
-            .env("PGPASSWORD", PASSWORD)
+            .args(["-h", &self.socket_dir(), "-p", &self.port.to_string(), "-U", USER, name])
             .output()
             .unwrap();
         assert!(out.status.success(), "createdb: {}", String::from_utf8_lossy(&out.stderr));
@@ -118,7 +159,7 @@ impl PgServer {
     }
 
     pub fn url(&self, db: &str) -> String {
-        format!("postgres://{USER}:{PASSWORD}@127.0.0.1:{}/{db}", self.port)
+        format!("postgres://{USER}:{PASSWORD}@{}:{}/{db}", self.host, self.port)
     }
 
     /// One value of a SQL query, through psql (`-At`).
@@ -130,9 +171,8 @@ impl PgServer {
     pub fn try_psql(&self, db: &str, sql: &str) -> Result<String, String> {
         let out = self
             .cmd("psql")
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", USER, "-At", "-d", db])
-            .args(["-c", sql])
-            .env("PGPASSWORD", PASSWORD)
+            .args(["-h", &self.socket_dir(), "-p", &self.port.to_string(), "-U", USER, "-At"])
+            .args(["-d", db, "-c", sql])
             .output()
             .unwrap();
         if !out.status.success() {

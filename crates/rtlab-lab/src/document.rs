@@ -14,7 +14,7 @@ pub fn new_document(
     ResultDocument {
         schema_version: SCHEMA_VERSION,
         tool: ToolInfo { name: "rtlab".into(), version: env!("CARGO_PKG_VERSION").into() },
-        command_line: std::env::args().collect(),
+        command_line: rtlab_store::url::redact_args(std::env::args()),
         started_at: humantime::format_rfc3339_seconds(started).to_string(),
         duration_ns: 0,
         interrupted: false,

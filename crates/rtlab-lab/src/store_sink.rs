@@ -19,8 +19,20 @@ impl RunSink for Store {
     }
 }
 
-/// Open (creating if needed) the store at `db`.
+/// The local directory of the store `db` (traces and reports are kept there): the file's
+/// directory, or `results` for a PostgreSQL store.
+pub fn local_dir(db: &str) -> std::path::PathBuf {
+    if rtlab_store::url::is_postgres(db) {
+        return "results".into();
+    }
+    Path::new(db).parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).into()
+}
+
+/// Open (creating if needed) the store at `db` (a file or a PostgreSQL URL).
 pub fn open(db: &str) -> Result<Store, LabError> {
+    if rtlab_store::url::is_postgres(db) {
+        return Store::open(db).map_err(|e| LabError::Failed(format!("--db {e}")));
+    }
     if let Some(dir) = Path::new(db).parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| {
             LabError::Failed(format!("--db {db}: cannot create '{}': {e}", dir.display()))
@@ -39,10 +51,9 @@ pub fn render_report(
     let path = match html {
         Some(p) => p.to_string(),
         None => {
-            let dir = Path::new(db)
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
+            let dir = local_dir(db);
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| LabError::Failed(format!("report {}: {e}", dir.display())))?;
             dir.join(format!("run-{id}.html")).display().to_string()
         }
     };

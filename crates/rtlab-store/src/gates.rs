@@ -7,9 +7,9 @@
 //! same scenario and host that is complete, has cases, every case `ok` and no verdict that
 //! fails ([`Outcome::fails`]).
 
-use crate::{Result, Store};
+use crate::db::p;
+use crate::{OptionalRow, Result, Store};
 use rtlab_core::gate::{GateMetric, GateVerdict, Outcome};
-use rusqlite::{params, OptionalExtension};
 
 /// The outcomes a good run may hold (every other one fails it).
 const GOOD_OUTCOMES: &str = "'kept', 'skipped', 'no_case'";
@@ -18,33 +18,11 @@ impl Store {
     /// Store run `run_id`'s gate verdicts, replacing any stored before.
     pub fn save_gate_verdicts(&mut self, run_id: i64, verdicts: &[GateVerdict]) -> Result<()> {
         self.check_run(run_id)?;
-        let path = self.path.display().to_string();
-        let e =
-            |e: rusqlite::Error| crate::StoreError::Sql { path: path.clone(), what: e.to_string() };
-        let tx = self.conn.transaction().map_err(e)?;
-        tx.execute("DELETE FROM gate_verdicts WHERE run_id = ?1", [run_id]).map_err(e)?;
-        for (pos, v) in verdicts.iter().enumerate() {
-            tx.execute(
-                "INSERT INTO gate_verdicts (run_id, pos, gate, origin, case_name, stream, metric, limit_text, value_text, verdict, message)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                params![
-                    run_id,
-                    pos as i64,
-                    v.gate,
-                    v.origin,
-                    v.case,
-                    v.stream,
-                    v.metric.name(),
-                    v.limit,
-                    v.value,
-                    v.outcome.name(),
-                    v.message
-                ],
-            )
-            .map_err(e)?;
-        }
-        tx.commit().map_err(e)?;
-        Ok(())
+        self.transaction(|db| {
+            db.execute("DELETE FROM gate_verdicts WHERE run_id = ?1", p![run_id])?;
+            insert_verdicts(db, run_id, verdicts)
+        })
+        .map_err(|e| self.err(e))
     }
 
     /// Run `run_id`'s gate verdicts, in the order they were stored.
@@ -63,7 +41,7 @@ impl Store {
         let rows: Vec<Row> = self.rows(
             "SELECT gate, origin, case_name, stream, metric, limit_text, value_text, verdict, message
              FROM gate_verdicts WHERE run_id = ?1 ORDER BY pos",
-            [run_id],
+            p![run_id],
             |r| {
                 Ok((
                     r.get(0)?,
@@ -115,9 +93,37 @@ impl Store {
                AND NOT EXISTS (SELECT 1 FROM gate_verdicts g WHERE g.run_id = r.id AND g.verdict NOT IN ({GOOD_OUTCOMES}))
              ORDER BY r.id DESC LIMIT 1"
         );
-        self.conn
-            .query_row(&sql, params![scenario, hostname, before], |r| r.get(0))
+        self.query_row(&sql, p![scenario, hostname, before], |r| r.get(0))
             .optional()
             .map_err(|e| self.err(e))
     }
+}
+
+/// Insert `verdicts` as run `run_id`'s, in order (inside the caller's transaction: a save,
+/// or a push that copies a run with its verdicts).
+pub(crate) fn insert_verdicts(
+    db: &mut crate::db::Db,
+    run_id: i64,
+    verdicts: &[GateVerdict],
+) -> std::result::Result<(), crate::db::DbErr> {
+    for (pos, v) in verdicts.iter().enumerate() {
+        db.execute(
+            "INSERT INTO gate_verdicts (run_id, pos, gate, origin, case_name, stream, metric, limit_text, value_text, verdict, message)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            p![
+                run_id,
+                pos as i64,
+                v.gate,
+                v.origin,
+                v.case,
+                v.stream,
+                v.metric.name(),
+                v.limit,
+                v.value,
+                v.outcome.name(),
+                v.message
+            ],
+        )?;
+    }
+    Ok(())
 }

@@ -1,6 +1,12 @@
-//! rtlab-store: every run kept in one embedded SQLite file (default `results/rtlab.db`).
+//! rtlab-store: every run kept in one embedded SQLite file (default `results/rtlab.db`), or
+//! in a team's PostgreSQL database (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB`): one
+//! [`Store`] API on both, the same schema and migrations (`db.rs` holds the differences).
 //!
 //! Contract:
+//! - A run has a global identity (`runs.uuid`) beside its short id, and its host as columns
+//!   ([`RunHost`]); [`Store::push_run`] copies a run into another store once, whole (push.rs).
+//! - A PostgreSQL password is never shown: [`Store::label`] and every error carry the URL
+//!   redacted (`url.rs`); every query is parameterized.
 //! - The schema is versioned with `PRAGMA user_version` and brought forward by the
 //!   [`MIGRATIONS`] in order; a file written by a NEWER rtlab is refused with
 //!   [`StoreError::NewerSchema`] before anything is written to it.
@@ -21,21 +27,27 @@
 
 #![forbid(unsafe_code)]
 
+mod db;
 pub mod export;
 mod gates;
+mod push;
 mod resume;
+pub mod url;
 
+pub use push::Pushed;
 pub use resume::{ResumePoint, Resumption, StoredCase, StoredCaseStatus};
 
+use db::{p, Db, DbErr, Row, V};
 use rtlab_core::evidence::{Evidence, KernelCounters, WindowCounters};
 use rtlab_core::histogram::{HistogramBucket, HistogramData};
 use rtlab_core::run::{CaseRecord, CaseStatus, Published, Run, RunInfo, RunStatus, RunSummary};
 use rtlab_core::schema::{Environment, ResultDocument, Stream, ToolInfo, Warning};
 use rtlab_core::stats::Summary;
 use rtlab_core::windows::WindowData;
-use rusqlite::{params, Connection, OptionalExtension};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use url::{Location, PgUrl};
 
 /// The default store file, relative to the working directory.
 pub const DEFAULT_DB: &str = "results/rtlab.db";
@@ -56,20 +68,6 @@ CREATE TABLE runs (
     status TEXT NOT NULL,
     finished_at TEXT
 );
--- The machine: one row for the run (case_id NULL) and one per measured case.
-CREATE TABLE environments (
-    id INTEGER PRIMARY KEY,
-    run_id INTEGER NOT NULL REFERENCES runs(id),
-    case_id INTEGER REFERENCES cases(id),
-    hostname TEXT NOT NULL,
-    kernel_release TEXT NOT NULL,
-    preemption_model TEXT NOT NULL,
-    preempt_rt INTEGER NOT NULL,
-    hz INTEGER,
-    virtualization TEXT,
-    cpu_model TEXT NOT NULL,
-    json TEXT NOT NULL                   -- the whole Environment
-);
 CREATE TABLE cases (
     id INTEGER PRIMARY KEY,
     run_id INTEGER NOT NULL REFERENCES runs(id),
@@ -88,6 +86,20 @@ CREATE TABLE cases (
     published TEXT,                      -- JSON (Published)
     has_document INTEGER NOT NULL,
     UNIQUE (run_id, name)
+);
+-- The machine: one row for the run (case_id NULL) and one per measured case.
+CREATE TABLE environments (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    case_id INTEGER REFERENCES cases(id),
+    hostname TEXT NOT NULL,
+    kernel_release TEXT NOT NULL,
+    preemption_model TEXT NOT NULL,
+    preempt_rt INTEGER NOT NULL,
+    hz INTEGER,
+    virtualization TEXT,
+    cpu_model TEXT NOT NULL,
+    json TEXT NOT NULL                   -- the whole Environment
 );
 CREATE TABLE case_params (
     case_id INTEGER NOT NULL REFERENCES cases(id),
@@ -224,7 +236,29 @@ CREATE TABLE far_sides (
     json TEXT NOT NULL                   -- JSON (FarSide)
 );
 "#,
-    // 4 -> 5: the verdicts of a run's gates (`[[gate]]`, `rtlab run --gate`), one row per
+    // 4 -> 5: a fleet of hosts in one store (PostgreSQL) or pushed into one: a run's global
+    // identity (`uuid`, beside the short `id` a person types, which is only unique in one
+    // store) and its host as columns a query can filter on (the run's environment; the
+    // machine id from /etc/machine-id; the profiles of its cases, comma-separated). Runs of
+    // older stores get a new uuid and their host from their environment (machine id
+    // unknown: NULL) when migrated (`backfill_v5`).
+    r#"
+ALTER TABLE runs ADD COLUMN uuid TEXT;
+ALTER TABLE runs ADD COLUMN hostname TEXT;
+ALTER TABLE runs ADD COLUMN machine_id TEXT;
+ALTER TABLE runs ADD COLUMN cpu_model TEXT;
+ALTER TABLE runs ADD COLUMN kernel_release TEXT;
+ALTER TABLE runs ADD COLUMN preemption_model TEXT;
+ALTER TABLE runs ADD COLUMN profiles TEXT;
+UPDATE runs SET
+    hostname = (SELECT e.hostname FROM environments e WHERE e.run_id = runs.id AND e.case_id IS NULL),
+    cpu_model = (SELECT e.cpu_model FROM environments e WHERE e.run_id = runs.id AND e.case_id IS NULL),
+    kernel_release = (SELECT e.kernel_release FROM environments e WHERE e.run_id = runs.id AND e.case_id IS NULL),
+    preemption_model = (SELECT e.preemption_model FROM environments e WHERE e.run_id = runs.id AND e.case_id IS NULL);
+CREATE UNIQUE INDEX runs_uuid ON runs(uuid);
+CREATE INDEX runs_host ON runs(hostname, kernel_release);
+"#,
+    // 5 -> 6: the verdicts of a run's gates (`[[gate]]`, `rtlab run --gate`), one row per
     // gate, case and stream (case and stream NULL where the verdict has none), so that
     // `compare --baseline` finds the last good run with one query (see gates.rs).
     r#"
@@ -279,27 +313,105 @@ pub enum StoreError {
     DuplicateCase { path: String, run: i64, name: String },
     #[error("{path}: run {id} is complete: there is nothing to resume (start a new run instead)")]
     NotResumable { path: String, id: i64 },
+    #[error("{url}: {what}")]
+    BadUrl { url: String, what: String },
+    #[error("{url}: cannot connect: {what}")]
+    Connect { url: String, what: String },
     #[error("{path}: corrupt record: {what}")]
     Corrupt { path: String, what: String },
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-/// An open store.
+/// An open store: a SQLite file or a PostgreSQL database, one API (see `db.rs` for where
+/// the two differ).
 pub struct Store {
-    conn: Connection,
+    db: RefCell<Db>,
+    /// How the store is named in every message: the file, or the URL with its password
+    /// redacted.
+    label: String,
     path: PathBuf,
+    /// The password of a PostgreSQL URL, scrubbed from every error text as a last guard.
+    secret: Option<String>,
 }
 
 fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
+/// A query's row was not there, or the database failed.
+#[derive(Debug)]
+enum QErr {
+    NoRow,
+    Db(DbErr),
+}
+
+impl std::fmt::Display for QErr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QErr::NoRow => f.write_str("the query returned no row"),
+            QErr::Db(e) => f.write_str(&e.what),
+        }
+    }
+}
+
+impl std::fmt::Display for DbErr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.what)
+    }
+}
+
+trait OptionalRow<T> {
+    fn optional(self) -> std::result::Result<Option<T>, QErr>;
+}
+
+impl<T> OptionalRow<T> for std::result::Result<T, QErr> {
+    fn optional(self) -> std::result::Result<Option<T>, QErr> {
+        match self {
+            Ok(v) => Ok(Some(v)),
+            Err(QErr::NoRow) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// This machine's id (`/etc/machine-id`, systemd's), when it has one.
+fn machine_id() -> Option<String> {
+    std::fs::read_to_string("/etc/machine-id")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// A new global run identity.
+fn new_uuid() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Who measured a run: its global identity and its host, as stored in the `runs` row.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RunHost {
+    /// The run's global identity (the `id` is only unique within one store).
+    pub uuid: String,
+    pub hostname: Option<String>,
+    /// `/etc/machine-id` of the host that measured (NULL for runs stored before schema 5).
+    pub machine_id: Option<String>,
+    pub cpu_model: Option<String>,
+    pub kernel_release: Option<String>,
+    pub preemption_model: Option<String>,
+    /// The profiles of the run's cases, comma-separated, sorted.
+    pub profiles: Option<String>,
+}
+
 impl Store {
-    /// Open the store at `path`, creating the file (and its directory) when missing, and
-    /// migrate it to the current schema. Refuses a store from a newer schema untouched.
+    /// Open the store at `path` (a file, or a `postgres://` URL), creating it (and the file's
+    /// directory) when missing, and migrate it to the current schema. Refuses a store from a
+    /// newer schema untouched.
     pub fn open(path: impl AsRef<Path>) -> Result<Store> {
         let path = path.as_ref();
+        if let Some(url) = Self::pg_url(path)? {
+            return Self::open_pg(url, true);
+        }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| StoreError::Sql {
                 path: path.display().to_string(),
@@ -309,202 +421,262 @@ impl Store {
         Self::open_inner(path)
     }
 
-    /// Open an existing store (for reading commands): a missing file is an error, not a new store.
+    /// Open an existing store (for reading commands): a missing file (or a PostgreSQL
+    /// database without rtlab's tables) is an error, not a new store.
     pub fn open_existing(path: impl AsRef<Path>) -> Result<Store> {
         let path = path.as_ref();
+        if let Some(url) = Self::pg_url(path)? {
+            return Self::open_pg(url, false);
+        }
         if !path.exists() {
             return Err(StoreError::Missing { path: path.display().to_string() });
         }
         Self::open_inner(path)
     }
 
-    fn open_inner(path: &Path) -> Result<Store> {
-        let p = path.display().to_string();
-        let conn = Connection::open(path)
-            .map_err(|e| StoreError::Sql { path: p.clone(), what: e.to_string() })?;
-        // a report read while `rtlab run` writes a case waits for it instead of failing
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(|e| StoreError::Sql { path: p.clone(), what: e.to_string() })?;
-        let mut s = Store { conn, path: path.to_path_buf() };
+    fn pg_url(path: &Path) -> Result<Option<PgUrl>> {
+        let s = path.to_string_lossy();
+        match Location::parse(&s) {
+            Ok(Location::Postgres(u)) => Ok(Some(u)),
+            Ok(Location::Sqlite(_)) => Ok(None),
+            Err(what) => Err(StoreError::BadUrl { url: url::redact(&s), what }),
+        }
+    }
+
+    fn open_pg(url: PgUrl, create: bool) -> Result<Store> {
+        let label = url.redacted();
+        let mut cfg = postgres::Config::new();
+        cfg.user(&url.user)
+            .host(&url.host)
+            .port(url.port)
+            .dbname(&url.dbname)
+            .application_name("rtlab")
+            .connect_timeout(std::time::Duration::from_secs(10))
+            // a link cut mid-push is an error within half a minute, not a hang: data unacked
+            // for 30 s, or an idle link silent for 10 + 3 x 5 s, closes the connection
+            .tcp_user_timeout(std::time::Duration::from_secs(30))
+            .keepalives(true)
+            .keepalives_idle(std::time::Duration::from_secs(10))
+            .keepalives_interval(std::time::Duration::from_secs(5))
+            .keepalives_retries(3);
+        if let Some(p) = &url.password {
+            cfg.password(p);
+        }
+        let scrub = |s: String| match &url.password {
+            Some(p) if !p.is_empty() => s.replace(p.as_str(), "***"),
+            _ => s,
+        };
+        let client = cfg.connect(postgres::NoTls).map_err(|e| StoreError::Connect {
+            url: label.clone(),
+            what: scrub(db::pg_message(&e)),
+        })?;
+        let mut s = Store {
+            db: RefCell::new(Db::Postgres { client: Box::new(client), stmts: Default::default() }),
+            path: PathBuf::from(&label),
+            label,
+            secret: url.password.clone(),
+        };
+        if !create {
+            let n: i64 = s
+                .query_row(
+                    "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'rtlab_schema' AND table_schema = current_schema()",
+                    p![],
+                    |r| r.get(0),
+                )
+                .map_err(|e| s.err(e))?;
+            if n == 0 {
+                return Err(StoreError::Missing { path: s.label });
+            }
+        }
         s.migrate()?;
         Ok(s)
     }
 
-    /// The file of this store.
+    fn open_inner(path: &Path) -> Result<Store> {
+        let p = path.display().to_string();
+        let conn = rusqlite::Connection::open(path)
+            .map_err(|e| StoreError::Sql { path: p.clone(), what: e.to_string() })?;
+        // a report read while `rtlab run` writes a case waits for it instead of failing
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(|e| StoreError::Sql { path: p.clone(), what: e.to_string() })?;
+        let mut s = Store {
+            db: RefCell::new(Db::Sqlite(conn)),
+            label: p,
+            path: path.to_path_buf(),
+            secret: None,
+        };
+        s.migrate()?;
+        Ok(s)
+    }
+
+    /// The file of this store (for PostgreSQL: its URL, password redacted).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// How this store is named in messages: the file, or the URL with its password redacted.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// True for a PostgreSQL store.
+    pub fn is_postgres(&self) -> bool {
+        self.db.borrow().is_postgres()
+    }
+
+    fn scrub(&self, s: String) -> String {
+        match &self.secret {
+            Some(p) if !p.is_empty() => s.replace(p.as_str(), "***"),
+            _ => s,
+        }
+    }
+
     fn err(&self, e: impl std::fmt::Display) -> StoreError {
-        StoreError::Sql { path: self.path.display().to_string(), what: e.to_string() }
+        StoreError::Sql { path: self.label.clone(), what: self.scrub(e.to_string()) }
     }
 
     fn corrupt(&self, what: impl std::fmt::Display) -> StoreError {
-        StoreError::Corrupt { path: self.path.display().to_string(), what: what.to_string() }
+        StoreError::Corrupt { path: self.label.clone(), what: what.to_string() }
+    }
+
+    fn unknown_run(&self, id: i64) -> StoreError {
+        StoreError::UnknownRun { path: self.label.clone(), id }
+    }
+
+    /// The first row of a query, read by `f` (`QErr::NoRow` when there is none).
+    fn query_row<T>(
+        &self,
+        sql: &str,
+        params: &[V],
+        f: impl FnOnce(&Row) -> std::result::Result<T, DbErr>,
+    ) -> std::result::Result<T, QErr> {
+        let row = self.db.borrow_mut().query_opt(sql, params).map_err(QErr::Db)?;
+        f(&row.ok_or(QErr::NoRow)?).map_err(QErr::Db)
+    }
+
+    /// `f` in one transaction on this store's connection (rolled back when it fails).
+    fn transaction<T>(
+        &self,
+        f: impl FnOnce(&mut Db) -> std::result::Result<T, DbErr>,
+    ) -> std::result::Result<T, DbErr> {
+        self.db.borrow_mut().transaction(f)
     }
 
     fn migrate(&mut self) -> Result<()> {
-        // reading the version is the first access: a non-database file fails here, untouched
-        let found: u32 = self
-            .conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(|e| self.err(e))?;
         let supported = schema_version();
-        if found > supported {
-            return Err(StoreError::NewerSchema {
-                path: self.path.display().to_string(),
-                found,
-                supported,
+        let label = self.label.clone();
+        let sql_err = |what: String| StoreError::Sql { path: label.clone(), what };
+        let db = self.db.get_mut();
+        if db.is_postgres() {
+            // one transaction under an advisory lock: hosts opening a new database at once
+            // migrate it once, one after the other
+            let mut newer = None;
+            let r = db.transaction(|db| {
+                db.execute("SELECT pg_advisory_xact_lock(726284)", p![])?;
+                db.batch("CREATE TABLE IF NOT EXISTS rtlab_schema (version BIGINT NOT NULL)")?;
+                let found: Option<u32> =
+                    match db.query_opt("SELECT version FROM rtlab_schema", p![])? {
+                        Some(r) => Some(r.get(0)?),
+                        None => None,
+                    };
+                let from = found.unwrap_or(0);
+                if from > supported {
+                    newer = Some(from);
+                    return Err(DbErr::new("newer schema")); // rolled back: nothing changed
+                }
+                for v in from..supported {
+                    db.batch(&db::pg_ddl(MIGRATIONS[v as usize]))
+                        .and_then(|_| backfill(db, v + 1))
+                        .map_err(|e| DbErr::new(format!("migration to schema {}: {e}", v + 1)))?;
+                }
+                if found.is_none() {
+                    db.execute("INSERT INTO rtlab_schema (version) VALUES (?1)", p![supported])?;
+                } else if from < supported {
+                    db.execute("UPDATE rtlab_schema SET version = ?1", p![supported])?;
+                }
+                Ok(())
             });
+            if let Some(found) = newer {
+                return Err(StoreError::NewerSchema { path: label, found, supported });
+            }
+            return r.map_err(|e| sql_err(e.what));
         }
-        self.conn.execute_batch("PRAGMA foreign_keys = ON;").map_err(|e| self.err(e))?;
+        // reading the version is the first access: a non-database file fails here, untouched
+        let found: u32 = db
+            .query_one("PRAGMA user_version", p![])
+            .and_then(|r| r.get(0))
+            .map_err(|e| sql_err(e.what))?;
+        if found > supported {
+            return Err(StoreError::NewerSchema { path: label, found, supported });
+        }
+        db.batch("PRAGMA foreign_keys = ON;").map_err(|e| sql_err(e.what))?;
         for v in found..supported {
-            let tx = self.conn.transaction().map_err(|e| StoreError::Sql {
-                path: self.path.display().to_string(),
-                what: e.to_string(),
-            })?;
-            tx.execute_batch(MIGRATIONS[v as usize]).map_err(|e| StoreError::Sql {
-                path: self.path.display().to_string(),
-                what: format!("migration to schema {}: {e}", v + 1),
-            })?;
-            tx.pragma_update(None, "user_version", v + 1).map_err(|e| StoreError::Sql {
-                path: self.path.display().to_string(),
-                what: e.to_string(),
-            })?;
-            tx.commit().map_err(|e| StoreError::Sql {
-                path: self.path.display().to_string(),
-                what: e.to_string(),
-            })?;
+            db.transaction(|db| {
+                db.batch(MIGRATIONS[v as usize])?;
+                backfill(db, v + 1)?;
+                db.batch(&format!("PRAGMA user_version = {}", v + 1))
+            })
+            .map_err(|e| sql_err(format!("migration to schema {}: {e}", v + 1)))?;
         }
         Ok(())
     }
 
-    /// The schema version of the open file.
+    /// The schema version of the open store.
     pub fn file_schema_version(&self) -> Result<u32> {
-        self.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| self.err(e))
+        let sql = if self.is_postgres() {
+            "SELECT version FROM rtlab_schema"
+        } else {
+            "PRAGMA user_version"
+        };
+        self.query_row(sql, p![], |r| r.get(0)).map_err(|e| self.err(e))
     }
 
-    /// Store a new run (status `running`) and return its id.
+    /// Store a new run (status `running`) and return its id. The run gets a new uuid and
+    /// this machine as its host.
     pub fn begin_run(&mut self, info: &RunInfo) -> Result<i64> {
-        let path = self.path.display().to_string();
-        let e = |e: rusqlite::Error| StoreError::Sql { path: path.clone(), what: e.to_string() };
-        let tx = self.conn.transaction().map_err(e)?;
-        tx.execute(
-            "INSERT INTO runs (scenario, source, scenario_text, scale, command_line, started_at, tool_version, status) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![info.scenario, info.source, info.scenario_text, info.scale, json(&info.command_line), info.started_at, info.tool_version, RunStatus::Running.name()],
-        )
-        .map_err(e)?;
-        let id = tx.last_insert_rowid();
-        insert_env(&tx, id, None, &info.environment).map_err(e)?;
-        tx.commit().map_err(e)?;
-        Ok(id)
+        let host = RunHost {
+            uuid: new_uuid(),
+            hostname: Some(info.environment.hostname.clone()),
+            machine_id: machine_id(),
+            cpu_model: Some(info.environment.cpu_model.clone()),
+            kernel_release: Some(info.environment.kernel_release.clone()),
+            preemption_model: Some(info.environment.preemption_model.clone()),
+            profiles: None,
+        };
+        self.transaction(|db| insert_run(db, info, &host, RunStatus::Running, None))
+            .map_err(|e| self.err(e))
     }
 
     /// Store one case of run `run_id`, in its own transaction.
     pub fn add_case(&mut self, run_id: i64, c: &CaseRecord) -> Result<()> {
         self.check_run(run_id)?;
-        let path = self.path.display().to_string();
         let exists: Option<i64> = self
-            .conn
             .query_row(
                 "SELECT id FROM cases WHERE run_id = ?1 AND name = ?2",
-                params![run_id, c.name],
+                p![run_id, c.name],
                 |r| r.get(0),
             )
             .optional()
             .map_err(|e| self.err(e))?;
         if exists.is_some() {
-            return Err(StoreError::DuplicateCase { path, run: run_id, name: c.name.clone() });
+            return Err(StoreError::DuplicateCase {
+                path: self.label.clone(),
+                run: run_id,
+                name: c.name.clone(),
+            });
         }
-        let e = |e: rusqlite::Error| StoreError::Sql { path: path.clone(), what: e.to_string() };
-        let tx = self.conn.transaction().map_err(e)?;
-        let (status, error) = match &c.status {
-            CaseStatus::Ok => ("ok", None),
-            CaseStatus::Failed { error } => ("failed", Some(error.as_str())),
-            CaseStatus::Skipped { reason } => ("skipped", Some(reason.as_str())),
-            CaseStatus::Interrupted => ("interrupted", None),
-        };
-        tx.execute(
-            "INSERT INTO cases (run_id, idx, name, probe, load, profile, repetition, status, error, started_at, duration_ns, load_report, profile_report, published, has_document)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-            params![
-                run_id,
-                c.index,
-                c.name,
-                c.probe,
-                c.load,
-                c.profile,
-                c.repetition,
-                status,
-                error,
-                c.started_at,
-                c.duration_ns,
-                c.load_report.as_ref().map(json),
-                c.profile_report.as_ref().map(json),
-                c.published.as_ref().map(json),
-                c.document.is_some(),
-            ],
-        )
-        .map_err(e)?;
-        let case_id = tx.last_insert_rowid();
-        for (k, v) in &c.params {
-            tx.execute(
-                "INSERT INTO case_params (case_id, key, value) VALUES (?1, ?2, ?3)",
-                params![case_id, k, v],
-            )
-            .map_err(e)?;
-        }
-        if let Some(ev) = &c.spike_evidence {
-            tx.execute(
-                "INSERT INTO spike_evidence (case_id, json) VALUES (?1, ?2)",
-                params![case_id, json(ev)],
-            )
-            .map_err(e)?;
-        }
-        if let Some(d) = &c.document {
-            tx.execute(
-                "INSERT INTO documents (case_id, schema_version, tool_name, tool_version, command_line, started_at, duration_ns, interrupted, probe) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![case_id, d.schema_version, d.tool.name, d.tool.version, json(&d.command_line), d.started_at, d.duration_ns, d.interrupted, d.probe],
-            )
-            .map_err(e)?;
-            insert_env(&tx, run_id, Some(case_id), &d.environment).map_err(e)?;
-            tx.execute(
-                "INSERT INTO configurations (case_id, json) VALUES (?1, ?2)",
-                params![case_id, json(&d.config)],
-            )
-            .map_err(e)?;
-            if let Some(far) = &d.far {
-                tx.execute(
-                    "INSERT INTO far_sides (case_id, json) VALUES (?1, ?2)",
-                    params![case_id, json(far)],
-                )
-                .map_err(e)?;
-            }
-            for (i, w) in d.warnings.iter().enumerate() {
-                tx.execute(
-                    "INSERT INTO warnings (case_id, pos, code, message) VALUES (?1, ?2, ?3, ?4)",
-                    params![case_id, i as i64, w.code, w.message],
-                )
-                .map_err(e)?;
-            }
-            for (pos, s) in d.streams.iter().enumerate() {
-                insert_stream(&tx, case_id, pos, s).map_err(e)?;
-            }
-            if let Some(ev) = &d.evidence {
-                insert_evidence(&tx, case_id, ev).map_err(e)?;
-            }
-        }
-        tx.commit().map_err(e)?;
-        Ok(())
+        self.transaction(|db| insert_case(db, run_id, c, &RawSource::Files))
+            .map_err(|e| self.err(e))
     }
 
     /// Record how run `run_id` ended (and when).
     pub fn finish_run(&mut self, run_id: i64, status: RunStatus) -> Result<()> {
         self.check_run(run_id)?;
-        self.conn
+        self.db
+            .borrow_mut()
             .execute(
                 "UPDATE runs SET status = ?1, finished_at = ?2 WHERE id = ?3",
-                params![status.name(), now_rfc3339(), run_id],
+                p![status.name(), now_rfc3339(), run_id],
             )
             .map_err(|e| self.err(e))?;
         Ok(())
@@ -512,27 +684,55 @@ impl Store {
 
     fn check_run(&self, id: i64) -> Result<()> {
         let n: i64 = self
-            .conn
-            .query_row("SELECT COUNT(*) FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .query_row("SELECT COUNT(*) FROM runs WHERE id = ?1", p![id], |r| r.get(0))
             .map_err(|e| self.err(e))?;
         if n == 0 {
-            return Err(StoreError::UnknownRun { path: self.path.display().to_string(), id });
+            return Err(self.unknown_run(id));
         }
         Ok(())
     }
 
+    /// The global identity and host of run `id`.
+    pub fn run_host(&self, id: i64) -> Result<RunHost> {
+        self.query_row(
+            "SELECT uuid, hostname, machine_id, cpu_model, kernel_release, preemption_model, profiles FROM runs WHERE id = ?1",
+            p![id],
+            |r| {
+                Ok(RunHost {
+                    uuid: r.get::<Option<String>>(0)?.unwrap_or_default(),
+                    hostname: r.get(1)?,
+                    machine_id: r.get(2)?,
+                    cpu_model: r.get(3)?,
+                    kernel_release: r.get(4)?,
+                    preemption_model: r.get(5)?,
+                    profiles: r.get(6)?,
+                })
+            },
+        )
+        .optional()
+        .map_err(|e| self.err(e))?
+        .ok_or_else(|| self.unknown_run(id))
+    }
+
+    /// The id of the run with global identity `uuid`, when this store holds it.
+    pub fn run_by_uuid(&self, uuid: &str) -> Result<Option<i64>> {
+        self.query_row("SELECT id FROM runs WHERE uuid = ?1", p![uuid], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
     /// Every run, oldest first.
     pub fn runs(&self) -> Result<Vec<RunSummary>> {
-        let rows = self.rows(RUNS_QUERY, [], |r| {
+        let rows = self.rows(RUNS_QUERY, p![], |r| {
             Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, u32>(4)?,
-                r.get::<_, u32>(5)?,
-                r.get::<_, Option<String>>(6)?,
-                r.get::<_, Option<String>>(7)?,
+                r.get::<i64>(0)?,
+                r.get::<String>(1)?,
+                r.get::<String>(2)?,
+                r.get::<String>(3)?,
+                r.get::<u32>(4)?,
+                r.get::<u32>(5)?,
+                r.get::<Option<String>>(6)?,
+                r.get::<Option<String>>(7)?,
             ))
         })?;
         let mut out = Vec::new();
@@ -564,20 +764,17 @@ impl Store {
     /// The id of the newest run.
     pub fn latest_run(&self) -> Result<i64> {
         let id: Option<i64> = self
-            .conn
-            .query_row("SELECT MAX(id) FROM runs", [], |r| r.get(0))
+            .query_row("SELECT MAX(id) FROM runs", p![], |r| r.get(0))
             .map_err(|e| self.err(e))?;
-        id.ok_or_else(|| StoreError::Empty { path: self.path.display().to_string() })
+        id.ok_or_else(|| StoreError::Empty { path: self.label.clone() })
     }
 
     /// A run with all its cases, in case order.
     pub fn load_run(&self, id: i64) -> Result<Run> {
         type RunRow = (String, String, String, f64, String, String, String, String, Option<String>);
-        let row: Option<RunRow> = self
-            .conn
-            .query_row(
+        let row: Option<RunRow> = self.query_row(
                 "SELECT scenario, source, scenario_text, scale, command_line, started_at, tool_version, status, finished_at FROM runs WHERE id = ?1",
-                [id],
+                p![id],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?)),
             )
             .optional()
@@ -594,7 +791,7 @@ impl Store {
             finished_at,
         )) = row
         else {
-            return Err(StoreError::UnknownRun { path: self.path.display().to_string(), id });
+            return Err(self.unknown_run(id));
         };
         let environment = self.environment(id, None)?.unwrap_or_default();
         let info = RunInfo {
@@ -610,7 +807,7 @@ impl Store {
         let status = self.run_status(&status)?;
         let mut cases = Vec::new();
         let ids: Vec<i64> =
-            self.rows("SELECT id FROM cases WHERE run_id = ?1 ORDER BY idx, id", [id], |r| {
+            self.rows("SELECT id FROM cases WHERE run_id = ?1 ORDER BY idx, id", p![id], |r| {
                 r.get(0)
             })?;
         for cid in ids {
@@ -622,15 +819,14 @@ impl Store {
 
     /// Every row `sql` selects with `params`, each read by `row`: the one place rows are
     /// fetched and their errors said (statements are cached per connection).
-    fn rows<T, P: rusqlite::Params>(
+    fn rows<T>(
         &self,
         sql: &str,
-        params: P,
-        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+        params: &[V],
+        mut row: impl FnMut(&Row) -> std::result::Result<T, DbErr>,
     ) -> Result<Vec<T>> {
-        let mut st = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
-        let rows = st.query_map(params, row).map_err(|e| self.err(e))?;
-        rows.collect::<rusqlite::Result<Vec<T>>>().map_err(|e| self.err(e))
+        let rows = self.db.borrow_mut().query(sql, params).map_err(|e| self.err(e))?;
+        rows.iter().map(|r| row(r).map_err(|e| self.err(e))).collect()
     }
 
     fn parse<T: serde::de::DeserializeOwned>(&self, s: &str) -> Result<T> {
@@ -638,15 +834,21 @@ impl Store {
     }
 
     fn environment(&self, run_id: i64, case_id: Option<i64>) -> Result<Option<Environment>> {
-        let j: Option<String> = self
-            .conn
-            .query_row(
-                "SELECT json FROM environments WHERE run_id = ?1 AND case_id IS ?2",
-                params![run_id, case_id],
+        // `IS ?2` is SQLite's only: a run's row (NULL) and a case's are two queries
+        let j: Option<String> = match case_id {
+            None => self.query_row(
+                "SELECT json FROM environments WHERE run_id = ?1 AND case_id IS NULL",
+                p![run_id],
                 |r| r.get(0),
-            )
-            .optional()
-            .map_err(|e| self.err(e))?;
+            ),
+            Some(cid) => self.query_row(
+                "SELECT json FROM environments WHERE run_id = ?1 AND case_id = ?2",
+                p![run_id, cid],
+                |r| r.get(0),
+            ),
+        }
+        .optional()
+        .map_err(|e| self.err(e))?;
         j.map(|j| self.parse(&j)).transpose()
     }
 
@@ -667,11 +869,9 @@ impl Store {
             Option<String>,
             bool,
         );
-        let row: CaseRow = self
-            .conn
-            .query_row(
+        let row: CaseRow = self.query_row(
                 "SELECT idx, name, probe, load, profile, repetition, status, error, started_at, duration_ns, load_report, profile_report, published, has_document FROM cases WHERE id = ?1",
-                [cid],
+                p![cid],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?, r.get(11)?, r.get(12)?, r.get(13)?)),
             )
             .map_err(|e| self.err(e))?;
@@ -699,14 +899,13 @@ impl Store {
             other => return Err(self.corrupt(format!("case {name}: unknown status '{other}'"))),
         };
         let params_map: BTreeMap<String, String> = self
-            .rows("SELECT key, value FROM case_params WHERE case_id = ?1", [cid], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            .rows("SELECT key, value FROM case_params WHERE case_id = ?1", p![cid], |r| {
+                Ok((r.get::<String>(0)?, r.get::<String>(1)?))
             })?
             .into_iter()
             .collect();
         let spike: Option<String> = self
-            .conn
-            .query_row("SELECT json FROM spike_evidence WHERE case_id = ?1", [cid], |r| r.get(0))
+            .query_row("SELECT json FROM spike_evidence WHERE case_id = ?1", p![cid], |r| r.get(0))
             .optional()
             .map_err(|e| self.err(e))?;
         let document = if has_document { Some(self.load_document(run_id, cid)?) } else { None };
@@ -731,11 +930,9 @@ impl Store {
 
     fn load_document(&self, run_id: i64, cid: i64) -> Result<ResultDocument> {
         type DocRow = (u32, String, String, String, String, i64, bool, String);
-        let (schema_version, tool_name, tool_version, cmd, started_at, duration_ns, interrupted, probe): DocRow = self
-            .conn
-            .query_row(
+        let (schema_version, tool_name, tool_version, cmd, started_at, duration_ns, interrupted, probe): DocRow = self.query_row(
                 "SELECT schema_version, tool_name, tool_version, command_line, started_at, duration_ns, interrupted, probe FROM documents WHERE case_id = ?1",
-                [cid],
+                p![cid],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?)),
             )
             .map_err(|e| self.err(e))?;
@@ -743,20 +940,18 @@ impl Store {
             .environment(run_id, Some(cid))?
             .ok_or_else(|| self.corrupt(format!("case {cid}: no environment")))?;
         let config: String = self
-            .conn
-            .query_row("SELECT json FROM configurations WHERE case_id = ?1", [cid], |r| r.get(0))
+            .query_row("SELECT json FROM configurations WHERE case_id = ?1", p![cid], |r| r.get(0))
             .map_err(|e| self.err(e))?;
         let mut warnings = Vec::new();
         warnings.extend(self.rows(
             "SELECT code, message FROM warnings WHERE case_id = ?1 ORDER BY pos",
-            [cid],
+            p![cid],
             |r| Ok(Warning { code: r.get(0)?, message: r.get(1)? }),
         )?);
         let streams = self.load_streams(cid)?;
         let evidence = self.load_evidence(cid)?;
         let far: Option<String> = self
-            .conn
-            .query_row("SELECT json FROM far_sides WHERE case_id = ?1", [cid], |r| r.get(0))
+            .query_row("SELECT json FROM far_sides WHERE case_id = ?1", p![cid], |r| r.get(0))
             .optional()
             .map_err(|e| self.err(e))?;
         let far = match far {
@@ -782,11 +977,9 @@ impl Store {
 
     fn load_evidence(&self, cid: i64) -> Result<Option<Evidence>> {
         type EvRow = (Option<i64>, Option<i64>, Option<i64>, bool, Option<String>, String);
-        let row: Option<EvRow> = self
-            .conn
-            .query_row(
+        let row: Option<EvRow> = self.query_row(
                 "SELECT counters_width_ns, counters_start_monotonic_ns, counters_resolution_ns, last_partial, spike, notes FROM evidence WHERE case_id = ?1",
-                [cid],
+                p![cid],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
             )
             .optional()
@@ -797,14 +990,15 @@ impl Store {
         let counters = match width {
             None => None,
             Some(width_ns) => {
-                let rows = self.rows("SELECT context_switches, net_rx, timer, interrupts, ksoftirqd_ns, steal_ticks FROM window_counters WHERE case_id = ?1 ORDER BY idx", [cid], |r| {
+                let rows = self.rows("SELECT context_switches, net_rx, timer, interrupts, ksoftirqd_ns, steal_ticks FROM window_counters WHERE case_id = ?1 ORDER BY idx",
+ p![cid], |r| {
                     Ok((
-                        r.get::<_, u64>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, String>(4)?,
-                        r.get::<_, String>(5)?,
+                        r.get::<u64>(0)?,
+                        r.get::<String>(1)?,
+                        r.get::<String>(2)?,
+                        r.get::<String>(3)?,
+                        r.get::<String>(4)?,
+                        r.get::<String>(5)?,
                     ))
                 })?;
                 let mut windows = Vec::new();
@@ -841,7 +1035,7 @@ impl Store {
                         max_ns, max_index, max_at_ns, missed, overruns, lost, late, duplicates, out_of_order, malformed, raw_file, raw_dropped,
                         hist_scheme, hist_exact_below_ns, hist_buckets_per_octave, hist_limit_ns, hist_overflow_high, hist_overflow_low, window_width_ns, start_monotonic_ns
                  FROM statistics WHERE case_id = ?1 ORDER BY pos",
-            [cid],
+            p![cid],
             |r| {
                 let stats = Summary {
                     count: r.get(6)?,
@@ -874,18 +1068,18 @@ impl Store {
                     buckets: Vec::new(),
                 };
                 Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                    r.get::<_, i64>(5)?,
+                    r.get::<i64>(0)?,
+                    r.get::<String>(1)?,
+                    r.get::<String>(2)?,
+                    r.get::<String>(3)?,
+                    r.get::<String>(4)?,
+                    r.get::<i64>(5)?,
                     stats,
-                    r.get::<_, Option<String>>(25)?,
-                    r.get::<_, Option<u64>>(26)?,
+                    r.get::<Option<String>>(25)?,
+                    r.get::<Option<u64>>(26)?,
                     hist,
-                    r.get::<_, i64>(33)?,
-                    r.get::<_, Option<i64>>(34)?,
+                    r.get::<i64>(33)?,
+                    r.get::<Option<i64>>(34)?,
                 ))
             },
         )?;
@@ -907,14 +1101,14 @@ impl Store {
         {
             histogram.buckets = self.rows(
                 "SELECT low_ns, high_ns, count FROM histogram_buckets WHERE stream_id = ?1 ORDER BY pos",
-                [sid],
+                p![sid],
                 |r| Ok(HistogramBucket { low_ns: r.get(0)?, high_ns: r.get(1)?, count: r.get(2)? }),
             )?;
             let (max_ns, count) = self
                 .rows(
                     "SELECT max_ns, count FROM windows WHERE stream_id = ?1 ORDER BY idx",
-                    [sid],
-                    |r| Ok((r.get::<_, Option<i64>>(0)?, r.get::<_, u64>(1)?)),
+                    p![sid],
+                    |r| Ok((r.get::<Option<i64>>(0)?, r.get::<u64>(1)?)),
                 )?
                 .into_iter()
                 .unzip();
@@ -945,8 +1139,8 @@ impl Store {
     ) -> Result<Vec<(u64, i64, i64)>> {
         self.rows(
             "SELECT r.idx, r.at_ns, r.value_ns FROM raw_samples r JOIN statistics s ON s.id = r.stream_id JOIN cases c ON c.id = s.case_id
-             WHERE c.run_id = ?1 AND c.name = ?2 AND s.stream = ?3 ORDER BY r.rowid",
-            params![run_id, case, stream],
+             WHERE c.run_id = ?1 AND c.name = ?2 AND s.stream = ?3 ORDER BY r.idx",
+            p![run_id, case, stream],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
     }
@@ -956,54 +1150,201 @@ fn json<T: serde::Serialize + ?Sized>(v: &T) -> String {
     serde_json::to_string(v).expect("plain serde data serializes")
 }
 
+/// Where the raw samples of a stored case come from: the raw files the probes wrote (a run
+/// measured here), or the rows another store holds (a pushed run), by stream name.
+pub(crate) enum RawSource {
+    Files,
+    Rows(BTreeMap<String, Vec<(u64, i64, i64)>>),
+}
+
+/// Migration `version`'s data step in Rust, in the migration's transaction: schema 5 gives
+/// every run without one a uuid and the profiles of its cases.
+fn backfill(db: &mut Db, version: u32) -> std::result::Result<(), DbErr> {
+    if version != 5 {
+        return Ok(());
+    }
+    let ids: Vec<i64> = db
+        .query("SELECT id FROM runs WHERE uuid IS NULL", p![])?
+        .iter()
+        .map(|r| r.get(0))
+        .collect::<std::result::Result<_, _>>()?;
+    for id in ids {
+        db.execute("UPDATE runs SET uuid = ?1 WHERE id = ?2", p![new_uuid(), id])?;
+        update_profiles(db, id)?;
+    }
+    Ok(())
+}
+
+/// `runs.profiles`: the distinct profiles of the run's cases, sorted, comma-separated.
+fn update_profiles(db: &mut Db, run_id: i64) -> std::result::Result<(), DbErr> {
+    let profiles: Vec<String> = db
+        .query("SELECT DISTINCT profile FROM cases WHERE run_id = ?1 ORDER BY profile", p![run_id])?
+        .iter()
+        .map(|r| r.get(0))
+        .collect::<std::result::Result<_, _>>()?;
+    let joined = (!profiles.is_empty()).then(|| profiles.join(","));
+    db.execute("UPDATE runs SET profiles = ?1 WHERE id = ?2", p![joined, run_id])?;
+    Ok(())
+}
+
+/// The `runs` row and its environment; the new run's id.
+pub(crate) fn insert_run(
+    db: &mut Db,
+    info: &RunInfo,
+    host: &RunHost,
+    status: RunStatus,
+    finished_at: Option<&str>,
+) -> std::result::Result<i64, DbErr> {
+    let id = db.insert(
+        "INSERT INTO runs (scenario, source, scenario_text, scale, command_line, started_at, tool_version, status, finished_at,
+            uuid, hostname, machine_id, cpu_model, kernel_release, preemption_model, profiles)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+        p![
+            info.scenario,
+            info.source,
+            info.scenario_text,
+            info.scale,
+            json(&info.command_line),
+            info.started_at,
+            info.tool_version,
+            status.name(),
+            finished_at,
+            host.uuid,
+            host.hostname,
+            host.machine_id,
+            host.cpu_model,
+            host.kernel_release,
+            host.preemption_model,
+            host.profiles,
+        ],
+    )?;
+    insert_env(db, id, None, &info.environment)?;
+    Ok(id)
+}
+
+/// One case with everything under it (call inside a transaction).
+pub(crate) fn insert_case(
+    db: &mut Db,
+    run_id: i64,
+    c: &CaseRecord,
+    raw: &RawSource,
+) -> std::result::Result<(), DbErr> {
+    let (status, error) = match &c.status {
+        CaseStatus::Ok => ("ok", None),
+        CaseStatus::Failed { error } => ("failed", Some(error.as_str())),
+        CaseStatus::Skipped { reason } => ("skipped", Some(reason.as_str())),
+        CaseStatus::Interrupted => ("interrupted", None),
+    };
+    let case_id = db.insert(
+        "INSERT INTO cases (run_id, idx, name, probe, load, profile, repetition, status, error, started_at, duration_ns, load_report, profile_report, published, has_document)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+        p![
+            run_id,
+            c.index,
+            c.name,
+            c.probe,
+            c.load,
+            c.profile,
+            c.repetition,
+            status,
+            error,
+            c.started_at,
+            c.duration_ns,
+            c.load_report.as_ref().map(json),
+            c.profile_report.as_ref().map(json),
+            c.published.as_ref().map(json),
+            c.document.is_some(),
+        ],
+    )?;
+    for (k, v) in &c.params {
+        db.execute(
+            "INSERT INTO case_params (case_id, key, value) VALUES (?1, ?2, ?3)",
+            p![case_id, k, v],
+        )?;
+    }
+    if let Some(ev) = &c.spike_evidence {
+        db.execute(
+            "INSERT INTO spike_evidence (case_id, json) VALUES (?1, ?2)",
+            p![case_id, json(ev)],
+        )?;
+    }
+    if let Some(d) = &c.document {
+        db.execute(
+            "INSERT INTO documents (case_id, schema_version, tool_name, tool_version, command_line, started_at, duration_ns, interrupted, probe) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            p![case_id, d.schema_version, d.tool.name, d.tool.version, json(&d.command_line), d.started_at, d.duration_ns, d.interrupted, d.probe],
+        )?;
+        insert_env(db, run_id, Some(case_id), &d.environment)?;
+        db.execute(
+            "INSERT INTO configurations (case_id, json) VALUES (?1, ?2)",
+            p![case_id, json(&d.config)],
+        )?;
+        if let Some(far) = &d.far {
+            db.execute(
+                "INSERT INTO far_sides (case_id, json) VALUES (?1, ?2)",
+                p![case_id, json(far)],
+            )?;
+        }
+        for (i, w) in d.warnings.iter().enumerate() {
+            db.execute(
+                "INSERT INTO warnings (case_id, pos, code, message) VALUES (?1, ?2, ?3, ?4)",
+                p![case_id, i, w.code, w.message],
+            )?;
+        }
+        for (pos, s) in d.streams.iter().enumerate() {
+            insert_stream(db, case_id, pos, s, raw)?;
+        }
+        if let Some(ev) = &d.evidence {
+            insert_evidence(db, case_id, ev)?;
+        }
+    }
+    update_profiles(db, run_id)
+}
+
 fn insert_env(
-    tx: &rusqlite::Transaction<'_>,
+    db: &mut Db,
     run_id: i64,
     case_id: Option<i64>,
     e: &Environment,
-) -> rusqlite::Result<()> {
-    tx.execute(
+) -> std::result::Result<(), DbErr> {
+    db.execute(
         "INSERT INTO environments (run_id, case_id, hostname, kernel_release, preemption_model, preempt_rt, hz, virtualization, cpu_model, json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        params![run_id, case_id, e.hostname, e.kernel_release, e.preemption_model, e.preempt_rt, e.hz, e.virtualization, e.cpu_model, json(e)],
+        p![run_id, case_id, e.hostname, e.kernel_release, e.preemption_model, e.preempt_rt, e.hz, e.virtualization, e.cpu_model, json(e)],
     )?;
     Ok(())
 }
 
-fn insert_evidence(
-    tx: &rusqlite::Transaction,
-    case_id: i64,
-    ev: &Evidence,
-) -> rusqlite::Result<()> {
+fn insert_evidence(db: &mut Db, case_id: i64, ev: &Evidence) -> std::result::Result<(), DbErr> {
     let c = ev.counters.as_ref();
-    tx.execute(
+    db.execute(
         "INSERT INTO evidence (case_id, counters_width_ns, counters_start_monotonic_ns, counters_resolution_ns, last_partial, spike, notes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![case_id, c.map(|c| c.width_ns), c.and_then(|c| c.start_monotonic_ns), c.map(|c| c.resolution_ns), c.is_some_and(|c| c.last_partial), ev.spike.as_ref().map(json), json(&ev.notes)],
+        p![case_id, c.map(|c| c.width_ns), c.and_then(|c| c.start_monotonic_ns), c.map(|c| c.resolution_ns), c.is_some_and(|c| c.last_partial), ev.spike.as_ref().map(json), json(&ev.notes)],
     )?;
     for (i, w) in c.map(|c| c.windows.as_slice()).unwrap_or_default().iter().enumerate() {
-        tx.execute(
+        db.execute(
             "INSERT INTO window_counters (case_id, idx, context_switches, net_rx, timer, interrupts, ksoftirqd_ns, steal_ticks) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![case_id, i as i64, w.context_switches, json(&w.net_rx), json(&w.timer), json(&w.interrupts), json(&w.ksoftirqd_ns), json(&w.steal_ticks)],
+            p![case_id, i, w.context_switches, json(&w.net_rx), json(&w.timer), json(&w.interrupts), json(&w.ksoftirqd_ns), json(&w.steal_ticks)],
         )?;
     }
     Ok(())
 }
 
 fn insert_stream(
-    tx: &rusqlite::Transaction<'_>,
+    db: &mut Db,
     case_id: i64,
     pos: usize,
     s: &Stream,
-) -> rusqlite::Result<()> {
+    raw: &RawSource,
+) -> std::result::Result<(), DbErr> {
     let st = &s.stats;
     let h = &s.histogram;
-    tx.execute(
+    let sid = db.insert(
         "INSERT INTO statistics (case_id, pos, stream, metric, definition, labels, deadline_ns, count, min_ns, mean_ns, stddev_ns, p50_ns, p90_ns, p99_ns, p99_9_ns, p99_99_ns,
             max_ns, max_index, max_at_ns, missed, overruns, lost, late, duplicates, out_of_order, malformed, raw_file, raw_dropped,
             hist_scheme, hist_exact_below_ns, hist_buckets_per_octave, hist_limit_ns, hist_overflow_high, hist_overflow_low, window_width_ns, start_monotonic_ns)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36)",
-        params![
+        p![
             case_id,
-            pos as i64,
+            pos,
             s.name,
             s.metric,
             s.definition,
@@ -1040,46 +1381,52 @@ fn insert_stream(
             s.start_monotonic_ns,
         ],
     )?;
-    let sid = tx.last_insert_rowid();
-    {
-        let mut b = tx.prepare_cached("INSERT INTO histogram_buckets (stream_id, pos, low_ns, high_ns, count) VALUES (?1, ?2, ?3, ?4, ?5)")?;
-        for (i, x) in h.buckets.iter().enumerate() {
-            b.execute(params![sid, i as i64, x.low_ns, x.high_ns, x.count])?;
-        }
-    }
-    {
-        let mut w = tx.prepare_cached(
-            "INSERT INTO windows (stream_id, idx, max_ns, count) VALUES (?1, ?2, ?3, ?4)",
+    for (i, x) in h.buckets.iter().enumerate() {
+        db.execute(
+            "INSERT INTO histogram_buckets (stream_id, pos, low_ns, high_ns, count) VALUES (?1, ?2, ?3, ?4, ?5)",
+            p![sid, i, x.low_ns, x.high_ns, x.count],
         )?;
-        let n = s.windows.max_ns.len().max(s.windows.count.len());
-        for i in 0..n {
-            w.execute(params![
+    }
+    let n = s.windows.max_ns.len().max(s.windows.count.len());
+    for i in 0..n {
+        db.execute(
+            "INSERT INTO windows (stream_id, idx, max_ns, count) VALUES (?1, ?2, ?3, ?4)",
+            p![
                 sid,
-                i as i64,
+                i,
                 s.windows.max_ns.get(i).copied().flatten(),
                 s.windows.count.get(i).copied().unwrap_or(0)
-            ])?;
+            ],
+        )?;
+    }
+    match raw {
+        RawSource::Files => {
+            if let Some(file) = &s.raw_file {
+                import_raw(db, sid, &s.name, Path::new(file))?;
+            }
+        }
+        RawSource::Rows(rows) => {
+            for (i, at, v) in rows.get(&s.name).map(Vec::as_slice).unwrap_or_default() {
+                insert_raw(db, sid, *i as i64, *at, *v)?;
+            }
         }
     }
-    if let Some(file) = &s.raw_file {
-        import_raw(tx, sid, &s.name, Path::new(file))?;
-    }
+    Ok(())
+}
+
+fn insert_raw(db: &mut Db, sid: i64, i: i64, at: i64, v: i64) -> std::result::Result<(), DbErr> {
+    db.execute(
+        "INSERT INTO raw_samples (stream_id, idx, at_ns, value_ns) VALUES (?1, ?2, ?3, ?4)",
+        p![sid, i, at, v],
+    )?;
     Ok(())
 }
 
 /// Raw samples of `stream` from a raw file (`stream,index,at_ns,value_ns`); a file that is
 /// gone or unreadable is skipped (its path stays in `statistics.raw_file`).
-fn import_raw(
-    tx: &rusqlite::Transaction<'_>,
-    sid: i64,
-    stream: &str,
-    file: &Path,
-) -> rusqlite::Result<()> {
+fn import_raw(db: &mut Db, sid: i64, stream: &str, file: &Path) -> std::result::Result<(), DbErr> {
     use std::io::BufRead;
     let Ok(f) = std::fs::File::open(file) else { return Ok(()) };
-    let mut ins = tx.prepare_cached(
-        "INSERT INTO raw_samples (stream_id, idx, at_ns, value_ns) VALUES (?1, ?2, ?3, ?4)",
-    )?;
     for line in std::io::BufReader::new(f).lines().map_while(|l| l.ok()) {
         let mut it = line.split(',');
         let (Some(name), Some(i), Some(at), Some(v)) = (it.next(), it.next(), it.next(), it.next())
@@ -1090,7 +1437,7 @@ fn import_raw(
             continue;
         }
         if let (Ok(i), Ok(at), Ok(v)) = (i.parse::<i64>(), at.parse::<i64>(), v.parse::<i64>()) {
-            ins.execute(params![sid, i, at, v])?;
+            insert_raw(db, sid, i, at, v)?;
         }
     }
     Ok(())

@@ -17,9 +17,9 @@
 //! - Never decides which cases remain: the caller expands the scenario again and skips the
 //!   names in [`ResumePoint::done`].
 
-use crate::{json, now_rfc3339, Result, Store, StoreError};
+use crate::db::{p, Db, DbErr};
+use crate::{json, now_rfc3339, OptionalRow, Result, Store, StoreError};
 use rtlab_core::run::RunStatus;
-use rusqlite::{params, OptionalExtension};
 
 /// How a stored case ended (the `cases.status` column).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,11 +128,9 @@ impl Store {
     /// What is stored of run `run_id`, for resuming it (reads only; no document is loaded).
     pub fn resume_point(&self, run_id: i64) -> Result<ResumePoint> {
         type Row = (String, String, String, f64, String, String, String, String);
-        let row: Option<Row> = self
-            .conn
-            .query_row(
+        let row: Option<Row> = self.query_row(
                 "SELECT scenario, source, scenario_text, scale, command_line, started_at, tool_version, status FROM runs WHERE id = ?1",
-                [run_id],
+                p![run_id],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?)),
             )
             .optional()
@@ -140,10 +138,7 @@ impl Store {
         let Some((scenario, source, scenario_text, scale, cmd, started_at, tool_version, status)) =
             row
         else {
-            return Err(StoreError::UnknownRun {
-                path: self.path.display().to_string(),
-                id: run_id,
-            });
+            return Err(self.unknown_run(run_id));
         };
         let mut done = Vec::new();
         let mut interrupted = Vec::new();
@@ -173,8 +168,8 @@ impl Store {
     pub fn stored_cases(&self, run_id: i64) -> Result<Vec<StoredCase>> {
         let rows = self.rows(
             "SELECT idx, name, status FROM cases WHERE run_id = ?1 ORDER BY idx, id",
-            [run_id],
-            |r| Ok((r.get::<_, u32>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)),
+            p![run_id],
+            |r| Ok((r.get::<u32>(0)?, r.get::<String>(1)?, r.get::<String>(2)?)),
         )?;
         let mut out = Vec::new();
         for (index, name, status) in rows {
@@ -192,43 +187,35 @@ impl Store {
     pub fn reopen_run(&mut self, run_id: i64, command_line: &[String]) -> Result<ResumePoint> {
         let before = self.resume_point(run_id)?;
         if before.status == RunStatus::Complete {
-            return Err(StoreError::NotResumable {
-                path: self.path.display().to_string(),
-                id: run_id,
-            });
+            return Err(StoreError::NotResumable { path: self.label.clone(), id: run_id });
         }
-        let path = self.path.display().to_string();
-        let e = |e: rusqlite::Error| StoreError::Sql { path: path.clone(), what: e.to_string() };
-        let tx = self.conn.transaction().map_err(e)?;
         let dropped: Vec<String> = before.interrupted.iter().map(|c| c.name.clone()).collect();
-        for c in &before.interrupted {
-            let cid: i64 = tx
-                .query_row(
-                    "SELECT id FROM cases WHERE run_id = ?1 AND name = ?2",
-                    params![run_id, c.name],
-                    |r| r.get(0),
-                )
-                .map_err(e)?;
-            for sql in CASE_CHILDREN {
-                tx.execute(sql, [cid]).map_err(e)?;
+        self.transaction(|db| {
+            for c in &before.interrupted {
+                let cid: i64 = db
+                    .query_one(
+                        "SELECT id FROM cases WHERE run_id = ?1 AND name = ?2",
+                        p![run_id, c.name],
+                    )?
+                    .get(0)?;
+                for sql in CASE_CHILDREN {
+                    db.execute(sql, p![cid])?;
+                }
             }
-        }
-        let pos: i64 = tx
-            .query_row("SELECT COUNT(*) FROM run_resumptions WHERE run_id = ?1", [run_id], |r| {
-                r.get(0)
-            })
-            .map_err(e)?;
-        tx.execute(
-            "INSERT INTO run_resumptions (run_id, pos, resumed_at, previous_status, command_line, dropped_cases) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![run_id, pos, now_rfc3339(), before.status.name(), json(command_line), json(&dropped)],
-        )
-        .map_err(e)?;
-        tx.execute(
-            "UPDATE runs SET status = ?1, finished_at = NULL WHERE id = ?2",
-            params![RunStatus::Running.name(), run_id],
-        )
-        .map_err(e)?;
-        tx.commit().map_err(e)?;
+            let r = Resumption {
+                resumed_at: now_rfc3339(),
+                previous_status: before.status,
+                command_line: command_line.to_vec(),
+                dropped_cases: dropped.clone(),
+            };
+            insert_resumption(db, run_id, &r)?;
+            db.execute(
+                "UPDATE runs SET status = ?1, finished_at = NULL WHERE id = ?2",
+                p![RunStatus::Running.name(), run_id],
+            )?;
+            Ok(())
+        })
+        .map_err(|e| self.err(e))?;
         self.resume_point(run_id)
     }
 
@@ -237,13 +224,13 @@ impl Store {
         self.check_run(run_id)?;
         let rows = self.rows(
             "SELECT resumed_at, previous_status, command_line, dropped_cases FROM run_resumptions WHERE run_id = ?1 ORDER BY pos",
-            [run_id],
+            p![run_id],
             |r| {
                 Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
+                    r.get::<String>(0)?,
+                    r.get::<String>(1)?,
+                    r.get::<String>(2)?,
+                    r.get::<String>(3)?,
                 ))
             },
         )?;
@@ -258,4 +245,20 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// One resumption of run `run_id`, next after those stored (call inside a transaction).
+pub(crate) fn insert_resumption(
+    db: &mut Db,
+    run_id: i64,
+    r: &Resumption,
+) -> std::result::Result<(), DbErr> {
+    let pos: i64 = db
+        .query_one("SELECT COUNT(*) FROM run_resumptions WHERE run_id = ?1", p![run_id])?
+        .get(0)?;
+    db.execute(
+        "INSERT INTO run_resumptions (run_id, pos, resumed_at, previous_status, command_line, dropped_cases) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        p![run_id, pos, r.resumed_at, r.previous_status.name(), json(&r.command_line), json(&r.dropped_cases)],
+    )?;
+    Ok(())
 }

@@ -35,6 +35,8 @@ pub enum Command {
     Serve(crate::cmd::serve::ServeArgs),
     /// Export stored runs to JSON or CSV.
     Export(crate::cmd::export::ExportArgs),
+    /// Copy runs of the local store into a team's store (PostgreSQL); a run is stored once.
+    Push(crate::cmd::push::PushArgs),
     /// A cyclic job (S2's control loop): wake-up latency, job duration, response time.
     Cyclic(crate::cmd::cyclic::CyclicArgs),
     /// The graph of a live DDS / ROS 2 domain: participants, topics, types, QoS.

@@ -101,6 +101,7 @@ fn dispatch(cli: cli::Cli) -> anyhow::Result<u8> {
         cli::Command::Compare(a) => cmd::compare::run(a),
         cli::Command::Export(a) => cmd::export::run(a),
         cli::Command::Serve(a) => cmd::serve::run(a),
+        cli::Command::Push(a) => cmd::push::run(a),
         cli::Command::Cyclic(a) => cmd::cyclic::run(a),
         cli::Command::Agent(a) => cmd::agent::run(a),
         cli::Command::Observe(a) => cmd::observe::run(a),

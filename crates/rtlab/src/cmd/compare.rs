@@ -32,8 +32,8 @@ pub struct CompareArgs {
     /// same scenario and host: complete, every case ok, every gate kept.
     #[arg(long)]
     pub baseline: bool,
-    /// The store (SQLite file).
-    #[arg(long, default_value = DEFAULT_DB, value_name = "FILE")]
+    /// The store: a SQLite file or postgres://USER[:PASSWORD]@HOST[:PORT]/DB.
+    #[arg(long, env = "RTLAB_DB", hide_env_values = true, default_value = DEFAULT_DB, value_name = "FILE|URL")]
     pub db: String,
     /// Exit 1 when the metric of a stream grew by more than PERCENT and the KS test finds
     /// the distributions different. Without it, compare only reports.

@@ -29,8 +29,8 @@ pub struct ExportArgs {
     /// Runs to export: ids (see `rtlab runs`) or `latest`.
     #[arg(value_name = "RUN", required = true)]
     pub runs: Vec<String>,
-    /// The store (SQLite file).
-    #[arg(long, default_value = DEFAULT_DB, value_name = "FILE")]
+    /// The store: a SQLite file or postgres://USER[:PASSWORD]@HOST[:PORT]/DB.
+    #[arg(long, env = "RTLAB_DB", hide_env_values = true, default_value = DEFAULT_DB, value_name = "FILE|URL")]
     pub db: String,
     #[arg(long, value_enum)]
     pub format: FormatArg,

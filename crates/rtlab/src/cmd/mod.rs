@@ -12,6 +12,7 @@ pub mod load;
 pub mod netns;
 pub mod observe;
 pub mod pubsub;
+pub mod push;
 pub mod report;
 pub mod run;
 pub mod runs;

@@ -13,8 +13,8 @@ pub struct ReportArgs {
     /// Runs to render: ids (see `rtlab runs`) or `latest`. Default: the latest run.
     #[arg(value_name = "RUN")]
     pub runs: Vec<String>,
-    /// The store (SQLite file).
-    #[arg(long, default_value = DEFAULT_DB, value_name = "FILE")]
+    /// The store: a SQLite file or postgres://USER[:PASSWORD]@HOST[:PORT]/DB.
+    #[arg(long, env = "RTLAB_DB", hide_env_values = true, default_value = DEFAULT_DB, value_name = "FILE|URL")]
     pub db: String,
     /// Write one self-contained HTML file (opens offline) instead of the terminal report.
     #[arg(long, value_name = "FILE")]

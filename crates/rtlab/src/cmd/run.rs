@@ -22,8 +22,8 @@ pub struct RunArgs {
     /// keeps at least 100 slots.
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
-    /// The results store.
-    #[arg(long, default_value = rtlab_store::DEFAULT_DB)]
+    /// The results store: a SQLite file or postgres://USER[:PASSWORD]@HOST[:PORT]/DB.
+    #[arg(long, env = "RTLAB_DB", hide_env_values = true, default_value = rtlab_store::DEFAULT_DB, value_name = "FILE|URL")]
     pub db: String,
     /// Where to write the HTML report of this run (default: next to the store, run-<ID>.html).
     #[arg(long)]
@@ -136,7 +136,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
     };
     if let Some(id) = resume {
         store
-            .reopen_run(id, &std::env::args().collect::<Vec<_>>())
+            .reopen_run(id, &rtlab_store::url::redact_args(std::env::args()))
             .map_err(|e| anyhow::anyhow!("--resume {id}: {e}"))?;
     }
     let stop = stop_flag()?;
@@ -145,7 +145,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
         source,
         scenario_text: scenario.text.clone(),
         scale,
-        command_line: std::env::args().collect(),
+        command_line: rtlab_store::url::redact_args(std::env::args()),
         started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
         environment: rtlab_sys::env::detect(std::path::Path::new("/")),
@@ -156,20 +156,16 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
             scenario.name,
             scenario.cases().len(),
             format_duration_human(Nanos(scenario.planned_ns())),
-            a.db
+            rtlab_store::url::redact(&a.db)
         );
     }
     let mut progress = TermProgress::new(scenario.cases().len(), scenario.planned_ns(), a.quiet);
     // traces around spikes are kept next to the store
-    let trace_dir = std::path::Path::new(&a.db)
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .map(|p| p.to_path_buf())
-        .unwrap_or_else(|| ".".into());
+    let trace_dir = rtlab_lab::store_sink::local_dir(&a.db);
     let mut exec = LiveExecutor::new(trace_dir);
     let (run_id, status) =
         run_scenario(&scenario, &info, &mut exec, &mut store, &mut progress, &stop, resume)
-            .map_err(|e| anyhow::anyhow!("--db {}: {e}", a.db))?;
+            .map_err(|e| anyhow::anyhow!("--db {}: {e}", rtlab_store::url::redact(&a.db)))?;
     progress.finish();
     // the gates are judged over every case of the run (a resumed run's earlier ones too)
     let stored = store.load_run(run_id).map_err(|e| anyhow::anyhow!("--db {}: {e}", a.db))?;
@@ -189,7 +185,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
             progress.skipped
         );
         if status == RunStatus::Interrupted {
-            println!("continue it with: rtlab run --resume {run_id} --db {}", a.db);
+            println!(
+                "continue it with: rtlab run --resume {run_id} --db {}",
+                rtlab_store::url::redact(&a.db)
+            );
         }
     }
     println!("report: {report}");
@@ -281,7 +280,7 @@ struct Planned {
 fn scenario_of(a: &RunArgs, name: &str) -> anyhow::Result<Planned> {
     match a.resume {
         Some(id) => {
-            if !std::path::Path::new(&a.db).is_file() {
+            if !rtlab_store::url::is_postgres(&a.db) && !std::path::Path::new(&a.db).is_file() {
                 anyhow::bail!("--db {}: no store there, so no run {id} to resume", a.db);
             }
             let st = rtlab_lab::store_sink::open(&a.db).map_err(super::lab_error)?;

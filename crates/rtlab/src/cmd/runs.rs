@@ -7,8 +7,8 @@ use std::io::Write;
 
 #[derive(Args, Debug)]
 pub struct RunsArgs {
-    /// The store (SQLite file).
-    #[arg(long, default_value = DEFAULT_DB, value_name = "FILE")]
+    /// The store: a SQLite file or postgres://USER[:PASSWORD]@HOST[:PORT]/DB.
+    #[arg(long, env = "RTLAB_DB", hide_env_values = true, default_value = DEFAULT_DB, value_name = "FILE|URL")]
     pub db: String,
     /// Print the list as JSON.
     #[arg(long)]
@@ -50,7 +50,7 @@ pub fn run(a: RunsArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     if runs.is_empty() {
-        writeln!(out, "{}: no run stored yet", a.db)?;
+        writeln!(out, "{}: no run stored yet", store.label())?;
         return Ok(0);
     }
     let mut rows =

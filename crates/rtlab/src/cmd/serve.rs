@@ -28,8 +28,8 @@ const WORKERS: usize = 2;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// The store (SQLite file).
-    #[arg(long, default_value = DEFAULT_DB, value_name = "FILE")]
+    /// The store: a SQLite file or postgres://USER[:PASSWORD]@HOST[:PORT]/DB.
+    #[arg(long, env = "RTLAB_DB", hide_env_values = true, default_value = DEFAULT_DB, value_name = "FILE|URL")]
     pub db: String,
     /// Where to listen; an address that is not loopback needs --token. Port 0: any free port
     /// (the line on stdout says which).
@@ -62,7 +62,10 @@ pub fn run(a: ServeArgs) -> anyhow::Result<u8> {
     let server =
         Arc::new(Server::http(addr).map_err(|e| anyhow::anyhow!("--listen {}: {e}", a.listen))?);
     let bound = server.server_addr().to_ip().unwrap_or(addr);
-    println!("serving {} on http://{bound}/ (read-only; Ctrl-C stops)", a.db);
+    println!(
+        "serving {} on http://{bound}/ (read-only; Ctrl-C stops)",
+        rtlab_store::url::redact(&a.db)
+    );
     let token = Arc::new(a.token);
     let mut workers = Vec::new();
     for store in stores {

@@ -1,0 +1,185 @@
+//! The store on a real PostgreSQL server (started by the test, see support/pg_server.rs):
+//! the same API and the same round trip as on SQLite, push from SQLite (idempotent, by
+//! uuid; many hosts at once), schema versions, and errors that never show the password.
+
+#[path = "../../rtlab-report/tests/fixture/mod.rs"]
+mod fixture;
+#[path = "support/pg_server.rs"]
+mod pg_server;
+
+use pg_server::{PgServer, PASSWORD};
+use rtlab_core::run::{Run, RunStatus};
+use rtlab_store::{Pushed, Store, StoreError};
+
+/// The fixture run with the raw samples of its first case imported from the fixture's file.
+fn run_with_raw() -> Run {
+    let mut run = fixture::run();
+    let mut d = fixture::doc("timer-raw.json");
+    let raw = fixture::data_dir().join("timer-raw.csv");
+    for s in d.streams.iter_mut().filter(|s| s.raw_file.is_some()) {
+        s.raw_file = Some(raw.display().to_string());
+    }
+    run.cases[0].document = Some(d);
+    run
+}
+
+fn store_run(s: &mut Store, run: &Run) -> i64 {
+    let id = s.begin_run(&run.info).unwrap();
+    for c in &run.cases {
+        s.add_case(id, c).unwrap();
+    }
+    s.finish_run(id, RunStatus::Complete).unwrap();
+    id
+}
+
+#[test]
+fn pg_a_run_round_trips_exactly_as_on_sqlite() {
+    let Some(pg) = PgServer::start() else { return };
+    let url = pg.database("roundtrip");
+    let run = run_with_raw();
+    let mut s = Store::open(&url).unwrap();
+    assert!(s.is_postgres());
+    assert_eq!(s.file_schema_version().unwrap(), rtlab_store::schema_version());
+    assert!(!s.label().contains(PASSWORD), "{}", s.label());
+    let id = store_run(&mut s, &run);
+    let back = s.load_run(id).unwrap();
+    assert_eq!(back.info, run.info);
+    assert_eq!(back.status, RunStatus::Complete);
+    assert_eq!(back.cases, run.cases);
+    let raw = s.raw_samples(id, &run.cases[0].name, "thread0").unwrap();
+    assert!(!raw.is_empty());
+    let list = s.runs().unwrap();
+    assert_eq!((list.len(), list[0].cases, list[0].failed), (1, 9, 1));
+    let host = s.run_host(id).unwrap();
+    assert_eq!(host.uuid.len(), 36);
+    assert_eq!(host.hostname.as_deref(), Some(run.info.environment.hostname.as_str()));
+    // the host is a column a query can filter on
+    let n = pg.psql(
+        "roundtrip",
+        &format!(
+            "SELECT COUNT(*) FROM runs WHERE hostname = '{}' AND kernel_release IS NOT NULL",
+            run.info.environment.hostname
+        ),
+    );
+    assert_eq!(n, "1");
+    // a resumable run: interrupted, reopened, finished, on PostgreSQL too
+    let id2 = s.begin_run(&run.info).unwrap();
+    s.add_case(id2, &run.cases[1]).unwrap();
+    s.finish_run(id2, RunStatus::Interrupted).unwrap();
+    let p = s.reopen_run(id2, &["rtlab".into()]).unwrap();
+    assert_eq!(p.done.len(), 1);
+    assert_eq!(s.resumptions(id2).unwrap().len(), 1);
+    // reopening: the second connection migrates nothing and reads the same
+    drop(s);
+    let s = Store::open_existing(&url).unwrap();
+    assert_eq!(s.load_run(id).unwrap().cases, run.cases);
+}
+
+#[test]
+fn pg_push_twice_is_stored_once_and_eight_hosts_at_once_store_every_case_once() {
+    let Some(pg) = PgServer::start() else { return };
+    let url = pg.database("fleet");
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_with_raw();
+    // 8 robots, each with its own SQLite store and two runs
+    let mut locals = Vec::new();
+    for i in 0..8 {
+        let path = dir.path().join(format!("robot{i}.db"));
+        let mut s = Store::open(&path).unwrap();
+        store_run(&mut s, &run);
+        store_run(&mut s, &run);
+        locals.push(path);
+    }
+    // robot 0's first run was judged by a gate: its verdict travels with it
+    let verdict = rtlab_core::gate::GateVerdict {
+        gate: "*:thread0:max<=1ns".into(),
+        origin: "--gate".into(),
+        case: Some(run.cases[0].name.clone()),
+        stream: Some("thread0".into()),
+        metric: rtlab_core::gate::GateMetric::Max,
+        limit: "1ns".into(),
+        value: Some("12.3us".into()),
+        outcome: rtlab_core::gate::Outcome::Broken,
+        message: String::new(),
+    };
+    Store::open_existing(&locals[0])
+        .unwrap()
+        .save_gate_verdicts(1, std::slice::from_ref(&verdict))
+        .unwrap();
+    // robot 0 pushes its first run twice: stored once
+    let local = Store::open_existing(&locals[0]).unwrap();
+    let team = Store::open(&url).unwrap();
+    let first = local.push_run(1, &team).unwrap();
+    let Pushed::Stored { remote, cases, .. } = first else { panic!("{first:?}") };
+    assert_eq!(cases, run.cases.len());
+    assert!(
+        matches!(local.push_run(1, &team).unwrap(), Pushed::Already { remote: r, .. } if r == remote)
+    );
+    assert_eq!(team.load_run(remote).unwrap().cases, run.cases, "pushed exactly");
+    assert_eq!(team.load_run(remote).unwrap().gates, vec![verdict], "with its gate verdicts");
+    assert_eq!(team.run_host(remote).unwrap(), local.run_host(1).unwrap(), "same uuid and host");
+    assert_eq!(
+        team.raw_samples(remote, &run.cases[0].name, "thread0").unwrap(),
+        local.raw_samples(1, &run.cases[0].name, "thread0").unwrap()
+    );
+    drop((local, team));
+    // then all 8 push all their runs at once, robot 0 its run 1 again
+    std::thread::scope(|sc| {
+        for path in &locals {
+            let url = url.clone();
+            sc.spawn(move || {
+                let local = Store::open_existing(path).unwrap();
+                let team = Store::open(&url).unwrap();
+                for id in [1, 2] {
+                    local.push_run(id, &team).unwrap();
+                }
+            });
+        }
+    });
+    let team = Store::open_existing(&url).unwrap();
+    let runs = team.runs().unwrap();
+    assert_eq!(runs.len(), 16, "8 robots x 2 runs, each once");
+    let total = pg.psql("fleet", "SELECT COUNT(*) FROM cases");
+    assert_eq!(total, (16 * run.cases.len()).to_string());
+    let dup = pg.psql(
+        "fleet",
+        "SELECT COUNT(*) FROM (SELECT uuid FROM runs GROUP BY uuid HAVING COUNT(*) > 1) d",
+    );
+    assert_eq!(dup, "0");
+    // the local copies are untouched
+    for path in &locals {
+        assert_eq!(Store::open_existing(path).unwrap().runs().unwrap().len(), 2);
+    }
+}
+
+#[test]
+fn pg_newer_schema_is_refused_and_bad_urls_are_clear_without_the_password() {
+    let Some(pg) = PgServer::start() else { return };
+    let url = pg.database("versions");
+    drop(Store::open(&url).unwrap());
+    // a read command never creates a store
+    let empty = pg.database("empty");
+    assert!(matches!(Store::open_existing(&empty), Err(StoreError::Missing { .. })));
+    assert_eq!(
+        pg.psql(
+            "empty",
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'public'"
+        ),
+        "0"
+    );
+    pg.psql("versions", "UPDATE rtlab_schema SET version = 99");
+    let e = Store::open(&url).err().unwrap();
+    assert!(matches!(e, StoreError::NewerSchema { found: 99, .. }), "{e}");
+    assert_eq!(pg.psql("versions", "SELECT version FROM rtlab_schema"), "99", "untouched");
+    let wrong = url.replace(PASSWORD, "not-the-password");
+    let e = Store::open(&wrong).err().unwrap().to_string();
+    assert!(e.contains("password authentication failed"), "{e}");
+    assert!(!e.contains("not-the-password") && !e.contains(PASSWORD), "{e}");
+    assert!(e.contains(":***@127.0.0.1"), "{e}");
+    let closed = format!("postgres://rtlab:{PASSWORD}@127.0.0.1:1/fleet");
+    let e = Store::open(&closed).err().unwrap().to_string();
+    assert!(e.contains("cannot connect") && !e.contains(PASSWORD), "{e}");
+    let bad = format!("postgres://rtlab:{PASSWORD}@127.0.0.1:notaport/fleet");
+    let e = Store::open(&bad).err().unwrap().to_string();
+    assert!(e.contains("port 'notaport'") && !e.contains(PASSWORD), "{e}");
+}

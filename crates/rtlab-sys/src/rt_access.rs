@@ -103,10 +103,14 @@ fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 
 /// The mounts of /proc/mounts: (mount point, fstype, options).
 fn mounts(root: &Path) -> Vec<(String, String, String)> {
+    parse_mounts(&read(root, "proc/mounts").unwrap_or_default())
+}
+
+/// The mounts of a /proc/mounts text: (mount point, fstype, options); a mount point with a
+/// space, tab or backslash in it is written with octal escapes (\040, \011, \134).
+pub fn parse_mounts(text: &str) -> Vec<(String, String, String)> {
     let unescape = |s: &str| s.replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\");
-    read(root, "proc/mounts")
-        .unwrap_or_default()
-        .lines()
+    text.lines()
         .filter_map(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
             Some((unescape(w.get(1)?), w.get(2)?.to_string(), w.get(3)?.to_string()))

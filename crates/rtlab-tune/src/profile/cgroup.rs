@@ -143,16 +143,7 @@ pub(super) fn isolation(host: &dyn Host, t: &Target, iso: Vec<usize>, online: &[
 
 /// The mounts of /proc/mounts: (mount point, fstype, options).
 fn mounts(host: &dyn Host) -> Vec<(String, String, String)> {
-    // a mount point with a space or tab in it is written with octal escapes (\040, \011)
-    let unescape = |s: &str| s.replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\");
-    host.read("/proc/mounts")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            Some((unescape(w.get(1)?), w.get(2)?.to_string(), w.get(3)?.to_string()))
-        })
-        .collect()
+    rtlab_sys::rt_access::parse_mounts(&host.read("/proc/mounts").unwrap_or_default())
 }
 
 /// Where the cgroup-v2 (unified) hierarchy is: /sys/fs/cgroup when it is the unified root,

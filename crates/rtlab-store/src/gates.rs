@@ -86,8 +86,8 @@ impl Store {
         before: i64,
     ) -> Result<Option<i64>> {
         let sql = format!(
-            "SELECT r.id FROM runs r JOIN environments e ON e.run_id = r.id AND e.case_id IS NULL
-             WHERE r.scenario = ?1 AND e.hostname = ?2 AND r.id < ?3 AND r.status = 'complete'
+            "SELECT r.id FROM runs r
+             WHERE r.scenario = ?1 AND r.hostname = ?2 AND r.id < ?3 AND r.status = 'complete'
                AND EXISTS (SELECT 1 FROM cases c WHERE c.run_id = r.id)
                AND NOT EXISTS (SELECT 1 FROM cases c WHERE c.run_id = r.id AND c.status <> 'ok')
                AND NOT EXISTS (SELECT 1 FROM gate_verdicts g WHERE g.run_id = r.id AND g.verdict NOT IN ({GOOD_OUTCOMES}))

@@ -7,6 +7,7 @@ pub mod clock;
 pub mod cyclic;
 pub mod hold;
 pub mod netns;
+pub mod noise;
 pub mod ros_timer;
 #[cfg(test)]
 mod test_sink;

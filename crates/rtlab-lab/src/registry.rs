@@ -12,6 +12,7 @@ pub const PROBES: &[ProbeKind] = &[
     crate::probes::pubsub::KIND,
     crate::probes::observe::KIND,
     crate::probes::cyclic::KIND,
+    crate::probes::noise::KIND,
 ];
 
 /// A probe kind by name.

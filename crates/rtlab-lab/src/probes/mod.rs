@@ -1,6 +1,7 @@
 //! One module per probe: its typed configuration, its `measure`, its document.
 
 pub mod cyclic;
+pub mod noise;
 pub mod observe;
 pub mod pubsub;
 pub mod timer;

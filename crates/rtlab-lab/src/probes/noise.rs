@@ -1,0 +1,350 @@
+//! The noise probe (`rtlab noise`, scenario `kind = "noise"`): what the machine steals from a
+//! thread that never sleeps, per CPU — the gaps a busy loop reading CLOCK_MONOTONIC sees above
+//! a threshold, their distribution, the time stolen per window (a share of the CPU), the
+//! longest gap and the gap count per window, with the kernel's counters of each window.
+//!
+//! Contract: [`NoiseProbeConfig`] is the one configuration (CLI and scenarios: threshold 1us,
+//! 10 s, windows of 1 s, one thread on each CPU of `cpus`, every online CPU when neither the
+//! probe nor the profile names any; SCHED_FIFO 80 with memory locked on the command line);
+//! `measure` runs the engine (rtlab-engines `noise`) under the context's real-time settings
+//! with the evidence around it. `tracer` (`osnoise`, `hwlat`) asks for the kernel's own
+//! tracer: where `available_tracers` lacks it, a [`LabError::Missing`] of one line before
+//! anything runs (tracefs mounted to look, journaled, and unmounted again). Added as one
+//! module and one line in [`crate::registry::PROBES`].
+
+use crate::config::{positive, ConfigError, Dur, RtFields, Validate};
+use crate::document::{new_document, run_warnings, RunFacts};
+use crate::error::LabError;
+use crate::probe::{Context, Plan, Probe, ProbeKind};
+use rtlab_core::error::Missing;
+use rtlab_core::rt::RtSettings;
+use rtlab_core::schema::ResultDocument;
+use rtlab_core::warnings::Warn;
+use rtlab_engines::noise::{self, NoiseConfig, NoiseError, NoiseOutcome};
+use rtlab_tune::host::Host;
+use serde::{Deserialize, Serialize};
+
+/// How long it measures when `duration` is not given.
+pub const DEFAULT_DURATION: Dur = Dur::s(10);
+
+pub const KIND: ProbeKind = ProbeKind {
+    kind: "noise",
+    about:
+        "what the machine steals from a busy thread, per CPU: noise gaps, stolen time per window",
+    parse: crate::probe::parse_as::<NoiseProbeConfig>,
+};
+
+/// The kernel tracers that measure noise themselves (Documentation/trace/osnoise-tracer.rst,
+/// Documentation/trace/hwlat_detector.rst).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NoiseTracer {
+    /// The osnoise tracer: per-sample noise with its IRQ / softirq / thread / NMI attribution.
+    Osnoise,
+    /// The hwlat detector: noise from outside the kernel (SMIs, firmware, the hypervisor).
+    Hwlat,
+}
+
+impl NoiseTracer {
+    pub fn name(self) -> &'static str {
+        match self {
+            NoiseTracer::Osnoise => "osnoise",
+            NoiseTracer::Hwlat => "hwlat",
+        }
+    }
+    /// The kernel option that builds it.
+    fn config_option(self) -> &'static str {
+        match self {
+            NoiseTracer::Osnoise => "CONFIG_OSNOISE_TRACER=y",
+            NoiseTracer::Hwlat => "CONFIG_HWLAT_TRACER=y",
+        }
+    }
+}
+
+/// The noise probe's configuration (flags and `[[probe]]` keys have these names).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NoiseProbeConfig {
+    /// A gap between two clock reads above this is noise.
+    pub threshold: Dur,
+    /// How long to measure (10 s when not given).
+    pub duration: Option<Dur>,
+    /// Width of a window (stolen time, longest gap, gap count per window).
+    pub window: Dur,
+    /// Hold /dev/cpu_dma_latency at this many µs during the run.
+    pub cpu_dma_latency: Option<u32>,
+    /// The kernel's own tracer instead of the busy loop (where the kernel has it).
+    pub tracer: Option<NoiseTracer>,
+    #[serde(flatten)]
+    pub rt: RtFields,
+}
+
+impl Default for NoiseProbeConfig {
+    fn default() -> Self {
+        NoiseProbeConfig {
+            threshold: Dur(1_000),
+            duration: None,
+            window: Dur::s(1),
+            cpu_dma_latency: None,
+            tracer: None,
+            rt: RtFields::default(),
+        }
+    }
+}
+
+/// On the command line the busy threads run SCHED_FIFO 80 with memory locked, as the other
+/// probes' measuring threads: the noise a real-time thread sees.
+pub fn default_rt() -> RtSettings {
+    RtSettings::fifo80()
+}
+
+impl Validate for NoiseProbeConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        positive("threshold", Some(self.threshold))?;
+        positive("duration", self.duration)?;
+        positive("window", Some(self.window))?;
+        Ok(())
+    }
+}
+
+impl NoiseProbeConfig {
+    /// The engine's configuration under `rt` (its CPUs, or every online CPU).
+    pub fn engine(&self, rt: &RtSettings) -> Result<NoiseConfig, ConfigError> {
+        rt.check().map_err(|m| ConfigError::new("priority", m))?;
+        let cpus = match &rt.cpus {
+            Some(c) if !c.is_empty() => c.clone(),
+            _ => rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0,
+        };
+        let mut seen = Vec::new();
+        for c in &cpus {
+            if seen.contains(c) {
+                return Err(ConfigError::new(
+                    "cpus",
+                    format!("CPU {c} is given twice (one thread per CPU)"),
+                ));
+            }
+            seen.push(*c);
+        }
+        Ok(NoiseConfig {
+            cpus,
+            rt: RtSettings { cpus: None, ..rt.clone() },
+            threshold_ns: self.threshold.0,
+            duration_ns: self.duration.unwrap_or(DEFAULT_DURATION).0,
+            window_ns: self.window.0,
+            stack_prefault_bytes: 256 * 1024,
+            cpu_dma_latency_us: self.cpu_dma_latency.map(|v| v.min(i32::MAX as u32) as i32),
+        })
+    }
+}
+
+/// Whether the kernel has `tracer` (`<tracefs>/available_tracers`); tracefs is mounted to
+/// look when it is not (journaled at the tracer's journal, unmounted before returning).
+/// Err: one line naming what is missing and what has it.
+pub fn check_tracer(host: &dyn Host, tracer: NoiseTracer) -> Result<(), LabError> {
+    let name = tracer.name();
+    let dirs = rtlab_evidence::timerlat::TRACEFS_DIRS;
+    let kernel_lacks = |why: String| {
+        LabError::Missing(Missing::kernel(
+            &format!("{name} tracer ({why})"),
+            &format!("a kernel built with {}, e.g. Debian's PREEMPT_RT kernel (scripts/rt-vm.sh); without --tracer the busy loop measures the noise", tracer.config_option()),
+        ))
+    };
+    let read = |dir: &str| host.read(&format!("{dir}/available_tracers"));
+    let (dir, text) = match dirs.iter().find(|d| host.exists(&format!("{d}/available_tracers"))) {
+        Some(d) => (d.to_string(), read(d)),
+        None if host.exists(dirs[0]) => {
+            let journal = std::path::Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL);
+            let mut session =
+                rtlab_tune::session::Session::begin(host, journal, "rtlab noise --tracer")
+                    .map_err(|e| LabError::Failed(format!("--tracer {name}: {e}")))?;
+            let mount = rtlab_tune::session::Action::Mount {
+                fstype: "tracefs".into(),
+                target: dirs[0].into(),
+            };
+            if let Err(e) = session.apply(&mount) {
+                return Err(match e.missing() {
+                    Some(m) => LabError::Missing(m.clone()),
+                    None => LabError::Failed(format!("--tracer {name}: mounting tracefs: {e}")),
+                });
+            }
+            let text = read(dirs[0]);
+            let restored = session.restore();
+            if !restored.is_clean() {
+                return Err(LabError::Failed(format!(
+                    "--tracer {name}: tracefs mounted to look for the tracer could not be unmounted: run `rtlab tune restore`"
+                )));
+            }
+            (dirs[0].to_string(), text)
+        }
+        None => return Err(kernel_lacks("no tracefs: a kernel without CONFIG_FTRACE".into())),
+    };
+    let text = text
+        .map_err(|e| LabError::Failed(format!("--tracer {name}: {dir}/available_tracers: {e}")))?;
+    let has: Vec<&str> = text.split_whitespace().collect();
+    if has.contains(&name) {
+        return Ok(());
+    }
+    Err(kernel_lacks(format!("{dir}/available_tracers has only: {}", has.join(" "))))
+}
+
+/// Run the noise probe; the document and the engine's outcome.
+pub fn measure(
+    cfg: &NoiseProbeConfig,
+    ctx: &mut Context<'_>,
+) -> Result<(ResultDocument, NoiseOutcome, NoiseConfig), LabError> {
+    let rt = cfg.rt.over(&ctx.rt);
+    let engine = cfg.engine(&rt)?;
+    if let Some(t) = cfg.tracer {
+        check_tracer(crate::host::host(), t)?;
+        return Err(LabError::Failed(format!(
+            "--tracer {}: this kernel has the tracer, but rtlab does not drive it yet: run without --tracer (the busy loop), or `rtla {}` beside it",
+            t.name(),
+            if t == NoiseTracer::Osnoise { "osnoise top" } else { "hwnoise" }
+        )));
+    }
+    let mut ev = ctx.evidence.clone();
+    ev.window_ns = engine.window_ns;
+    ev.victim = "rtlab-noise".into();
+    ev.cpus = engine.cpus.clone();
+    ev.sources = engine.cpus.iter().map(|c| format!("cpu{c}")).collect();
+    ev.planned = Some(std::time::Duration::from_nanos(engine.duration_ns.max(0) as u64));
+    let evidence = crate::evidence::EvidenceRun::start(crate::host::host(), &ev)?;
+    let started = std::time::SystemTime::now();
+    let env = rtlab_sys::env::detect(std::path::Path::new("/"));
+    let progress = &mut *ctx.progress;
+    let measured = noise::run_with_spike(&engine, ctx.stop.clone(), evidence.hook(), progress);
+    let streams = measured.as_ref().map(|o| o.streams(&engine)).unwrap_or_default();
+    let evidence = evidence.finish(&streams);
+    let outcome = match measured {
+        Ok(o) => o,
+        Err(NoiseError::Sys(e)) => return Err(LabError::from_sys(e)),
+        Err(NoiseError::Invalid(m)) => return Err(LabError::Failed(m)),
+    };
+    let config = serde_json::to_value(&engine).map_err(LabError::failed)?;
+    let mut doc = new_document("noise", started, env, config);
+    doc.duration_ns = outcome.duration_ns;
+    doc.interrupted = outcome.interrupted;
+    doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
+    doc.environment.cpu_dma_latency_us =
+        outcome.cpu_dma_latency.as_ref().and_then(|r| r.as_ref().ok().copied());
+    doc.streams = streams;
+    doc.evidence = Some(evidence);
+    let dma_error = match &outcome.cpu_dma_latency {
+        Some(Err(why)) => Some(why.as_str()),
+        _ => None,
+    };
+    let facts = RunFacts {
+        memory_lock: &outcome.memory_lock,
+        any_other_policy: !rt.policy.is_realtime(),
+        mlockall_off_by_profile: ctx.mlockall_off_by_profile,
+        cpu_dma_latency_error: dma_error,
+        // the busy loop's samples are its clock reads (the gaps are the rare ones)
+        fewest_samples: outcome.threads.iter().map(|t| t.reads).min().unwrap_or(0),
+        interrupted: outcome.interrupted,
+    };
+    // a busy real-time thread meets RT throttling: its gap is this probe's to explain
+    let throttling = match doc.environment.sched_rt_runtime_us {
+        Some(r) if r >= 0 && rt.policy.is_realtime() => vec![Warn::RtThrottling { runtime_us: r }],
+        _ => Vec::new(),
+    };
+    doc.warnings = run_warnings(&doc.environment, &facts, throttling);
+    Ok((doc, outcome, engine))
+}
+
+impl Probe for NoiseProbeConfig {
+    fn kind(&self) -> &'static str {
+        "noise"
+    }
+    fn config(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+    fn plan(&self) -> Plan {
+        let duration_ns = Some(self.duration.unwrap_or(DEFAULT_DURATION).0);
+        Plan { duration_ns, count: None, period_ns: 1_000_000, sweep: 1 }
+    }
+    fn scale(&mut self, factor: f64, floor: u64) -> Option<String> {
+        // a slot is a millisecond of busy loop: never below `floor` ms
+        let mut d = Some(self.duration.unwrap_or(DEFAULT_DURATION));
+        let note = crate::probe::scale_length(&mut d, &mut None, 1_000_000, factor, floor);
+        self.duration = d;
+        note
+    }
+    fn rt(&self, base: &RtSettings) -> RtSettings {
+        self.rt.over(base)
+    }
+    fn measure(&self, ctx: &mut Context<'_>) -> Result<ResultDocument, LabError> {
+        measure(self, ctx).map(|(doc, _, _)| doc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(s: &str) -> toml::Table {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn defaults_and_checks_name_the_field() {
+        let c: NoiseProbeConfig = crate::config::from_table(&table("")).unwrap();
+        assert_eq!((c.threshold, c.duration, c.window), (Dur(1_000), None, Dur::s(1)));
+        assert_eq!(c.plan().duration_ns, Some(10_000_000_000));
+        let e =
+            crate::config::from_table::<NoiseProbeConfig>(&table("threshold = '0us'")).unwrap_err();
+        assert_eq!(e.cli_text(), "--threshold 0ns must be above zero");
+        let e =
+            crate::config::from_table::<NoiseProbeConfig>(&table("tracer = 'ftrace'")).unwrap_err();
+        assert_eq!(e.field, "tracer");
+        assert!(e.message.contains("osnoise or hwlat"), "{e}");
+        let e = crate::config::from_table::<NoiseProbeConfig>(&table("count = 5")).unwrap_err();
+        assert!(e.message.contains("not a parameter"), "{e}");
+    }
+
+    #[test]
+    fn the_cpus_are_the_probes_the_profiles_or_every_online_one() {
+        let c: NoiseProbeConfig = crate::config::from_table(&table("cpus = '0'")).unwrap();
+        let e = c.engine(&c.rt.over(&RtSettings::fifo80())).unwrap();
+        assert_eq!(e.cpus, vec![0]);
+        assert_eq!((e.rt.policy.name(), e.rt.priority, e.rt.cpus.clone()), ("fifo", 80, None));
+        let c = NoiseProbeConfig::default();
+        let profile = RtSettings { cpus: Some(vec![0]), ..RtSettings::normal() };
+        assert_eq!(c.engine(&c.rt.over(&profile)).unwrap().cpus, vec![0]);
+        let online = rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0;
+        assert_eq!(c.engine(&RtSettings::fifo80()).unwrap().cpus, online);
+        let twice = RtSettings { cpus: Some(vec![0, 0]), ..RtSettings::fifo80() };
+        assert_eq!(c.engine(&twice).unwrap_err().field, "cpus");
+    }
+
+    #[test]
+    fn scaling_keeps_at_least_the_floor_in_milliseconds() {
+        let mut c = NoiseProbeConfig { duration: Some(Dur::s(10)), ..Default::default() };
+        assert!(c.scale(0.1, 100).is_none());
+        assert_eq!(c.duration, Some(Dur::s(1)));
+        let note = c.scale(0.001, 100).unwrap();
+        assert_eq!(c.duration, Some(Dur::ms(100)), "{note}");
+    }
+
+    #[test]
+    fn a_tracer_the_fake_kernel_lacks_is_one_line_naming_what_it_has() {
+        let d = tempfile::tempdir().unwrap();
+        let host = rtlab_tune::host::FakeHost::new(d.path());
+        rtlab_tune::testing::put(
+            d.path(),
+            "sys/kernel/tracing/available_tracers",
+            "blk function nop\n",
+        );
+        let e = check_tracer(&host, NoiseTracer::Osnoise).unwrap_err();
+        let LabError::Missing(m) = &e else { panic!("{e}") };
+        let line = m.to_string();
+        assert!(line.contains("osnoise tracer") && line.contains("has only: blk function nop"));
+        assert!(line.contains("CONFIG_OSNOISE_TRACER") && !line.contains('\n'), "{line}");
+        rtlab_tune::testing::put(
+            d.path(),
+            "sys/kernel/tracing/available_tracers",
+            "hwlat osnoise timerlat function nop\n",
+        );
+        assert!(check_tracer(&host, NoiseTracer::Hwlat).is_ok());
+        assert!(check_tracer(&host, NoiseTracer::Osnoise).is_ok());
+    }
+}

@@ -153,6 +153,44 @@ pub fn percentile_table(run: &Run) -> String {
     o
 }
 
+/// The noise section of a run (empty without a noise case): per noise case and CPU, what
+/// the machine stole from the busy thread (rows of [`crate::summary::noise::rows`]).
+pub fn noise_html(run: &Run) -> String {
+    use crate::summary::noise::{cells, rows, COLUMNS};
+    let mut body = String::new();
+    for c in &run.cases {
+        let Some(d) = &c.document else { continue };
+        for r in rows(d) {
+            let _ = write!(
+                body,
+                "<tr><td class=\"casename\"><a href=\"#run{}-case{}\">{}</a></td>",
+                run.id,
+                c.index,
+                breakable(&c.name)
+            );
+            for (i, v) in cells(&r).iter().enumerate() {
+                if i == 0 {
+                    let _ = write!(body, "<td>{}</td>", esc(v));
+                } else {
+                    body.push_str(&td(v));
+                }
+            }
+            body.push_str("</tr>\n");
+        }
+    }
+    if body.is_empty() {
+        return body;
+    }
+    let mut o = String::from("<h2>Noise</h2><p class=\"env\">What the machine stole from a thread that never sleeps, per CPU: gaps between two clock reads above the threshold, their rate, their sum (stolen, and its share of the time measured), the most stolen in one window, the longest gap.</p>\n<div class=\"tablebox\"><table class=\"noise\"><tr><th>case</th>");
+    for h in COLUMNS {
+        let _ = write!(o, "<th>{}</th>", esc(h));
+    }
+    o.push_str("</tr>\n");
+    o.push_str(&body);
+    o.push_str("</table></div>\n");
+    o
+}
+
 /// The column headers of the ROS 2 layer table (figures in us).
 pub const ROS2_LAYER_COLUMNS: [&str; 7] =
     ["side", "count", "lost", "p50 (us)", "p99 (us)", "p99.9 (us)", "max (us)"];
@@ -526,6 +564,7 @@ pub fn render_html(runs: &[Run]) -> String {
             o.push_str("<h2>Profiles and loads</h2>");
             o.push_str(&g);
         }
+        o.push_str(&noise_html(run));
         o.push_str(&profiles_compared_html(run));
         o.push_str(&sweeps_html(run));
         o.push_str(&ros2_layer_html(&layer.of_run(run.id)));

@@ -335,6 +335,11 @@ pub fn render_terminal(runs: &[Run], color: bool) -> String {
                 .map(|s| Row { label: format!("{} ({})", s.name, s.metric), summary: &s.stats })
                 .collect();
             out.push_str(&stats_table(&rows, color));
+            let noise = crate::summary::noise::rows(d);
+            if !noise.is_empty() {
+                let _ = writeln!(out, "noise per CPU:");
+                out.push_str(&crate::summary::noise::table(&noise));
+            }
             let diff = env_diff(&i.environment, &d.environment);
             if diff.is_empty() {
                 let _ = writeln!(out, "environment: as the run's");

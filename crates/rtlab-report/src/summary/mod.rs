@@ -6,6 +6,7 @@
 //! here; never prints (the binary writes the text).
 
 pub mod cyclic;
+pub mod noise;
 pub mod pubsub;
 pub mod timer;
 pub mod udp;

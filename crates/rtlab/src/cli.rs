@@ -39,6 +39,8 @@ pub enum Command {
     Push(crate::cmd::push::PushArgs),
     /// A cyclic job (S2's control loop): wake-up latency, job duration, response time.
     Cyclic(crate::cmd::cyclic::CyclicArgs),
+    /// What the machine steals from a busy thread, per CPU: noise gaps, stolen time per window.
+    Noise(crate::cmd::noise::NoiseArgs),
     /// The graph of a live DDS / ROS 2 domain: participants, topics, types, QoS.
     Observe(crate::cmd::observe::ObserveArgs),
     /// The far side of a run, over ssh or in a network namespace (started by `--far`).
@@ -63,6 +65,7 @@ mod tests {
         match cli.command {
             Command::Timer(a) => a.table(),
             Command::Cyclic(a) => a.table(),
+            Command::Noise(a) => a.table(),
             Command::Pubsub(a) => a.table(),
             Command::Observe(a) => a.table(),
             Command::Udp(u) => match u.command {
@@ -75,9 +78,14 @@ mod tests {
 
     #[test]
     fn no_flag_has_a_default_of_its_own() {
-        for args in
-            [&["timer"][..], &["cyclic"], &["pubsub"], &["udp", "ping", "--pair"], &["observe"]]
-        {
+        for args in [
+            &["timer"][..],
+            &["cyclic"],
+            &["noise"],
+            &["pubsub"],
+            &["udp", "ping", "--pair"],
+            &["observe"],
+        ] {
             assert!(table_of(args).is_empty(), "{args:?} gave {:?}", table_of(args));
         }
     }
@@ -91,10 +99,13 @@ mod tests {
                 "pubsub" => &["pubsub", "--count", "100"],
                 "udp" => &["udp", "ping", "--pair", "--count", "100"],
                 "observe" => &["observe", "--topic", "/x", "--duration", "10s"],
+                "noise" => &["noise", "--duration", "10s"],
                 other => panic!("a new probe ({other}): add its flags here"),
             };
             let from_flags = (kind.parse)(&table_of(cli)).unwrap().config();
-            let text = if kind.kind == "observe" {
+            let text = if kind.kind == "noise" {
+                "name = \"d\"\nduration = \"10s\"\n[[probe]]\nkind = \"noise\"\n".to_string()
+            } else if kind.kind == "observe" {
                 "name = \"d\"\nduration = \"10s\"\n[[probe]]\nkind = \"observe\"\ntopic = \"/x\"\n"
                     .to_string()
             } else {

@@ -103,6 +103,7 @@ fn dispatch(cli: cli::Cli) -> anyhow::Result<u8> {
         cli::Command::Serve(a) => cmd::serve::run(a),
         cli::Command::Push(a) => cmd::push::run(a),
         cli::Command::Cyclic(a) => cmd::cyclic::run(a),
+        cli::Command::Noise(a) => cmd::noise::run(a),
         cli::Command::Agent(a) => cmd::agent::run(a),
         cli::Command::Observe(a) => cmd::observe::run(a),
         cli::Command::Completions(a) => cmd::gen::completions(a, cli::Cli::command()),

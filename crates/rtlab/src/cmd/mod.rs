@@ -10,6 +10,7 @@ pub mod export;
 pub mod gen;
 pub mod load;
 pub mod netns;
+pub mod noise;
 pub mod observe;
 pub mod pubsub;
 pub mod push;

@@ -1,0 +1,107 @@
+//! `rtlab noise`: flags -> the noise probe's configuration (the same struct as a scenario's
+//! `kind = "noise"`), run, print what was stolen per CPU and the gaps' distribution, write
+//! JSON.
+
+use super::stop_flag;
+use crate::args::{EvidenceArgs, RtArgs};
+use crate::document::{check_writable, write_json};
+use crate::progress::Progress;
+use clap::Args;
+use rtlab_core::units::{format_duration_exact, Nanos};
+use rtlab_lab::config::{from_table, FlagTable};
+use rtlab_lab::probe::Context;
+use rtlab_lab::probes::noise::{self, NoiseProbeConfig};
+use rtlab_report::summary;
+use std::io::IsTerminal;
+
+#[derive(Args, Debug)]
+#[command(mut_arg("cpus", |a| a.help(
+    "CPUs to measure (e.g. 1 or 2-3): one busy thread pinned on each [every online CPU]"
+)))]
+pub struct NoiseArgs {
+    /// A gap between two clock reads above this is noise [1us].
+    #[arg(long)]
+    pub threshold: Option<String>,
+    /// How long to measure [10s].
+    #[arg(long, short = 'D')]
+    pub duration: Option<String>,
+    /// Width of a window: stolen time, longest gap and gap count per window [1s].
+    #[arg(long)]
+    pub window: Option<String>,
+    /// Hold /dev/cpu_dma_latency at this many us during the run (0 = no deep C-states).
+    #[arg(long, num_args = 0..=1, default_missing_value = "0", value_name = "US")]
+    pub cpu_dma_latency: Option<i64>,
+    /// The kernel's own noise tracer instead of the busy loop: osnoise or hwlat (where the
+    /// kernel has it).
+    #[arg(long)]
+    pub tracer: Option<String>,
+    #[command(flatten)]
+    pub rt: RtArgs,
+    #[command(flatten)]
+    pub evidence: EvidenceArgs,
+    #[command(flatten)]
+    pub out: crate::args::OutputArgs,
+}
+
+impl NoiseArgs {
+    /// The flags given, as the probe's table (every default lives in the configuration).
+    pub fn table(&self) -> toml::Table {
+        let mut t = FlagTable::default();
+        t.str("threshold", &self.threshold)
+            .str("duration", &self.duration)
+            .str("window", &self.window)
+            .int("cpu_dma_latency", self.cpu_dma_latency)
+            .str("tracer", &self.tracer);
+        self.rt.fill(&mut t);
+        t.take()
+    }
+}
+
+pub fn run(a: NoiseArgs) -> anyhow::Result<u8> {
+    let cfg: NoiseProbeConfig =
+        from_table(&a.table()).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
+    let engine = cfg
+        .engine(&cfg.rt.over(&noise::default_rt()))
+        .map_err(|e| anyhow::anyhow!(e.cli_text()))?;
+    if let Some(p) = &a.out.json {
+        check_writable(p, "--json")?;
+    }
+    let stop = stop_flag()?;
+    let quiet = a.out.is_quiet();
+    let _lock = super::machine_lock("rtlab noise", true)?;
+    super::journal_warning(quiet);
+    if let Some(t) = cfg.tracer {
+        // said before anything else (measure says it too, for scenarios)
+        noise::check_tracer(rtlab_lab::host::host(), t).map_err(super::lab_error)?;
+    }
+    if !quiet {
+        println!(
+            "rtlab noise: CPU{} {}, gaps above {}, {}, {} {}",
+            if engine.cpus.len() == 1 { "" } else { "s" },
+            rtlab_tune::cpu_list(&engine.cpus),
+            format_duration_exact(Nanos(engine.threshold_ns)),
+            format_duration_exact(Nanos(engine.duration_ns)),
+            engine.rt.policy,
+            engine.rt.priority
+        );
+    }
+    let progress = Progress::new(0, "noise", quiet);
+    let mut on_progress = progress.callback();
+    let mut ctx = Context::new(noise::default_rt(), stop, &mut on_progress);
+    ctx.evidence = a.evidence.options()?;
+    let measured = noise::measure(&cfg, &mut ctx);
+    progress.finish();
+    let (doc, _, _) = measured.map_err(super::lab_error)?;
+    if let Some(p) = &a.out.json {
+        write_json(&doc, p)?;
+    }
+    if !quiet {
+        let color = std::io::stdout().is_terminal();
+        print!("{}", summary::noise::render(&doc, color));
+        for w in &doc.warnings {
+            eprintln!("warning: {}", w.message);
+        }
+    }
+    super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
+    Ok(0)
+}

@@ -53,7 +53,7 @@ pub const STOLEN_METRIC: &str = "stolen_time";
 pub const GAP_DEFINITION: &str = "a gap between two consecutive CLOCK_MONOTONIC reads of a thread that never sleeps, above the threshold: time the CPU was taken from it (interrupt, softirq, kernel thread, a thread of higher priority, RT throttling, SMI, hypervisor); at_ns is when it began";
 pub const STOLEN_DEFINITION: &str = "the sum of a window's noise gaps (each counted in the window where it began): time stolen from the busy thread in that window; divided by the window's width, the share of the CPU stolen";
 
-/// Reads between two looks at the stop flag and the end of the run.
+/// Reads between two looks at the stop flag and the progress (a power of two: a mask).
 const CHECK_EVERY: u64 = 1024;
 const STACK_BYTES: usize = 1024 * 1024;
 
@@ -213,7 +213,7 @@ pub fn busy_loop<C: Clock, G: Sink, S: Sink>(
         if t >= end_at {
             break;
         }
-        if reads % CHECK_EVERY == 0 {
+        if reads & (CHECK_EVERY - 1) == 0 {
             progress.store(((t - start) / 1_000_000) as u64, Ordering::Relaxed);
             if stop.load(Ordering::Relaxed) {
                 end = LoopEnd::Interrupted;

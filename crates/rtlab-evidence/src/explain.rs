@@ -11,7 +11,7 @@ use crate::trace::{field, Event};
 use std::collections::BTreeMap;
 
 /// A duration as said in an explanation: `N us` below a millisecond, `N.N ms` above.
-fn ms(ns: u64) -> String {
+pub(crate) fn ms(ns: u64) -> String {
     if ns < 1_000_000 {
         format!("{} us", ns / 1_000)
     } else {
@@ -21,7 +21,7 @@ fn ms(ns: u64) -> String {
 
 /// Whether `comm` is one of the probe's threads: `victim` is a comm prefix, or several
 /// separated by `|` (`rtlab-pong|rtlab-sub`: a round trip's receivers and echoes).
-fn is_victim(comm: &str, victim: &str) -> bool {
+pub(crate) fn is_victim(comm: &str, victim: &str) -> bool {
     victim.split('|').any(|v| !v.is_empty() && comm.starts_with(v))
 }
 
@@ -131,6 +131,11 @@ pub fn attribute_spike(
     match worst {
         Some(w) => (explain(events, &w, victim, spike_ns), Some(w)),
         None => {
+            // a thread that never sleeps (the noise probe's) has no wake-up: its gap is what
+            // ran on its CPU
+            if let Some(lines) = crate::busy::attribute_busy(events, victim, spike_ns, ran) {
+                return (lines, None);
+            }
             let whence = "before this spike's mark in the trace, other than earlier spikes' ones";
             (no_wakeup(victim, whence), None)
         }

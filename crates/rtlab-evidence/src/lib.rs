@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod busy;
 pub mod counters;
 pub mod error;
 pub mod explain;

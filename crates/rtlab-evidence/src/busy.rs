@@ -33,11 +33,16 @@ fn the_victim(events: &[Event], victim: &str, until: u64) -> Option<(i32, String
     })
 }
 
-/// Whether `pid` slept anywhere in the trace: woken, or switched out in a state other than
-/// running (`R`, `R+`: preempted).
-fn slept(events: &[Event], pid: i32) -> bool {
+/// How far before the mark a thread must not have slept to be a busy one (before its loop a
+/// busy thread sleeps too: starting).
+const BUSY_FOR_NS: u64 = 10_000_000;
+
+/// Whether `pid` slept within `ran`: woken, or switched out in a state other than running
+/// (`R`, `R+`: preempted).
+fn slept(events: &[Event], pid: i32, ran: (u64, u64)) -> bool {
     let pid_is = |k: &str, e: &Event| field(&e.fields, k).and_then(|p| p.parse().ok()) == Some(pid);
-    events.iter().any(|e| match e.name.as_str() {
+    let within = events.iter().filter(|e| e.ts_ns >= ran.0 && e.ts_ns <= ran.1);
+    within.into_iter().any(|e| match e.name.as_str() {
         "sched_wakeup" => pid_is("pid", e),
         "sched_switch" => {
             pid_is("prev_pid", e)
@@ -104,7 +109,8 @@ pub fn attribute_busy(
     ran: (u64, u64),
 ) -> Option<Vec<String>> {
     let (pid, comm, cpu) = the_victim(events, victim, ran.1)?;
-    if slept(events, pid) {
+    let recent = ran.1.saturating_sub(spike_ns.max(0) as u64 + BUSY_FOR_NS);
+    if slept(events, pid, (recent.max(ran.0), ran.1)) {
         return None;
     }
     let spike = spike_ns.max(0) as u64;
@@ -200,6 +206,6 @@ mod tests {
         assert!(attribute_busy(&ev, "rtlab-timer", 22_000, (0, u64::MAX)).is_none());
         // a thread that sleeps is not a busy one
         let ev = parse_trace(crate::fixtures::TWO_SPIKES);
-        assert!(attribute_busy(&ev, "rtlab-timer", 9_410_000, (0, u64::MAX)).is_none());
+        assert!(attribute_busy(&ev, "rtlab-timer", 9_410_000, (0, 400_010_000_000)).is_none());
     }
 }

@@ -150,6 +150,55 @@ fn root_an_injected_disturbance_shows_as_gaps_of_its_length_and_rate() {
     assert!(ev.counters.is_some(), "the kernel's counters per window: {ev:?}");
 }
 
+/// `--trace-on-spike` on a busy thread: the first gap above 1 ms is the disturber's burst, and
+/// the trace names it as the task that ran on the CPU (tracefs put back after).
+#[test]
+fn root_the_tracer_names_the_disturber_that_took_the_cpu() {
+    if !is_root() {
+        eprintln!("skipped: needs root (SCHED_FIFO, tracefs; CI runs as root)");
+        return;
+    }
+    let cpu = measured_cpu();
+    let d = tempfile::tempdir().unwrap();
+    let json = d.path().join("n.json");
+    let stop = Arc::new(AtomicBool::new(false));
+    let dist = disturber(cpu, 90, 100_000_000, 2_000_000, stop.clone());
+    let o = run(&[
+        "noise",
+        "--cpus",
+        &cpu.to_string(),
+        "--priority",
+        "50",
+        "--duration",
+        "1s",
+        "--trace-on-spike",
+        "1ms",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    stop.store(true, Ordering::Relaxed);
+    dist.join().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: ResultDocument =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let spike = doc.evidence.as_ref().and_then(|e| e.spike.as_ref()).expect("spike evidence");
+    assert!(!spike.spikes.is_empty(), "a gap above 1 ms was caught: {spike:?}");
+    assert_eq!(spike.spikes[0].stream.as_deref(), Some(format!("cpu{cpu}").as_str()));
+    // each caught gap is explained from what ran on the CPU; most are the disturber's
+    let named = spike
+        .spikes
+        .iter()
+        .filter(|s| s.attribution.iter().any(|l| l.contains("(noise-disturber, kernel prio")))
+        .count();
+    assert!(named * 2 >= spike.spikes.len(), "{:#?}", spike.spikes);
+    // (a gap in the thread's first 50 ms may be taken for its start, when it slept)
+    for s in spike.spikes.iter().filter(|s| s.at_ns > 50_000_000) {
+        assert!(s.attribution[0].contains("never sleeps"), "{:?}", s.attribution);
+    }
+    assert!(!std::path::Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL).exists());
+}
+
 /// The terminal tables (a real short run), and `--json -` (the document on stdout, nothing
 /// else).
 #[test]

@@ -8,7 +8,8 @@
 //! - Each thread is created by `rtlab_sys::sched::spawn_rt` already pinned to its CPU and
 //!   running with the policy and priority; memory is locked for the run when `rt.mlockall`;
 //!   `/dev/cpu_dma_latency` is held when asked. Every system change is a guard undone when
-//!   the run ends.
+//!   the run ends. The calling thread keeps off the measured CPUs while they measure (as
+//!   oslat's main thread), and is put back after.
 //! - The loop is [`busy_loop`]: `t = now()`; `gap = t - previous read`; a gap above the
 //!   threshold is a sample (its `at_ns` is when it began: the previous read, from the
 //!   thread's start) and is added to its window's stolen time; when `t` passes a window's
@@ -252,6 +253,9 @@ pub fn run_with_spike(
     cfg.validate(&online)?;
     let (memory_lock_guard, memory_lock) = crate::hold::lock_memory(cfg.rt.mlockall);
     let (dma_guard, cpu_dma_latency) = crate::hold::cpu_dma_latency(cfg.cpu_dma_latency_us);
+    // the calling thread (it watches the progress) keeps off the measured CPUs, as oslat's
+    // main thread: a thread of this process waiting there would be noise of rtlab's own
+    let _off = OffTheCpus::of_caller(&cfg.cpus, &online);
     let per_thread_ms = (cfg.duration_ns / 1_000_000) as u64;
     let planned = per_thread_ms * cfg.cpus.len() as u64;
     let window_capacity = crate::hold::window_capacity(cfg.duration_ns, cfg.window_ns);
@@ -272,6 +276,32 @@ pub fn run_with_spike(
     drop(memory_lock_guard);
     let interrupted = threads.iter().any(|t| t.end == LoopEnd::Interrupted);
     Ok(NoiseOutcome { threads, interrupted, duration_ns, memory_lock, cpu_dma_latency })
+}
+
+/// The calling thread pinned to the online CPUs not measured (when there are some) and put
+/// back where it was when dropped.
+struct OffTheCpus(Option<Vec<usize>>);
+
+impl OffTheCpus {
+    fn of_caller(measured: &[usize], online: &[usize]) -> OffTheCpus {
+        let others: Vec<usize> = online.iter().copied().filter(|c| !measured.contains(c)).collect();
+        let before = current_affinity();
+        if others.is_empty() || before.is_empty() {
+            return OffTheCpus(None);
+        }
+        match rtlab_sys::sched::set_current_affinity(&others) {
+            Ok(()) => OffTheCpus(Some(before)),
+            Err(_) => OffTheCpus(None),
+        }
+    }
+}
+
+impl Drop for OffTheCpus {
+    fn drop(&mut self) {
+        if let Some(before) = self.0.take() {
+            let _ = rtlab_sys::sched::set_current_affinity(&before);
+        }
+    }
 }
 
 /// Start measuring thread `i` on `cfg.cpus[i]`: its two recorders (the gaps raise `spike`'s
@@ -449,6 +479,33 @@ mod tests {
         assert_eq!(e.end, LoopEnd::Interrupted);
         assert_eq!(e.reads, CHECK_EVERY);
         assert_eq!(sinks.stolen.samples.len(), 1, "the window it was in is kept");
+    }
+
+    #[test]
+    fn a_real_run_measures_each_cpu_and_puts_the_caller_back() {
+        let (online, _) = rtlab_sys::cpus::online_cpus(Path::new("/"));
+        let cpu = *online.last().unwrap();
+        let cfg = NoiseConfig {
+            cpus: vec![cpu],
+            rt: RtSettings { mlockall: false, ..RtSettings::normal() },
+            threshold_ns: 1_000,
+            duration_ns: 30_000_000,
+            window_ns: 10_000_000,
+            stack_prefault_bytes: 4096,
+            cpu_dma_latency_us: None,
+        };
+        let before = current_affinity();
+        let o = run(&cfg, Arc::new(AtomicBool::new(false)), |_, _| {}).unwrap();
+        assert_eq!(current_affinity(), before, "the caller is put back");
+        let t = &o.threads[0];
+        assert_eq!((t.cpu, t.cpus_seen.clone(), t.end), (cpu, vec![cpu], LoopEnd::Duration));
+        assert!(t.reads > 1_000 && t.measured_ns >= 30_000_000, "{} reads", t.reads);
+        assert_eq!(t.stolen.count(), 3, "3 windows of 10 ms");
+        let streams = o.streams(&cfg);
+        let names: Vec<&str> = streams.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, [format!("cpu{cpu}"), format!("cpu{cpu}.stolen")]);
+        assert_eq!(streams[0].windows.max_ns.len(), 3, "the gaps' windows cover the run");
+        assert_eq!(streams[0].labels["gaps"], t.gaps.count().to_string());
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::error::LabError;
 use crate::probe::{Context, Plan, Probe, ProbeKind};
 use rtlab_core::error::Missing;
 use rtlab_core::rt::RtSettings;
-use rtlab_core::schema::ResultDocument;
+use rtlab_core::schema::{ResultDocument, Warning};
 use rtlab_core::warnings::Warn;
 use rtlab_engines::noise::{self, NoiseConfig, NoiseError, NoiseOutcome};
 use rtlab_tune::host::Host;
@@ -187,6 +187,35 @@ pub fn check_tracer(host: &dyn Host, tracer: NoiseTracer) -> Result<(), LabError
     Err(kernel_lacks(format!("{dir}/available_tracers has only: {}", has.join(" "))))
 }
 
+/// What `--tracer` gets: the kernel lacks the tracer ([`check_tracer`]), or it has it and
+/// rtlab does not drive it yet; either way one line, before anything is measured.
+pub fn tracer_mode(host: &dyn Host, tracer: NoiseTracer) -> LabError {
+    if let Err(e) = check_tracer(host, tracer) {
+        return e;
+    }
+    LabError::Failed(format!(
+        "--tracer {}: this kernel has the tracer, but rtlab does not drive it yet: run without --tracer (the busy loop), or `rtla {}` beside it",
+        tracer.name(),
+        if tracer == NoiseTracer::Osnoise { "osnoise top" } else { "hwnoise" }
+    ))
+}
+
+/// The warning of a run whose clock reads take about as long as the threshold: every read is
+/// then a gap, and the figures are the loop's own (a slow clock source, an emulated CPU).
+fn threshold_warning(
+    threshold_ns: i64,
+    t: &rtlab_engines::noise::NoiseThreadResult,
+) -> Option<Warning> {
+    let per_read = t.measured_ns / t.reads.max(1) as i64;
+    (per_read * 2 > threshold_ns).then(|| Warning {
+        code: "noise-threshold-near-read-time".into(),
+        message: format!(
+            "cpu{}: a clock read takes {per_read} ns on average, more than half the threshold ({threshold_ns} ns): most reads count as noise gaps and the figures are the loop's own; raise --threshold (a slow clock source or an emulated CPU)",
+            t.cpu
+        ),
+    })
+}
+
 /// Run the noise probe; the document and the engine's outcome.
 pub fn measure(
     cfg: &NoiseProbeConfig,
@@ -195,12 +224,7 @@ pub fn measure(
     let rt = cfg.rt.over(&ctx.rt);
     let engine = cfg.engine(&rt)?;
     if let Some(t) = cfg.tracer {
-        check_tracer(crate::host::host(), t)?;
-        return Err(LabError::Failed(format!(
-            "--tracer {}: this kernel has the tracer, but rtlab does not drive it yet: run without --tracer (the busy loop), or `rtla {}` beside it",
-            t.name(),
-            if t == NoiseTracer::Osnoise { "osnoise top" } else { "hwnoise" }
-        )));
+        return Err(tracer_mode(crate::host::host(), t));
     }
     let mut ev = ctx.evidence.clone();
     ev.window_ns = engine.window_ns;
@@ -248,6 +272,8 @@ pub fn measure(
         _ => Vec::new(),
     };
     doc.warnings = run_warnings(&doc.environment, &facts, throttling);
+    doc.warnings
+        .extend(outcome.threads.iter().filter_map(|t| threshold_warning(engine.threshold_ns, t)));
     Ok((doc, outcome, engine))
 }
 
@@ -314,6 +340,33 @@ mod tests {
         assert_eq!(c.engine(&RtSettings::fifo80()).unwrap().cpus, online);
         let twice = RtSettings { cpus: Some(vec![0, 0]), ..RtSettings::fifo80() };
         assert_eq!(c.engine(&twice).unwrap_err().field, "cpus");
+    }
+
+    #[test]
+    fn a_threshold_near_the_read_time_is_warned_of() {
+        use rtlab_core::sink::{Recorder, RecorderConfig};
+        let rc = RecorderConfig {
+            deadline_ns: i64::MAX,
+            window_ns: 1_000_000_000,
+            window_capacity: 4,
+            max_samples: None,
+            us_histogram_buckets: None,
+            spike_threshold_ns: None,
+        };
+        let t = rtlab_engines::noise::NoiseThreadResult {
+            cpu: 1,
+            gaps: Recorder::new(&rc, None),
+            stolen: Recorder::new(&rc, None),
+            reads: 1_000_000,
+            measured_ns: 1_700_000_000, // 1.7 us a read: an emulated CPU
+            stolen_ns: 0,
+            end: rtlab_engines::timer::LoopEnd::Duration,
+            policy_seen: (None, 0),
+            cpus_seen: vec![1],
+        };
+        let w = threshold_warning(1_000, &t).unwrap();
+        assert!(w.message.starts_with("cpu1: a clock read takes 1700 ns"), "{}", w.message);
+        assert!(threshold_warning(5_000, &t).is_none());
     }
 
     #[test]

@@ -71,8 +71,8 @@ pub fn run(a: NoiseArgs) -> anyhow::Result<u8> {
     let _lock = super::machine_lock("rtlab noise", true)?;
     super::journal_warning(quiet);
     if let Some(t) = cfg.tracer {
-        // said before anything else (measure says it too, for scenarios)
-        noise::check_tracer(rtlab_lab::host::host(), t).map_err(super::lab_error)?;
+        // said before anything else (measure says the same, for scenarios)
+        return Err(super::lab_error(noise::tracer_mode(rtlab_lab::host::host(), t)));
     }
     if !quiet {
         println!(

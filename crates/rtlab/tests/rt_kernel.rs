@@ -22,13 +22,14 @@ use std::time::{Duration, Instant};
 const APPEND: &str = "isolcpus=1 nohz_full=1 rcu_nocbs=1";
 
 /// Every test of the suite: each must report `ok` from inside the guest.
-const GUEST_TESTS: [&str; 6] = [
+const GUEST_TESTS: [&str; 7] = [
     "guest_tune_check_passes_what_the_command_line_enabled",
     "guest_rt_kthreads_sets_irq_threads_ksoftirqd_and_the_application_and_restores",
     "guest_trace_on_spike_runs_rtla_timerlat_alongside",
     "guest_rt_isolation_makes_an_isolated_partition_and_restores",
     "guest_udp_ping_over_the_nic_under_rt_kthreads_accounts_for_every_datagram",
     "guest_mqprio_and_vlan_egress_map_are_applied_seen_and_restored",
+    "guest_noise_measures_the_isolated_cpu_and_says_it_does_not_drive_the_kernels_tracers",
 ];
 
 fn script() -> PathBuf {
@@ -372,6 +373,49 @@ fn guest_trace_on_spike_runs_rtla_timerlat_alongside() {
         .map(|r| r.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect::<Vec<_>>())
         .unwrap_or_default();
     assert!(!inst.iter().any(|i| i.starts_with("timerlat")), "{inst:?}");
+}
+
+#[test]
+#[ignore = "runs inside scripts/rt-vm.sh's PREEMPT_RT guest (rt_kernel_suite_passes_inside_a_preempt_rt_vm)"]
+fn guest_noise_measures_the_isolated_cpu_and_says_it_does_not_drive_the_kernels_tracers() {
+    if !guest() {
+        return;
+    }
+    // this kernel has osnoise and hwlat: rtlab says in one line that it does not drive them
+    for tracer in ["osnoise", "hwlat"] {
+        let o = rtlab().args(["noise", "--tracer", tracer, "--cpus", "1"]).output().unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("--tracer {tracer}: this kernel has the tracer")), "{err}");
+        assert!(stdout(&o).is_empty(), "said before anything else: {}", stdout(&o));
+    }
+    // the busy loop on the isolated CPU (isolcpus=1 nohz_full=1): both streams, the thread
+    // where it was put; under TCG a clock read can take longer than the threshold, and the
+    // result says so
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("noise.json");
+    let o = rtlab()
+        .args(["noise", "--cpus", "1", "--duration", "2s", "-q", "--json"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    let streams = v["streams"].as_array().unwrap();
+    let names: Vec<&str> = streams.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["cpu1", "cpu1.stolen"]);
+    let l = &streams[0]["labels"];
+    assert_eq!((l["policy_seen"].as_str(), l["cpus_seen"].as_str()), (Some("fifo"), Some("[1]")));
+    let per_read = l["measured_ns"].as_str().unwrap().parse::<i64>().unwrap()
+        / l["reads"].as_str().unwrap().parse::<i64>().unwrap();
+    let warned = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w["code"] == "noise-threshold-near-read-time");
+    assert_eq!(warned, per_read * 2 > 1_000, "{per_read} ns a read: {}", v["warnings"]);
+    eprintln!("noise on the isolated CPU 1: {per_read} ns a read, labels {l}");
 }
 
 #[test]

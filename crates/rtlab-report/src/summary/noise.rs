@@ -26,8 +26,10 @@ pub struct NoiseRow {
     pub max_gap_ns: Option<i64>,
     /// p99 of the gaps, ns.
     pub p99_gap_ns: Option<i64>,
-    /// The most stolen in one window, ns, and the window's width.
-    pub worst_window_ns: Option<i64>,
+    /// The largest share of one window stolen, % (each window's stolen time over its own
+    /// length: the last window may be shorter).
+    pub worst_window_pct: Option<f64>,
+    /// The windows' width, ns.
     pub window_ns: i64,
     pub threshold_ns: i64,
 }
@@ -36,10 +38,6 @@ impl NoiseRow {
     /// Stolen / measured, in %.
     pub fn stolen_pct(&self) -> f64 {
         pct(self.stolen_ns, self.measured_ns)
-    }
-    /// The worst window's stolen time / its width, in %.
-    pub fn worst_window_pct(&self) -> Option<f64> {
-        self.worst_window_ns.map(|w| pct(w, self.window_ns))
     }
     /// Gaps per second measured.
     pub fn rate_per_s(&self) -> f64 {
@@ -68,14 +66,23 @@ pub fn rows(doc: &ResultDocument) -> Vec<NoiseRow> {
         .filter(|s| s.metric == GAP_METRIC)
         .map(|s| {
             let stolen = doc.streams.iter().find(|t| t.name == format!("{}.stolen", s.name));
+            let measured_ns = label(s, "measured_ns");
+            let worst_window_pct = stolen.and_then(|t| {
+                let w = t.windows.width_ns.max(1);
+                let shares = t.windows.max_ns.iter().enumerate().filter_map(|(k, m)| {
+                    let len = w.min(measured_ns - k as i64 * w);
+                    m.filter(|_| len > 0).map(|m| pct(m, len))
+                });
+                shares.fold(None, |a: Option<f64>, p| Some(a.map_or(p, |a| a.max(p))))
+            });
             NoiseRow {
                 cpu: s.name.clone(),
                 gaps: s.stats.count,
-                measured_ns: label(s, "measured_ns"),
+                measured_ns,
                 stolen_ns: label(s, "stolen_ns"),
                 max_gap_ns: s.stats.max_ns,
                 p99_gap_ns: s.stats.p99_ns,
-                worst_window_ns: stolen.and_then(|t| t.stats.max_ns),
+                worst_window_pct,
                 window_ns: stolen.map(|t| t.windows.width_ns).unwrap_or(s.windows.width_ns),
                 threshold_ns: label(s, "threshold_ns"),
             }
@@ -104,7 +111,7 @@ pub fn cells(r: &NoiseRow) -> [String; 8] {
         format!("{:.1}", r.rate_per_s()),
         us_1(r.stolen_ns),
         format!("{:.3}", r.stolen_pct()),
-        r.worst_window_pct().map(|p| format!("{p:.3}")).unwrap_or_else(|| "-".into()),
+        r.worst_window_pct.map(|p| format!("{p:.3}")).unwrap_or_else(|| "-".into()),
         us(r.max_gap_ns),
         us(r.p99_gap_ns),
     ]
@@ -134,7 +141,7 @@ pub fn table(rows: &[NoiseRow]) -> String {
     let window = rows.first().map(|r| r.window_ns).unwrap_or(0);
     let _ = writeln!(
         text,
-        "(stolen % = the gaps' sum / the time measured; worst window = the most stolen in one window of {})",
+        "(stolen % = the gaps' sum / the time measured; worst window = the largest share stolen in one window of {}, the last one over its own length)",
         rtlab_core::units::format_duration_exact(rtlab_core::units::Nanos(window))
     );
     text
@@ -220,8 +227,18 @@ mod tests {
         assert_eq!((r.cpu.as_str(), r.gaps, r.max_gap_ns), ("cpu1", 3, Some(2_000_000)));
         assert!((r.stolen_pct() - 0.3).abs() < 1e-9);
         assert!((r.rate_per_s() - 1.5).abs() < 1e-9);
-        assert!((r.worst_window_pct().unwrap() - 0.4).abs() < 1e-9);
+        assert!((r.worst_window_pct.unwrap() - 0.4).abs() < 1e-9);
         assert_eq!(cells(r)[4], "0.300");
+    }
+
+    #[test]
+    fn the_last_shorter_window_is_shared_over_its_own_length() {
+        let labels = [("measured_ns", "1500000000"), ("stolen_ns", "3000000")];
+        let mut d = doc();
+        d.streams[1] = stream("cpu1.stolen", "stolen_time", &[1_000_000, 2_000_000], &labels);
+        d.streams[0].labels.insert("measured_ns".into(), "1500000000".into());
+        // window 1 lasted 0.5 s: 2 ms of it is 0.4 %, more than window 0's 0.1 %
+        assert!((rows(&d)[0].worst_window_pct.unwrap() - 0.4).abs() < 1e-9);
     }
 
     #[test]

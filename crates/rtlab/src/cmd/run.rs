@@ -422,13 +422,16 @@ impl RunProgress for TermProgress {
                 let main = c.document.as_ref().and_then(|d| d.streams.first());
                 let mut t = match main {
                     Some(m) => format!(
-                        "{} p50 {} p99.9 {} max {} us, missed {}/{}",
+                        "{} p50 {} p99.9 {} max {} us, {}",
                         m.metric,
                         m.stats.p50_ns.map(us_1).unwrap_or_default(),
                         m.stats.p99_9_ns.map(us_1).unwrap_or_default(),
                         m.stats.max_ns.map(us_1).unwrap_or_default(),
-                        m.stats.missed.unwrap_or(0),
-                        m.stats.count
+                        // a stream without deadlines (noise gaps) says its count only
+                        match m.stats.missed {
+                            Some(x) => format!("missed {x}/{}", m.stats.count),
+                            None => format!("{} samples", m.stats.count),
+                        }
                     ),
                     None => "no stream".into(),
                 };

@@ -197,6 +197,9 @@ fn root_the_tracer_names_the_disturber_that_took_the_cpu() {
         assert!(s.attribution[0].contains("never sleeps"), "{:?}", s.attribution);
     }
     assert!(!std::path::Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL).exists());
+    // quiet: the spike's explanation still goes to stderr, nothing to stdout
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    assert!(stderr(&o).contains("spike evidence (--trace-on-spike 1000.0 us)"), "{}", stderr(&o));
 }
 
 /// The terminal tables (a real short run), and `--json -` (the document on stdout, nothing
@@ -224,9 +227,11 @@ fn root_the_terminal_tables_and_the_json_on_stdout() {
     assert!(out.contains("noise gap (each gap's duration)"), "{out}");
     assert!(out.contains(&format!("worst windows of cpu{cpu} ")), "the counters per window: {out}");
 
-    let o = run(&["noise", "--cpus", &cpu, "--duration", "200ms", "--json", "-"]);
+    let o =
+        run(&["noise", "--cpus", &cpu, "--duration", "200ms", "--cpu-dma-latency", "--json", "-"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let doc: ResultDocument = serde_json::from_slice(&o.stdout).expect("only the document");
+    assert_eq!(doc.environment.cpu_dma_latency_us, Some(0), "held during the run");
     assert_eq!(doc.streams.len(), 2);
     assert_eq!(doc.config["cpus"], serde_json::json!([cpu.parse::<usize>().unwrap()]));
     assert_eq!(doc.config["threshold_ns"], 1_000);

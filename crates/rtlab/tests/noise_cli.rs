@@ -235,6 +235,15 @@ fn root_the_terminal_tables_and_the_json_on_stdout() {
     assert_eq!(doc.streams.len(), 2);
     assert_eq!(doc.config["cpus"], serde_json::json!([cpu.parse::<usize>().unwrap()]));
     assert_eq!(doc.config["threshold_ns"], 1_000);
+    assert!(!doc.warnings.iter().any(|w| w.code == "noise-every-cpu-busy"), "{:?}", doc.warnings);
+
+    // no --cpus: every online CPU, and a warning that nothing was left for the rest
+    let o = run(&["noise", "--duration", "200ms", "--priority", "50", "--json", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: ResultDocument = serde_json::from_slice(&o.stdout).unwrap();
+    let online = rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0;
+    assert_eq!(doc.streams.len(), 2 * online.len());
+    assert!(doc.warnings.iter().any(|w| w.code == "noise-every-cpu-busy"), "{:?}", doc.warnings);
 }
 
 /// A scenario's noise case is measured, stored and rendered: the run's report has the noise

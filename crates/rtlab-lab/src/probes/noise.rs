@@ -274,6 +274,16 @@ pub fn measure(
     doc.warnings = run_warnings(&doc.environment, &facts, throttling);
     doc.warnings
         .extend(outcome.threads.iter().filter_map(|t| threshold_warning(engine.threshold_ns, t)));
+    let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
+    if rt.policy.is_realtime() && online.iter().all(|c| engine.cpus.contains(c)) {
+        doc.warnings.push(Warning {
+            code: "noise-every-cpu-busy".into(),
+            message: format!(
+                "a {} busy thread on every online CPU: rtlab's own threads (counters, tracer) and the rest of the machine ran only in what RT throttling leaves, so their noise is in the figures; leave a CPU out of --cpus",
+                rt.policy
+            ),
+        });
+    }
     Ok((doc, outcome, engine))
 }
 

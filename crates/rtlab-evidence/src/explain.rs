@@ -116,6 +116,12 @@ pub fn attribute_spike(
     ran: (u64, u64),
     explained: &[Wakeup],
 ) -> (Vec<String>, Option<Wakeup>) {
+    // a thread that did not sleep before the spike (the noise probe's busy loop) has no
+    // wake-up of its own to explain (an older one, its start, is not this gap's): the gap is
+    // what ran on its CPU
+    if let Some(lines) = crate::busy::attribute_busy(events, victim, spike_ns, ran) {
+        return (lines, None);
+    }
     let candidates: Vec<Wakeup> = wakeups(events, victim)
         .into_iter()
         .filter(|w| w.ran_ns >= ran.0 && w.ran_ns <= ran.1)
@@ -131,11 +137,6 @@ pub fn attribute_spike(
     match worst {
         Some(w) => (explain(events, &w, victim, spike_ns), Some(w)),
         None => {
-            // a thread that never sleeps (the noise probe's) has no wake-up: its gap is what
-            // ran on its CPU
-            if let Some(lines) = crate::busy::attribute_busy(events, victim, spike_ns, ran) {
-                return (lines, None);
-            }
             let whence = "before this spike's mark in the trace, other than earlier spikes' ones";
             (no_wakeup(victim, whence), None)
         }

@@ -20,6 +20,7 @@ pub mod explain;
 #[cfg(test)]
 mod fixtures;
 mod helper;
+pub mod osnoise;
 pub mod render;
 pub mod sampled;
 pub mod testing;

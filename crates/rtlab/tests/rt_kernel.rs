@@ -29,7 +29,7 @@ const GUEST_TESTS: [&str; 7] = [
     "guest_rt_isolation_makes_an_isolated_partition_and_restores",
     "guest_udp_ping_over_the_nic_under_rt_kthreads_accounts_for_every_datagram",
     "guest_mqprio_and_vlan_egress_map_are_applied_seen_and_restored",
-    "guest_noise_measures_the_isolated_cpu_and_says_it_does_not_drive_the_kernels_tracers",
+    "guest_noise_measures_the_isolated_cpu_busy_and_through_osnoise",
 ];
 
 fn script() -> PathBuf {
@@ -377,19 +377,49 @@ fn guest_trace_on_spike_runs_rtla_timerlat_alongside() {
 
 #[test]
 #[ignore = "runs inside scripts/rt-vm.sh's PREEMPT_RT guest (rt_kernel_suite_passes_inside_a_preempt_rt_vm)"]
-fn guest_noise_measures_the_isolated_cpu_and_says_it_does_not_drive_the_kernels_tracers() {
+fn guest_noise_measures_the_isolated_cpu_busy_and_through_osnoise() {
     if !guest() {
         return;
     }
-    // this kernel has osnoise and hwlat: rtlab says in one line that it does not drive them
-    for tracer in ["osnoise", "hwlat"] {
-        let o = rtlab().args(["noise", "--tracer", tracer, "--cpus", "1"]).output().unwrap();
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(2), "{err}");
-        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-        assert!(err.contains(&format!("--tracer {tracer}: this kernel has the tracer")), "{err}");
-        assert!(stdout(&o).is_empty(), "said before anything else: {}", stdout(&o));
+    // hwlat: rtlab says in one line that it does not drive it
+    let o = rtlab().args(["noise", "--tracer", "hwlat", "--cpus", "1"]).output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("--tracer hwlat: this kernel has the tracer"), "{err}");
+    assert!(stdout(&o).is_empty(), "said before anything else: {}", stdout(&o));
+    // osnoise: the kernel's workload thread on CPU 1, its periods and attribution parsed,
+    // tracefs as found afterwards (rtlab's instance gone, the osnoise settings back)
+    let tracing = "/sys/kernel/tracing";
+    let mounted = Path::new(&format!("{tracing}/available_tracers")).exists();
+    let cpus_before = read(&format!("{tracing}/osnoise/cpus"));
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("osnoise.json");
+    let o = rtlab()
+        .args(["noise", "--tracer", "osnoise", "--cpus", "1", "--duration", "3s", "-q", "--json"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    let streams = v["streams"].as_array().unwrap();
+    let names: Vec<&str> = streams.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["cpu1", "cpu1.stolen"]);
+    let l = &streams[0]["labels"];
+    assert_eq!(l["tracer"], "osnoise");
+    let periods: u64 = l["periods"].as_str().unwrap().parse().unwrap();
+    assert!(periods >= 1, "the tracer's period summaries were read: {l}");
+    assert_eq!(streams[1]["stats"]["count"].as_u64(), Some(periods));
+    eprintln!("osnoise on CPU 1: {l}");
+    assert_eq!(Path::new(&format!("{tracing}/available_tracers")).exists(), mounted);
+    if mounted {
+        assert_eq!(read(&format!("{tracing}/osnoise/cpus")), cpus_before);
+        let inst = std::fs::read_dir(format!("{tracing}/instances"))
+            .map(|r| r.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect::<Vec<_>>())
+            .unwrap_or_default();
+        assert!(!inst.iter().any(|i| i.starts_with("rtlab-noise")), "{inst:?}");
     }
+    assert!(!Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL).exists());
     // the busy loop on the isolated CPU (isolcpus=1 nohz_full=1): both streams, the thread
     // where it was put; under TCG a clock read can take longer than the threshold, and the
     // result says so

@@ -9,8 +9,11 @@
 //! `measure` runs the engine (rtlab-engines `noise`) under the context's real-time settings
 //! with the evidence around it. `tracer` (`osnoise`, `hwlat`) asks for the kernel's own
 //! tracer: where `available_tracers` lacks it, a [`LabError::Missing`] of one line before
-//! anything runs (tracefs mounted to look, journaled, and unmounted again). Added as one
-//! module and one line in [`crate::registry::PROBES`].
+//! anything runs (tracefs mounted to look, journaled, and unmounted again); `osnoise` where the
+//! kernel has it runs in a tracefs instance of rtlab's own (rtlab-evidence `osnoise`: its
+//! workload threads instead of the busy loop, the same two streams per CPU, the kernel's
+//! attribution in their labels); `hwlat` is not driven yet (one line). Added as one module and
+//! one line in [`crate::registry::PROBES`].
 
 use crate::config::{positive, ConfigError, Dur, RtFields, Validate};
 use crate::document::{new_document, run_warnings, RunFacts};
@@ -187,17 +190,153 @@ pub fn check_tracer(host: &dyn Host, tracer: NoiseTracer) -> Result<(), LabError
     Err(kernel_lacks(format!("{dir}/available_tracers has only: {}", has.join(" "))))
 }
 
-/// What `--tracer` gets: the kernel lacks the tracer ([`check_tracer`]), or it has it and
-/// rtlab does not drive it yet; either way one line, before anything is measured.
-pub fn tracer_mode(host: &dyn Host, tracer: NoiseTracer) -> LabError {
-    if let Err(e) = check_tracer(host, tracer) {
-        return e;
+/// What `--tracer` gets before anything is measured: Ok for osnoise where the kernel has it
+/// (rtlab drives it); one line otherwise: the kernel lacks the tracer ([`check_tracer`]), or
+/// it is hwlat, which rtlab does not drive yet.
+pub fn tracer_mode(host: &dyn Host, tracer: NoiseTracer) -> Result<(), LabError> {
+    check_tracer(host, tracer)?;
+    match tracer {
+        NoiseTracer::Osnoise => Ok(()),
+        NoiseTracer::Hwlat => Err(LabError::Failed(
+            "--tracer hwlat: this kernel has the tracer, but rtlab does not drive it yet: run `rtla hwnoise` beside rtlab, or --tracer osnoise".into(),
+        )),
     }
-    LabError::Failed(format!(
-        "--tracer {}: this kernel has the tracer, but rtlab does not drive it yet: run without --tracer (the busy loop), or `rtla {}` beside it",
-        tracer.name(),
-        if tracer == NoiseTracer::Osnoise { "osnoise top" } else { "hwnoise" }
-    ))
+}
+
+/// Definitions of the streams the osnoise tracer gives.
+pub const OSNOISE_GAP_DEFINITION: &str = "an interference the kernel's osnoise tracer attributed (irq, softirq, thread, nmi event) on its workload thread, above the threshold: its duration; at_ns is when the event was written, from the tracer's first period";
+pub const OSNOISE_STOLEN_DEFINITION: &str = "NOISE of the osnoise tracer's summary of a period (a window): the time its workload thread lost in it";
+
+/// The streams of an osnoise run: per CPU `cpu{c}` (each interference above the threshold)
+/// and `cpu{c}.stolen` (each period's noise), labels with the kernel's counts and the
+/// largest sources.
+fn osnoise_streams(
+    engine: &NoiseConfig,
+    r: &rtlab_evidence::osnoise::OsnoiseReport,
+    origin_monotonic_ns: i64,
+) -> Vec<rtlab_core::schema::Stream> {
+    use rtlab_core::sink::{Recorder, RecorderConfig, Sink};
+    let rc = RecorderConfig {
+        deadline_ns: i64::MAX,
+        window_ns: engine.window_ns,
+        window_capacity: rtlab_engines::hold::window_capacity(engine.duration_ns, engine.window_ns),
+        max_samples: None,
+        us_histogram_buckets: None,
+        spike_threshold_ns: None,
+    };
+    let base = r
+        .periods
+        .iter()
+        .map(|p| p.ts_ns.saturating_sub(p.runtime_ns.max(0) as u64))
+        .chain(r.interferences.iter().map(|i| i.ts_ns))
+        .min()
+        .unwrap_or(0);
+    let mut out = Vec::new();
+    for &cpu in &engine.cpus {
+        let (mut gaps, mut stolen) = (Recorder::new(&rc, None), Recorder::new(&rc, None));
+        gaps.origin_monotonic_ns = Some(origin_monotonic_ns);
+        stolen.origin_monotonic_ns = Some(origin_monotonic_ns);
+        let mut n = 0;
+        for i in r.interferences.iter().filter(|i| i.cpu == cpu) {
+            if i.duration_ns > engine.threshold_ns {
+                let _ = gaps.record(n, i.ts_ns.saturating_sub(base) as i64, i.duration_ns);
+                n += 1;
+            }
+        }
+        let periods: Vec<_> = r.periods.iter().filter(|p| p.cpu == cpu).collect();
+        for (k, p) in periods.iter().enumerate() {
+            let at = p.ts_ns.saturating_sub(base + p.runtime_ns.max(0) as u64) as i64;
+            let _ = stolen.record(k as u64, at, p.noise_ns);
+        }
+        let mut l = std::collections::BTreeMap::new();
+        l.insert("cpu".to_string(), cpu.to_string());
+        l.insert("tracer".into(), "osnoise".into());
+        l.insert("threshold_ns".into(), engine.threshold_ns.to_string());
+        l.insert("periods".into(), periods.len().to_string());
+        let runtime: i64 = periods.iter().map(|p| p.runtime_ns).sum();
+        l.insert("measured_ns".into(), runtime.to_string());
+        l.insert("stolen_ns".into(), periods.iter().map(|p| p.noise_ns).sum::<i64>().to_string());
+        l.insert("gaps".into(), n.to_string());
+        for (k, name) in rtlab_evidence::osnoise::KINDS.iter().enumerate() {
+            let count: u64 = periods.iter().map(|p| p.counts[k]).sum();
+            l.insert(format!("interference_{name}"), count.to_string());
+        }
+        let top: Vec<String> = r
+            .attribution(cpu)
+            .iter()
+            .take(5)
+            .map(|(what, ns, count)| format!("{what} {} us ({count})", ns / 1_000))
+            .collect();
+        l.insert("attribution".into(), top.join(", "));
+        for (name, metric, def, rec) in [
+            (format!("cpu{cpu}"), noise::GAP_METRIC, OSNOISE_GAP_DEFINITION, &gaps),
+            (format!("cpu{cpu}.stolen"), noise::STOLEN_METRIC, OSNOISE_STOLEN_DEFINITION, &stolen),
+        ] {
+            let mut st =
+                rtlab_core::schema::Stream::from_recorder(name, metric, def, l.clone(), rec);
+            st.stats.missed = None;
+            st.stats.overruns = None;
+            st.deadline_ns = engine.threshold_ns;
+            out.push(st);
+        }
+    }
+    out
+}
+
+/// The noise probe through the kernel's osnoise tracer (its workload threads instead of
+/// rtlab's busy loop), with the counters per window around it.
+fn measure_osnoise(
+    engine: &NoiseConfig,
+    ctx: &mut Context<'_>,
+) -> Result<ResultDocument, LabError> {
+    if ctx.evidence.trace_on_spike_ns.is_some() {
+        return Err(LabError::Config(ConfigError::new(
+            "trace_on_spike",
+            "not with --tracer osnoise: the tracer attributes each noise itself",
+        )));
+    }
+    let host = crate::host::host();
+    let mut ev = ctx.evidence.clone();
+    ev.window_ns = engine.window_ns;
+    ev.victim = "osnoise/".into();
+    ev.cpus = engine.cpus.clone();
+    let evidence = crate::evidence::EvidenceRun::start(host, &ev)?;
+    let started = std::time::SystemTime::now();
+    let env = rtlab_sys::env::detect(std::path::Path::new("/"));
+    let dir = rtlab_evidence::timerlat::tracefs_dir(host)
+        .unwrap_or_else(|| rtlab_evidence::timerlat::TRACEFS_DIRS[0].to_string());
+    let ocfg = rtlab_evidence::osnoise::OsnoiseConfig {
+        cpus: engine.cpus.clone(),
+        duration: std::time::Duration::from_nanos(engine.duration_ns.max(0) as u64),
+        period_us: (engine.window_ns / 1_000).max(1) as u64,
+        threshold_us: (engine.threshold_ns / 1_000).max(1) as u64,
+    };
+    let t0 = rtlab_sys::clock::monotonic_ns();
+    let journal = std::path::Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL);
+    let report = rtlab_evidence::osnoise::run(host, journal, &dir, &ocfg, &ctx.stop);
+    let duration_ns = rtlab_sys::clock::monotonic_ns() - t0;
+    let streams = report.as_ref().map(|r| osnoise_streams(engine, r, t0)).unwrap_or_default();
+    let mut evidence = evidence.finish(&streams);
+    let report = report.map_err(LabError::Failed)?;
+    evidence.notes.extend(report.notes.iter().cloned());
+    let mut config = serde_json::to_value(engine).map_err(LabError::failed)?;
+    config["tracer"] = "osnoise".into();
+    let mut doc = new_document("noise", started, env, config);
+    doc.duration_ns = duration_ns;
+    doc.interrupted = ctx.stop.load(std::sync::atomic::Ordering::Relaxed);
+    doc.streams = streams;
+    doc.evidence = Some(evidence);
+    let facts = RunFacts {
+        memory_lock: &None,
+        any_other_policy: false,
+        // the kernel's threads measure: rtlab's memory is not in the figures
+        mlockall_off_by_profile: true,
+        cpu_dma_latency_error: None,
+        fewest_samples: doc.streams.iter().map(|s| s.stats.count).min().unwrap_or(0),
+        interrupted: doc.interrupted,
+    };
+    doc.warnings = run_warnings(&doc.environment, &facts, Vec::new());
+    Ok(doc)
 }
 
 /// The warning of a run whose clock reads take about as long as the threshold: every read is
@@ -220,11 +359,12 @@ fn threshold_warning(
 pub fn measure(
     cfg: &NoiseProbeConfig,
     ctx: &mut Context<'_>,
-) -> Result<(ResultDocument, NoiseOutcome, NoiseConfig), LabError> {
+) -> Result<(ResultDocument, Option<NoiseOutcome>, NoiseConfig), LabError> {
     let rt = cfg.rt.over(&ctx.rt);
     let engine = cfg.engine(&rt)?;
     if let Some(t) = cfg.tracer {
-        return Err(tracer_mode(crate::host::host(), t));
+        tracer_mode(crate::host::host(), t)?;
+        return measure_osnoise(&engine, ctx).map(|doc| (doc, None, engine));
     }
     let mut ev = ctx.evidence.clone();
     ev.window_ns = engine.window_ns;
@@ -284,7 +424,7 @@ pub fn measure(
             ),
         });
     }
-    Ok((doc, outcome, engine))
+    Ok((doc, Some(outcome), engine))
 }
 
 impl Probe for NoiseProbeConfig {

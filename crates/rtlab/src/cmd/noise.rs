@@ -72,9 +72,17 @@ pub fn run(a: NoiseArgs) -> anyhow::Result<u8> {
     super::journal_warning(quiet);
     if let Some(t) = cfg.tracer {
         // said before anything else (measure says the same, for scenarios)
-        return Err(super::lab_error(noise::tracer_mode(rtlab_lab::host::host(), t)));
+        noise::tracer_mode(rtlab_lab::host::host(), t).map_err(super::lab_error)?;
     }
-    if !quiet {
+    if !quiet && cfg.tracer.is_some() {
+        println!(
+            "rtlab noise: CPU{} {}, the kernel's osnoise tracer, noise above {}, {}",
+            if engine.cpus.len() == 1 { "" } else { "s" },
+            rtlab_tune::cpu_list(&engine.cpus),
+            format_duration_exact(Nanos(engine.threshold_ns)),
+            format_duration_exact(Nanos(engine.duration_ns)),
+        );
+    } else if !quiet {
         println!(
             "rtlab noise: CPU{} {}, gaps above {}, {}, {} {}",
             if engine.cpus.len() == 1 { "" } else { "s" },
@@ -98,6 +106,11 @@ pub fn run(a: NoiseArgs) -> anyhow::Result<u8> {
     if !quiet {
         let color = std::io::stdout().is_terminal();
         print!("{}", summary::noise::render(&doc, color));
+        for s in doc.streams.iter().filter(|s| s.metric == "noise_gap") {
+            if let Some(a) = s.labels.get("attribution").filter(|a| !a.is_empty()) {
+                println!("{}: the kernel's attribution (osnoise): {a}", s.name);
+            }
+        }
         for w in &doc.warnings {
             eprintln!("warning: {}", w.message);
         }

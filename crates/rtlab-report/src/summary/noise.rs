@@ -152,7 +152,13 @@ pub fn render(doc: &ResultDocument, color: bool) -> String {
     let rows = rows(doc);
     let mut text = String::new();
     let threshold = rows.first().map(|r| us_1(r.threshold_ns)).unwrap_or_default();
-    let _ = writeln!(text, "noise: gaps above {threshold} us between two clock reads of a thread that never sleeps (time the machine stole from it)");
+    let osnoise =
+        doc.streams.iter().any(|s| s.labels.get("tracer").is_some_and(|t| t == "osnoise"));
+    if osnoise {
+        let _ = writeln!(text, "noise: interferences above {threshold} us the kernel's osnoise tracer attributed (time stolen from its workload thread; stolen = its periods' NOISE)");
+    } else {
+        let _ = writeln!(text, "noise: gaps above {threshold} us between two clock reads of a thread that never sleeps (time the machine stole from it)");
+    }
     text.push_str(&table(&rows));
     let _ = writeln!(text);
     let _ = writeln!(text, "noise gap (each gap's duration)");
@@ -249,6 +255,11 @@ mod tests {
         let cols: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(cols, ["cpu1", "3", "1.5", "6000.0", "0.300", "0.400", "2000.0", "2000.0"]);
         assert!(text.contains("noise gap (each gap's duration)"));
+        let mut d = doc();
+        d.streams[0].labels.insert("tracer".into(), "osnoise".into());
+        assert!(
+            render(&d, false).starts_with("noise: interferences above 1.0 us the kernel's osnoise")
+        );
         assert_eq!(text.lines().filter(|l| l.starts_with("cpu1")).count(), 2, "{text}");
     }
 }

@@ -153,6 +153,75 @@ fn pg_push_twice_is_stored_once_and_eight_hosts_at_once_store_every_case_once() 
 }
 
 #[test]
+fn pg_a_run_pushed_interrupted_is_replaced_once_resumed_and_finished() {
+    let Some(pg) = PgServer::start() else { return };
+    let url = pg.database("resumed");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("robot.db");
+    let run = run_with_raw();
+    let mut local = Store::open(&path).unwrap();
+    let id = local.begin_run(&run.info).unwrap();
+    local.add_case(id, &run.cases[0]).unwrap();
+    local.finish_run(id, RunStatus::Interrupted).unwrap();
+    let team = Store::open(&url).unwrap();
+    let Pushed::Stored { remote, cases: 1, .. } = local.push_run(id, &team).unwrap() else {
+        panic!("the interrupted run is pushed as it is")
+    };
+    assert_eq!(team.load_run(remote).unwrap().status, RunStatus::Interrupted);
+    // pushed again unchanged: already there
+    assert!(matches!(local.push_run(id, &team).unwrap(), Pushed::Already { .. }));
+    // resumed here: the rest of its cases, finished
+    local.reopen_run(id, &["rtlab".into(), "run".into()]).unwrap();
+    for c in &run.cases[1..] {
+        local.add_case(id, c).unwrap();
+    }
+    local.finish_run(id, RunStatus::Complete).unwrap();
+    // two pushes of it at once: one replaces, the other finds it done
+    let results: Vec<Pushed> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let (path, url) = (&path, &url);
+                sc.spawn(move || {
+                    let local = Store::open_existing(path).unwrap();
+                    let team = Store::open_existing(url).unwrap();
+                    local.push_run(id, &team).unwrap()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let replaced = results
+        .iter()
+        .filter(|p| {
+            matches!(p, Pushed::Replaced { remote: r, was: RunStatus::Interrupted, cases, .. }
+                if *r == remote && *cases == run.cases.len())
+        })
+        .count();
+    let already = results
+        .iter()
+        .filter(|p| matches!(p, Pushed::Already { remote: r, .. } if *r == remote))
+        .count();
+    assert_eq!((replaced, already), (1, 1), "{results:?}");
+    let (here, there) = (local.load_run(id).unwrap(), team.load_run(remote).unwrap());
+    assert_eq!(there.status, RunStatus::Complete);
+    assert_eq!(there.finished_at, here.finished_at);
+    assert_eq!(there.cases, here.cases, "the whole finished run, each case once");
+    assert_eq!(team.resumptions(remote).unwrap(), local.resumptions(id).unwrap());
+    assert_eq!(
+        team.raw_samples(remote, &run.cases[0].name, "thread0").unwrap(),
+        local.raw_samples(id, &run.cases[0].name, "thread0").unwrap()
+    );
+    assert_eq!(pg.psql("resumed", "SELECT COUNT(*) FROM runs"), "1");
+    assert_eq!(
+        pg.psql("resumed", "SELECT COUNT(*) FROM environments WHERE case_id IS NULL"),
+        "1",
+        "one run environment"
+    );
+    // a complete run is never replaced
+    assert!(matches!(local.push_run(id, &team).unwrap(), Pushed::Already { .. }));
+}
+
+#[test]
 fn pg_newer_schema_is_refused_and_bad_urls_are_clear_without_the_password() {
     let Some(pg) = PgServer::start() else { return };
     let url = pg.database("versions");

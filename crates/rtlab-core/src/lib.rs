@@ -9,6 +9,7 @@
 pub mod cyclictest;
 pub mod error;
 pub mod evidence;
+pub mod fleet;
 pub mod gate;
 pub mod histogram;
 pub mod raw;

@@ -29,6 +29,7 @@
 
 mod db;
 pub mod export;
+mod fleet;
 mod gates;
 mod push;
 mod resume;
@@ -276,6 +277,10 @@ CREATE TABLE gate_verdicts (
     message TEXT NOT NULL,
     PRIMARY KEY (run_id, pos)
 );
+"#,
+    // 6 -> 7: a case's trend across a fleet's runs (`rtlab serve`) reads its rows by name.
+    r#"
+CREATE INDEX cases_name ON cases(name, run_id);
 "#,
 ];
 

@@ -221,6 +221,110 @@ fn pg_a_run_pushed_interrupted_is_replaced_once_resumed_and_finished() {
     assert!(matches!(local.push_run(id, &team).unwrap(), Pushed::Already { .. }));
 }
 
+/// Nine runs of three hosts (the third's name is markup), kernel 6.1 then 6.6-rt, one a day.
+fn fleet(s: &mut Store) {
+    let base = fixture::run();
+    for i in 0..9 {
+        let mut run = base.clone();
+        run.info.environment.hostname = ["a", "b", "c<script>"][i % 3].into();
+        run.info.environment.kernel_release = if i < 6 { "6.1" } else { "6.6-rt" }.into();
+        run.info.started_at = format!("2026-11-{:02}T00:00:00Z", 10 + i);
+        store_run(s, &run);
+    }
+}
+
+fn ids(pg: &rtlab_core::fleet::RunsPage) -> Vec<i64> {
+    pg.runs.iter().map(|r| r.id).collect()
+}
+
+/// The dashboard's queries (a page of runs with filters, the hosts, the case names, a
+/// trend, each case's newest value on a host) answer the same on SQLite and PostgreSQL, and
+/// what the filters say.
+#[test]
+fn pg_the_dashboards_queries_answer_the_same_on_both_stores() {
+    use rtlab_core::fleet::RunFilter;
+    let Some(pg) = PgServer::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut lite = Store::open(dir.path().join("fleet.db")).unwrap();
+    let mut team = Store::open(pg.database("dashboard")).unwrap();
+    fleet(&mut lite);
+    fleet(&mut team);
+    let f = |host: &str, since: &str, until: &str| RunFilter {
+        host: host.into(),
+        since: since.into(),
+        until: until.into(),
+        ..Default::default()
+    };
+    let base = fixture::run();
+    let measured: Vec<&rtlab_core::run::CaseRecord> =
+        base.cases.iter().filter(|c| c.document.is_some()).collect();
+    let case = measured[0];
+    for s in [&lite, &team] {
+        let all = s.runs_page(&RunFilter::default(), 0, 4).unwrap();
+        assert_eq!(ids(&all), [9, 8, 7, 6]);
+        assert_eq!((all.older.as_ref().map(|r| r.id), all.matching, all.total), (Some(5), 9, 9));
+        assert_eq!(
+            (all.runs[0].hostname.as_str(), all.runs[0].kernel_release.as_str()),
+            ("c<script>", "6.6-rt")
+        );
+        assert_eq!(all.runs[0].cases as usize, base.cases.len());
+        let next = s.runs_page(&RunFilter::default(), 8, 4).unwrap();
+        assert_eq!((ids(&next), next.older), (vec![1], None));
+        assert_eq!(ids(&s.runs_page(&f("a", "", ""), 0, 100).unwrap()), [7, 4, 1]);
+        assert_eq!(ids(&s.runs_page(&f("c<script>", "", ""), 0, 100).unwrap()), [9, 6, 3]);
+        assert_eq!(ids(&s.runs_page(&f("", "2026-11-15", ""), 0, 100).unwrap()), [9, 8, 7, 6]);
+        assert_eq!(ids(&s.runs_page(&f("", "", "2026-11-12"), 0, 100).unwrap()), [3, 2, 1]);
+        let kernel = RunFilter { kernel: "6.6-rt".into(), ..Default::default() };
+        assert_eq!(s.runs_page(&kernel, 0, 100).unwrap().matching, 3);
+        assert_eq!(s.hosts().unwrap(), ["a", "b", "c<script>"]);
+        let mut names: Vec<String> = base.cases.iter().map(|c| c.name.clone()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(s.case_names(&RunFilter::default()).unwrap(), names);
+        assert!(s.case_names(&f("nobody", "", "")).unwrap().is_empty());
+        // a trend: one point per run, oldest first, the headline stream's figures
+        let head = rtlab_report_headline(case);
+        let (pts, n) = s.trend(&case.name, &RunFilter::default(), 1000).unwrap();
+        assert_eq!(n, 9);
+        assert_eq!(pts.iter().map(|p| p.run).collect::<Vec<_>>(), (1..=9).collect::<Vec<_>>());
+        for p in &pts {
+            assert_eq!(
+                (p.stream.as_str(), p.p50_ns, p.p99_9_ns, p.max_ns, p.missed),
+                (
+                    head.name.as_str(),
+                    head.stats.p50_ns,
+                    head.stats.p99_9_ns,
+                    head.stats.max_ns,
+                    head.stats.missed
+                )
+            );
+            assert_eq!(p.profile, case.profile);
+        }
+        assert_eq!(pts[8].kernel, "6.6-rt");
+        let (last2, n) = s.trend(&case.name, &f("b", "", ""), 2).unwrap();
+        assert_eq!((last2.iter().map(|p| p.run).collect::<Vec<_>>(), n), (vec![5, 8], 3));
+        // each case's newest run on host b: run 8
+        let newest = s.latest_cases("b").unwrap();
+        assert_eq!(
+            newest.len(),
+            measured.iter().map(|c| &c.name).collect::<std::collections::BTreeSet<_>>().len()
+        );
+        assert!(newest.iter().all(|(_, p)| p.run == 8 && p.host == "b"));
+        assert!(s.latest_cases("nobody").unwrap().is_empty());
+    }
+    assert_eq!(
+        lite.trend(&case.name, &RunFilter::default(), 5).unwrap(),
+        team.trend(&case.name, &RunFilter::default(), 5).unwrap()
+    );
+    assert_eq!(lite.latest_cases("a").unwrap(), team.latest_cases("a").unwrap());
+}
+
+/// The report's headline rule: the stream named `all`, else the first.
+fn rtlab_report_headline(c: &rtlab_core::run::CaseRecord) -> &rtlab_core::schema::Stream {
+    let d = c.document.as_ref().unwrap();
+    d.streams.iter().find(|s| s.name == "all").unwrap_or(&d.streams[0])
+}
+
 #[test]
 fn pg_newer_schema_is_refused_and_bad_urls_are_clear_without_the_password() {
     let Some(pg) = PgServer::start() else { return };

@@ -12,6 +12,7 @@ pub mod evidence;
 pub mod fleet;
 pub mod gate;
 pub mod histogram;
+pub mod lines;
 pub mod raw;
 pub mod rt;
 pub mod run;

@@ -14,10 +14,13 @@
 //! there (the publisher's send lateness and the kernel counters still come from here; the
 //! note says so). Nothing here prints but the child's own lines.
 
-use super::placement::{keep_last_line, last_line, spawn_piped, stop_when_stdin_closes};
+use super::placement::{
+    keep_last_line, last_line, spawn_piped, stop_when_stdin_closes, MAX_CHILD_LINE,
+};
 use super::{ProbeError, PubsubConfig, PubsubOutcome, TransportKind};
+use rtlab_core::lines::{BoundedLines, Line};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -118,7 +121,9 @@ pub fn run_apart(
         drop(stdin);
     });
     let mut result: Option<Result<PubsubOutcome, ProbeError>> = None;
-    for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+    // our own binary's lines; bounded all the same (a broken child cannot exhaust memory)
+    for l in BoundedLines::new(BufReader::new(stdout), MAX_CHILD_LINE) {
+        let Line::Text(l) = l else { continue };
         let Some(at) = l.find(MARK) else { continue };
         match serde_json::from_str::<EngineLine>(&l[at + MARK.len()..]) {
             Ok(EngineLine::Progress(d, t)) => progress(d, t),

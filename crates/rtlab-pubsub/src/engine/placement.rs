@@ -14,8 +14,9 @@ use super::role::{event_line, parse_event, RoleConfig, RoleEvent, RoleKind};
 use super::spec::open_transport;
 use super::threads::{apply_thread_priorities, RtUse};
 use crate::transport::Transport;
+use rtlab_core::lines::{BoundedLines, Line};
 use rtlab_sys::sched::{set_current_affinity, spawn_rt};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::process::{Child, ChildStderr, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -164,7 +165,8 @@ fn start_process(
     let (last_err, _) = keep_last_line(child.stderr.take().expect("piped"));
     std::thread::spawn(move || {
         let mut ended = false;
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        for line in BoundedLines::new(BufReader::new(stdout), MAX_CHILD_LINE) {
+            let Line::Text(line) = line else { continue };
             if let Some(e) = parse_event(&line) {
                 ended |= matches!(e, RoleEvent::Done(_) | RoleEvent::Failed(_));
                 let _ = events.send((index, e));
@@ -180,6 +182,10 @@ fn start_process(
     });
     Ok(RoleHandle::Process { child, stdin })
 }
+
+/// The longest line read from a role process or a case's near side apart (a whole case's
+/// outcome is one line, far below it); a longer one is skipped.
+pub(super) const MAX_CHILD_LINE: usize = 64 << 20;
 
 /// Start `cmd` (a role process, or a case's near side apart) with stdin, stdout and stderr
 /// piped, in a process group of its own: a terminal's Ctrl-C reaches only the parent, which
@@ -198,7 +204,8 @@ pub(super) fn keep_last_line(stderr: ChildStderr) -> (Arc<Mutex<String>>, JoinHa
     let last = Arc::new(Mutex::new(String::new()));
     let l2 = last.clone();
     let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+        for line in BoundedLines::new(BufReader::new(stderr), 64 << 10) {
+            let (Line::Text(line) | Line::TooLong { head: line, .. }) = line;
             if !line.trim().is_empty() {
                 *l2.lock().unwrap_or_else(|e| e.into_inner()) = line;
             }

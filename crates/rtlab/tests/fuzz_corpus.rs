@@ -78,7 +78,7 @@ fn real_inputs() -> Vec<(&'static str, String, Vec<u8>)> {
     g.extend_from_slice(&[0x11; 16]);
     g.extend_from_slice(&[0; 8]);
     let s = |g: &mut Vec<u8>, t: &str| {
-        while g.len() % 4 != 0 {
+        while !g.len().is_multiple_of(4) {
             g.push(0);
         }
         g.extend_from_slice(&(t.len() as u32 + 1).to_le_bytes());
@@ -88,7 +88,7 @@ fn real_inputs() -> Vec<(&'static str, String, Vec<u8>)> {
     g.extend_from_slice(&1u32.to_le_bytes());
     s(&mut g, "/");
     s(&mut g, "talker");
-    while g.len() % 4 != 0 {
+    while !g.len().is_multiple_of(4) {
         g.push(0);
     }
     g.extend_from_slice(&0u32.to_le_bytes());

@@ -83,6 +83,7 @@ enc() { python3 -c 'import sys,urllib.parse; print(urllib.parse.quote(sys.argv[1
 
 pages() { # store, its label
   local log="$dir/serve.out"
+  : > "$log"
   "$rtlab" serve --db "$1" --listen 127.0.0.1:0 > "$log" 2>&1 &
   serve_pid=$!
   for _ in $(seq 100); do grep -q "serving" "$log" && break; sleep 0.1; done

@@ -88,6 +88,10 @@ impl Store {
 
     /// The names of the cases of the runs that pass `f`, sorted.
     pub fn case_names(&self, f: &RunFilter) -> Result<Vec<String>> {
+        if *f == RunFilter::default() {
+            // every run passes: the names alone, from the index `cases_name`
+            return self.rows("SELECT DISTINCT name FROM cases ORDER BY name", p![], |r| r.get(0));
+        }
         self.rows(
             &format!(
                 "SELECT DISTINCT c.name FROM cases c JOIN runs r ON r.id = c.run_id WHERE {FILTER} ORDER BY c.name"

@@ -338,6 +338,8 @@ pub struct Store {
     path: PathBuf,
     /// The password of a PostgreSQL URL, scrubbed from every error text as a last guard.
     secret: Option<String>,
+    /// The URL a PostgreSQL store was opened with (for [`Store::reconnect`]).
+    pg: Option<PgUrl>,
 }
 
 fn now_rfc3339() -> String {
@@ -480,6 +482,7 @@ impl Store {
             path: PathBuf::from(&label),
             label,
             secret: url.password.clone(),
+            pg: Some(url.clone()),
         };
         if !create {
             let n: i64 = s
@@ -509,9 +512,21 @@ impl Store {
             label: p,
             path: path.to_path_buf(),
             secret: None,
+            pg: None,
         };
         s.migrate()?;
         Ok(s)
+    }
+
+    /// A new connection to the same store (after a PostgreSQL server went away, or a file's
+    /// disk filled): what a caller does before trying a write again.
+    pub fn reconnect(&mut self) -> Result<()> {
+        let fresh = match &self.pg {
+            Some(url) => Self::open_pg(url.clone(), false)?,
+            None => Self::open_inner(&self.path.clone())?,
+        };
+        *self = fresh;
+        Ok(())
     }
 
     /// The file of this store (for PostgreSQL: its URL, password redacted).

@@ -84,6 +84,8 @@ pub trait RunProgress {
 }
 
 /// Run every case of `scenario`; returns the run id and how it ended.
+// its collaborators (each one a test replaces) and the run's controls, named one by one
+#[allow(clippy::too_many_arguments)]
 pub fn run_scenario(
     scenario: &Scenario,
     info: &RunInfo,

@@ -290,7 +290,7 @@ fn evidence_round_trips_and_a_version_1_store_is_migrated() {
     // the same store as a version-1 file (schema 1 had neither, nor the resumptions of
     // schema 3): reopened, it is migrated
     // and every case reads back, without evidence
-    c.execute_batch("DROP INDEX cases_name; DROP TABLE gate_verdicts; DROP INDEX runs_uuid; DROP INDEX runs_host; ALTER TABLE runs DROP COLUMN uuid; ALTER TABLE runs DROP COLUMN hostname; ALTER TABLE runs DROP COLUMN machine_id; ALTER TABLE runs DROP COLUMN cpu_model; ALTER TABLE runs DROP COLUMN kernel_release; ALTER TABLE runs DROP COLUMN preemption_model; ALTER TABLE runs DROP COLUMN profiles; DROP TABLE far_sides; DROP TABLE run_resumptions; DROP INDEX environments_run; DROP INDEX cases_run_status; DROP TABLE evidence; DROP TABLE window_counters; ALTER TABLE statistics DROP COLUMN start_monotonic_ns; PRAGMA user_version = 1;").unwrap();
+    c.execute_batch("DROP TABLE case_costs; DROP INDEX cases_name; DROP TABLE gate_verdicts; DROP INDEX runs_uuid; DROP INDEX runs_host; ALTER TABLE runs DROP COLUMN uuid; ALTER TABLE runs DROP COLUMN hostname; ALTER TABLE runs DROP COLUMN machine_id; ALTER TABLE runs DROP COLUMN cpu_model; ALTER TABLE runs DROP COLUMN kernel_release; ALTER TABLE runs DROP COLUMN preemption_model; ALTER TABLE runs DROP COLUMN profiles; DROP TABLE far_sides; DROP TABLE run_resumptions; DROP INDEX environments_run; DROP INDEX cases_run_status; DROP TABLE evidence; DROP TABLE window_counters; ALTER TABLE statistics DROP COLUMN start_monotonic_ns; PRAGMA user_version = 1;").unwrap();
     drop(c);
     let s = Store::open(&path).unwrap();
     assert_eq!(s.file_schema_version().unwrap(), rtlab_store::schema_version());
@@ -399,11 +399,11 @@ fn a_version_2_store_is_migrated_and_its_runs_can_be_resumed() {
     let path = s.path().to_path_buf();
     drop(s);
     let c = rusqlite::Connection::open(&path).unwrap();
-    c.execute_batch("DROP INDEX cases_name; DROP TABLE gate_verdicts; DROP INDEX runs_uuid; DROP INDEX runs_host; ALTER TABLE runs DROP COLUMN uuid; ALTER TABLE runs DROP COLUMN hostname; ALTER TABLE runs DROP COLUMN machine_id; ALTER TABLE runs DROP COLUMN cpu_model; ALTER TABLE runs DROP COLUMN kernel_release; ALTER TABLE runs DROP COLUMN preemption_model; ALTER TABLE runs DROP COLUMN profiles; DROP TABLE far_sides; DROP TABLE run_resumptions; DROP INDEX environments_run; DROP INDEX cases_run_status; UPDATE runs SET status = 'running', finished_at = NULL; PRAGMA user_version = 2;").unwrap();
+    c.execute_batch("DROP TABLE case_costs; DROP INDEX cases_name; DROP TABLE gate_verdicts; DROP INDEX runs_uuid; DROP INDEX runs_host; ALTER TABLE runs DROP COLUMN uuid; ALTER TABLE runs DROP COLUMN hostname; ALTER TABLE runs DROP COLUMN machine_id; ALTER TABLE runs DROP COLUMN cpu_model; ALTER TABLE runs DROP COLUMN kernel_release; ALTER TABLE runs DROP COLUMN preemption_model; ALTER TABLE runs DROP COLUMN profiles; DROP TABLE far_sides; DROP TABLE run_resumptions; DROP INDEX environments_run; DROP INDEX cases_run_status; UPDATE runs SET status = 'running', finished_at = NULL; PRAGMA user_version = 2;").unwrap();
     drop(c);
     let mut s = Store::open(&path).unwrap();
-    assert_eq!(s.file_schema_version().unwrap(), 7);
-    assert_eq!(rtlab_store::schema_version(), 7);
+    assert_eq!(s.file_schema_version().unwrap(), 8);
+    assert_eq!(rtlab_store::schema_version(), 8);
     // schema 5 gave the old run a global identity and its host
     let host = s.run_host(id).unwrap();
     assert_eq!(host.uuid.len(), 36, "{host:?}");

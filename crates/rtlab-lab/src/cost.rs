@@ -33,11 +33,9 @@ pub fn attach(doc: &mut ResultDocument) {
     if doc.far.is_some() && far.is_empty() {
         notes.push("the far side reported no cost (an agent of an rtlab before cost, or a far side with no measuring thread)".to_string());
     }
-    if doc.probe == "pubsub"
-        && !doc.config.get("in_process").and_then(|v| v.as_bool()).unwrap_or(false)
-        && windows.iter().all(|w| w.processes.is_empty())
-        && doc.far.is_none()
-    {
+    let in_processes =
+        doc.streams.iter().any(|s| s.labels.get("placement").is_some_and(|p| p == "processes"));
+    if in_processes && windows.iter().all(|w| w.processes.is_empty()) && doc.far.is_none() {
         notes.push(
             "no role process reported its cost (an rtlab before cost, or roles in this process)"
                 .to_string(),

@@ -69,6 +69,12 @@ pub fn process_threads(pid: u32) -> Option<Vec<TaskSnapshot>> {
         let Ok(tid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
         let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
         let Some((comm, mut usage)) = parse_stat(&stat, tick) else { continue };
+        if let Some(ns) = std::fs::read_to_string(e.path().join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse::<i64>().ok()))
+        {
+            (usage.user_ns, usage.system_ns) = split_runtime(ns, usage.user_ns, usage.system_ns);
+        }
         if let Ok(status) = std::fs::read_to_string(e.path().join("status")) {
             usage.voluntary_switches =
                 status_field(&status, "voluntary_ctxt_switches:").unwrap_or(0);
@@ -78,6 +84,20 @@ pub fn process_threads(pid: u32) -> Option<Vec<TaskSnapshot>> {
         v.push(TaskSnapshot { tid, comm, usage });
     }
     Some(v)
+}
+
+/// A thread's exact time on a CPU (`schedstat`'s first field, ns) split into user and system
+/// by the tick-sampled `utime` : `stime` of its stat, as the kernel's own `cputime_adjust`
+/// does for getrusage (no system tick seen: all user; no user tick: all system).
+pub fn split_runtime(runtime_ns: i64, utime: i64, stime: i64) -> (i64, i64) {
+    if stime == 0 {
+        (runtime_ns, 0)
+    } else if utime == 0 {
+        (0, runtime_ns)
+    } else {
+        let user = (runtime_ns as i128 * utime as i128 / (utime + stime) as i128) as i64;
+        (user, runtime_ns - user)
+    }
 }
 
 fn status_field(status: &str, key: &str) -> Option<u64> {
@@ -252,6 +272,14 @@ mod tests {
         assert_eq!((u.minor_faults, u.major_faults), (70, 3));
         assert_eq!((u.user_ns, u.system_ns), (2_500_000_000, 120_000_000));
         assert!(parse_stat("garbage", 1).is_none());
+    }
+
+    #[test]
+    fn the_exact_runtime_is_split_as_the_kernel_does() {
+        assert_eq!(split_runtime(1000, 0, 0), (1000, 0));
+        assert_eq!(split_runtime(1000, 3, 0), (1000, 0));
+        assert_eq!(split_runtime(1000, 0, 2), (0, 1000));
+        assert_eq!(split_runtime(1000, 3, 1), (750, 250));
     }
 
     #[test]

@@ -62,6 +62,9 @@ impl Usage {
 /// before its loop and right after it).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MeasuringThread {
+    /// Whose thread: `rtlab` (this process), a role process (`sub0`, `pong0`), `apart`,
+    /// `agent` (far).
+    pub process: String,
     /// The thread's name (`rtlab-timer0`, `rtlab-ping`, `rtlab-pub`, `rtlab-sub0`...).
     pub thread: String,
     /// Its scheduling policy in the window (`fifo`, `rr`, `other`...).
@@ -284,10 +287,15 @@ impl Cost {
             for t in w.measuring.iter().filter(|t| t.realtime()) {
                 let faults = t.usage.minor_faults + t.usage.major_faults;
                 if faults > 0 || t.usage.involuntary_switches > 0 {
-                    let name = if self.windows.len() > 1 {
-                        format!("{} {}", w.name, t.thread)
-                    } else {
+                    let thread = if t.process == "rtlab" || t.process.is_empty() {
                         t.thread.clone()
+                    } else {
+                        format!("{}:{}", t.process, t.thread)
+                    };
+                    let name = if self.windows.len() > 1 {
+                        format!("{} {thread}", w.name)
+                    } else {
+                        thread
                     };
                     v.push((name, faults, t.usage.involuntary_switches));
                 }
@@ -427,6 +435,7 @@ mod tests {
             window_ns: 1_000_000_000,
             messages: Some(1000),
             measuring: vec![MeasuringThread {
+                process: "rtlab".into(),
                 thread: "rtlab-pub".into(),
                 policy: "fifo".into(),
                 window_ns: 1_000_000_000,

@@ -144,9 +144,14 @@ pub fn cost_lines(c: &Cost) -> Vec<String> {
         ));
         for t in &w.measuring {
             let x = &t.usage;
+            let who = if t.process == "rtlab" || t.process.is_empty() {
+                t.thread.clone()
+            } else {
+                format!("{}:{}", t.process, t.thread)
+            };
             v.push(format!(
                 "  {} ({}): {}+{} ms user+sys, faults {} minor {} major, switches {} voluntary {} involuntary",
-                t.thread,
+                who,
                 t.policy,
                 ms(x.user_ns),
                 ms(x.system_ns),
@@ -264,6 +269,7 @@ mod tests {
                 window_ns: 1_000_000_000,
                 messages: Some(1000),
                 measuring: vec![MeasuringThread {
+                    process: "rtlab".into(),
                     thread: "rtlab-timer0".into(),
                     policy: "fifo".into(),
                     window_ns: 1_000_000_000,

@@ -192,7 +192,7 @@ fn cost_rows(out: &mut String, prefix: &str, c: &CaseRecord) {
                 w.name.clone(),
                 t.window_ns.to_string(),
                 e(),
-                e(),
+                t.process.clone(),
                 t.thread.clone(),
                 t.policy.clone(),
                 "1".into(),

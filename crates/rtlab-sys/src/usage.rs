@@ -199,6 +199,7 @@ impl Measuring {
         }
         if let (Some(a), Some(b)) = (self.start, u) {
             o.measuring.push(MeasuringThread {
+                process: String::new(),
                 thread: self.thread,
                 policy: self.policy,
                 window_ns: now - self.start_ns,
@@ -246,7 +247,11 @@ pub fn take_windows_as(process: &str) -> Vec<CostWindow> {
             name: o.name,
             window_ns: o.end_ns - o.start_ns,
             messages: o.messages,
-            measuring: o.measuring,
+            measuring: o
+                .measuring
+                .into_iter()
+                .map(|t| MeasuringThread { process: process.into(), ..t })
+                .collect(),
             processes: Vec::new(),
         })
         .zip(merged)

@@ -107,6 +107,7 @@ const COST_KEYS: &[&str] = &[
     "cost.windows[].name",
     "cost.windows[].window_ns",
     "cost.windows[].messages",
+    "cost.windows[].measuring[].process",
     "cost.windows[].measuring[].thread",
     "cost.windows[].measuring[].policy",
     "cost.windows[].measuring[].window_ns",

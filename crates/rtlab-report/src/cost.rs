@@ -105,7 +105,7 @@ pub fn cost_table(run: &Run) -> String {
 /// The busiest groups of a window (by CPU), as `recv 12.0+3.1ms, dds.udp.* (2) 4.0+0.0ms`.
 pub fn busiest_groups(w: &CostWindow, n: usize) -> String {
     let mut g: Vec<_> = w.groups.iter().collect();
-    g.sort_by(|a, b| b.cpu_ns().cmp(&a.cpu_ns()));
+    g.sort_by_key(|g| std::cmp::Reverse(g.cpu_ns()));
     g.iter()
         .take(n)
         .map(|g| {

@@ -145,11 +145,7 @@ fn cost_rows(out: &mut String, prefix: &str, c: &CaseRecord) {
         "case".into(),
         e(),
         cost.window_ns().to_string(),
-        cost.windows
-            .iter()
-            .any(|w| w.messages.is_some())
-            .then(|| msgs.to_string())
-            .unwrap_or_default(),
+        if cost.windows.iter().any(|w| w.messages.is_some()) { msgs.to_string() } else { e() },
         "rtlab".into(),
         e(),
         e(),

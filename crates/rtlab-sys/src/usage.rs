@@ -22,7 +22,7 @@ pub fn thread_usage() -> Option<Usage> {
     if r != 0 {
         return None;
     }
-    let tv = |t: libc::timeval| t.tv_sec as i64 * 1_000_000_000 + t.tv_usec as i64 * 1_000;
+    let tv = |t: libc::timeval| t.tv_sec * 1_000_000_000 + t.tv_usec * 1_000;
     Some(Usage {
         user_ns: tv(ru.ru_utime),
         system_ns: tv(ru.ru_stime),

@@ -392,7 +392,7 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
         }
     }
     super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
-    super::print_cost(&doc, quiet);
+    super::print_cost(doc, quiet);
     Ok(0)
 }
 

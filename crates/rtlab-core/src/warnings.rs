@@ -189,4 +189,34 @@ mod tests {
         assert_eq!(codes, vec!["not-preempt-rt", "virtualized"]);
         assert!(Warn::NotPreemptRt { model: "none".into() }.message().contains("none"));
     }
+
+    #[test]
+    fn a_realtime_thread_that_faulted_or_was_preempted_is_warned_of_with_its_count() {
+        use crate::cost::{Cost, CostWindow, MeasuringThread, Usage};
+        let t = |policy: &str, minor: u64, invol: u64| MeasuringThread {
+            process: "rtlab".into(),
+            thread: format!("rtlab-{policy}"),
+            policy: policy.into(),
+            window_ns: 1,
+            usage: Usage { minor_faults: minor, involuntary_switches: invol, ..Default::default() },
+        };
+        let cost = Cost {
+            windows: vec![CostWindow {
+                name: "timer".into(),
+                measuring: vec![t("fifo", 3, 0), t("rr", 0, 2), t("other", 9, 9)],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let w = cost_warnings(&cost);
+        assert_eq!(
+            w,
+            vec![
+                Warn::RtThreadPageFaults { thread: "rtlab-fifo".into(), faults: 3 },
+                Warn::RtThreadPreempted { thread: "rtlab-rr".into(), switches: 2 },
+            ]
+        );
+        assert_eq!(w[0].code(), "rt-thread-page-faults");
+        assert!(w[1].message().contains("preempted 2 times"), "{}", w[1].message());
+    }
 }

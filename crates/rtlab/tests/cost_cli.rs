@@ -97,6 +97,73 @@ fn a_busy_polling_case_uses_about_one_cpu_per_spinning_thread() {
     assert!(n(&doc["cost"]["max_rss_kib"]) > 1000, "rtlab's max RSS in KiB");
 }
 
+/// The timer and the cyclic job count every measuring thread over its window: it slept once
+/// a slot (voluntary switches), it computed in the cyclic job (CPU of the order of its work).
+#[test]
+fn timer_and_cyclic_count_every_measuring_thread() {
+    let _g = serial();
+    let d = tempfile::tempdir().unwrap();
+    let json = d.path().join("t.json");
+    let j = json.to_str().unwrap();
+    ok(
+        run(&[
+            "timer",
+            "-t",
+            "2",
+            "--loops",
+            "300",
+            "--interval",
+            "1ms",
+            "--policy",
+            "other",
+            "-q",
+            "--json",
+            j,
+        ]),
+        "timer",
+    );
+    let doc = read_json(&json);
+    let w = &doc["cost"]["windows"][0];
+    assert_eq!(w["name"], "timer");
+    assert!(w["messages"].is_null(), "a timer moves no message: {w}");
+    let mut threads: Vec<&str> =
+        w["measuring"].as_array().unwrap().iter().map(|t| t["thread"].as_str().unwrap()).collect();
+    threads.sort();
+    assert_eq!(threads, ["rtlab-timer0", "rtlab-timer1"]);
+    for t in w["measuring"].as_array().unwrap() {
+        // slots already past are skipped: at least half of them slept (a loaded VM skips few)
+        assert!(n(&t["usage"]["voluntary_switches"]) >= 150, "{t}");
+        assert!(n(&t["window_ns"]) >= 250_000_000, "300 slots of 1 ms: {t}");
+        assert_eq!(t["policy"], "other");
+    }
+    ok(
+        run(&[
+            "cyclic",
+            "--interval",
+            "1ms",
+            "--work",
+            "300us",
+            "--count",
+            "500",
+            "--policy",
+            "other",
+            "-q",
+            "--json",
+            j,
+        ]),
+        "cyclic",
+    );
+    let doc = read_json(&json);
+    let w = &doc["cost"]["windows"][0];
+    assert_eq!(w["name"], "cyclic");
+    let t = &w["measuring"][0];
+    assert_eq!(t["thread"], "rtlab-cyclic0");
+    // 500 jobs of 300 us of calibrated work: of the order of 150 ms of CPU (broad: the
+    // calibration and a shared CPU move it)
+    let used = cpu(&t["usage"]);
+    assert!((50_000_000..2_000_000_000).contains(&used), "{used} ns for 500 x 300 us: {t}");
+}
+
 /// Subscribers in processes of their own report their threads and max RSS at their end.
 #[test]
 fn role_processes_bring_their_cost_back() {

@@ -429,6 +429,27 @@ mod tests {
     }
 
     #[test]
+    fn a_far_window_that_no_case_has_is_refused() {
+        let good = CostWindow { name: "reflect".into(), window_ns: 5, ..Default::default() };
+        assert!(good.check().is_ok());
+        let bad = |f: &dyn Fn(&mut CostWindow)| {
+            let mut w = good.clone();
+            f(&mut w);
+            w.check().unwrap_err()
+        };
+        assert!(bad(&|w| w.name.clear()).contains("no name"));
+        assert!(bad(&|w| w.window_ns = -1).contains("negative window"));
+        assert!(bad(&|w| w.groups = vec![ThreadGroup::default(); 257]).contains("more threads"));
+        let e = bad(&|w| {
+            w.measuring = vec![MeasuringThread {
+                usage: Usage { user_ns: -5, ..Default::default() },
+                ..Default::default()
+            }]
+        });
+        assert!(e.contains("negative CPU") && e.contains("\"reflect\""), "{e}");
+    }
+
+    #[test]
     fn cpu_per_message_and_realtime_disturbances() {
         let w = CostWindow {
             name: "p64".into(),

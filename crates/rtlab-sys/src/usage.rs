@@ -193,10 +193,11 @@ impl Measuring {
         let mut w = WINDOWS.lock().unwrap_or_else(|e| e.into_inner());
         let Some(o) = w.iter_mut().find(|o| o.name == self.window) else { return };
         o.running = o.running.saturating_sub(1);
-        o.end_ns = o.end_ns.max(now);
-        if snap.is_some() {
+        // the newest snapshot is the window's end (two threads may end in either order)
+        if snap.is_some() && (o.end.is_none() || now >= o.end_ns) {
             o.end = snap;
         }
+        o.end_ns = o.end_ns.max(now);
         if let (Some(a), Some(b)) = (self.start, u) {
             o.measuring.push(MeasuringThread {
                 process: String::new(),

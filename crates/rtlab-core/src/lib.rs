@@ -6,6 +6,7 @@
 //! function is testable without root and fast.
 #![forbid(unsafe_code)]
 
+pub mod cost;
 pub mod cyclictest;
 pub mod error;
 pub mod evidence;

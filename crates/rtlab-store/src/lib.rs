@@ -282,6 +282,27 @@ CREATE TABLE gate_verdicts (
     r#"
 CREATE INDEX cases_name ON cases(name, run_id);
 "#,
+    // 7 -> 8: what each case cost (the document's `cost`): its headline figures as columns a
+    // query can filter on (the near side's CPU over its windows, the measuring threads'
+    // CPU, page faults and context switches, CPU per message, max RSS), and the whole cost
+    // (every window, measuring thread and thread group) as JSON, which is what is read back.
+    r#"
+CREATE TABLE case_costs (
+    case_id INTEGER PRIMARY KEY REFERENCES cases(id),
+    window_ns INTEGER NOT NULL,          -- the windows' length, summed
+    cpu_user_ns INTEGER NOT NULL,        -- every thread of the process (by group), user
+    cpu_system_ns INTEGER NOT NULL,
+    measuring_user_ns INTEGER NOT NULL,  -- rtlab's measuring threads (getrusage)
+    measuring_system_ns INTEGER NOT NULL,
+    minor_faults INTEGER NOT NULL,       -- of the measuring threads
+    major_faults INTEGER NOT NULL,
+    voluntary_switches INTEGER NOT NULL,
+    involuntary_switches INTEGER NOT NULL,
+    cpu_per_message_ns INTEGER,          -- NULL: no messages
+    max_rss_kib INTEGER,
+    json TEXT NOT NULL                   -- JSON (Cost)
+);
+"#,
 ];
 
 /// The query behind [`Store::runs`]: one pass over `runs`; the case counts and the machine
@@ -978,6 +999,14 @@ impl Store {
             Some(j) => Some(self.parse(&j)?),
             None => None,
         };
+        let cost: Option<String> = self
+            .query_row("SELECT json FROM case_costs WHERE case_id = ?1", p![cid], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let cost = match cost {
+            Some(j) => Some(self.parse(&j)?),
+            None => None,
+        };
         Ok(ResultDocument {
             schema_version,
             tool: ToolInfo { name: tool_name, version: tool_version },
@@ -992,6 +1021,7 @@ impl Store {
             warnings,
             evidence,
             far,
+            cost,
         })
     }
 
@@ -1303,6 +1333,14 @@ pub(crate) fn insert_case(
             db.execute(
                 "INSERT INTO far_sides (case_id, json) VALUES (?1, ?2)",
                 p![case_id, json(far)],
+            )?;
+        }
+        if let Some(c) = &d.cost {
+            let (user, system) = c.cpu_ns();
+            let m = c.measuring_total();
+            db.execute(
+                "INSERT INTO case_costs (case_id, window_ns, cpu_user_ns, cpu_system_ns, measuring_user_ns, measuring_system_ns, minor_faults, major_faults, voluntary_switches, involuntary_switches, cpu_per_message_ns, max_rss_kib, json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                p![case_id, c.window_ns(), user, system, m.user_ns, m.system_ns, m.minor_faults, m.major_faults, m.voluntary_switches, m.involuntary_switches, c.cpu_per_message_ns(), c.max_rss_kib, json(c)],
             )?;
         }
         for (i, w) in d.warnings.iter().enumerate() {

@@ -117,6 +117,7 @@ pub(crate) const CASE_CHILDREN: &[&str] = &[
     "DELETE FROM spike_evidence WHERE case_id = ?1",
     "DELETE FROM warnings WHERE case_id = ?1",
     "DELETE FROM far_sides WHERE case_id = ?1",
+    "DELETE FROM case_costs WHERE case_id = ?1",
     "DELETE FROM configurations WHERE case_id = ?1",
     "DELETE FROM documents WHERE case_id = ?1",
     "DELETE FROM environments WHERE case_id = ?1",

@@ -20,6 +20,8 @@ fn run_with_raw() -> Run {
         s.raw_file = Some(raw.display().to_string());
     }
     run.cases[0].document = Some(d);
+    // a real pub/sub case with its cost (schema 8's case_costs) on both stores
+    run.cases[1].document = Some(fixture::doc("pubsub-cost.json"));
     run
 }
 
@@ -62,6 +64,10 @@ fn pg_a_run_round_trips_exactly_as_on_sqlite() {
         ),
     );
     assert_eq!(n, "1");
+    // the cost's figures are columns there too
+    let cpm = pg.psql("roundtrip", "SELECT cpu_per_message_ns FROM case_costs");
+    let want = run.cases[1].document.as_ref().unwrap().cost.as_ref().unwrap().cpu_per_message_ns();
+    assert_eq!(cpm, want.unwrap().to_string());
     // a resumable run: interrupted, reopened, finished, on PostgreSQL too
     let id2 = s.begin_run(&run.info).unwrap();
     s.add_case(id2, &run.cases[1]).unwrap();

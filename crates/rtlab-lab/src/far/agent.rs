@@ -264,7 +264,18 @@ impl State {
         for s in &mut streams {
             s.labels.insert("host".into(), host.clone());
         }
+        // its window's cost: the reflector's thread, this agent's threads, its max RSS
+        let cost = rtlab_sys::usage::take_windows_as("agent")
+            .into_iter()
+            .find(|w| w.name == "reflect")
+            .map(|mut w| {
+                w.processes.extend(rtlab_sys::usage::max_rss_kib(std::process::id()).map(|kib| {
+                    rtlab_core::cost::ProcessMemory { process: "agent".into(), max_rss_kib: kib }
+                }));
+                w
+            });
         let r = Reflected {
+            cost,
             streams,
             outcome: serde_json::json!({
                 "counts": outcome.counts,

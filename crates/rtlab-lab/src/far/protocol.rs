@@ -153,6 +153,10 @@ impl Facts {
 pub struct Reflected {
     pub streams: Vec<rtlab_core::schema::Stream>,
     pub outcome: serde_json::Value,
+    /// What the reflector's window cost there (its thread, the agent's threads by group, the
+    /// agent's max RSS); None from an agent before cost.
+    #[serde(default)]
+    pub cost: Option<rtlab_core::cost::CostWindow>,
 }
 
 /// What the far side did, when it finished.

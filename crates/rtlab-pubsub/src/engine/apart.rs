@@ -151,6 +151,9 @@ pub fn run_apart(
             if why.is_empty() { "no message" } else { why.as_str() }
         )))
     })?;
+    for w in std::mem::take(&mut outcome.cost_windows) {
+        rtlab_sys::usage::adopt(w);
+    }
     outcome.notes.push(format!(
         "this case ran in a process of its own ({why}: a process holds one Fast DDS){}",
         if cfg.spike.is_some() {
@@ -197,7 +200,16 @@ pub fn engine_main(json: &str) -> i32 {
     match super::run_with(&cfg, &launcher, None, stop, &mut |d, t| {
         line(&EngineLine::Progress(d, t))
     }) {
-        Ok(o) => {
+        Ok(mut o) => {
+            // what its windows cost here (this process's threads under `apart`)
+            o.cost_windows = rtlab_sys::usage::take_windows_as("apart");
+            let rss = rtlab_sys::usage::max_rss_kib(std::process::id());
+            for w in o.cost_windows.iter_mut() {
+                w.processes.extend(rss.map(|kib| rtlab_core::cost::ProcessMemory {
+                    process: "apart".into(),
+                    max_rss_kib: kib,
+                }));
+            }
             line(&EngineLine::Outcome(Box::new(o)));
             0
         }

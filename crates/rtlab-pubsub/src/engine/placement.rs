@@ -237,7 +237,10 @@ pub fn run_role(
     match rc.kind {
         RoleKind::Subscriber => {
             emit(RoleEvent::Ready);
+            // cost: this thread's counters right before its loop and right after it
+            let cost = rtlab_sys::usage::begin(&rc.cost_window);
             let r = receive_loop(sub, rc, stop, emit);
+            cost.end();
             emit(RoleEvent::Done(Some(Box::new(r))));
         }
         RoleKind::Echo => {
@@ -247,7 +250,10 @@ pub fn run_role(
                 Err(e) => return emit(RoleEvent::Failed(e.to_string())),
             };
             emit(RoleEvent::Ready);
-            match echo_loop(sub, publisher, rc, stop) {
+            let cost = rtlab_sys::usage::begin(&rc.cost_window);
+            let r = echo_loop(sub, publisher, rc, stop);
+            cost.end();
+            match r {
                 Ok(()) => emit(RoleEvent::Done(None)),
                 Err(e) => emit(RoleEvent::Failed(e.to_string())),
             }
@@ -305,6 +311,24 @@ pub fn role_main(json: &str) -> i32 {
             return 1;
         }
     }
-    run_role(&rc, transport, &stop, &mut |e| write_event(&e));
+    // its cost (this process's threads under the role's name, its max RSS) before Done
+    let process = match rc.kind {
+        RoleKind::Subscriber => format!("sub{}", rc.index),
+        RoleKind::Echo => format!("pong{}", rc.index),
+    };
+    run_role(&rc, transport, &stop, &mut |e| {
+        if matches!(e, RoleEvent::Done(_)) {
+            for mut w in rtlab_sys::usage::take_windows_as(&process) {
+                if let Some(kib) = rtlab_sys::usage::max_rss_kib(std::process::id()) {
+                    w.processes.push(rtlab_core::cost::ProcessMemory {
+                        process: process.clone(),
+                        max_rss_kib: kib,
+                    });
+                }
+                write_event(&RoleEvent::Cost(Box::new(w)));
+            }
+        }
+        write_event(&e)
+    });
     0
 }

@@ -47,6 +47,15 @@ pub enum Warn {
         overruns: u64,
         max_late_ns: i64,
     },
+    /// A load's process ended while the case measured (killed from outside, crashed): after
+    /// `after_ms` of the measurement, in window `window`; the windows from there on measured
+    /// without it.
+    LoadEnded {
+        load: String,
+        after_ms: Option<i64>,
+        window: Option<u64>,
+        why: String,
+    },
     /// A real-time measuring thread page-faulted in its measured window (cost).
     RtThreadPageFaults {
         thread: String,
@@ -78,6 +87,7 @@ impl Warn {
             Warn::UdpFragmented { .. } => "udp-fragmented",
             Warn::UdpPacketLoss { .. } => "udp-packet-loss",
             Warn::UdpSenderLate { .. } => "udp-sender-late",
+            Warn::LoadEnded { .. } => "load-ended",
             Warn::RtThreadPageFaults { .. } => "rt-thread-page-faults",
             Warn::RtThreadPreempted { .. } => "rt-thread-preempted",
         }
@@ -121,6 +131,11 @@ impl Warn {
             Warn::UdpSenderLate { overruns, max_late_ns } => format!(
                 "{overruns} send slots were skipped, the sender was up to {} us late (stream ping.send_lateness): it was preempted, or blocked in send() on a full socket buffer because a queue ahead holds the probe's packets; try --sndbuf, --policy fifo, a priority path",
                 max_late_ns / 1_000
+            ),
+            Warn::LoadEnded { load, after_ms, window, why } => format!(
+                "the load {load} ended {} into the measurement{}: {why}; the windows from there on measured without it (the case's figures mix both)",
+                after_ms.map(|m| format!("{:.1} s", m as f64 / 1000.0)).unwrap_or_else(|| "at some point".into()),
+                window.map(|w| format!(" (window {w})")).unwrap_or_default()
             ),
             Warn::RtThreadPageFaults { thread, faults } => format!(
                 "the real-time thread {thread} page-faulted {faults} times in its measured window (cost): each fault can add microseconds; lock memory (mlockall, on unless --no-mlockall) and touch buffers before the loop"

@@ -6,11 +6,14 @@
 //! function is testable without root and fast.
 #![forbid(unsafe_code)]
 
+pub mod cost;
 pub mod cyclictest;
 pub mod error;
 pub mod evidence;
+pub mod fleet;
 pub mod gate;
 pub mod histogram;
+pub mod lines;
 pub mod raw;
 pub mod rt;
 pub mod run;

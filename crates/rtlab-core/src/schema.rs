@@ -41,6 +41,11 @@ pub struct ResultDocument {
     /// pong or the subscribers. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub far: Option<FarSide>,
+    /// What the case cost: CPU time, page faults and context switches of the measuring
+    /// threads, the process's threads by name group, max RSS. Absent from documents of an
+    /// rtlab without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::cost::Cost>,
 }
 
 /// The far host of a run, as its agent reported it.

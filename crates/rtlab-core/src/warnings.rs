@@ -6,22 +6,66 @@ use crate::schema::{Environment, Warning};
 /// Everything rtlab warns about.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Warn {
-    NotPreemptRt { model: String },
-    Virtualized { kind: String },
-    RunTooShort { samples: u64, wanted: u64 },
+    NotPreemptRt {
+        model: String,
+    },
+    Virtualized {
+        kind: String,
+    },
+    RunTooShort {
+        samples: u64,
+        wanted: u64,
+    },
     NoRtPrivilege,
     NotRealtimePolicy,
-    MemoryNotLocked { why: String },
+    MemoryNotLocked {
+        why: String,
+    },
     NotHighResTimers,
-    RtThrottling { runtime_us: i64 },
-    CpuDmaLatencyUnavailable { why: String },
+    RtThrottling {
+        runtime_us: i64,
+    },
+    CpuDmaLatencyUnavailable {
+        why: String,
+    },
     Interrupted,
-    RawSamplesDropped { dropped: u64 },
-    UdpForeignDatagrams { count: u64 },
+    RawSamplesDropped {
+        dropped: u64,
+    },
+    UdpForeignDatagrams {
+        count: u64,
+    },
     UdpBusyPollInactive,
-    UdpFragmented { payload: usize },
-    UdpPacketLoss { lost: u64, sent: u64 },
-    UdpSenderLate { overruns: u64, max_late_ns: i64 },
+    UdpFragmented {
+        payload: usize,
+    },
+    UdpPacketLoss {
+        lost: u64,
+        sent: u64,
+    },
+    UdpSenderLate {
+        overruns: u64,
+        max_late_ns: i64,
+    },
+    /// A load's process ended while the case measured (killed from outside, crashed): after
+    /// `after_ms` of the measurement, in window `window`; the windows from there on measured
+    /// without it.
+    LoadEnded {
+        load: String,
+        after_ms: Option<i64>,
+        window: Option<u64>,
+        why: String,
+    },
+    /// A real-time measuring thread page-faulted in its measured window (cost).
+    RtThreadPageFaults {
+        thread: String,
+        faults: u64,
+    },
+    /// A real-time measuring thread was preempted in its measured window (cost).
+    RtThreadPreempted {
+        thread: String,
+        switches: u64,
+    },
 }
 
 impl Warn {
@@ -43,6 +87,9 @@ impl Warn {
             Warn::UdpFragmented { .. } => "udp-fragmented",
             Warn::UdpPacketLoss { .. } => "udp-packet-loss",
             Warn::UdpSenderLate { .. } => "udp-sender-late",
+            Warn::LoadEnded { .. } => "load-ended",
+            Warn::RtThreadPageFaults { .. } => "rt-thread-page-faults",
+            Warn::RtThreadPreempted { .. } => "rt-thread-preempted",
         }
     }
 
@@ -85,6 +132,17 @@ impl Warn {
                 "{overruns} send slots were skipped, the sender was up to {} us late (stream ping.send_lateness): it was preempted, or blocked in send() on a full socket buffer because a queue ahead holds the probe's packets; try --sndbuf, --policy fifo, a priority path",
                 max_late_ns / 1_000
             ),
+            Warn::LoadEnded { load, after_ms, window, why } => format!(
+                "the load {load} ended {} into the measurement{}: {why}; the windows from there on measured without it (the case's figures mix both)",
+                after_ms.map(|m| format!("{:.1} s", m as f64 / 1000.0)).unwrap_or_else(|| "at some point".into()),
+                window.map(|w| format!(" (window {w})")).unwrap_or_default()
+            ),
+            Warn::RtThreadPageFaults { thread, faults } => format!(
+                "the real-time thread {thread} page-faulted {faults} times in its measured window (cost): each fault can add microseconds; lock memory (mlockall, on unless --no-mlockall) and touch buffers before the loop"
+            ),
+            Warn::RtThreadPreempted { thread, switches } => format!(
+                "the real-time thread {thread} was preempted {switches} times in its measured window (involuntary context switches, cost): a thread of higher or equal priority, an IRQ thread or the hypervisor took its CPU; isolate its CPU (profile rt-isolation)"
+            ),
         }
     }
 
@@ -111,6 +169,21 @@ pub fn environment_warnings(env: &Environment) -> Vec<Warn> {
     w
 }
 
+/// The warnings of a case's cost: a page fault or an involuntary switch of a real-time
+/// (FIFO or RR) measuring thread inside its window, with its count.
+pub fn cost_warnings(cost: &crate::cost::Cost) -> Vec<Warn> {
+    let mut w = Vec::new();
+    for (thread, faults, switches) in cost.realtime_disturbed() {
+        if faults > 0 {
+            w.push(Warn::RtThreadPageFaults { thread: thread.clone(), faults });
+        }
+        if switches > 0 {
+            w.push(Warn::RtThreadPreempted { thread, switches });
+        }
+    }
+    w
+}
+
 /// A run shorter than this many samples cannot say much about p99.99.
 pub const MIN_SAMPLES_FOR_TAIL: u64 = 100_000;
 
@@ -130,5 +203,35 @@ mod tests {
         let codes: Vec<_> = environment_warnings(&env).iter().map(|w| w.code()).collect();
         assert_eq!(codes, vec!["not-preempt-rt", "virtualized"]);
         assert!(Warn::NotPreemptRt { model: "none".into() }.message().contains("none"));
+    }
+
+    #[test]
+    fn a_realtime_thread_that_faulted_or_was_preempted_is_warned_of_with_its_count() {
+        use crate::cost::{Cost, CostWindow, MeasuringThread, Usage};
+        let t = |policy: &str, minor: u64, invol: u64| MeasuringThread {
+            process: "rtlab".into(),
+            thread: format!("rtlab-{policy}"),
+            policy: policy.into(),
+            window_ns: 1,
+            usage: Usage { minor_faults: minor, involuntary_switches: invol, ..Default::default() },
+        };
+        let cost = Cost {
+            windows: vec![CostWindow {
+                name: "timer".into(),
+                measuring: vec![t("fifo", 3, 0), t("rr", 0, 2), t("other", 9, 9)],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let w = cost_warnings(&cost);
+        assert_eq!(
+            w,
+            vec![
+                Warn::RtThreadPageFaults { thread: "rtlab-fifo".into(), faults: 3 },
+                Warn::RtThreadPreempted { thread: "rtlab-rr".into(), switches: 2 },
+            ]
+        );
+        assert_eq!(w[0].code(), "rt-thread-page-faults");
+        assert!(w[1].message().contains("preempted 2 times"), "{}", w[1].message());
     }
 }

@@ -327,6 +327,8 @@ fn spawn_cyclic(
             _ => None,
         };
         let mut clock = MonotonicClock;
+        // cost: this thread's counters right before its loop and right after it
+        let cost = rtlab_sys::usage::begin("cyclic");
         let start = rtlab_sys::clock::monotonic_ns();
         sinks.wakeup.origin_monotonic_ns = Some(start);
         sinks.job.origin_monotonic_ns = Some(start);
@@ -340,6 +342,7 @@ fn spawn_cyclic(
             &stop,
             &prog,
         );
+        cost.end();
         CyclicThreadResult {
             cpu,
             wakeup: sinks.wakeup,

@@ -349,6 +349,8 @@ fn measure_timer(
     let policy_seen = current_policy();
     let cpus_seen = current_affinity();
     let mut anchor = None;
+    // cost: this thread's counters right before its loop and right after it (not inside)
+    let cost = rtlab_sys::usage::begin("timer");
     let end = match (mode, shared) {
         (TimerMode::Oneshot | TimerMode::Roscpp, Some(s)) => {
             while !s.timer_thread_ready() && !stop.load(Ordering::Relaxed) {
@@ -402,6 +404,7 @@ fn measure_timer(
             }
         }
     };
+    cost.end();
     TimerThreadResult { config, latency, jitter, anchor, end, policy_seen, cpus_seen }
 }
 

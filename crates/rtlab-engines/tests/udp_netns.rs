@@ -47,6 +47,7 @@ fn with_reflector<T>(
         window_ns: 1_000_000_000,
         rt: rt(),
         socket: SocketConfig::default(),
+        cost_window: None,
         spike: None,
     };
     let stop = Arc::new(AtomicBool::new(false));

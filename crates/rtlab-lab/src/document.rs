@@ -25,6 +25,7 @@ pub fn new_document(
         warnings: Vec::<Warning>::new(),
         evidence: None,
         far: None,
+        cost: None,
     }
 }
 

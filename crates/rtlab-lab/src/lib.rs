@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod cost;
 pub mod document;
 pub mod error;
 pub mod evidence;

@@ -52,15 +52,40 @@ pub trait RunSink {
     fn begin_run(&mut self, info: &RunInfo) -> Result<i64, SinkError>;
     fn add_case(&mut self, run: i64, case: &CaseRecord) -> Result<(), SinkError>;
     fn finish_run(&mut self, run: i64, status: RunStatus) -> Result<(), SinkError>;
+    /// Make ready to try again after a failure (a PostgreSQL store opens a new connection).
+    fn reconnect(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// What the runner does when the store cannot take a finished case (its disk full, its
+/// server gone): it tries again `tries` times, `wait` apart (the case stays in memory; a
+/// Ctrl-C stops the waiting), then writes the case as JSON into the first of `aside` that
+/// takes it and stops the run saying which file. A measured case is never silently lost.
+#[derive(Clone, Debug)]
+pub struct Keeping {
+    pub tries: u32,
+    pub wait: std::time::Duration,
+    pub aside: Vec<std::path::PathBuf>,
+}
+
+impl Default for Keeping {
+    fn default() -> Keeping {
+        Keeping { tries: 30, wait: std::time::Duration::from_secs(1), aside: Vec::new() }
+    }
 }
 
 /// Progress of the whole run (called between and during cases, never from a probe thread).
 pub trait RunProgress {
     fn case_started(&mut self, case: &CaseSpec, done_ns: i64, planned_ns: i64);
     fn case_finished(&mut self, case: &CaseRecord);
+    /// The store could not take `case` (`error`); it is tried again for a while.
+    fn store_waiting(&mut self, _case: &CaseRecord, _error: &str, _keeping: &Keeping) {}
 }
 
 /// Run every case of `scenario`; returns the run id and how it ended.
+// its collaborators (each one a test replaces) and the run's controls, named one by one
+#[allow(clippy::too_many_arguments)]
 pub fn run_scenario(
     scenario: &Scenario,
     info: &RunInfo,
@@ -69,6 +94,7 @@ pub fn run_scenario(
     progress: &mut dyn RunProgress,
     stop: &Arc<AtomicBool>,
     resume: Option<i64>,
+    keeping: &Keeping,
 ) -> Result<(i64, RunStatus), SinkError> {
     // a resumed run goes on under its own id (the caller reopened it)
     let run = match resume {
@@ -112,7 +138,11 @@ pub fn run_scenario(
             started_at,
             duration_ns: t0.elapsed().as_nanos() as i64,
         };
-        sink.add_case(run, &record)?;
+        if let Err(e) = store_case(sink, run, &record, keeping, stop, progress) {
+            // the run stops here; its store may take the end of it still
+            let _ = sink.finish_run(run, RunStatus::Interrupted);
+            return Err(e);
+        }
         progress.case_finished(&record);
         done_ns += case.planned_ns();
         if interrupted {
@@ -122,6 +152,63 @@ pub fn run_scenario(
     }
     sink.finish_run(run, status)?;
     Ok((run, status))
+}
+
+/// Store `record`, as [`Keeping`] says.
+fn store_case(
+    sink: &mut dyn RunSink,
+    run: i64,
+    record: &CaseRecord,
+    keeping: &Keeping,
+    stop: &Arc<AtomicBool>,
+    progress: &mut dyn RunProgress,
+) -> Result<(), SinkError> {
+    let mut last = match sink.add_case(run, record) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    progress.store_waiting(record, &last.to_string(), keeping);
+    let mut tries = 1;
+    while tries < keeping.tries && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(keeping.wait);
+        tries += 1;
+        if let Err(e) = sink.reconnect() {
+            last = e;
+            continue;
+        }
+        match sink.add_case(run, record) {
+            Ok(()) => return Ok(()),
+            Err(e) => last = e,
+        }
+    }
+    let name = format!("rtlab-run{run}-case{}.json", record.index);
+    let text = serde_json::to_string(record).map_err(|e| e.to_string())?;
+    let mut refused = Vec::new();
+    for dir in &keeping.aside {
+        let path = dir.join(&name);
+        let tmp = dir.join(format!(".{name}.tmp"));
+        let written = std::fs::write(&tmp, &text).and_then(|()| std::fs::rename(&tmp, &path));
+        match written {
+            Ok(()) => {
+                return Err(format!(
+                    "case '{}' could not be stored after {tries} tries ({last}); it is kept in {} (its case record as JSON); the run stops here",
+                    record.name,
+                    path.display()
+                )
+                .into())
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                refused.push(format!("{}: {e}", dir.display()));
+            }
+        }
+    }
+    Err(format!(
+        "case '{}' could not be stored after {tries} tries ({last}), nor kept in a file ({}): it is lost",
+        record.name,
+        if refused.is_empty() { "no directory to keep it in".to_string() } else { refused.join("; ") }
+    )
+    .into())
 }
 
 #[cfg(test)]
@@ -201,8 +288,17 @@ interval = ["1ms", "2ms"]
             MockExec { fail: "timer/cpu/no-rt/interval=1ms", stop_at: None, seen: vec![] };
         let mut sink = MemSink::default();
         let stop = Arc::new(AtomicBool::new(false));
-        let (id, status) =
-            run_scenario(&s, &info(), &mut exec, &mut sink, &mut NoProgress, &stop, None).unwrap();
+        let (id, status) = run_scenario(
+            &s,
+            &info(),
+            &mut exec,
+            &mut sink,
+            &mut NoProgress,
+            &stop,
+            None,
+            &Keeping::default(),
+        )
+        .unwrap();
         assert_eq!((id, status), (7, RunStatus::Complete));
         assert_eq!(sink.cases.len(), 4);
         assert_eq!(exec.seen.len(), 4);
@@ -216,6 +312,91 @@ interval = ["1ms", "2ms"]
         assert_eq!(sink.status, Some(RunStatus::Complete));
     }
 
+    /// A store that refuses the first `refuse` cases it is given, then takes them.
+    struct FlakySink {
+        refuse: u32,
+        inner: MemSink,
+        reconnects: u32,
+    }
+    impl RunSink for FlakySink {
+        fn begin_run(&mut self, i: &RunInfo) -> Result<i64, SinkError> {
+            self.inner.begin_run(i)
+        }
+        fn add_case(&mut self, run: i64, c: &CaseRecord) -> Result<(), SinkError> {
+            if self.refuse > 0 {
+                self.refuse -= 1;
+                return Err("database or disk is full".into());
+            }
+            self.inner.add_case(run, c)
+        }
+        fn finish_run(&mut self, run: i64, s: RunStatus) -> Result<(), SinkError> {
+            self.inner.finish_run(run, s)
+        }
+        fn reconnect(&mut self) -> Result<(), SinkError> {
+            self.reconnects += 1;
+            Ok(())
+        }
+    }
+
+    fn quick(tries: u32, aside: Vec<std::path::PathBuf>) -> Keeping {
+        Keeping { tries, wait: std::time::Duration::from_millis(1), aside }
+    }
+
+    #[test]
+    fn a_case_the_store_refuses_is_tried_again_then_kept_in_a_file_never_lost() {
+        let s = Scenario::parse("mini.toml", SCENARIO, 1.0).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        // the store takes it back after 3 refusals: every case stored, the run complete
+        let mut exec = MockExec { fail: "", stop_at: None, seen: vec![] };
+        let mut sink = FlakySink { refuse: 3, inner: MemSink::default(), reconnects: 0 };
+        let (_, status) = run_scenario(
+            &s,
+            &info(),
+            &mut exec,
+            &mut sink,
+            &mut NoProgress,
+            &stop,
+            None,
+            &quick(5, vec![]),
+        )
+        .unwrap();
+        assert_eq!((status, sink.inner.cases.len(), sink.reconnects), (RunStatus::Complete, 4, 3));
+        // it never does: the case goes to the first directory that takes it, the run stops
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("no-such-dir");
+        let mut exec = MockExec { fail: "", stop_at: None, seen: vec![] };
+        let mut sink = FlakySink { refuse: u32::MAX, inner: MemSink::default(), reconnects: 0 };
+        let keeping = quick(4, vec![gone.clone(), dir.path().to_path_buf()]);
+        let e =
+            run_scenario(&s, &info(), &mut exec, &mut sink, &mut NoProgress, &stop, None, &keeping)
+                .unwrap_err()
+                .to_string();
+        let file = dir.path().join("rtlab-run7-case0.json");
+        assert!(e.contains("after 4 tries (database or disk is full)"), "{e}");
+        assert!(e.contains(&file.display().to_string()) && e.contains("the run stops here"), "{e}");
+        let kept: CaseRecord =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(kept.name, exec.seen[0], "the measured case, whole");
+        assert_eq!(exec.seen.len(), 1, "nothing more is measured");
+        assert_eq!(sink.inner.status, Some(RunStatus::Interrupted));
+        // and with nowhere to keep it, the error says it is lost and why
+        let mut sink = FlakySink { refuse: u32::MAX, inner: MemSink::default(), reconnects: 0 };
+        let mut exec = MockExec { fail: "", stop_at: None, seen: vec![] };
+        let e = run_scenario(
+            &s,
+            &info(),
+            &mut exec,
+            &mut sink,
+            &mut NoProgress,
+            &stop,
+            None,
+            &quick(2, vec![gone]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("it is lost") && e.contains("no-such-dir"), "{e}");
+    }
+
     #[test]
     fn ctrl_c_keeps_finished_cases_and_marks_the_run_interrupted() {
         let s = Scenario::parse("mini.toml", SCENARIO, 1.0).unwrap();
@@ -223,8 +404,17 @@ interval = ["1ms", "2ms"]
             MockExec { fail: "", stop_at: Some("timer/cpu/no-rt/interval=1ms"), seen: vec![] };
         let mut sink = MemSink::default();
         let stop = Arc::new(AtomicBool::new(false));
-        let (_, status) =
-            run_scenario(&s, &info(), &mut exec, &mut sink, &mut NoProgress, &stop, None).unwrap();
+        let (_, status) = run_scenario(
+            &s,
+            &info(),
+            &mut exec,
+            &mut sink,
+            &mut NoProgress,
+            &stop,
+            None,
+            &Keeping::default(),
+        )
+        .unwrap();
         assert_eq!(status, RunStatus::Interrupted);
         assert_eq!(sink.cases.len(), 2, "the finished case and the interrupted one are kept");
         assert_eq!(sink.cases[0].status, CaseStatus::Ok);

@@ -17,6 +17,9 @@ impl RunSink for Store {
     fn finish_run(&mut self, run: i64, status: RunStatus) -> Result<(), crate::runner::SinkError> {
         Ok(Store::finish_run(self, run, status)?)
     }
+    fn reconnect(&mut self) -> Result<(), crate::runner::SinkError> {
+        Ok(Store::reconnect(self)?)
+    }
 }
 
 /// The local directory of the store `db` (traces and reports are kept there): the file's

@@ -286,6 +286,8 @@ fn measure(
             (recorder(window, duration), recorder(window, duration), recorder(window, duration));
         let mut a = Arrivals::new(nominal);
         let mut errors = 0u64;
+        // cost: this thread's counters right before its loop and right after it
+        let cost = rtlab_sys::usage::begin("observe");
         let end = monotonic_ns() + duration;
         let mut origin = None;
         while !stop.load(Ordering::Relaxed) && monotonic_ns() < end {
@@ -322,6 +324,8 @@ fn measure(
                 Err(_) => errors += 1,
             }
         }
+        cost.end();
+        rtlab_sys::usage::set_messages("observe", a.received);
         a.finish(&mut period, &mut deviation);
         Observed { arrivals: a, period, deviation, latency, errors }
     })

@@ -178,6 +178,8 @@ pub struct Comparison {
     pub only_b: Vec<String>,
     /// Matched cases where a side has nothing measured: (case, status A, status B).
     pub unmeasured: Vec<(String, String, String)>,
+    /// What the matched cases cost in each run (shown, not judged).
+    pub costs: Vec<crate::cost::CostDiff>,
 }
 
 impl Comparison {
@@ -211,6 +213,7 @@ pub fn compare(a: &Run, b: &Run, cfg: CompareConfig) -> Comparison {
         only_a: Vec::new(),
         only_b: Vec::new(),
         unmeasured: Vec::new(),
+        costs: crate::cost::cost_diffs(a, b),
     };
     for ca in &a.cases {
         let Some(cb) = b.cases.iter().find(|c| c.name == ca.name) else {
@@ -311,6 +314,7 @@ pub fn render(c: &Comparison) -> String {
         ]);
     }
     out.push_str(&align(&rows));
+    out.push_str(&crate::cost::render_cost_diffs(&c.costs));
     for (n, a, b) in &c.unmeasured {
         let _ = writeln!(out, "not compared: {n}: {a} in A, {b} in B");
     }

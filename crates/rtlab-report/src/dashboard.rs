@@ -9,9 +9,10 @@
 //! browser that came in with `?token=` stays in. Never reads a store, never prints.
 
 use crate::compare::{compare, render as compare_text, CompareConfig, Metric};
-use crate::model::headline;
 use crate::svg::{esc, DEADLINE, SERIES};
-use rtlab_core::run::{Run, RunSummary};
+use rtlab_core::fleet::{RunFilter, RunsPage, TrendPoint};
+use rtlab_core::run::Run;
+
 use std::fmt::Write as _;
 
 /// What every link of a page carries: `token=...` (percent-encoded) or nothing.
@@ -52,31 +53,6 @@ pub fn pct_encode(s: &str) -> String {
     o
 }
 
-/// The filters of the runs page; an empty field matches everything.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RunFilter {
-    pub host: String,
-    pub kernel: String,
-    pub scenario: String,
-    /// Runs started on or after this date or time (RFC 3339 prefix, UTC: `2026-11-01`).
-    pub since: String,
-    /// Runs started on or before this date or time (RFC 3339 prefix, UTC).
-    pub until: String,
-}
-
-impl RunFilter {
-    /// Whether run `r` passes every filter (host, kernel, scenario: exact; dates: by the
-    /// started_at text, which is RFC 3339 UTC and so orders as time does).
-    pub fn matches(&self, r: &RunSummary) -> bool {
-        let day = |n: usize| r.started_at.get(..n).unwrap_or(&r.started_at).to_string();
-        (self.host.is_empty() || r.hostname == self.host)
-            && (self.kernel.is_empty() || r.kernel_release == self.kernel)
-            && (self.scenario.is_empty() || r.scenario == self.scenario)
-            && (self.since.is_empty() || day(self.since.len()) >= self.since)
-            && (self.until.is_empty() || day(self.until.len()) <= self.until)
-    }
-}
-
 const CSS: &str = "body{font-family:sans-serif;margin:1.5em;color:#222}\
 table{border-collapse:collapse;margin:0.5em 0}th,td{border:1px solid #bbb;padding:2px 8px;text-align:left}\
 th{background:#dce6f4}nav a{margin-right:1em}form.filters input{width:10em;margin-right:0.5em}\
@@ -85,18 +61,20 @@ pre{background:#f6f6f6;padding:0.5em;overflow-x:auto}.none{color:#777}";
 /// A whole page: title, navigation, body.
 pub fn page(ctx: &Ctx, title: &str, body: &str) -> String {
     format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t} - rtlab</title><style>{CSS}</style></head><body><nav><a href=\"{runs}\">runs</a><a href=\"{trends}\">trends</a></nav><h1>{t}</h1>\n{body}\n</body></html>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t} - rtlab</title><style>{CSS}</style></head><body><nav><a href=\"{runs}\">runs</a><a href=\"{trends}\">trends</a><a href=\"{hosts}\">hosts</a></nav><h1>{t}</h1>\n{body}\n</body></html>\n",
         t = esc(title),
         runs = ctx.href("/", &[]),
         trends = ctx.href("/trend", &[]),
+        hosts = ctx.href("/hosts", &[]),
     )
 }
 
-/// The runs page: the filter form, then one row per run that passes, newest first, each
-/// linking its report and offering a comparison with the run before it.
-pub fn runs_page(ctx: &Ctx, runs: &[RunSummary], f: &RunFilter) -> String {
-    let mut b = String::new();
-    let _ = write!(b, "<form class=\"filters\" method=\"get\" action=\"/\">");
+/// How many runs a page of the runs page shows.
+pub const RUNS_PER_PAGE: usize = 100;
+
+/// The filter form of the runs page (and the token, hidden, when the page has one).
+fn filter_form(ctx: &Ctx, f: &RunFilter) -> String {
+    let mut b = String::from("<form class=\"filters\" method=\"get\" action=\"/\">");
     for (name, v) in [
         ("host", &f.host),
         ("kernel", &f.kernel),
@@ -106,28 +84,49 @@ pub fn runs_page(ctx: &Ctx, runs: &[RunSummary], f: &RunFilter) -> String {
     ] {
         let _ = write!(b, "<label>{name} <input name=\"{name}\" value=\"{}\"></label>", esc(v));
     }
-    if let Some(t) = ctx.token_query.strip_prefix("token=") {
-        let _ =
-            write!(b, "<input type=\"hidden\" name=\"token\" value=\"{}\">", esc(&pct_decode(t)));
-    }
+    b.push_str(&hidden_token(ctx));
     b.push_str("<button type=\"submit\">filter</button></form>\n");
-    let shown: Vec<&RunSummary> = runs.iter().filter(|r| f.matches(r)).collect();
-    let _ = writeln!(b, "<p class=\"count\">{} of {} run(s)</p>", shown.len(), runs.len());
-    if shown.is_empty() {
+    b
+}
+
+fn hidden_token(ctx: &Ctx) -> String {
+    match ctx.token_query.strip_prefix("token=") {
+        Some(t) => {
+            format!("<input type=\"hidden\" name=\"token\" value=\"{}\">", esc(&pct_decode(t)))
+        }
+        None => String::new(),
+    }
+}
+
+/// The runs page: the filter form, then one page of the runs that pass (newest first), each
+/// linking its report and offering a comparison with the run before it, and links to the
+/// newer and older pages.
+pub fn runs_page(ctx: &Ctx, pg: &RunsPage, f: &RunFilter) -> String {
+    let mut b = filter_form(ctx, f);
+    let (from, to) = (pg.offset + 1, pg.offset + pg.runs.len());
+    let _ = writeln!(
+        b,
+        "<p class=\"count\">{} of {} run(s) match{}</p>",
+        pg.matching,
+        pg.total,
+        if pg.runs.is_empty() { String::new() } else { format!("; newest first, {from} to {to}") }
+    );
+    if pg.runs.is_empty() {
         b.push_str("<p class=\"none\">no run matches</p>");
         return page(ctx, "Runs", &b);
     }
     b.push_str("<table class=\"runs\"><tr><th>id</th><th>scenario</th><th>started</th><th>status</th><th>cases</th><th>failed</th><th>host</th><th>kernel</th><th>compare</th></tr>\n");
-    for (i, r) in shown.iter().enumerate().rev() {
+    for (i, r) in pg.runs.iter().enumerate() {
         let id = r.id.to_string();
-        let prev = if i > 0 {
-            let p = shown[i - 1].id.to_string();
-            format!(
-                "<a href=\"{}\">with run {p}</a>",
-                ctx.href("/compare", &[("a", &p), ("b", &id)])
-            )
-        } else {
-            String::new()
+        let prev = match pg.runs.get(i + 1).or(pg.older.as_ref()) {
+            Some(p) => {
+                let p = p.id.to_string();
+                format!(
+                    "<a href=\"{}\">with run {p}</a>",
+                    ctx.href("/compare", &[("a", &p), ("b", &id)])
+                )
+            }
+            None => String::new(),
         };
         let _ = writeln!(
             b,
@@ -143,6 +142,33 @@ pub fn runs_page(ctx: &Ctx, runs: &[RunSummary], f: &RunFilter) -> String {
         );
     }
     b.push_str("</table>");
+    let link = |offset: usize, text: &str| {
+        let o = offset.to_string();
+        format!(
+            "<a class=\"pages\" href=\"{}\">{text}</a>",
+            ctx.href(
+                "/",
+                &[
+                    ("host", &f.host),
+                    ("kernel", &f.kernel),
+                    ("scenario", &f.scenario),
+                    ("since", &f.since),
+                    ("until", &f.until),
+                    ("offset", if offset == 0 { "" } else { &o }),
+                ]
+            )
+        )
+    };
+    let mut nav = Vec::new();
+    if pg.offset > 0 {
+        nav.push(link(pg.offset.saturating_sub(RUNS_PER_PAGE), "newer runs"));
+    }
+    if pg.older.is_some() {
+        nav.push(link(to, "older runs"));
+    }
+    if !nav.is_empty() {
+        let _ = write!(b, "<p>{}</p>", nav.join(" "));
+    }
     page(ctx, "Runs", &b)
 }
 
@@ -172,44 +198,6 @@ fn hex(b: u8) -> Option<u8> {
     (b as char).to_digit(16).map(|d| d as u8)
 }
 
-/// One run's value of a case in a trend.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TrendPoint {
-    pub run: i64,
-    pub started_at: String,
-    pub host: String,
-    pub kernel: String,
-    pub profile: String,
-    pub stream: String,
-    pub p50_ns: Option<i64>,
-    pub p99_9_ns: Option<i64>,
-    pub max_ns: Option<i64>,
-    pub missed: Option<u64>,
-}
-
-/// The points of case `case` in `runs` (one per run that measured it, in the runs' order):
-/// its headline stream's p50, p99.9, max and missed deadlines.
-pub fn trend_points(runs: &[Run], case: &str) -> Vec<TrendPoint> {
-    let mut out = Vec::new();
-    for r in runs {
-        let Some(c) = r.cases.iter().find(|c| c.name == case) else { continue };
-        let Some(s) = headline(c) else { continue };
-        out.push(TrendPoint {
-            run: r.id,
-            started_at: r.info.started_at.clone(),
-            host: r.info.environment.hostname.clone(),
-            kernel: r.info.environment.kernel_release.clone(),
-            profile: c.profile.clone(),
-            stream: s.name.clone(),
-            p50_ns: s.stats.p50_ns,
-            p99_9_ns: s.stats.p99_9_ns,
-            max_ns: s.stats.max_ns,
-            missed: s.stats.missed,
-        });
-    }
-    out
-}
-
 /// The trend index: every case name of the store, each linking its trend.
 pub fn trend_index_page(ctx: &Ctx, cases: &[String]) -> String {
     let mut b = String::from("<p>A case's p50, p99.9, max and missed deadlines run after run, per host; kernel and profile changes are marked.</p><ul class=\"cases\">");
@@ -224,9 +212,17 @@ pub fn trend_index_page(ctx: &Ctx, cases: &[String]) -> String {
     page(ctx, "Trends", &b)
 }
 
-/// The trend page of one case: one plot and one table per host, in run order.
-pub fn trend_page(ctx: &Ctx, case: &str, points: &[TrendPoint]) -> String {
+/// The trend page of one case: one plot and one table per host, in run order; `measured`:
+/// how many runs measured it (the page shows the newest `points.len()` of them).
+pub fn trend_page(ctx: &Ctx, case: &str, points: &[TrendPoint], measured: usize) -> String {
     let mut b = String::new();
+    if points.len() < measured {
+        let _ = write!(
+            b,
+            "<p class=\"count\">the newest {} of the {measured} runs that measured it (<code>last=N</code> shows more)</p>",
+            points.len()
+        );
+    }
     let mut hosts: Vec<&str> = Vec::new();
     for p in points {
         if !hosts.contains(&p.host.as_str()) {
@@ -410,6 +406,90 @@ fn trend_svg(pts: &[&TrendPoint]) -> String {
     o
 }
 
+/// A host's newest value of each case (from the store), by case name.
+pub type HostCases = [(String, TrendPoint)];
+
+/// Two hosts side by side: a form choosing them among `hosts`, then each case either host
+/// measured, with its newest value on each (p50, p99.9, max, missed deadlines), the ratio
+/// B/A of p99.9 and the run, kernel and profile it comes from; each case links its trend.
+pub fn hosts_page(
+    ctx: &Ctx,
+    hosts: &[String],
+    (a, ca): (&str, &HostCases),
+    (b, cb): (&str, &HostCases),
+) -> String {
+    let mut o = String::from("<form class=\"hosts\" method=\"get\" action=\"/hosts\">");
+    for (name, chosen) in [("a", a), ("b", b)] {
+        let _ = write!(o, "<label>host {} <select name=\"{name}\">", name.to_uppercase());
+        o.push_str("<option value=\"\"></option>");
+        for h in hosts {
+            let sel = if h == chosen { " selected" } else { "" };
+            let _ = write!(o, "<option value=\"{0}\"{sel}>{0}</option>", esc(h));
+        }
+        o.push_str("</select></label> ");
+    }
+    o.push_str(&hidden_token(ctx));
+    o.push_str("<button type=\"submit\">side by side</button></form>\n");
+    if a.is_empty() || b.is_empty() {
+        let _ = write!(o, "<p class=\"none\">choose two hosts ({} in the store)</p>", hosts.len());
+        return page(ctx, "Hosts side by side", &o);
+    }
+    let mut names: Vec<&str> = ca.iter().chain(cb).map(|(n, _)| n.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let _ = write!(
+        o,
+        "<p>Each case's newest run on host A <b>{}</b> and host B <b>{}</b>; B/A is the ratio of p99.9.</p>",
+        esc(a),
+        esc(b)
+    );
+    o.push_str("<table class=\"hosts\"><tr><th>case</th><th>p50 A</th><th>p50 B</th><th>p99.9 A</th><th>p99.9 B</th><th>B/A</th><th>max A</th><th>max B</th><th>missed A</th><th>missed B</th><th>A: run, kernel, profile</th><th>B: run, kernel, profile</th></tr>\n");
+    let missed = |p: Option<&TrendPoint>| {
+        p.and_then(|p| p.missed).map(|m| m.to_string()).unwrap_or_else(|| "-".into())
+    };
+    let from = |p: Option<&TrendPoint>| match p {
+        Some(p) => format!(
+            "<a href=\"{}\">{}</a>, {}, {}",
+            ctx.href(&format!("/run/{}", p.run), &[]),
+            p.run,
+            esc(&p.kernel),
+            esc(&p.profile)
+        ),
+        None => "-".into(),
+    };
+    for n in names {
+        let (pa, pb) = (find(ca, n), find(cb, n));
+
+        let v = |p: Option<&TrendPoint>, f: fn(&TrendPoint) -> Option<i64>| us(p.and_then(f));
+        let ratio = match (pa.and_then(|p| p.p99_9_ns), pb.and_then(|p| p.p99_9_ns)) {
+            (Some(x), Some(y)) if x > 0 => format!("{:.2}", y as f64 / x as f64),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            o,
+            "<tr class=\"case\"><td><a href=\"{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{ratio}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            ctx.href("/trend", &[("case", n)]),
+            esc(n),
+            v(pa, |p| p.p50_ns),
+            v(pb, |p| p.p50_ns),
+            v(pa, |p| p.p99_9_ns),
+            v(pb, |p| p.p99_9_ns),
+            v(pa, |p| p.max_ns),
+            v(pb, |p| p.max_ns),
+            missed(pa),
+            missed(pb),
+            from(pa),
+            from(pb),
+        );
+    }
+    o.push_str("</table>");
+    page(ctx, &format!("Hosts {a} and {b} side by side"), &o)
+}
+
+fn find<'a>(c: &'a HostCases, name: &str) -> Option<&'a TrendPoint> {
+    c.iter().find(|(x, _)| x == name).map(|(_, p)| p)
+}
+
 /// Two runs side by side: each run's machine and scenario, then compare's table (run B
 /// against run A, p99, no threshold: it only reports).
 pub fn side_by_side_page(ctx: &Ctx, a: &Run, b: &Run) -> String {
@@ -448,45 +528,13 @@ pub fn side_by_side_page(ctx: &Ctx, a: &Run, b: &Run) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtlab_core::run::RunSummary;
 
     #[test]
     fn percent_coding_round_trips_and_decodes_forms() {
         let s = "a b/<script>&ü%";
         assert_eq!(pct_decode(&pct_encode(s)), s);
         assert_eq!(pct_decode("a+b%3Cx%3e%zz%4"), "a b<x>%zz%4");
-    }
-
-    fn summary(host: &str, kernel: &str, scenario: &str, started: &str) -> RunSummary {
-        RunSummary {
-            id: 1,
-            scenario: scenario.into(),
-            started_at: started.into(),
-            status: rtlab_core::run::RunStatus::Complete,
-            cases: 1,
-            failed: 0,
-            hostname: host.into(),
-            kernel_release: kernel.into(),
-        }
-    }
-
-    #[test]
-    fn filters_match_exact_names_and_date_prefixes() {
-        let r = summary("bot1", "6.1.0-rt", "quick", "2026-11-25T10:20:30Z");
-        assert!(RunFilter::default().matches(&r));
-        let f = |h: &str, k: &str, s: &str, a: &str, b: &str| RunFilter {
-            host: h.into(),
-            kernel: k.into(),
-            scenario: s.into(),
-            since: a.into(),
-            until: b.into(),
-        };
-        assert!(f("bot1", "6.1.0-rt", "quick", "2026-11-25", "2026-11-25").matches(&r));
-        assert!(f("", "", "", "2026-11", "2026-11-25T10").matches(&r));
-        assert!(!f("bot", "", "", "", "").matches(&r));
-        assert!(!f("", "6.1.0", "", "", "").matches(&r));
-        assert!(!f("", "", "quick2", "", "").matches(&r));
-        assert!(!f("", "", "", "2026-11-26", "").matches(&r));
-        assert!(!f("", "", "", "", "2026-11-24").matches(&r));
     }
 
     fn point(run: i64, host: &str, kernel: &str, profile: &str) -> TrendPoint {
@@ -513,7 +561,8 @@ mod tests {
             point(4, "a", "6.6-rt", "rt-normal"),
             point(5, "a", "6.6-rt", "rt-normal"),
         ];
-        let html = trend_page(&Ctx::default(), "timer/x", &pts);
+        let html = trend_page(&Ctx::default(), "timer/x", &pts, 5);
+        assert!(!html.contains("the newest"));
         assert_eq!(html.matches("<section class=\"host\">").count(), 2);
         for s in ["p50", "p99_9", "max", "missed"] {
             assert_eq!(html.matches(&format!("class=\"pt pt-{s}\"")).count(), 5, "{s}");
@@ -523,8 +572,70 @@ mod tests {
             html.contains(">profile rt-normal</text>") && html.contains(">kernel 6.6-rt</text>")
         );
         assert!(html.contains("host b&lt;script&gt;") && !html.contains("b<script>"));
-        let none = trend_page(&Ctx::default(), "<x>", &[]);
+        let none = trend_page(&Ctx::default(), "<x>", &[], 0);
         assert!(none.contains("no run measured this case") && none.contains("&lt;x&gt;"));
+    }
+
+    fn summary(id: i64, host: &str) -> RunSummary {
+        RunSummary {
+            id,
+            scenario: "quick".into(),
+            started_at: "2026-11-25T10:20:30Z".into(),
+            status: rtlab_core::run::RunStatus::Complete,
+            cases: 1,
+            failed: 0,
+            hostname: host.into(),
+            kernel_release: "6.1".into(),
+        }
+    }
+
+    #[test]
+    fn the_runs_page_shows_its_page_links_the_run_before_and_the_other_pages() {
+        let f = RunFilter { host: "bot<1>".into(), ..Default::default() };
+        let pg = RunsPage {
+            runs: vec![summary(205, "bot<1>"), summary(204, "bot<1>")],
+            older: Some(summary(203, "bot<1>")),
+            matching: 300,
+            total: 900,
+            offset: 100,
+        };
+        let html = runs_page(&Ctx::default(), &pg, &f);
+        assert_eq!(html.matches("<tr class=\"run\">").count(), 2);
+        assert!(html.contains("300 of 900 run(s) match; newest first, 101 to 102"), "{html}");
+        // the last row compares with the run just older than the page
+        assert!(
+            html.contains("/compare?a=204&amp;b=205") && html.contains("/compare?a=203&amp;b=204")
+        );
+        assert!(html.contains("href=\"/?host=bot%3C1%3E&amp;offset=102\">older runs"), "{html}");
+        assert!(html.contains("href=\"/?host=bot%3C1%3E\">newer runs"), "{html}");
+        assert!(html.contains("value=\"bot&lt;1&gt;\"") && !html.contains("bot<1>"));
+        let last = RunsPage { older: None, offset: 0, ..pg };
+        let html = runs_page(&Ctx::default(), &last, &f);
+        assert!(!html.contains("older runs") && !html.contains("newer runs"));
+        let none = RunsPage { runs: vec![], older: None, matching: 0, total: 900, offset: 0 };
+        assert!(runs_page(&Ctx::default(), &none, &f).contains("no run matches"));
+    }
+
+    #[test]
+    fn two_hosts_side_by_side_show_each_case_once_with_both_values() {
+        let a = vec![
+            ("timer/x".to_string(), point(1, "a", "6.1", "no-rt")),
+            ("udp/<y>".to_string(), point(2, "a", "6.1", "no-rt")),
+        ];
+        let b = vec![("timer/x".to_string(), point(3, "b<script>", "6.6-rt", "rt-normal"))];
+        let hosts = vec!["a".to_string(), "b<script>".to_string()];
+        let html = hosts_page(&Ctx::default(), &hosts, ("a", &a), ("b<script>", &b));
+        assert_eq!(html.matches("<tr class=\"case\">").count(), 2);
+        // timer/x: p99.9 5.0 us on A (run 1), 15.0 us on B (run 3): B/A 3.00
+        assert!(html.contains("<td>5.0</td><td>15.0</td><td>3.00</td>"), "{html}");
+        // udp/<y> only on A
+        assert!(
+            html.contains("udp/&lt;y&gt;") && html.contains("<td>10.0</td><td>-</td><td>-</td>")
+        );
+        assert!(html.contains("<option value=\"b&lt;script&gt;\" selected>"));
+        assert!(!html.contains("<script>"));
+        let choose = hosts_page(&Ctx::default(), &hosts, ("", &[]), ("", &[]));
+        assert!(choose.contains("choose two hosts (2 in the store)"));
     }
 
     #[test]

@@ -60,6 +60,39 @@ fn td(v: &str) -> String {
     format!("<td class=\"n\">{}</td>", esc(v))
 }
 
+/// The cost column group of a run (a `<table class="cost">`: a row per case and measured
+/// window, a pub/sub case's window with its CPU per message); "" when no case has a cost.
+pub fn cost_html(run: &Run) -> String {
+    use crate::cost::{case_cost, cost_rows, COST_HEADERS, COST_LEGEND};
+    if !run.cases.iter().any(|c| case_cost(c).is_some()) {
+        return String::new();
+    }
+    let mut o = String::from(
+        "<h2>Cost</h2><div class=\"tablebox\"><table class=\"cost\"><tr><th>#</th><th>case</th>",
+    );
+    for h in COST_HEADERS {
+        let _ = write!(o, "<th>{}</th>", esc(h));
+    }
+    o.push_str("</tr>\n");
+    for c in &run.cases {
+        for (i, cells) in cost_rows(case_cost(c)).into_iter().enumerate() {
+            if i == 0 {
+                let _ = write!(o, "<tr><td class=\"n\">{}</td><td class=\"casename\"><a href=\"#run{}-case{}\">{}</a></td>", c.index, run.id, c.index, breakable(&c.name));
+            } else {
+                o.push_str("<tr><td></td><td></td>");
+            }
+            let _ =
+                write!(o, "<td class=\"stream\">{}</td>", esc(&cells[0]).replace('.', ".<wbr>"));
+            for v in &cells[1..] {
+                o.push_str(&td(v));
+            }
+            o.push_str("</tr>\n");
+        }
+    }
+    let _ = writeln!(o, "</table></div><p class=\"env\">{}</p>", esc(COST_LEGEND));
+    o
+}
+
 /// The studies' table of a run (a `<table class="studies">`).
 pub fn studies_table(run: &Run) -> String {
     let mut o = String::from("<table class=\"studies\"><tr><th>#</th><th>case</th><th>status</th><th>Min (us)</th><th>Avg (us)</th><th>Max (us)</th><th>Missed deadlines</th><th>Packet loss</th></tr>\n");
@@ -415,6 +448,13 @@ fn case_html(run: &Run, c: &CaseRecord) -> String {
         }
         o.push_str("</ul>\n");
     }
+    if let Some(cost) = &d.cost {
+        o.push_str("<pre class=\"cost\">");
+        for l in crate::cost::cost_lines(cost) {
+            let _ = writeln!(o, "{}", esc(&l));
+        }
+        o.push_str("</pre>\n");
+    }
     if let Some(h) = headline(c) {
         o.push_str("<div class=\"plots\">");
         o.push_str(&svg::histogram(
@@ -557,6 +597,7 @@ pub fn render_html(runs: &[Run]) -> String {
         let _ = writeln!(o, "<h2>Cases ({})</h2>", run.cases.len());
         o.push_str(&studies_table(run));
         o.push_str(&crate::gates::gates_html(run));
+        o.push_str(&cost_html(run));
         o.push_str("<h2>Percentiles</h2>");
         o.push_str(&percentile_table(run));
         let g = grid_html(run);

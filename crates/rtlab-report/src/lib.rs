@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod compare;
+pub mod cost;
 pub mod dashboard;
 pub mod gates;
 pub mod html;

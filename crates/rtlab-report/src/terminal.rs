@@ -307,6 +307,11 @@ pub fn render_terminal(runs: &[Run], color: bool) -> String {
         let _ = writeln!(out, "\nCases ({})", run.cases.len());
         out.push_str(&studies_table(run));
         out.push_str(&crate::gates::gates_text(run));
+        let cost = crate::cost::cost_table(run);
+        if !cost.is_empty() {
+            let _ = writeln!(out, "\nCost");
+            out.push_str(&cost);
+        }
         out.push_str(&profiles_compared(run));
         out.push_str(&ros2_layer_text(&layer.of_run(run.id)));
         for c in &run.cases {
@@ -366,6 +371,11 @@ pub fn render_terminal(runs: &[Run], color: bool) -> String {
             }
             if let Some(f) = &d.far {
                 for l in f.summary() {
+                    let _ = writeln!(out, "{l}");
+                }
+            }
+            if let Some(cost) = &d.cost {
+                for l in crate::cost::cost_lines(cost) {
                     let _ = writeln!(out, "{l}");
                 }
             }

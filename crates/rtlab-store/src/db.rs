@@ -351,6 +351,92 @@ impl Db {
         }
     }
 
+    /// Every row a query selects, handed to `f` one at a time as the database returns them
+    /// (nothing collected: a stream of millions of raw samples stays in constant memory).
+    pub fn for_each<E: From<DbErr>>(
+        &mut self,
+        sql: &str,
+        params: &[V],
+        mut f: impl FnMut(Row) -> Result<(), E>,
+    ) -> Result<(), E> {
+        match self {
+            Db::Sqlite(c) => {
+                let mut st = c.prepare_cached(sql).map_err(DbErr::from)?;
+                let mut rows =
+                    st.query(rusqlite::params_from_iter(params.iter())).map_err(DbErr::from)?;
+                while let Some(r) = rows.next().map_err(DbErr::from)? {
+                    f(sqlite_row(r).map_err(DbErr::from)?)?;
+                }
+                Ok(())
+            }
+            Db::Postgres { client, stmts } => {
+                use postgres::fallible_iterator::FallibleIterator;
+                let st = Self::pg_stmt(client, stmts, sql)?;
+                let mut rows = client.query_raw(&st, params.iter()).map_err(DbErr::from)?;
+                while let Some(r) = rows.next().map_err(DbErr::from)? {
+                    f(pg_row(&r)?)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Insert many rows into `table`'s columns `cols`: `fill` is handed a function that takes
+    /// one row (its values in `cols`' order). SQLite: one prepared INSERT per row (fast inside
+    /// a transaction); PostgreSQL: one `COPY ... FROM STDIN BINARY` for all of them (a round
+    /// trip per COPY, not per row). A failure anywhere aborts the COPY; the caller's
+    /// transaction then rolls everything back.
+    pub fn bulk<E: From<DbErr>>(
+        &mut self,
+        table: &str,
+        cols: &[&str],
+        fill: impl FnOnce(&mut dyn FnMut(&[V]) -> Result<(), DbErr>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        match self {
+            Db::Sqlite(c) => {
+                let marks: Vec<String> = (1..=cols.len()).map(|i| format!("?{i}")).collect();
+                let sql = format!(
+                    "INSERT INTO {table} ({}) VALUES ({})",
+                    cols.join(", "),
+                    marks.join(", ")
+                );
+                let mut st = c.prepare_cached(&sql).map_err(DbErr::from)?;
+                fill(&mut |row: &[V]| {
+                    st.execute(rusqlite::params_from_iter(row.iter()))?;
+                    Ok(())
+                })
+            }
+            Db::Postgres { client, stmts } => {
+                let list = cols.join(", ");
+                // the columns' types, as the server has them (what binary COPY must send)
+                let probe =
+                    Self::pg_stmt(client, stmts, &format!("SELECT {list} FROM {table} LIMIT 0"))?;
+                let types: Vec<postgres::types::Type> =
+                    probe.columns().iter().map(|c| c.type_().clone()).collect();
+                let copy = Self::pg_stmt(
+                    client,
+                    stmts,
+                    &format!("COPY {table} ({list}) FROM STDIN BINARY"),
+                )?;
+                let w = client.copy_in(&copy).map_err(DbErr::from)?;
+                let mut w = postgres::binary_copy::BinaryCopyInWriter::new(w, &types);
+                fill(&mut |row: &[V]| {
+                    if row.len() != types.len() {
+                        return Err(DbErr::new(format!(
+                            "{table}: a row of {} values for {} columns",
+                            row.len(),
+                            types.len()
+                        )));
+                    }
+                    w.write_raw(row.iter())?;
+                    Ok(())
+                })?;
+                w.finish().map_err(DbErr::from)?;
+                Ok(())
+            }
+        }
+    }
+
     /// The first row a query selects, if any.
     pub fn query_opt(&mut self, sql: &str, params: &[V]) -> Result<Option<Row>, DbErr> {
         Ok(self.query(sql, params)?.into_iter().next())

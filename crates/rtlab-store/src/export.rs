@@ -10,6 +10,12 @@
 //!   kernel counters of that window summed over CPUs (`net_rx`, `timer_softirqs`,
 //!   `interrupts`, `ksoftirqd_ns`, `context_switches`, `steal_ticks`; empty: none kept).
 //!
+//! - `cost`: what each case cost (the document's `cost`), one row per thing counted:
+//!   `kind` = `case` (the near side's CPU over every window, its max RSS, CPU per message),
+//!   `window` (a measured window: its length, messages, CPU, CPU per message), `measuring`
+//!   (a measuring thread: CPU, faults, context switches), `group` (a process's threads of one
+//!   name group: CPU, faults) or `process` (a role process's max RSS); `stream` is empty.
+//!
 //! The matrix parameters of the cases become `param_<key>` columns (the union over the runs).
 
 use rtlab_core::run::{CaseRecord, CaseStatus, Run};
@@ -23,6 +29,7 @@ pub enum CsvWhat {
     Stats,
     Histogram,
     Windows,
+    Cost,
 }
 
 /// The runs as one JSON document: a single run as an object, several as an array.
@@ -100,6 +107,147 @@ const WINDOW_COLS: [&str; 11] = [
     "steal_ticks",
 ];
 
+/// The columns of `--what cost` (see the module doc).
+const COST_COLS: [&str; 17] = [
+    "kind",
+    "window",
+    "window_ns",
+    "messages",
+    "process",
+    "name",
+    "policy",
+    "threads",
+    "born",
+    "user_ns",
+    "system_ns",
+    "minor_faults",
+    "major_faults",
+    "voluntary_switches",
+    "involuntary_switches",
+    "max_rss_kib",
+    "cpu_per_message_ns",
+];
+
+/// `--what cost`: a case's cost, a row per window, measuring thread, group and process.
+fn cost_rows(out: &mut String, prefix: &str, c: &CaseRecord) {
+    let Some(cost) = c.document.as_ref().and_then(|d| d.cost.as_ref()) else { return };
+    let mut row = |cols: [String; 17]| {
+        let _ = writeln!(
+            out,
+            "{prefix},,{}",
+            cols.iter().map(|s| field(s)).collect::<Vec<_>>().join(",")
+        );
+    };
+    let e = String::new;
+    let (u, s) = cost.cpu_ns();
+    let msgs: u64 = cost.windows.iter().filter_map(|w| w.messages).sum();
+    row([
+        "case".into(),
+        e(),
+        cost.window_ns().to_string(),
+        if cost.windows.iter().any(|w| w.messages.is_some()) { msgs.to_string() } else { e() },
+        "rtlab".into(),
+        e(),
+        e(),
+        e(),
+        e(),
+        u.to_string(),
+        s.to_string(),
+        e(),
+        e(),
+        e(),
+        e(),
+        opt(cost.max_rss_kib),
+        opt(cost.cpu_per_message_ns()),
+    ]);
+    for w in &cost.windows {
+        let (u, s) = w.cpu_ns();
+        row([
+            "window".into(),
+            w.name.clone(),
+            w.window_ns.to_string(),
+            opt(w.messages),
+            e(),
+            e(),
+            e(),
+            e(),
+            e(),
+            u.to_string(),
+            s.to_string(),
+            e(),
+            e(),
+            e(),
+            e(),
+            e(),
+            opt(w.cpu_per_message_ns()),
+        ]);
+        for t in &w.measuring {
+            let x = &t.usage;
+            row([
+                "measuring".into(),
+                w.name.clone(),
+                t.window_ns.to_string(),
+                e(),
+                t.process.clone(),
+                t.thread.clone(),
+                t.policy.clone(),
+                "1".into(),
+                e(),
+                x.user_ns.to_string(),
+                x.system_ns.to_string(),
+                x.minor_faults.to_string(),
+                x.major_faults.to_string(),
+                x.voluntary_switches.to_string(),
+                x.involuntary_switches.to_string(),
+                e(),
+                e(),
+            ]);
+        }
+        for g in &w.groups {
+            row([
+                "group".into(),
+                w.name.clone(),
+                e(),
+                e(),
+                g.process.clone(),
+                g.group.clone(),
+                e(),
+                g.threads.to_string(),
+                g.born.to_string(),
+                g.user_ns.to_string(),
+                g.system_ns.to_string(),
+                g.minor_faults.to_string(),
+                g.major_faults.to_string(),
+                e(),
+                e(),
+                e(),
+                e(),
+            ]);
+        }
+        for p in &w.processes {
+            row([
+                "process".into(),
+                w.name.clone(),
+                e(),
+                e(),
+                p.process.clone(),
+                e(),
+                e(),
+                e(),
+                e(),
+                e(),
+                e(),
+                e(),
+                e(),
+                e(),
+                e(),
+                p.max_rss_kib.to_string(),
+                e(),
+            ]);
+        }
+    }
+}
+
 /// The runs as CSV (see the module doc for the columns).
 pub fn to_csv(runs: &[Run], what: CsvWhat) -> String {
     let keys: BTreeSet<&str> = runs
@@ -110,6 +258,10 @@ pub fn to_csv(runs: &[Run], what: CsvWhat) -> String {
     for r in runs {
         for c in &r.cases {
             let prefix = case_prefix(r, c, &keys);
+            if what == CsvWhat::Cost {
+                cost_rows(&mut out, &prefix, c);
+                continue;
+            }
             let streams = c.document.as_ref().map(|d| d.streams.as_slice()).unwrap_or(&[]);
             if streams.is_empty() && what == CsvWhat::Stats {
                 let _ = writeln!(out, "{prefix},{}", ",".repeat(STATS_COLS.len()));
@@ -120,6 +272,7 @@ pub fn to_csv(runs: &[Run], what: CsvWhat) -> String {
                     CsvWhat::Stats => stats_row(&mut out, &prefix, s),
                     CsvWhat::Histogram => histogram_rows(&mut out, &prefix, s),
                     CsvWhat::Windows => window_rows(&mut out, &prefix, c, s),
+                    CsvWhat::Cost => {}
                 }
             }
         }
@@ -150,6 +303,7 @@ fn header(keys: &BTreeSet<&str>, what: CsvWhat) -> String {
         CsvWhat::Stats => head.extend(STATS_COLS.iter().map(|s| s.to_string())),
         CsvWhat::Histogram => head.extend(["low_ns", "high_ns", "count"].map(String::from)),
         CsvWhat::Windows => head.extend(WINDOW_COLS.map(String::from)),
+        CsvWhat::Cost => head.extend(COST_COLS.map(String::from)),
     }
     let mut out = head.iter().map(|h| field(h)).collect::<Vec<_>>().join(",");
     out.push('\n');

@@ -77,23 +77,28 @@ impl Store {
         Ok(out)
     }
 
-    /// The newest good run of `scenario` on `hostname` with an id below `before`: complete,
-    /// with cases, every case `ok`, and no gate verdict that fails.
+    /// The newest good run of `scenario` on the host `hostname` with an id below `before`:
+    /// complete, at least one case, every case ok, and no gate verdict other than kept or
+    /// skipped. The same host: the same hostname, and the same machine id (`/etc/machine-id`)
+    /// where both runs recorded one, so two robots that share a name are not each other's
+    /// baseline (a machine renamed starts a new baseline).
     pub fn last_good_run(
         &self,
         scenario: &str,
         hostname: &str,
+        machine_id: Option<&str>,
         before: i64,
     ) -> Result<Option<i64>> {
         let sql = format!(
             "SELECT r.id FROM runs r
              WHERE r.scenario = ?1 AND r.hostname = ?2 AND r.id < ?3 AND r.status = 'complete'
+               AND (CAST(?4 AS TEXT) IS NULL OR r.machine_id IS NULL OR r.machine_id = ?4)
                AND EXISTS (SELECT 1 FROM cases c WHERE c.run_id = r.id)
                AND NOT EXISTS (SELECT 1 FROM cases c WHERE c.run_id = r.id AND c.status <> 'ok')
                AND NOT EXISTS (SELECT 1 FROM gate_verdicts g WHERE g.run_id = r.id AND g.verdict NOT IN ({GOOD_OUTCOMES}))
              ORDER BY r.id DESC LIMIT 1"
         );
-        self.query_row(&sql, p![scenario, hostname, before], |r| r.get(0))
+        self.query_row(&sql, p![scenario, hostname, before, machine_id], |r| r.get(0))
             .optional()
             .map_err(|e| self.err(e))
     }

@@ -29,6 +29,7 @@
 
 mod db;
 pub mod export;
+mod fleet;
 mod gates;
 mod push;
 mod resume;
@@ -277,6 +278,31 @@ CREATE TABLE gate_verdicts (
     PRIMARY KEY (run_id, pos)
 );
 "#,
+    // 6 -> 7: a case's trend across a fleet's runs (`rtlab serve`) reads its rows by name.
+    r#"
+CREATE INDEX cases_name ON cases(name, run_id);
+"#,
+    // 7 -> 8: what each case cost (the document's `cost`): its headline figures as columns a
+    // query can filter on (the near side's CPU over its windows, the measuring threads'
+    // CPU, page faults and context switches, CPU per message, max RSS), and the whole cost
+    // (every window, measuring thread and thread group) as JSON, which is what is read back.
+    r#"
+CREATE TABLE case_costs (
+    case_id INTEGER PRIMARY KEY REFERENCES cases(id),
+    window_ns INTEGER NOT NULL,          -- the windows' length, summed
+    cpu_user_ns INTEGER NOT NULL,        -- every thread of the process (by group), user
+    cpu_system_ns INTEGER NOT NULL,
+    measuring_user_ns INTEGER NOT NULL,  -- rtlab's measuring threads (getrusage)
+    measuring_system_ns INTEGER NOT NULL,
+    minor_faults INTEGER NOT NULL,       -- of the measuring threads
+    major_faults INTEGER NOT NULL,
+    voluntary_switches INTEGER NOT NULL,
+    involuntary_switches INTEGER NOT NULL,
+    cpu_per_message_ns INTEGER,          -- NULL: no messages
+    max_rss_kib INTEGER,
+    json TEXT NOT NULL                   -- JSON (Cost)
+);
+"#,
 ];
 
 /// The query behind [`Store::runs`]: one pass over `runs`; the case counts and the machine
@@ -333,6 +359,8 @@ pub struct Store {
     path: PathBuf,
     /// The password of a PostgreSQL URL, scrubbed from every error text as a last guard.
     secret: Option<String>,
+    /// The URL a PostgreSQL store was opened with (for [`Store::reconnect`]).
+    pg: Option<PgUrl>,
 }
 
 fn now_rfc3339() -> String {
@@ -475,6 +503,7 @@ impl Store {
             path: PathBuf::from(&label),
             label,
             secret: url.password.clone(),
+            pg: Some(url.clone()),
         };
         if !create {
             let n: i64 = s
@@ -504,9 +533,21 @@ impl Store {
             label: p,
             path: path.to_path_buf(),
             secret: None,
+            pg: None,
         };
         s.migrate()?;
         Ok(s)
+    }
+
+    /// A new connection to the same store (after a PostgreSQL server went away, or a file's
+    /// disk filled): what a caller does before trying a write again.
+    pub fn reconnect(&mut self) -> Result<()> {
+        let fresh = match &self.pg {
+            Some(url) => Self::open_pg(url.clone(), false)?,
+            None => Self::open_inner(&self.path.clone())?,
+        };
+        *self = fresh;
+        Ok(())
     }
 
     /// The file of this store (for PostgreSQL: its URL, password redacted).
@@ -958,6 +999,14 @@ impl Store {
             Some(j) => Some(self.parse(&j)?),
             None => None,
         };
+        let cost: Option<String> = self
+            .query_row("SELECT json FROM case_costs WHERE case_id = ?1", p![cid], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let cost = match cost {
+            Some(j) => Some(self.parse(&j)?),
+            None => None,
+        };
         Ok(ResultDocument {
             schema_version,
             tool: ToolInfo { name: tool_name, version: tool_version },
@@ -972,6 +1021,7 @@ impl Store {
             warnings,
             evidence,
             far,
+            cost,
         })
     }
 
@@ -1146,15 +1196,16 @@ impl Store {
     }
 }
 
-fn json<T: serde::Serialize + ?Sized>(v: &T) -> String {
+pub(crate) fn json<T: serde::Serialize + ?Sized>(v: &T) -> String {
     serde_json::to_string(v).expect("plain serde data serializes")
 }
 
 /// Where the raw samples of a stored case come from: the raw files the probes wrote (a run
-/// measured here), or the rows another store holds (a pushed run), by stream name.
-pub(crate) enum RawSource {
+/// measured here), or the rows another store holds for the same case (a pushed run: read
+/// stream by stream as the target takes them, never all in memory).
+pub(crate) enum RawSource<'a> {
     Files,
-    Rows(BTreeMap<String, Vec<(u64, i64, i64)>>),
+    Store { from: &'a Store, run: i64 },
 }
 
 /// Migration `version`'s data step in Rust, in the migration's transaction: schema 5 gives
@@ -1284,15 +1335,25 @@ pub(crate) fn insert_case(
                 p![case_id, json(far)],
             )?;
         }
+        if let Some(c) = &d.cost {
+            let (user, system) = c.cpu_ns();
+            let m = c.measuring_total();
+            db.execute(
+                "INSERT INTO case_costs (case_id, window_ns, cpu_user_ns, cpu_system_ns, measuring_user_ns, measuring_system_ns, minor_faults, major_faults, voluntary_switches, involuntary_switches, cpu_per_message_ns, max_rss_kib, json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                p![case_id, c.window_ns(), user, system, m.user_ns, m.system_ns, m.minor_faults, m.major_faults, m.voluntary_switches, m.involuntary_switches, c.cpu_per_message_ns(), c.max_rss_kib, json(c)],
+            )?;
+        }
         for (i, w) in d.warnings.iter().enumerate() {
             db.execute(
                 "INSERT INTO warnings (case_id, pos, code, message) VALUES (?1, ?2, ?3, ?4)",
                 p![case_id, i, w.code, w.message],
             )?;
         }
+        let mut sids = Vec::with_capacity(d.streams.len());
         for (pos, s) in d.streams.iter().enumerate() {
-            insert_stream(db, case_id, pos, s, raw)?;
+            sids.push(insert_stream(db, case_id, pos, s)?);
         }
+        insert_stream_rows(db, &c.name, &d.streams, &sids, raw)?;
         if let Some(ev) = &d.evidence {
             insert_evidence(db, case_id, ev)?;
         }
@@ -1300,7 +1361,7 @@ pub(crate) fn insert_case(
     update_profiles(db, run_id)
 }
 
-fn insert_env(
+pub(crate) fn insert_env(
     db: &mut Db,
     run_id: i64,
     case_id: Option<i64>,
@@ -1319,22 +1380,47 @@ fn insert_evidence(db: &mut Db, case_id: i64, ev: &Evidence) -> std::result::Res
         "INSERT INTO evidence (case_id, counters_width_ns, counters_start_monotonic_ns, counters_resolution_ns, last_partial, spike, notes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         p![case_id, c.map(|c| c.width_ns), c.and_then(|c| c.start_monotonic_ns), c.map(|c| c.resolution_ns), c.is_some_and(|c| c.last_partial), ev.spike.as_ref().map(json), json(&ev.notes)],
     )?;
-    for (i, w) in c.map(|c| c.windows.as_slice()).unwrap_or_default().iter().enumerate() {
-        db.execute(
-            "INSERT INTO window_counters (case_id, idx, context_switches, net_rx, timer, interrupts, ksoftirqd_ns, steal_ticks) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            p![case_id, i, w.context_switches, json(&w.net_rx), json(&w.timer), json(&w.interrupts), json(&w.ksoftirqd_ns), json(&w.steal_ticks)],
-        )?;
+    let windows = c.map(|c| c.windows.as_slice()).unwrap_or_default();
+    if windows.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    db.bulk(
+        "window_counters",
+        &[
+            "case_id",
+            "idx",
+            "context_switches",
+            "net_rx",
+            "timer",
+            "interrupts",
+            "ksoftirqd_ns",
+            "steal_ticks",
+        ],
+        |put| {
+            for (i, w) in windows.iter().enumerate() {
+                put(p![
+                    case_id,
+                    i,
+                    w.context_switches,
+                    json(&w.net_rx),
+                    json(&w.timer),
+                    json(&w.interrupts),
+                    json(&w.ksoftirqd_ns),
+                    json(&w.steal_ticks)
+                ])?;
+            }
+            Ok::<(), DbErr>(())
+        },
+    )
 }
 
+/// One stream's `statistics` row; its id.
 fn insert_stream(
     db: &mut Db,
     case_id: i64,
     pos: usize,
     s: &Stream,
-    raw: &RawSource,
-) -> std::result::Result<(), DbErr> {
+) -> std::result::Result<i64, DbErr> {
     let st = &s.stats;
     let h = &s.histogram;
     let sid = db.insert(
@@ -1381,64 +1467,81 @@ fn insert_stream(
             s.start_monotonic_ns,
         ],
     )?;
-    for (i, x) in h.buckets.iter().enumerate() {
-        db.execute(
-            "INSERT INTO histogram_buckets (stream_id, pos, low_ns, high_ns, count) VALUES (?1, ?2, ?3, ?4, ?5)",
-            p![sid, i, x.low_ns, x.high_ns, x.count],
-        )?;
-    }
-    let n = s.windows.max_ns.len().max(s.windows.count.len());
-    for i in 0..n {
-        db.execute(
-            "INSERT INTO windows (stream_id, idx, max_ns, count) VALUES (?1, ?2, ?3, ?4)",
-            p![
-                sid,
-                i,
-                s.windows.max_ns.get(i).copied().flatten(),
-                s.windows.count.get(i).copied().unwrap_or(0)
-            ],
-        )?;
-    }
-    match raw {
-        RawSource::Files => {
-            if let Some(file) = &s.raw_file {
-                import_raw(db, sid, &s.name, Path::new(file))?;
+    Ok(sid)
+}
+
+/// What hangs off a case's streams (`sids`: their `statistics` ids, in order): every
+/// histogram bucket and window in one bulk insert each, then each stream's raw samples.
+fn insert_stream_rows(
+    db: &mut Db,
+    case: &str,
+    streams: &[Stream],
+    sids: &[i64],
+    raw: &RawSource,
+) -> std::result::Result<(), DbErr> {
+    let both = || streams.iter().zip(sids.iter().copied());
+    if both().any(|(s, _)| !s.histogram.buckets.is_empty()) {
+        db.bulk("histogram_buckets", &["stream_id", "pos", "low_ns", "high_ns", "count"], |put| {
+            for (s, sid) in both() {
+                for (i, x) in s.histogram.buckets.iter().enumerate() {
+                    put(p![sid, i, x.low_ns, x.high_ns, x.count])?;
+                }
             }
-        }
-        RawSource::Rows(rows) => {
-            for (i, at, v) in rows.get(&s.name).map(Vec::as_slice).unwrap_or_default() {
-                insert_raw(db, sid, *i as i64, *at, *v)?;
+            Ok::<(), DbErr>(())
+        })?;
+    }
+    let windows = |s: &Stream| s.windows.max_ns.len().max(s.windows.count.len());
+    if both().any(|(s, _)| windows(s) > 0) {
+        db.bulk("windows", &["stream_id", "idx", "max_ns", "count"], |put| {
+            for (s, sid) in both() {
+                for i in 0..windows(s) {
+                    put(p![
+                        sid,
+                        i,
+                        s.windows.max_ns.get(i).copied().flatten(),
+                        s.windows.count.get(i).copied().unwrap_or(0)
+                    ])?;
+                }
             }
+            Ok::<(), DbErr>(())
+        })?;
+    }
+    for (s, sid) in both() {
+        match raw {
+            RawSource::Files => {
+                if let Some(file) = &s.raw_file {
+                    import_raw(db, sid, &s.name, Path::new(file))?;
+                }
+            }
+            RawSource::Store { from, run } => from.copy_raw(*run, case, &s.name, sid, db)?,
         }
     }
     Ok(())
 }
 
-fn insert_raw(db: &mut Db, sid: i64, i: i64, at: i64, v: i64) -> std::result::Result<(), DbErr> {
-    db.execute(
-        "INSERT INTO raw_samples (stream_id, idx, at_ns, value_ns) VALUES (?1, ?2, ?3, ?4)",
-        p![sid, i, at, v],
-    )?;
-    Ok(())
-}
+pub(crate) const RAW_COLS: &[&str] = &["stream_id", "idx", "at_ns", "value_ns"];
 
 /// Raw samples of `stream` from a raw file (`stream,index,at_ns,value_ns`); a file that is
 /// gone or unreadable is skipped (its path stays in `statistics.raw_file`).
 fn import_raw(db: &mut Db, sid: i64, stream: &str, file: &Path) -> std::result::Result<(), DbErr> {
     use std::io::BufRead;
     let Ok(f) = std::fs::File::open(file) else { return Ok(()) };
-    for line in std::io::BufReader::new(f).lines().map_while(|l| l.ok()) {
-        let mut it = line.split(',');
-        let (Some(name), Some(i), Some(at), Some(v)) = (it.next(), it.next(), it.next(), it.next())
-        else {
-            continue;
-        };
-        if name != stream {
-            continue;
+    db.bulk("raw_samples", RAW_COLS, |put| {
+        for line in std::io::BufReader::new(f).lines().map_while(|l| l.ok()) {
+            let mut it = line.split(',');
+            let (Some(name), Some(i), Some(at), Some(v)) =
+                (it.next(), it.next(), it.next(), it.next())
+            else {
+                continue;
+            };
+            if name != stream {
+                continue;
+            }
+            if let (Ok(i), Ok(at), Ok(v)) = (i.parse::<i64>(), at.parse::<i64>(), v.parse::<i64>())
+            {
+                put(p![sid, i, at, v])?;
+            }
         }
-        if let (Ok(i), Ok(at), Ok(v)) = (i.parse::<i64>(), at.parse::<i64>(), v.parse::<i64>()) {
-            insert_raw(db, sid, i, at, v)?;
-        }
-    }
-    Ok(())
+        Ok::<(), DbErr>(())
+    })
 }

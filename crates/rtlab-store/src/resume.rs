@@ -107,7 +107,7 @@ pub struct Resumption {
 }
 
 /// Tables that hang off a case, children first (foreign keys are on).
-const CASE_CHILDREN: &[&str] = &[
+pub(crate) const CASE_CHILDREN: &[&str] = &[
     "DELETE FROM histogram_buckets WHERE stream_id IN (SELECT id FROM statistics WHERE case_id = ?1)",
     "DELETE FROM windows WHERE stream_id IN (SELECT id FROM statistics WHERE case_id = ?1)",
     "DELETE FROM raw_samples WHERE stream_id IN (SELECT id FROM statistics WHERE case_id = ?1)",
@@ -117,6 +117,7 @@ const CASE_CHILDREN: &[&str] = &[
     "DELETE FROM spike_evidence WHERE case_id = ?1",
     "DELETE FROM warnings WHERE case_id = ?1",
     "DELETE FROM far_sides WHERE case_id = ?1",
+    "DELETE FROM case_costs WHERE case_id = ?1",
     "DELETE FROM configurations WHERE case_id = ?1",
     "DELETE FROM documents WHERE case_id = ?1",
     "DELETE FROM environments WHERE case_id = ?1",

@@ -3,10 +3,12 @@
 //!
 //! Contract:
 //! - [`Location::parse`] tells the two apart by the scheme (`postgres://` or
-//!   `postgresql://`); anything else is a file path.
+//!   `postgresql://`, in any case); another `SCHEME://` is an error (a typo such as
+//!   `postgress://` is not taken for a file path: the file would be created, named with
+//!   the password); anything else is a file path.
 //! - [`redact`] is the ONLY way a location is shown (errors, output, stored command lines):
-//!   the password becomes `***`. It works on malformed URLs too (best effort: everything
-//!   between the user's `:` and the last `@` is hidden).
+//!   the password becomes `***`. It works on malformed URLs and other schemes too (best
+//!   effort: everything between the user's `:` and the last `@` is hidden).
 //! - User and password may be percent-encoded (`%40` for `@`); the password is kept only in
 //!   [`PgUrl`] and never formatted by it (`Debug` hides it).
 
@@ -47,15 +49,22 @@ pub enum Location {
 
 /// True when `s` names a PostgreSQL server rather than a file.
 pub fn is_postgres(s: &str) -> bool {
-    s.starts_with("postgres://") || s.starts_with("postgresql://")
+    matches!(scheme(s), Some(x) if x.eq_ignore_ascii_case("postgres") || x.eq_ignore_ascii_case("postgresql"))
 }
 
-/// `s` with the password of a PostgreSQL URL replaced by `***` (a file path is unchanged).
+/// The `SCHEME` of `SCHEME://...` (letters, digits, `+ - .`, a letter first), if `s` has one.
+fn scheme(s: &str) -> Option<&str> {
+    let (x, _) = s.split_once("://")?;
+    let mut c = x.chars();
+    (c.next()?.is_ascii_alphabetic()
+        && c.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then_some(x)
+}
+
+/// `s` with the password of a URL (`SCHEME://USER:PASSWORD@...`) replaced by `***` (a file
+/// path is unchanged).
 pub fn redact(s: &str) -> String {
     let Some(scheme_end) = s.find("://") else { return s.to_string() };
-    if !is_postgres(s) {
-        return s.to_string();
-    }
     let rest = &s[scheme_end + 3..];
     let Some(at) = rest.rfind('@') else { return s.to_string() };
     let userinfo = &rest[..at];
@@ -101,10 +110,15 @@ impl Location {
     /// A file path, or a PostgreSQL URL checked field by field; the error says what is wrong
     /// and what would be accepted (never the password).
     pub fn parse(s: &str) -> Result<Location, String> {
+        const FORM: &str = "expected postgres://USER[:PASSWORD]@HOST[:PORT]/DB";
         if !is_postgres(s) {
+            if let Some(x) = scheme(s) {
+                return Err(format!(
+                    "'{x}://' is not a store: a SQLite file path, or a PostgreSQL URL ({FORM})"
+                ));
+            }
             return Ok(Location::Sqlite(s.into()));
         }
-        const FORM: &str = "expected postgres://USER[:PASSWORD]@HOST[:PORT]/DB";
         let rest = &s[s.find("://").expect("checked") + 3..];
         let Some(at) = rest.rfind('@') else {
             return Err(format!("no USER@ ({FORM})"));
@@ -201,6 +215,16 @@ mod tests {
         }
         assert_eq!(redact("postgres://ann:pw@host:99999/db"), "postgres://ann:***@host:99999/db");
         assert_eq!(redact("postgres://a:b:c@d@host/db"), "postgres://a:***@host/db");
+        // found by the fuzz target store_url: a typo in the scheme was a file path, shown (and
+        // created) with the password in it
+        for typo in ["postgress://ann:pw@host/db", "postgre://ann:pw@h/d", "psql://ann:pw@h/d"] {
+            let e = Location::parse(typo).unwrap_err();
+            assert!(e.contains("is not a store") && !e.contains("pw"), "{typo}: {e}");
+            assert!(!redact(typo).contains("pw"), "{}", redact(typo));
+        }
+        assert!(matches!(Location::parse("POSTGRES://ann@h/d"), Ok(Location::Postgres(_))));
+        // a path with a colon but no scheme is a path
+        assert!(matches!(Location::parse("results/a:b.db"), Ok(Location::Sqlite(_))));
         assert_eq!(
             redact_args([
                 "rtlab".into(),

@@ -79,10 +79,36 @@ fn the_last_good_run_is_the_newest_earlier_one_of_the_same_scenario_and_host() {
 
     let host = &good.info.environment.hostname;
     let scenario = &good.info.scenario;
-    assert_eq!(s.last_good_run(scenario, host, last).unwrap(), Some(g2));
-    assert_eq!(s.last_good_run(scenario, host, g2).unwrap(), Some(g1));
-    assert_eq!(s.last_good_run(scenario, host, g1).unwrap(), None, "nothing before the first");
-    assert_eq!(s.last_good_run(scenario, "robot-2", 99).unwrap(), Some(h6));
-    assert_eq!(s.last_good_run("another", host, 99).unwrap(), Some(s7));
-    assert_eq!(s.last_good_run(scenario, host, 99).unwrap(), Some(last));
+    assert_eq!(s.last_good_run(scenario, host, None, last).unwrap(), Some(g2));
+    assert_eq!(s.last_good_run(scenario, host, None, g2).unwrap(), Some(g1));
+    assert_eq!(
+        s.last_good_run(scenario, host, None, g1).unwrap(),
+        None,
+        "nothing before the first"
+    );
+    assert_eq!(s.last_good_run(scenario, "robot-2", None, 99).unwrap(), Some(h6));
+    assert_eq!(s.last_good_run("another", host, None, 99).unwrap(), Some(s7));
+    assert_eq!(s.last_good_run(scenario, host, None, 99).unwrap(), Some(last));
+    // the same host is the same name and, where both runs recorded one, the same machine id:
+    // a robot that shares the name but not the machine is not the baseline
+    let machine = s.run_host(last).unwrap().machine_id;
+    let path = s.path().to_path_buf();
+    let twin = store(&mut s, &good, RunStatus::Complete, &kept); // 9: the name, another machine
+    drop(s);
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute("UPDATE runs SET machine_id = 'another-machine' WHERE id = ?1", [twin])
+        .unwrap();
+    let s = Store::open_existing(&path).unwrap();
+    if let Some(m) = machine.as_deref() {
+        assert_eq!(s.last_good_run(scenario, host, Some(m), 99).unwrap(), Some(last));
+    }
+    assert_eq!(s.last_good_run(scenario, host, Some("another-machine"), 99).unwrap(), Some(twin));
+    // the runs before it: this machine's (or no machine id recorded: then they count)
+    let before_twin = if machine.is_some() { None } else { Some(last) };
+    assert_eq!(
+        s.last_good_run(scenario, host, Some("another-machine"), twin).unwrap(),
+        before_twin
+    );
+    assert_eq!(s.last_good_run(scenario, host, None, 99).unwrap(), Some(twin), "name only");
 }

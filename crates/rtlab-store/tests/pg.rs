@@ -20,6 +20,8 @@ fn run_with_raw() -> Run {
         s.raw_file = Some(raw.display().to_string());
     }
     run.cases[0].document = Some(d);
+    // a real pub/sub case with its cost (schema 8's case_costs) on both stores
+    run.cases[1].document = Some(fixture::doc("pubsub-cost.json"));
     run
 }
 
@@ -62,6 +64,10 @@ fn pg_a_run_round_trips_exactly_as_on_sqlite() {
         ),
     );
     assert_eq!(n, "1");
+    // the cost's figures are columns there too
+    let cpm = pg.psql("roundtrip", "SELECT cpu_per_message_ns FROM case_costs");
+    let want = run.cases[1].document.as_ref().unwrap().cost.as_ref().unwrap().cpu_per_message_ns();
+    assert_eq!(cpm, want.unwrap().to_string());
     // a resumable run: interrupted, reopened, finished, on PostgreSQL too
     let id2 = s.begin_run(&run.info).unwrap();
     s.add_case(id2, &run.cases[1]).unwrap();
@@ -150,6 +156,179 @@ fn pg_push_twice_is_stored_once_and_eight_hosts_at_once_store_every_case_once() 
     for path in &locals {
         assert_eq!(Store::open_existing(path).unwrap().runs().unwrap().len(), 2);
     }
+}
+
+#[test]
+fn pg_a_run_pushed_interrupted_is_replaced_once_resumed_and_finished() {
+    let Some(pg) = PgServer::start() else { return };
+    let url = pg.database("resumed");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("robot.db");
+    let run = run_with_raw();
+    let mut local = Store::open(&path).unwrap();
+    let id = local.begin_run(&run.info).unwrap();
+    local.add_case(id, &run.cases[0]).unwrap();
+    local.finish_run(id, RunStatus::Interrupted).unwrap();
+    let team = Store::open(&url).unwrap();
+    let Pushed::Stored { remote, cases: 1, .. } = local.push_run(id, &team).unwrap() else {
+        panic!("the interrupted run is pushed as it is")
+    };
+    assert_eq!(team.load_run(remote).unwrap().status, RunStatus::Interrupted);
+    // pushed again unchanged: already there
+    assert!(matches!(local.push_run(id, &team).unwrap(), Pushed::Already { .. }));
+    // resumed here: the rest of its cases, finished
+    local.reopen_run(id, &["rtlab".into(), "run".into()]).unwrap();
+    for c in &run.cases[1..] {
+        local.add_case(id, c).unwrap();
+    }
+    local.finish_run(id, RunStatus::Complete).unwrap();
+    // two pushes of it at once: one replaces, the other finds it done
+    let results: Vec<Pushed> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let (path, url) = (&path, &url);
+                sc.spawn(move || {
+                    let local = Store::open_existing(path).unwrap();
+                    let team = Store::open_existing(url).unwrap();
+                    local.push_run(id, &team).unwrap()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let replaced = results
+        .iter()
+        .filter(|p| {
+            matches!(p, Pushed::Replaced { remote: r, was: RunStatus::Interrupted, cases, .. }
+                if *r == remote && *cases == run.cases.len())
+        })
+        .count();
+    let already = results
+        .iter()
+        .filter(|p| matches!(p, Pushed::Already { remote: r, .. } if *r == remote))
+        .count();
+    assert_eq!((replaced, already), (1, 1), "{results:?}");
+    let (here, there) = (local.load_run(id).unwrap(), team.load_run(remote).unwrap());
+    assert_eq!(there.status, RunStatus::Complete);
+    assert_eq!(there.finished_at, here.finished_at);
+    assert_eq!(there.cases, here.cases, "the whole finished run, each case once");
+    assert_eq!(team.resumptions(remote).unwrap(), local.resumptions(id).unwrap());
+    assert_eq!(
+        team.raw_samples(remote, &run.cases[0].name, "thread0").unwrap(),
+        local.raw_samples(id, &run.cases[0].name, "thread0").unwrap()
+    );
+    assert_eq!(pg.psql("resumed", "SELECT COUNT(*) FROM runs"), "1");
+    assert_eq!(
+        pg.psql("resumed", "SELECT COUNT(*) FROM environments WHERE case_id IS NULL"),
+        "1",
+        "one run environment"
+    );
+    // a complete run is never replaced
+    assert!(matches!(local.push_run(id, &team).unwrap(), Pushed::Already { .. }));
+}
+
+/// Nine runs of three hosts (the third's name is markup), kernel 6.1 then 6.6-rt, one a day.
+fn fleet(s: &mut Store) {
+    let base = fixture::run();
+    for i in 0..9 {
+        let mut run = base.clone();
+        run.info.environment.hostname = ["a", "b", "c<script>"][i % 3].into();
+        run.info.environment.kernel_release = if i < 6 { "6.1" } else { "6.6-rt" }.into();
+        run.info.started_at = format!("2026-11-{:02}T00:00:00Z", 10 + i);
+        store_run(s, &run);
+    }
+}
+
+fn ids(pg: &rtlab_core::fleet::RunsPage) -> Vec<i64> {
+    pg.runs.iter().map(|r| r.id).collect()
+}
+
+/// The dashboard's queries (a page of runs with filters, the hosts, the case names, a
+/// trend, each case's newest value on a host) answer the same on SQLite and PostgreSQL, and
+/// what the filters say.
+#[test]
+fn pg_the_dashboards_queries_answer_the_same_on_both_stores() {
+    use rtlab_core::fleet::RunFilter;
+    let Some(pg) = PgServer::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut lite = Store::open(dir.path().join("fleet.db")).unwrap();
+    let mut team = Store::open(pg.database("dashboard")).unwrap();
+    fleet(&mut lite);
+    fleet(&mut team);
+    let f = |host: &str, since: &str, until: &str| RunFilter {
+        host: host.into(),
+        since: since.into(),
+        until: until.into(),
+        ..Default::default()
+    };
+    let base = fixture::run();
+    let measured: Vec<&rtlab_core::run::CaseRecord> =
+        base.cases.iter().filter(|c| c.document.is_some()).collect();
+    let case = measured[0];
+    for s in [&lite, &team] {
+        let all = s.runs_page(&RunFilter::default(), 0, 4).unwrap();
+        assert_eq!(ids(&all), [9, 8, 7, 6]);
+        assert_eq!((all.older.as_ref().map(|r| r.id), all.matching, all.total), (Some(5), 9, 9));
+        assert_eq!(
+            (all.runs[0].hostname.as_str(), all.runs[0].kernel_release.as_str()),
+            ("c<script>", "6.6-rt")
+        );
+        assert_eq!(all.runs[0].cases as usize, base.cases.len());
+        let next = s.runs_page(&RunFilter::default(), 8, 4).unwrap();
+        assert_eq!((ids(&next), next.older), (vec![1], None));
+        assert_eq!(ids(&s.runs_page(&f("a", "", ""), 0, 100).unwrap()), [7, 4, 1]);
+        assert_eq!(ids(&s.runs_page(&f("c<script>", "", ""), 0, 100).unwrap()), [9, 6, 3]);
+        assert_eq!(ids(&s.runs_page(&f("", "2026-11-15", ""), 0, 100).unwrap()), [9, 8, 7, 6]);
+        assert_eq!(ids(&s.runs_page(&f("", "", "2026-11-12"), 0, 100).unwrap()), [3, 2, 1]);
+        let kernel = RunFilter { kernel: "6.6-rt".into(), ..Default::default() };
+        assert_eq!(s.runs_page(&kernel, 0, 100).unwrap().matching, 3);
+        assert_eq!(s.hosts().unwrap(), ["a", "b", "c<script>"]);
+        let mut names: Vec<String> = base.cases.iter().map(|c| c.name.clone()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(s.case_names(&RunFilter::default()).unwrap(), names);
+        assert!(s.case_names(&f("nobody", "", "")).unwrap().is_empty());
+        // a trend: one point per run, oldest first, the headline stream's figures
+        let head = rtlab_report_headline(case);
+        let (pts, n) = s.trend(&case.name, &RunFilter::default(), 1000).unwrap();
+        assert_eq!(n, 9);
+        assert_eq!(pts.iter().map(|p| p.run).collect::<Vec<_>>(), (1..=9).collect::<Vec<_>>());
+        for p in &pts {
+            assert_eq!(
+                (p.stream.as_str(), p.p50_ns, p.p99_9_ns, p.max_ns, p.missed),
+                (
+                    head.name.as_str(),
+                    head.stats.p50_ns,
+                    head.stats.p99_9_ns,
+                    head.stats.max_ns,
+                    head.stats.missed
+                )
+            );
+            assert_eq!(p.profile, case.profile);
+        }
+        assert_eq!(pts[8].kernel, "6.6-rt");
+        let (last2, n) = s.trend(&case.name, &f("b", "", ""), 2).unwrap();
+        assert_eq!((last2.iter().map(|p| p.run).collect::<Vec<_>>(), n), (vec![5, 8], 3));
+        // each case's newest run on host b: run 8
+        let newest = s.latest_cases("b").unwrap();
+        assert_eq!(
+            newest.len(),
+            measured.iter().map(|c| &c.name).collect::<std::collections::BTreeSet<_>>().len()
+        );
+        assert!(newest.iter().all(|(_, p)| p.run == 8 && p.host == "b"));
+        assert!(s.latest_cases("nobody").unwrap().is_empty());
+    }
+    assert_eq!(
+        lite.trend(&case.name, &RunFilter::default(), 5).unwrap(),
+        team.trend(&case.name, &RunFilter::default(), 5).unwrap()
+    );
+    assert_eq!(lite.latest_cases("a").unwrap(), team.latest_cases("a").unwrap());
+}
+
+/// The report's headline rule: the stream named `all`, else the first.
+fn rtlab_report_headline(c: &rtlab_core::run::CaseRecord) -> &rtlab_core::schema::Stream {
+    let d = c.document.as_ref().unwrap();
+    d.streams.iter().find(|s| s.name == "all").unwrap_or(&d.streams[0])
 }
 
 #[test]

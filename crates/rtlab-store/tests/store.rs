@@ -290,7 +290,7 @@ fn evidence_round_trips_and_a_version_1_store_is_migrated() {
     // the same store as a version-1 file (schema 1 had neither, nor the resumptions of
     // schema 3): reopened, it is migrated
     // and every case reads back, without evidence
-    c.execute_batch("DROP TABLE gate_verdicts; DROP INDEX runs_uuid; DROP INDEX runs_host; ALTER TABLE runs DROP COLUMN uuid; ALTER TABLE runs DROP COLUMN hostname; ALTER TABLE runs DROP COLUMN machine_id; ALTER TABLE runs DROP COLUMN cpu_model; ALTER TABLE runs DROP COLUMN kernel_release; ALTER TABLE runs DROP COLUMN preemption_model; ALTER TABLE runs DROP COLUMN profiles; DROP TABLE far_sides; DROP TABLE run_resumptions; DROP INDEX environments_run; DROP INDEX cases_run_status; DROP TABLE evidence; DROP TABLE window_counters; ALTER TABLE statistics DROP COLUMN start_monotonic_ns; PRAGMA user_version = 1;").unwrap();
+    c.execute_batch("DROP TABLE case_costs; DROP INDEX cases_name; DROP TABLE gate_verdicts; DROP INDEX runs_uuid; DROP INDEX runs_host; ALTER TABLE runs DROP COLUMN uuid; ALTER TABLE runs DROP COLUMN hostname; ALTER TABLE runs DROP COLUMN machine_id; ALTER TABLE runs DROP COLUMN cpu_model; ALTER TABLE runs DROP COLUMN kernel_release; ALTER TABLE runs DROP COLUMN preemption_model; ALTER TABLE runs DROP COLUMN profiles; DROP TABLE far_sides; DROP TABLE run_resumptions; DROP INDEX environments_run; DROP INDEX cases_run_status; DROP TABLE evidence; DROP TABLE window_counters; ALTER TABLE statistics DROP COLUMN start_monotonic_ns; PRAGMA user_version = 1;").unwrap();
     drop(c);
     let s = Store::open(&path).unwrap();
     assert_eq!(s.file_schema_version().unwrap(), rtlab_store::schema_version());
@@ -391,6 +391,47 @@ fn a_far_side_round_trips() {
     assert_eq!(s.load_run(id).unwrap().cases, run.cases);
 }
 
+/// A real pub/sub document with its cost (role processes' windows merged in) round-trips
+/// exactly, and its headline figures are columns a query reads.
+#[test]
+fn a_cost_round_trips_and_its_figures_are_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = fixture::run();
+    let doc = fixture::doc("pubsub-cost.json");
+    let cost = doc.cost.clone().expect("the recorded document has its cost");
+    run.cases[0].document = Some(doc);
+    let (s, id) = stored(&dir, &run);
+    assert_eq!(s.load_run(id).unwrap().cases, run.cases);
+    let c = rusqlite::Connection::open(s.path()).unwrap();
+    let row: (i64, i64, i64, Option<i64>, Option<i64>, i64) = c
+        .query_row(
+            "SELECT window_ns, cpu_user_ns + cpu_system_ns, minor_faults + major_faults, cpu_per_message_ns, max_rss_kib, involuntary_switches FROM case_costs",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
+        )
+        .unwrap();
+    let (u, sys) = cost.cpu_ns();
+    let m = cost.measuring_total();
+    assert_eq!(row.0, cost.window_ns());
+    assert_eq!(row.1, u + sys);
+    assert_eq!(row.2 as u64, m.minor_faults + m.major_faults);
+    assert_eq!(row.3, cost.cpu_per_message_ns());
+    assert!(row.3.is_some(), "a pub/sub case has messages");
+    assert_eq!(row.4, cost.max_rss_kib.map(|k| k as i64));
+    assert_eq!(row.5 as u64, m.involuntary_switches);
+    // the cases without a cost (the fixture's older timer documents) have no row
+    let n: i64 = c.query_row("SELECT COUNT(*) FROM case_costs", [], |r| r.get(0)).unwrap();
+    assert_eq!(n, 1);
+    // CSV: the case, its window, its three measuring threads, its groups, its two processes
+    let csv = to_csv(&[s.load_run(id).unwrap()], CsvWhat::Cost);
+    let kinds = |k: &str| csv.lines().filter(|l| l.contains(&format!(",,{k},"))).count();
+    assert_eq!(kinds("case"), 1, "{csv}");
+    assert_eq!(kinds("window"), 1, "{csv}");
+    assert_eq!(kinds("measuring"), 3, "{csv}");
+    assert_eq!(kinds("process"), 2, "{csv}");
+    assert_eq!(kinds("group"), cost.windows[0].groups.len(), "{csv}");
+}
+
 #[test]
 fn a_version_2_store_is_migrated_and_its_runs_can_be_resumed() {
     let dir = tempfile::tempdir().unwrap();
@@ -399,11 +440,11 @@ fn a_version_2_store_is_migrated_and_its_runs_can_be_resumed() {
     let path = s.path().to_path_buf();
     drop(s);
     let c = rusqlite::Connection::open(&path).unwrap();
-    c.execute_batch("DROP TABLE gate_verdicts; DROP INDEX runs_uuid; DROP INDEX runs_host; ALTER TABLE runs DROP COLUMN uuid; ALTER TABLE runs DROP COLUMN hostname; ALTER TABLE runs DROP COLUMN machine_id; ALTER TABLE runs DROP COLUMN cpu_model; ALTER TABLE runs DROP COLUMN kernel_release; ALTER TABLE runs DROP COLUMN preemption_model; ALTER TABLE runs DROP COLUMN profiles; DROP TABLE far_sides; DROP TABLE run_resumptions; DROP INDEX environments_run; DROP INDEX cases_run_status; UPDATE runs SET status = 'running', finished_at = NULL; PRAGMA user_version = 2;").unwrap();
+    c.execute_batch("DROP TABLE case_costs; DROP INDEX cases_name; DROP TABLE gate_verdicts; DROP INDEX runs_uuid; DROP INDEX runs_host; ALTER TABLE runs DROP COLUMN uuid; ALTER TABLE runs DROP COLUMN hostname; ALTER TABLE runs DROP COLUMN machine_id; ALTER TABLE runs DROP COLUMN cpu_model; ALTER TABLE runs DROP COLUMN kernel_release; ALTER TABLE runs DROP COLUMN preemption_model; ALTER TABLE runs DROP COLUMN profiles; DROP TABLE far_sides; DROP TABLE run_resumptions; DROP INDEX environments_run; DROP INDEX cases_run_status; UPDATE runs SET status = 'running', finished_at = NULL; PRAGMA user_version = 2;").unwrap();
     drop(c);
     let mut s = Store::open(&path).unwrap();
-    assert_eq!(s.file_schema_version().unwrap(), 6);
-    assert_eq!(rtlab_store::schema_version(), 6);
+    assert_eq!(s.file_schema_version().unwrap(), 8);
+    assert_eq!(rtlab_store::schema_version(), 8);
     // schema 5 gave the old run a global identity and its host
     let host = s.run_host(id).unwrap();
     assert_eq!(host.uuid.len(), 36, "{host:?}");

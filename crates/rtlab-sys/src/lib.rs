@@ -16,6 +16,7 @@ pub mod process;
 pub mod rt_access;
 pub mod sched;
 pub mod tune_sys;
+pub mod usage;
 
 /// Errors of the system layer.
 #[derive(Debug, thiserror::Error)]

@@ -31,7 +31,7 @@ pub enum Command {
     Report(crate::cmd::report::ReportArgs),
     /// Compare two stored runs case by case; exit 1 on a regression beyond a threshold.
     Compare(crate::cmd::compare::CompareArgs),
-    /// A read-only web dashboard over a store: runs, reports, trends, two runs side by side.
+    /// A read-only web dashboard over a store: runs, reports, trends, two runs or two hosts side by side.
     Serve(crate::cmd::serve::ServeArgs),
     /// Export stored runs to JSON or CSV.
     Export(crate::cmd::export::ExportArgs),

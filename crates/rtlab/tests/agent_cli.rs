@@ -135,6 +135,37 @@ fn it_ends_when_stdin_closes_or_the_near_side_falls_silent() {
 }
 
 #[test]
+fn a_broken_near_side_is_ignored_line_by_line_and_an_endless_line_ends_the_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = agent(dir.path(), "10s");
+    a.hello();
+    // lines that are no message: not UTF-8, broken JSON after the tag, an unknown type
+    let s = a.stdin.as_mut().unwrap();
+    s.write_all(b"\xff\xfe\x00 not text\n").unwrap();
+    writeln!(s, "{TAG}{{\"type\": \"request\", \"id\": ").unwrap();
+    writeln!(s, "{TAG}{{\"type\": \"launch_missiles\"}}").unwrap();
+    s.flush().unwrap();
+    let f = a.request(1, json!({"kind": "facts"}));
+    assert!(f["Ok"]["environment"]["kernel_release"].is_string(), "still answering: {f}");
+    // a line longer than any message (64 MiB): the agent reads it in bounded memory and ends
+    let s = a.stdin.as_mut().unwrap();
+    let chunk = vec![b'x'; 1 << 20];
+    let mut wrote = 0;
+    for _ in 0..65 {
+        if s.write_all(&chunk).is_err() {
+            break;
+        }
+        wrote += 1;
+    }
+    let _ = s.write_all(b"\n");
+    let _ = s.flush();
+    let (code, err) = a.end(Duration::from_secs(30));
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(wrote, 65, "the agent read the whole line before ending");
+    assert!(err.contains("more than a message may have") && err.contains("restored"), "{err}");
+}
+
+#[test]
 fn one_agent_per_host() {
     let dir = tempfile::tempdir().unwrap();
     let mut a = agent(dir.path(), "20s");

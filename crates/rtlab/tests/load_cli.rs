@@ -278,3 +278,83 @@ fn load_root_traffic_into_a_netns_peer() {
         assert!(v["load"]["bitrate_bps"].as_f64().unwrap() > 0.0, "{v}");
     }
 }
+
+/// Every process below `pid` (its children, theirs, ...), from /proc.
+fn descendants(pid: u32) -> Vec<(u32, String)> {
+    let mut all = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
+        let Some((head, rest)) = stat.rsplit_once(')') else { continue };
+        let comm = head.split_once('(').map(|(_, c)| c.to_string()).unwrap_or_default();
+        let ppid: u32 = rest.split_whitespace().nth(1).and_then(|x| x.parse().ok()).unwrap_or(0);
+        all.push((p, ppid, comm));
+    }
+    let mut out = Vec::new();
+    let mut front = vec![pid];
+    while let Some(q) = front.pop() {
+        for (p, pp, c) in &all {
+            if *pp == q {
+                out.push((*p, c.clone()));
+                front.push(*p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_load_killed_from_outside_mid_case_is_said_with_the_window_it_ended_in() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("killed.toml");
+    std::fs::write(
+        &f,
+        "name = \"killed\"\nloads = [\"cpu\"]\n[[probe]]\nkind = \"timer\"\ninterval = \"1ms\"\nduration = \"4s\"\n",
+    )
+    .unwrap();
+    let db = d.path().join("rtlab.db");
+    let child = rtlab()
+        .args(["run", f.to_str().unwrap(), "--db", db.to_str().unwrap(), "--wait", "-q"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // its stress-ng, once it is measuring (the load starts 0.3 s before), killed from outside
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let stress = loop {
+        let s: Vec<u32> = descendants(child.id())
+            .into_iter()
+            .filter(|(_, c)| c.starts_with("stress-ng"))
+            .map(|(p, _)| p)
+            .collect();
+        if !s.is_empty() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "no stress-ng under rtlab");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    for p in stress {
+        let _ = Command::new("kill").args(["-9", &p.to_string()]).status();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let run = rtlab_store::Store::open_existing(&db).unwrap().load_run(1).unwrap();
+    let doc = run.cases[0].document.as_ref().unwrap();
+    let w: Vec<_> = doc.warnings.iter().filter(|w| w.code == "load-ended").collect();
+    assert_eq!(w.len(), 1, "{:?}", doc.warnings);
+    // killed ~2 s into a 4 s measurement of 1 s windows: window 1 or 2, on this noisy VM
+    let m = &w[0].message;
+    assert!(
+        m.starts_with("the load cpu ended ") && m.contains("into the measurement (window "),
+        "{m}"
+    );
+    let window: u64 =
+        m.split("(window ").nth(1).unwrap().split(')').next().unwrap().parse().unwrap();
+    assert!((1..=3).contains(&window), "{m}");
+    assert!(m.contains("the windows from there on measured without it"), "{m}");
+    // and the report shows it
+    let (code, text, _) = out(rtlab().args(["report", "1", "--db", db.to_str().unwrap()]));
+    assert_eq!(code, 0);
+    assert!(text.contains("the load cpu ended"), "{text}");
+}

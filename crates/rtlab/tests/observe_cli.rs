@@ -170,6 +170,16 @@ fn a_live_topic_is_measured_and_its_problems_said_in_one_line() {
     assert_eq!(streams[0]["stats"]["count"].as_u64().unwrap(), received - 1);
     assert_eq!(streams[1]["stats"]["count"].as_u64().unwrap(), received - 1);
     assert_eq!(streams[0]["labels"]["nominal"], "given");
+    // its cost: the reader's window, its messages the arrivals, its thread, the Cyclone DDS
+    // threads of this process beside it
+    let w = &d["cost"]["windows"][0];
+    assert_eq!(w["name"], "observe");
+    assert_eq!(w["messages"].as_u64().unwrap(), received);
+    assert_eq!(w["measuring"].as_array().unwrap().len(), 1, "{w}");
+    assert!(w["measuring"][0]["usage"]["voluntary_switches"].as_u64().unwrap() > 0, "{w}");
+    let groups: Vec<&str> =
+        w["groups"].as_array().unwrap().iter().filter_map(|g| g["group"].as_str()).collect();
+    assert!(groups.contains(&"recv"), "Cyclone DDS's receive thread: {groups:?}");
     assert!(obs["gaps"].is_u64() && obs["bursts"].is_u64() && obs["missed_periods"].is_u64());
     assert_eq!(obs["size_min"], obs["size_max"], "rtlab's messages have one size: {obs}");
     assert!(!d["evidence"]["counters"]["windows"].as_array().unwrap().is_empty());

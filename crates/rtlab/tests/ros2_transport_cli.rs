@@ -291,6 +291,17 @@ history = "keep-last:100"
         // then fastdds on ROS 2's own Fast DDS: the library ros2 ran on, in a process of its
         // own again (this one still holds Debian's)
         assert_eq!(apart, i > 0, "case {i}: {}", doc["config"]["notes"]);
+        // its cost: measured where the case ran (a case apart: that process's threads and
+        // max RSS, under `apart`), a publisher and a subscriber thread at least
+        let w = &doc["cost"]["windows"][0];
+        assert!(w["measuring"].as_array().unwrap().len() >= 2, "case {i}: {w}");
+        let process = if apart { "apart" } else { "rtlab" };
+        assert!(
+            w["groups"].as_array().unwrap().iter().any(|g| g["process"] == process),
+            "case {i}: {w}"
+        );
+        let has_apart = w["processes"].as_array().unwrap().iter().any(|p| p["process"] == "apart");
+        assert_eq!(has_apart, apart, "case {i}: {w}");
         versions.push(match i {
             1 => doc["config"]["ros2"]["middleware_version"].clone(),
             _ => labels["fastdds_version"].clone(),

@@ -195,6 +195,33 @@ fn the_dashboard_serves_runs_filters_reports_trends_and_side_by_side() {
     assert_eq!(st, 200);
     assert!(none.contains("no run measured this case"));
 
+    // the newest runs of a long trend, and pages of runs
+    let (_, _, last) = srv.get(&format!("/trend?case={}&last=2", enc(CASE)));
+    assert_eq!(rows(&last, "point"), 2);
+    assert!(last.contains("the newest 2 of the 5 runs that measured it"), "{last}");
+    let (st, _, older) = srv.get("/?offset=3");
+    assert_eq!((st, rows(&older, "run")), (200, 2));
+    assert!(older.contains("newest first, 4 to 5") && older.contains("newer runs"), "{older}");
+    for bad in ["/?offset=x", "/trend?case=a&last=-1", "/?offset=99999999"] {
+        let (st, _, body) = srv.get(bad);
+        assert_eq!(st, 400, "{bad}");
+        assert!(body.contains("expected a whole number"), "{body}");
+    }
+
+    // two hosts side by side: each case's newest run on each
+    let (st, _, hosts) = srv.get("/hosts");
+    assert_eq!(st, 200);
+    assert!(hosts.contains("choose two hosts (2 in the store)"), "{hosts}");
+    assert!(!hosts.contains("<script"), "unescaped host in the choice");
+    let (st, _, both) = srv.get(&format!("/hosts?a={}&b={}", enc(&host), enc(HOSTILE_HOST)));
+    assert_eq!(st, 200);
+    assert!(rows(&both, "case") >= 1, "{both}");
+    assert!(both.contains(&format!("href=\"/trend?case={}\"", enc(CASE))), "{both}");
+    // host A's newest run is run 4 (kernel 9.9.9-rt-test), host B's its only one, run 5
+    assert!(both.contains("href=\"/run/4\">4</a>, 9.9.9-rt-test, rt-test"), "{both}");
+    assert!(both.contains("href=\"/run/5\">5</a>"), "{both}");
+    assert!(!both.contains("<script"), "unescaped host: {both}");
+
     // two runs side by side: compare's table
     let (st, _, cmp) = srv.get("/compare?a=1&b=4");
     assert_eq!(st, 200);
@@ -386,6 +413,13 @@ fn the_dashboard_in_headless_chromium() {
     assert_eq!(trend.matches("class=\"pt pt-p50\"").count(), 4, "{trend}");
     assert_eq!(trend.matches("class=\"pt pt-max\"").count(), 4);
     assert!(trend.contains("kernel 9.9.9-rt-test"));
+    let hosts = dom(
+        d.path(),
+        &format!("http://{}/hosts?a={}&b={}", srv.addr, enc(&host), enc(HOSTILE_HOST)),
+    );
+    assert!(rows(&hosts, "case") >= 1, "{hosts}");
+    assert!(hosts.contains("&lt;script&gt;alert('host')&lt;/script&gt;"), "{hosts}");
+    assert!(!hosts.contains("<script"), "a script element in the DOM: {hosts}");
     let (code, err) = srv.stop();
     assert_eq!(code, Some(0), "{err}");
 }

@@ -98,6 +98,10 @@ pub struct UdpReflectConfig {
     pub window_ns: i64,
     pub rt: RtConfig,
     pub socket: SocketConfig,
+    /// The cost window its thread counts in: None, its own (`reflect`, with the datagrams
+    /// it received as messages); `udp` for the pair's reflector in the ping's process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_window: Option<String>,
     /// Raise this flag on the first turnaround above its threshold (`--trace-on-spike`).
     #[serde(skip)]
     pub spike: Option<rtlab_core::sink::SpikeHook>,
@@ -467,6 +471,8 @@ pub fn ping(
         prefault_stack(STACK_BYTES / 4);
         let seen = (current_policy(), current_affinity());
         let mut link = UdpLink { sock, timer };
+        // cost: this thread's counters right before its loop and right after it
+        let cost = rtlab_sys::usage::begin("udp");
         // the first slot one period from now, so the thread is settled when it comes
         let start =
             rtlab_sys::clock::monotonic_ns() + if mode == PingMode::Periodic { period } else { 0 };
@@ -484,6 +490,8 @@ pub fn ping(
             progress: &progress_in,
         }
         .run(&plan, start);
+        cost.end();
+        rtlab_sys::usage::set_messages("udp", tracker.counts.sent);
         (tracker.counts, rtt, lateness, end, seen)
     })?;
     let planned = cfg.planned();
@@ -639,11 +647,14 @@ pub fn reflect(
     };
     let (stop_in, progress_in) = (stop.clone(), progress.clone());
     let (duration, count) = (cfg.duration_ns, cfg.count);
+    let cost_window = cfg.cost_window.clone();
     let t0 = rtlab_sys::clock::monotonic_ns();
     let h = spawn_rt(&spec, move || {
         prefault_stack(STACK_BYTES / 4);
         let seen = (current_policy(), current_affinity());
         let fd = sock.as_raw_fd();
+        // cost: this thread's counters right before its loop and right after it
+        let cost = rtlab_sys::usage::begin(cost_window.as_deref().unwrap_or("reflect"));
         let start = rtlab_sys::clock::monotonic_ns();
         turnaround.origin_monotonic_ns = Some(start);
         let mut index = 0u64;
@@ -684,6 +695,10 @@ pub fn reflect(
                 Err(_) => {} // an ICMP error queued on the socket: nothing to answer
             }
         };
+        cost.end();
+        if cost_window.is_none() {
+            rtlab_sys::usage::set_messages("reflect", reflector.counts.received);
+        }
         (reflector, turnaround, end, seen)
     })?;
     on_ready(&local_addr);
@@ -788,6 +803,7 @@ mod tests {
             window_ns: 1_000_000_000,
             rt: RtConfig::normal(),
             socket: SocketConfig::default(),
+            cost_window: None,
             spike: None,
         }
     }

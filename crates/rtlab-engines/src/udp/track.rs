@@ -17,7 +17,9 @@
 //!   length that is not the one sent). Counted in `malformed` with the unparsable ones.
 //!
 //! Identities that always hold: `sent = samples + lost`, `missed <= samples`,
-//! `out_of_order <= samples`, `late <= lost`.
+//! `out_of_order <= samples`, `late - stale <= lost` (a stale reply cannot be told apart: a
+//! late one, or a duplicate of one answered on time, so it may count late without its request
+//! counted lost; the fuzz target `udp_tracker` checks these on arbitrary runs).
 //!
 //! The per-request state is a preallocated ring indexed by sequence number; a reply to a
 //! request older than the ring ([`Tracker::capacity`] requests ago) can no longer be told

@@ -19,6 +19,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 pub mod setup;
+pub mod watch;
 
 /// A lab error as a case's outcome.
 pub fn case_error(e: LabError) -> CaseResult {
@@ -128,10 +129,12 @@ impl LiveExecutor {
             progress,
             mlockall_off_by_profile: !rt.mlockall,
         };
+        let watch = watch::LoadWatch::start(setup.load_pids());
         let mut r = match probe.measure(&mut ctx) {
             Ok(doc) => CaseResult { document: Some(doc), ..Default::default() },
             Err(e) => case_error(e),
         };
+        let ended = watch.stop();
         // the spike's explanation is also kept with the case (reports show it)
         r.spike_evidence = r
             .document
@@ -140,6 +143,11 @@ impl LiveExecutor {
             .and_then(|e| e.spike.as_ref())
             .and_then(|s| serde_json::to_value(s).ok());
         setup.finish();
+        if let Some(d) = r.document.as_mut() {
+            for w in watch::ended_warnings(&ended, d, setup.load_report.as_ref()) {
+                d.warnings.push(w.to_warning());
+            }
+        }
         if let Some(l) = link {
             let finished = l.finish();
             if let Some(far) = r.document.as_mut().and_then(|d| d.far.as_mut()) {

@@ -102,6 +102,11 @@ pub struct CaseSetup {
 }
 
 impl CaseSetup {
+    /// Each running load's name and process ids (for [`super::watch::LoadWatch`]).
+    pub fn load_pids(&self) -> Vec<(String, Vec<u32>)> {
+        self.loads.iter().map(|l| (l.name().to_string(), l.pids())).collect()
+    }
+
     /// Start the load (through `pair` when given; its tools limited to `planned` plus a
     /// margin), then apply `profile` for `pids`.
     pub fn start(

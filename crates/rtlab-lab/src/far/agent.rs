@@ -12,11 +12,13 @@
 //! anything but protocol lines on stdout (a last line on stderr when it ends abnormally).
 
 use super::protocol::{
-    line, parse, Facts, FarError, Finished, FromFar, Reflected, Request, ToFar, PROTOCOL,
+    line, parse, Facts, FarError, Finished, FromFar, Reflected, Request, ToFar, MAX_ERR_LINE,
+    MAX_LINE, PROTOCOL,
 };
+use rtlab_core::lines::{BoundedLines, Line};
 use rtlab_engines::udp::run::{self as udp_run, ReflectOutcome, UdpReflectConfig};
 use rtlab_tune::session::Session;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -262,7 +264,18 @@ impl State {
         for s in &mut streams {
             s.labels.insert("host".into(), host.clone());
         }
+        // its window's cost: the reflector's thread, this agent's threads, its max RSS
+        let cost = rtlab_sys::usage::take_windows_as("agent")
+            .into_iter()
+            .find(|w| w.name == "reflect")
+            .map(|mut w| {
+                w.processes.extend(rtlab_sys::usage::max_rss_kib(std::process::id()).map(|kib| {
+                    rtlab_core::cost::ProcessMemory { process: "agent".into(), max_rss_kib: kib }
+                }));
+                w
+            });
         let r = Reflected {
+            cost,
             streams,
             outcome: serde_json::json!({
                 "counts": outcome.counts,
@@ -345,7 +358,8 @@ fn start_role(role: u64, config: &str, out: &Out) -> Result<Role, String> {
     let last_err = Arc::new(Mutex::new(String::new()));
     let le = last_err.clone();
     std::thread::spawn(move || {
-        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+        for l in BoundedLines::new(BufReader::new(stderr), MAX_ERR_LINE) {
+            let (Line::Text(l) | Line::TooLong { head: l, .. }) = l;
             if !l.trim().is_empty() {
                 *le.lock().unwrap_or_else(|e| e.into_inner()) = l;
             }
@@ -354,7 +368,9 @@ fn start_role(role: u64, config: &str, out: &Out) -> Result<Role, String> {
     let out = out.clone();
     std::thread::spawn(move || {
         let mut ended = false;
-        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+        // a role's line longer than a message may be is not an event: skipped
+        for l in BoundedLines::new(BufReader::new(stdout), MAX_LINE) {
+            let Line::Text(l) = l else { continue };
             if let Some(e) = rtlab_pubsub::engine::parse_event(&l) {
                 ended |= e.is_last();
                 out.send(&FromFar::Event { role, line: l });
@@ -420,17 +436,12 @@ pub fn run(deadline: Duration) -> i32 {
         eprintln!("rtlab agent: {r}");
         return 2;
     }
-    let (tx, rx) = mpsc::channel::<Option<String>>();
+    let (tx, rx) = mpsc::channel::<Option<Line>>();
     std::thread::spawn(move || {
         let stdin = std::io::stdin();
-        for l in stdin.lock().lines() {
-            match l {
-                Ok(l) => {
-                    if tx.send(Some(l)).is_err() {
-                        return;
-                    }
-                }
-                Err(_) => break,
+        for l in BoundedLines::new(stdin.lock(), MAX_LINE) {
+            if tx.send(Some(l)).is_err() {
+                return;
             }
         }
         let _ = tx.send(None);
@@ -438,10 +449,15 @@ pub fn run(deadline: Duration) -> i32 {
     let mut state = State::default();
     let why = loop {
         if out.broken.load(Ordering::Relaxed) {
-            break "its stdout closed";
+            break "its stdout closed".to_string();
         }
         match rx.recv_timeout(deadline) {
-            Ok(Some(l)) => match parse::<ToFar>(&l) {
+            Ok(Some(Line::TooLong { bytes, .. })) => {
+                break format!(
+                    "the near side sent a line of {bytes} bytes, more than a message may have ({MAX_LINE}): the link is ended"
+                );
+            }
+            Ok(Some(Line::Text(l))) => match parse::<ToFar>(&l) {
                 None | Some(ToFar::Keepalive) => {}
                 Some(ToFar::Hello { protocol, version }) if protocol != PROTOCOL => {
                     eprintln!(
@@ -460,8 +476,10 @@ pub fn run(deadline: Duration) -> i32 {
                     return 0;
                 }
             },
-            Ok(None) => break "the near side went away (stdin closed)",
-            Err(_) => break "no message from the near side within the keep-alive deadline",
+            Ok(None) => break "the near side went away (stdin closed)".to_string(),
+            Err(_) => {
+                break "no message from the near side within the keep-alive deadline".to_string()
+            }
         }
     };
     drop(state);

@@ -10,12 +10,13 @@
 
 use super::protocol::{
     line, parse, Facts, FarError, Finished, FromFar, Request, ToFar, KEEPALIVE_DEADLINE,
-    KEEPALIVE_EVERY, PROTOCOL,
+    KEEPALIVE_EVERY, MAX_ERR_LINE, MAX_LINE, PROTOCOL,
 };
 use super::FarSpec;
 use crate::error::LabError;
+use rtlab_core::lines::{BoundedLines, Line};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -151,7 +152,8 @@ impl FarLink {
         let last_err = Arc::new(Mutex::new(String::new()));
         let le = last_err.clone();
         std::thread::spawn(move || {
-            for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+            for l in BoundedLines::new(BufReader::new(stderr), MAX_ERR_LINE) {
+                let (Line::Text(l) | Line::TooLong { head: l, .. }) = l;
                 if !l.trim().is_empty() {
                     *le.lock().unwrap_or_else(|e| e.into_inner()) = l.trim().to_string();
                 }
@@ -166,7 +168,17 @@ impl FarLink {
                 (waiting.clone(), roles.clone(), ended.clone(), last_err.clone());
             std::thread::spawn(move || {
                 let mut hello = Some(hello_tx);
-                for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let mut too_long = None;
+                for l in BoundedLines::new(BufReader::new(stdout), MAX_LINE) {
+                    let l = match l {
+                        Line::Text(l) => l,
+                        Line::TooLong { bytes, .. } => {
+                            too_long = Some(format!(
+                                "the agent sent a line of {bytes} bytes, more than a message may have ({MAX_LINE}): the link is ended"
+                            ));
+                            break;
+                        }
+                    };
                     match parse::<FromFar>(&l) {
                         Some(h @ FromFar::Hello { .. }) => {
                             if let Some(tx) = hello.take() {
@@ -191,8 +203,9 @@ impl FarLink {
                 drop(hello);
                 std::thread::sleep(Duration::from_millis(50));
                 let why = last_err.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                *ended.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some(if why.is_empty() { "the agent ended".into() } else { why });
+                let why =
+                    too_long.unwrap_or(if why.is_empty() { "the agent ended".into() } else { why });
+                *ended.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
                 // wake every request still waiting, and every role still running
                 waiting.lock().unwrap_or_else(|e| e.into_inner()).clear();
                 roles.lock().unwrap_or_else(|e| e.into_inner()).clear();

@@ -21,6 +21,12 @@ use std::time::Duration;
 pub const PROTOCOL: u32 = 2;
 /// Every message line starts with this.
 pub const TAG: &str = "rtlab-far/1 ";
+/// The longest line either side reads from the other (a message with a whole case's
+/// outcome stays far below it); a longer one ends the link, saying so (see
+/// `rtlab_core::lines`).
+pub const MAX_LINE: usize = 64 << 20;
+/// The longest line of a child's stderr that is kept (the rest of it is skipped).
+pub const MAX_ERR_LINE: usize = 64 << 10;
 /// How often the near side proves it is alive.
 pub const KEEPALIVE_EVERY: Duration = Duration::from_secs(1);
 /// The agent's default deadline: no message for this long and the link is down.
@@ -147,6 +153,10 @@ impl Facts {
 pub struct Reflected {
     pub streams: Vec<rtlab_core::schema::Stream>,
     pub outcome: serde_json::Value,
+    /// What the reflector's window cost there (its thread, the agent's threads by group, the
+    /// agent's max RSS); None from an agent before cost.
+    #[serde(default)]
+    pub cost: Option<rtlab_core::cost::CostWindow>,
 }
 
 /// What the far side did, when it finished.

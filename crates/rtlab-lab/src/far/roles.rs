@@ -45,6 +45,11 @@ impl FarRoles for AgentRoles {
             let mut ended = false;
             for l in lines.iter() {
                 if let Some(e) = parse_event(&l) {
+                    // the far role's cost is the far side's, never this side's window
+                    if let RoleEvent::Cost(w) = e {
+                        crate::cost::far_window(*w);
+                        continue;
+                    }
                     ended = e.is_last();
                     let _ = events.send((index, e));
                     if ended {

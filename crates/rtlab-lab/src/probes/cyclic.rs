@@ -126,6 +126,7 @@ pub fn measure(
     cfg: &CyclicProbeConfig,
     ctx: &mut Context<'_>,
 ) -> Result<(ResultDocument, CyclicOutcome, CyclicConfig), LabError> {
+    crate::cost::before_case();
     let rt = cfg.rt.over(&ctx.rt);
     let engine = cfg.engine(&rt)?;
     let mut ev = ctx.evidence.clone();
@@ -172,6 +173,7 @@ pub fn measure(
         interrupted: outcome.interrupted,
     };
     doc.warnings = run_warnings(&doc.environment, &facts, Vec::new());
+    crate::cost::attach(&mut doc);
     Ok((doc, outcome, engine))
 }
 

@@ -181,6 +181,7 @@ fn failed(e: impl std::fmt::Display) -> LabError {
 
 /// Measure the topic: discovery, the writers' type and QoS, then the arrivals.
 pub fn measure(cfg: &ObserveProbeConfig, ctx: &mut Context<'_>) -> Result<Observed, LabError> {
+    crate::cost::before_case();
     let topic = cfg.dds_name().ok_or_else(|| {
         LabError::Config(ConfigError::new(
             "topic",
@@ -260,6 +261,7 @@ pub fn measure(cfg: &ObserveProbeConfig, ctx: &mut Context<'_>) -> Result<Observ
     };
     doc.warnings = run_warnings(&doc.environment, &facts, Vec::new());
     drop(lock_guard);
+    crate::cost::attach(&mut doc);
     Ok(Observed { doc, outcome: o })
 }
 

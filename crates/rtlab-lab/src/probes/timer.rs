@@ -193,6 +193,7 @@ pub fn measure(
     cfg: &TimerProbeConfig,
     ctx: &mut Context<'_>,
 ) -> Result<(ResultDocument, TimerOutcome, TimerConfig), LabError> {
+    crate::cost::before_case();
     let rt = cfg.rt.over(&ctx.rt);
     let engine = cfg.engine(&rt)?;
     let mut ev = ctx.evidence.clone();
@@ -222,6 +223,7 @@ pub fn measure(
     };
     let mut doc = document(&engine, &outcome, env, started, ctx.mlockall_off_by_profile)?;
     doc.evidence = Some(evidence);
+    crate::cost::attach(&mut doc);
     Ok((doc, outcome, engine))
 }
 

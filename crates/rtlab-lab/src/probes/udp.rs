@@ -260,6 +260,7 @@ pub struct PingRun {
 /// Measure: with a pair in the context, the reflector in side b and the ping from side a;
 /// else ping `to`.
 pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, LabError> {
+    crate::cost::before_case();
     let rt = cfg.rt.over(&ctx.rt);
     let mut engine = cfg.engine(&rt)?;
     // with a far side, the case's pair (far = "pair") only places this side in its side a
@@ -282,6 +283,7 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
                 window_ns: engine.window_ns,
                 rt: far_rt,
                 socket: engine.socket.clone(),
+                cost_window: None,
                 spike: None,
             };
             let addr: String =
@@ -316,7 +318,12 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
         let r: Result<Reflected, _> =
             f.link().ask(Request::StopReflect, crate::far::link::REQUEST_TIMEOUT);
         match r {
-            Ok(r) => m.0.extend(r.streams),
+            Ok(r) => {
+                m.0.extend(r.streams);
+                if let Some(w) = r.cost {
+                    crate::cost::far_window(w);
+                }
+            }
             Err(e) => {
                 if let Some(f) = far.as_mut() {
                     f.lost = Some(e.to_string());
@@ -376,6 +383,7 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
     if let Some(w) = doc.far.as_ref().and_then(|f| f.warning()) {
         doc.warnings.push(w);
     }
+    crate::cost::attach(&mut doc);
     Ok(PingRun { doc, cfg: engine, outcome, reflected, qdisc })
 }
 
@@ -404,6 +412,8 @@ fn ping_with_reflector(
             window_ns: cfg.window_ns,
             rt: cfg.rt.clone(),
             socket: cfg.socket.clone(),
+            // in this process: one window with the ping (its threads are this process's)
+            cost_window: Some("udp".into()),
             // the reflector of the pair is in this process: its turnaround counts too
             spike: cfg.spike.as_ref().map(|h| h.for_source(2)),
         };
@@ -469,6 +479,7 @@ pub fn reflect(
     stop: Arc<AtomicBool>,
     on_listening: impl FnOnce(&str),
 ) -> Result<ReflectRun, ReflectError> {
+    crate::cost::before_case();
     ev.window_ns = cfg.window_ns;
     ev.victim = "rtlab-udp-refl".into();
     ev.cpus = cfg.rt.cpu_of(0).into_iter().collect();
@@ -494,6 +505,7 @@ pub fn reflect(
         });
     }
     doc.warnings = warns.iter().map(|w| w.to_warning()).collect();
+    crate::cost::attach(&mut doc);
     Ok(ReflectRun { doc, outcome })
 }
 

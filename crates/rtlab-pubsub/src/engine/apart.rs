@@ -14,10 +14,13 @@
 //! there (the publisher's send lateness and the kernel counters still come from here; the
 //! note says so). Nothing here prints but the child's own lines.
 
-use super::placement::{keep_last_line, last_line, spawn_piped, stop_when_stdin_closes};
+use super::placement::{
+    keep_last_line, last_line, spawn_piped, stop_when_stdin_closes, MAX_CHILD_LINE,
+};
 use super::{ProbeError, PubsubConfig, PubsubOutcome, TransportKind};
+use rtlab_core::lines::{BoundedLines, Line};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -118,7 +121,9 @@ pub fn run_apart(
         drop(stdin);
     });
     let mut result: Option<Result<PubsubOutcome, ProbeError>> = None;
-    for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+    // our own binary's lines; bounded all the same (a broken child cannot exhaust memory)
+    for l in BoundedLines::new(BufReader::new(stdout), MAX_CHILD_LINE) {
+        let Line::Text(l) = l else { continue };
         let Some(at) = l.find(MARK) else { continue };
         match serde_json::from_str::<EngineLine>(&l[at + MARK.len()..]) {
             Ok(EngineLine::Progress(d, t)) => progress(d, t),
@@ -146,6 +151,9 @@ pub fn run_apart(
             if why.is_empty() { "no message" } else { why.as_str() }
         )))
     })?;
+    for w in std::mem::take(&mut outcome.cost_windows) {
+        rtlab_sys::usage::adopt(w);
+    }
     outcome.notes.push(format!(
         "this case ran in a process of its own ({why}: a process holds one Fast DDS){}",
         if cfg.spike.is_some() {
@@ -192,7 +200,16 @@ pub fn engine_main(json: &str) -> i32 {
     match super::run_with(&cfg, &launcher, None, stop, &mut |d, t| {
         line(&EngineLine::Progress(d, t))
     }) {
-        Ok(o) => {
+        Ok(mut o) => {
+            // what its windows cost here (this process's threads under `apart`)
+            o.cost_windows = rtlab_sys::usage::take_windows_as("apart");
+            let rss = rtlab_sys::usage::max_rss_kib(std::process::id());
+            for w in o.cost_windows.iter_mut() {
+                w.processes.extend(rss.map(|kib| rtlab_core::cost::ProcessMemory {
+                    process: "apart".into(),
+                    max_rss_kib: kib,
+                }));
+            }
             line(&EngineLine::Outcome(Box::new(o)));
             0
         }

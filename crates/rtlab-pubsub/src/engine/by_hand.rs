@@ -49,6 +49,7 @@ pub(super) fn run_peer_by_hand(
         }].into_iter().chain(transport_notes).collect(),
         duration_ns: monotonic_ns() - started,
         ros2,
+        cost_windows: Vec::new(),
     })
 }
 
@@ -84,6 +85,7 @@ fn peer_role_config(cfg: &PubsubConfig, h: &ByHand, len: usize, period: i64) -> 
         } else {
             StampClock::Monotonic
         },
+        cost_window: format!("{}.{}", cfg.transport.kind.name(), h.role.name()),
         spike: cfg.spike.clone(),
     }
 }
@@ -111,7 +113,7 @@ fn run_peer(
         match e {
             RoleEvent::Failed(why) => return Err(ProbeError::Setup(why)),
             RoleEvent::Done(r) => report = r.map(|b| *b),
-            RoleEvent::Ready | RoleEvent::Warm(_) => {}
+            RoleEvent::Ready | RoleEvent::Warm(_) | RoleEvent::Cost(_) => {}
         }
     }
     let _ = t.join();

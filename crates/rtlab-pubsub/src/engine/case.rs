@@ -156,6 +156,12 @@ impl CaseSetup<'_> {
         };
         self.stop_and_collect(&mut roles, &mut pongs, &rx, &mut reports)?;
         drop(roles);
+        // the role processes' cost, sent right before they ended (echoes: after the pongs)
+        while let Ok((_, e)) = rx.recv_timeout(std::time::Duration::from_millis(300)) {
+            if let RoleEvent::Cost(w) = e {
+                rtlab_sys::usage::merge(*w);
+            }
+        }
         drop(publisher);
         self.result(reports, &b, measured, matched_subscribers, thread_priorities_set)
     }
@@ -212,6 +218,7 @@ impl CaseSetup<'_> {
             mlockall: cfg.rt.mlockall,
             thread_priorities: cfg.thread_priorities.clone(),
             stamp_clock: cfg.oneway_clock(),
+            cost_window: self.cost_window(),
             spike: cfg.spike.clone(),
         }
     }
@@ -260,7 +267,11 @@ impl CaseSetup<'_> {
                 let mut emit = |e: RoleEvent| {
                     let _ = events.send((PONG_EVENTS + i, e));
                 };
-                receive_loop(sub, &rc, &rs, &mut emit)
+                // cost: this thread's counters right before its loop and right after it
+                let cost = rtlab_sys::usage::begin(&rc.cost_window);
+                let r = receive_loop(sub, &rc, &rs, &mut emit);
+                cost.end();
+                r
             })
             .map_err(|e| ProbeError::Rt(e.to_string()))?;
             pongs.receivers.threads.push(t);
@@ -343,6 +354,7 @@ impl CaseSetup<'_> {
                         }
                         RoleEvent::Failed(why) => return Err(ProbeError::Setup(why)),
                         RoleEvent::Done(r) => reports[i] = r.map(|b| *b),
+                        RoleEvent::Cost(w) => rtlab_sys::usage::merge(*w),
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -393,8 +405,13 @@ impl CaseSetup<'_> {
                 .with_hook(
                     cfg.spike.as_ref().map(|h| h.for_source(PUBLISHER_SPIKE_SOURCE)).as_ref(),
                 );
+        let window = self.cost_window();
         let sender = spawn_rt(&cfg.rt.spec("rtlab-pub", 0), move || {
+            // cost: this thread's counters right before its loop and right after it
+            let cost = rtlab_sys::usage::begin(&window);
             let r = send_loop(publisher.as_mut(), len, period, count, clock, &sstop, &mut lateness);
+            cost.end();
+            rtlab_sys::usage::set_messages(&window, r.0);
             (r, publisher, lateness)
         })
         .map_err(|e| ProbeError::Rt(e.to_string()))?;
@@ -432,9 +449,14 @@ impl CaseSetup<'_> {
             duration_ns: b.duration_ns,
             loss_timeout_ns: cfg.loss_timeout_ns,
         };
+        let window = self.cost_window();
         let pinger = spawn_rt(&cfg.rt.spec("rtlab-pub", 0), move || {
             let mut subs = ports;
+            // cost: this thread's counters right before its loop and right after it
+            let cost = rtlab_sys::usage::begin(&window);
             let r = closed_loop(publisher.as_mut(), &mut subs, &mut sides, &lp, &sstop);
+            cost.end();
+            rtlab_sys::usage::set_messages(&window, r.0);
             (r, publisher, sides)
         })
         .map_err(|e| ProbeError::Rt(e.to_string()))?;
@@ -474,6 +496,7 @@ impl CaseSetup<'_> {
                         Ok((i, RoleEvent::Failed(why))) if i < PONG_EVENTS => {
                             return Err(ProbeError::Setup(why))
                         }
+                        Ok((_, RoleEvent::Cost(w))) => rtlab_sys::usage::merge(*w),
                         Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
                         Err(mpsc::RecvTimeoutError::Disconnected) => break,
                     }

@@ -14,8 +14,9 @@ use super::role::{event_line, parse_event, RoleConfig, RoleEvent, RoleKind};
 use super::spec::open_transport;
 use super::threads::{apply_thread_priorities, RtUse};
 use crate::transport::Transport;
+use rtlab_core::lines::{BoundedLines, Line};
 use rtlab_sys::sched::{set_current_affinity, spawn_rt};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::process::{Child, ChildStderr, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -164,7 +165,8 @@ fn start_process(
     let (last_err, _) = keep_last_line(child.stderr.take().expect("piped"));
     std::thread::spawn(move || {
         let mut ended = false;
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        for line in BoundedLines::new(BufReader::new(stdout), MAX_CHILD_LINE) {
+            let Line::Text(line) = line else { continue };
             if let Some(e) = parse_event(&line) {
                 ended |= matches!(e, RoleEvent::Done(_) | RoleEvent::Failed(_));
                 let _ = events.send((index, e));
@@ -180,6 +182,10 @@ fn start_process(
     });
     Ok(RoleHandle::Process { child, stdin })
 }
+
+/// The longest line read from a role process or a case's near side apart (a whole case's
+/// outcome is one line, far below it); a longer one is skipped.
+pub(super) const MAX_CHILD_LINE: usize = 64 << 20;
 
 /// Start `cmd` (a role process, or a case's near side apart) with stdin, stdout and stderr
 /// piped, in a process group of its own: a terminal's Ctrl-C reaches only the parent, which
@@ -198,7 +204,8 @@ pub(super) fn keep_last_line(stderr: ChildStderr) -> (Arc<Mutex<String>>, JoinHa
     let last = Arc::new(Mutex::new(String::new()));
     let l2 = last.clone();
     let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+        for line in BoundedLines::new(BufReader::new(stderr), 64 << 10) {
+            let (Line::Text(line) | Line::TooLong { head: line, .. }) = line;
             if !line.trim().is_empty() {
                 *l2.lock().unwrap_or_else(|e| e.into_inner()) = line;
             }
@@ -230,7 +237,10 @@ pub fn run_role(
     match rc.kind {
         RoleKind::Subscriber => {
             emit(RoleEvent::Ready);
+            // cost: this thread's counters right before its loop and right after it
+            let cost = rtlab_sys::usage::begin(&rc.cost_window);
             let r = receive_loop(sub, rc, stop, emit);
+            cost.end();
             emit(RoleEvent::Done(Some(Box::new(r))));
         }
         RoleKind::Echo => {
@@ -240,7 +250,10 @@ pub fn run_role(
                 Err(e) => return emit(RoleEvent::Failed(e.to_string())),
             };
             emit(RoleEvent::Ready);
-            match echo_loop(sub, publisher, rc, stop) {
+            let cost = rtlab_sys::usage::begin(&rc.cost_window);
+            let r = echo_loop(sub, publisher, rc, stop);
+            cost.end();
+            match r {
                 Ok(()) => emit(RoleEvent::Done(None)),
                 Err(e) => emit(RoleEvent::Failed(e.to_string())),
             }
@@ -298,6 +311,24 @@ pub fn role_main(json: &str) -> i32 {
             return 1;
         }
     }
-    run_role(&rc, transport, &stop, &mut |e| write_event(&e));
+    // its cost (this process's threads under the role's name, its max RSS) before Done
+    let process = match rc.kind {
+        RoleKind::Subscriber => format!("sub{}", rc.index),
+        RoleKind::Echo => format!("pong{}", rc.index),
+    };
+    run_role(&rc, transport, &stop, &mut |e| {
+        if matches!(e, RoleEvent::Done(_)) {
+            for mut w in rtlab_sys::usage::take_windows_as(&process) {
+                if let Some(kib) = rtlab_sys::usage::max_rss_kib(std::process::id()) {
+                    w.processes.push(rtlab_core::cost::ProcessMemory {
+                        process: process.clone(),
+                        max_rss_kib: kib,
+                    });
+                }
+                write_event(&RoleEvent::Cost(Box::new(w)));
+            }
+        }
+        write_event(&e)
+    });
     0
 }

@@ -47,6 +47,9 @@ pub struct RoleConfig {
     /// The clock of the stamps a subscriber compares (one-way); round trips: monotonic.
     #[serde(default)]
     pub stamp_clock: StampClock,
+    /// The cost window the role's loop counts in (its case's streams' prefix); "" for none.
+    #[serde(default)]
+    pub cost_window: String,
     /// Raise this flag on the first sample above its threshold; in this process only (a
     /// role process gets none).
     #[serde(skip)]
@@ -107,6 +110,9 @@ pub enum RoleEvent {
     /// Finished; a subscriber role carries its report.
     Done(Option<Box<ReceiverReport>>),
     Failed(String),
+    /// What the role process's window cost (sent right before `Done`; an older role sends
+    /// none).
+    Cost(Box<rtlab_core::cost::CostWindow>),
 }
 
 impl RoleEvent {

@@ -121,6 +121,7 @@ pub fn run_with(
         notes,
         duration_ns: monotonic_ns() - started,
         ros2,
+        cost_windows: Vec::new(),
     })
 }
 

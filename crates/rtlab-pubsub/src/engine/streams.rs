@@ -131,6 +131,14 @@ impl CaseSetup<'_> {
     }
 
     /// `<transport>.<mode>.<len>B.<rate>.n<subscribers>.<what>`: a stream of this case.
+    /// The case's cost window: its streams' prefix
+    /// (`<transport>.<mode>.<len>B.<rate>.n<subscribers>`).
+    pub(super) fn cost_window(&self) -> String {
+        let mut s = self.stream_name("");
+        s.pop();
+        s
+    }
+
     fn stream_name(&self, what: &str) -> String {
         format!(
             "{}.{}.{}B.{}.n{}.{what}",

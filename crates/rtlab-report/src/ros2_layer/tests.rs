@@ -120,6 +120,7 @@ pub fn case(
         warnings: Vec::new(),
         evidence: None,
         far: None,
+        cost: None,
     };
     CaseRecord {
         index,

@@ -19,6 +19,8 @@ pub struct PubsubCase<'a> {
     /// The fan-out: p50 of the slowest subscriber - p50 of the fastest (ns), the fastest
     /// and the slowest (None with fewer than 2).
     pub spread: Option<(i64, usize, usize)>,
+    /// What the case cost (its measured window), when it was measured.
+    pub cost: Option<&'a rtlab_core::cost::CostWindow>,
 }
 
 /// One QoS policy: what was asked, what the transport made of it, and how faithful that is.
@@ -103,6 +105,7 @@ pub fn render(s: &PubsubSummary<'_>, color: bool) -> String {
     for c in &s.cases {
         counters(&mut out, c);
     }
+    cost_table(&mut out, s);
     out.push('\n');
     for q in &s.qos {
         let _ = writeln!(out, "QoS {} {} -> {} ({})", q.what, q.asked, q.native, q.fidelity);
@@ -111,6 +114,36 @@ pub fn render(s: &PubsubSummary<'_>, color: bool) -> String {
         let _ = writeln!(out, "note: {n}");
     }
     out
+}
+
+/// The cost of each case (its window): CPU of this side's threads, CPU per message, the
+/// measuring threads' page faults and involuntary switches.
+fn cost_table(out: &mut String, s: &PubsubSummary<'_>) {
+    if !s.cases.iter().any(|c| c.cost.is_some()) {
+        return;
+    }
+    let mut rows = vec![[
+        "cost",
+        "messages",
+        "cpu user ms",
+        "cpu sys ms",
+        "cpus",
+        "cpu/msg us",
+        "faults",
+        "preempted",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for c in &s.cases {
+        let Some(w) = c.cost else { continue };
+        let mut cells = crate::cost::window_cells(w, None);
+        cells.pop(); // rss: the process's, not the case's
+        cells[0] = c.name.clone();
+        rows.push(cells);
+    }
+    out.push('\n');
+    out.push_str(&crate::terminal::align_left(&rows, &[0]));
+    out.push_str("(cost: CPU of every thread of this side (rtlab, the middleware, role processes) over the case's window, user and system; cpus = CPU time / window; cpu/msg = that CPU / messages published; faults and preempted = page faults and involuntary context switches of the measuring threads)\n");
 }
 
 /// A case's counter lines: one per subscriber, then its fan-out.

@@ -80,13 +80,16 @@ pub fn run(a: CompareArgs) -> anyhow::Result<u8> {
         let run =
             load_runs(&store, &[a.run_a.clone().unwrap_or_else(|| "latest".into())])?.remove(0);
         let (scenario, host) = (&run.info.scenario, &run.info.environment.hostname);
-        let good =
-            store.last_good_run(scenario, host, run.id).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let machine = store.run_host(run.id).map_err(|e| anyhow::anyhow!("{e}"))?.machine_id;
+        let good = store
+            .last_good_run(scenario, host, machine.as_deref(), run.id)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         let Some(good) = good else {
             anyhow::bail!(
-                "--baseline: {}: no good run of scenario '{scenario}' on host '{host}' before run {} (a good run: complete, every case ok, every gate kept)",
-                a.db,
-                run.id
+                "--baseline: {}: no good run of scenario '{scenario}' on host '{host}' before run {} (a good run: complete, every case ok, every gate kept{})",
+                store.label(),
+                run.id,
+                machine.map(|m| format!(", of machine id {m}")).unwrap_or_default()
             );
         };
         let base = store.load_run(good).map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -103,5 +103,6 @@ pub fn run(a: CyclicArgs) -> anyhow::Result<u8> {
         }
     }
     super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
+    super::print_cost(&doc, quiet);
     Ok(0)
 }

@@ -1,4 +1,4 @@
-//! `rtlab export RUN... --format json|csv [--what stats|histogram|windows] [-o FILE|-]`:
+//! `rtlab export RUN... --format json|csv [--what stats|histogram|windows|cost] [-o FILE|-]`:
 //! stored runs as one JSON document or pandas-friendly long-format CSV.
 
 use super::runs::{load_runs, open_store};
@@ -22,6 +22,9 @@ pub enum WhatArg {
     Histogram,
     /// One row per max-over-time window.
     Windows,
+    /// What each case cost: a row per case, measured window, measuring thread, thread
+    /// group and role process.
+    Cost,
 }
 
 #[derive(Args, Debug)]
@@ -57,6 +60,7 @@ pub fn run(a: ExportArgs) -> anyhow::Result<u8> {
                 WhatArg::Stats => CsvWhat::Stats,
                 WhatArg::Histogram => CsvWhat::Histogram,
                 WhatArg::Windows => CsvWhat::Windows,
+                WhatArg::Cost => CsvWhat::Cost,
             },
         ),
     };

@@ -47,6 +47,19 @@ pub fn lab_error(e: rtlab_lab::error::LabError) -> anyhow::Error {
 }
 
 /// The evidence of a run: the worst windows with their counters, the spike's explanation.
+/// What the case cost, in a few lines on stdout (nothing with --quiet).
+pub fn print_cost(doc: &rtlab_core::schema::ResultDocument, quiet: bool) {
+    if quiet {
+        return;
+    }
+    if let Some(c) = &doc.cost {
+        println!();
+        for l in rtlab_report::cost::cost_lines(c) {
+            println!("{l}");
+        }
+    }
+}
+
 pub fn print_evidence(
     ev: Option<&rtlab_core::evidence::Evidence>,
     streams: &[rtlab_core::schema::Stream],

@@ -261,6 +261,7 @@ fn measure(a: &ObserveArgs, cfg: &ObserveProbeConfig) -> anyhow::Result<u8> {
         }
     }
     super::print_evidence(doc.evidence.as_ref(), &doc.streams, a.quiet);
+    super::print_cost(&doc, a.quiet);
     Ok(0)
 }
 

@@ -265,7 +265,10 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
     }
     if !quiet {
         let color = std::io::stdout().is_terminal();
-        print!("{}", summary::pubsub::render(&pubsub::summary(&engine, &outcome), color));
+        print!(
+            "{}",
+            summary::pubsub::render(&pubsub::summary(&engine, &outcome, doc.cost.as_ref()), color)
+        );
         if doc.far.is_some() {
             print!("\n{}", super::far_lines(&doc));
         }
@@ -274,6 +277,7 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
         }
     }
     super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
+    super::print_cost(&doc, quiet);
     Ok(0)
 }
 

@@ -2,7 +2,8 @@
 //! (PostgreSQL), offline first: a robot measures into its SQLite file and pushes when online.
 //!
 //! Contract (the store's `push_run`): a run is stored once by its uuid however often it is
-//! pushed; each run goes in one transaction (cut short, nothing of it is stored, the next
+//! pushed (a copy pushed interrupted or failed is replaced once the run was resumed and
+//! finished here); each run goes in one transaction (cut short, nothing of it is stored, the next
 //! push does it); the local copy is only read. Prints one line per run (pushed, already
 //! there, or still running and not pushed) and a total; errors are one line, exit 2, and
 //! name the store with its password redacted.
@@ -40,6 +41,13 @@ pub fn run(a: PushArgs) -> anyhow::Result<u8> {
             Pushed::Stored { local, remote, uuid, cases } => {
                 stored += 1;
                 println!("run {local}: pushed as run {remote} ({cases} cases, uuid {uuid})");
+            }
+            Pushed::Replaced { local, remote, uuid, cases, was } => {
+                stored += 1;
+                println!(
+                    "run {local}: pushed over its {} copy, run {remote} ({cases} cases, uuid {uuid})",
+                    was.name()
+                );
             }
             Pushed::Already { local, remote, uuid } => {
                 already += 1;

@@ -7,7 +7,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rtlab_core::run::{CaseRecord, CaseStatus, RunInfo, RunStatus};
 use rtlab_core::units::{format_duration_human, us_1, Nanos};
 use rtlab_lab::executor::LiveExecutor;
-use rtlab_lab::runner::{run_scenario, RunProgress};
+use rtlab_lab::runner::{run_scenario, Keeping, RunProgress};
 use rtlab_lab::scenario::{preset, CaseSpec, Scenario, PRESETS};
 use std::io::IsTerminal;
 
@@ -162,10 +162,22 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
     let mut progress = TermProgress::new(scenario.cases().len(), scenario.planned_ns(), a.quiet);
     // traces around spikes are kept next to the store
     let trace_dir = rtlab_lab::store_sink::local_dir(&a.db);
-    let mut exec = LiveExecutor::new(trace_dir);
-    let (run_id, status) =
-        run_scenario(&scenario, &info, &mut exec, &mut store, &mut progress, &stop, resume)
-            .map_err(|e| anyhow::anyhow!("--db {}: {e}", rtlab_store::url::redact(&a.db)))?;
+    let mut exec = LiveExecutor::new(trace_dir.clone());
+    // a case the store cannot take is kept in memory, tried again, then kept in a file: next
+    // to the store, else in the temporary directory, else here
+    let keeping =
+        Keeping { aside: vec![trace_dir, std::env::temp_dir(), ".".into()], ..Keeping::default() };
+    let (run_id, status) = run_scenario(
+        &scenario,
+        &info,
+        &mut exec,
+        &mut store,
+        &mut progress,
+        &stop,
+        resume,
+        &keeping,
+    )
+    .map_err(|e| anyhow::anyhow!("--db {}: {e}", rtlab_store::url::redact(&a.db)))?;
     progress.finish();
     // the gates are judged over every case of the run (a resumed run's earlier ones too)
     let stored = store.load_run(run_id).map_err(|e| anyhow::anyhow!("--db {}: {e}", a.db))?;
@@ -404,6 +416,19 @@ impl RunProgress for TermProgress {
                 case.length(),
                 format_duration_human(Nanos(left))
             );
+        }
+    }
+
+    fn store_waiting(&mut self, c: &CaseRecord, error: &str, k: &Keeping) {
+        let line = format!(
+            "store: case '{}' not stored ({error}); kept in memory, tried again every {} for up to {} tries (Ctrl-C: keep it in a file now)",
+            c.name,
+            humantime::format_duration(k.wait),
+            k.tries
+        );
+        match &self.bar {
+            Some(b) => b.println(line),
+            None => eprintln!("{line}"),
         }
     }
 

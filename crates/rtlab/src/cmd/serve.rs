@@ -7,15 +7,19 @@
 //!   `X-Rtlab-Token`), else 401.
 //! - GET only (anything else 405); only these pages, anything else 404 (no file is served, so
 //!   no path can reach outside them): `/` runs (filters `host`, `kernel`, `scenario`,
-//!   `since`, `until`), `/run/ID` one run's HTML report, `/trend` the cases, `/trend?case=NAME`
-//!   a case's trend (also `host`, `kernel`), `/compare?a=ID&b=ID` two runs side by side.
-//! - Reads the store through `Store`'s public methods only (one connection per worker).
+//!   `since`, `until`; 100 runs a page, `offset`), `/run/ID` one run's HTML report, `/trend`
+//!   the cases, `/trend?case=NAME` a case's trend (the same filters; its newest 1000 runs,
+//!   `last=N`), `/compare?a=ID&b=ID` two runs side by side, `/hosts?a=HOST&b=HOST` two hosts
+//!   side by side (each case's newest run on each).
+//! - Reads the store through `Store`'s public methods only (one connection per worker); the
+//!   runs, trend and hosts pages are queries that read only the rows they show.
 //! - Bad flags (address, non-loopback without a token, missing store): one line, exit 2.
 //!   Ctrl-C stops it cleanly (exit 0); a second Ctrl-C exits at once.
 
 use super::runs::open_store;
 use clap::Args;
-use rtlab_report::dashboard::{self, Ctx, RunFilter};
+use rtlab_core::fleet::RunFilter;
+use rtlab_report::dashboard::{self, Ctx};
 use rtlab_store::{Store, StoreError, DEFAULT_DB};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -203,8 +207,17 @@ fn route(path: &str, q: &[(String, String)], store: &Store, ctx: &Ctx) -> Page {
         until: param(q, "until").into(),
     };
     let result = match path {
-        "/" => store.runs().map(|runs| ok(dashboard::runs_page(ctx, &runs, &filter))),
-        "/trend" => trend(store, ctx, param(q, "case"), &filter),
+        "/" => match count(param(q, "offset"), 0, "offset") {
+            Ok(offset) => store
+                .runs_page(&filter, offset, dashboard::RUNS_PER_PAGE)
+                .map(|pg| ok(dashboard::runs_page(ctx, &pg, &filter))),
+            Err(p) => Ok(p),
+        },
+        "/trend" => match count(param(q, "last"), TREND_POINTS, "last") {
+            Ok(last) => trend(store, ctx, param(q, "case"), &filter, last),
+            Err(p) => Ok(p),
+        },
+        "/hosts" => hosts(store, ctx, param(q, "a"), param(q, "b")),
         "/compare" => match (run_id(param(q, "a")), run_id(param(q, "b"))) {
             (Some(a), Some(b)) => store.load_run(a).and_then(|ra| {
                 store.load_run(b).map(|rb| ok(dashboard::side_by_side_page(ctx, &ra, &rb)))
@@ -227,18 +240,40 @@ fn run_id(s: &str) -> Option<i64> {
     s.parse().ok().filter(|n| *n > 0)
 }
 
-/// `/trend`: the cases of the runs that pass the filter, or one case's points.
-fn trend(store: &Store, ctx: &Ctx, case: &str, f: &RunFilter) -> Result<Page, StoreError> {
-    let mut runs = Vec::new();
-    for r in store.runs()?.iter().filter(|r| f.matches(r)) {
-        runs.push(store.load_run(r.id)?);
+/// How many runs a trend shows by default (its newest; `last=N` asks for more).
+const TREND_POINTS: usize = 1000;
+
+/// A count parameter (`offset`, `last`): empty is `default`; anything but a number up to a
+/// million is a 400 page.
+fn count(s: &str, default: usize, name: &str) -> Result<usize, Page> {
+    if s.is_empty() {
+        return Ok(default);
     }
+    s.parse::<usize>().ok().filter(|n| *n <= 1_000_000).ok_or_else(|| {
+        error_page(400, &format!("{name}={s}: expected a whole number up to 1000000"))
+    })
+}
+
+/// `/trend`: the cases of the runs that pass the filter, or one case's points (its newest
+/// `last` runs).
+fn trend(
+    store: &Store,
+    ctx: &Ctx,
+    case: &str,
+    f: &RunFilter,
+    last: usize,
+) -> Result<Page, StoreError> {
     if case.is_empty() {
-        let mut cases: Vec<String> =
-            runs.iter().flat_map(|r| r.cases.iter().map(|c| c.name.clone())).collect();
-        cases.sort();
-        cases.dedup();
-        return Ok(ok(dashboard::trend_index_page(ctx, &cases)));
+        return Ok(ok(dashboard::trend_index_page(ctx, &store.case_names(f)?)));
     }
-    Ok(ok(dashboard::trend_page(ctx, case, &dashboard::trend_points(&runs, case))))
+    let (points, measured) = store.trend(case, f, last)?;
+    Ok(ok(dashboard::trend_page(ctx, case, &points, measured)))
+}
+
+/// `/hosts?a=HOST&b=HOST`: two hosts' newest value of every case, side by side.
+fn hosts(store: &Store, ctx: &Ctx, a: &str, b: &str) -> Result<Page, StoreError> {
+    let hosts = store.hosts()?;
+    let cases = |h: &str| if h.is_empty() { Ok(Vec::new()) } else { store.latest_cases(h) };
+    let (ca, cb) = (cases(a)?, cases(b)?);
+    Ok(ok(dashboard::hosts_page(ctx, &hosts, (a, &ca), (b, &cb))))
 }

@@ -154,6 +154,7 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
         }
     }
     super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
+    super::print_cost(&doc, quiet);
     Ok(0)
 }
 

@@ -251,6 +251,7 @@ pub fn reflect_config(a: &ReflectArgs) -> anyhow::Result<UdpReflectConfig> {
             s.validate().map_err(|e| anyhow::anyhow!(e.cli_text()))?;
             s.socket()
         },
+        cost_window: None,
         spike: None,
     })
 }
@@ -302,6 +303,7 @@ fn reflect(a: ReflectArgs) -> anyhow::Result<u8> {
         }
     }
     super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
+    super::print_cost(&doc, quiet);
     Ok(0)
 }
 
@@ -390,6 +392,7 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
         }
     }
     super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
+    super::print_cost(doc, quiet);
     Ok(0)
 }
 

@@ -48,6 +48,7 @@ pub fn measure(
     cfg: &PubsubProbeConfig,
     ctx: &mut Context<'_>,
 ) -> Result<(ResultDocument, PubsubOutcome, PubsubConfig), LabError> {
+    crate::cost::before_case();
     let rt = cfg.rt.over(&ctx.rt);
     let mut engine = cfg.engine(&rt)?;
     let mut ev = ctx.evidence.clone();
@@ -152,6 +153,7 @@ pub fn measure(
     doc.warnings = warnings(&doc, &facts, &engine, &outcome);
     drop(dma_guard);
     drop(lock_guard);
+    crate::cost::attach(&mut doc);
     Ok((doc, outcome, engine))
 }
 
@@ -284,7 +286,11 @@ fn config_value(cfg: &PubsubConfig, o: &PubsubOutcome) -> serde_json::Value {
 }
 
 /// The run as its tables show it (rendered by [`rtlab_report::summary::pubsub`]).
-pub fn summary<'a>(cfg: &PubsubConfig, o: &'a PubsubOutcome) -> PubsubSummary<'a> {
+pub fn summary<'a>(
+    cfg: &PubsubConfig,
+    o: &'a PubsubOutcome,
+    cost: Option<&'a rtlab_core::cost::Cost>,
+) -> PubsubSummary<'a> {
     let definition = match cfg.mode {
         Mode::Oneway => engine::oneway_definition(cfg.oneway_clock()),
         Mode::Roundtrip => cfg.mode.definition().to_string(),
@@ -302,6 +308,17 @@ pub fn summary<'a>(cfg: &PubsubConfig, o: &'a PubsubOutcome) -> PubsubSummary<'a
                 (Some(sp), Some(f), Some(sl)) => Some((sp, f, sl)),
                 _ => None,
             },
+            // the case's window is its streams' prefix
+            cost: c
+                .streams
+                .first()
+                .or(c.publisher.as_ref())
+                .and_then(|s| {
+                    s.name
+                        .strip_suffix(".pub.send_lateness")
+                        .or(s.name.rsplit_once('.').map(|x| x.0))
+                })
+                .and_then(|w| cost.and_then(|k| k.window(w))),
         })
         .collect();
     let m = &o.qos_mapping;

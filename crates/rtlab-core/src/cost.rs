@@ -115,7 +115,7 @@ pub const MAX_GROUPS: usize = 24;
 /// One measured window of a case: a probe's measurement, or one case of a pub/sub sweep.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CostWindow {
-    /// The window's name: the probe (`timer`, `cyclic`, `udp`, `observe`), or the pub/sub
+    /// The window's name: the probe (`timer`, `cyclic`, `udp`, `observe`, `noise`), or the pub/sub
     /// case's stream prefix (`p64_r100hz_s1`).
     pub name: String,
     /// From the first measuring thread's start to the last one's end, ns.

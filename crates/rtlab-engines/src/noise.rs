@@ -346,7 +346,10 @@ fn spawn_noise(
         sinks.gaps.origin_monotonic_ns = Some(start);
         sinks.stolen.origin_monotonic_ns = Some(start);
         let plan = BusyPlan { start, duration_ns, threshold_ns, window_ns };
+        // cost: this thread's counters right before its loop and right after it (not inside)
+        let cost = rtlab_sys::usage::begin("noise");
         let e = busy_loop(&mut clock, plan, &mut sinks, &stop, &prog);
+        cost.end();
         NoiseThreadResult {
             cpu,
             gaps: sinks.gaps,

@@ -236,6 +236,14 @@ fn root_the_terminal_tables_and_the_json_on_stdout() {
     assert_eq!(doc.config["cpus"], serde_json::json!([cpu.parse::<usize>().unwrap()]));
     assert_eq!(doc.config["threshold_ns"], 1_000);
     assert!(!doc.warnings.iter().any(|w| w.code == "noise-every-cpu-busy"), "{:?}", doc.warnings);
+    // what it cost: the busy thread used about its CPU for its window (broad: vCPU stalls)
+    let cost = doc.cost.as_ref().expect("the noise case's cost");
+    let w = cost.windows.iter().find(|w| w.name == "noise").expect("the noise window");
+    assert_eq!(w.measuring.len(), 1, "{w:?}");
+    let t = &w.measuring[0];
+    assert_eq!((t.process.as_str(), t.policy.as_str()), ("rtlab", "fifo"), "{t:?}");
+    let used = t.usage.user_ns + t.usage.system_ns;
+    assert!(used * 2 >= t.window_ns && t.window_ns > 0, "a busy thread: {t:?}");
 
     // no --cpus: every online CPU, and a warning that nothing was left for the rest
     let o = run(&["noise", "--duration", "200ms", "--priority", "50", "--json", "-"]);

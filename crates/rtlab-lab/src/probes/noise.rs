@@ -366,6 +366,7 @@ pub fn measure(
         tracer_mode(crate::host::host(), t)?;
         return measure_osnoise(&engine, ctx).map(|doc| (doc, None, engine));
     }
+    crate::cost::before_case();
     let mut ev = ctx.evidence.clone();
     ev.window_ns = engine.window_ns;
     ev.victim = "rtlab-noise".into();
@@ -424,6 +425,7 @@ pub fn measure(
             ),
         });
     }
+    crate::cost::attach(&mut doc);
     Ok((doc, Some(outcome), engine))
 }
 

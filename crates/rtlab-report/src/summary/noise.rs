@@ -222,6 +222,7 @@ mod tests {
             warnings: Vec::new(),
             evidence: None,
             far: None,
+            cost: None,
         }
     }
 

@@ -118,6 +118,43 @@ fn tune_check_on_a_fake_machine_reports_every_item() {
         (pass + warn + fail) as usize,
         checks.iter().filter(|c| c["status"] != "info").count()
     );
+    assert!(!ids.contains(&"noise"), "a fake tree has no CPUs to measure: {ids:?}");
+}
+
+#[test]
+fn root_tune_check_measures_the_noise_on_the_real_time_cpus() {
+    if !is_root() {
+        eprintln!("skipped: needs root (the noise row measures at FIFO 80)");
+        return;
+    }
+    // alone: the other root tests hold this binary's machine lock while they apply profiles
+    let _one = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let (code, stdout, stderr) =
+        out(rtlab().args(["tune", "check", "--noise", "300ms", "--json", "-"]));
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let row = v["checks"].as_array().unwrap().iter().find(|c| c["id"] == "noise").cloned();
+    let row = row.unwrap_or_else(|| panic!("no noise row: {v}"));
+    let found = row["found"].as_str().unwrap();
+    // every online CPU here (no isolcpus), each measured: its max, stolen share and gaps
+    let online = rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0;
+    for c in &online {
+        assert!(found.contains(&format!("cpu{c}: max ")), "{found}");
+    }
+    assert!(found.contains("(every online CPU, 300ms each, fifo 80, gaps above 1 us)"), "{found}");
+    assert!(["pass", "warn", "fail"].contains(&row["status"].as_str().unwrap()), "{row}");
+    if row["status"] != "pass" {
+        assert!(row["remedy"].as_str().unwrap().contains("rtlab noise --cpus N"), "{row}");
+    }
+    // the terminal's row, and none with --noise 0; a bad duration is one line, exit 2
+    let (code, text, _) = out(rtlab().args(["tune", "check", "--noise", "100ms"]));
+    assert_eq!(code, 0);
+    assert!(text.lines().any(|l| l.contains("noise (measured)")), "{text}");
+    let (_, text, _) = out(rtlab().args(["tune", "check", "--noise", "0"]));
+    assert!(!text.contains("noise (measured)"), "{text}");
+    let (code, _, err) = out(rtlab().args(["tune", "check", "--noise", "soon"]));
+    assert_eq!((code, err.trim_end().lines().count()), (2, 1), "{err}");
+    assert!(err.contains("--noise"), "{err}");
 }
 
 #[test]

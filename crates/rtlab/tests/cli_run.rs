@@ -43,7 +43,7 @@ fn presets_list_and_dry_run() {
     assert_eq!(o.status.code(), Some(0));
     let out = stdout(&o);
     assert!(out.contains("udp/stress/rt-isolation") && out.contains("6000 slots"), "{out}");
-    assert!(out.contains("20 cases"), "{out}");
+    assert!(out.contains("noise/idle/rt-isolation") && out.contains("24 cases"), "{out}");
 }
 
 #[test]

@@ -39,6 +39,7 @@ tr.failed td, .status-failed { background: #fbe0e0; } tr.skipped td, .status-ski
 .env { font-size: 12px; color: #444; }
 td.grid { text-align: right; }
 .tablebox { max-width: 100%; overflow-x: auto; }
+pre.cost { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 12px; }
 table.percentiles { font-size: 12px; }
 table.percentiles th, table.percentiles td { padding: 2px 5px; }
 table.percentiles td.n { white-space: nowrap; }

@@ -62,16 +62,17 @@ pub fn usable_qos(t: &dyn Transport) -> Qos {
     Qos { reliability: Reliability::BestEffort, ..reliable }
 }
 
-/// Publish warm-up messages until every subscriber got one (bounded: 20 s). Returns the
-/// subscribers once discovery is done; panics if it never is.
+/// Publish warm-up messages until every subscriber got one (bounded: 60 s; two vendors'
+/// multicast discovery in a fresh namespace, RustDDS with Cyclone, once took more than 20 s
+/// in CI). Returns the subscribers once discovery is done; panics if it never is.
 pub fn warm_up(publisher: &mut dyn Publisher, subs: &mut [Box<dyn Subscriber>], len: usize) {
-    let end = rtlab_sys::clock::monotonic_ns() + 20_000_000_000;
+    let end = rtlab_sys::clock::monotonic_ns() + 60_000_000_000;
     let mut got = vec![false; subs.len()];
     let mut k = 0u64;
     while !got.iter().all(|g| *g) {
         assert!(
             rtlab_sys::clock::monotonic_ns() < end,
-            "warm-up: subscribers {got:?} got nothing in 20 s"
+            "warm-up: subscribers {got:?} got nothing in 60 s"
         );
         publisher
             .publish(WARMUP_BIT | k, rtlab_sys::clock::monotonic_ns(), len)

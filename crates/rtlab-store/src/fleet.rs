@@ -11,7 +11,6 @@
 use crate::db::{p, Row, V};
 use crate::{Result, Store};
 use rtlab_core::fleet::{RunFilter, RunsPage, TrendPoint};
-use rtlab_core::run::RunSummary;
 
 /// The filter's conditions on `runs r`, its values `?1`..`?5` (see [`filter_params`]).
 const FILTER: &str = "(CAST(?1 AS TEXT) = '' OR r.hostname = ?1)
@@ -32,7 +31,7 @@ impl Store {
     pub fn runs_page(&self, f: &RunFilter, offset: usize, limit: usize) -> Result<RunsPage> {
         let mut params = filter_params(f);
         params.extend_from_slice(p![limit + 1, offset]);
-        let rows = self.rows(
+        let mut runs = self.summaries(
             &format!(
                 "SELECT r.id, r.scenario, r.started_at, r.status,
                     (SELECT COUNT(*) FROM cases c WHERE c.run_id = r.id),
@@ -41,32 +40,7 @@ impl Store {
                  FROM runs r WHERE {FILTER} ORDER BY r.id DESC LIMIT ?6 OFFSET ?7"
             ),
             &params,
-            |r| {
-                Ok((
-                    r.get::<i64>(0)?,
-                    r.get::<String>(1)?,
-                    r.get::<String>(2)?,
-                    r.get::<String>(3)?,
-                    r.get::<u32>(4)?,
-                    r.get::<u32>(5)?,
-                    r.get::<Option<String>>(6)?,
-                    r.get::<Option<String>>(7)?,
-                ))
-            },
         )?;
-        let mut runs = Vec::with_capacity(rows.len());
-        for (id, scenario, started_at, status, cases, failed, host, kernel) in rows {
-            runs.push(RunSummary {
-                id,
-                scenario,
-                started_at,
-                status: self.run_status(&status)?,
-                cases,
-                failed,
-                hostname: host.unwrap_or_default(),
-                kernel_release: kernel.unwrap_or_default(),
-            });
-        }
         let older = if runs.len() > limit { runs.pop() } else { None };
         let count = |sql: &str, params: &[V]| -> Result<usize> {
             self.query_row(sql, params, |r| r.get(0)).map_err(|e| self.err(e))

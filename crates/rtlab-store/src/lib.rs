@@ -764,7 +764,13 @@ impl Store {
 
     /// Every run, oldest first.
     pub fn runs(&self) -> Result<Vec<RunSummary>> {
-        let rows = self.rows(RUNS_QUERY, p![], |r| {
+        self.summaries(RUNS_QUERY, p![])
+    }
+
+    /// The runs a query selects, its columns in [`RUNS_QUERY`]'s order (id, scenario,
+    /// started_at, status, cases, failed, hostname, kernel_release).
+    pub(crate) fn summaries(&self, sql: &str, params: &[V]) -> Result<Vec<RunSummary>> {
+        let rows = self.rows(sql, params, |r| {
             Ok((
                 r.get::<i64>(0)?,
                 r.get::<String>(1)?,
@@ -776,7 +782,7 @@ impl Store {
                 r.get::<Option<String>>(7)?,
             ))
         })?;
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(rows.len());
         for (id, scenario, started_at, status, cases, failed, host, kernel) in rows {
             out.push(RunSummary {
                 id,
@@ -790,6 +796,16 @@ impl Store {
             });
         }
         Ok(out)
+    }
+
+    /// Run `id`'s status and finish time.
+    pub(crate) fn status_of(&self, id: i64) -> Result<(RunStatus, Option<String>)> {
+        let (status, finished): (String, Option<String>) = self
+            .query_row("SELECT status, finished_at FROM runs WHERE id = ?1", p![id], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .map_err(|e| self.err(e))?;
+        Ok((self.run_status(&status)?, finished))
     }
 
     fn run_status(&self, s: &str) -> Result<RunStatus> {

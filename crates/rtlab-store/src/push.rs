@@ -44,12 +44,7 @@ impl Store {
     /// Copy run `id` of this store into `to` (see the module's contract).
     pub fn push_run(&self, id: i64, to: &Store) -> Result<Pushed> {
         let host = self.run_host(id)?;
-        let (status, finished): (String, Option<String>) = self
-            .query_row("SELECT status, finished_at FROM runs WHERE id = ?1", p![id], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .map_err(|e| self.err(e))?;
-        let status = self.run_status(&status)?;
+        let (status, finished) = self.status_of(id)?;
         if status == RunStatus::Running {
             return Ok(Pushed::Running { local: id });
         }
@@ -57,12 +52,7 @@ impl Store {
         let there = to.run_by_uuid(&host.uuid)?;
         let mut replace = None;
         if let Some(remote) = there {
-            let (s, f): (String, Option<String>) = to
-                .query_row("SELECT status, finished_at FROM runs WHERE id = ?1", p![remote], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })
-                .map_err(|e| to.err(e))?;
-            let was = to.run_status(&s)?;
+            let (was, f) = to.status_of(remote)?;
             let same = was == status && f == finished;
             if same || !matches!(was, RunStatus::Interrupted | RunStatus::Failed) {
                 return Ok(already(remote));

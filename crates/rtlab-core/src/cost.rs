@@ -208,6 +208,34 @@ pub struct Cost {
     /// near side's totals.
     #[serde(default)]
     pub far: Vec<CostWindow>,
+    /// The resident memory of rtlab and of a far agent on this machine, sampled while the
+    /// case measured (a long case's memory must stay flat).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rss: Vec<RssSample>,
+}
+
+/// A process's resident memory (`VmRSS`) at one moment of a case.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RssSample {
+    /// `rtlab` (this process) or `agent` (the far side's agent, when it runs here).
+    pub process: String,
+    /// From the start of the measurement, ms.
+    pub at_ms: i64,
+    pub rss_kib: u64,
+}
+
+/// At most this many RSS samples per process in a case: a longer case keeps every other
+/// one and samples half as often from then on.
+pub const MAX_RSS_SAMPLES: usize = 2048;
+
+/// How a process's memory went over a case: (first sample after the first minute, or the
+/// first sample; the largest after it), KiB.
+pub fn rss_growth(samples: &[RssSample], process: &str) -> Option<(u64, u64)> {
+    let mine: Vec<&RssSample> = samples.iter().filter(|s| s.process == process).collect();
+    let from = mine.iter().position(|s| s.at_ms >= 60_000).unwrap_or(0);
+    let base = mine.get(from)?.rss_kib;
+    let max = mine[from..].iter().map(|s| s.rss_kib).max()?;
+    Some((base, max))
 }
 
 /// What a far side may report at most (a bad or lying agent is refused, not trusted).

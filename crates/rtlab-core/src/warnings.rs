@@ -56,6 +56,35 @@ pub enum Warn {
         window: Option<u64>,
         why: String,
     },
+    /// CLOCK_REALTIME stepped by `step_ns` while the case measured (an NTP/chrony step,
+    /// `date -s`): after `after_ms`, in window `window`.
+    WallClockStepped {
+        step_ns: i64,
+        after_ms: Option<i64>,
+        window: Option<u64>,
+    },
+    /// The far side's agent, on this machine, was stopped (SIGSTOP: a stall) for `for_ms`
+    /// (None: until the measurement's end) from `after_ms`, window `window`.
+    FarSideStopped {
+        for_ms: Option<i64>,
+        after_ms: Option<i64>,
+        window: Option<u64>,
+    },
+    /// The far side ended while the case measured (its agent killed, its host gone): the
+    /// case stopped there.
+    FarSideEnded {
+        why: String,
+        after_ms: Option<i64>,
+        window: Option<u64>,
+    },
+    /// The link the case measures across (`link`: its interface here) had no carrier for
+    /// `for_ms` (None: until the measurement's end) from `after_ms`, window `window`.
+    LinkDown {
+        link: String,
+        for_ms: Option<i64>,
+        after_ms: Option<i64>,
+        window: Option<u64>,
+    },
     /// A real-time measuring thread page-faulted in its measured window (cost).
     RtThreadPageFaults {
         thread: String,
@@ -88,6 +117,10 @@ impl Warn {
             Warn::UdpPacketLoss { .. } => "udp-packet-loss",
             Warn::UdpSenderLate { .. } => "udp-sender-late",
             Warn::LoadEnded { .. } => "load-ended",
+            Warn::WallClockStepped { .. } => "wall-clock-stepped",
+            Warn::FarSideStopped { .. } => "far-side-stopped",
+            Warn::LinkDown { .. } => "link-down",
+            Warn::FarSideEnded { .. } => "far-side-ended",
             Warn::RtThreadPageFaults { .. } => "rt-thread-page-faults",
             Warn::RtThreadPreempted { .. } => "rt-thread-preempted",
         }
@@ -134,8 +167,31 @@ impl Warn {
             ),
             Warn::LoadEnded { load, after_ms, window, why } => format!(
                 "the load {load} ended {} into the measurement{}: {why}; the windows from there on measured without it (the case's figures mix both)",
-                after_ms.map(|m| format!("{:.1} s", m as f64 / 1000.0)).unwrap_or_else(|| "at some point".into()),
-                window.map(|w| format!(" (window {w})")).unwrap_or_default()
+                at(*after_ms),
+                in_window(*window)
+            ),
+            Warn::WallClockStepped { step_ns, after_ms, window } => format!(
+                "the wall clock (CLOCK_REALTIME) stepped by {:+.3} ms {} into the measurement{}: one-way figures stamped on the wall clock are invalid in that window (an NTP/chrony step or `date -s`; slew the clock instead); round trips and everything timed on CLOCK_MONOTONIC are not affected",
+                *step_ns as f64 / 1e6,
+                at(*after_ms),
+                in_window(*window)
+            ),
+            Warn::FarSideStopped { for_ms, after_ms, window } => format!(
+                "the far side's agent was stopped {} from {} into the measurement{}: what it should have answered then is counted lost or late, never invented",
+                lasting(*for_ms),
+                at(*after_ms),
+                in_window(*window)
+            ),
+            Warn::FarSideEnded { why, after_ms, window } => format!(
+                "the far side ended {} into the measurement{} ({why}): the case stopped there; what was sent before is accounted for, nothing after",
+                at(*after_ms),
+                in_window(*window)
+            ),
+            Warn::LinkDown { link, for_ms, after_ms, window } => format!(
+                "the link {link} had no carrier {} from {} into the measurement{}: what was sent across it then is counted lost, never invented",
+                lasting(*for_ms),
+                at(*after_ms),
+                in_window(*window)
             ),
             Warn::RtThreadPageFaults { thread, faults } => format!(
                 "the real-time thread {thread} page-faulted {faults} times in its measured window (cost): each fault can add microseconds; lock memory (mlockall, on unless --no-mlockall) and touch buffers before the loop"
@@ -148,6 +204,24 @@ impl Warn {
 
     pub fn to_warning(&self) -> Warning {
         Warning { code: self.code().to_string(), message: self.message() }
+    }
+}
+
+/// `12.3 s`: when an event happened, from the measurement's start.
+fn at(after_ms: Option<i64>) -> String {
+    after_ms.map(|m| format!("{:.1} s", m as f64 / 1000.0)).unwrap_or_else(|| "at some point".into())
+}
+
+/// ` (window 12)`, or nothing.
+fn in_window(window: Option<u64>) -> String {
+    window.map(|w| format!(" (window {w})")).unwrap_or_default()
+}
+
+/// `for 2.0 s`, or `until the end` for what had not ended when the measurement did.
+fn lasting(for_ms: Option<i64>) -> String {
+    match for_ms {
+        Some(m) => format!("for {:.1} s", m as f64 / 1000.0),
+        None => "until the end".into(),
     }
 }
 

@@ -46,6 +46,7 @@ pub fn attach(doc: &mut ResultDocument) {
         max_rss_kib: rtlab_sys::usage::max_rss_kib(std::process::id()),
         notes,
         far,
+        rss: Vec::new(),
     };
     doc.warnings.extend(cost_warnings(&cost).iter().map(|w| w.to_warning()));
     doc.cost = Some(cost);

@@ -7,7 +7,7 @@
 //! Definitions in docs/reports.md ("cost"); the figures are the document's `cost`.
 
 use crate::terminal::align_left;
-use rtlab_core::cost::{Cost, CostWindow};
+use rtlab_core::cost::{rss_growth, Cost, CostWindow, RssSample};
 use rtlab_core::run::{CaseRecord, Run};
 
 /// The column group's headers (a row per measured window of a case).
@@ -171,6 +171,19 @@ pub fn cost_lines(c: &Cost) -> Vec<String> {
     if let Some(k) = c.max_rss_kib {
         v.push(format!("cost: rtlab max RSS {:.1} MiB", k as f64 / 1024.0));
     }
+    for p in ["rtlab", "agent"] {
+        let mine: Vec<&RssSample> = c.rss.iter().filter(|s| s.process == p).collect();
+        let Some((base, max)) = rss_growth(&c.rss, p) else { continue };
+        let from = mine.iter().find(|s| s.at_ms >= 60_000).unwrap_or(&mine[0]).at_ms;
+        v.push(format!(
+            "cost: {p} memory over the case: {:.1} MiB at {:.0} s, at most {:.1} MiB after ({:+.1} %), {} samples",
+            base as f64 / 1024.0,
+            from as f64 / 1000.0,
+            max as f64 / 1024.0,
+            if base > 0 { (max as f64 - base as f64) * 100.0 / base as f64 } else { 0.0 },
+            mine.len()
+        ));
+    }
     v.extend(c.notes.iter().map(|n| format!("cost note: {n}")));
     v
 }
@@ -291,6 +304,7 @@ mod tests {
             max_rss_kib: Some(2048),
             notes: vec![],
             far: vec![],
+            rss: vec![],
         }
     }
 
@@ -305,6 +319,32 @@ mod tests {
         let lines = cost_lines(&cost(500, 3)).join("\n");
         assert!(lines.contains("rtlab-timer0 (fifo): 500.0+0.0 ms"), "{lines}");
         assert!(lines.contains("500.0 us cpu/msg over 1000 messages"), "{lines}");
+    }
+
+    #[test]
+    fn memory_over_the_case_is_a_line_per_process_from_its_first_minute() {
+        let mut c = cost(500, 3);
+        let at = |process: &str, at_ms: i64, rss_kib: u64| RssSample {
+            process: process.into(),
+            at_ms,
+            rss_kib,
+        };
+        c.rss = vec![
+            at("rtlab", 0, 9 * 1024),
+            at("agent", 0, 2048),
+            at("rtlab", 60_000, 10 * 1024),
+            at("rtlab", 120_000, 11 * 1024),
+        ];
+        let lines = cost_lines(&c).join("\n");
+        assert!(
+            lines.contains("cost: rtlab memory over the case: 10.0 MiB at 60 s, at most 11.0 MiB after (+10.0 %), 3 samples"),
+            "{lines}"
+        );
+        // no sample after the first minute: from its first one
+        assert!(
+            lines.contains("cost: agent memory over the case: 2.0 MiB at 0 s, at most 2.0 MiB after (+0.0 %), 1 samples"),
+            "{lines}"
+        );
     }
 
     #[test]

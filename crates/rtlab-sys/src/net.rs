@@ -473,3 +473,41 @@ mod tests {
         assert!(e.contains("rtlab-no-such-ns"), "{e}");
     }
 }
+
+/// Whether the interface `name` is running (IFF_RUNNING: up, with its carrier; a veth whose
+/// peer is down is not), asked through `sock`, any socket of the interface's network
+/// namespace (netdevice(7), SIOCGIFFLAGS). An interface that does not exist (any more) is
+/// an error.
+pub fn link_running(sock: &impl AsRawFd, name: &str) -> Result<bool, SysError> {
+    // SAFETY: ifreq is plain data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() >= req.ifr_name.len() {
+        return Err(SysError::os(format!("interface name '{name}'"), libc::EINVAL));
+    }
+    for (d, s) in req.ifr_name.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: a valid socket fd and a valid ifreq the kernel fills in.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) };
+    if rc != 0 {
+        return Err(SysError::os(format!("SIOCGIFFLAGS of {name}"), errno()));
+    }
+    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
+    let flags = unsafe { req.ifr_ifru.ifru_flags };
+    Ok(flags as libc::c_int & libc::IFF_RUNNING != 0)
+}
+
+#[cfg(test)]
+mod link_tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_running_and_a_missing_interface_is_an_error() {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(link_running(&s, "lo").unwrap());
+        let e = link_running(&s, "rtlab-nosuch0").unwrap_err();
+        assert!(e.to_string().contains("rtlab-nosuch0"), "{e}");
+        assert!(link_running(&s, "an-interface-name-too-long").is_err());
+    }
+}

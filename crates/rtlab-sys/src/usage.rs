@@ -114,6 +114,12 @@ pub fn max_rss_kib(pid: u32) -> Option<u64> {
     status_field(&s, "VmHWM:")
 }
 
+/// A process's resident memory now (`VmRSS` of /proc/PID/status), KiB.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status_field(&s, "VmRSS:")
+}
+
 /// The name of the calling thread (its `comm`).
 fn own_comm() -> String {
     std::fs::read_to_string("/proc/thread-self/comm")

@@ -120,21 +120,27 @@ impl LiveExecutor {
             Some(p) => p.as_mut(),
             None => &mut noop,
         };
+        let watch = watch::CaseWatch::start(watch::WatchSpec {
+            loads: setup.load_pids(),
+            agent: link.as_ref().and_then(|l| l.local_agent_pid()),
+            link: pair.as_ref().map(|p| (p.path_a(), p.dev_a.clone())),
+            far: link.as_ref().map(|l| (**l).clone()),
+            run_stop: Some(stop.clone()),
+        });
         let mut ctx = Context {
             rt: base,
-            stop: stop.clone(),
+            stop: watch.case_stop.clone(),
             evidence: ev,
             pair: pair.as_ref(),
             far: link.as_ref(),
             progress,
             mlockall_off_by_profile: !rt.mlockall,
         };
-        let watch = watch::LoadWatch::start(setup.load_pids());
         let mut r = match probe.measure(&mut ctx) {
             Ok(doc) => CaseResult { document: Some(doc), ..Default::default() },
             Err(e) => case_error(e),
         };
-        let ended = watch.stop();
+        let seen = watch.stop();
         // the spike's explanation is also kept with the case (reports show it)
         r.spike_evidence = r
             .document
@@ -144,9 +150,7 @@ impl LiveExecutor {
             .and_then(|s| serde_json::to_value(s).ok());
         setup.finish();
         if let Some(d) = r.document.as_mut() {
-            for w in watch::ended_warnings(&ended, d, setup.load_report.as_ref()) {
-                d.warnings.push(w.to_warning());
-            }
+            watch::seen_into(&seen, d, setup.load_report.as_ref());
         }
         if let Some(l) = link {
             let finished = l.finish();

@@ -266,6 +266,14 @@ impl FarLink {
     }
 }
 
+impl FarLink {
+    /// The agent's process id when it runs on this machine (in a network namespace); None
+    /// over ssh (the child there is ssh, not the agent).
+    pub fn local_agent_pid(&self) -> Option<u32> {
+        matches!(self.handle.spec, FarSpec::Netns(_)).then(|| self.child.id())
+    }
+}
+
 impl FarHandle {
     /// Why the link ended, if it did.
     pub fn ended(&self) -> Option<String> {

@@ -167,10 +167,10 @@ note() {
   echo "soak: $(date -u +%H:%M:%S) case $2: $1" >&2
 }
 
-# the pid of the newest far agent that is not one of "$@"
+# the pid of a far agent of rtlab run $1 (its child) that is not one of the others
 new_agent() {
-  local p
-  for p in $(pgrep -f ' agent --keepalive' || true); do
+  local p run=$1; shift
+  for p in $(pgrep -P "$run" -f ' agent --keepalive' || true); do
     case " $* " in *" $p "*) ;; *) echo "$p"; return 0 ;; esac
   done
   return 1
@@ -178,7 +178,7 @@ new_agent() {
 wait_agent() { # wait_agent RUN_PID SEEN...: the next agent's pid, or "" when rtlab ended
   local run=$1; shift
   while kill -0 "$run" 2>/dev/null; do
-    new_agent "$@" && return 0
+    new_agent "$run" "$@" && return 0
     sleep 0.1
   done
   echo ""
@@ -224,7 +224,14 @@ step_clock -50; stepped=0; f=$(mono)
 note wall-clock-stepped-50ms 1 "$f"
 
 sleep_until $((t0 + D * 6 / 10))
-f=$(mono); pkill -9 -x stress-ng || true; pkill -9 -x iperf3 || true
+# this run's loads only (each in a process group of its own), as an operator's kill would
+f=$(mono)
+killed=0
+for p in $(pgrep -P "$run" -x stress-ng; pgrep -P "$run" -x iperf3); do
+  g=$(ps -o pgid= -p "$p" | tr -d ' ')
+  [ -n "$g" ] && kill -9 -- "-$g" 2>/dev/null && killed=$((killed + 1))
+done
+((killed > 0)) || die "case 1 runs no stress-ng or iperf3 of its own to kill (its loads did not start?)"
 note loads-killed 1 "$f"
 
 sleep_until $((t0 + D * 7 / 10))

@@ -209,7 +209,9 @@ impl Warn {
 
 /// `12.3 s`: when an event happened, from the measurement's start.
 fn at(after_ms: Option<i64>) -> String {
-    after_ms.map(|m| format!("{:.1} s", m as f64 / 1000.0)).unwrap_or_else(|| "at some point".into())
+    after_ms
+        .map(|m| format!("{:.1} s", m as f64 / 1000.0))
+        .unwrap_or_else(|| "at some point".into())
 }
 
 /// ` (window 12)`, or nothing.

@@ -157,9 +157,10 @@ impl CaseWatch {
         let stop = Arc::new(AtomicBool::new(false));
         let seen: Arc<Mutex<Seen>> = Arc::default();
         let link = spec.link.as_ref().and_then(|(ns, dev)| {
-            let sock = rtlab_sys::net::socket_in_netns(ns, || std::net::UdpSocket::bind("0.0.0.0:0"))
-                .ok()?
-                .ok()?;
+            let sock =
+                rtlab_sys::net::socket_in_netns(ns, || std::net::UdpSocket::bind("0.0.0.0:0"))
+                    .ok()?
+                    .ok()?;
             rtlab_sys::net::link_running(&sock, dev).ok()?;
             Some((sock, dev.clone()))
         });
@@ -445,7 +446,8 @@ mod tests {
         seen_into(&seen, &mut doc, None);
         let codes: Vec<(&str, &str)> =
             doc.warnings.iter().map(|w| (w.code.as_str(), w.message.as_str())).collect();
-        let of = |c: &str| codes.iter().filter(|(k, _)| *k == c).map(|(_, m)| *m).collect::<Vec<_>>();
+        let of =
+            |c: &str| codes.iter().filter(|(k, _)| *k == c).map(|(_, m)| *m).collect::<Vec<_>>();
         let step = of("wall-clock-stepped");
         assert_eq!(step.len(), 1, "{codes:?}");
         assert!(step[0].contains("+50.000 ms 4.5 s into the measurement (window 4)"), "{step:?}");
@@ -479,7 +481,11 @@ mod tests {
         assert!(!doc.interrupted);
         assert!(doc.warnings.iter().all(|w| w.code != "interrupted"), "{:?}", doc.warnings);
         let w = doc.warnings.iter().find(|w| w.code == "far-side-ended").expect("said");
-        assert!(w.message.contains("3.3 s into the measurement (window 3) (the agent ended)"), "{}", w.message);
+        assert!(
+            w.message.contains("3.3 s into the measurement (window 3) (the agent ended)"),
+            "{}",
+            w.message
+        );
     }
 
     #[test]

@@ -354,6 +354,9 @@ if cases:
     kept = [l for l in err.splitlines() if "not stored (" in l and "kept in memory" in l]
     summary["store_full_said"] = kept[:1]
     check(bool(kept), "rtlab did not say that the full store kept a case waiting in memory")
+    waited = warn(d1, "store-waited")
+    summary["store_waited"] = [w["message"] for w in waited]
+    check(len(waited) == 1, f"case 1 has {len(waited)} store-waited warnings, not 1")
     # memory: flat after the first minute
     rss = (d1.get("cost") or {}).get("rss", [])
     for p in ("rtlab", "agent"):

@@ -77,6 +77,13 @@ pub enum Warn {
         after_ms: Option<i64>,
         window: Option<u64>,
     },
+    /// The store could not take the case when it ended (`error`); it waited in memory and
+    /// was written `waited_ms` later, on try `tries`.
+    StoreWaited {
+        error: String,
+        waited_ms: i64,
+        tries: u32,
+    },
     /// The link the case measures across (`link`: its interface here) had no carrier for
     /// `for_ms` (None: until the measurement's end) from `after_ms`, window `window`.
     LinkDown {
@@ -121,6 +128,7 @@ impl Warn {
             Warn::FarSideStopped { .. } => "far-side-stopped",
             Warn::LinkDown { .. } => "link-down",
             Warn::FarSideEnded { .. } => "far-side-ended",
+            Warn::StoreWaited { .. } => "store-waited",
             Warn::RtThreadPageFaults { .. } => "rt-thread-page-faults",
             Warn::RtThreadPreempted { .. } => "rt-thread-preempted",
         }
@@ -186,6 +194,10 @@ impl Warn {
                 "the far side ended {} into the measurement{} ({why}): the case stopped there; what was sent before is accounted for, nothing after",
                 at(*after_ms),
                 in_window(*window)
+            ),
+            Warn::StoreWaited { error, waited_ms, tries } => format!(
+                "the store could not take this case when it ended ({error}): it waited in memory and was written {:.1} s later, on try {tries}; nothing of it was lost",
+                *waited_ms as f64 / 1000.0
             ),
             Warn::LinkDown { link, for_ms, after_ms, window } => format!(
                 "the link {link} had no carrier {} from {} into the measurement{}: what was sent across it then is counted lost, never invented",

@@ -121,7 +121,7 @@ pub fn run_scenario(
             None if interrupted => CaseStatus::Interrupted,
             None => CaseStatus::Ok,
         };
-        let record = CaseRecord {
+        let mut record = CaseRecord {
             index: case.index,
             name: case.name.clone(),
             probe: case.probe.clone(),
@@ -138,7 +138,7 @@ pub fn run_scenario(
             started_at,
             duration_ns: t0.elapsed().as_nanos() as i64,
         };
-        if let Err(e) = store_case(sink, run, &record, keeping, stop, progress) {
+        if let Err(e) = store_case(sink, run, &mut record, keeping, stop, progress) {
             // the run stops here; its store may take the end of it still
             let _ = sink.finish_run(run, RunStatus::Interrupted);
             return Err(e);
@@ -154,11 +154,26 @@ pub fn run_scenario(
     Ok((run, status))
 }
 
-/// Store `record`, as [`Keeping`] says.
+/// Say in `record`'s document that the store made it wait (replacing what an earlier try
+/// said): the first error, how long since it, which try this is.
+fn note_waited(record: &mut CaseRecord, first: &str, since: std::time::Instant, tries: u32) {
+    if let Some(d) = record.document.as_mut() {
+        let w = rtlab_core::warnings::Warn::StoreWaited {
+            error: first.to_string(),
+            waited_ms: since.elapsed().as_millis() as i64,
+            tries,
+        };
+        d.warnings.retain(|x| x.code != w.code());
+        d.warnings.push(w.to_warning());
+    }
+}
+
+/// Store `record`, as [`Keeping`] says; a record the store made wait says so in its
+/// document (`store-waited`).
 fn store_case(
     sink: &mut dyn RunSink,
     run: i64,
-    record: &CaseRecord,
+    record: &mut CaseRecord,
     keeping: &Keeping,
     stop: &Arc<AtomicBool>,
     progress: &mut dyn RunProgress,
@@ -168,6 +183,7 @@ fn store_case(
         Err(e) => e,
     };
     progress.store_waiting(record, &last.to_string(), keeping);
+    let (first, since) = (last.to_string(), std::time::Instant::now());
     let mut tries = 1;
     while tries < keeping.tries && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(keeping.wait);
@@ -176,10 +192,15 @@ fn store_case(
             last = e;
             continue;
         }
+        note_waited(record, &first, since, tries);
         match sink.add_case(run, record) {
             Ok(()) => return Ok(()),
             Err(e) => last = e,
         }
+    }
+    // not stored: the file kept aside is its account, not a try that never succeeded
+    if let Some(d) = record.document.as_mut() {
+        d.warnings.retain(|x| x.code != "store-waited");
     }
     let name = format!("rtlab-run{run}-case{}.json", record.index);
     let text = serde_json::to_string(record).map_err(|e| e.to_string())?;
@@ -240,6 +261,18 @@ interval = ["1ms", "2ms"]
                 stop.store(true, Ordering::Relaxed);
             }
             CaseResult::default()
+        }
+    }
+
+    /// Every case measured: a real document (a timer's).
+    struct DocExec;
+    impl CaseExecutor for DocExec {
+        fn run_case(&mut self, _: &CaseSpec, _: &Arc<AtomicBool>) -> CaseResult {
+            let d = serde_json::from_str(include_str!(
+                "../../rtlab-report/tests/data/timer-idle-fifo-1ms.json"
+            ))
+            .unwrap();
+            CaseResult { document: Some(d), ..Default::default() }
         }
     }
 
@@ -361,6 +394,31 @@ interval = ["1ms", "2ms"]
         )
         .unwrap();
         assert_eq!((status, sink.inner.cases.len(), sink.reconnects), (RunStatus::Complete, 4, 3));
+        // a case with a document says it waited, and on which try it was written
+        let mut sink = FlakySink { refuse: 2, inner: MemSink::default(), reconnects: 0 };
+        run_scenario(
+            &s,
+            &info(),
+            &mut DocExec,
+            &mut sink,
+            &mut NoProgress,
+            &stop,
+            None,
+            &quick(5, vec![]),
+        )
+        .unwrap();
+        let said = |c: &CaseRecord| -> Vec<String> {
+            let d = c.document.as_ref().unwrap();
+            d.warnings
+                .iter()
+                .filter(|w| w.code == "store-waited")
+                .map(|w| w.message.clone())
+                .collect()
+        };
+        let first = said(&sink.inner.cases[0]);
+        assert_eq!(first.len(), 1, "{first:?}");
+        assert!(first[0].contains("(database or disk is full)") && first[0].contains("on try 3"));
+        assert!(said(&sink.inner.cases[1]).is_empty(), "the store took the next one at once");
         // it never does: the case goes to the first directory that takes it, the run stops
         let dir = tempfile::tempdir().unwrap();
         let gone = dir.path().join("no-such-dir");

@@ -145,6 +145,10 @@ fn a_short_soak_accounts_for_every_message_and_leaves_the_machine_as_found() {
         assert!(w.len() >= n, "{code}: {w:?}");
         assert!(w.iter().all(|m| m.contains("(window ")), "{code}: {w:?}");
     }
+    // the store was full when it ended: it waited in memory and says so
+    let waited = warnings(c1, "store-waited");
+    assert_eq!(waited.len(), 1, "{c1}");
+    assert!(waited[0].contains("nothing of it was lost"), "{waited:?}");
     // its memory was sampled, rtlab's and the agent's
     let rss = c1["document"]["cost"]["rss"].as_array().expect("rss samples");
     for p in ["rtlab", "agent"] {

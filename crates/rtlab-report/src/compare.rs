@@ -310,7 +310,7 @@ pub fn render(c: &Comparison) -> String {
         if c.noise.is_empty() {
             String::new()
         } else {
-            format!(", noise on {} CPU(s)", c.noise.len())
+            format!(", {} noise row(s) (case / cpu)", c.noise.len())
         }
     );
     let mut rows = vec![[
@@ -342,7 +342,9 @@ pub fn render(c: &Comparison) -> String {
                 .unwrap_or_else(|| "-".into()),
         ]);
     }
-    out.push_str(&align(&rows));
+    if !c.streams.is_empty() || c.noise.is_empty() {
+        out.push_str(&align(&rows));
+    }
     out.push_str(&crate::noise::render_noise_diffs(&c.noise, &c.config));
     out.push_str(&crate::cost::render_cost_diffs(&c.costs));
     for (n, a, b) in &c.unmeasured {

@@ -310,7 +310,7 @@ pub fn render_noise_diffs(d: &[NoiseDiff], cfg: &CompareConfig) -> String {
     let mut out = String::from("Noise per CPU (A -> B)\n");
     out.push_str(&align_left(&rows, &[0, 1]));
     let judged = match cfg.threshold_pct {
-        Some(t) => format!("REGRESSION: the max gap or stolen % grew by more than {t}% with p < {} (KS on the gaps for the max gap, on the stolen time per window for stolen %)", cfg.alpha),
+        Some(t) => format!("a regression: the max gap or stolen % grew by more than {t}% with p < {} (KS on the gaps for the max gap, on the stolen time per window for stolen %)", cfg.alpha),
         None => "no --threshold: nothing is judged a regression".into(),
     };
     let _ = writeln!(out, "({judged}; gaps/s shown, not judged)");

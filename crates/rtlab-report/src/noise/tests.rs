@@ -225,7 +225,7 @@ fn compare_judges_the_max_gap_and_stolen_per_cpu_and_shows_the_rate() {
     )), "{row}");
     assert!(row.contains("40.0 -> 40.0 (+0%)"), "the rate, shown: {row}");
     assert!(row.contains("REGRESSION"), "{row}");
-    assert!(t.starts_with("Run 1 (A) -> run 2 (B): 0 stream(s) compared, noise on 2 CPU(s)"), "{t}");
+    assert!(t.starts_with("Run 1 (A) -> run 2 (B): 0 stream(s) compared, 2 noise row(s) (case / cpu)\nNoise per CPU (A -> B)\n"), "{t}");
     assert!(t.contains("1 regression(s): p99 grew by more than 10% with p < 0.01 (noise: the max gap or stolen %)"), "{t}");
     // no threshold: worse, not a regression; the other way round: better
     let c = compare(&a, &b, cfg(None));

@@ -90,7 +90,11 @@ const LAYOUT: &str = r#"<script>
 </script></body>"#;
 
 #[test]
-fn two_profiles_side_by_side_in_both_reports_and_compared_per_cpu() {
+fn root_two_profiles_side_by_side_in_both_reports_and_compared_per_cpu() {
+    if !common::is_root() {
+        eprintln!("skipped: needs root (rt-normal's SCHED_FIFO; CI runs as root)");
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let cpu_n = measured_cpu();
     let cpu = format!("cpu{cpu_n}");
@@ -103,6 +107,9 @@ fn two_profiles_side_by_side_in_both_reports_and_compared_per_cpu() {
     }
     let store = rtlab_store::Store::open(&db).unwrap();
     let (r1, r2): (Run, Run) = (store.load_run(1).unwrap(), store.load_run(2).unwrap());
+    for c in r1.cases.iter().chain(&r2.cases) {
+        assert_eq!(c.status, rtlab_core::run::CaseStatus::Ok, "{}", c.name);
+    }
     let profiles: Vec<&str> = r1.cases.iter().map(|c| c.profile.as_str()).collect();
     assert_eq!(profiles, ["no-rt", "rt-normal"]);
     let (no_rt, rt) = (&r1.cases[0], &r1.cases[1]);
@@ -122,7 +129,11 @@ fn two_profiles_side_by_side_in_both_reports_and_compared_per_cpu() {
     let groups: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(groups, ["no-rt", "rt-normal"], "{t}");
     let group = "stolen (%)  max gap (us)  gaps/s";
-    assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>().join(" "), format!("cpu {group} {group}").replace("  ", " "), "{t}");
+    assert_eq!(
+        lines[2].split_whitespace().collect::<Vec<_>>().join(" "),
+        format!("cpu {group} {group}").replace("  ", " "),
+        "{t}"
+    );
     assert_eq!(lines[3].split_whitespace().collect::<Vec<_>>(), want, "{t}");
     assert!(lines[4].starts_with("(per CPU and case: stolen %"), "one CPU measured: {t}");
     assert_eq!(t.matches("noise per CPU:").count(), 2, "each case's own rows: {t}");

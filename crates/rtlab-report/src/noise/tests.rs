@@ -125,7 +125,10 @@ fn the_pivot_has_a_row_per_cpu_and_a_column_group_per_profile_from_its_own_case(
     assert_eq!(heads, ["no-rt", "rt-isolation"], "the failed case has no column");
     assert!(p.cell(1, "cpu0").is_none(), "rt-isolation measured CPU 1 only");
     let iso = p.cell(1, "cpu1").unwrap();
-    assert_eq!((iso.gaps, iso.max_gap_ns), (10, r.cases[1].document.as_ref().unwrap().streams[0].stats.max_ns));
+    assert_eq!(
+        (iso.gaps, iso.max_gap_ns),
+        (10, r.cases[1].document.as_ref().unwrap().streams[0].stats.max_ns)
+    );
     let text = pivots_text(&r);
     let line = |cpu: &str| -> Vec<String> {
         text.lines()
@@ -174,8 +177,7 @@ fn one_profile_has_no_pivot_and_repetitions_are_named() {
             noise_case(2, "no-rt", 2, &[(0, 10, 5_000)]),
         ],
     );
-    let heads: Vec<String> =
-        pivots(&mixed)[0].columns.iter().map(|c| c.heading.clone()).collect();
+    let heads: Vec<String> = pivots(&mixed)[0].columns.iter().map(|c| c.heading.clone()).collect();
     assert_eq!(heads, ["no-rt #1", "rt-normal", "no-rt #2"]);
 }
 
@@ -185,7 +187,12 @@ fn the_html_pivot_links_each_group_to_its_case_and_escapes() {
     r.cases[1].profile = "rt-<iso>".into();
     let h = crate::html::noise_pivots_html(&r);
     assert!(h.contains("<table class=\"noisepivot\">"), "{h}");
-    assert!(h.contains("<th colspan=\"3\" class=\"group\"><a href=\"#run7-case1\">rt-&lt;iso&gt;</a></th>"), "{h}");
+    assert!(
+        h.contains(
+            "<th colspan=\"3\" class=\"group\"><a href=\"#run7-case1\">rt-&lt;iso&gt;</a></th>"
+        ),
+        "{h}"
+    );
     let iso = pivot_cells(rows(r.cases[1].document.as_ref().unwrap()).first());
     let no_rt = rows(r.cases[0].document.as_ref().unwrap());
     let mut row = String::from("<tr><td>cpu1</td>");
@@ -217,12 +224,18 @@ fn compare_judges_the_max_gap_and_stolen_per_cpu_and_shows_the_rate() {
     let t = render(&c);
     let row = t.lines().find(|l| l.starts_with("noise/idle/no-rt#1 / cpu1 ")).unwrap();
     let (sa, sb) = (n.a.stolen_pct(), n.b.stolen_pct());
-    assert!(row.contains(&format!("{sa:.3} -> {sb:.3} (+{:.0}%)", (sb - sa) / sa * 100.0)), "{row}");
-    assert!(row.contains(&format!(
-        "{} -> {} (+",
-        us_1(n.a.max_gap_ns.unwrap()),
-        us_1(n.b.max_gap_ns.unwrap())
-    )), "{row}");
+    assert!(
+        row.contains(&format!("{sa:.3} -> {sb:.3} (+{:.0}%)", (sb - sa) / sa * 100.0)),
+        "{row}"
+    );
+    assert!(
+        row.contains(&format!(
+            "{} -> {} (+",
+            us_1(n.a.max_gap_ns.unwrap()),
+            us_1(n.b.max_gap_ns.unwrap())
+        )),
+        "{row}"
+    );
     assert!(row.contains("40.0 -> 40.0 (+0%)"), "the rate, shown: {row}");
     assert!(row.contains("REGRESSION"), "{row}");
     assert!(t.starts_with("Run 1 (A) -> run 2 (B): 0 stream(s) compared, 2 noise row(s) (case / cpu)\nNoise per CPU (A -> B)\n"), "{t}");

@@ -6,9 +6,9 @@
 //! least two profiles (only the profile differs: the S1 and S2 presets' noise cases). A
 //! case's cells are read from its own stored document ([`crate::summary::noise::rows`]); a
 //! CPU a case did not measure (rt-isolation measures its isolated CPU only) is `-`. The
-//! cells: stolen % (the gaps' sum over the time measured), the longest gap and the gaps per
-//! second — what bounds a real-time thread's extra latency, what it costs the CPU, how
-//! often. The p99 of the gaps and the worst window stay in the per-case rows. Failed and
+//! cells: stolen % (the gaps' sum over the time measured: what the CPU lost), the longest
+//! gap (what bounds a real-time thread's extra latency) and the rate (gaps per second: how
+//! often). The p99 of the gaps and the worst window stay in the per-case rows. Failed and
 //! skipped cases have no column (their status is in the cases' table).
 //!
 //! Compare: cases matched by name, CPUs by their gap stream's name (`cpu1`). A CPU's row
@@ -71,10 +71,10 @@ impl Pivot<'_> {
 }
 
 /// The figures of a pivot's cell, per column group.
-pub const PIVOT_CELLS: [&str; 3] = ["stolen (%)", "max gap (us)", "gaps/s"];
+pub const PIVOT_CELLS: [&str; 3] = ["stolen (%)", "max gap (us)", "rate (/s)"];
 
 /// What the pivot's cells are, in one line.
-pub const PIVOT_LEGEND: &str = "(per CPU and case: stolen % = the gaps' sum / the time measured; max gap = the longest gap; gaps/s = gaps above the threshold per second measured; - : the case did not measure that CPU)";
+pub const PIVOT_LEGEND: &str = "(per CPU and case: stolen % = the gaps' sum / the time measured; max gap = the longest gap; rate = gaps above the threshold per second measured; - : the case did not measure that CPU)";
 
 /// A cell's figures in [`PIVOT_CELLS`] order (`-` when the case did not measure the CPU).
 pub fn pivot_cells(r: Option<&NoiseRow>) -> [String; 3] {
@@ -95,7 +95,9 @@ fn cpu_number(cpu: &str) -> u64 {
 /// The pivots of a run: one per load and parameters whose noise cases were measured under
 /// at least two profiles (none otherwise).
 pub fn pivots(run: &Run) -> Vec<Pivot<'_>> {
-    let mut groups: Vec<((String, String), Vec<(&CaseRecord, Vec<NoiseRow>)>)> = Vec::new();
+    // (load, parameters) -> its noise cases and their rows
+    type Group<'a> = ((String, String), Vec<(&'a CaseRecord, Vec<NoiseRow>)>);
+    let mut groups: Vec<Group<'_>> = Vec::new();
     for c in &run.cases {
         let Some(d) = &c.document else { continue };
         let r = rows(d);
@@ -282,7 +284,7 @@ pub fn render_noise_diffs(d: &[NoiseDiff], cfg: &CompareConfig) -> String {
         "verdict",
         "stolen (%)",
         "max gap (us)",
-        "gaps/s",
+        "rate (/s)",
         "KS p gaps",
         "KS p stolen",
     ]
@@ -313,7 +315,7 @@ pub fn render_noise_diffs(d: &[NoiseDiff], cfg: &CompareConfig) -> String {
         Some(t) => format!("a regression: the max gap or stolen % grew by more than {t}% with p < {} (KS on the gaps for the max gap, on the stolen time per window for stolen %)", cfg.alpha),
         None => "no --threshold: nothing is judged a regression".into(),
     };
-    let _ = writeln!(out, "({judged}; gaps/s shown, not judged)");
+    let _ = writeln!(out, "({judged}; the rate shown, not judged)");
     out
 }
 

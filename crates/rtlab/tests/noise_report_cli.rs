@@ -128,7 +128,7 @@ fn root_two_profiles_side_by_side_in_both_reports_and_compared_per_cpu() {
     eprintln!("{}", lines[..5].join("\n"));
     let groups: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(groups, ["no-rt", "rt-normal"], "{t}");
-    let group = "stolen (%)  max gap (us)  gaps/s";
+    let group = "stolen (%)  max gap (us)  rate (/s)";
     assert_eq!(
         lines[2].split_whitespace().collect::<Vec<_>>().join(" "),
         format!("cpu {group} {group}").replace("  ", " "),

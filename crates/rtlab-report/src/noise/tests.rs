@@ -243,7 +243,7 @@ fn compare_judges_the_max_gap_and_stolen_per_cpu_and_shows_the_rate() {
     // no threshold: worse, not a regression; the other way round: better
     let c = compare(&a, &b, cfg(None));
     assert_eq!((c.noise[1].verdict, c.regressions()), (Verdict::Worse, 0));
-    assert!(render(&c).contains("no --threshold: nothing is judged a regression; gaps/s shown"));
+    assert!(render(&c).contains("no --threshold: nothing is judged a regression; the rate shown"));
     assert_eq!(compare(&b, &a, cfg(Some(10.0))).noise[1].verdict, Verdict::Better);
     // a growth below the threshold is worse, not a regression
     assert_eq!(compare(&a, &b, cfg(Some(500.0))).noise[1].verdict, Verdict::Worse);

@@ -146,42 +146,56 @@ pub fn pivots(run: &Run) -> Vec<Pivot<'_>> {
     out
 }
 
-/// The pivots of a run for the terminal: per pivot a heading line, a line of profiles over
-/// their column groups, the cells' names, a row per CPU, then [`PIVOT_LEGEND`]. "" when the
-/// run has no pivot.
+/// Column groups in one block of the terminal's pivot: three keep a line within about 120
+/// characters; S1's four profiles and more continue in a block below.
+pub const GROUPS_PER_BLOCK: usize = 3;
+
+/// The pivots of a run for the terminal: per pivot a heading line, then blocks of at most
+/// [`GROUPS_PER_BLOCK`] column groups (a line of profiles over their groups, the cells'
+/// names, a row per CPU), then [`PIVOT_LEGEND`]. "" when the run has no pivot.
 pub fn pivots_text(run: &Run) -> String {
     let mut out = String::new();
     for p in pivots(run) {
         let _ = writeln!(out, "\nNoise, profiles side by side: {}", p.label());
-        let mut table: Vec<Vec<String>> = vec![std::iter::once("cpu".to_string())
-            .chain(p.columns.iter().flat_map(|_| PIVOT_CELLS.map(String::from)))
-            .collect()];
-        for cpu in &p.cpus {
-            let mut r = vec![cpu.clone()];
-            for col in 0..p.columns.len() {
-                r.extend(pivot_cells(p.cell(col, cpu)));
+        let cols: Vec<usize> = (0..p.columns.len()).collect();
+        for (b, block) in cols.chunks(GROUPS_PER_BLOCK).enumerate() {
+            if b > 0 {
+                out.push('\n');
             }
-            table.push(r);
-        }
-        let aligned = align_left(&table, &[0]);
-        // the profiles over their groups: each starts where its group's first cell does
-        let header = aligned.lines().next().unwrap_or("");
-        let width = |c: usize| table.iter().map(|r| r[c].chars().count()).max().unwrap_or(0);
-        let mut line = String::new();
-        let mut at = width(0) + 2;
-        for (i, col) in p.columns.iter().enumerate() {
-            let group: usize = (0..3).map(|k| width(1 + 3 * i + k) + 2).sum();
-            let pad = at.saturating_sub(line.chars().count());
-            let _ = write!(line, "{}{}", " ".repeat(pad), col.heading);
-            at += group;
-        }
-        let _ = writeln!(out, "{}", line.trim_end());
-        let _ = writeln!(out, "{header}");
-        for l in aligned.lines().skip(1) {
-            let _ = writeln!(out, "{l}");
+            out.push_str(&block_text(&p, block));
         }
         let _ = writeln!(out, "{PIVOT_LEGEND}");
     }
+    out
+}
+
+/// Column groups `block` of pivot `p`: the profiles over their groups, the cells' names, a
+/// row per CPU.
+fn block_text(p: &Pivot<'_>, block: &[usize]) -> String {
+    let mut table: Vec<Vec<String>> = vec![std::iter::once("cpu".to_string())
+        .chain(block.iter().flat_map(|_| PIVOT_CELLS.map(String::from)))
+        .collect()];
+    for cpu in &p.cpus {
+        let mut r = vec![cpu.clone()];
+        for &col in block {
+            r.extend(pivot_cells(p.cell(col, cpu)));
+        }
+        table.push(r);
+    }
+    let aligned = align_left(&table, &[0]);
+    // the profiles over their groups: each starts where its group's first cell does
+    let width = |c: usize| table.iter().map(|r| r[c].chars().count()).max().unwrap_or(0);
+    let n = PIVOT_CELLS.len();
+    let mut line = String::new();
+    let mut at = width(0) + 2;
+    for (i, &col) in block.iter().enumerate() {
+        let pad = at.saturating_sub(line.chars().count());
+        let _ = write!(line, "{}{}", " ".repeat(pad), p.columns[col].heading);
+        at += (0..n).map(|k| width(1 + n * i + k) + 2).sum::<usize>();
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", line.trim_end());
+    out.push_str(&aligned);
     out
 }
 

@@ -277,3 +277,31 @@ fn the_dashboards_two_runs_page_has_the_noise_rows() {
     let row = page.lines().find(|l| l.starts_with("noise/idle/no-rt#1 / cpu1 ")).unwrap();
     assert_eq!(row.split_whitespace().nth(3), Some("worse"), "no threshold on the page: {row}");
 }
+
+#[test]
+fn four_profiles_continue_in_a_second_block_on_the_terminal() {
+    let profiles = ["no-rt", "rt-normal", "rt-affinities", "rt-isolation"];
+    let cases = profiles
+        .iter()
+        .enumerate()
+        .map(|(i, p)| noise_case(i as u32, p, 1, &[(1, 10 * (i as i64 + 1), 5_000)]))
+        .collect();
+    let r = run(1, cases);
+    let text = pivots_text(&r);
+    eprintln!("{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    let groups: Vec<Vec<&str>> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("cpu "))
+        .map(|(i, _)| lines[i - 1].split_whitespace().collect())
+        .collect();
+    assert_eq!(groups, [vec!["no-rt", "rt-normal", "rt-affinities"], vec!["rt-isolation"]]);
+    let rows: Vec<&str> = lines.iter().copied().filter(|l| l.starts_with("cpu1 ")).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    // the rates: 1, 2, 3 gaps/s in the first block, 4 in the second
+    let rate = |l: &str, k: usize| l.split_whitespace().nth(3 * k + 3).unwrap().to_string();
+    assert_eq!([rate(rows[0], 0), rate(rows[0], 1), rate(rows[0], 2)], ["1.0", "2.0", "3.0"]);
+    assert_eq!(rate(rows[1], 0), "4.0");
+    assert!(lines.iter().all(|l| l.chars().count() <= 120 || l.starts_with("(per CPU")));
+}

@@ -17,6 +17,11 @@
 //!
 //! A stream REGRESSES when a threshold is set, the chosen metric grew by more than the
 //! threshold percent, and the KS test finds the distributions different (p < alpha).
+//!
+//! Noise cases (`rtlab noise`) are compared per CPU in their own table ([`crate::noise`]):
+//! stolen %, the longest gap and the rate of gaps, the first two judged by the same rule
+//! with the same threshold (whatever `--metric`); their gap streams are not also latency
+//! streams here, so a noise regression is counted once.
 
 use crate::model::{headline, status};
 use crate::terminal::align;
@@ -180,20 +185,41 @@ pub struct Comparison {
     pub unmeasured: Vec<(String, String, String)>,
     /// What the matched cases cost in each run (shown, not judged).
     pub costs: Vec<crate::cost::CostDiff>,
+    /// The noise of the matched noise cases, per CPU (judged: see [`crate::noise`]).
+    pub noise: Vec<crate::noise::NoiseDiff>,
 }
 
 impl Comparison {
+    /// Latency streams and noise CPUs that regressed.
     pub fn regressions(&self) -> usize {
         self.streams.iter().filter(|s| s.verdict == Verdict::Regression).count()
+            + self.noise.iter().filter(|n| n.verdict == Verdict::Regression).count()
     }
 }
 
+/// The headline metric's streams of a case (none for a noise case: its gap streams are
+/// compared as noise, per CPU).
 fn compared_streams(c: &CaseRecord) -> Vec<&Stream> {
     let Some(h) = headline(c) else { return Vec::new() };
+    if h.metric == crate::summary::noise::GAP_METRIC {
+        return Vec::new();
+    }
     c.document
         .as_ref()
         .map(|d| d.streams.iter().filter(|s| s.metric == h.metric).collect())
         .unwrap_or_default()
+}
+
+/// compare's verdict on one figure: `delta_pct` its growth in percent (None when A's value
+/// is not above zero), `ks` the test on its distributions.
+pub fn verdict(ks: Option<Ks>, delta_pct: Option<f64>, cfg: CompareConfig) -> Verdict {
+    let significant = ks.is_some_and(|k| k.p < cfg.alpha);
+    match (significant, delta_pct) {
+        (false, _) | (true, None) => Verdict::Same,
+        (true, Some(d)) if cfg.threshold_pct.is_some_and(|t| d > t) => Verdict::Regression,
+        (true, Some(d)) if d > 0.0 => Verdict::Worse,
+        (true, Some(_)) => Verdict::Better,
+    }
 }
 
 fn pct(a: Option<i64>, b: Option<i64>) -> Option<f64> {
@@ -214,12 +240,16 @@ pub fn compare(a: &Run, b: &Run, cfg: CompareConfig) -> Comparison {
         only_b: Vec::new(),
         unmeasured: Vec::new(),
         costs: crate::cost::cost_diffs(a, b),
+        noise: crate::noise::noise_diffs(a, b, cfg),
     };
     for ca in &a.cases {
         let Some(cb) = b.cases.iter().find(|c| c.name == ca.name) else {
             out.only_a.push(ca.name.clone());
             continue;
         };
+        if crate::noise::is_noise_case(ca) && crate::noise::is_noise_case(cb) {
+            continue; // in `noise`
+        }
         let (sa, sb) = (compared_streams(ca), compared_streams(cb));
         if sa.is_empty() || sb.is_empty() {
             out.unmeasured.push((ca.name.clone(), status(ca).0.into(), status(cb).0.into()));
@@ -229,13 +259,7 @@ pub fn compare(a: &Run, b: &Run, cfg: CompareConfig) -> Comparison {
             let Some(y) = sb.iter().find(|s| s.name == x.name) else { continue };
             let ks = ks_histograms(&x.histogram, &y.histogram);
             let delta_pct = pct(cfg.metric.of(&x.stats), cfg.metric.of(&y.stats));
-            let significant = ks.is_some_and(|k| k.p < cfg.alpha);
-            let verdict = match (significant, delta_pct) {
-                (false, _) | (true, None) => Verdict::Same,
-                (true, Some(d)) if cfg.threshold_pct.is_some_and(|t| d > t) => Verdict::Regression,
-                (true, Some(d)) if d > 0.0 => Verdict::Worse,
-                (true, Some(_)) => Verdict::Better,
-            };
+            let verdict = verdict(ks, delta_pct, cfg);
             out.streams.push(StreamDiff {
                 case: ca.name.clone(),
                 stream: x.name.clone(),
@@ -279,10 +303,15 @@ pub fn render(c: &Comparison) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Run {} (A) -> run {} (B): {} stream(s) compared",
+        "Run {} (A) -> run {} (B): {} stream(s) compared{}",
         c.run_a,
         c.run_b,
-        c.streams.len()
+        c.streams.len(),
+        if c.noise.is_empty() {
+            String::new()
+        } else {
+            format!(", {} noise row(s) (case / cpu)", c.noise.len())
+        }
     );
     let mut rows = vec![[
         "case / stream",
@@ -313,7 +342,10 @@ pub fn render(c: &Comparison) -> String {
                 .unwrap_or_else(|| "-".into()),
         ]);
     }
-    out.push_str(&align(&rows));
+    if !c.streams.is_empty() || c.noise.is_empty() {
+        out.push_str(&align(&rows));
+    }
+    out.push_str(&crate::noise::render_noise_diffs(&c.noise, &c.config));
     out.push_str(&crate::cost::render_cost_diffs(&c.costs));
     for (n, a, b) in &c.unmeasured {
         let _ = writeln!(out, "not compared: {n}: {a} in A, {b} in B");
@@ -331,9 +363,10 @@ pub fn render(c: &Comparison) -> String {
     );
     match c.config.threshold_pct {
         Some(t) => {
+            let noise = if c.noise.is_empty() { "" } else { " (noise: the max gap or stolen %)" };
             let _ = writeln!(
                 out,
-                "{} regression(s): {} grew by more than {t}% with p < {}",
+                "{} regression(s): {} grew by more than {t}% with p < {}{noise}",
                 c.regressions(),
                 c.config.metric.name(),
                 c.config.alpha

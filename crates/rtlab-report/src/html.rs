@@ -51,6 +51,9 @@ td.casename { max-width: 460px; overflow-wrap: anywhere; }
 table.ros2layer td.side { max-width: 420px; overflow-wrap: anywhere; }
 table.ros2layer tr.diff td { font-weight: bold; background: #eef6ee; }
 table.ros2layer tr.note td { font-size: 12px; color: #444; }
+table.noisepivot { font-size: 12px; }
+table.noisepivot th, table.noisepivot td { padding: 2px 5px; }
+table.noisepivot th.group { text-align: center; overflow-wrap: anywhere; }
 "#;
 
 fn us(v: Option<i64>) -> String {
@@ -222,6 +225,50 @@ pub fn noise_html(run: &Run) -> String {
     o.push_str("</tr>\n");
     o.push_str(&body);
     o.push_str("</table></div>\n");
+    o.push_str(&noise_pivots_html(run));
+    o
+}
+
+/// The noise cases of a run measured under several profiles, side by side (one
+/// `<table class="noisepivot">` per [`crate::noise::Pivot`]: a row per CPU, a column group per
+/// case headed by its profile and linked to it); "" when no pivot applies.
+pub fn noise_pivots_html(run: &Run) -> String {
+    use crate::noise::{pivot_cells, pivots, PIVOT_CELLS, PIVOT_LEGEND};
+    let mut o = String::new();
+    for p in pivots(run) {
+        let _ = write!(
+            o,
+            "<h3>Profiles side by side: {}</h3>\n<div class=\"tablebox\"><table class=\"noisepivot\"><tr><th rowspan=\"2\">cpu</th>",
+            esc(&p.label())
+        );
+        for c in &p.columns {
+            let _ = write!(
+                o,
+                "<th colspan=\"{}\" class=\"group\"><a href=\"#run{}-case{}\">{}</a></th>",
+                PIVOT_CELLS.len(),
+                run.id,
+                c.case.index,
+                esc(&c.heading)
+            );
+        }
+        o.push_str("</tr>\n<tr>");
+        for _ in &p.columns {
+            for h in PIVOT_CELLS {
+                let _ = write!(o, "<th>{}</th>", esc(h));
+            }
+        }
+        o.push_str("</tr>\n");
+        for cpu in &p.cpus {
+            let _ = write!(o, "<tr><td>{}</td>", esc(cpu));
+            for col in 0..p.columns.len() {
+                for v in pivot_cells(p.cell(col, cpu)) {
+                    o.push_str(&td(&v));
+                }
+            }
+            o.push_str("</tr>\n");
+        }
+        let _ = writeln!(o, "</table></div><p class=\"env\">{}</p>", esc(PIVOT_LEGEND));
+    }
     o
 }
 

@@ -20,6 +20,7 @@ pub mod gates;
 pub mod html;
 pub mod junit;
 pub mod model;
+pub mod noise;
 pub mod render;
 pub mod ros2_layer;
 pub mod summary;

@@ -3,6 +3,9 @@
 //! warnings, what differed in its environment, and the error or reason of a failed or
 //! skipped case.
 //!
+//! Where a run has noise cases measured under several profiles, its part has them side by
+//! side after the profiles compared ([`crate::noise::pivots_text`]).
+//!
 //! Where the runs hold the same pub/sub case through `ros2` and through the DDS its RMW runs
 //! on, each run's part has the "ROS 2 layer" rows after the profiles compared
 //! ([`ros2_layer_text`]).
@@ -313,6 +316,7 @@ pub fn render_terminal(runs: &[Run], color: bool) -> String {
             out.push_str(&cost);
         }
         out.push_str(&profiles_compared(run));
+        out.push_str(&crate::noise::pivots_text(run));
         out.push_str(&ros2_layer_text(&layer.of_run(run.id)));
         for c in &run.cases {
             let (st, why) = status(c);

@@ -223,3 +223,90 @@ fn percentile_table_fits_a_1400px_page_in_headless_chromium() {
     assert!(get("last_right") <= page, "the last column is cut off: {line}");
     assert!(get("scroll_width") <= page, "the page scrolls sideways: {line}");
 }
+
+/// S1's noise cases as wide as they get: five profiles side by side (rt-isolation on one CPU),
+/// 10-digit max gaps, 100 % stolen, 7-digit rates; built on the fixture's first case (its
+/// stream renamed to the gap stream of each CPU, figures set: a layout test, not a
+/// measurement).
+fn s1_noise_run() -> rtlab_core::run::Run {
+    let mut run = fixture::run();
+    let template = run.cases[0].clone();
+    run.cases.clear();
+    let profiles = ["no-rt", "rt-normal", "rt-affinities", "rt-isolation", "rt-kthreads"];
+    for (i, p) in profiles.iter().enumerate() {
+        let mut c = template.clone();
+        (c.index, c.probe, c.load, c.profile) =
+            (i as u32, "noise".into(), "idle".into(), p.to_string());
+        c.name = format!("noise/idle/{p}");
+        c.params.clear();
+        let d = c.document.as_mut().unwrap();
+        let first = d.streams[0].clone();
+        let cpus: &[usize] = if *p == "rt-isolation" { &[1] } else { &[0, 1] };
+        d.streams = cpus
+            .iter()
+            .map(|cpu| {
+                let mut s = first.clone();
+                s.name = format!("cpu{cpu}");
+                s.metric = rtlab_report::summary::noise::GAP_METRIC.into();
+                s.labels = [
+                    ("measured_ns", "300000000000"),
+                    ("stolen_ns", "300000000000"),
+                    ("threshold_ns", "1000"),
+                ]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+                s.stats.count = 370_370_370;
+                s.stats.max_ns = Some(16_123_456_789);
+                s
+            })
+            .collect();
+        run.cases.push(c);
+    }
+    run
+}
+
+/// The noise profiles side by side fit a 1400 px page with S1's five profiles: the pivot's
+/// right edge and its last header inside the viewport, no sideways scrolling.
+#[test]
+fn the_noise_pivot_of_five_profiles_fits_a_1400px_page_in_headless_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("report.html");
+    let report = rtlab_report::render_html(&[s1_noise_run()]);
+    assert!(report.contains("<table class=\"noisepivot\">"));
+    let probe = r#"<script>
+(function () {
+  var t = document.querySelector('table.noisepivot');
+  var ths = t.querySelectorAll('th');
+  var last = ths[ths.length - 1];
+  var cells = t.querySelectorAll('tr')[2].querySelectorAll('td');
+  var p = document.createElement('pre');
+  p.id = 'layout';
+  p.textContent = 'LAYOUT table_right=' + Math.ceil(t.getBoundingClientRect().right)
+    + ' last_right=' + Math.ceil(last.getBoundingClientRect().right)
+    + ' cells=' + cells.length
+    + ' client_width=' + document.documentElement.clientWidth
+    + ' scroll_width=' + document.documentElement.scrollWidth + ' END';
+  document.body.appendChild(p);
+})();
+</script></body>"#;
+    assert_eq!(report.matches("</body>").count(), 1);
+    std::fs::write(&html, report.replace("</body>", probe)).unwrap();
+    let dom =
+        run_chromium(dir.path(), &html, &["--dump-dom".into(), "--window-size=1400,1000".into()]);
+    assert!(dom.contains("<pre id=\"layout\">LAYOUT "), "the layout script did not run");
+    let line = dom.rsplit("LAYOUT ").next().and_then(|l| l.split(" END").next()).unwrap_or("");
+    let get = |k: &str| -> i64 {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{k} missing in '{line}'"))
+    };
+    eprintln!("noise pivot at 1400 px: {line}");
+    let page = get("client_width");
+    assert_eq!(page, 1400, "the viewport is the 1400 px page");
+    assert_eq!(get("cells"), 1 + 5 * 3, "cpu0's row: the CPU and 5 groups of 3: {line}");
+    assert!(get("table_right") <= page, "the noise pivot is wider than the page: {line}");
+    assert!(get("last_right") <= page, "the last column is cut off: {line}");
+    assert!(get("scroll_width") <= page, "the page scrolls sideways: {line}");
+}

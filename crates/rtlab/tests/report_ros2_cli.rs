@@ -12,15 +12,15 @@
 //! the HTML rows, opened in headless Chromium at 1400 px, are rendered and fit the page.
 //! Never a latency bound or the sign of the difference: timings are noisy here.
 
+mod browser;
 mod common;
 
+use browser::dump_dom;
 use common::{run, stderr, stdout};
 use rtlab_core::run::Run;
 use rtlab_core::schema::Stream;
 use rtlab_core::units::us_1;
 use std::path::Path;
-use std::process::Command;
-use std::time::{Duration, Instant};
 
 /// The scenario, through one transport: 300 messages one way at 200 Hz, one subscriber
 /// process, one host, default QoS.
@@ -81,63 +81,6 @@ fn row<'t>(text: &'t str, side: &str) -> Vec<&'t str> {
         .find(|l| l.starts_with(side))
         .unwrap_or_else(|| panic!("no row '{side}' in:\n{text}"));
     line[side.len()..].split_whitespace().collect()
-}
-
-fn chromium() -> std::path::PathBuf {
-    if let Some(p) = std::env::var_os("RTLAB_CHROMIUM") {
-        return p.into();
-    }
-    for name in ["chromium", "chromium-browser", "google-chrome"] {
-        for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
-            if dir.join(name).is_file() {
-                return dir.join(name);
-            }
-        }
-    }
-    panic!("chromium not found in PATH (install the Debian package `chromium`: scripts/setup.sh --deps-only, or set RTLAB_CHROMIUM)");
-}
-
-/// The DOM of `html` after headless Chromium loaded it at 1400 px (bounded: 120 s).
-fn dump_dom(dir: &Path, html: &Path) -> String {
-    let (out, err) = (dir.join("chromium.stdout"), dir.join("chromium.stderr"));
-    let mut child = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--window-size=1400,1000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
-        .arg(format!("file://{}", html.display()))
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .expect("start chromium");
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("chromium did not finish within 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(
-        status.success(),
-        "chromium: {status}: {}",
-        std::fs::read_to_string(&err).unwrap_or_default()
-    );
-    std::fs::read_to_string(&out).unwrap()
 }
 
 /// A script this test adds to a copy of the report (the report has none): the rendered

@@ -210,6 +210,10 @@ fn rtlab_pub_rclpy_sub(transport: &str) {
     assert_eq!(label_u(s, "matched_subscribers"), 1, "{transport}: {s}");
     let notes = d["config"]["notes"].to_string();
     assert!(notes.contains("1 subscriber matched"), "{transport}: {notes}");
+    // reliable: it closed only once the node had everything (a slow node's tail is not
+    // dropped with the writer)
+    assert!(!notes.contains("NOT every message"), "{transport}: {notes}");
+    assert!(notes.contains("acknowledged everything"), "{transport}: {notes}");
 }
 
 /// The rclpy node pings (after a match and a warm-up), rtlab's pong by hand echoes: every

@@ -141,7 +141,7 @@ impl CaseSetup<'_> {
         pongs.settled.store(true, Ordering::Relaxed);
         // a publisher by hand cannot know its subscribers' reports, but the middleware knows
         // whom it matched: it waits for one, as a ping waits for its pong
-        let matched_subscribers = if cfg.by_hand.is_some() && cfg.mode == Mode::Oneway {
+        let mut matched_subscribers = if cfg.by_hand.is_some() && cfg.mode == Mode::Oneway {
             Some(self.wait_for_subscribers(publisher.as_mut(), stop, setup_end)?)
         } else {
             None
@@ -154,6 +154,15 @@ impl CaseSetup<'_> {
         } else {
             self.measure_open_loop(publisher, &b, stop)?
         };
+        // a reliable publisher by hand closes only once its subscribers have everything (or
+        // after a bounded wait, said): a slow subscriber's tail would go with the writer
+        if let Some(m) = matched_subscribers.as_mut().filter(|m| m.count.is_some()) {
+            if cfg.qos.reliability == Reliability::Reliable && !stop.load(Ordering::Relaxed) {
+                let t = monotonic_ns();
+                m.tail_acknowledged = publisher.wait_acknowledged(super::outcome::TAIL_ACK_NS);
+                m.tail_waited_ns = monotonic_ns() - t;
+            }
+        }
         self.stop_and_collect(&mut roles, &mut pongs, &rx, &mut reports)?;
         drop(roles);
         // the role processes' cost, sent right before they ended (echoes: after the pongs)
@@ -538,7 +547,15 @@ impl CaseSetup<'_> {
                 return Err(ProbeError::Setup("interrupted during set-up".into()));
             }
             match publisher.matched() {
-                None => return Ok(MatchedSubscribers { count: None, waited_ns: 0, settle_ns: 0 }),
+                None => {
+                    return Ok(MatchedSubscribers {
+                        count: None,
+                        waited_ns: 0,
+                        settle_ns: 0,
+                        tail_acknowledged: None,
+                        tail_waited_ns: 0,
+                    })
+                }
                 Some(n) if n > 0 => break,
                 Some(_) => {}
             }
@@ -580,6 +597,12 @@ impl CaseSetup<'_> {
         }
         let settle_ns = monotonic_ns() - settle_start;
         let count = publisher.matched();
-        Ok(MatchedSubscribers { count, waited_ns, settle_ns })
+        Ok(MatchedSubscribers {
+            count,
+            waited_ns,
+            settle_ns,
+            tail_acknowledged: None,
+            tail_waited_ns: 0,
+        })
     }
 }

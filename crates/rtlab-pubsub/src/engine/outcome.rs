@@ -70,20 +70,38 @@ pub struct MatchedSubscribers {
     pub waited_ns: i64,
     /// Then how long it let a reliable match settle.
     pub settle_ns: i64,
+    /// Reliable, after the last message and the loss timeout: whether every matched
+    /// subscriber acknowledged everything within [`TAIL_ACK_NS`] (None: not waited for:
+    /// best effort, or a transport without acknowledgements) ...
+    #[serde(default)]
+    pub tail_acknowledged: Option<bool>,
+    /// ... and how long that wait took.
+    #[serde(default)]
+    pub tail_waited_ns: i64,
 }
+
+/// How long a reliable publisher by hand waits, after its last message, for its subscribers
+/// to acknowledge everything before it closes (a slow subscriber's tail would otherwise be
+/// dropped with the writer).
+pub const TAIL_ACK_NS: i64 = 10_000_000_000;
 
 impl MatchedSubscribers {
     /// The run's note.
     pub fn note(&self, transport: &str) -> String {
         match self.count {
             Some(n) => format!(
-                "pub by hand: {n} subscriber{} matched when the first message went (label matched_subscribers): waited {} for the first{}",
+                "pub by hand: {n} subscriber{} matched when the first message went (label matched_subscribers): waited {} for the first{}{}",
                 if n == 1 { "" } else { "s" },
                 rtlab_core::units::Nanos(self.waited_ns),
                 if self.settle_ns > 0 {
                     format!(", then {} until the subscribers acknowledged a warm-up message (reliable: the path was current both ways)", rtlab_core::units::Nanos(self.settle_ns))
                 } else {
                     String::new()
+                },
+                match self.tail_acknowledged {
+                    Some(true) => format!("; after the last message every matched subscriber acknowledged everything ({} after the loss timeout)", rtlab_core::units::Nanos(self.tail_waited_ns)),
+                    Some(false) => format!("; NOT every message was acknowledged by every matched subscriber within {} after the last (a subscriber that stalled or went away may have missed the tail)", rtlab_core::units::Nanos(self.tail_waited_ns)),
+                    None => String::new(),
                 }
             ),
             None => format!(

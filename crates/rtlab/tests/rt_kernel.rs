@@ -29,7 +29,7 @@ const GUEST_TESTS: [&str; 7] = [
     "guest_rt_isolation_makes_an_isolated_partition_and_restores",
     "guest_udp_ping_over_the_nic_under_rt_kthreads_accounts_for_every_datagram",
     "guest_mqprio_and_vlan_egress_map_are_applied_seen_and_restored",
-    "guest_noise_measures_the_isolated_cpu_busy_and_through_osnoise",
+    "guest_noise_measures_the_isolated_cpu_busy_and_through_osnoise_and_hwlat",
 ];
 
 fn script() -> PathBuf {
@@ -375,19 +375,90 @@ fn guest_trace_on_spike_runs_rtla_timerlat_alongside() {
     assert!(!inst.iter().any(|i| i.starts_with("timerlat")), "{inst:?}");
 }
 
-#[test]
-#[ignore = "runs inside scripts/rt-vm.sh's PREEMPT_RT guest (rt_kernel_suite_passes_inside_a_preempt_rt_vm)"]
-fn guest_noise_measures_the_isolated_cpu_busy_and_through_osnoise() {
-    if !guest() {
-        return;
+/// `rtlab noise --tracer hwlat` on CPU 1: refused in one line while hwlat runs at the top
+/// level; then run for 4 s, its samples (TCG stalls the detector for milliseconds) in the
+/// streams, and tracefs as found afterwards (the top-level tracer, the threshold, the
+/// detector's width, window and mode, the cpumask; rtlab's instance gone, no journal).
+fn hwlat_runs_on_cpu_1_and_tracefs_is_left_as_found() {
+    let tracing = "/sys/kernel/tracing";
+    let mounted = Path::new(&format!("{tracing}/available_tracers")).exists();
+    if !mounted {
+        sh(&["mount", "-t", "tracefs", "nodev", tracing]);
     }
-    // hwlat: rtlab says in one line that it does not drive it
-    let o = rtlab().args(["noise", "--tracer", "hwlat", "--cpus", "1"]).output().unwrap();
+    let files = [
+        "current_tracer",
+        "tracing_thresh",
+        "tracing_cpumask",
+        "tracing_on",
+        "hwlat_detector/width",
+        "hwlat_detector/window",
+        "hwlat_detector/mode",
+    ];
+    let state = || files.map(|f| read(&format!("{tracing}/{f}")));
+    let before = state();
+    eprintln!("tracefs before hwlat: {before:?}");
+    // someone else's hwlat: one line, exit 2, nothing changed
+    std::fs::write(format!("{tracing}/current_tracer"), "hwlat").unwrap();
+    let o =
+        rtlab().args(["noise", "--tracer", "hwlat", "--cpus", "1", "--duration", "2s"]).output();
+    std::fs::write(format!("{tracing}/current_tracer"), "nop").unwrap();
+    let o = o.unwrap();
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(err.contains("--tracer hwlat: this kernel has the tracer"), "{err}");
+    assert!(err.contains("hwlat runs already"), "{err}");
     assert!(stdout(&o).is_empty(), "said before anything else: {}", stdout(&o));
+    assert_eq!(state(), before);
+    // rtlab's own run
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("hwlat.json");
+    let o = rtlab()
+        .args(["noise", "--tracer", "hwlat", "--cpus", "1", "--duration", "4s", "-q", "--json"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    assert_eq!(v["config"]["tracer"], "hwlat");
+    let streams = v["streams"].as_array().unwrap();
+    let names: Vec<&str> = streams.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["cpu1", "cpu1.stolen"]);
+    let l = &streams[0]["labels"];
+    eprintln!("hwlat on CPU 1: {l}");
+    assert_eq!((l["tracer"].as_str(), l["mode"].as_str()), (Some("hwlat"), Some("round-robin")));
+    assert_eq!(
+        (l["width_us"].as_str(), l["window_us"].as_str()),
+        (Some("500000"), Some("1000000"))
+    );
+    let samples: u64 = l["samples"].as_str().unwrap().parse().unwrap();
+    assert!(samples >= 1, "TCG's stalls are samples of the detector: {l}");
+    assert_eq!(streams[0]["stats"]["count"].as_u64(), Some(samples));
+    assert_eq!(streams[1]["stats"]["count"].as_u64(), Some(samples));
+    let count: u64 = l["count"].as_str().unwrap().parse().unwrap();
+    assert!(count >= samples, "each sample counts at least its own gap: {l}");
+    assert!(streams[0]["stats"]["min_ns"].as_i64().unwrap() > 1_000, "above the threshold: {l}");
+    assert!(
+        streams[1]["stats"]["max_ns"].as_i64() >= streams[0]["stats"]["max_ns"].as_i64(),
+        "stolen (inner + outer) is at least the largest gap"
+    );
+    assert_eq!(state(), before, "tracefs as found");
+    let inst = std::fs::read_dir(format!("{tracing}/instances"))
+        .map(|r| r.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    assert!(!inst.iter().any(|i| i.starts_with("rtlab-hwlat")), "{inst:?}");
+    assert!(!Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL).exists());
+    if !mounted {
+        sh(&["umount", tracing]);
+    }
+}
+
+#[test]
+#[ignore = "runs inside scripts/rt-vm.sh's PREEMPT_RT guest (rt_kernel_suite_passes_inside_a_preempt_rt_vm)"]
+fn guest_noise_measures_the_isolated_cpu_busy_and_through_osnoise_and_hwlat() {
+    if !guest() {
+        return;
+    }
+    hwlat_runs_on_cpu_1_and_tracefs_is_left_as_found();
     // osnoise: the kernel's workload thread on CPU 1, its periods and attribution parsed,
     // tracefs as found afterwards (rtlab's instance gone, the osnoise settings back)
     let tracing = "/sys/kernel/tracing";

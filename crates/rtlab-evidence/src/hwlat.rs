@@ -74,6 +74,8 @@ pub struct HwlatReport {
     pub samples: Vec<Sample>,
     /// The mode it ran in (`round-robin`, or `round-robin (no mode file)` on older kernels).
     pub mode: String,
+    /// How long it ran: from `tracing_on` 1 to 0 (ns).
+    pub ran_ns: i64,
     /// What did not go as planned (tracefs not fully put back).
     pub notes: Vec<String>,
 }
@@ -232,13 +234,15 @@ fn run_in(
     w(s, "tracing_cpumask", &cpumask(&cfg.cpus))?;
     w(s, "current_tracer", "hwlat")?;
     w(s, "tracing_on", "1")?;
-    let end = std::time::Instant::now() + cfg.duration;
+    let start = std::time::Instant::now();
+    let end = start + cfg.duration;
     while std::time::Instant::now() < end && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50).min(end - std::time::Instant::now()));
     }
     w(s, "tracing_on", "0")?;
+    let ran_ns = start.elapsed().as_nanos().min(i64::MAX as u128) as i64;
     let text = host.read(&format!("{inst}/trace")).map_err(|e| fail("reading its trace", &e))?;
-    Ok(HwlatReport { samples: parse(&text), mode, notes: Vec::new() })
+    Ok(HwlatReport { samples: parse(&text), mode, ran_ns, notes: Vec::new() })
 }
 
 #[cfg(test)]

@@ -375,10 +375,31 @@ fn guest_trace_on_spike_runs_rtla_timerlat_alongside() {
     assert!(!inst.iter().any(|i| i.starts_with("timerlat")), "{inst:?}");
 }
 
+/// Wait (3 min at most: TCG) until rtlab's hwlat instance runs the tracer; its path.
+fn hwlat_instance_running(tracing: &str) -> String {
+    let end = Instant::now() + Duration::from_secs(180);
+    while Instant::now() < end {
+        let found = std::fs::read_dir(format!("{tracing}/instances"))
+            .map(|r| r.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .find(|i| i.starts_with("rtlab-hwlat"))
+            .map(|i| format!("{tracing}/instances/{i}"));
+        if let Some(p) = found.filter(|p| read(&format!("{p}/current_tracer")) == "hwlat") {
+            // past tracing_on 1: a moment more
+            std::thread::sleep(Duration::from_millis(500));
+            return p;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("rtlab's hwlat instance never ran the tracer");
+}
+
 /// `rtlab noise --tracer hwlat` on CPU 1: refused in one line while hwlat runs at the top
 /// level; then run for 4 s, its samples (TCG stalls the detector for milliseconds) in the
 /// streams, and tracefs as found afterwards (the top-level tracer, the threshold, the
-/// detector's width, window and mode, the cpumask; rtlab's instance gone, no journal).
+/// detector's width, window and mode, the cpumask; rtlab's instance gone, no journal); the
+/// same after a Ctrl-C, and after a kill -9 once `rtlab tune restore` ran.
 fn hwlat_runs_on_cpu_1_and_tracefs_is_left_as_found() {
     let tracing = "/sys/kernel/tracing";
     let mounted = Path::new(&format!("{tracing}/available_tracers")).exists();
@@ -434,6 +455,10 @@ fn hwlat_runs_on_cpu_1_and_tracefs_is_left_as_found() {
     assert!(samples >= 1, "TCG's stalls are samples of the detector: {l}");
     assert_eq!(streams[0]["stats"]["count"].as_u64(), Some(samples));
     assert_eq!(streams[1]["stats"]["count"].as_u64(), Some(samples));
+    // one sample a window at most: the windows are the CPU's spinning time over the width
+    let measured: u64 = l["measured_ns"].as_str().unwrap().parse().unwrap();
+    assert!(measured > 0 && measured % 500_000_000 == 0, "{l}");
+    assert!(samples <= measured / 500_000_000 + 1, "{l}");
     let count: u64 = l["count"].as_str().unwrap().parse().unwrap();
     assert!(count >= samples, "each sample counts at least its own gap: {l}");
     assert!(streams[0]["stats"]["min_ns"].as_i64().unwrap() > 1_000, "above the threshold: {l}");
@@ -446,6 +471,40 @@ fn hwlat_runs_on_cpu_1_and_tracefs_is_left_as_found() {
         .map(|r| r.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect::<Vec<_>>())
         .unwrap_or_default();
     assert!(!inst.iter().any(|i| i.starts_with("rtlab-hwlat")), "{inst:?}");
+    assert!(!Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL).exists());
+    // Ctrl-C while it runs: the run ends, its result says so, tracefs as found
+    let f = d.path().join("hwlat-int.json");
+    let mut child = rtlab()
+        .args(["noise", "--tracer", "hwlat", "--cpus", "1", "--duration", "10m", "-q", "--json"])
+        .arg(&f)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    hwlat_instance_running(tracing);
+    sh(&["kill", "-INT", &child.id().to_string()]);
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(0), "after Ctrl-C");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    assert_eq!(v["interrupted"], true);
+    assert_eq!(state(), before, "tracefs as found after Ctrl-C");
+    assert!(!Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL).exists());
+    // kill -9 while it runs: the journal stays, `rtlab tune restore` puts tracefs back
+    let mut child = rtlab()
+        .args(["noise", "--tracer", "hwlat", "--cpus", "1", "--duration", "10m", "-q"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let inst = hwlat_instance_running(tracing);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL).exists());
+    assert_eq!(read(&format!("{inst}/current_tracer")), "hwlat", "left running by kill -9");
+    let o = rtlab().args(["tune", "restore"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(state(), before, "tracefs as found after kill -9 and tune restore");
+    assert!(!Path::new(&inst).exists(), "{inst} removed by tune restore");
     assert!(!Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL).exists());
     if !mounted {
         sh(&["umount", tracing]);

@@ -321,13 +321,12 @@ fn hwlat_streams(
     h: &rtlab_evidence::hwlat::HwlatConfig,
     r: &rtlab_evidence::hwlat::HwlatReport,
     origin_monotonic_ns: i64,
-    ran_ns: i64,
 ) -> Vec<rtlab_core::schema::Stream> {
     use rtlab_core::sink::{Recorder, Sink};
     let rc = tracer_recorder(engine);
     let base = r.samples.iter().map(|s| s.ts_ns).min().unwrap_or(0);
     // round-robin: a window on each CPU in turn, the thread spinning `width` of each
-    let windows = ran_ns.max(0) / (h.window_us as i64 * 1_000).max(1);
+    let windows = r.ran_ns.max(0) / (h.window_us as i64 * 1_000).max(1);
     let per_cpu = windows / engine.cpus.len().max(1) as i64;
     let mut out = Vec::new();
     for &cpu in &engine.cpus {
@@ -416,12 +415,11 @@ fn measure_tracer(
         NoiseTracer::Hwlat => {
             let h = hwlat_config(engine);
             let r = rtlab_evidence::hwlat::run(host, journal, &dir, &h, &ctx.stop);
-            let ran_ns = rtlab_sys::clock::monotonic_ns() - t0;
             r.map(|r| {
                 let settings = serde_json::json!({
                     "width_us": h.width_us, "window_us": h.window_us, "mode": r.mode,
                 });
-                (hwlat_streams(engine, &h, &r, t0, ran_ns), r.notes, settings)
+                (hwlat_streams(engine, &h, &r, t0), r.notes, settings)
             })
         }
     };
@@ -668,9 +666,10 @@ mod tests {
                 sample(1, 7_000_000_000, 4_000, 9_000),
             ],
             mode: "round-robin".into(),
+            ran_ns: 4_000_000_000,
             notes: Vec::new(),
         };
-        let st = hwlat_streams(&engine, &h, &r, 0, 4_000_000_000);
+        let st = hwlat_streams(&engine, &h, &r, 0);
         let names: Vec<&str> = st.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["cpu0", "cpu0.stolen", "cpu1", "cpu1.stolen"]);
         assert_eq!((st[0].stats.count, st[2].stats.count), (0, 2));

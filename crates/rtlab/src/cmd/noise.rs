@@ -115,6 +115,20 @@ pub fn run(a: NoiseArgs) -> anyhow::Result<u8> {
             if let Some(a) = s.labels.get("attribution").filter(|a| !a.is_empty()) {
                 println!("{}: the kernel's attribution (osnoise): {a}", s.name);
             }
+            if s.labels.get("tracer").is_some_and(|t| t == "hwlat") {
+                let l = |k: &str| s.labels.get(k).map(String::as_str).unwrap_or("?");
+                println!(
+                    "{}: hwlat: {} samples, {} gaps above the threshold counted in them, {} NMIs ({} ns), spinning {} us of each {} us window, mode {}",
+                    s.name,
+                    l("samples"),
+                    l("count"),
+                    l("nmi_count"),
+                    l("nmi_total_ns"),
+                    l("width_us"),
+                    l("window_us"),
+                    l("mode")
+                );
+            }
         }
         for w in &doc.warnings {
             eprintln!("warning: {}", w.message);

@@ -457,7 +457,7 @@ fn hwlat_runs_on_cpu_1_and_tracefs_is_left_as_found() {
     assert_eq!(streams[1]["stats"]["count"].as_u64(), Some(samples));
     // one sample a window at most: the windows are the CPU's spinning time over the width
     let measured: u64 = l["measured_ns"].as_str().unwrap().parse().unwrap();
-    assert!(measured > 0 && measured % 500_000_000 == 0, "{l}");
+    assert!(measured > 0 && measured.is_multiple_of(500_000_000), "{l}");
     assert!(samples <= measured / 500_000_000 + 1, "{l}");
     let count: u64 = l["count"].as_str().unwrap().parse().unwrap();
     assert!(count >= samples, "each sample counts at least its own gap: {l}");

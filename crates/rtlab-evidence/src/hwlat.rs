@@ -242,7 +242,8 @@ fn run_in(
     w(s, "tracing_on", "0")?;
     let ran_ns = start.elapsed().as_nanos().min(i64::MAX as u128) as i64;
     let text = host.read(&format!("{inst}/trace")).map_err(|e| fail("reading its trace", &e))?;
-    Ok(HwlatReport { samples: parse(&text), mode, ran_ns, notes: Vec::new() })
+    let notes = crate::osnoise::lost_note(&text).into_iter().collect();
+    Ok(HwlatReport { samples: parse(&text), mode, ran_ns, notes })
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 //! [`run`] returns (or by `rtlab tune restore` after a kill -9): tracefs mounted if needed,
 //! a tracefs instance of rtlab's own (`instances/rtlab-noise-PID`, removed after), the global
 //! `osnoise/` settings it writes (`cpus`, `period_us`, `runtime_us`, `tracing_threshold`,
-//! `stop_tracing_us`, `stop_tracing_total_us`) written back. The instance's `trace` is read
+//! `stop_tracing_us`, `stop_tracing_total_us`) and the global `tracing_thresh` (osnoise's
+//! threshold in Linux 6.1) written back. The instance's `trace` is read
 //! once, at the end. Source: Documentation/trace/osnoise-tracer.rst (torvalds/linux): the
 //! per-period summary line (RUNTIME, NOISE, % CPU available, MAX SINGLE NOISE, HW, NMI, IRQ,
 //! SIRQ, THREAD) and the osnoise events (`irq_noise`, `softirq_noise`, `thread_noise`,
@@ -176,6 +177,14 @@ fn run_in(
         } else {
             s.apply(&Action::WriteFile { path, value: v }).map_err(|e| fail(k, &e))?;
         }
+    }
+    // Linux 6.1's osnoise takes its threshold from the global tracing_thresh (5 us when 0,
+    // kernel/trace/trace_osnoise.c run_osnoise) and has no osnoise/tracing_threshold: without
+    // this the run's --threshold was not the kernel's (rtla's -T writes it too)
+    let thresh = settings(cfg).into_iter().find(|(k, _)| *k == "tracing_threshold").map(|x| x.1);
+    if let Some(v) = thresh.filter(|_| host.exists(&format!("{dir}/tracing_thresh"))) {
+        s.apply(&Action::WriteFile { path: format!("{dir}/tracing_thresh"), value: v })
+            .map_err(|e| fail("tracing_thresh", &e))?;
     }
     let inst = format!("{dir}/instances/rtlab-noise-{}", std::process::id());
     let real = host.path(&inst).display().to_string();

@@ -3,6 +3,7 @@
 # after the other, ROUNDS times: the max, the counts of noise at or above 2/5/10/20/100 us
 # and 1 ms, and the total noise between 2 us and 1 ms from each tool's histogram.
 # Usage: bash scripts/bench-noise.sh [SECONDS] [CPU]   (root; env RTLAB, ROUNDS)
+# (The kernel's tracers, --tracer osnoise|hwlat, beside rtla: scripts/bench-noise-tracers.sh.)
 set -euo pipefail
 secs=${1:-30}
 cpu=${2:-1}

@@ -20,6 +20,7 @@ pub mod explain;
 #[cfg(test)]
 mod fixtures;
 mod helper;
+pub mod hwlat;
 pub mod osnoise;
 pub mod render;
 pub mod sampled;

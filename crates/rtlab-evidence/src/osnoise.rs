@@ -6,7 +6,8 @@
 //! [`run`] returns (or by `rtlab tune restore` after a kill -9): tracefs mounted if needed,
 //! a tracefs instance of rtlab's own (`instances/rtlab-noise-PID`, removed after), the global
 //! `osnoise/` settings it writes (`cpus`, `period_us`, `runtime_us`, `tracing_threshold`,
-//! `stop_tracing_us`, `stop_tracing_total_us`) written back. The instance's `trace` is read
+//! `stop_tracing_us`, `stop_tracing_total_us`) and the global `tracing_thresh` (osnoise's
+//! threshold in Linux 6.1) written back. The instance's `trace` is read
 //! once, at the end. Source: Documentation/trace/osnoise-tracer.rst (torvalds/linux): the
 //! per-period summary line (RUNTIME, NOISE, % CPU available, MAX SINGLE NOISE, HW, NMI, IRQ,
 //! SIRQ, THREAD) and the osnoise events (`irq_noise`, `softirq_noise`, `thread_noise`,
@@ -177,6 +178,14 @@ fn run_in(
             s.apply(&Action::WriteFile { path, value: v }).map_err(|e| fail(k, &e))?;
         }
     }
+    // Linux 6.1's osnoise takes its threshold from the global tracing_thresh (5 us when 0,
+    // kernel/trace/trace_osnoise.c run_osnoise) and has no osnoise/tracing_threshold: without
+    // this the run's --threshold was not the kernel's (rtla's -T writes it too)
+    let thresh = settings(cfg).into_iter().find(|(k, _)| *k == "tracing_threshold").map(|x| x.1);
+    if let Some(v) = thresh.filter(|_| host.exists(&format!("{dir}/tracing_thresh"))) {
+        s.apply(&Action::WriteFile { path: format!("{dir}/tracing_thresh"), value: v })
+            .map_err(|e| fail("tracing_thresh", &e))?;
+    }
     let inst = format!("{dir}/instances/rtlab-noise-{}", std::process::id());
     let real = host.path(&inst).display().to_string();
     s.apply(&Action::Command {
@@ -189,8 +198,14 @@ fn run_in(
             .map_err(|e| fail(f, &e))
     };
     w(s, "tracing_on", "0")?;
-    if host.exists(&format!("{inst}/events/osnoise/enable")) {
-        w(s, "events/osnoise/enable", "1")?;
+    // the four noise events only: osnoise's sample_threshold (one per noise above the
+    // threshold, thousands a second under an emulator) filled the instance's buffer and
+    // overwrote the oldest summary lines (14 of 30 periods kept in the RT VM under TCG)
+    for ev in ["irq_noise", "softirq_noise", "thread_noise", "nmi_noise"] {
+        let f = format!("events/osnoise/{ev}/enable");
+        if host.exists(&format!("{inst}/{f}")) {
+            w(s, &f, "1")?;
+        }
     }
     w(s, "current_tracer", "osnoise")?;
     w(s, "tracing_on", "1")?;
@@ -200,7 +215,17 @@ fn run_in(
     }
     w(s, "tracing_on", "0")?;
     let text = host.read(&format!("{inst}/trace")).map_err(|e| fail("reading its trace", &e))?;
-    Ok(parse(&text))
+    let mut report = parse(&text);
+    report.notes.extend(lost_note(&text));
+    Ok(report)
+}
+
+/// The note of a trace whose ring buffer overwrote its oldest entries (periods missing from
+/// the figures), if it did.
+pub fn lost_note(text: &str) -> Option<String> {
+    crate::trace::overwritten(text).map(|(kept, written)| {
+        format!("the tracer's buffer overflowed: {kept} of {written} entries kept, the oldest lost (the figures cover the rest of the run)")
+    })
 }
 
 /// A tracefs file read in one `read` of 4 KiB.
@@ -275,6 +300,17 @@ mod tests {
         assert_eq!(a[0], ("thread:kworker/1:1:80".to_string(), 1_000_000, 1));
         assert_eq!(a[1], ("irq:local_timer:236".to_string(), 7_000, 2));
         assert!(r.attribution(0).is_empty());
+    }
+
+    #[test]
+    fn an_overwritten_buffer_is_a_note() {
+        assert!(lost_note(TRACE).is_none(), "no entries-written line: nothing said");
+        let full = "# tracer: osnoise\n#\n# entries-in-buffer/entries-written: 8/8   #P:2\n";
+        assert!(lost_note(full).is_none());
+        let lost =
+            "# tracer: osnoise\n#\n# entries-in-buffer/entries-written: 16402/41730   #P:2\n";
+        let n = lost_note(lost).unwrap();
+        assert!(n.contains("16402 of 41730 entries kept"), "{n}");
     }
 
     #[test]

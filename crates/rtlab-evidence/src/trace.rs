@@ -49,6 +49,16 @@ pub fn parse_trace(text: &str) -> Vec<Event> {
     out
 }
 
+/// The header's `# entries-in-buffer/entries-written: KEPT/WRITTEN`: Some((kept, written))
+/// when the ring buffer overwrote entries (the oldest ones are lost), else None.
+pub fn overwritten(text: &str) -> Option<(u64, u64)> {
+    let l =
+        text.lines().take(10).find_map(|l| l.split("entries-in-buffer/entries-written:").nth(1))?;
+    let (kept, written) = l.split_whitespace().next()?.split_once('/')?;
+    let (kept, written) = (kept.parse().ok()?, written.parse().ok()?);
+    (kept < written).then_some((kept, written))
+}
+
 /// Where the `[NNN]` CPU column starts in an event line.
 fn find_cpu_bracket(l: &str) -> Option<usize> {
     let b = l.as_bytes();

@@ -29,7 +29,7 @@ const GUEST_TESTS: [&str; 7] = [
     "guest_rt_isolation_makes_an_isolated_partition_and_restores",
     "guest_udp_ping_over_the_nic_under_rt_kthreads_accounts_for_every_datagram",
     "guest_mqprio_and_vlan_egress_map_are_applied_seen_and_restored",
-    "guest_noise_measures_the_isolated_cpu_busy_and_through_osnoise",
+    "guest_noise_measures_the_isolated_cpu_busy_and_through_osnoise_and_hwlat",
 ];
 
 fn script() -> PathBuf {
@@ -375,24 +375,159 @@ fn guest_trace_on_spike_runs_rtla_timerlat_alongside() {
     assert!(!inst.iter().any(|i| i.starts_with("timerlat")), "{inst:?}");
 }
 
+/// Wait (3 min at most: TCG) until rtlab's hwlat instance runs the tracer; its path.
+fn hwlat_instance_running(tracing: &str) -> String {
+    let end = Instant::now() + Duration::from_secs(180);
+    while Instant::now() < end {
+        let found = std::fs::read_dir(format!("{tracing}/instances"))
+            .map(|r| r.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .find(|i| i.starts_with("rtlab-hwlat"))
+            .map(|i| format!("{tracing}/instances/{i}"));
+        if let Some(p) = found.filter(|p| read(&format!("{p}/current_tracer")) == "hwlat") {
+            // past tracing_on 1: a moment more
+            std::thread::sleep(Duration::from_millis(500));
+            return p;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("rtlab's hwlat instance never ran the tracer");
+}
+
+/// `rtlab noise --tracer hwlat` on CPU 1: refused in one line while hwlat runs at the top
+/// level; then run for 4 s, its samples (TCG stalls the detector for milliseconds) in the
+/// streams, and tracefs as found afterwards (the top-level tracer, the threshold, the
+/// detector's width, window and mode, the cpumask; rtlab's instance gone, no journal); the
+/// same after a Ctrl-C, and after a kill -9 once `rtlab tune restore` ran.
+fn hwlat_runs_on_cpu_1_and_tracefs_is_left_as_found() {
+    let tracing = "/sys/kernel/tracing";
+    let mounted = Path::new(&format!("{tracing}/available_tracers")).exists();
+    if !mounted {
+        sh(&["mount", "-t", "tracefs", "nodev", tracing]);
+    }
+    let files = [
+        "current_tracer",
+        "tracing_thresh",
+        "tracing_cpumask",
+        "tracing_on",
+        "hwlat_detector/width",
+        "hwlat_detector/window",
+        "hwlat_detector/mode",
+    ];
+    let state = || files.map(|f| read(&format!("{tracing}/{f}")));
+    let before = state();
+    eprintln!("tracefs before hwlat: {before:?}");
+    // someone else's hwlat: one line, exit 2, nothing changed
+    std::fs::write(format!("{tracing}/current_tracer"), "hwlat").unwrap();
+    let o =
+        rtlab().args(["noise", "--tracer", "hwlat", "--cpus", "1", "--duration", "2s"]).output();
+    std::fs::write(format!("{tracing}/current_tracer"), "nop").unwrap();
+    let o = o.unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    // the guest sees the host's /var: a journal another rtlab left there is warned of first
+    let said: Vec<&str> = err.lines().filter(|l| !l.starts_with("warning: journal ")).collect();
+    assert_eq!(said.len(), 1, "{err}");
+    assert!(said[0].contains("hwlat runs already"), "{err}");
+    assert!(stdout(&o).is_empty(), "said before anything else: {}", stdout(&o));
+    assert_eq!(state(), before);
+    // rtlab's own run
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("hwlat.json");
+    let o = rtlab()
+        .args(["noise", "--tracer", "hwlat", "--cpus", "1", "--duration", "4s", "-q", "--json"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    assert_eq!(v["config"]["tracer"], "hwlat");
+    let streams = v["streams"].as_array().unwrap();
+    let names: Vec<&str> = streams.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["cpu1", "cpu1.stolen"]);
+    let l = &streams[0]["labels"];
+    eprintln!("hwlat on CPU 1: {l}");
+    assert_eq!((l["tracer"].as_str(), l["mode"].as_str()), (Some("hwlat"), Some("round-robin")));
+    assert_eq!(
+        (l["width_us"].as_str(), l["window_us"].as_str()),
+        (Some("500000"), Some("1000000"))
+    );
+    let samples: u64 = l["samples"].as_str().unwrap().parse().unwrap();
+    assert!(samples >= 1, "TCG's stalls are samples of the detector: {l}");
+    assert_eq!(streams[0]["stats"]["count"].as_u64(), Some(samples));
+    assert_eq!(streams[1]["stats"]["count"].as_u64(), Some(samples));
+    // one sample a window at most: the windows are the CPU's spinning time over the width
+    let measured: u64 = l["measured_ns"].as_str().unwrap().parse().unwrap();
+    assert!(measured > 0 && measured.is_multiple_of(500_000_000), "{l}");
+    assert!(samples <= measured / 500_000_000 + 1, "{l}");
+    let count: u64 = l["count"].as_str().unwrap().parse().unwrap();
+    assert!(count >= samples, "each sample counts at least its own gap: {l}");
+    assert!(streams[0]["stats"]["min_ns"].as_i64().unwrap() > 1_000, "above the threshold: {l}");
+    assert!(
+        streams[1]["stats"]["max_ns"].as_i64() >= streams[0]["stats"]["max_ns"].as_i64(),
+        "stolen (inner + outer) is at least the largest gap"
+    );
+    assert_eq!(state(), before, "tracefs as found");
+    let inst = std::fs::read_dir(format!("{tracing}/instances"))
+        .map(|r| r.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    assert!(!inst.iter().any(|i| i.starts_with("rtlab-hwlat")), "{inst:?}");
+    assert!(!Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL).exists());
+    // Ctrl-C while it runs: the run ends, its result says so, tracefs as found
+    let f = d.path().join("hwlat-int.json");
+    let mut child = rtlab()
+        .args(["noise", "--tracer", "hwlat", "--cpus", "1", "--duration", "10m", "-q", "--json"])
+        .arg(&f)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    hwlat_instance_running(tracing);
+    sh(&["kill", "-INT", &child.id().to_string()]);
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(0), "after Ctrl-C");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    assert_eq!(v["interrupted"], true);
+    assert_eq!(state(), before, "tracefs as found after Ctrl-C");
+    assert!(!Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL).exists());
+    // kill -9 while it runs: the journal stays, `rtlab tune restore` puts tracefs back
+    let mut child = rtlab()
+        .args(["noise", "--tracer", "hwlat", "--cpus", "1", "--duration", "10m", "-q"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let inst = hwlat_instance_running(tracing);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL).exists());
+    assert_eq!(read(&format!("{inst}/current_tracer")), "hwlat", "left running by kill -9");
+    // the trace journal only (a profile journal on the host's /var is not this test's)
+    let journal = rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL;
+    let o = rtlab().args(["tune", "restore", "--journal", journal]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(state(), before, "tracefs as found after kill -9 and tune restore");
+    assert!(!Path::new(&inst).exists(), "{inst} removed by tune restore");
+    assert!(!Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL).exists());
+    if !mounted {
+        sh(&["umount", tracing]);
+    }
+}
+
 #[test]
 #[ignore = "runs inside scripts/rt-vm.sh's PREEMPT_RT guest (rt_kernel_suite_passes_inside_a_preempt_rt_vm)"]
-fn guest_noise_measures_the_isolated_cpu_busy_and_through_osnoise() {
+fn guest_noise_measures_the_isolated_cpu_busy_and_through_osnoise_and_hwlat() {
     if !guest() {
         return;
     }
-    // hwlat: rtlab says in one line that it does not drive it
-    let o = rtlab().args(["noise", "--tracer", "hwlat", "--cpus", "1"]).output().unwrap();
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(err.contains("--tracer hwlat: this kernel has the tracer"), "{err}");
-    assert!(stdout(&o).is_empty(), "said before anything else: {}", stdout(&o));
+    hwlat_runs_on_cpu_1_and_tracefs_is_left_as_found();
     // osnoise: the kernel's workload thread on CPU 1, its periods and attribution parsed,
     // tracefs as found afterwards (rtlab's instance gone, the osnoise settings back)
     let tracing = "/sys/kernel/tracing";
     let mounted = Path::new(&format!("{tracing}/available_tracers")).exists();
     let cpus_before = read(&format!("{tracing}/osnoise/cpus"));
+    let thresh_before = read(&format!("{tracing}/tracing_thresh"));
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("osnoise.json");
     let o = rtlab()
@@ -414,6 +549,7 @@ fn guest_noise_measures_the_isolated_cpu_busy_and_through_osnoise() {
     assert_eq!(Path::new(&format!("{tracing}/available_tracers")).exists(), mounted);
     if mounted {
         assert_eq!(read(&format!("{tracing}/osnoise/cpus")), cpus_before);
+        assert_eq!(read(&format!("{tracing}/tracing_thresh")), thresh_before);
         let inst = std::fs::read_dir(format!("{tracing}/instances"))
             .map(|r| r.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect::<Vec<_>>())
             .unwrap_or_default();

@@ -12,8 +12,12 @@
 //! anything runs (tracefs mounted to look, journaled, and unmounted again); `osnoise` where the
 //! kernel has it runs in a tracefs instance of rtlab's own (rtlab-evidence `osnoise`: its
 //! workload threads instead of the busy loop, the same two streams per CPU, the kernel's
-//! attribution in their labels); `hwlat` is not driven yet (one line). Added as one module and
-//! one line in [`crate::registry::PROBES`].
+//! attribution in their labels); `hwlat` likewise (rtlab-evidence `hwlat`: the kernel's
+//! hardware latency detector, its thread spinning with interrupts off half of each window,
+//! going round the CPUs one window each; per CPU a gap per sample and the sample's inner and
+//! outer gaps added as stolen, the kernel's counts, width, window and mode in the labels;
+//! refused in one line when hwlat runs already). Added as one module and one line in
+//! [`crate::registry::PROBES`].
 
 use crate::config::{positive, ConfigError, Dur, RtFields, Validate};
 use crate::document::{new_document, run_warnings, RunFacts};
@@ -190,17 +194,19 @@ pub fn check_tracer(host: &dyn Host, tracer: NoiseTracer) -> Result<(), LabError
     Err(kernel_lacks(format!("{dir}/available_tracers has only: {}", has.join(" "))))
 }
 
-/// What `--tracer` gets before anything is measured: Ok for osnoise where the kernel has it
-/// (rtlab drives it); one line otherwise: the kernel lacks the tracer ([`check_tracer`]), or
-/// it is hwlat, which rtlab does not drive yet.
+/// What `--tracer` gets before anything is measured: Ok where the kernel has the tracer
+/// (rtlab drives osnoise and hwlat); one line otherwise: the kernel lacks it
+/// ([`check_tracer`]), or hwlat runs already (the kernel runs one at a time).
 pub fn tracer_mode(host: &dyn Host, tracer: NoiseTracer) -> Result<(), LabError> {
     check_tracer(host, tracer)?;
-    match tracer {
-        NoiseTracer::Osnoise => Ok(()),
-        NoiseTracer::Hwlat => Err(LabError::Failed(
-            "--tracer hwlat: this kernel has the tracer, but rtlab does not drive it yet: run `rtla hwnoise` beside rtlab, or --tracer osnoise".into(),
-        )),
+    if tracer == NoiseTracer::Hwlat {
+        if let Some(at) = rtlab_evidence::timerlat::tracefs_dir(host)
+            .and_then(|d| rtlab_evidence::hwlat::running_where(host, &d))
+        {
+            return Err(LabError::Failed(rtlab_evidence::hwlat::already_running(&at)));
+        }
     }
+    Ok(())
 }
 
 /// Definitions of the streams the osnoise tracer gives.
@@ -215,15 +221,8 @@ fn osnoise_streams(
     r: &rtlab_evidence::osnoise::OsnoiseReport,
     origin_monotonic_ns: i64,
 ) -> Vec<rtlab_core::schema::Stream> {
-    use rtlab_core::sink::{Recorder, RecorderConfig, Sink};
-    let rc = RecorderConfig {
-        deadline_ns: i64::MAX,
-        window_ns: engine.window_ns,
-        window_capacity: rtlab_engines::hold::window_capacity(engine.duration_ns, engine.window_ns),
-        max_samples: None,
-        us_histogram_buckets: None,
-        spike_threshold_ns: None,
-    };
+    use rtlab_core::sink::{Recorder, Sink};
+    let rc = tracer_recorder(engine);
     let base = r
         .periods
         .iter()
@@ -257,6 +256,8 @@ fn osnoise_streams(
         l.insert("measured_ns".into(), runtime.to_string());
         l.insert("stolen_ns".into(), periods.iter().map(|p| p.noise_ns).sum::<i64>().to_string());
         l.insert("gaps".into(), n.to_string());
+        let max_single = periods.iter().map(|p| p.max_single_ns).max().unwrap_or(0);
+        l.insert("max_single_ns".into(), max_single.to_string());
         for (k, name) in rtlab_evidence::osnoise::KINDS.iter().enumerate() {
             let count: u64 = periods.iter().map(|p| p.counts[k]).sum();
             l.insert(format!("interference_{name}"), count.to_string());
@@ -283,44 +284,155 @@ fn osnoise_streams(
     out
 }
 
-/// The noise probe through the kernel's osnoise tracer (its workload threads instead of
-/// rtlab's busy loop), with the counters per window around it.
-fn measure_osnoise(
+/// Definitions of the streams the hwlat detector gives.
+pub const HWLAT_GAP_DEFINITION: &str = "a sample of the kernel's hwlat detector (a window whose largest gap was above the threshold): its largest gap between two time reads with interrupts off, inner or outer, on the CPU its thread spun on; at_ns is when the sample was written, from the first one";
+pub const HWLAT_STOLEN_DEFINITION: &str = "per hwlat sample (one per window with a gap above the threshold): its largest inner and its largest outer gap added, a lower bound of what the window lost (the kernel reports only these and how many gaps were above the threshold); windows without such a gap are not in the stream";
+
+/// The recorder configuration of a tracer's streams.
+fn tracer_recorder(engine: &NoiseConfig) -> rtlab_core::sink::RecorderConfig {
+    rtlab_core::sink::RecorderConfig {
+        deadline_ns: i64::MAX,
+        window_ns: engine.window_ns,
+        window_capacity: rtlab_engines::hold::window_capacity(engine.duration_ns, engine.window_ns),
+        max_samples: None,
+        us_histogram_buckets: None,
+        spike_threshold_ns: None,
+    }
+}
+
+/// The hwlat detector's settings for the probe's: its window is the probe's, it spins half
+/// of it (the kernel's default share), the threshold in whole us (at least 1).
+pub fn hwlat_config(engine: &NoiseConfig) -> rtlab_evidence::hwlat::HwlatConfig {
+    let window_us = (engine.window_ns / 1_000).max(2) as u64;
+    rtlab_evidence::hwlat::HwlatConfig {
+        cpus: engine.cpus.clone(),
+        duration: std::time::Duration::from_nanos(engine.duration_ns.max(0) as u64),
+        window_us,
+        width_us: window_us / 2,
+        threshold_us: (engine.threshold_ns / 1_000).max(1) as u64,
+    }
+}
+
+/// The streams of an hwlat run: per CPU `cpu{c}` (each sample's largest gap) and
+/// `cpu{c}.stolen` (each sample's inner and outer gap added), labels with the kernel's counts,
+/// its width, window and mode.
+fn hwlat_streams(
     engine: &NoiseConfig,
+    h: &rtlab_evidence::hwlat::HwlatConfig,
+    r: &rtlab_evidence::hwlat::HwlatReport,
+    origin_monotonic_ns: i64,
+) -> Vec<rtlab_core::schema::Stream> {
+    use rtlab_core::sink::{Recorder, Sink};
+    let rc = tracer_recorder(engine);
+    let base = r.samples.iter().map(|s| s.ts_ns).min().unwrap_or(0);
+    // round-robin: a window on each CPU in turn, the thread spinning `width` of each
+    let windows = r.ran_ns.max(0) / (h.window_us as i64 * 1_000).max(1);
+    let per_cpu = windows / engine.cpus.len().max(1) as i64;
+    let mut out = Vec::new();
+    for &cpu in &engine.cpus {
+        let (mut gaps, mut stolen) = (Recorder::new(&rc, None), Recorder::new(&rc, None));
+        gaps.origin_monotonic_ns = Some(origin_monotonic_ns);
+        stolen.origin_monotonic_ns = Some(origin_monotonic_ns);
+        let samples: Vec<_> = r.samples.iter().filter(|s| s.cpu == cpu).collect();
+        for (k, s) in samples.iter().enumerate() {
+            let at = s.ts_ns.saturating_sub(base) as i64;
+            let _ = gaps.record(k as u64, at, s.gap_ns());
+            let _ = stolen.record(k as u64, at, s.inner_ns + s.outer_ns);
+        }
+        let sum = |f: &dyn Fn(&rtlab_evidence::hwlat::Sample) -> i64| -> String {
+            samples.iter().map(|s| f(s)).sum::<i64>().to_string()
+        };
+        let mut l = std::collections::BTreeMap::new();
+        l.insert("cpu".to_string(), cpu.to_string());
+        l.insert("tracer".into(), "hwlat".into());
+        l.insert("threshold_ns".into(), (h.threshold_us * 1_000).to_string());
+        l.insert("mode".into(), r.mode.clone());
+        l.insert("width_us".into(), h.width_us.to_string());
+        l.insert("window_us".into(), h.window_us.to_string());
+        l.insert("samples".into(), samples.len().to_string());
+        l.insert("gaps".into(), samples.len().to_string());
+        l.insert("count".into(), sum(&|s| s.count as i64));
+        l.insert("nmi_total_ns".into(), sum(&|s| s.nmi_total_ns));
+        l.insert("nmi_count".into(), sum(&|s| s.nmi_count as i64));
+        // the time spun on this CPU: its share of the run's windows, `width` each
+        l.insert("measured_ns".into(), (per_cpu * h.width_us as i64 * 1_000).to_string());
+        l.insert("stolen_ns".into(), sum(&|s| s.inner_ns + s.outer_ns));
+        for (name, metric, def, rec) in [
+            (format!("cpu{cpu}"), noise::GAP_METRIC, HWLAT_GAP_DEFINITION, &gaps),
+            (format!("cpu{cpu}.stolen"), noise::STOLEN_METRIC, HWLAT_STOLEN_DEFINITION, &stolen),
+        ] {
+            let mut st =
+                rtlab_core::schema::Stream::from_recorder(name, metric, def, l.clone(), rec);
+            st.stats.missed = None;
+            st.stats.overruns = None;
+            st.deadline_ns = engine.threshold_ns;
+            out.push(st);
+        }
+    }
+    out
+}
+
+/// The noise probe through one of the kernel's tracers (its threads instead of rtlab's busy
+/// loop), with the counters per window around it.
+fn measure_tracer(
+    engine: &NoiseConfig,
+    tracer: NoiseTracer,
     ctx: &mut Context<'_>,
 ) -> Result<ResultDocument, LabError> {
+    let name = tracer.name();
     if ctx.evidence.trace_on_spike_ns.is_some() {
         return Err(LabError::Config(ConfigError::new(
             "trace_on_spike",
-            "not with --tracer osnoise: the tracer attributes each noise itself",
+            format!("not with --tracer {name}: the tracer reports each noise itself"),
         )));
     }
     let host = crate::host::host();
     let mut ev = ctx.evidence.clone();
     ev.window_ns = engine.window_ns;
-    ev.victim = "osnoise/".into();
+    ev.victim = match tracer {
+        NoiseTracer::Osnoise => "osnoise/".into(),
+        NoiseTracer::Hwlat => "hwlatd".into(),
+    };
     ev.cpus = engine.cpus.clone();
     let evidence = crate::evidence::EvidenceRun::start(host, &ev)?;
     let started = std::time::SystemTime::now();
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let dir = rtlab_evidence::timerlat::tracefs_dir(host)
         .unwrap_or_else(|| rtlab_evidence::timerlat::TRACEFS_DIRS[0].to_string());
-    let ocfg = rtlab_evidence::osnoise::OsnoiseConfig {
-        cpus: engine.cpus.clone(),
-        duration: std::time::Duration::from_nanos(engine.duration_ns.max(0) as u64),
-        period_us: (engine.window_ns / 1_000).max(1) as u64,
-        threshold_us: (engine.threshold_ns / 1_000).max(1) as u64,
-    };
     let t0 = rtlab_sys::clock::monotonic_ns();
     let journal = std::path::Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL);
-    let report = rtlab_evidence::osnoise::run(host, journal, &dir, &ocfg, &ctx.stop);
+    let ran = match tracer {
+        NoiseTracer::Osnoise => {
+            let ocfg = rtlab_evidence::osnoise::OsnoiseConfig {
+                cpus: engine.cpus.clone(),
+                duration: std::time::Duration::from_nanos(engine.duration_ns.max(0) as u64),
+                period_us: (engine.window_ns / 1_000).max(1) as u64,
+                threshold_us: (engine.threshold_ns / 1_000).max(1) as u64,
+            };
+            rtlab_evidence::osnoise::run(host, journal, &dir, &ocfg, &ctx.stop)
+                .map(|r| (osnoise_streams(engine, &r, t0), r.notes, serde_json::Value::Null))
+        }
+        NoiseTracer::Hwlat => {
+            let h = hwlat_config(engine);
+            let r = rtlab_evidence::hwlat::run(host, journal, &dir, &h, &ctx.stop);
+            r.map(|r| {
+                let settings = serde_json::json!({
+                    "width_us": h.width_us, "window_us": h.window_us, "mode": r.mode,
+                });
+                (hwlat_streams(engine, &h, &r, t0), r.notes, settings)
+            })
+        }
+    };
     let duration_ns = rtlab_sys::clock::monotonic_ns() - t0;
-    let streams = report.as_ref().map(|r| osnoise_streams(engine, r, t0)).unwrap_or_default();
+    let streams = ran.as_ref().map(|r| r.0.clone()).unwrap_or_default();
     let mut evidence = evidence.finish(&streams);
-    let report = report.map_err(LabError::Failed)?;
-    evidence.notes.extend(report.notes.iter().cloned());
+    let (streams, notes, settings) = ran.map_err(LabError::Failed)?;
+    evidence.notes.extend(notes);
     let mut config = serde_json::to_value(engine).map_err(LabError::failed)?;
-    config["tracer"] = "osnoise".into();
+    config["tracer"] = name.into();
+    if !settings.is_null() {
+        config[name] = settings;
+    }
     let mut doc = new_document("noise", started, env, config);
     doc.duration_ns = duration_ns;
     doc.interrupted = ctx.stop.load(std::sync::atomic::Ordering::Relaxed);
@@ -364,7 +476,7 @@ pub fn measure(
     let engine = cfg.engine(&rt)?;
     if let Some(t) = cfg.tracer {
         tracer_mode(crate::host::host(), t)?;
-        return measure_osnoise(&engine, ctx).map(|doc| (doc, None, engine));
+        return measure_tracer(&engine, t, ctx).map(|doc| (doc, None, engine));
     }
     crate::cost::before_case();
     let mut ev = ctx.evidence.clone();
@@ -528,6 +640,54 @@ mod tests {
         assert_eq!(c.duration, Some(Dur::s(1)));
         let note = c.scale(0.001, 100).unwrap();
         assert_eq!(c.duration, Some(Dur::ms(100)), "{note}");
+    }
+
+    #[test]
+    fn hwlat_samples_become_each_cpus_gaps_and_stolen_time() {
+        use rtlab_evidence::hwlat::{HwlatReport, Sample};
+        let c = NoiseProbeConfig { duration: Some(Dur::s(4)), ..Default::default() };
+        let engine = c.engine(&RtSettings { cpus: Some(vec![0, 1]), ..RtSettings::fifo80() });
+        let engine = engine.unwrap();
+        let h = hwlat_config(&engine);
+        assert_eq!((h.window_us, h.width_us, h.threshold_us), (1_000_000, 500_000, 1));
+        let sample = |cpu, ts_ns, inner_ns, outer_ns| Sample {
+            cpu,
+            ts_ns,
+            inner_ns,
+            outer_ns,
+            count: 3,
+            nmi_total_ns: 2_000,
+            nmi_count: 1,
+            ..Default::default()
+        };
+        let r = HwlatReport {
+            samples: vec![
+                sample(1, 5_000_000_000, 20_000, 7_000),
+                sample(1, 7_000_000_000, 4_000, 9_000),
+            ],
+            mode: "round-robin".into(),
+            ran_ns: 4_000_000_000,
+            notes: Vec::new(),
+        };
+        let st = hwlat_streams(&engine, &h, &r, 0);
+        let names: Vec<&str> = st.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["cpu0", "cpu0.stolen", "cpu1", "cpu1.stolen"]);
+        assert_eq!((st[0].stats.count, st[2].stats.count), (0, 2));
+        assert_eq!((st[2].stats.max_ns, st[3].stats.max_ns), (Some(20_000), Some(27_000)));
+        let l = &st[2].labels;
+        let get = |k: &str| l.get(k).map(String::as_str);
+        assert_eq!(
+            (get("tracer"), get("mode"), get("samples")),
+            (Some("hwlat"), Some("round-robin"), Some("2"))
+        );
+        assert_eq!(
+            (get("count"), get("nmi_total_ns"), get("nmi_count")),
+            (Some("6"), Some("4000"), Some("2"))
+        );
+        assert_eq!((get("width_us"), get("window_us")), (Some("500000"), Some("1000000")));
+        // 4 windows of 1 s over 2 CPUs: 2 on each, 0.5 s spun in each
+        assert_eq!((get("measured_ns"), get("stolen_ns")), (Some("1000000000"), Some("40000")));
+        assert_eq!(st[0].labels.get("samples").map(String::as_str), Some("0"));
     }
 
     #[test]

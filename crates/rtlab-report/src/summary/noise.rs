@@ -152,9 +152,11 @@ pub fn render(doc: &ResultDocument, color: bool) -> String {
     let rows = rows(doc);
     let mut text = String::new();
     let threshold = rows.first().map(|r| us_1(r.threshold_ns)).unwrap_or_default();
-    let osnoise =
-        doc.streams.iter().any(|s| s.labels.get("tracer").is_some_and(|t| t == "osnoise"));
-    if osnoise {
+    let tracer =
+        |name: &str| doc.streams.iter().any(|s| s.labels.get("tracer").is_some_and(|t| t == name));
+    if tracer("hwlat") {
+        let _ = writeln!(text, "noise: samples above {threshold} us of the kernel's hwlat detector (each the largest gap of a window its thread spun in with interrupts off: time the kernel did not take; stolen = a sample's inner and outer gaps added, a lower bound; measured = its spinning time on the CPU)");
+    } else if tracer("osnoise") {
         let _ = writeln!(text, "noise: interferences above {threshold} us the kernel's osnoise tracer attributed (time stolen from its workload thread; stolen = its periods' NOISE)");
     } else {
         let _ = writeln!(text, "noise: gaps above {threshold} us between two clock reads of a thread that never sleeps (time the machine stole from it)");
@@ -261,6 +263,8 @@ mod tests {
         assert!(
             render(&d, false).starts_with("noise: interferences above 1.0 us the kernel's osnoise")
         );
+        d.streams[0].labels.insert("tracer".into(), "hwlat".into());
+        assert!(render(&d, false).starts_with("noise: samples above 1.0 us of the kernel's hwlat"));
         assert_eq!(text.lines().filter(|l| l.starts_with("cpu1")).count(), 2, "{text}");
     }
 }

@@ -31,8 +31,12 @@ pub struct NoiseArgs {
     /// Hold /dev/cpu_dma_latency at this many us during the run (0 = no deep C-states).
     #[arg(long, num_args = 0..=1, default_missing_value = "0", value_name = "US")]
     pub cpu_dma_latency: Option<i64>,
-    /// The kernel's own noise tracer instead of the busy loop: osnoise or hwlat (where the
-    /// kernel has it).
+    /// The kernel's own noise tracer instead of the busy loop, where the kernel has it:
+    /// osnoise (its workload thread per CPU; the kernel attributes each noise to an IRQ,
+    /// softirq, thread or NMI) or hwlat (the hardware latency detector: one thread spinning
+    /// with interrupts off half of each --window, a window on each CPU in turn; what it sees is
+    /// what the kernel did not take: SMIs, firmware, the hypervisor). Run in a tracefs instance
+    /// of rtlab's own; every tracefs setting written back after.
     #[arg(long)]
     pub tracer: Option<String>,
     #[command(flatten)]
@@ -76,9 +80,10 @@ pub fn run(a: NoiseArgs) -> anyhow::Result<u8> {
     }
     if !quiet && cfg.tracer.is_some() {
         println!(
-            "rtlab noise: CPU{} {}, the kernel's osnoise tracer, noise above {}, {}",
+            "rtlab noise: CPU{} {}, the kernel's {} tracer, noise above {}, {}",
             if engine.cpus.len() == 1 { "" } else { "s" },
             rtlab_tune::cpu_list(&engine.cpus),
+            cfg.tracer.map(|t| t.name()).unwrap_or_default(),
             format_duration_exact(Nanos(engine.threshold_ns)),
             format_duration_exact(Nanos(engine.duration_ns)),
         );
@@ -109,6 +114,20 @@ pub fn run(a: NoiseArgs) -> anyhow::Result<u8> {
         for s in doc.streams.iter().filter(|s| s.metric == "noise_gap") {
             if let Some(a) = s.labels.get("attribution").filter(|a| !a.is_empty()) {
                 println!("{}: the kernel's attribution (osnoise): {a}", s.name);
+            }
+            if s.labels.get("tracer").is_some_and(|t| t == "hwlat") {
+                let l = |k: &str| s.labels.get(k).map(String::as_str).unwrap_or("?");
+                println!(
+                    "{}: hwlat: {} samples, {} gaps above the threshold counted in them, {} NMIs ({} ns), spinning {} us of each {} us window, mode {}",
+                    s.name,
+                    l("samples"),
+                    l("count"),
+                    l("nmi_count"),
+                    l("nmi_total_ns"),
+                    l("width_us"),
+                    l("window_us"),
+                    l("mode")
+                );
             }
         }
         for w in &doc.warnings {

@@ -74,6 +74,26 @@ pub fn die_with_parent(cmd: &mut Command) {
     }
 }
 
+/// Start `cmd`'s child with SIGINT and SIGTERM at their default action, whatever this
+/// process inherited: a program started in the background of a script (`rtlab run ... &`)
+/// inherits SIGINT ignored, and a child stopped with SIGINT (rtla) would never hear it.
+pub fn default_stop_signals(cmd: &mut Command) {
+    let hook = || -> std::io::Result<()> {
+        for sig in [libc::SIGINT, libc::SIGTERM] {
+            // SAFETY: signal(2) with SIG_DFL takes integers only and is async-signal-safe.
+            if unsafe { libc::signal(sig, libc::SIG_DFL) } == libc::SIG_ERR {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    };
+    // SAFETY: the hook only makes async-signal-safe system calls (signal), touches no lock
+    // and allocates nothing, as pre_exec requires after fork.
+    unsafe {
+        cmd.pre_exec(hook);
+    }
+}
+
 /// Start `cmd`'s child with none of this process's descriptors but stdin, stdout and stderr.
 ///
 /// Libraries open sockets and files without close-on-exec (Fast DDS 2.9's UDP sockets, seen
@@ -118,6 +138,39 @@ mod tests {
     use super::*;
     use std::os::unix::process::ExitStatusExt;
     use std::time::{Duration, Instant};
+
+    /// SIGINT's bit in a process's `SigIgn` mask (/proc/PID/status).
+    fn ignores_sigint(pid: u32) -> bool {
+        let st = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let mask = st.lines().find_map(|l| l.strip_prefix("SigIgn:")).unwrap().trim();
+        u64::from_str_radix(mask, 16).unwrap() & (1 << (libc::SIGINT - 1)) != 0
+    }
+
+    #[test]
+    fn a_child_hears_sigint_even_when_its_parent_ignored_it() {
+        // the parent's ignored SIGINT, as a background job of a script inherits it
+        let ignoring = |cmd: &mut Command| {
+            // SAFETY: signal(2) with SIG_IGN, async-signal-safe, in the child only.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::signal(libc::SIGINT, libc::SIG_IGN);
+                    Ok(())
+                });
+            }
+        };
+        let mut plain = Command::new("sleep");
+        plain.arg("5");
+        ignoring(&mut plain);
+        let mut reset = Command::new("sleep");
+        reset.arg("5");
+        ignoring(&mut reset);
+        default_stop_signals(&mut reset);
+        let (mut a, mut b) = (plain.spawn().unwrap(), reset.spawn().unwrap());
+        let (ia, ib) = (ignores_sigint(a.id()), ignores_sigint(b.id()));
+        let _ = (a.kill(), b.kill(), a.wait(), b.wait());
+        assert!(ia, "the control child inherits SIGINT ignored");
+        assert!(!ib, "reset to its default");
+    }
 
     #[test]
     fn a_child_inherits_no_descriptor_but_the_standard_three() {

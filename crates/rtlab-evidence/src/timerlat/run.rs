@@ -68,15 +68,18 @@ fn launch(argv: Vec<String>, settle: Duration) -> Result<TimerlatRun, TraceError
         })
     };
     let (out, err) = (file("stdout")?, file("stderr")?);
-    let child = Command::new(&argv[0])
-        .args(&argv[1..])
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
         .current_dir(&dir)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
         // its own group: a Ctrl-C meant for rtlab reaches rtla only through stop()
-        .process_group(0)
-        .spawn();
+        .process_group(0);
+    // stop() is a SIGINT: rtla must hear it even when rtlab was started with it ignored
+    // (found: a CI started in the background of a script killed the stand-in after 5 s)
+    rtlab_sys::process::default_stop_signals(&mut cmd);
+    let child = cmd.spawn();
     let mut child = match child {
         Ok(c) => c,
         Err(e) => {

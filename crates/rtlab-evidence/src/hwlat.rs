@@ -178,18 +178,14 @@ pub fn run(
             cfg.width_us, cfg.window_us
         ));
     }
-    let mut s = Session::begin(host, journal, "rtlab noise --tracer hwlat")
-        .map_err(|e| format!("--tracer hwlat: {e}"))?;
-    let result = run_in(&mut s, host, dir, cfg, stop);
-    let restored = s.restore();
-    let mut report = result?;
-    if !restored.is_clean() {
-        report.notes.push(format!(
-            "tracefs NOT fully restored ({} changes): run `rtlab tune restore`",
-            restored.failed.len()
-        ));
-    }
-    Ok(report)
+    crate::noise_tracer::run_journaled(
+        host,
+        journal,
+        dir,
+        "hwlat",
+        |r: &mut HwlatReport| &mut r.notes,
+        |s| run_in(s, host, dir, cfg, stop),
+    )
 }
 
 fn run_in(
@@ -200,10 +196,6 @@ fn run_in(
     stop: &AtomicBool,
 ) -> Result<HwlatReport, String> {
     let fail = |what: &str, e: &dyn std::fmt::Display| format!("--tracer hwlat: {what}: {e}");
-    if !host.exists(&format!("{dir}/available_tracers")) {
-        s.apply(&Action::Mount { fstype: "tracefs".into(), target: dir.into() })
-            .map_err(|e| fail("mounting tracefs", &e))?;
-    }
     if let Some(at) = running_where(host, dir) {
         return Err(already_running(&at));
     }

@@ -21,6 +21,7 @@ pub mod explain;
 mod fixtures;
 mod helper;
 pub mod hwlat;
+mod noise_tracer;
 pub mod osnoise;
 pub mod render;
 pub mod sampled;

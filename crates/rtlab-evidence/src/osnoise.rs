@@ -135,18 +135,14 @@ pub fn run(
     cfg: &OsnoiseConfig,
     stop: &AtomicBool,
 ) -> Result<OsnoiseReport, String> {
-    let mut s = Session::begin(host, journal, "rtlab noise --tracer osnoise")
-        .map_err(|e| format!("--tracer osnoise: {e}"))?;
-    let result = run_in(&mut s, host, dir, cfg, stop);
-    let restored = s.restore();
-    let mut report = result?;
-    if !restored.is_clean() {
-        report.notes.push(format!(
-            "tracefs NOT fully restored ({} changes): run `rtlab tune restore`",
-            restored.failed.len()
-        ));
-    }
-    Ok(report)
+    crate::noise_tracer::run_journaled(
+        host,
+        journal,
+        dir,
+        "osnoise",
+        |r: &mut OsnoiseReport| &mut r.notes,
+        |s| run_in(s, host, dir, cfg, stop),
+    )
 }
 
 fn run_in(
@@ -157,10 +153,6 @@ fn run_in(
     stop: &AtomicBool,
 ) -> Result<OsnoiseReport, String> {
     let fail = |what: &str, e: &dyn std::fmt::Display| format!("--tracer osnoise: {what}: {e}");
-    if !host.exists(&format!("{dir}/available_tracers")) {
-        s.apply(&Action::Mount { fstype: "tracefs".into(), target: dir.into() })
-            .map_err(|e| fail("mounting tracefs", &e))?;
-    }
     for (k, v) in settings(cfg) {
         let path = format!("{dir}/osnoise/{k}");
         if !host.exists(&path) {

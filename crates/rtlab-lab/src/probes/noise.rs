@@ -269,19 +269,44 @@ fn osnoise_streams(
             .map(|(what, ns, count)| format!("{what} {} us ({count})", ns / 1_000))
             .collect();
         l.insert("attribution".into(), top.join(", "));
-        for (name, metric, def, rec) in [
-            (format!("cpu{cpu}"), noise::GAP_METRIC, OSNOISE_GAP_DEFINITION, &gaps),
-            (format!("cpu{cpu}.stolen"), noise::STOLEN_METRIC, OSNOISE_STOLEN_DEFINITION, &stolen),
-        ] {
-            let mut st =
-                rtlab_core::schema::Stream::from_recorder(name, metric, def, l.clone(), rec);
-            st.stats.missed = None;
-            st.stats.overruns = None;
-            st.deadline_ns = engine.threshold_ns;
-            out.push(st);
-        }
+        out.extend(cpu_streams(
+            engine,
+            cpu,
+            &l,
+            [OSNOISE_GAP_DEFINITION, OSNOISE_STOLEN_DEFINITION],
+            [&gaps, &stolen],
+        ));
     }
     out
+}
+
+/// A CPU's two streams from a kernel tracer's run, `cpu{c}` (its gaps) and `cpu{c}.stolen`,
+/// defined by `defs` and labelled alike; the threshold stands as their deadline, with no
+/// missed or overrun counts (a tracer has no slots).
+fn cpu_streams(
+    engine: &NoiseConfig,
+    cpu: usize,
+    labels: &std::collections::BTreeMap<String, String>,
+    defs: [&str; 2],
+    recs: [&rtlab_core::sink::Recorder; 2],
+) -> [rtlab_core::schema::Stream; 2] {
+    let one = |name: String, metric: &str, k: usize| {
+        let mut st = rtlab_core::schema::Stream::from_recorder(
+            name,
+            metric,
+            defs[k],
+            labels.clone(),
+            recs[k],
+        );
+        st.stats.missed = None;
+        st.stats.overruns = None;
+        st.deadline_ns = engine.threshold_ns;
+        st
+    };
+    [
+        one(format!("cpu{cpu}"), noise::GAP_METRIC, 0),
+        one(format!("cpu{cpu}.stolen"), noise::STOLEN_METRIC, 1),
+    ]
 }
 
 /// Definitions of the streams the hwlat detector gives.
@@ -357,17 +382,13 @@ fn hwlat_streams(
         // the time spun on this CPU: its share of the run's windows, `width` each
         l.insert("measured_ns".into(), (per_cpu * h.width_us as i64 * 1_000).to_string());
         l.insert("stolen_ns".into(), sum(&|s| s.inner_ns + s.outer_ns));
-        for (name, metric, def, rec) in [
-            (format!("cpu{cpu}"), noise::GAP_METRIC, HWLAT_GAP_DEFINITION, &gaps),
-            (format!("cpu{cpu}.stolen"), noise::STOLEN_METRIC, HWLAT_STOLEN_DEFINITION, &stolen),
-        ] {
-            let mut st =
-                rtlab_core::schema::Stream::from_recorder(name, metric, def, l.clone(), rec);
-            st.stats.missed = None;
-            st.stats.overruns = None;
-            st.deadline_ns = engine.threshold_ns;
-            out.push(st);
-        }
+        out.extend(cpu_streams(
+            engine,
+            cpu,
+            &l,
+            [HWLAT_GAP_DEFINITION, HWLAT_STOLEN_DEFINITION],
+            [&gaps, &stolen],
+        ));
     }
     out
 }

@@ -345,10 +345,7 @@ pub fn ended_warnings(
     doc: &ResultDocument,
     load_report: Option<&serde_json::Value>,
 ) -> Vec<Warn> {
-    let first = doc.streams.iter().find(|s| s.start_monotonic_ns.is_some());
-    let start = first.and_then(|s| s.start_monotonic_ns);
-    let width = first.map(|s| s.windows.width_ns).filter(|w| *w > 0);
-    let end_ns = start.map(|s| s + doc.duration_ns);
+    let (start, width, end_ns) = frame(doc);
     ended
         .iter()
         // a load that ended after the measurement (while the case was torn down) is no news

@@ -25,6 +25,7 @@
 #include <fastdds/dds/publisher/DataWriter.hpp>
 #include <fastdds/dds/publisher/Publisher.hpp>
 #include <fastdds/dds/subscriber/DataReader.hpp>
+#include <fastdds/dds/subscriber/DataReaderListener.hpp>
 #include <fastdds/dds/subscriber/SampleInfo.hpp>
 #include <fastdds/dds/subscriber/Subscriber.hpp>
 #include <fastdds/dds/topic/Topic.hpp>
@@ -40,12 +41,14 @@
 #include <fastrtps/utils/IPLocator.h>
 #endif
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 using namespace eprosima::fastdds::dds;
 #ifdef RTLAB_FASTDDS3
@@ -180,11 +183,41 @@ struct fdds_writer {
     DataWriter *w;
 };
 
+// A reader's data-available listener: calls rtlab's function with its argument and the
+// DataReader to take from (the one Fast DDS names, valid for the call). Fast DDS does not wait
+// for a running listener call when a reader is deleted, so the listener counts its calls:
+// close() returns once none runs, and no later one reaches rtlab's function.
+class CallbackListener : public DataReaderListener {
+public:
+    CallbackListener(fdds_on_data cb, void *arg) : cb_(cb), arg_(arg) {}
+    void on_data_available(DataReader *reader) override {
+        calls_.fetch_add(1);
+        if (!closed_.load()) {
+            cb_(arg_, reader);
+        }
+        calls_.fetch_sub(1);
+    }
+    void close() {
+        closed_.store(true);
+        while (calls_.load() != 0) {
+            std::this_thread::yield();
+        }
+    }
+
+private:
+    fdds_on_data cb_;
+    void *arg_;
+    std::atomic<int> calls_{0};
+    std::atomic<bool> closed_{false};
+};
+
 struct fdds_reader {
     fdds_participant *p;
     Topic *topic;
     DataReader *r;
     SampleInfo info;
+    // deleted after the reader (no call runs once delete_datareader returned)
+    std::unique_ptr<CallbackListener> listener;
 };
 
 extern "C" int fdds_participant_create(const fdds_net *net, fdds_participant **out, char *err,
@@ -404,10 +437,14 @@ extern "C" void fdds_writer_delete(fdds_writer *w, int64_t drain_ns) {
     delete w;
 }
 
-extern "C" int fdds_reader_create(fdds_participant *p, const char *topic, const char *type_name,
-                                  const fdds_qos *qos, fdds_reader **out, char *err, size_t err_len) {
+static int reader_create(fdds_participant *p, const char *topic, const char *type_name,
+                         const fdds_qos *qos, fdds_on_data cb, void *arg, fdds_reader **out,
+                         char *err, size_t err_len) {
     try {
-        std::unique_ptr<fdds_reader> r(new fdds_reader{p, nullptr, nullptr, SampleInfo()});
+        std::unique_ptr<fdds_reader> r(new fdds_reader{p, nullptr, nullptr, SampleInfo(), nullptr});
+        if (cb) {
+            r->listener.reset(new CallbackListener(cb, arg));
+        }
         r->topic = topic_of(p, topic, type_name, err, err_len);
         if (!r->topic) {
             return -1;
@@ -415,7 +452,9 @@ extern "C" int fdds_reader_create(fdds_participant *p, const char *topic, const 
         DataReaderQos q = DATAREADER_QOS_DEFAULT;
         apply(q, qos);
         q.data_sharing().off();
-        r->r = p->sub->create_datareader(r->topic, q);
+        r->r = r->listener ? p->sub->create_datareader(r->topic, q, r->listener.get(),
+                                                       StatusMask::data_available())
+                           : p->sub->create_datareader(r->topic, q);
         if (!r->r) {
             topic_release(p, r->topic);
             set_err(err, err_len, std::string("create_datareader on ") + topic + " failed (QoS refused?)");
@@ -429,16 +468,29 @@ extern "C" int fdds_reader_create(fdds_participant *p, const char *topic, const 
     }
 }
 
-extern "C" int fdds_take(fdds_reader *r, uint8_t *buf, size_t cap, size_t *size, size_t *copied) {
+extern "C" int fdds_reader_create(fdds_participant *p, const char *topic, const char *type_name,
+                                  const fdds_qos *qos, fdds_reader **out, char *err, size_t err_len) {
+    return reader_create(p, topic, type_name, qos, nullptr, nullptr, out, err, err_len);
+}
+
+extern "C" int fdds_reader_create_listened(fdds_participant *p, const char *topic,
+                                           const char *type_name, const fdds_qos *qos,
+                                           fdds_on_data cb, void *arg, fdds_reader **out,
+                                           char *err, size_t err_len) {
+    return reader_create(p, topic, type_name, qos, cb, arg, out, err, err_len);
+}
+
+static int take_from(DataReader *r, SampleInfo *info, uint8_t *buf, size_t cap, size_t *size,
+                     size_t *copied) {
     InSample s{buf, cap, 0, 0};
-    ReturnCode_t rc = r->r->take_next_sample(&s, &r->info);
+    ReturnCode_t rc = r->take_next_sample(&s, info);
     if (rc == RC(RETCODE_NO_DATA)) {
         return 0;
     }
     if (rc != RC(RETCODE_OK)) {
         return -1;
     }
-    if (!r->info.valid_data) {
+    if (!info->valid_data) {
         *size = 0;
         *copied = 0;
         return 2;
@@ -446,6 +498,16 @@ extern "C" int fdds_take(fdds_reader *r, uint8_t *buf, size_t cap, size_t *size,
     *size = s.size;
     *copied = s.copied;
     return 1;
+}
+
+extern "C" int fdds_take(fdds_reader *r, uint8_t *buf, size_t cap, size_t *size, size_t *copied) {
+    return take_from(r->r, &r->info, buf, cap, size, copied);
+}
+
+extern "C" int fdds_take_in_callback(void *reader, uint8_t *buf, size_t cap, size_t *size,
+                                     size_t *copied) {
+    SampleInfo info;
+    return take_from(static_cast<DataReader *>(reader), &info, buf, cap, size, copied);
 }
 
 extern "C" int fdds_wait(fdds_reader *r, int64_t timeout_ns) {
@@ -460,6 +522,10 @@ extern "C" int fdds_wait(fdds_reader *r, int64_t timeout_ns) {
 extern "C" void fdds_reader_delete(fdds_reader *r) {
     if (!r) {
         return;
+    }
+    if (r->listener) {
+        r->r->set_listener(nullptr);
+        r->listener->close();
     }
     r->p->sub->delete_datareader(r->r);
     topic_release(r->p, r->topic);

@@ -65,10 +65,20 @@ void fdds_writer_delete(fdds_writer *w, int64_t drain_ns);
 
 int fdds_reader_create(fdds_participant *p, const char *topic, const char *type_name,
                        const fdds_qos *qos, fdds_reader **out, char *err, size_t err_len);
+/* A reader's data-available callback: its argument, and the DataReader to take from
+ * (fdds_take_in_callback), valid for the call. Runs in Fast DDS's receive thread. */
+typedef void (*fdds_on_data)(void *arg, void *reader);
+/* fdds_reader_create with a listener that calls cb(arg, reader) on data available; no call
+ * runs once fdds_reader_delete returned. */
+int fdds_reader_create_listened(fdds_participant *p, const char *topic, const char *type_name,
+                                const fdds_qos *qos, fdds_on_data cb, void *arg,
+                                fdds_reader **out, char *err, size_t err_len);
 /* Take the next sample, copying at most `cap` of its bytes into `buf`. 1: a sample with
  * data (*size its serialized size, *copied what was copied); 2: a sample without data (a
  * dispose or unregister); 0: none; -1: an error. Never blocks. */
 int fdds_take(fdds_reader *r, uint8_t *buf, size_t cap, size_t *size, size_t *copied);
+/* fdds_take inside a data-available callback, from the reader it was given. */
+int fdds_take_in_callback(void *reader, uint8_t *buf, size_t cap, size_t *size, size_t *copied);
 /* Wait at most timeout_ns for an unread sample. 1: there is one; 0: timed out. */
 int fdds_wait(fdds_reader *r, int64_t timeout_ns);
 void fdds_reader_delete(fdds_reader *r);

@@ -358,43 +358,7 @@ impl BlobReader {
     /// encapsulation header first) into `buf`: (serialized size, bytes copied), with size 0
     /// for a sample without data (a dispose); None when there was no sample.
     pub fn take_head(&self, buf: &mut [u8]) -> Result<Option<(usize, usize)>, Failed> {
-        let mut sd: *mut ddsi_serdata = std::ptr::null_mut();
-        // SAFETY: dds_sample_info_t is plain data; all-zero is a valid value to be overwritten.
-        let mut info: dds_sample_info_t = unsafe { std::mem::zeroed() };
-        // SAFETY: live reader; sd and info are valid for one sample.
-        let n = unsafe { dds_takecdr(self.reader.0, &mut sd, 1, &mut info, DDS_ANY_STATE) };
-        if n < 0 {
-            return Err(failed("take", n));
-        }
-        if n == 0 || sd.is_null() {
-            return Ok(None);
-        }
-        let (mut size, mut got) = (0usize, 0usize);
-        // SAFETY: sd is a live serdata we hold one reference to; to_ser_ref gives a view of
-        // the bytes asked for, valid until to_ser_unref; we copy out and release both.
-        unsafe {
-            if info.valid_data {
-                size = ddsi_serdata_size(sd) as usize;
-                let want = size.min(buf.len());
-                if want > 0 {
-                    let mut iov = iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
-                    let r = ddsi_serdata_to_ser_ref(sd, 0, want, &mut iov);
-                    if !r.is_null() && !iov.iov_base.is_null() {
-                        got = iov.iov_len.min(want);
-                        std::ptr::copy_nonoverlapping(
-                            iov.iov_base as *const u8,
-                            buf.as_mut_ptr(),
-                            got,
-                        );
-                    }
-                    if !r.is_null() {
-                        ddsi_serdata_to_ser_unref(r, &iov);
-                    }
-                }
-            }
-            ddsi_serdata_unref(sd);
-        }
-        Ok(Some((size, got)))
+        take_head(self.reader.0, buf)
     }
 
     /// Wait at most `timeout_ns` for data.
@@ -427,6 +391,105 @@ impl Drop for BlobReader {
         // SAFETY: our live handles; the condition is detached before the fields drop (the
         // condition, the waitset, the reader, then the topic: children first).
         unsafe { dds_waitset_detach(self.waitset.0, self.cond.0) };
+    }
+}
+
+/// [`BlobReader::take_head`] on reader `reader`.
+fn take_head(reader: dds_entity_t, buf: &mut [u8]) -> Result<Option<(usize, usize)>, Failed> {
+    let mut sd: *mut ddsi_serdata = std::ptr::null_mut();
+    // SAFETY: dds_sample_info_t is plain data; all-zero is a valid value to be overwritten.
+    let mut info: dds_sample_info_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a live reader (the caller's); sd and info are valid for one sample.
+    let n = unsafe { dds_takecdr(reader, &mut sd, 1, &mut info, DDS_ANY_STATE) };
+    if n < 0 {
+        return Err(failed("take", n));
+    }
+    if n == 0 || sd.is_null() {
+        return Ok(None);
+    }
+    let (mut size, mut got) = (0usize, 0usize);
+    // SAFETY: sd is a live serdata we hold one reference to; to_ser_ref gives a view of
+    // the bytes asked for, valid until to_ser_unref; we copy out and release both.
+    unsafe {
+        if info.valid_data {
+            size = ddsi_serdata_size(sd) as usize;
+            let want = size.min(buf.len());
+            if want > 0 {
+                let mut iov = iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
+                let r = ddsi_serdata_to_ser_ref(sd, 0, want, &mut iov);
+                if !r.is_null() && !iov.iov_base.is_null() {
+                    got = iov.iov_len.min(want);
+                    std::ptr::copy_nonoverlapping(iov.iov_base as *const u8, buf.as_mut_ptr(), got);
+                }
+                if !r.is_null() {
+                    ddsi_serdata_to_ser_unref(r, &iov);
+                }
+            }
+        }
+        ddsi_serdata_unref(sd);
+    }
+    Ok(Some((size, got)))
+}
+
+/// The reader a data-available callback runs for: take from it there.
+pub struct Taker(dds_entity_t);
+
+impl Taker {
+    /// [`BlobReader::take_head`], from inside the callback.
+    #[inline]
+    pub fn take_head(&self, buf: &mut [u8]) -> Result<Option<(usize, usize)>, Failed> {
+        take_head(self.0, buf)
+    }
+}
+
+/// What a [`ListenedReader`] calls when data is available, in Cyclone's delivery thread.
+pub type OnData = Box<dyn Fn(&Taker) + Send + Sync>;
+
+/// A reader of serialized samples whose data-available listener calls an [`OnData`] (its
+/// topic with it), deleted on drop: deleting the reader waits for a call that runs, so the
+/// closure outlives every call. Cyclone runs one reader's listener one call at a time.
+pub struct ListenedReader {
+    // deleted first (fields drop in declaration order), then the closure it calls
+    _reader: Entity,
+    _topic: Topic,
+    _on_data: Box<OnData>,
+    _p: Arc<Participant>,
+}
+
+unsafe extern "C" fn data_available(reader: dds_entity_t, arg: *mut std::os::raw::c_void) {
+    // SAFETY: arg is the `Box<OnData>` of the ListenedReader whose reader this is; it lives
+    // until after the reader is deleted, and deleting waits for a call that runs.
+    let f = unsafe { &*(arg as *const OnData) };
+    f(&Taker(reader));
+}
+
+impl ListenedReader {
+    /// A reader on `topic` (taken over: deleted with it, also on an error) with `qos`, whose
+    /// data-available listener calls `on_data`.
+    pub fn create(
+        p: &Arc<Participant>,
+        topic: Topic,
+        qos: &EntityQos,
+        on_data: OnData,
+    ) -> Result<ListenedReader, Failed> {
+        let on_data = Box::new(on_data);
+        let arg = &*on_data as *const OnData as *mut std::os::raw::c_void;
+        let q = NativeQos::of(qos);
+        // SAFETY: the listener is ours, copied by dds_create_reader and deleted after it;
+        // arg stays valid as long as the reader (see `data_available`); live participant and
+        // topic; valid QoS.
+        let r = unsafe {
+            let l = dds_create_listener(arg);
+            if l.is_null() {
+                return Err(Failed::new("create listener", "out of memory"));
+            }
+            dds_lset_data_available(l, Some(data_available));
+            let r = dds_create_reader(p.handle, topic.t.0, q.0, l);
+            dds_delete_listener(l);
+            r
+        };
+        let reader = Entity::of("create reader", r)?;
+        Ok(ListenedReader { _reader: reader, _topic: topic, _on_data: on_data, _p: p.clone() })
     }
 }
 

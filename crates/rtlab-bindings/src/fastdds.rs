@@ -32,7 +32,10 @@ static SHIM: &[u8] = include_bytes!(env!("RTLAB_FASTDDS_SHIM"));
 static SHIM3: &[u8] = include_bytes!(env!("RTLAB_FASTDDS3_SHIM"));
 
 mod ffi {
-    use std::ffi::{c_char, c_int};
+    use std::ffi::{c_char, c_int, c_void};
+
+    /// shim.h's `fdds_on_data`.
+    pub type OnData = unsafe extern "C" fn(arg: *mut c_void, reader: *mut c_void);
 
     #[repr(C)]
     pub struct Participant {
@@ -99,8 +102,21 @@ mod ffi {
             *mut c_char,
             usize,
         ) -> c_int,
+        pub reader_create_listened: unsafe extern "C" fn(
+            *mut Participant,
+            *const c_char,
+            *const c_char,
+            *const Qos,
+            OnData,
+            *mut c_void,
+            *mut *mut Reader,
+            *mut c_char,
+            usize,
+        ) -> c_int,
         pub take:
             unsafe extern "C" fn(*mut Reader, *mut u8, usize, *mut usize, *mut usize) -> c_int,
+        pub take_in_callback:
+            unsafe extern "C" fn(*mut c_void, *mut u8, usize, *mut usize, *mut usize) -> c_int,
         pub wait: unsafe extern "C" fn(*mut Reader, i64) -> c_int,
         pub reader_delete: unsafe extern "C" fn(*mut Reader),
     }
@@ -147,7 +163,9 @@ pub fn load(shim: Shim) -> Result<(), String> {
                 writer_wait_acked: lib.symbol("fdds_writer_wait_acked")?,
                 writer_delete: lib.symbol("fdds_writer_delete")?,
                 reader_create: lib.symbol("fdds_reader_create")?,
+                reader_create_listened: lib.symbol("fdds_reader_create_listened")?,
                 take: lib.symbol("fdds_take")?,
+                take_in_callback: lib.symbol("fdds_take_in_callback")?,
                 wait: lib.symbol("fdds_wait")?,
                 reader_delete: lib.symbol("fdds_reader_delete")?,
             })
@@ -403,12 +421,7 @@ impl Reader {
         // SAFETY: live reader; buf is a buffer of the length passed; size/copied are locals.
         let rc =
             unsafe { (api().take)(self.r, buf.as_mut_ptr(), buf.len(), &mut size, &mut copied) };
-        match rc {
-            1 => Ok(Taken::Sample { size, copied: copied.min(buf.len()) }),
-            2 => Ok(Taken::NoData),
-            0 => Ok(Taken::Nothing),
-            _ => Err(Failed::new("take", "DataReader::take_next_sample failed")),
-        }
+        taken(rc, size, copied, buf.len())
     }
 
     /// Wait at most `timeout_ns` for an unread sample (`wait_for_unread_message`): whether
@@ -425,3 +438,90 @@ impl Drop for Reader {
         unsafe { (api().reader_delete)(self.r) };
     }
 }
+
+/// What the shim's take said (`rc`, with the sizes it wrote), for a buffer of `cap` bytes.
+fn taken(rc: c_int, size: usize, copied: usize, cap: usize) -> Result<Taken, Failed> {
+    match rc {
+        1 => Ok(Taken::Sample { size, copied: copied.min(cap) }),
+        2 => Ok(Taken::NoData),
+        0 => Ok(Taken::Nothing),
+        _ => Err(Failed::new("take", "DataReader::take_next_sample failed")),
+    }
+}
+
+/// The DataReader a data-available callback runs for: take from it there.
+pub struct Taker(*mut std::ffi::c_void);
+
+impl Taker {
+    /// [`Reader::take`], from inside the callback.
+    #[inline]
+    pub fn take(&self, buf: &mut [u8]) -> Result<Taken, Failed> {
+        let (mut size, mut copied) = (0usize, 0usize);
+        // SAFETY: the DataReader Fast DDS named for this call (valid during it); buf is a
+        // buffer of the length passed; size/copied are locals.
+        let rc = unsafe {
+            (api().take_in_callback)(self.0, buf.as_mut_ptr(), buf.len(), &mut size, &mut copied)
+        };
+        taken(rc, size, copied, buf.len())
+    }
+}
+
+/// What a [`ListenedReader`] calls when data is available, in Fast DDS's receive thread.
+pub type OnData = Box<dyn Fn(&Taker) + Send + Sync>;
+
+/// A DataReader whose listener calls an [`OnData`], deleted on drop: the shim waits for a
+/// running call and lets no later one through before the reader goes, so the closure
+/// outlives every call. Fast DDS may run calls of one reader concurrently (from its UDP and
+/// shared-memory receive threads): the closure must allow it.
+pub struct ListenedReader {
+    // deleted first (fields drop in declaration order), then the closure it calls
+    _r: Reader,
+    _on_data: Box<OnData>,
+}
+
+unsafe extern "C" fn data_available(arg: *mut std::ffi::c_void, reader: *mut std::ffi::c_void) {
+    // SAFETY: arg is the `Box<OnData>` of the ListenedReader whose listener calls this; it
+    // lives until after the reader is deleted, which waits for a running call.
+    let f = unsafe { &*(arg as *const OnData) };
+    f(&Taker(reader));
+}
+
+impl ListenedReader {
+    /// A reader on DDS topic `topic` of type `type_name` whose data-available listener calls
+    /// `on_data`.
+    pub fn create(
+        p: &Arc<Participant>,
+        topic: &CStr,
+        type_name: &CStr,
+        qos: &EntityQos,
+        on_data: OnData,
+    ) -> Result<ListenedReader, Failed> {
+        let on_data = Box::new(on_data);
+        let arg = &*on_data as *const OnData as *mut std::ffi::c_void;
+        let q = native_qos(qos);
+        let mut err = [0 as c_char; 256];
+        let mut r: *mut ffi::Reader = std::ptr::null_mut();
+        // SAFETY: live participant; strings, QoS and out-buffers valid for the call; arg
+        // stays valid as long as the reader (see `data_available`).
+        let rc = unsafe {
+            (api().reader_create_listened)(
+                p.handle,
+                topic.as_ptr(),
+                type_name.as_ptr(),
+                &q,
+                data_available,
+                arg,
+                &mut r,
+                err.as_mut_ptr(),
+                err.len(),
+            )
+        };
+        if rc != 0 || r.is_null() {
+            return Err(shim_err("create reader", &err));
+        }
+        Ok(ListenedReader { _r: Reader { _p: p.clone(), r }, _on_data: on_data })
+    }
+}
+
+// SAFETY: as Reader; the closure is Send + Sync.
+unsafe impl Send for ListenedReader {}

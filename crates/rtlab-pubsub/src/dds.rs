@@ -27,7 +27,9 @@
 //! no `unsafe` here). Entities are deleted on drop (ports, then participant, then the domain
 //! when its last transport goes). Never prints.
 
-use crate::dds_common::{self, DdsPublisher, DdsSubscriber, SampleReader, SampleWriter};
+use crate::dds_common::{
+    self, DdsEcho, DdsPublisher, DdsSubscriber, Head, SampleReader, SampleWriter,
+};
 use crate::ros_msg;
 use crate::transport::*;
 use rtlab_bindings::cyclone::{self, BlobReader, BlobWriter};
@@ -336,6 +338,10 @@ impl RawWriter {
     pub fn write(&mut self, sample: &[u8]) -> Result<(), TransportError> {
         self.w.write(sample).map_err(lib)
     }
+    /// Readers matched now (0 when Cyclone cannot tell).
+    pub fn matched(&self) -> usize {
+        self.w.matched().unwrap_or(0)
+    }
 }
 
 impl RawReader {
@@ -433,6 +439,30 @@ impl Transport for DdsTransport {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
         Ok(Box::new(DdsSubscriber::new(self.reader_on(self.topic(topic)?, qos)?)))
+    }
+    fn callback_echo(
+        &self,
+        topic_in: &str,
+        topic_out: &str,
+        qos: &Qos,
+        max_len: usize,
+    ) -> Result<Option<Box<dyn CallbackEcho>>, TransportError> {
+        let state = Arc::new(EchoState::new(self.publisher(topic_out, qos, max_len)?));
+        let on_data = dds_common::answering(NAME, state.clone(), |t: &cyclone::Taker, head| {
+            Ok(match t.take_head(head).map_err(lib)? {
+                Some((size, got)) if size > 0 => Head::Data(got),
+                Some(_) => Head::NoData,
+                None => Head::Nothing,
+            })
+        });
+        let reader = cyclone::ListenedReader::create(
+            &self.p,
+            self.topic(topic_in)?,
+            &entity_qos(qos),
+            Box::new(on_data),
+        )
+        .map_err(lib)?;
+        Ok(Some(Box::new(DdsEcho { _reader: reader, state })))
     }
     fn notes(&self) -> Vec<String> {
         vec![format!(

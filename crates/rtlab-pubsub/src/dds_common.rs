@@ -12,7 +12,10 @@
 
 use crate::dds::DdsNetwork;
 use crate::ros_msg;
-use crate::transport::{check_len, Publisher, Received, Subscriber, TransportError};
+use crate::transport::{
+    check_len, CallbackEcho, EchoState, Publisher, Received, Subscriber, TransportError,
+};
+use std::sync::Arc;
 
 /// A DDS library's writer of serialized samples.
 pub(crate) trait SampleWriter: Send {
@@ -85,10 +88,7 @@ impl<R: SampleReader> Subscriber for DdsSubscriber<R> {
     #[inline]
     fn try_take(&mut self) -> Result<Option<Received>, TransportError> {
         let Some(got) = self.r.take_head(&mut self.head)? else { return Ok(None) };
-        match ros_msg::decode(&self.head[..got]) {
-            Ok(d) => Ok(Some(Received { seq: d.seq, stamp_ns: d.stamp_ns, len: d.len })),
-            Err(m) => Err(TransportError::Malformed { transport: R::TRANSPORT, why: m.reason() }),
-        }
+        received(R::TRANSPORT, &self.head[..got]).map(Some)
     }
     fn wait_take(&mut self, timeout_ns: i64) -> Result<Option<Received>, TransportError> {
         if let Some(r) = self.try_take()? {
@@ -96,6 +96,58 @@ impl<R: SampleReader> Subscriber for DdsSubscriber<R> {
         }
         self.r.wait(timeout_ns)?;
         self.try_take()
+    }
+}
+
+/// What the first bytes of a sample (`head`) say: sequence, stamp and length, or malformed.
+#[inline]
+pub(crate) fn received(transport: &'static str, head: &[u8]) -> Result<Received, TransportError> {
+    match ros_msg::decode(head) {
+        Ok(d) => Ok(Received { seq: d.seq, stamp_ns: d.stamp_ns, len: d.len }),
+        Err(m) => Err(TransportError::Malformed { transport, why: m.reason() }),
+    }
+}
+
+/// What a take inside a data-available callback found.
+pub(crate) enum Head {
+    /// A sample with data: this many of its first bytes copied.
+    Data(usize),
+    /// A sample without data (a dispose or unregister).
+    NoData,
+    Nothing,
+}
+
+/// The data-available callback of a DDS callback echo: every sample there taken (`take`: its
+/// first bytes into the buffer given), decoded and answered through `state`; a sample without
+/// data is not ours to echo.
+pub(crate) fn answering<T>(
+    transport: &'static str,
+    state: Arc<EchoState>,
+    take: impl Fn(&T, &mut [u8]) -> Result<Head, TransportError> + Send + Sync + 'static,
+) -> impl Fn(&T) + Send + Sync + 'static {
+    move |t: &T| {
+        let mut head = [0u8; ros_msg::HEAD];
+        state.on_data(&mut || match take(t, &mut head)? {
+            Head::Data(got) => received(transport, &head[..got]).map(Some),
+            Head::NoData => Err(TransportError::Malformed { transport, why: "no data" }),
+            Head::Nothing => Ok(None),
+        });
+    }
+}
+
+/// A DDS library's callback echo: the reader whose listener answers (declared first, so it
+/// is deleted first: no call runs after), and what its calls share.
+pub(crate) struct DdsEcho<R: Send> {
+    pub(crate) _reader: R,
+    pub(crate) state: Arc<EchoState>,
+}
+
+impl<R: Send> CallbackEcho for DdsEcho<R> {
+    fn failed(&self) -> Option<String> {
+        self.state.failed()
+    }
+    fn skipped(&self) -> u64 {
+        self.state.skipped()
     }
 }
 

@@ -74,7 +74,9 @@
 //! `unsafe` here). Ports are deleted on drop, then the participant. Never prints.
 
 use crate::dds::{check_interface, classify, DdsNetwork, Iface};
-use crate::dds_common::{self, DdsPublisher, DdsSubscriber, SampleReader, SampleWriter};
+use crate::dds_common::{
+    self, DdsEcho, DdsPublisher, DdsSubscriber, Head, SampleReader, SampleWriter,
+};
 use crate::ros2::install::Installation;
 use crate::ros_msg;
 use crate::transport::*;
@@ -615,6 +617,29 @@ impl Transport for FastDdsTransport {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
         Ok(Box::new(DdsSubscriber::new(self.reader(topic, qos)?)))
+    }
+    fn callback_echo(
+        &self,
+        topic_in: &str,
+        topic_out: &str,
+        qos: &Qos,
+        max_len: usize,
+    ) -> Result<Option<Box<dyn CallbackEcho>>, TransportError> {
+        let state = Arc::new(EchoState::new(self.publisher(topic_out, qos, max_len)?));
+        let on_data = dds_common::answering(NAME, state.clone(), |t: &shim::Taker, head| {
+            Ok(match t.take(head).map_err(ours)? {
+                shim::Taken::Sample { copied, .. } => Head::Data(copied),
+                shim::Taken::NoData => Head::NoData,
+                shim::Taken::Nothing => Head::Nothing,
+            })
+        });
+        let (t, ty) = Self::names(topic_in)?;
+        let q = crate::dds::entity_qos(qos);
+        let (reader, names) = naming_new_threads(|| {
+            shim::ListenedReader::create(&self.p, &t, &ty, &q, Box::new(on_data))
+        });
+        self.record_threads(names);
+        Ok(Some(Box::new(DdsEcho { _reader: reader.map_err(ours)?, state })))
     }
     fn labels(&self) -> Vec<(&'static str, String)> {
         vec![("fastdds_version", self.version.clone())]

@@ -40,7 +40,9 @@ pub mod zenoh_t;
 pub use engine::{Mode, PubsubConfig, PubsubOutcome, RtSpec, TransportKind, TransportSpec};
 /// Loading libraries at run time and the one Fast DDS a process holds (rtlab-bindings').
 pub use rtlab_bindings::dl;
-pub use transport::{Durability, History, Qos, Reliability, Transport, TransportError, WaitStyle};
+pub use transport::{
+    Durability, EchoStyle, History, Qos, Reliability, Transport, TransportError, WaitStyle,
+};
 
 use std::sync::Arc;
 

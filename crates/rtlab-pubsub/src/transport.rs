@@ -319,6 +319,112 @@ pub trait Subscriber: Send {
     }
 }
 
+/// Where a round trip's pong answers from (recorded: on a machine with as many CPUs as
+/// spinners it decides who waits for a preemption).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EchoStyle {
+    /// A thread of rtlab's takes each ping (in the wait style asked) and publishes it back.
+    #[default]
+    Thread,
+    /// The middleware's own delivery answers: its subscriber callback or data-available
+    /// listener publishes the ping back, in the library's thread (one spinner per round
+    /// trip, as the middlewares' own ping-pong benchmarks run).
+    Callback,
+}
+
+impl EchoStyle {
+    pub fn name(self) -> &'static str {
+        match self {
+            EchoStyle::Thread => "thread",
+            EchoStyle::Callback => "callback",
+        }
+    }
+}
+
+/// A pong answering from the middleware's delivery ([`Transport::callback_echo`]): it
+/// answers from creation until dropped (dropping removes the callback first, waiting for
+/// one that runs, then the ports).
+pub trait CallbackEcho: Send {
+    /// The first error a callback met (the echo stopped answering then), if any so far.
+    fn failed(&self) -> Option<String>;
+    /// Messages it did not answer because they were not ours to echo (malformed, or longer
+    /// than the case's messages).
+    fn skipped(&self) -> u64;
+}
+
+/// What a callback echo shares with its callbacks: the pong publisher, used by one callback
+/// at a time and never waited for ([`EchoState::on_data`]), and the first error.
+pub(crate) struct EchoState {
+    again: std::sync::atomic::AtomicBool,
+    pong: std::sync::Mutex<Box<dyn Publisher>>,
+    failed: std::sync::OnceLock<String>,
+    skipped: std::sync::atomic::AtomicU64,
+}
+
+impl EchoState {
+    pub(crate) fn new(pong: Box<dyn Publisher>) -> EchoState {
+        EchoState {
+            again: std::sync::atomic::AtomicBool::new(false),
+            pong: std::sync::Mutex::new(pong),
+            failed: std::sync::OnceLock::new(),
+            skipped: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Called by a data-available callback: take every ping there (`take`: the next one,
+    /// None when there is none) and publish each back, unchanged (sequence, stamp, length).
+    /// Never waits: the publisher is only ever tried (`try_lock`), and a callback that finds
+    /// another one answering leaves its data to it, which takes again before it lets go
+    /// (libraries that run callbacks of one reader concurrently lose nothing; Cyclone DDS runs
+    /// them one at a time, so there the try always succeeds). A malformed message is not ours
+    /// to echo; any other error stops the echo and is kept ([`Self::failed`]).
+    pub(crate) fn on_data(
+        &self,
+        take: &mut dyn FnMut() -> Result<Option<Received>, TransportError>,
+    ) {
+        use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+        self.again.store(true, Release);
+        loop {
+            let mut pong = match self.pong.try_lock() {
+                Ok(p) => p,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return, // the one answering sees `again`
+            };
+            while self.again.swap(false, AcqRel) {
+                while self.failed.get().is_none() {
+                    match take() {
+                        Ok(Some(r)) => {
+                            if let Err(e) = pong.publish(r.seq, r.stamp_ns, r.len) {
+                                let _ = self.failed.set(e.to_string());
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(TransportError::Malformed { .. }) => {
+                            self.skipped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            let _ = self.failed.set(e.to_string());
+                        }
+                    }
+                }
+            }
+            drop(pong);
+            if !self.again.load(Acquire) {
+                return;
+            }
+        }
+    }
+
+    pub(crate) fn failed(&self) -> Option<String> {
+        self.failed.get().cloned()
+    }
+
+    pub(crate) fn skipped(&self) -> u64 {
+        self.skipped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// A transport: one per process (it owns the library's session/node/participant).
 pub trait Transport: Send + Sync {
     /// The CLI name (`intra`, `udp`, `shm`, `zenoh`, `dds`).
@@ -341,6 +447,19 @@ pub trait Transport: Send + Sync {
         qos: &Qos,
         max_len: usize,
     ) -> Result<Box<dyn Subscriber>, TransportError>;
+    /// A pong that answers every message of `topic_in` on `topic_out` (same sequence, stamp
+    /// and length) from the library's own delivery of it: its subscriber callback or
+    /// data-available listener ([`EchoStyle::Callback`]). Ok(None) where the library has
+    /// none (see [`crate::engine::TransportKind::callback_echo`]).
+    fn callback_echo(
+        &self,
+        _topic_in: &str,
+        _topic_out: &str,
+        _qos: &Qos,
+        _max_len: usize,
+    ) -> Result<Option<Box<dyn CallbackEcho>>, TransportError> {
+        Ok(None)
+    }
     /// Facts about this transport that a reader of the results needs (recorded).
     fn notes(&self) -> Vec<String> {
         Vec::new()
@@ -397,6 +516,83 @@ mod tests {
             ("B", "KA", "V")
         );
         assert_eq!(m.history.asked, History::KeepAll.to_string());
+    }
+
+    /// A publisher that records what it published (and fails on `fail_at`).
+    struct Recording(std::sync::Arc<std::sync::Mutex<Vec<u64>>>, Option<u64>);
+
+    impl Publisher for Recording {
+        fn publish(&mut self, seq: u64, _: i64, _: usize) -> Result<(), TransportError> {
+            if Some(seq) == self.1 {
+                return Err(TransportError::Library {
+                    transport: "t",
+                    what: "put",
+                    why: "x".into(),
+                });
+            }
+            self.0.lock().unwrap().push(seq);
+            Ok(())
+        }
+    }
+
+    /// Callbacks from four threads at once, each after queuing its messages: every message
+    /// is published once, in the order taken, though no callback ever waits for another.
+    #[test]
+    fn an_echo_answers_each_message_once_whichever_callback_takes_it() {
+        use std::sync::{Arc, Mutex};
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let state = Arc::new(EchoState::new(Box::new(Recording(out.clone(), None))));
+        let queue = Arc::new(Mutex::new(std::collections::VecDeque::new()));
+        let taken = Arc::new(Mutex::new(Vec::new()));
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (state, queue, taken) = (state.clone(), queue.clone(), taken.clone());
+                std::thread::spawn(move || {
+                    for i in 0..2000u64 {
+                        queue.lock().unwrap().push_back(t * 10_000 + i);
+                        state.on_data(&mut || {
+                            let Some(seq) = queue.lock().unwrap().pop_front() else {
+                                return Ok(None);
+                            };
+                            taken.lock().unwrap().push(seq);
+                            if seq % 97 == 0 {
+                                // not ours: skipped, the echo goes on
+                                return Err(TransportError::Malformed { transport: "t", why: "x" });
+                            }
+                            Ok(Some(Received { seq, stamp_ns: 0, len: 16 }))
+                        });
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(queue.lock().unwrap().is_empty(), "a message was left untaken");
+        let taken = taken.lock().unwrap().clone();
+        assert_eq!(taken.len(), 8000);
+        let expected: Vec<u64> = taken.iter().copied().filter(|s| s % 97 != 0).collect();
+        assert_eq!(*out.lock().unwrap(), expected);
+        assert_eq!(state.failed(), None);
+        assert_eq!(state.skipped(), taken.len() as u64 - expected.len() as u64);
+    }
+
+    /// A failed publish stops the echo and is kept; later callbacks take nothing.
+    #[test]
+    fn an_echo_keeps_its_first_error_and_stops() {
+        use std::sync::{Arc, Mutex};
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let state = EchoState::new(Box::new(Recording(out.clone(), Some(3))));
+        let mut next = 0u64;
+        let mut take = || {
+            next += 1;
+            Ok(Some(Received { seq: next, stamp_ns: 0, len: 16 }))
+        };
+        state.on_data(&mut take);
+        state.on_data(&mut take);
+        assert_eq!(*out.lock().unwrap(), vec![1, 2]);
+        assert_eq!(next, 3, "nothing taken after the error");
+        assert!(state.failed().is_some_and(|e| e.contains("put")), "{:?}", state.failed());
     }
 
     #[test]

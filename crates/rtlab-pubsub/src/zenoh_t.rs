@@ -160,16 +160,7 @@ impl Transport for ZenohTransport {
     ) -> Result<Box<dyn Publisher>, TransportError> {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
-        let publisher = self
-            .session
-            .declare_publisher(topic.to_string())
-            .congestion_control(match qos.reliability {
-                Reliability::Reliable => CongestionControl::Block,
-                Reliability::BestEffort => CongestionControl::Drop,
-            })
-            .express(true)
-            .wait()
-            .map_err(|e| lib("declare publisher")(e.to_string()))?;
+        let publisher = self.declare_publisher(topic, qos)?;
         Ok(Box::new(ZenohPublisher { publisher, buf: Arc::new(vec![0u8; max_len]) }))
     }
     fn subscriber(
@@ -195,6 +186,41 @@ impl Transport for ZenohTransport {
         };
         Ok(Box::new(ZenohSubscriber { rx }))
     }
+    fn callback_echo(
+        &self,
+        topic_in: &str,
+        topic_out: &str,
+        qos: &Qos,
+        max_len: usize,
+    ) -> Result<Option<Box<dyn CallbackEcho>>, TransportError> {
+        self.map_qos(qos)?;
+        check_len(NAME, MAX_MESSAGE, max_len)?;
+        let pong = self.declare_publisher(topic_out, qos)?;
+        let failed = Arc::new(std::sync::OnceLock::new());
+        let skipped = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (f2, s2) = (failed.clone(), skipped.clone());
+        // as Zenoh's own z_pong: the ping's payload put back as it came (a reference, no copy)
+        let subscriber = self
+            .session
+            .declare_subscriber(topic_in.to_string())
+            .callback(move |s: Sample| {
+                let p = s.payload();
+                // not ours to echo: shorter than a header, or longer than the case's messages
+                if f2.get().is_some() {
+                    return;
+                }
+                if p.len() < HEADER_LEN || p.len() > max_len {
+                    s2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                }
+                if let Err(e) = pong.put(p.clone()).wait() {
+                    let _ = f2.set(lib("put")(e.to_string()).to_string());
+                }
+            })
+            .wait()
+            .map_err(|e| lib("declare subscriber")(e.to_string()))?;
+        Ok(Some(Box::new(ZenohEcho { _subscriber: subscriber, failed, skipped })))
+    }
     fn notes(&self) -> Vec<String> {
         vec![
             format!(
@@ -203,6 +229,41 @@ impl Transport for ZenohTransport {
             ),
             "zenoh: express publishers (no batching); put() hands Zenoh a slice of the publisher's own buffer (no copy)".into(),
         ]
+    }
+}
+
+impl ZenohTransport {
+    /// An express publisher on `topic` whose congestion control follows `qos`'s reliability.
+    fn declare_publisher(
+        &self,
+        topic: &str,
+        qos: &Qos,
+    ) -> Result<zenoh::pubsub::Publisher<'static>, TransportError> {
+        self.session
+            .declare_publisher(topic.to_string())
+            .congestion_control(match qos.reliability {
+                Reliability::Reliable => CongestionControl::Block,
+                Reliability::BestEffort => CongestionControl::Drop,
+            })
+            .express(true)
+            .wait()
+            .map_err(|e| lib("declare publisher")(e.to_string()))
+    }
+}
+
+/// A pong answering from its subscriber's callback (undeclared on drop: no call after).
+struct ZenohEcho {
+    _subscriber: zenoh::pubsub::Subscriber<()>,
+    failed: Arc<std::sync::OnceLock<String>>,
+    skipped: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl CallbackEcho for ZenohEcho {
+    fn failed(&self) -> Option<String> {
+        self.failed.get().cloned()
+    }
+    fn skipped(&self) -> u64 {
+        self.skipped.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -199,8 +199,8 @@ fn only_runs_the_matching_cases_and_resume_finishes_an_interrupted_run() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
 
-/// A scenario with a far side: the pong (dds) and the reflector (udp) in side b of each
-/// case's own namespaces, traffic on the same link; both hosts' kernel counters stored with
+/// A scenario with a far side: the pong (dds, answering from its listener) and the reflector
+/// (udp) in side b of each case's own namespaces, traffic on the same link; both hosts' kernel counters stored with
 /// each case and shown by the report.
 #[test]
 fn root_a_scenario_with_a_far_side_in_the_case_pair() {
@@ -227,6 +227,7 @@ count = 300
 kind = "pubsub"
 transport = "dds"
 mode = "roundtrip"
+echo = "callback"
 rate = "1khz"
 count = 200
 "#,
@@ -249,6 +250,13 @@ count = 200
         assert_ne!(far["near_address"], far["far_address"]);
         assert!(!far["counters"]["windows"].as_array().unwrap().is_empty(), "far counters");
         assert!(!doc["evidence"]["counters"]["windows"].as_array().unwrap().is_empty());
+        if doc["probe"] == "pubsub" {
+            // the far pong answered from its listener (scenario key `echo`)
+            let s = &doc["streams"][0];
+            assert_eq!(s["labels"]["echo"], "callback", "{}", c["name"]);
+            let n = |k: &str| s["stats"][k].as_u64().unwrap();
+            assert!(n("count") > 0, "{}", c["name"]);
+        }
         if doc["probe"] == "udp" {
             let r = doc["streams"].as_array().unwrap().iter().find(|s| s["name"] == "reflector");
             assert!(

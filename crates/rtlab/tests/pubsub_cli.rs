@@ -478,8 +478,8 @@ fn a_publisher_by_hand_without_a_subscriber_is_one_line_and_exit_2() {
 fn busy_poll_spinners_on_too_few_cpus_are_said() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");
-    let codes = |wait: &str| {
-        let o = run(&[
+    let codes = |extra: &[&str]| {
+        let mut args = vec![
             "pubsub",
             "--transport",
             "dds",
@@ -487,8 +487,6 @@ fn busy_poll_spinners_on_too_few_cpus_are_said() {
             "roundtrip",
             "--schedule",
             "closed-loop",
-            "--wait",
-            wait,
             "--count",
             "10",
             "--cpus",
@@ -497,7 +495,9 @@ fn busy_poll_spinners_on_too_few_cpus_are_said() {
             "--quiet",
             "--json",
             json.to_str().unwrap(),
-        ]);
+        ];
+        args.extend_from_slice(extra);
+        let o = run(&args);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         let w = doc["warnings"].as_array().cloned().unwrap_or_default();
@@ -505,14 +505,112 @@ fn busy_poll_spinners_on_too_few_cpus_are_said() {
             .map(|w| (w["code"].as_str().unwrap_or("").to_string(), w["message"].to_string()))
             .collect::<Vec<_>>()
     };
-    let busy = codes("busy-poll");
+    let busy = codes(&["--wait", "busy-poll"]);
     let hit = busy.iter().find(|(c, _)| c == "busy-poll-starves-middleware");
     assert!(
-        hit.is_some_and(|(_, m)| m.contains("2 threads spin on 1 CPU, so cyclonedds")),
+        hit.is_some_and(|(_, m)| m.contains("2 threads spin on 1 CPU, so cyclonedds")
+            && m.contains("use --echo callback")),
         "{busy:?}"
     );
-    let blocking = codes("blocking");
+    // the callback echo leaves the pinger alone spinning: still one too many on one CPU,
+    // and the remedy left is another wait
+    let callback = codes(&["--wait", "busy-poll", "--echo", "callback"]);
+    let hit = callback.iter().find(|(c, _)| c == "busy-poll-starves-middleware");
+    assert!(
+        hit.is_some_and(|(_, m)| m.contains("1 thread spin on 1 CPU")
+            && !m.contains("--echo callback")
+            && m.contains("--wait blocking")),
+        "{callback:?}"
+    );
+    let blocking = codes(&["--wait", "blocking"]);
     assert!(blocking.iter().all(|(c, _)| c != "busy-poll-starves-middleware"), "{blocking:?}");
+}
+
+/// `--echo callback`: the pong answers from the middleware's callback or listener (a role
+/// process's, or an in-process thread's transport), every ping accounted for, the result
+/// saying so; the transports without one, and the modes without a pong, are one line.
+#[test]
+fn callback_echo_round_trips_through_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    for (t, extra) in [
+        ("zenoh", &["--schedule", "closed-loop", "--wait", "busy-poll"][..]),
+        ("cyclonedds", &["--subscribers", "2"][..]),
+        ("fastdds", &["--in-process"][..]),
+        ("fastdds", &["--schedule", "closed-loop"][..]),
+    ] {
+        let mut args = vec!["--transport", t, "--mode", "roundtrip", "--echo", "callback"];
+        args.extend_from_slice(extra);
+        let closed = extra.contains(&"closed-loop");
+        if closed {
+            // a closed loop takes no rate: short_run's is the default's replaced
+            args.extend_from_slice(&["--count", "300"]);
+        }
+        let doc = if closed { closed_run(dir.path(), &args) } else { short_run(dir.path(), &args) };
+        let streams: Vec<&Value> =
+            doc["streams"].as_array().unwrap().iter().filter(|s| s["metric"] == "rtt").collect();
+        let subscribers = if extra.contains(&"2") { 2 } else { 1 };
+        assert_eq!(streams.len(), subscribers, "{t} {extra:?}");
+        for s in streams {
+            assert_eq!(s["labels"]["echo"], "callback", "{t}");
+            let st = &s["stats"];
+            let n = |k: &str| st[k].as_u64().unwrap();
+            let published: u64 = s["labels"]["published"].as_str().unwrap().parse().unwrap();
+            assert!(n("count") > 0, "{t} {extra:?}: no round trip: {st}");
+            assert_eq!(n("count") + n("lost") + n("late"), published, "{t} {extra:?}: {st}");
+            assert_eq!(n("duplicates"), 0, "{t} {extra:?}: answered twice: {st}");
+        }
+        let notes = doc["config"]["notes"].to_string();
+        assert!(notes.contains("echo callback: the pong answers from"), "{t}: {notes}");
+        assert_eq!(doc["config"]["probe"]["echo"], "callback");
+    }
+    // the default is the thread, and says so
+    let doc = short_run(dir.path(), &["--transport", "zenoh", "--mode", "roundtrip"]);
+    assert_eq!(doc["streams"][0]["labels"]["echo"], "thread");
+    assert!(!doc["config"]["notes"].to_string().contains("echo callback"));
+    // one-way streams have no echo
+    let doc = short_run(dir.path(), &["--transport", "zenoh"]);
+    assert!(doc["streams"][0]["labels"].get("echo").is_none());
+    for t in ["udp", "shm", "intra", "rustdds"] {
+        assert_error(
+            &["pubsub", "--transport", t, "--mode", "roundtrip", "--echo", "callback"],
+            &["--echo", "callback", t, "no callback", "--echo thread"],
+        );
+    }
+    assert_error(
+        &[
+            "pubsub",
+            "--transport",
+            "cyclonedds",
+            "--far-transport",
+            "rustdds",
+            "--mode",
+            "roundtrip",
+            "--echo",
+            "callback",
+        ],
+        &["--echo", "rustdds", "no callback"],
+    );
+    assert_error(
+        &["pubsub", "--transport", "zenoh", "--echo", "callback"],
+        &["--echo", "callback", "--mode roundtrip"],
+    );
+    assert_error(
+        &["pubsub", "--transport", "zenoh", "--role", "ping", "--echo", "callback"],
+        &["--echo", "--role pong"],
+    );
+    assert_error(&["pubsub", "--echo", "listener"], &["--echo", "listener"]);
+}
+
+/// A closed-loop run of `args` (no rate), as `short_run` otherwise.
+fn closed_run(dir: &std::path::Path, args: &[&str]) -> Value {
+    let json = dir.join("closed.json");
+    let j = json.to_str().unwrap().to_string();
+    let mut all =
+        vec!["pubsub", "--loss-timeout", "200ms", "--no-mlockall", "--quiet", "--json", &j];
+    all.extend_from_slice(args);
+    let o = run(&all);
+    assert_eq!(o.status.code(), Some(0), "{all:?}: {}", stderr(&o));
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
 
 /// Cross-implementation cases: the ping on one DDS implementation, its pong a process on

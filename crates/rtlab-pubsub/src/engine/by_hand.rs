@@ -71,6 +71,7 @@ fn peer_role_config(cfg: &PubsubConfig, h: &ByHand, len: usize, period: i64) -> 
         topic_out,
         qos: cfg.qos,
         wait: cfg.wait,
+        echo: cfg.echo,
         max_len: len,
         deadline_ns: cfg.deadline_ns.unwrap_or(period),
         loss_timeout_ns: cfg.loss_timeout_ns,

@@ -217,6 +217,7 @@ impl CaseSetup<'_> {
             topic_out: (kind == RoleKind::Echo).then(|| format!("{}_pong_{index}", self.topic)),
             qos: cfg.qos,
             wait: cfg.wait,
+            echo: cfg.echo,
             max_len: self.len,
             deadline_ns: cfg.deadline_ns.unwrap_or(self.period),
             loss_timeout_ns: cfg.loss_timeout_ns,

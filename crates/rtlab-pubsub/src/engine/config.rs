@@ -6,7 +6,7 @@
 //! Plain data (serde, no CLI types): the CLI and scenario files fill it; nothing here runs.
 
 use super::spec::{TransportKind, TransportSpec};
-use crate::transport::{Qos, WaitStyle};
+use crate::transport::{EchoStyle, Qos, WaitStyle};
 use rtlab_sys::clock::monotonic_ns;
 use serde::{Deserialize, Serialize};
 
@@ -121,6 +121,10 @@ pub struct PubsubConfig {
     pub far_transport: Option<TransportKind>,
     pub mode: Mode,
     pub wait: WaitStyle,
+    /// Round trips: where the pong answers from (its own thread, or the middleware's
+    /// callback).
+    #[serde(default)]
+    pub echo: EchoStyle,
     pub qos: Qos,
     /// Message sizes in bytes (header included), swept.
     pub payloads: Vec<usize>,

@@ -13,7 +13,7 @@ use super::outcome::ProbeError;
 use super::role::{event_line, parse_event, RoleConfig, RoleEvent, RoleKind};
 use super::spec::open_transport;
 use super::threads::{apply_thread_priorities, RtUse};
-use crate::transport::Transport;
+use crate::transport::{EchoStyle, Transport};
 use rtlab_core::lines::{BoundedLines, Line};
 use rtlab_sys::sched::{set_current_affinity, spawn_rt};
 use std::io::{BufReader, Write};
@@ -226,6 +226,9 @@ pub fn run_role(
     stop: &AtomicBool,
     emit: &mut dyn FnMut(RoleEvent),
 ) {
+    if rc.kind == RoleKind::Echo && rc.echo == EchoStyle::Callback {
+        return run_callback_echo(rc, &*transport, stop, emit);
+    }
     let sub = match transport.subscriber(&rc.topic_in, &rc.qos, rc.max_len) {
         Ok(s) => s,
         Err(e) => return emit(RoleEvent::Failed(e.to_string())),
@@ -258,6 +261,48 @@ pub fn run_role(
                 Err(e) => emit(RoleEvent::Failed(e.to_string())),
             }
         }
+    }
+}
+
+/// An echo answering from the middleware's callback: this thread only waits for `stop` (or
+/// the role's time, or the first error of a callback), then removes the callback.
+fn run_callback_echo(
+    rc: &RoleConfig,
+    transport: &dyn Transport,
+    stop: &AtomicBool,
+    emit: &mut dyn FnMut(RoleEvent),
+) {
+    let topic = rc.topic_out.as_deref().unwrap_or("pong");
+    let echo = match transport.callback_echo(&rc.topic_in, topic, &rc.qos, rc.max_len) {
+        Ok(Some(e)) => e,
+        Ok(None) => {
+            return emit(RoleEvent::Failed(format!(
+                "{}: no callback to answer from (--echo thread)",
+                transport.name()
+            )))
+        }
+        Err(e) => return emit(RoleEvent::Failed(e.to_string())),
+    };
+    if let Err(e) = apply_thread_priorities(&rc.thread_priorities) {
+        return emit(RoleEvent::Failed(e));
+    }
+    emit(RoleEvent::Ready);
+    // cost: the callbacks run in the middleware's threads, counted with the process's
+    let cost = rtlab_sys::usage::begin(&rc.cost_window);
+    let give_up = rtlab_sys::clock::monotonic_ns() + rc.run_timeout_ns;
+    let mut failed = None;
+    while !stop.load(Ordering::Relaxed) && rtlab_sys::clock::monotonic_ns() < give_up {
+        failed = echo.failed();
+        if failed.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(echo);
+    cost.end();
+    match failed {
+        None => emit(RoleEvent::Done(None)),
+        Some(e) => emit(RoleEvent::Failed(e)),
     }
 }
 

@@ -7,7 +7,7 @@
 
 use super::config::{RtSpec, StampClock, ThreadPriority};
 use super::spec::TransportSpec;
-use crate::transport::{Qos, WaitStyle};
+use crate::transport::{EchoStyle, Qos, WaitStyle};
 use rtlab_core::schema::Stream;
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +31,9 @@ pub struct RoleConfig {
     pub topic_out: Option<String>,
     pub qos: Qos,
     pub wait: WaitStyle,
+    /// An echo: from a thread of its own, or from the middleware's callback.
+    #[serde(default)]
+    pub echo: EchoStyle,
     pub max_len: usize,
     pub deadline_ns: i64,
     pub loss_timeout_ns: i64,

@@ -8,13 +8,14 @@
 
 use super::by_hand::run_peer_by_hand;
 use super::case::CaseSetup;
+use super::config::Mode;
 use super::config::{HandRole, PubsubConfig};
 use super::outcome::{CaseResult, ProbeError, PubsubOutcome};
 use super::placement::{FarPlacement, Launcher};
 use super::spec::{open_transport, TransportKind, TransportSpec};
 use super::threads::RtUse;
 use super::validate::{check_far_placement, check_far_transport, validate};
-use crate::transport::{Transport, WaitStyle};
+use crate::transport::{EchoStyle, Transport, WaitStyle};
 use rtlab_sys::clock::monotonic_ns;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -227,6 +228,12 @@ fn run_notes(
     }
     if !cfg.thread_priorities.is_empty() && !in_process {
         notes.push("subscriber processes: the same --thread-priority rules applied to their middleware threads".into());
+    }
+    if cfg.mode == Mode::Roundtrip && cfg.echo == EchoStyle::Callback {
+        let pong = cfg.far_transport.unwrap_or(spec.kind);
+        if let Some(how) = pong.callback_echo() {
+            notes.push(format!("echo callback: {how}"));
+        }
     }
     if spec.kind == TransportKind::Intra && !cfg.in_process {
         notes.push("intra: subscribers are threads of the publisher's process (same process by definition)".into());

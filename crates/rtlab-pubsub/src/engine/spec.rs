@@ -66,6 +66,27 @@ impl TransportKind {
                 | TransportKind::Ros2
         )
     }
+    /// Where a callback echo ([`crate::transport::EchoStyle::Callback`]) answers through this
+    /// transport, in words (recorded with the results); None: the library offers no callback
+    /// rtlab can answer from (iceoryx2 0.10's subscriber has none; rustdds delivers through
+    /// polling or async streams; rcl has no executor, and rtlab drives no rclcpp; intra, udp
+    /// are rtlab's own threads).
+    pub fn callback_echo(self) -> Option<&'static str> {
+        match self {
+            TransportKind::Zenoh => Some(
+                "the pong answers from its Zenoh subscriber's callback, in Zenoh's receive task: \
+                 the ping's payload put back as received (no copy, no channel: the history QoS has no queue there)",
+            ),
+            TransportKind::CycloneDds => Some(
+                "the pong answers from its reader's data-available listener, in Cyclone DDS's delivery thread \
+                 (Cyclone runs one reader's listener one call at a time)",
+            ),
+            TransportKind::FastDds => Some(
+                "the pong answers from its DataReaderListener::on_data_available, in Fast DDS's receive thread",
+            ),
+            _ => None,
+        }
+    }
 }
 
 /// How a process opens its transport (serialized to role processes).

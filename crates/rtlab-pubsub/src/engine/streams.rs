@@ -174,6 +174,9 @@ impl CaseSetup<'_> {
         l.insert("mode".into(), cfg.mode.name().into());
         l.insert("schedule".into(), cfg.schedule.name().into());
         l.insert("wait".into(), cfg.wait.name().into());
+        if cfg.mode == Mode::Roundtrip {
+            l.insert("echo".into(), cfg.echo.name().into());
+        }
         l.insert("payload_bytes".into(), self.len.to_string());
         if cfg.schedule == Schedule::Periodic {
             l.insert("period_ns".into(), self.period.to_string());

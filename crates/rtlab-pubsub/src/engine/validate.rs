@@ -7,7 +7,7 @@ use super::config::{Mode, PubsubConfig, Schedule};
 use super::outcome::ProbeError;
 use super::placement::FarPlacement;
 use super::spec::{dds_names, TransportKind, TransportSpec};
-use crate::transport::{check_len, QosMapping, Transport};
+use crate::transport::{check_len, EchoStyle, QosMapping, Transport};
 
 /// Check the configuration against the transport without starting anything.
 pub fn validate(cfg: &PubsubConfig, transport: &dyn Transport) -> Result<QosMapping, ProbeError> {
@@ -38,6 +38,15 @@ pub fn validate(cfg: &PubsubConfig, transport: &dyn Transport) -> Result<QosMapp
                 "--rate: no rate sweep in closed loop (the next ping goes when the pong is in)"
                     .into(),
             ));
+        }
+    }
+    if cfg.mode == Mode::Roundtrip && cfg.echo == EchoStyle::Callback {
+        let pong = cfg.far_transport.unwrap_or(cfg.transport.kind);
+        if pong.callback_echo().is_none() {
+            return Err(ProbeError::Invalid(format!(
+                "--echo callback: {} offers no callback rtlab can answer from (zenoh, cyclonedds and fastdds do; use --echo thread)",
+                pong.name()
+            )));
         }
     }
     for &len in &cfg.payloads {

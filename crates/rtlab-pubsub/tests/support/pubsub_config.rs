@@ -16,6 +16,7 @@ pub fn config(
         far_transport: None,
         mode,
         wait: WaitStyle::Blocking,
+        echo: Default::default(),
         qos: Qos::default(),
         payloads: vec![64, 4096],
         periods_ns: vec![2_000_000],

@@ -10,6 +10,7 @@ use rtlab_lab::config::{from_table, FlagTable};
 use rtlab_lab::probe::Context;
 use rtlab_lab::probes::pubsub::{self, PubsubProbeConfig};
 use rtlab_pubsub::engine::{self, HandRole, PubsubConfig, TransportKind};
+use rtlab_pubsub::EchoStyle;
 use rtlab_report::summary;
 use std::io::IsTerminal;
 
@@ -36,6 +37,15 @@ pub enum WaitArg {
     Blocking,
     /// Spin on a non-blocking take (burns a CPU per receiver).
     BusyPoll,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EchoArg {
+    /// A thread of rtlab's takes each ping (waiting as --wait says) and publishes it back.
+    Thread,
+    /// The middleware's subscriber callback or listener publishes it back, in its own thread
+    /// (zenoh, cyclonedds, fastdds): one spinner per round trip under busy-poll.
+    Callback,
 }
 
 #[derive(Args, Debug)]
@@ -75,6 +85,9 @@ pub struct PubsubArgs {
     /// How receivers wait [blocking].
     #[arg(long, value_enum)]
     pub wait: Option<WaitArg>,
+    /// Round trips: where the pong answers from [thread].
+    #[arg(long, value_enum)]
+    pub echo: Option<EchoArg>,
     /// Subscribers as threads of this process (default: separate processes).
     #[arg(long)]
     pub in_process: bool,
@@ -191,6 +204,13 @@ impl PubsubArgs {
                     WaitArg::BusyPoll => "busy-poll".to_string(),
                 }),
             )
+            .str(
+                "echo",
+                &self.echo.map(|e| match e {
+                    EchoArg::Thread => "thread".to_string(),
+                    EchoArg::Callback => "callback".to_string(),
+                }),
+            )
             .flag("in_process", self.in_process, true)
             .str("reliability", &self.reliability)
             .str("history", &self.history)
@@ -291,13 +311,17 @@ fn headline(cfg: &PubsubConfig) -> String {
     };
     let subs: Vec<String> = cfg.subscribers.iter().map(|s| s.to_string()).collect();
     format!(
-        "rtlab pubsub: {} {}, {} wait, payload {}, rate {}, subscribers {} ({}), {} per case, QoS {} {} {}, {} {}",
+        "rtlab pubsub: {} {}, {} wait{}, payload {}, rate {}, subscribers {} ({}), {} per case, QoS {} {} {}, {} {}",
         match cfg.far_transport.filter(|k| *k != cfg.transport.kind) {
             Some(far) => format!("{} (far side: {})", cfg.transport.kind.name(), far.name()),
             None => cfg.transport.kind.name().to_string(),
         },
         cfg.mode.name(),
         cfg.wait.name(),
+        match (cfg.mode, cfg.echo) {
+            (engine::Mode::Roundtrip, EchoStyle::Callback) => ", echo from the callback",
+            _ => "",
+        },
         sizes.join(","),
         rates.join(","),
         subs.join(","),

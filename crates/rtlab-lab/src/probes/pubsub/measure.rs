@@ -14,7 +14,7 @@ use crate::probe::Context;
 use rtlab_core::rt::{Policy, RtSettings};
 use rtlab_core::schema::ResultDocument;
 use rtlab_pubsub::engine::{self, Mode, PubsubConfig, PubsubOutcome, TransportKind};
-use rtlab_pubsub::transport::WaitStyle;
+use rtlab_pubsub::transport::{EchoStyle, WaitStyle};
 use rtlab_report::summary::pubsub::{PubsubCase, PubsubSummary, QosLine};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -249,13 +249,23 @@ fn spinners_warning(cfg: &PubsubConfig, cpus: usize) -> Option<rtlab_core::schem
     if cfg.wait != WaitStyle::BusyPoll || !own_threads {
         return None;
     }
-    // every subscriber (a pong in roundtrip) spins, and so does the pinger
-    let spinners = cfg.subscribers.iter().copied().max().unwrap_or(1)
-        + usize::from(cfg.mode == Mode::Roundtrip);
+    let roundtrip = cfg.mode == Mode::Roundtrip;
+    let callback = roundtrip && cfg.echo == EchoStyle::Callback;
+    // every subscriber (a pong in roundtrip) spins, unless it answers from the middleware's
+    // callback, and so does the pinger
+    let spinners = if callback { 0 } else { cfg.subscribers.iter().copied().max().unwrap_or(1) }
+        + usize::from(roundtrip);
+    let pong = cfg.far_transport.unwrap_or(cfg.transport.kind);
+    let remedy = if roundtrip && !callback && pong.callback_echo().is_some() {
+        "use --echo callback (the pong answers from the middleware's own receive thread: one spinner per round trip, as the middlewares' own ping-pong benchmarks run), --wait blocking, or fewer spinners than CPUs"
+    } else {
+        "use --wait blocking, or fewer spinners than CPUs"
+    };
     (spinners >= cpus).then(|| rtlab_core::schema::Warning {
         code: "busy-poll-starves-middleware".into(),
         message: format!(
-            "busy-poll: {spinners} threads spin on {cpus} CPU{}, so {}'s own receive threads run only when the scheduler preempts a spinner: millisecond tails here are rtlab's doing, not the middleware's (use --wait blocking, or fewer spinners than CPUs)",
+            "busy-poll: {spinners} thread{} spin on {cpus} CPU{}, so {}'s own receive threads run only when the scheduler preempts a spinner: millisecond tails here are rtlab's doing, not the middleware's ({remedy})",
+            if spinners == 1 { "" } else { "s" },
             if cpus == 1 { "" } else { "s" },
             cfg.transport.kind.name()
         ),

@@ -22,7 +22,7 @@ use rtlab_core::schema::ResultDocument;
 use rtlab_pubsub::engine::{
     self, HandRole, Mode, PubsubConfig, Schedule, TransportKind, TransportSpec,
 };
-use rtlab_pubsub::transport::{Durability, History, Qos, Reliability, WaitStyle};
+use rtlab_pubsub::transport::{Durability, EchoStyle, History, Qos, Reliability, WaitStyle};
 use serde::{Deserialize, Serialize};
 
 pub const KIND: ProbeKind = ProbeKind {
@@ -101,6 +101,10 @@ pub struct PubsubProbeConfig {
     pub count: Option<u64>,
     /// How receivers wait: blocking or busy-poll.
     pub wait: WaitStyle,
+    /// Round trips: where the pong answers from: `thread` (a thread of rtlab's, waiting as
+    /// `wait` says) or `callback` (the middleware's subscriber callback or listener: zenoh,
+    /// cyclonedds, fastdds).
+    pub echo: EchoStyle,
     /// Subscribers as threads of this process.
     pub in_process: bool,
     pub reliability: Reliability,
@@ -207,6 +211,7 @@ impl Default for PubsubProbeConfig {
             duration: None,
             count: None,
             wait: WaitStyle::Blocking,
+            echo: EchoStyle::Thread,
             in_process: false,
             reliability: Reliability::BestEffort,
             history: HistoryText("keep-last:5".into()),
@@ -243,6 +248,7 @@ impl Validate for PubsubProbeConfig {
         self.validate_timing()?;
         self.validate_transport()?;
         self.validate_far_and_role()?;
+        self.validate_echo()?;
         if let Some(d) = self.domain {
             if d > rtlab_pubsub::dds::MAX_DOMAIN {
                 return Err(ConfigError::new(
@@ -353,6 +359,35 @@ impl PubsubProbeConfig {
                     format!("'{rmw}': an RMW implementation's package name, e.g. rmw_fastrtps_cpp, rmw_cyclonedds_cpp, rmw_zenoh_cpp"),
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// A callback echo: a round trip's pong, on a transport whose library has a callback.
+    fn validate_echo(&self) -> Result<(), ConfigError> {
+        if self.echo == EchoStyle::Thread {
+            return Ok(());
+        }
+        let pong_here = match self.role {
+            Some(HandRole::Pong) => true,
+            Some(_) => false,
+            None => self.mode == Mode::Roundtrip,
+        };
+        if !pong_here {
+            return Err(ConfigError::new(
+                "echo",
+                "callback: where a round trip's pong answers (--mode roundtrip, or --role pong)",
+            ));
+        }
+        let pong = self.far_transport.unwrap_or(self.transport);
+        if pong.callback_echo().is_none() {
+            return Err(ConfigError::new(
+                "echo",
+                format!(
+                    "callback: {} offers no callback rtlab can answer from (zenoh, cyclonedds and fastdds do; use --echo thread)",
+                    pong.name()
+                ),
+            ));
         }
         Ok(())
     }
@@ -501,6 +536,7 @@ impl PubsubProbeConfig {
             far_transport: self.far_transport,
             mode,
             wait: self.wait,
+            echo: self.echo,
             qos: Qos {
                 reliability: self.reliability,
                 history: History::parse(&self.history.0).unwrap_or(History::KeepLast(5)),

@@ -10,6 +10,9 @@
 #        At 64 KiB the anchor runs twice: as it ships (true zero copy: nothing is written into
 #        a sample) and with --send-copy (its echo fills each sample before it waits); rtlab's
 #        publisher and echo each write the message body into their next sample after a send.
+#   shm floor: core-to-core-latency (crates.io 1.2.0, installed under $ANCHOR_DIR): a cache
+#        line's handoff between CPUs 0 and 1, one way; two handoffs are the floor of a round
+#        trip through shared memory, and every shm busy-poll row says its multiple of it.
 #   shm blocking: iceoryx2 has no blocking publish-subscribe benchmark; its event benchmark
 #        (benchmarks/event: two threads waking each other through notifier and listener,
 #        blocking waits, no payload), the floor of a blocking round trip through iceoryx2.
@@ -30,6 +33,10 @@
 #        tcp/127.0.0.1. rtlab: `pubsub --transport zenoh --mode roundtrip --schedule
 #        closed-loop` (its pong a separate process).
 #
+#   Each zenoh and busy-poll dds table runs twice: rtlab's pong answering from a thread of its
+#   own (--echo thread, the default), then from the middleware's callback (--echo callback),
+#   as the anchors' pongs do: the rows say `echo callback`.
+#
 # The timer's anchor (cyclictest) is scripts/bench-timer.sh.
 # Usage: bash scripts/bench-anchors.sh [ROUNDS=3]   (ONLY=shm,zenoh,dds: the tables to run)
 # The iceoryx2 benchmarks' source comes from the user: IOX2_REPO, a clone of iceoryx2
@@ -49,7 +56,8 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 [ -x "$rtlab" ] || cargo build --release --locked -p rtlab
 
-# --- the iceoryx2 anchor -------------------------------------------------------------------
+# --- the iceoryx2 anchor (the shm table only) ------------------------------------------------
+if want shm; then
 iox="$anchors/iox2-bench"
 mkdir -p "$iox/src/bin"
 rm -f "$iox/src/main.rs"
@@ -83,6 +91,7 @@ debug = false
 [workspace]
 EOF
 (cd "$iox" && cargo build --release -q 2>&1 | tail -3)
+fi
 
 # the mean round trip (us) of an iceoryx2 benchmark: it prints "Latency: N ns" = total / (2 x
 # iterations)
@@ -112,6 +121,8 @@ PY
 compare() { # TRANSPORT WAIT "ANCHOR COLUMN" "ANCHOR" COUNT RTLAB-EXTRA...
   local t=$1 wait=$2 column=$3 anchor=$4 count=$5 size r p50 p99 mean n lost a50 a99 amean
   shift 5
+  local echo=""
+  [[ " $* " == *" --echo callback "* ]] && echo=", echo callback"
   echo
   echo "| case | round | rtlab p50 us | rtlab p99 us | rtlab mean us | $column | p50 ratio | p99 ratio |"
   echo "|---|---|---|---|---|---|---|---|"
@@ -119,7 +130,7 @@ compare() { # TRANSPORT WAIT "ANCHOR COLUMN" "ANCHOR" COUNT RTLAB-EXTRA...
     for r in $(seq 1 "$rounds"); do
       read -r p50 p99 mean n lost < <(rtlab_case "$t" "$size" "$wait" "$count" "$@")
       read -r a50 a99 amean < <(${anchor//SIZE/$size})
-      echo "| $t $wait ${size} B closed loop | $r | $p50 | $p99 | $mean | $a50 / $a99 / $amean" \
+      echo "| $t $wait${echo} ${size} B closed loop | $r | $p50 | $p99 | $mean | $a50 / $a99 / $amean" \
         "| $(awk -v x="$p50" -v y="$a50" 'BEGIN { printf "%.2f", x / y }')" \
         "| $(awk -v x="$p99" -v y="$a99" 'BEGIN { printf "%.2f", x / y }') |"
       [ "$lost" = 0 ] || echo "  (rtlab: $lost of $((n + lost)) lost)"
@@ -127,11 +138,28 @@ compare() { # TRANSPORT WAIT "ANCHOR COLUMN" "ANCHOR" COUNT RTLAB-EXTRA...
   done
 }
 
+# The floor of a shared-memory round trip: a cache line handed from CPU 0 to CPU 1 and back.
+# core-to-core-latency (crates.io, installed under $ANCHOR_DIR) pins two threads and prints
+# RTT/2 per pair: bench 1 CAS on one shared line, bench 2 one writer and one reader on two
+# lines (a message and its answer, as a ping-pong through shared memory). Prints the mean
+# one-way ns of bench $1 between CPUs 0 and 1.
+c2c="$anchors/c2c/bin/core-to-core-latency"
+handoff_ns() { # BENCH -> one-way ns
+  "$c2c" 5000 300 --bench "$1" --cores 0,1 --csv 2>/dev/null |
+    tr ',' '\n' | awk 'NF { s += $1; n++ } END { if (n) printf "%.1f", s / n; else print "nan" }'
+}
+
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 if want shm; then
-echo "| case | round | rtlab p50 us | rtlab p99 us | rtlab mean us | anchor mean us | mean ratio |"
-echo "|---|---|---|---|---|---|---|"
+[ -x "$c2c" ] || cargo install -q --locked --root "$anchors/c2c" core-to-core-latency@1.2.0
+cas=$(handoff_ns 1)
+rw=$(handoff_ns 2)
+floor=$(awk -v x="$rw" 'BEGIN { printf "%.3f", 2 * x / 1000 }')
+echo "floor (core-to-core-latency, CPUs 0-1, one way): CAS one line ${cas} ns, one writer / one reader on two lines ${rw} ns: a round trip's floor ${floor} us (two handoffs)"
+echo
+echo "| case | round | rtlab p50 us | rtlab p99 us | rtlab mean us | anchor mean us | mean ratio | rtlab mean / floor |"
+echo "|---|---|---|---|---|---|---|---|"
 for size in 64 65536; do
   variants=("")
   [ "$size" = 65536 ] && variants=("" "--send-copy")
@@ -141,7 +169,7 @@ for size in 64 65536; do
       # shellcheck disable=SC2086
       a=$(anchor_shm "$size" $v)
       ratio=$(awk -v x="$mean" -v y="$a" 'BEGIN { printf "%.2f", x / y }')
-      echo "| shm busy-poll ${size} B closed loop (anchor ${v:-zero copy}) | $r | $p50 | $p99 | $mean | $a | $ratio |"
+      echo "| shm busy-poll ${size} B closed loop (anchor ${v:-zero copy}) | $r | $p50 | $p99 | $mean | $a | $ratio | $(awk -v x="$mean" -v y="$floor" 'BEGIN { printf "%.1f", x / y }') |"
       [ "$lost" = 0 ] || echo "  (rtlab: $lost of $((n + lost)) lost)"
     done
   done
@@ -155,7 +183,7 @@ for size in 64 65536; do
     read -r p50 p99 mean n lost < <(rtlab_case shm "$size" blocking 20000 --in-process --cpus 0,1)
     a=$(anchor_event)
     ratio=$(awk -v x="$mean" -v y="$a" 'BEGIN { printf "%.2f", x / y }')
-    echo "| shm blocking ${size} B closed loop (anchor: iceoryx2 event round trip) | $r | $p50 | $p99 | $mean | $a | $ratio |"
+    echo "| shm blocking ${size} B closed loop (anchor: iceoryx2 event round trip) | $r | $p50 | $p99 | $mean | $a | $ratio | - |"
     [ "$lost" = 0 ] || echo "  (rtlab: $lost of $((n + lost)) lost)"
   done
 done
@@ -267,6 +295,9 @@ anchor_zenoh() { # SIZE COUNT [busy-poll] -> "p50 p99 mean" RTT us
 }
 compare zenoh blocking "zenoh ping/pong p50 / p99 / mean us" "anchor_zenoh SIZE 10000" 10000
 compare zenoh busy-poll "zenoh ping/pong, ping spinning: p50 / p99 / mean us" "anchor_zenoh SIZE 10000 busy-poll" 10000
+# the anchor's pong answers from its subscriber's callback: so does rtlab's with --echo callback
+compare zenoh blocking "zenoh ping/pong p50 / p99 / mean us" "anchor_zenoh SIZE 10000" 10000 --echo callback
+compare zenoh busy-poll "zenoh ping/pong, ping spinning: p50 / p99 / mean us" "anchor_zenoh SIZE 10000 busy-poll" 10000 --echo callback
 fi
 
 # --- Cyclone DDS: ddsperf ping/pong ----------------------------------------------------------
@@ -284,3 +315,5 @@ compare dds blocking "ddsperf (waitset) p50 / p99 / mean us (RTT)" "anchor_dds S
 # ddsperf cannot busy-poll: its fastest mode, listener (the pong answers from Cyclone's receive
 # thread, no wake-up of another thread), is the anchor for rtlab's busy-poll
 compare dds busy-poll "ddsperf (listener) p50 / p99 / mean us (RTT)" "anchor_dds SIZE listener" 20000 --reliability reliable --history keep-last:1
+# ... and rtlab's pong answering from Cyclone's listener as ddsperf's does (--echo callback)
+compare dds busy-poll "ddsperf (listener) p50 / p99 / mean us (RTT)" "anchor_dds SIZE listener" 20000 --reliability reliable --history keep-last:1 --echo callback

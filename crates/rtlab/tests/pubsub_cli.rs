@@ -287,11 +287,13 @@ fn ctrl_c_stops_cleanly_and_keeps_what_subscriber_processes_measured() {
 /// ping that measures through it; every ping accounted for.
 #[test]
 fn ping_and_pong_by_hand() {
-    for transport in ["udp", "dds"] {
+    // a pong by hand answers from a thread of its own, or (dds) from its listener
+    for (transport, echo) in [("udp", "thread"), ("dds", "thread"), ("dds", "callback")] {
         let dir = tempfile::tempdir().unwrap();
-        let topic = format!("byhand_{}_{transport}", std::process::id());
+        let topic = format!("byhand_{}_{transport}_{echo}", std::process::id());
         let mut pong = rtlab()
             .args(["pubsub", "--transport", transport, "--role", "pong", "--topic", &topic])
+            .args(["--echo", echo])
             .args(["--domain", "77", "--duration", "60s", "--no-mlockall", "--quiet"])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
@@ -305,6 +307,7 @@ fn ping_and_pong_by_hand() {
         let _ = pong.wait();
         let s = &doc["streams"][0];
         assert_eq!(s["metric"], "rtt", "{transport}");
+        assert!(s["labels"].get("echo").is_none(), "the ping cannot tell how its pong answers");
         let st = &s["stats"];
         let published: u64 = s["labels"]["published"].as_str().unwrap().parse().unwrap();
         // 60 slots: each published or skipped (an overrun: the sender was late past it)

@@ -5,7 +5,7 @@
 //! After the measured phase only.
 
 use super::case::{Budget, CaseSetup, Measured};
-use super::config::{oneway_definition, Mode, Schedule};
+use super::config::{oneway_definition, HandRole, Mode, Schedule};
 use super::outcome::{CaseResult, MatchedSubscribers, ProbeError};
 use super::role::ReceiverReport;
 use rtlab_core::schema::Stream;
@@ -174,7 +174,9 @@ impl CaseSetup<'_> {
         l.insert("mode".into(), cfg.mode.name().into());
         l.insert("schedule".into(), cfg.schedule.name().into());
         l.insert("wait".into(), cfg.wait.name().into());
-        if cfg.mode == Mode::Roundtrip {
+        // a ping by hand does not know how its pong (started by hand) answers
+        let ping_by_hand = cfg.by_hand.as_ref().is_some_and(|h| h.role == HandRole::Ping);
+        if cfg.mode == Mode::Roundtrip && !ping_by_hand {
             l.insert("echo".into(), cfg.echo.name().into());
         }
         l.insert("payload_bytes".into(), self.len.to_string());

@@ -27,9 +27,7 @@
 //! no `unsafe` here). Entities are deleted on drop (ports, then participant, then the domain
 //! when its last transport goes). Never prints.
 
-use crate::dds_common::{
-    self, DdsEcho, DdsPublisher, DdsSubscriber, Head, SampleReader, SampleWriter,
-};
+use crate::dds_common::{self, DdsPublisher, DdsSubscriber, Head, SampleReader, SampleWriter};
 use crate::ros_msg;
 use crate::transport::*;
 use rtlab_bindings::cyclone::{self, BlobReader, BlobWriter};
@@ -448,7 +446,8 @@ impl Transport for DdsTransport {
         max_len: usize,
     ) -> Result<Option<Box<dyn CallbackEcho>>, TransportError> {
         let state = Arc::new(EchoState::new(self.publisher(topic_out, qos, max_len)?));
-        let on_data = dds_common::answering(NAME, state.clone(), |t: &cyclone::Taker, head| {
+        let tally = state.tally();
+        let on_data = dds_common::answering(NAME, state, |t: &cyclone::Taker, head| {
             Ok(match t.take_head(head).map_err(lib)? {
                 Some((size, got)) if size > 0 => Head::Data(got),
                 Some(_) => Head::NoData,
@@ -462,7 +461,7 @@ impl Transport for DdsTransport {
             Box::new(on_data),
         )
         .map_err(lib)?;
-        Ok(Some(Box::new(DdsEcho { _reader: reader, state })))
+        Ok(Some(Box::new(Answering { _ports: reader, tally })))
     }
     fn notes(&self) -> Vec<String> {
         vec![format!(

@@ -12,9 +12,7 @@
 
 use crate::dds::DdsNetwork;
 use crate::ros_msg;
-use crate::transport::{
-    check_len, CallbackEcho, EchoState, Publisher, Received, Subscriber, TransportError,
-};
+use crate::transport::{check_len, EchoState, Publisher, Received, Subscriber, TransportError};
 use std::sync::Arc;
 
 /// A DDS library's writer of serialized samples.
@@ -132,22 +130,6 @@ pub(crate) fn answering<T>(
             Head::NoData => Err(TransportError::Malformed { transport, why: "no data" }),
             Head::Nothing => Ok(None),
         });
-    }
-}
-
-/// A DDS library's callback echo: the reader whose listener answers (declared first, so it
-/// is deleted first: no call runs after), and what its calls share.
-pub(crate) struct DdsEcho<R: Send> {
-    pub(crate) _reader: R,
-    pub(crate) state: Arc<EchoState>,
-}
-
-impl<R: Send> CallbackEcho for DdsEcho<R> {
-    fn failed(&self) -> Option<String> {
-        self.state.failed()
-    }
-    fn skipped(&self) -> u64 {
-        self.state.skipped()
     }
 }
 

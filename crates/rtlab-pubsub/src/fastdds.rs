@@ -74,9 +74,7 @@
 //! `unsafe` here). Ports are deleted on drop, then the participant. Never prints.
 
 use crate::dds::{check_interface, classify, DdsNetwork, Iface};
-use crate::dds_common::{
-    self, DdsEcho, DdsPublisher, DdsSubscriber, Head, SampleReader, SampleWriter,
-};
+use crate::dds_common::{self, DdsPublisher, DdsSubscriber, Head, SampleReader, SampleWriter};
 use crate::ros2::install::Installation;
 use crate::ros_msg;
 use crate::transport::*;
@@ -626,7 +624,8 @@ impl Transport for FastDdsTransport {
         max_len: usize,
     ) -> Result<Option<Box<dyn CallbackEcho>>, TransportError> {
         let state = Arc::new(EchoState::new(self.publisher(topic_out, qos, max_len)?));
-        let on_data = dds_common::answering(NAME, state.clone(), |t: &shim::Taker, head| {
+        let tally = state.tally();
+        let on_data = dds_common::answering(NAME, state, |t: &shim::Taker, head| {
             Ok(match t.take(head).map_err(ours)? {
                 shim::Taken::Sample { copied, .. } => Head::Data(copied),
                 shim::Taken::NoData => Head::NoData,
@@ -639,7 +638,7 @@ impl Transport for FastDdsTransport {
             shim::ListenedReader::create(&self.p, &t, &ty, &q, Box::new(on_data))
         });
         self.record_threads(names);
-        Ok(Some(Box::new(DdsEcho { _reader: reader.map_err(ours)?, state })))
+        Ok(Some(Box::new(Answering { _ports: reader.map_err(ours)?, tally })))
     }
     fn labels(&self) -> Vec<(&'static str, String)> {
         vec![("fastdds_version", self.version.clone())]

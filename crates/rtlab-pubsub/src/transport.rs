@@ -353,13 +353,50 @@ pub trait CallbackEcho: Send {
     fn skipped(&self) -> u64;
 }
 
-/// What a callback echo shares with its callbacks: the pong publisher, used by one callback
-/// at a time and never waited for ([`EchoState::on_data`]), and the first error.
+/// What a callback echo met, written by its callbacks and read by its role: the first error
+/// (the echo stops answering then) and the messages not ours to echo.
+#[derive(Default)]
+pub(crate) struct EchoTally {
+    failed: std::sync::OnceLock<String>,
+    skipped: std::sync::atomic::AtomicU64,
+}
+
+impl EchoTally {
+    /// Keep `why` if it is the first error.
+    pub(crate) fn fail(&self, why: String) {
+        let _ = self.failed.set(why);
+    }
+    pub(crate) fn skip(&self) {
+        self.skipped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    /// An error was met: answer nothing more.
+    pub(crate) fn stopped(&self) -> bool {
+        self.failed.get().is_some()
+    }
+}
+
+/// A callback echo as its transport made it: the ports whose callback answers (dropped
+/// first: the library removes the callback) and its tally.
+pub(crate) struct Answering<P: Send> {
+    pub(crate) _ports: P,
+    pub(crate) tally: std::sync::Arc<EchoTally>,
+}
+
+impl<P: Send> CallbackEcho for Answering<P> {
+    fn failed(&self) -> Option<String> {
+        self.tally.failed.get().cloned()
+    }
+    fn skipped(&self) -> u64 {
+        self.tally.skipped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// What a DDS callback echo shares with its callbacks: the pong publisher, used by one
+/// callback at a time and never waited for ([`EchoState::on_data`]), and the tally.
 pub(crate) struct EchoState {
     again: std::sync::atomic::AtomicBool,
     pong: std::sync::Mutex<Box<dyn Publisher>>,
-    failed: std::sync::OnceLock<String>,
-    skipped: std::sync::atomic::AtomicU64,
+    tally: std::sync::Arc<EchoTally>,
 }
 
 impl EchoState {
@@ -367,9 +404,13 @@ impl EchoState {
         EchoState {
             again: std::sync::atomic::AtomicBool::new(false),
             pong: std::sync::Mutex::new(pong),
-            failed: std::sync::OnceLock::new(),
-            skipped: std::sync::atomic::AtomicU64::new(0),
+            tally: Default::default(),
         }
+    }
+
+    /// What its callbacks met (shared with the [`Answering`] that holds the callback).
+    pub(crate) fn tally(&self) -> std::sync::Arc<EchoTally> {
+        self.tally.clone()
     }
 
     /// Called by a data-available callback: take every ping there (`take`: the next one,
@@ -378,7 +419,7 @@ impl EchoState {
     /// another one answering leaves its data to it, which takes again before it lets go
     /// (libraries that run callbacks of one reader concurrently lose nothing; Cyclone DDS runs
     /// them one at a time, so there the try always succeeds). A malformed message is not ours
-    /// to echo; any other error stops the echo and is kept ([`Self::failed`]).
+    /// to echo; any other error stops the echo and is kept ([`EchoTally`]).
     pub(crate) fn on_data(
         &self,
         take: &mut dyn FnMut() -> Result<Option<Received>, TransportError>,
@@ -392,19 +433,17 @@ impl EchoState {
                 Err(std::sync::TryLockError::WouldBlock) => return, // the one answering sees `again`
             };
             while self.again.swap(false, AcqRel) {
-                while self.failed.get().is_none() {
+                while !self.tally.stopped() {
                     match take() {
                         Ok(Some(r)) => {
                             if let Err(e) = pong.publish(r.seq, r.stamp_ns, r.len) {
-                                let _ = self.failed.set(e.to_string());
+                                self.tally.fail(e.to_string());
                             }
                         }
                         Ok(None) => break,
-                        Err(TransportError::Malformed { .. }) => {
-                            self.skipped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        }
+                        Err(TransportError::Malformed { .. }) => self.tally.skip(),
                         Err(e) => {
-                            let _ = self.failed.set(e.to_string());
+                            self.tally.fail(e.to_string());
                         }
                     }
                 }
@@ -414,14 +453,6 @@ impl EchoState {
                 return;
             }
         }
-    }
-
-    pub(crate) fn failed(&self) -> Option<String> {
-        self.failed.get().cloned()
-    }
-
-    pub(crate) fn skipped(&self) -> u64 {
-        self.skipped.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -542,6 +573,7 @@ mod tests {
         use std::sync::{Arc, Mutex};
         let out = Arc::new(Mutex::new(Vec::new()));
         let state = Arc::new(EchoState::new(Box::new(Recording(out.clone(), None))));
+        let echo = Answering { _ports: (), tally: state.tally() };
         let queue = Arc::new(Mutex::new(std::collections::VecDeque::new()));
         let taken = Arc::new(Mutex::new(Vec::new()));
         let threads: Vec<_> = (0..4u64)
@@ -573,8 +605,8 @@ mod tests {
         assert_eq!(taken.len(), 8000);
         let expected: Vec<u64> = taken.iter().copied().filter(|s| s % 97 != 0).collect();
         assert_eq!(*out.lock().unwrap(), expected);
-        assert_eq!(state.failed(), None);
-        assert_eq!(state.skipped(), taken.len() as u64 - expected.len() as u64);
+        assert_eq!(echo.failed(), None);
+        assert_eq!(echo.skipped(), taken.len() as u64 - expected.len() as u64);
     }
 
     /// A failed publish stops the echo and is kept; later callbacks take nothing.
@@ -583,6 +615,7 @@ mod tests {
         use std::sync::{Arc, Mutex};
         let out = Arc::new(Mutex::new(Vec::new()));
         let state = EchoState::new(Box::new(Recording(out.clone(), Some(3))));
+        let echo = Answering { _ports: (), tally: state.tally() };
         let mut next = 0u64;
         let mut take = || {
             next += 1;
@@ -592,7 +625,7 @@ mod tests {
         state.on_data(&mut take);
         assert_eq!(*out.lock().unwrap(), vec![1, 2]);
         assert_eq!(next, 3, "nothing taken after the error");
-        assert!(state.failed().is_some_and(|e| e.contains("put")), "{:?}", state.failed());
+        assert!(echo.failed().is_some_and(|e| e.contains("put")), "{:?}", echo.failed());
     }
 
     #[test]

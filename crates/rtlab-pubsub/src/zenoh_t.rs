@@ -196,30 +196,28 @@ impl Transport for ZenohTransport {
         self.map_qos(qos)?;
         check_len(NAME, MAX_MESSAGE, max_len)?;
         let pong = self.declare_publisher(topic_out, qos)?;
-        let failed = Arc::new(std::sync::OnceLock::new());
-        let skipped = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let (f2, s2) = (failed.clone(), skipped.clone());
+        let tally = Arc::new(EchoTally::default());
+        let t2 = tally.clone();
         // as Zenoh's own z_pong: the ping's payload put back as it came (a reference, no copy)
         let subscriber = self
             .session
             .declare_subscriber(topic_in.to_string())
             .callback(move |s: Sample| {
                 let p = s.payload();
-                // not ours to echo: shorter than a header, or longer than the case's messages
-                if f2.get().is_some() {
+                if t2.stopped() {
                     return;
                 }
+                // not ours to echo: shorter than a header, or longer than the case's messages
                 if p.len() < HEADER_LEN || p.len() > max_len {
-                    s2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    return;
+                    return t2.skip();
                 }
                 if let Err(e) = pong.put(p.clone()).wait() {
-                    let _ = f2.set(lib("put")(e.to_string()).to_string());
+                    t2.fail(lib("put")(e.to_string()).to_string());
                 }
             })
             .wait()
             .map_err(|e| lib("declare subscriber")(e.to_string()))?;
-        Ok(Some(Box::new(ZenohEcho { _subscriber: subscriber, failed, skipped })))
+        Ok(Some(Box::new(Answering { _ports: subscriber, tally })))
     }
     fn notes(&self) -> Vec<String> {
         vec![
@@ -248,22 +246,6 @@ impl ZenohTransport {
             .express(true)
             .wait()
             .map_err(|e| lib("declare publisher")(e.to_string()))
-    }
-}
-
-/// A pong answering from its subscriber's callback (undeclared on drop: no call after).
-struct ZenohEcho {
-    _subscriber: zenoh::pubsub::Subscriber<()>,
-    failed: Arc<std::sync::OnceLock<String>>,
-    skipped: Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl CallbackEcho for ZenohEcho {
-    fn failed(&self) -> Option<String> {
-        self.failed.get().cloned()
-    }
-    fn skipped(&self) -> u64 {
-        self.skipped.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

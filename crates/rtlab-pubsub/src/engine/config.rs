@@ -216,6 +216,12 @@ impl PubsubConfig {
         }
     }
 
+    /// The transport of the far side (the pong or the subscribers): `far_transport`, else the
+    /// near side's.
+    pub fn far_kind(&self) -> TransportKind {
+        self.far_transport.unwrap_or(self.transport.kind)
+    }
+
     /// Messages sent in one case of this period.
     pub fn messages_of(&self, period_ns: i64) -> u64 {
         let by_time = (self.case_duration_ns / period_ns.max(1)).max(1) as u64;

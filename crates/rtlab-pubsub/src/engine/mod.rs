@@ -69,4 +69,4 @@ pub use run::{run, run_with};
 pub use spec::{dds_names, open_transport, TransportKind, TransportSpec};
 pub use streams::{rate_label, SEND_LATENESS_DEFINITION};
 pub use threads::apply_thread_priorities;
-pub use validate::{far_transport_rule, validate};
+pub use validate::{callback_echo_rule, far_transport_rule, validate};

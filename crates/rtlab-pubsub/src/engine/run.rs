@@ -8,8 +8,7 @@
 
 use super::by_hand::run_peer_by_hand;
 use super::case::CaseSetup;
-use super::config::Mode;
-use super::config::{HandRole, PubsubConfig};
+use super::config::{HandRole, Mode, PubsubConfig};
 use super::outcome::{CaseResult, ProbeError, PubsubOutcome};
 use super::placement::{FarPlacement, Launcher};
 use super::spec::{open_transport, TransportKind, TransportSpec};
@@ -230,8 +229,7 @@ fn run_notes(
         notes.push("subscriber processes: the same --thread-priority rules applied to their middleware threads".into());
     }
     if cfg.mode == Mode::Roundtrip && cfg.echo == EchoStyle::Callback {
-        let pong = cfg.far_transport.unwrap_or(spec.kind);
-        if let Some(how) = pong.callback_echo() {
+        if let Some(how) = cfg.far_kind().callback_echo() {
             notes.push(format!("echo callback: {how}"));
         }
     }

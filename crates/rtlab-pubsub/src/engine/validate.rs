@@ -41,18 +41,25 @@ pub fn validate(cfg: &PubsubConfig, transport: &dyn Transport) -> Result<QosMapp
         }
     }
     if cfg.mode == Mode::Roundtrip && cfg.echo == EchoStyle::Callback {
-        let pong = cfg.far_transport.unwrap_or(cfg.transport.kind);
-        if pong.callback_echo().is_none() {
-            return Err(ProbeError::Invalid(format!(
-                "--echo callback: {} offers no callback rtlab can answer from (zenoh, cyclonedds and fastdds do; use --echo thread)",
-                pong.name()
-            )));
-        }
+        callback_echo_rule(cfg.far_kind())
+            .map_err(|m| ProbeError::Invalid(format!("--echo {m}")))?;
     }
     for &len in &cfg.payloads {
         check_len(transport.name(), transport.max_message(), len)?;
     }
     Ok(transport.map_qos(&cfg.qos)?)
+}
+
+/// A callback echo on `pong` (the transport the pong runs): refused, in words after
+/// `--echo`, where the library offers no callback to answer from.
+pub fn callback_echo_rule(pong: TransportKind) -> Result<(), String> {
+    match pong.callback_echo() {
+        Some(_) => Ok(()),
+        None => Err(format!(
+            "callback: {} offers no callback rtlab can answer from (zenoh, cyclonedds and fastdds do; use --echo thread)",
+            pong.name()
+        )),
+    }
 }
 
 /// The far side's transport kind, checked: another one only between DDS implementations,

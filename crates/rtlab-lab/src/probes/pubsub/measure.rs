@@ -255,8 +255,7 @@ fn spinners_warning(cfg: &PubsubConfig, cpus: usize) -> Option<rtlab_core::schem
     // callback, and so does the pinger
     let spinners = if callback { 0 } else { cfg.subscribers.iter().copied().max().unwrap_or(1) }
         + usize::from(roundtrip);
-    let pong = cfg.far_transport.unwrap_or(cfg.transport.kind);
-    let remedy = if roundtrip && !callback && pong.callback_echo().is_some() {
+    let remedy = if roundtrip && !callback && cfg.far_kind().callback_echo().is_some() {
         "use --echo callback (the pong answers from the middleware's own receive thread: one spinner per round trip, as the middlewares' own ping-pong benchmarks run), --wait blocking, or fewer spinners than CPUs"
     } else {
         "use --wait blocking, or fewer spinners than CPUs"

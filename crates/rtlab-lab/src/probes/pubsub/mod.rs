@@ -379,17 +379,8 @@ impl PubsubProbeConfig {
                 "callback: where a round trip's pong answers (--mode roundtrip, or --role pong)",
             ));
         }
-        let pong = self.far_transport.unwrap_or(self.transport);
-        if pong.callback_echo().is_none() {
-            return Err(ConfigError::new(
-                "echo",
-                format!(
-                    "callback: {} offers no callback rtlab can answer from (zenoh, cyclonedds and fastdds do; use --echo thread)",
-                    pong.name()
-                ),
-            ));
-        }
-        Ok(())
+        engine::callback_echo_rule(self.far_transport.unwrap_or(self.transport))
+            .map_err(|m| ConfigError::new("echo", m))
     }
 
     /// A far side (another host or namespace) and a role by hand with its topic.

@@ -5,8 +5,9 @@
 #   shm busy-poll: iceoryx2's own benchmark (its repository's benchmarks/publish-subscribe),
 #        built against the iceoryx2 0.10 crate from the registry: two threads pinned to CPUs 0
 #        and 1, busy loop, one process; it prints the mean of RTT/2. rtlab: `pubsub --transport
-#        shm --mode roundtrip --schedule closed-loop --wait busy-poll --in-process --cpus 0,1`
-#        (the pinger thread on CPU 0, the echo thread on CPU 1, SCHED_OTHER like the anchor).
+#        shm --mode roundtrip --schedule closed-loop --wait busy-poll --in-process --cpus 0,1
+#        --history keep-last:1` (the pinger thread on CPU 0, the echo thread on CPU 1,
+#        SCHED_OTHER, a subscriber buffer of one sample, best effort: the anchor's settings).
 #        At 64 KiB the anchor runs twice: as it ships (true zero copy: nothing is written into
 #        a sample) and with --send-copy (its echo fills each sample before it waits); rtlab's
 #        publisher and echo each write the message body into their next sample after a send.
@@ -165,7 +166,7 @@ for size in 64 65536; do
   [ "$size" = 65536 ] && variants=("" "--send-copy")
   for v in "${variants[@]}"; do
     for r in $(seq 1 "$rounds"); do
-      read -r p50 p99 mean n lost < <(rtlab_case shm "$size" busy-poll 200000 --in-process --cpus 0,1)
+      read -r p50 p99 mean n lost < <(rtlab_case shm "$size" busy-poll 200000 --in-process --cpus 0,1 --history keep-last:1)
       # shellcheck disable=SC2086
       a=$(anchor_shm "$size" $v)
       ratio=$(awk -v x="$mean" -v y="$a" 'BEGIN { printf "%.2f", x / y }')

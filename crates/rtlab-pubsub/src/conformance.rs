@@ -270,6 +270,37 @@ pub fn size_limits(s: &Subject) {
     assert_eq!(got[0].iter().map(|m| (m.seq, m.len)).collect::<Vec<_>>(), vec![(0, len), (1, len)]);
 }
 
+/// A wait of no time (zero, or a deadline already past) returns: nothing to take is None,
+/// in either wait style (found: iceoryx2's `timed_wait` with a zero timeout never returned,
+/// and an echo whose wait slice had just ended hung its role).
+pub fn no_wait_blocks(s: &Subject) {
+    let (pt, st) = (s.make)();
+    let q = usable_qos(pt.as_ref());
+    let topic = fresh_topic("nowait");
+    let _p = pt.publisher(&topic, &q, 64).expect("publisher");
+    let mut sub = st.subscriber(&topic, &q, 64).expect("subscriber");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let past = rtlab_sys::clock::monotonic_ns() - 1;
+        let got = [
+            sub.wait_take(0),
+            sub.take(WaitStyle::Blocking, 0),
+            sub.take(WaitStyle::Blocking, -1),
+            sub.take_until(WaitStyle::Blocking, past),
+            sub.take(WaitStyle::BusyPoll, 0),
+            sub.take_until(WaitStyle::BusyPoll, past),
+        ];
+        let _ = tx.send(got.into_iter().map(|g| g.map(|r| r.is_none())).collect::<Vec<_>>());
+    });
+    // a bound for "never returns", not a latency: each wait above takes no time
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("{}: a wait of no time did not return in 30 s", pt.name()));
+    for (i, g) in got.iter().enumerate() {
+        assert!(matches!(g, Ok(true)), "{}: wait {i}: {g:?}", pt.name());
+    }
+}
+
 /// After ports and transports are dropped, no file the transport made is left.
 pub fn clean_shutdown(s: &Subject) {
     let before = (s.leftovers)();
@@ -340,6 +371,7 @@ macro_rules! instantiate_conformance_tests {
             fan_out
             loss_counting
             size_limits
+            no_wait_blocks
             clean_shutdown
         );
     };

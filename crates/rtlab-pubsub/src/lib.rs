@@ -59,6 +59,10 @@ pub fn open(spec: &engine::TransportSpec) -> Result<Arc<dyn Transport>, Transpor
         }
         TransportKind::Shm => {
             let t = shm::ShmTransport::new()?;
+            let t = match spec.shm_subscribers {
+                Some(n) => t.sized_for(n),
+                None => t,
+            };
             Ok(Arc::new(if spec.busy_poll { t.busy_poll() } else { t }))
         }
         TransportKind::Zenoh => Ok(Arc::new(zenoh_t::ZenohTransport::with_mode(

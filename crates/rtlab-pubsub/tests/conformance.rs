@@ -76,6 +76,40 @@ fn with_shm(rule: Rule) {
     rule(&Subject { make: &make, leftovers: &iceoryx2_files });
 }
 
+instantiate_conformance_tests!(shm_sized_for_the_run, with_shm_sized_for_the_run);
+
+/// Services made for three subscribers and one publisher per topic, as a run opens them
+/// (the suite's fan-out is three).
+fn with_shm_sized_for_the_run(rule: Rule) {
+    let _one = SHM.lock().unwrap_or_else(|e| e.into_inner());
+    let make = || {
+        let open = || rtlab_pubsub::shm::ShmTransport::new().unwrap().sized_for(3);
+        let (a, b): (Arc<dyn Transport>, Arc<dyn Transport>) = (Arc::new(open()), Arc::new(open()));
+        (a, b)
+    };
+    rule(&Subject { make: &make, leftovers: &iceoryx2_files });
+}
+
+#[test]
+fn shm_sized_services_refuse_a_port_beyond_their_size_in_one_line() {
+    let _one = SHM.lock().unwrap_or_else(|e| e.into_inner());
+    let t = rtlab_pubsub::shm::ShmTransport::new().unwrap().sized_for(2);
+    let q = rtlab_pubsub::Qos::default();
+    let topic = conformance::fresh_topic("sized");
+    let _p = t.publisher(&topic, &q, 64).unwrap();
+    let _s: Vec<_> = (0..2).map(|_| t.subscriber(&topic, &q, 64).unwrap()).collect();
+    for e in [t.subscriber(&topic, &q, 64).err(), t.publisher(&topic, &q, 64).err()] {
+        let e = e.expect("a third subscriber and a second publisher are refused").to_string();
+        assert!(e.starts_with("shm: "), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+    assert!(
+        t.notes()[0].contains("made for 1 publisher(s) and 2 subscriber(s)"),
+        "{:?}",
+        t.notes()
+    );
+}
+
 instantiate_conformance_tests!(shm_opened_for_busy_poll, with_shm_opened_for_busy_poll);
 
 /// No event service: a blocking take spins, publishers notify nobody.

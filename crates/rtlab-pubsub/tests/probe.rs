@@ -117,13 +117,19 @@ fn bad_input_is_refused_before_anything_runs() {
 
 #[test]
 fn shm_oneway_fan_out_in_processes() {
-    let mut cfg = config(TransportKind::Shm, Mode::Oneway, vec![2], false);
+    // the services are made for the sweep's largest fan-out: every process opens them so
+    let mut cfg = config(TransportKind::Shm, Mode::Oneway, vec![1, 3], false);
     cfg.payloads = vec![64, 65536];
     let out = run(&cfg);
-    assert_eq!(out.cases.len(), 2);
+    assert_eq!(out.cases.len(), 4);
     for c in &out.cases {
         check_case(c, "one_way_latency");
     }
+    assert!(
+        out.notes.iter().any(|n| n.contains("made for 1 publisher(s) and 3 subscriber(s)")),
+        "{:?}",
+        out.notes
+    );
 }
 
 #[test]
@@ -308,6 +314,15 @@ fn intra_closed_loop_busy_poll_fan_out() {
 #[test]
 fn shm_closed_loop_in_a_process() {
     let out = run(&closed_loop(TransportKind::Shm, 1, false));
+    check_closed_loop(&out.cases[0], 300);
+}
+
+#[test]
+fn shm_closed_loop_busy_poll_fan_out_in_processes() {
+    // the echo processes answer from a busy-poll that reads the clock once per slice
+    let mut cfg = closed_loop(TransportKind::Shm, 2, false);
+    cfg.wait = WaitStyle::BusyPoll;
+    let out = run(&cfg);
     check_closed_loop(&out.cases[0], 300);
 }
 

@@ -118,11 +118,24 @@ pub(super) fn echo_loop(
     rc: &RoleConfig,
     stop: &AtomicBool,
 ) -> Result<(), TransportError> {
-    let give_up = monotonic_ns() + rc.run_timeout_ns;
-    while !stop.load(Ordering::Relaxed) && monotonic_ns() < give_up {
-        match sub.take(rc.wait, POLL_SLICE_NS) {
+    let now = monotonic_ns();
+    let give_up = now + rc.run_timeout_ns;
+    // the clock is read when a wait slice ends, not per message: a busy-poll echo answers
+    // with no clock read between the ping's arrival and its pong (examples/shm_ladder.rs)
+    let mut until = now + POLL_SLICE_NS;
+    while !stop.load(Ordering::Relaxed) {
+        match sub.take_until(rc.wait, until) {
             Ok(Some(r)) => publisher.publish(r.seq, r.stamp_ns, r.len)?,
-            Ok(None) | Err(TransportError::Malformed { .. }) => {} // not ours to echo
+            Ok(None) | Err(TransportError::Malformed { .. }) => {
+                // a slice ended, or a message not ours to echo
+                let now = monotonic_ns();
+                if now >= give_up {
+                    break;
+                }
+                if now >= until {
+                    until = (now + POLL_SLICE_NS).min(give_up);
+                }
+            }
             Err(e) => return Err(e),
         }
     }
@@ -286,28 +299,38 @@ pub(super) fn closed_loop(
 ) -> (u64, Option<TransportError>) {
     let end = monotonic_ns().saturating_add(lp.duration_ns);
     let mut k = 0u64;
-    while k < lp.count && !stop.load(Ordering::Relaxed) && monotonic_ns() < end {
+    // two clock reads per round trip besides the busy-poll's own: the send stamp (also the
+    // end check) and the arrival stamp (examples/shm_ladder.rs measured what more cost)
+    while k < lp.count && !stop.load(Ordering::Relaxed) {
         let sent = monotonic_ns();
+        if sent >= end {
+            break;
+        }
         if let Err(e) = publisher.publish(k, sent, lp.len) {
             return (k, Some(e));
         }
         let give_up = sent.saturating_add(lp.loss_timeout_ns);
         for (sub, side) in subs.iter_mut().zip(sides.iter_mut()) {
             loop {
-                let left = give_up - monotonic_ns();
-                if left <= 0 {
-                    break;
-                }
-                let got = match sub.take(lp.wait, left.min(POLL_SLICE_NS)) {
-                    Ok(g) => g,
-                    Err(_) => {
-                        side.malformed += 1;
-                        continue;
-                    }
+                // busy-poll: no clock read before the first polls; a blocking wait in slices
+                let until = match lp.wait {
+                    WaitStyle::BusyPoll => give_up,
+                    WaitStyle::Blocking => give_up.min(monotonic_ns() + POLL_SLICE_NS),
                 };
+                let got = sub.take_until(lp.wait, until);
                 let now = monotonic_ns();
-                let Some(r) = got else { continue };
-                if side.arrive(&r, now, now, lp.loss_timeout_ns) == Arrived::Sample && r.seq == k {
+                match got {
+                    Ok(Some(r)) => {
+                        if side.arrive(&r, now, now, lp.loss_timeout_ns) == Arrived::Sample
+                            && r.seq == k
+                        {
+                            break;
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(_) => side.malformed += 1,
+                }
+                if now >= give_up {
                     break;
                 }
             }

@@ -144,6 +144,11 @@ fn multicast(cfg: &PubsubConfig) -> bool {
 fn near_spec(cfg: &PubsubConfig, far: Option<&FarPlacement>) -> Result<TransportSpec, ProbeError> {
     let mut spec = cfg.transport.clone();
     spec.busy_poll = cfg.wait == WaitStyle::BusyPoll;
+    if cfg.by_hand.is_none() {
+        // shm's services made for the run's largest fan-out, not for any: iceoryx2 walks
+        // every slot per send and take (examples/shm_ladder.rs)
+        spec.shm_subscribers = cfg.subscribers.iter().copied().max();
+    }
     if spec.kind == TransportKind::Zenoh && spec.listen.is_empty() {
         let ip = far.map(|f| f.near.as_str()).unwrap_or("127.0.0.1");
         spec.listen = vec![format!(
@@ -266,6 +271,7 @@ fn role_spec_of(
     role_spec.domain = spec.domain;
     role_spec.busy_poll = spec.busy_poll;
     role_spec.fastdds_shm = spec.fastdds_shm;
+    role_spec.shm_subscribers = spec.shm_subscribers;
     role_spec.fastdds_lib = spec.fastdds_lib;
     role_spec.ros2_prefix = spec.ros2_prefix.clone();
     role_spec.rmw = spec.rmw.clone();

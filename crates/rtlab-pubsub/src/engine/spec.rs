@@ -119,6 +119,11 @@ pub struct TransportSpec {
     /// fastdds: its shared-memory transport (default, off, or another segment size).
     #[serde(default)]
     pub fastdds_shm: crate::fastdds::Shm,
+    /// shm: the subscribers a topic's iceoryx2 service is made for (one publisher each);
+    /// None: room for any run by hand (2 publishers, 16 subscribers). Every process of a
+    /// run gives the same, or the service does not open.
+    #[serde(default)]
+    pub shm_subscribers: Option<usize>,
     /// fastdds: which Fast DDS library (Debian's 2.9, or the ROS 2 installation's).
     #[serde(default)]
     pub fastdds_lib: crate::fastdds::FastDdsLib,
@@ -146,6 +151,7 @@ impl TransportSpec {
             zenoh_mode: None,
             busy_poll: false,
             fastdds_shm: crate::fastdds::Shm::Default,
+            shm_subscribers: None,
             fastdds_lib: crate::fastdds::FastDdsLib::Debian,
             ros2_prefix: None,
             rmw: None,

@@ -180,8 +180,16 @@ fn rtlab_ends(t: &ShmTransport, len: usize) -> Ends {
     }
 }
 
-/// A rung's mean round trip in ns: the pinger on CPU 0, the echo on CPU 1.
-fn two_threads(rung: usize, n: u64, len: usize) -> f64 {
+/// What a rung's ports need alive: the node and services of the iceoryx2 rungs, the transport
+/// of rtlab's.
+struct Rig {
+    _node: Node<Svc>,
+    _transport: ShmTransport,
+    _services: Option<(PortFactory, PortFactory)>,
+}
+
+/// A rung's four ports, and what they need alive.
+fn rig(rung: usize, len: usize) -> (Rig, Ends) {
     let node = NodeBuilder::new()
         .signal_handling_mode(SignalHandlingMode::Disabled)
         .create::<Svc>()
@@ -192,6 +200,12 @@ fn two_threads(rung: usize, n: u64, len: usize) -> f64 {
         Some((a2b, b2a)) => iox_ends(a2b, b2a, rung, len),
         None => rtlab_ends(&transport, len),
     };
+    (Rig { _node: node, _transport: transport, _services: services }, ends)
+}
+
+/// A rung's mean round trip in ns: the pinger on CPU 0, the echo on CPU 1.
+fn two_threads(rung: usize, n: u64, len: usize) -> f64 {
+    let (_rig, ends) = rig(rung, len);
     let start = Barrier::new(2);
     let stop = AtomicBool::new(false);
     let start = &start;
@@ -338,16 +352,7 @@ fn poll(sub: &mut dyn Subscriber, rung: usize) -> rtlab_pubsub::transport::Recei
 /// A rung's work per round trip on one thread, nothing to wait for: ping, the echo's take
 /// and publish, the pong's take (for counting instructions).
 fn one_thread(rung: usize, n: u64, len: usize) {
-    let node = NodeBuilder::new()
-        .signal_handling_mode(SignalHandlingMode::Disabled)
-        .create::<Svc>()
-        .unwrap();
-    let transport = ShmTransport::new().unwrap().busy_poll().sized_for(1);
-    let services = (rung <= IOX_HEADER).then(|| iox_services(&node, rung));
-    let ends = match &services {
-        Some((a2b, b2a)) => iox_ends(a2b, b2a, rung, len),
-        None => rtlab_ends(&transport, len),
-    };
+    let (_rig, ends) = rig(rung, len);
     match ends {
         Ends::Iox { ping_pub, pong_sub, echo_pub, echo_sub } => {
             let header = rung == IOX_HEADER;

@@ -105,11 +105,13 @@ anchor_shm() { iox_mean iox2-pubsub 1000000 -p "$@"; } # SIZE [--send-copy]
 # (it runs its ipc and ipc_threadsafe setups one after the other, each wake-up a blocking wait)
 anchor_event() { iox_mean iox2-event 20000; }
 
-# rtlab's p50 / p99 / mean round trip (us) of a closed-loop case
+# rtlab's p50 / p99 / mean round trip (us) of a closed-loop case; its kernel-counter sampler
+# off (--no-counters), as the anchors sample nothing: on 2 CPUs its /proc reads take the
+# middleware's CPU (BENCHMARKS.md "One run of every table, three rounds", from 2026-11-26 on)
 rtlab_case() { # TRANSPORT SIZE WAIT COUNT EXTRA...
   local j="$out/r.json"
   "$rtlab" pubsub --transport "$1" --mode roundtrip --schedule closed-loop --payload "$2" \
-    --wait "$3" --count "$4" "${@:5}" --quiet --json "$j" >/dev/null
+    --wait "$3" --count "$4" --no-counters "${@:5}" --quiet --json "$j" >/dev/null
   python3 - "$j" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))["streams"][0]["stats"]

@@ -217,18 +217,13 @@ fn two_threads(rung: usize, n: u64, len: usize) -> f64 {
                 start.wait();
                 for _ in 0..n {
                     // the benchmark's echo: loan, spin, send
-                    let mut sample = loan(&echo_pub, len, header);
+                    let sample = loan(&echo_pub, len, header);
                     let got = loop {
                         if let Some(got) = echo_sub.receive().unwrap() {
                             break got;
                         }
                     };
-                    if header {
-                        let (seq, stamp) = decode_header(got.payload()).unwrap();
-                        encode_header(sample.payload_mut(), seq, stamp);
-                    }
-                    drop(got);
-                    sample.send().unwrap();
+                    answer(got, sample, header);
                 }
             });
             rtlab_sys::sched::set_current_affinity(&[0]).unwrap();
@@ -236,11 +231,7 @@ fn two_threads(rung: usize, n: u64, len: usize) -> f64 {
             let t0 = monotonic_ns();
             let mut sample = loan(&ping_pub, len, header);
             for k in 0..n {
-                if header {
-                    encode_header(sample.payload_mut(), k, 0);
-                }
-                sample.send().unwrap();
-                sample = loan(&ping_pub, len, header);
+                sample = ping(sample, &ping_pub, k, len, header);
                 loop {
                     if let Some(got) = pong_sub.receive().unwrap() {
                         if header {
@@ -331,6 +322,35 @@ fn loan(
     }
 }
 
+/// The pinger's send of ping `k` (its header written first in the `iox2-header` rung), and
+/// the next sample loaned (inlined: the `iox2` rung is iceoryx2's loop, no call added).
+#[inline(always)]
+fn ping(
+    mut sample: Sample,
+    publisher: &iceoryx2::port::publisher::Publisher<Svc, [u8], ()>,
+    k: u64,
+    len: usize,
+    header: bool,
+) -> Sample {
+    if header {
+        encode_header(sample.payload_mut(), k, 0);
+    }
+    sample.send().unwrap();
+    loan(publisher, len, header)
+}
+
+/// The echo's answer to `got` in `sample` (loaned before the wait), the header copied over
+/// in the `iox2-header` rung; `got` goes back before the send (inlined, as `ping`).
+#[inline(always)]
+fn answer(got: iceoryx2::sample::Sample<Svc, [u8], ()>, mut sample: Sample, header: bool) {
+    if header {
+        let (seq, stamp) = decode_header(got.payload()).unwrap();
+        encode_header(sample.payload_mut(), seq, stamp);
+    }
+    drop(got);
+    sample.send().unwrap();
+}
+
 /// Spin until a message is in, as rung `rung` polls.
 fn poll(sub: &mut dyn Subscriber, rung: usize) -> rtlab_pubsub::transport::Received {
     loop {
@@ -358,19 +378,9 @@ fn one_thread(rung: usize, n: u64, len: usize) {
             let header = rung == IOX_HEADER;
             let mut sample = loan(&ping_pub, len, header);
             for k in 0..n {
-                if header {
-                    encode_header(sample.payload_mut(), k, 0);
-                }
-                sample.send().unwrap();
-                sample = loan(&ping_pub, len, header);
-                let mut echo = loan(&echo_pub, len, header);
-                let got = echo_sub.receive().unwrap().unwrap();
-                if header {
-                    let (seq, stamp) = decode_header(got.payload()).unwrap();
-                    encode_header(echo.payload_mut(), seq, stamp);
-                }
-                drop(got);
-                echo.send().unwrap();
+                sample = ping(sample, &ping_pub, k, len, header);
+                let echo = loan(&echo_pub, len, header);
+                answer(echo_sub.receive().unwrap().unwrap(), echo, header);
                 let got = pong_sub.receive().unwrap().unwrap();
                 if header {
                     std::hint::black_box(decode_header(got.payload()));

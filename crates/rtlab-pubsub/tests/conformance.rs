@@ -67,10 +67,14 @@ fn shm_files_are_seen_by_the_leftover_check() {
 instantiate_conformance_tests!(shm, with_shm);
 
 fn with_shm(rule: Rule) {
+    shm_subject(rule, || rtlab_pubsub::shm::ShmTransport::new().unwrap());
+}
+
+/// Run `rule` on two shm transports opened by `open`, one shm suite at a time.
+fn shm_subject(rule: Rule, open: fn() -> rtlab_pubsub::shm::ShmTransport) {
     let _one = SHM.lock().unwrap_or_else(|e| e.into_inner());
     let make = || {
-        let a: Arc<dyn Transport> = Arc::new(rtlab_pubsub::shm::ShmTransport::new().unwrap());
-        let b: Arc<dyn Transport> = Arc::new(rtlab_pubsub::shm::ShmTransport::new().unwrap());
+        let (a, b): (Arc<dyn Transport>, Arc<dyn Transport>) = (Arc::new(open()), Arc::new(open()));
         (a, b)
     };
     rule(&Subject { make: &make, leftovers: &iceoryx2_files });
@@ -81,13 +85,7 @@ instantiate_conformance_tests!(shm_sized_for_the_run, with_shm_sized_for_the_run
 /// Services made for three subscribers and one publisher per topic, as a run opens them
 /// (the suite's fan-out is three).
 fn with_shm_sized_for_the_run(rule: Rule) {
-    let _one = SHM.lock().unwrap_or_else(|e| e.into_inner());
-    let make = || {
-        let open = || rtlab_pubsub::shm::ShmTransport::new().unwrap().sized_for(3);
-        let (a, b): (Arc<dyn Transport>, Arc<dyn Transport>) = (Arc::new(open()), Arc::new(open()));
-        (a, b)
-    };
-    rule(&Subject { make: &make, leftovers: &iceoryx2_files });
+    shm_subject(rule, || rtlab_pubsub::shm::ShmTransport::new().unwrap().sized_for(3));
 }
 
 #[test]
@@ -114,13 +112,7 @@ instantiate_conformance_tests!(shm_opened_for_busy_poll, with_shm_opened_for_bus
 
 /// No event service: a blocking take spins, publishers notify nobody.
 fn with_shm_opened_for_busy_poll(rule: Rule) {
-    let _one = SHM.lock().unwrap_or_else(|e| e.into_inner());
-    let make = || {
-        let open = || rtlab_pubsub::shm::ShmTransport::new().unwrap().busy_poll();
-        let (a, b): (Arc<dyn Transport>, Arc<dyn Transport>) = (Arc::new(open()), Arc::new(open()));
-        (a, b)
-    };
-    rule(&Subject { make: &make, leftovers: &iceoryx2_files });
+    shm_subject(rule, || rtlab_pubsub::shm::ShmTransport::new().unwrap().busy_poll());
 }
 
 fn free_port() -> u16 {

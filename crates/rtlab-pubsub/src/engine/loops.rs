@@ -313,11 +313,12 @@ pub(super) fn closed_loop(
         for (sub, side) in subs.iter_mut().zip(sides.iter_mut()) {
             loop {
                 // busy-poll: no clock read before the first polls; a blocking wait in slices
-                let until = match lp.wait {
-                    WaitStyle::BusyPoll => give_up,
-                    WaitStyle::Blocking => give_up.min(monotonic_ns() + POLL_SLICE_NS),
+                let got = match lp.wait {
+                    WaitStyle::BusyPoll => sub.take_until(lp.wait, give_up),
+                    WaitStyle::Blocking => {
+                        sub.take(lp.wait, (give_up - monotonic_ns()).min(POLL_SLICE_NS))
+                    }
                 };
-                let got = sub.take_until(lp.wait, until);
                 let now = monotonic_ns();
                 match got {
                     Ok(Some(r)) => {

@@ -302,6 +302,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn role_processes_get_the_shm_services_size_and_results_never_show_it_unset() {
+        let mut spec = TransportSpec::new(TransportKind::Shm);
+        let json = serde_json::to_value(&spec).unwrap();
+        assert!(json.get("shm_subscribers").is_none(), "{json}");
+        spec.shm_subscribers = Some(3);
+        let r = role_spec_of(&spec, TransportKind::Shm, None, false);
+        let back: TransportSpec =
+            serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back.shm_subscribers, Some(3));
+    }
+
+    #[test]
     fn role_processes_get_the_near_sides_domain_network_and_fast_dds_shared_memory() {
         let mut spec = TransportSpec::new(TransportKind::FastDds);
         spec.domain = Some(42);

@@ -121,8 +121,9 @@ pub struct TransportSpec {
     pub fastdds_shm: crate::fastdds::Shm,
     /// shm: the subscribers a topic's iceoryx2 service is made for (one publisher each);
     /// None: room for any run by hand (2 publishers, 16 subscribers). Every process of a
-    /// run gives the same, or the service does not open.
-    #[serde(default)]
+    /// run gives the same, or the service does not open. Set for the role processes only,
+    /// and never written when None: a result's `config.probe.transport` is as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shm_subscribers: Option<usize>,
     /// fastdds: which Fast DDS library (Debian's 2.9, or the ROS 2 installation's).
     #[serde(default)]

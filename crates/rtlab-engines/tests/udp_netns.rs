@@ -48,6 +48,7 @@ fn with_reflector<T>(
         rt: rt(),
         socket: SocketConfig::default(),
         cost_window: None,
+        xdp: None,
         spike: None,
     };
     let stop = Arc::new(AtomicBool::new(false));
@@ -76,6 +77,7 @@ fn ping_cfg(p: &NetnsPair, to: String, count: u64, socket: SocketConfig) -> UdpP
         rt: rt(),
         socket,
         preflight_ns: 2_000_000_000,
+        xdp: None,
         spike: None,
     }
 }

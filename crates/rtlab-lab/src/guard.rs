@@ -52,3 +52,67 @@ pub fn stale_journal_warning() -> Option<String> {
         p.describe()
     ))
 }
+
+/// Where the XDP path's journals are: one per attached program,
+/// `<DEFAULT_JOURNAL>.xdp-<pid>-<n>` (the machine's journal may be a profile's, in force
+/// for the whole case).
+fn xdp_journal_path(n: u64) -> PathBuf {
+    PathBuf::from(format!(
+        "{}.xdp-{}-{n}",
+        rtlab_tune::journal::DEFAULT_JOURNAL,
+        std::process::id()
+    ))
+}
+
+/// Restore the XDP journals that dead rtlabs left (after a kill -9 the kernel has detached
+/// their programs with their links; restoring checks it and removes the journal). Returns
+/// one line per journal restored.
+pub fn restore_stale_xdp_journals() -> Vec<String> {
+    let journal = Path::new(rtlab_tune::journal::DEFAULT_JOURNAL);
+    let (Some(dir), Some(base)) = (journal.parent(), journal.file_name()) else {
+        return Vec::new();
+    };
+    let prefix = format!("{}.xdp-", base.to_string_lossy());
+    let mut done = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(&prefix) else { continue };
+        let pid: i32 = rest.split('-').next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        if pid == std::process::id() as i32 || rtlab_tune::journal::rtlab_alive(pid) {
+            continue;
+        }
+        if let Ok(r) = rtlab_tune::journal::restore_journal(crate::host::host(), &e.path()) {
+            done.push(format!(
+                "{}: {}",
+                e.path().display(),
+                if r.is_clean() { "restored" } else { "not all restored" }
+            ));
+        }
+    }
+    done
+}
+
+/// The journaling hook of the XDP path: each attachment gets its own journal, with the
+/// program recorded before it is attached; the guard returned restores it (a check: the
+/// kernel detached the program with its link) when the run drops it.
+pub fn xdp_journal() -> rtlab_engines::udp::run::XdpJournal {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    rtlab_engines::udp::run::XdpJournal(std::sync::Arc::new(|netns: Option<&str>, dev: &str| {
+        restore_stale_xdp_journals();
+        let path = xdp_journal_path(N.fetch_add(1, Ordering::Relaxed));
+        let mut s = rtlab_tune::session::Session::begin(
+            crate::host::host(),
+            &path,
+            &format!("rtlab udp --xdp on {dev}"),
+        )
+        .map_err(|e| e.to_string())?;
+        s.record_made_by_caller(&rtlab_tune::journal::Change::XdpProgram {
+            netns: netns.map(String::from),
+            dev: dev.to_string(),
+            name: rtlab_sys::xdp::PROGRAM_NAME.to_string(),
+        })
+        .map_err(|e| e.to_string())?;
+        Ok(Box::new(s) as Box<dyn std::any::Any>)
+    }))
+}

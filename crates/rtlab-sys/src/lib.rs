@@ -17,6 +17,7 @@ pub mod rt_access;
 pub mod sched;
 pub mod tune_sys;
 pub mod usage;
+pub mod xdp;
 
 /// Errors of the system layer.
 #[derive(Debug, thiserror::Error)]

@@ -55,6 +55,10 @@ pub enum Change {
     Mount { fstype: String, target: String },
     /// /dev/cpu_dma_latency held by `holder_pid`; the kernel drops it when that process exits.
     PmQos { path: String, value_us: i32, holder_pid: i32 },
+    /// An XDP program named `name` attached to `dev` (in network namespace `netns`) through
+    /// a BPF link: the kernel detaches it when the link's holder exits; restore detaches a
+    /// program of that name still attached (through netlink) and touches no other.
+    XdpProgram { netns: Option<String>, dev: String, name: String },
 }
 
 /// A task named by pid, command and start time (so a reused pid is never touched).
@@ -98,6 +102,10 @@ impl Change {
             Change::PmQos { path, value_us, holder_pid } => {
                 format!("{path} held at {value_us} us by pid {holder_pid}")
             }
+            Change::XdpProgram { netns, dev, name } => match netns {
+                Some(ns) => format!("XDP program {name} attached to {dev} (netns {ns})"),
+                None => format!("XDP program {name} attached to {dev}"),
+            },
         }
     }
 }
@@ -538,7 +546,43 @@ pub fn undo(host: &dyn Host, change: &Change) -> Result<String, HostError> {
             }
             Ok("released by the kernel when its holder closed it".into())
         }
+        Change::XdpProgram { netns, dev, name } => {
+            let ip = |args: &[&str]| -> Vec<String> {
+                let mut v = vec!["ip".to_string()];
+                if let Some(ns) = netns {
+                    v.extend(["-n".to_string(), ns.clone()]);
+                }
+                v.extend(args.iter().map(|a| a.to_string()));
+                v
+            };
+            let shown = match host.run(&ip(&["-d", "-j", "link", "show", "dev", dev])) {
+                Ok(s) => s,
+                // the device (or its namespace) is gone, and the program with it
+                Err(_) => return Ok(format!("{dev} is gone, and the program with it")),
+            };
+            match xdp_attached(&shown) {
+                Some((n, mode)) if n == *name => {
+                    let kw = if mode == 2 { "xdpgeneric" } else { "xdpdrv" };
+                    host.run(&ip(&["link", "set", "dev", dev, kw, "off"]))?;
+                    Ok(format!("detached {name} from {dev}"))
+                }
+                Some((other, _)) => Ok(format!(
+                    "gone (the kernel detached it; {dev} now has {other}, not rtlab's: left alone)"
+                )),
+                None => Ok("gone (the kernel detached it with its link)".into()),
+            }
+        }
     }
+}
+
+/// The XDP program attached to a device, from `ip -d -j link show`: (name, mode:
+/// 1 driver, 2 generic, 3 offload).
+pub fn xdp_attached(ip_json: &str) -> Option<(String, u64)> {
+    let v: serde_json::Value = serde_json::from_str(ip_json).ok()?;
+    let x = v.get(0)?.get("xdp")?;
+    let mode = x.get("mode").and_then(|m| m.as_u64()).unwrap_or(0);
+    let name = x.get("prog").and_then(|p| p.get("name")).and_then(|n| n.as_str());
+    Some((name.unwrap_or("(unnamed)").to_string(), mode))
 }
 
 fn libc_esrch() -> i32 {

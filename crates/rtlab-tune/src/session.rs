@@ -381,6 +381,12 @@ impl<'h> Session<'h> {
         }
     }
 
+    /// Journal a change the caller makes itself (an XDP program attached through bpf(2)):
+    /// it is undone with the others by [`Session::restore`].
+    pub fn record_made_by_caller(&mut self, change: &Change) -> Result<u64, ApplyError> {
+        self.record(change)
+    }
+
     /// Hold a PM QoS request (/dev/cpu_dma_latency) at `value_us` while the session lives.
     fn hold_pmqos(&mut self, path: &str, value_us: i32) -> Result<String, ApplyError> {
         let real = self.host.path(path);

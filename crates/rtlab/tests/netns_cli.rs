@@ -219,3 +219,112 @@ fn root_an_interrupted_pair_run_keeps_its_figures_and_removes_the_pair() {
     let ns = d["config"]["ping"]["netns"].as_str().unwrap().to_string();
     assert!(!exists(&ns) && !exists(&ns.replace("-a", "-b")), "{ns} removed");
 }
+
+#[test]
+fn udp_xdp_bad_input_is_one_line_and_exit_2() {
+    let ping = ["udp", "ping", "--xdp", "--count", "5", "--policy", "other"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        ping.iter().copied().chain(extra.iter().copied()).collect()
+    };
+    assert_error(&with(&["--to", "[::1]:9000"]), &["[::1]:9000", "IPv4 frames only"]);
+    assert_error(&with(&["--to", "127.0.0.1:9000", "--rcvbuf", "1mib"]), &["--rcvbuf with --xdp"]);
+    assert_error(&with(&["--to", "127.0.0.1:9000", "--no-preflight"]), &["--no-preflight"]);
+    assert_error(
+        &["udp", "reflect", "--xdp", "--bind", "0.0.0.0:9000", "--policy", "other"],
+        &["--bind 0.0.0.0:9000", "not the unspecified one"],
+    );
+    assert_error(&["udp", "ping", "--to", "127.0.0.1:9000", "--xdp-attach", "generic"], &["--xdp"]);
+}
+
+fn xdp_on(ns: &str) -> bool {
+    let o = std::process::Command::new("ip")
+        .args(["-n", ns, "-d", "link", "show", "dev", ns])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).contains("rtlab_steer")
+}
+
+fn xdp_journal(pid: u32) -> std::path::PathBuf {
+    std::path::PathBuf::from(format!("/var/lib/rtlab/journal.xdp-{pid}-0"))
+}
+
+fn xdp_reflector(ns: &str, json: Option<&std::path::Path>) -> std::process::Child {
+    let mut c = rtlab();
+    c.args(["udp", "reflect", "--xdp", "--netns", ns, "--bind", "198.18.0.2:9200"])
+        .args(["--policy", "other"]);
+    if let Some(j) = json {
+        c.args(["--json", j.to_str().unwrap()]);
+    }
+    let mut refl = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(refl.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.contains("listening on 198.18.0.2:9200"), "{line}");
+    refl
+}
+
+#[test]
+fn root_udp_xdp_runs_and_its_program_goes_on_exit_and_after_kill_9() {
+    if !is_root() {
+        eprintln!("skipped: needs root (CI runs as root)");
+        return;
+    }
+    let n = name("x");
+    let _guard = Cleanup(n.clone());
+    let o = run(&["netns", "up", "--name", &n]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let (a, b) = (format!("{n}-a"), format!("{n}-b"));
+
+    // kill -9: the kernel detaches the program with its link; the journal stays behind
+    let mut refl = xdp_reflector(&b, None);
+    let pid = refl.id();
+    assert!(xdp_on(&b), "attached while the reflector runs");
+    assert!(xdp_journal(pid).exists(), "journaled before it was attached");
+    refl.kill().unwrap();
+    refl.wait().unwrap();
+    assert!(!xdp_on(&b), "gone with the killed process");
+    assert!(xdp_journal(pid).exists());
+
+    // the next XDP run restores the dead one's journal (a check: nothing left to detach)
+    let dir = tempfile::tempdir().unwrap();
+    let rjson = dir.path().join("r.json");
+    let refl = xdp_reflector(&b, Some(&rjson));
+    let live = refl.id();
+    assert!(!xdp_journal(pid).exists(), "the stale journal is restored and removed");
+    let pjson = dir.path().join("p.json");
+    let o = run(&[
+        "udp",
+        "ping",
+        "--xdp",
+        "--netns",
+        &a,
+        "--to",
+        "198.18.0.2:9200",
+        "--count",
+        "300",
+        "--policy",
+        "other",
+        "--json",
+        pjson.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains(&format!("xdp on {a}: program attached")), "{}", stdout(&o));
+    assert!(!xdp_on(&a), "the ping's program is gone with it");
+    let _ = std::process::Command::new("kill").args(["-INT", &refl.id().to_string()]).status();
+    let out = refl.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("xdp on {b}")));
+    assert!(!xdp_on(&b));
+    assert!(!xdp_journal(live).exists(), "restored on a normal exit");
+    let d: Value = serde_json::from_str(&std::fs::read_to_string(&pjson).unwrap()).unwrap();
+    let l = &d["streams"][0]["labels"];
+    assert_eq!((l["path"].as_str(), l["xdp_copy"].as_str()), (Some("xdp"), Some("copy")));
+    let sent: u64 = l["sent"].as_str().unwrap().parse().unwrap();
+    assert_eq!(d["streams"][0]["stats"]["lost"], 0);
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&rjson).unwrap()).unwrap();
+    assert_eq!(r["streams"][0]["labels"]["path"], "xdp");
+    assert_eq!(
+        r["streams"][0]["labels"]["answered"].as_str().unwrap().parse::<u64>().unwrap(),
+        sent + 1,
+        "every request and the hello"
+    );
+}

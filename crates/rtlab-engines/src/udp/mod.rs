@@ -17,3 +17,4 @@ pub mod reflect;
 pub mod run;
 pub mod track;
 pub mod wire;
+pub mod xdp;

@@ -11,10 +11,11 @@
 //! stop flag: what was measured is returned. Nothing here prints.
 
 use super::link::UdpLink;
-use super::ping::{PingMode, PingPlan, Pinger};
+use super::ping::{Link, PingMode, PingPlan, Pinger, Recv};
 use super::reflect::{Action, ReflectCounts, Reflector};
 use super::track::{Counts, Tracker};
 use super::wire::{self, Kind};
+use super::xdp::XdpLink;
 use crate::timer::LoopEnd;
 use rtlab_core::schema::Stream;
 use rtlab_core::sink::{Recorder, RecorderConfig, Sink};
@@ -24,7 +25,7 @@ use rtlab_sys::sched::{current_affinity, current_policy, spawn_rt, Policy, Threa
 use rtlab_sys::SysError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -57,6 +58,55 @@ pub struct SocketReport {
     pub sndbuf: Option<i32>,
 }
 
+/// `--xdp`: the round trip through AF_XDP sockets (see `xdp.rs`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct XdpConfig {
+    /// Attach the steering program on the generic path even where the driver takes it
+    /// natively (`--xdp-attach generic`).
+    #[serde(default)]
+    pub generic: bool,
+    /// Called with (netns, device) before the program is attached: the caller journals it.
+    #[serde(skip)]
+    pub journal: Option<XdpJournal>,
+}
+
+/// The journaling hook of [`XdpConfig`], called with (netns, device) before the program is
+/// attached: Ok(a guard the run holds until the program is detached, and then drops, which
+/// restores the journal), Err stops the run before anything is attached.
+#[derive(Clone)]
+#[allow(clippy::type_complexity)]
+pub struct XdpJournal(
+    pub Arc<dyn Fn(Option<&str>, &str) -> Result<Box<dyn std::any::Any>, String> + Send + Sync>,
+);
+
+impl std::fmt::Debug for XdpJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("XdpJournal")
+    }
+}
+
+impl PartialEq for XdpJournal {
+    fn eq(&self, o: &XdpJournal) -> bool {
+        Arc::ptr_eq(&self.0, &o.0)
+    }
+}
+
+/// What the XDP path of a run had (labels `xdp_*`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct XdpReport {
+    pub dev: String,
+    /// `native` or `generic`.
+    pub attach: &'static str,
+    /// `copy` or `zero-copy`.
+    pub copy: &'static str,
+    pub queue: u32,
+    pub prog_id: u32,
+    /// Frames the kernel dropped at the socket (rx ring full or no fill frame).
+    pub rx_dropped: u64,
+    /// Frames that reached the socket and did not parse as IPv4/UDP.
+    pub malformed_frames: u64,
+}
+
 /// `udp ping`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct UdpPingConfig {
@@ -79,6 +129,9 @@ pub struct UdpPingConfig {
     pub socket: SocketConfig,
     /// How long the pre-flight check waits for a reflector (0: no check).
     pub preflight_ns: i64,
+    /// The XDP path (None: the socket path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xdp: Option<XdpConfig>,
     /// Raise this flag on the first round trip above its threshold (`--trace-on-spike`).
     #[serde(skip)]
     pub spike: Option<rtlab_core::sink::SpikeHook>,
@@ -102,6 +155,9 @@ pub struct UdpReflectConfig {
     /// it received as messages); `udp` for the pair's reflector in the ping's process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_window: Option<String>,
+    /// The XDP path (None: the socket path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xdp: Option<XdpConfig>,
     /// Raise this flag on the first turnaround above its threshold (`--trace-on-spike`).
     #[serde(skip)]
     pub spike: Option<rtlab_core::sink::SpikeHook>,
@@ -189,6 +245,12 @@ impl UdpPingConfig {
         }
         check_length(self.duration_ns, self.count, self.window_ns)?;
         let p = check_rt(&self.rt, online)?;
+        if self.xdp.is_some() {
+            check_xdp("--to", &to, &self.socket)?;
+            if self.preflight_ns <= 0 {
+                return Err(UdpError::Invalid("--xdp with --no-preflight: the XDP path learns the link-layer address to send to from the reflector's answer to the pre-flight hello".into()));
+            }
+        }
         Ok((to, bind, p))
     }
 
@@ -232,8 +294,111 @@ impl UdpReflectConfig {
         }
         check_length(self.duration_ns, self.count, self.window_ns)?;
         let p = check_rt(&self.rt, online)?;
+        if self.xdp.is_some() {
+            check_xdp("--bind", &bind, &self.socket)?;
+            if bind.ip().is_unspecified() {
+                return Err(UdpError::Invalid(format!("--bind {bind}: with --xdp give the address of the device to steer (the XDP program matches one address), not the unspecified one")));
+            }
+        }
         Ok((bind, p))
     }
+}
+
+/// What the XDP path cannot take: IPv6, and the socket options it has no socket for.
+fn check_xdp(flag: &str, addr: &SocketAddr, c: &SocketConfig) -> Result<(), UdpError> {
+    if addr.is_ipv6() {
+        return Err(UdpError::Invalid(format!(
+            "{flag} {addr}: --xdp builds IPv4 frames only (give an IPv4 address, or drop --xdp)"
+        )));
+    }
+    for (set, opt) in [(c.rcvbuf.is_some(), "--rcvbuf"), (c.sndbuf.is_some(), "--sndbuf")] {
+        if set {
+            return Err(UdpError::Invalid(format!("{opt} with --xdp: the XDP path has no socket buffer or qdisc for it to act on (AF_XDP frames go from the ring to the driver)")));
+        }
+    }
+    Ok(())
+}
+
+/// Run `f` in the network namespace `netns` (a helper thread enters it), or here.
+fn in_netns<T: Send + 'static>(
+    netns: Option<&str>,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, UdpError> {
+    match netns {
+        None => Ok(f()),
+        Some(ns) => {
+            let path = if ns.contains('/') { ns.to_string() } else { format!("/run/netns/{ns}") };
+            if !std::path::Path::new(&path).exists() {
+                return Err(UdpError::Invalid(format!("--netns {ns}: no such network namespace ({path}); create it with `rtlab netns up`")));
+            }
+            sysnet::socket_in_netns(&path, f)
+                .map_err(|e| UdpError::Invalid(format!("--netns {ns}: {e}")))
+        }
+    }
+}
+
+/// The XDP side of a run: the socket, the steering program, the device.
+struct XdpSide {
+    xsk: rtlab_sys::xdp::Xsk,
+    steering: rtlab_sys::xdp::Steering,
+    mac: [u8; 6],
+    report: XdpReport,
+    /// The journal's guard: dropped after `steering`.
+    journaled: Option<Box<dyn std::any::Any>>,
+}
+
+/// Find the device holding `local`, journal, attach the steering program for `local` and
+/// open the XDP socket on its queue 0; check that `payload` fits one frame.
+fn open_xdp(
+    netns: Option<&str>,
+    local: SocketAddrV4,
+    x: &XdpConfig,
+    socket: &SocketConfig,
+    payload: usize,
+) -> Result<XdpSide, UdpError> {
+    let (so_priority, busy_poll_us) = (socket.so_priority, socket.busy_poll_us);
+    use rtlab_sys::xdp::{self as sx, AttachMode, Steer, Xsk};
+    let ip = *local.ip();
+    let (dev, ifindex, mac, mtu) = in_netns(netns, move || sx::device_of(ip))?
+        .map_err(|e| UdpError::Invalid(format!("--xdp: {e}")))?;
+    if payload + 28 > mtu as usize {
+        return Err(UdpError::Invalid(format!("--payload {payload} with --xdp: above what one frame of {dev} carries (MTU {mtu}: at most {} bytes; the XDP path does not fragment)", (mtu as usize).saturating_sub(28))));
+    }
+    let journaled = match &x.journal {
+        Some(j) => Some((j.0)(netns, &dev).map_err(|e| {
+            UdpError::Invalid(format!("--xdp: journaling the XDP program on {dev}: {e}"))
+        })?),
+        None => None,
+    };
+    let generic = x.generic;
+    let port = local.port();
+    let (steering, xsk) = in_netns(netns, move || -> Result<_, SysError> {
+        let s = sx::attach_steering(ifindex, Steer { ip, port }, generic)?;
+        let xsk = Xsk::open(ifindex, 0, s.mode == AttachMode::Generic)?;
+        s.insert(0, &xsk)?;
+        Ok((s, xsk))
+    })?
+    .map_err(|e| UdpError::Invalid(format!("--xdp on {dev}: {e}")))?;
+    if let Some(p) = so_priority {
+        let p = i32::try_from(p)
+            .map_err(|_| UdpError::Invalid(format!("--so-priority {p}: too large")))?;
+        sysnet::set_priority(xsk.fd(), p)
+            .map_err(|e| UdpError::Invalid(format!("--so-priority with --xdp: {e}")))?;
+    }
+    if let Some(us) = busy_poll_us {
+        sx::set_busy_poll(&xsk, us)
+            .map_err(|e| UdpError::Invalid(format!("--busy-poll {us} with --xdp: {e}")))?;
+    }
+    let report = XdpReport {
+        dev,
+        attach: steering.mode.name(),
+        copy: xsk.mode.name(),
+        queue: xsk.queue,
+        prog_id: steering.prog_id,
+        rx_dropped: 0,
+        malformed_frames: 0,
+    };
+    Ok(XdpSide { xsk, steering, mac, report, journaled })
 }
 
 fn io_why(e: &std::io::Error, addr: &SocketAddr) -> String {
@@ -275,17 +440,7 @@ fn open_socket(
         }
         Ok(s)
     };
-    match netns {
-        None => make(),
-        Some(ns) => {
-            let path = if ns.contains('/') { ns.to_string() } else { format!("/run/netns/{ns}") };
-            if !std::path::Path::new(&path).exists() {
-                return Err(UdpError::Invalid(format!("--netns {ns}: no such network namespace ({path}); create it with `rtlab netns up`")));
-            }
-            sysnet::socket_in_netns(&path, make)
-                .map_err(|e| UdpError::Invalid(format!("--netns {ns}: {e}")))?
-        }
-    }
+    in_netns(netns, make)?
 }
 
 /// Apply the socket options and read back what the kernel took.
@@ -364,6 +519,96 @@ fn preflight(
     })
 }
 
+/// The pre-flight check of the XDP path: hellos go out through the kernel socket, the answer
+/// comes back through the XDP socket; its source MAC is where the requests go.
+fn preflight_xdp(
+    s: &UdpSocket,
+    xsk: &mut rtlab_sys::xdp::Xsk,
+    run_id: u64,
+    payload: usize,
+    to: SocketAddr,
+    wait_ns: i64,
+) -> Result<[u8; 6], UdpError> {
+    let now = rtlab_sys::clock::monotonic_ns;
+    let start = now();
+    let mut tx = vec![0u8; payload];
+    let mut rx = vec![0u8; RX_BYTES];
+    let mut refused = false;
+    let mut attempt = 0u64;
+    while now() - start < wait_ns {
+        wire::write(&mut tx, Kind::Hello, run_id, attempt, now());
+        attempt += 1;
+        if let Err(e) = s.send(&tx) {
+            refused |= e.raw_os_error() == Some(libc::ECONNREFUSED);
+        }
+        let until = now() + 200_000_000;
+        while now() < until {
+            // what reaches the kernel socket: ICMP errors (and answers the program let by)
+            if let Err(e) = sysnet::recv_dontwait(s.as_raw_fd(), &mut rx) {
+                refused |= e.raw_os_error() == Some(libc::ECONNREFUSED);
+            }
+            xsk.reap();
+            if let Some(fr) = xsk.rx() {
+                let f = xsk.frame(fr.addr);
+                let f = &f[..(fr.len as usize).min(f.len())];
+                let mac = super::xdp::parse(f).and_then(|u| {
+                    let h = wire::parse(&f[u.payload.clone()]).ok()?;
+                    (h.kind == Kind::HelloReply && h.is_run(run_id)).then_some(u.src_mac)
+                });
+                xsk.release(fr.addr);
+                if let Some(m) = mac {
+                    return Ok(m);
+                }
+                continue;
+            }
+            let left = ((until - now()) / 1_000_000).clamp(1, 50) as i32;
+            sysnet::wait2(xsk.fd(), s.as_raw_fd(), left);
+        }
+    }
+    Err(UdpError::NoReflector {
+        addr: to.to_string(),
+        waited_ms: wait_ns / 1_000_000,
+        detail: if refused { " (ICMP port unreachable: nothing listens on that port)" } else { "" },
+    })
+}
+
+/// Drop the steering program (the kernel detaches it with its link), then its journal
+/// guard (which restores the journal: the program is gone by then).
+type Held = (rtlab_sys::xdp::Steering, Option<Box<dyn std::any::Any>>);
+fn detach(held: Option<Held>) {
+    if let Some((steering, journaled)) = held {
+        drop(steering);
+        drop(journaled);
+    }
+}
+
+/// The socket path's link or the XDP path's.
+enum AnyLink {
+    Socket(UdpLink),
+    Xdp(Box<XdpLink>),
+}
+
+impl Link for AnyLink {
+    #[inline]
+    fn now(&mut self) -> i64 {
+        rtlab_sys::clock::monotonic_ns()
+    }
+    #[inline]
+    fn send(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            AnyLink::Socket(l) => l.send(buf),
+            AnyLink::Xdp(l) => l.send(buf),
+        }
+    }
+    #[inline]
+    fn recv_until(&mut self, buf: &mut [u8], until_ns: i64) -> Recv {
+        match self {
+            AnyLink::Socket(l) => l.recv_until(buf, until_ns),
+            AnyLink::Xdp(l) => l.recv_until(buf, until_ns),
+        }
+    }
+}
+
 /// What a ping run measured.
 pub struct PingOutcome {
     pub run_id: u64,
@@ -379,6 +624,8 @@ pub struct PingOutcome {
     pub memory_lock: Option<Result<(), String>>,
     /// Requests whose fate the tracker remembers.
     pub ring_capacity: usize,
+    /// The XDP path's facts (None: the socket path).
+    pub xdp: Option<XdpReport>,
 }
 
 fn recorder(deadline_ns: i64, window_ns: i64, planned_span_ns: i64) -> Recorder {
@@ -413,13 +660,46 @@ pub fn ping(
         }
     });
     let sock = open_socket(cfg.netns.as_deref(), local, Some(to), "--bind")?;
-    let socket = apply_socket(&sock, to.is_ipv6(), &cfg.socket)?;
-    let local_addr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let run_id = sysnet::random_u64();
-    if cfg.preflight_ns > 0 {
-        preflight(&sock, run_id, cfg.payload, to, cfg.preflight_ns)?;
-    }
     let timer = AbsTimer::new()?;
+    let (socket, local_addr, link, steering, xdp_report) = match &cfg.xdp {
+        None => {
+            let socket = apply_socket(&sock, to.is_ipv6(), &cfg.socket)?;
+            let local_addr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+            if cfg.preflight_ns > 0 {
+                preflight(&sock, run_id, cfg.payload, to, cfg.preflight_ns)?;
+            }
+            (socket, local_addr, AnyLink::Socket(UdpLink { sock, timer }), None, None)
+        }
+        Some(x) => {
+            let (SocketAddr::V4(l4), SocketAddr::V4(to4)) =
+                (sock.local_addr().map_err(|e| UdpError::Invalid(format!("--to {to}: {e}")))?, to)
+            else {
+                return Err(UdpError::Invalid(format!("--to {to}: --xdp builds IPv4 frames only")));
+            };
+            let mut side = open_xdp(cfg.netns.as_deref(), l4, x, &cfg.socket, cfg.payload)?;
+            let dst_mac =
+                preflight_xdp(&sock, &mut side.xsk, run_id, cfg.payload, to, cfg.preflight_ns)?;
+            let tos = cfg.socket.tos.unwrap_or(0);
+            let header = super::xdp::header(side.mac, dst_mac, l4, to4, tos, cfg.payload);
+            let socket = SocketReport {
+                so_priority: sysnet::priority(side.xsk.fd()),
+                tos: Some(tos as i32),
+                busy_poll_us: cfg.socket.busy_poll_us.map(|u| u as i32),
+                ..Default::default()
+            };
+            let link = XdpLink {
+                xsk: side.xsk,
+                timer,
+                header,
+                busy: cfg.socket.busy_poll_us.is_some(),
+                malformed_frames: 0,
+                _sock: sock,
+            };
+            let held = (side.steering, side.journaled);
+            (socket, l4.to_string(), AnyLink::Xdp(Box::new(link)), Some(held), Some(side.report))
+        }
+    };
     let (lock_guard, memory_lock) = crate::hold::lock_memory(cfg.rt.mlockall);
 
     // everything the loop touches, allocated now
@@ -470,7 +750,7 @@ pub fn ping(
     let h = spawn_rt(&spec, move || {
         prefault_stack(STACK_BYTES / 4);
         let seen = (current_policy(), current_affinity());
-        let mut link = UdpLink { sock, timer };
+        let mut link = link;
         // cost: this thread's counters right before its loop and right after it
         let cost = rtlab_sys::usage::begin("udp");
         // the first slot one period from now, so the thread is settled when it comes
@@ -492,17 +772,28 @@ pub fn ping(
         .run(&plan, start);
         cost.end();
         rtlab_sys::usage::set_messages("udp", tracker.counts.sent);
-        (tracker.counts, rtt, lateness, end, seen)
+        let xdp_seen = match &link {
+            AnyLink::Xdp(l) => Some((l.xsk.stats().rx_dropped, l.malformed_frames)),
+            AnyLink::Socket(_) => None,
+        };
+        (tracker.counts, rtt, lateness, end, (seen, xdp_seen))
     })?;
     let planned = cfg.planned();
     while !h.is_finished() {
         on_progress(progress.load(Ordering::Relaxed), planned);
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    let (counts, rtt, lateness, end, (policy_seen, cpus_seen)) =
+    let (counts, rtt, lateness, end, ((policy_seen, cpus_seen), xdp_seen)) =
         h.join().map_err(|_| UdpError::Invalid("the ping thread panicked".into()))?;
     on_progress(counts.sent, planned);
     drop(lock_guard);
+    detach(steering);
+    let xdp = xdp_report.map(|mut r| {
+        if let Some((dropped, malformed)) = xdp_seen {
+            (r.rx_dropped, r.malformed_frames) = (dropped, malformed);
+        }
+        r
+    });
     Ok(PingOutcome {
         run_id,
         counts,
@@ -516,6 +807,7 @@ pub fn ping(
         cpus_seen,
         memory_lock,
         ring_capacity,
+        xdp,
     })
 }
 
@@ -528,6 +820,19 @@ fn socket_labels(labels: &mut BTreeMap<String, String>, s: &SocketReport) {
     put("busy_poll_us", s.busy_poll_us);
     put("rcvbuf", s.rcvbuf);
     put("sndbuf", s.sndbuf);
+}
+
+/// `path` (socket / xdp) and, on the XDP path, what it had.
+fn path_labels(labels: &mut BTreeMap<String, String>, x: Option<&XdpReport>) {
+    labels.insert("path".into(), if x.is_some() { "xdp" } else { "socket" }.into());
+    if let Some(x) = x {
+        labels.insert("xdp_dev".into(), x.dev.clone());
+        labels.insert("xdp_attach".into(), x.attach.into());
+        labels.insert("xdp_copy".into(), x.copy.into());
+        labels.insert("xdp_queue".into(), x.queue.to_string());
+        labels.insert("xdp_rx_dropped".into(), x.rx_dropped.to_string());
+        labels.insert("xdp_malformed_frames".into(), x.malformed_frames.to_string());
+    }
 }
 
 fn rt_labels(
@@ -574,6 +879,7 @@ impl PingOutcome {
         labels.insert("ring".into(), self.ring_capacity.to_string());
         rt_labels(&mut labels, &cfg.rt, &self.policy_seen, &self.cpus_seen);
         socket_labels(&mut labels, &self.socket);
+        path_labels(&mut labels, self.xdp.as_ref());
         let mut s = Stream::from_recorder("ping", "rtt", RTT_DEFINITION, labels.clone(), &self.rtt);
         s.stats.lost = Some(c.lost);
         s.stats.late = Some(c.late);
@@ -614,6 +920,101 @@ pub struct ReflectOutcome {
     pub policy_seen: (Option<Policy>, i32),
     pub cpus_seen: Vec<usize>,
     pub memory_lock: Option<Result<(), String>>,
+    /// The XDP path's facts (None: the socket path).
+    pub xdp: Option<XdpReport>,
+}
+
+/// What the XDP reflector loop reads each round.
+struct XdpLoop<'a> {
+    start: i64,
+    duration: Option<i64>,
+    count: Option<u64>,
+    busy: bool,
+    stop: &'a AtomicBool,
+    progress: &'a AtomicU64,
+}
+
+/// The reflector on the XDP path: take a frame, answer it in place and put it on the tx
+/// ring, or give it back. The turnaround is stamped as on the socket path: from the frame
+/// taken to the kick that sends the answer returned.
+fn reflect_xdp(
+    xsk: &mut rtlab_sys::xdp::Xsk,
+    reflector: &mut Reflector,
+    turnaround: &mut Recorder,
+    l: &XdpLoop,
+    malformed_frames: &mut u64,
+) -> LoopEnd {
+    use rtlab_sys::xdp::Frame;
+    let now = rtlab_sys::clock::monotonic_ns;
+    let mut index = 0u64;
+    let mut polls = 0u32;
+    loop {
+        if l.stop.load(Ordering::Relaxed) {
+            return LoopEnd::Interrupted;
+        }
+        if matches!(l.count, Some(c) if reflector.counts.received >= c) {
+            return LoopEnd::Count;
+        }
+        xsk.reap();
+        let Some(fr) = xsk.rx() else {
+            if l.busy {
+                xsk.poke_rx();
+                polls += 1;
+                if polls.is_multiple_of(1024)
+                    && matches!(l.duration, Some(d) if now() - l.start >= d)
+                {
+                    return LoopEnd::Duration;
+                }
+                std::hint::spin_loop();
+            } else {
+                let t = now();
+                if matches!(l.duration, Some(d) if t - l.start >= d) {
+                    return LoopEnd::Duration;
+                }
+                // wake at least every 100 ms to see the stop flag and the duration
+                let left = l
+                    .duration
+                    .map(|d| ((l.start + d - t) / 1_000_000 + 1).clamp(1, 100) as i32)
+                    .unwrap_or(100);
+                sysnet::wait2(xsk.fd(), -1, left);
+            }
+            continue;
+        };
+        let t_recv = now();
+        let f = xsk.frame(fr.addr);
+        let len = (fr.len as usize).min(f.len());
+        let answered = match super::xdp::parse(&f[..len]) {
+            Some(u) => {
+                let n = u.payload.len();
+                match reflector.handle(&mut f[u.payload.clone()], n) {
+                    Action::Answer(_) => {
+                        super::xdp::answer_in_place(&mut f[..len], &u);
+                        true
+                    }
+                    Action::Ignore => false,
+                }
+            }
+            None => {
+                reflector.counts.received += 1;
+                reflector.counts.malformed += 1;
+                *malformed_frames += 1;
+                false
+            }
+        };
+        if answered {
+            if !xsk.tx(Frame { addr: fr.addr, len: len as u32 }) {
+                reflector.counts.send_errors += 1;
+                xsk.release(fr.addr);
+            } else if xsk.kick().is_err() {
+                reflector.counts.send_errors += 1;
+            }
+            turnaround.record(index, t_recv - l.start, now() - t_recv);
+            index += 1;
+        } else {
+            xsk.release(fr.addr);
+        }
+        l.progress.store(reflector.counts.received, Ordering::Relaxed);
+    }
 }
 
 /// Run `udp reflect` until the stop flag, the duration or the count. `on_ready(addr)` is
@@ -628,9 +1029,30 @@ pub fn reflect(
     let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
     let (bind, policy) = cfg.validate(&online)?;
     let sock = open_socket(cfg.netns.as_deref(), bind, None, "--bind")?;
-    let socket = apply_socket(&sock, bind.is_ipv6(), &cfg.socket)?;
     sock.set_nonblocking(true).map_err(|e| UdpError::Invalid(format!("--bind {bind}: {e}")))?;
-    let local_addr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let local = sock.local_addr().map_err(|e| UdpError::Invalid(format!("--bind {bind}: {e}")))?;
+    let local_addr = local.to_string();
+    let (socket, mut xdp_side) = match (&cfg.xdp, local) {
+        (None, _) => (apply_socket(&sock, bind.is_ipv6(), &cfg.socket)?, None),
+        (Some(x), SocketAddr::V4(l4)) => {
+            // the largest payload one frame of the device carries is checked per frame
+            let side = open_xdp(cfg.netns.as_deref(), l4, x, &cfg.socket, 16)?;
+            let report = SocketReport {
+                so_priority: sysnet::priority(side.xsk.fd()),
+                busy_poll_us: cfg.socket.busy_poll_us.map(|u| u as i32),
+                ..Default::default()
+            };
+            (report, Some(side))
+        }
+        (Some(_), a) => {
+            return Err(UdpError::Invalid(format!("--bind {a}: --xdp builds IPv4 frames only")))
+        }
+    };
+    let busy = cfg.socket.busy_poll_us.is_some();
+    let (mut xsk, steering, xdp_report) = match xdp_side.take() {
+        Some(x) => (Some(x.xsk), Some((x.steering, x.journaled)), Some(x.report)),
+        None => (None, None, None),
+    };
     let (lock_guard, memory_lock) = crate::hold::lock_memory(cfg.rt.mlockall);
     let mut turnaround =
         recorder(i64::MAX, cfg.window_ns, cfg.duration_ns.unwrap_or(4096 * cfg.window_ns))
@@ -658,58 +1080,80 @@ pub fn reflect(
         let start = rtlab_sys::clock::monotonic_ns();
         turnaround.origin_monotonic_ns = Some(start);
         let mut index = 0u64;
-        let end = loop {
-            if stop_in.load(Ordering::Relaxed) {
-                break LoopEnd::Interrupted;
-            }
-            if matches!(count, Some(c) if reflector.counts.received >= c) {
-                break LoopEnd::Count;
-            }
-            let now = rtlab_sys::clock::monotonic_ns();
-            if matches!(duration, Some(d) if now - start >= d) {
-                break LoopEnd::Duration;
-            }
-            match sock.recv_from(&mut buf) {
-                Ok((n, from)) => {
-                    let t_recv = rtlab_sys::clock::monotonic_ns();
-                    if let Action::Answer(len) = reflector.handle(&mut buf, n) {
-                        if sock.send_to(&buf[..len], from).is_err() {
-                            reflector.counts.send_errors += 1;
+        let mut xdp_seen = None;
+        let end = if let Some(xsk) = xsk.as_mut() {
+            let mut malformed_frames = 0u64;
+            let end = reflect_xdp(
+                xsk,
+                &mut reflector,
+                &mut turnaround,
+                &XdpLoop { start, duration, count, busy, stop: &stop_in, progress: &progress_in },
+                &mut malformed_frames,
+            );
+            xdp_seen = Some((xsk.stats().rx_dropped, malformed_frames));
+            end
+        } else {
+            loop {
+                if stop_in.load(Ordering::Relaxed) {
+                    break LoopEnd::Interrupted;
+                }
+                if matches!(count, Some(c) if reflector.counts.received >= c) {
+                    break LoopEnd::Count;
+                }
+                let now = rtlab_sys::clock::monotonic_ns();
+                if matches!(duration, Some(d) if now - start >= d) {
+                    break LoopEnd::Duration;
+                }
+                match sock.recv_from(&mut buf) {
+                    Ok((n, from)) => {
+                        let t_recv = rtlab_sys::clock::monotonic_ns();
+                        if let Action::Answer(len) = reflector.handle(&mut buf, n) {
+                            if sock.send_to(&buf[..len], from).is_err() {
+                                reflector.counts.send_errors += 1;
+                            }
+                            let t_done = rtlab_sys::clock::monotonic_ns();
+                            turnaround.record(index, t_recv - start, t_done - t_recv);
+                            index += 1;
                         }
-                        let t_done = rtlab_sys::clock::monotonic_ns();
-                        turnaround.record(index, t_recv - start, t_done - t_recv);
-                        index += 1;
+                        progress_in.store(reflector.counts.received, Ordering::Relaxed);
                     }
-                    progress_in.store(reflector.counts.received, Ordering::Relaxed);
+                    Err(e)
+                        if e.kind() == std::io::ErrorKind::WouldBlock
+                            || e.kind() == std::io::ErrorKind::Interrupted =>
+                    {
+                        // wake at least every 100 ms to see the stop flag and the duration
+                        let left = duration
+                            .map(|d| ((start + d - now) / 1_000_000 + 1).clamp(1, 100) as i32)
+                            .unwrap_or(100);
+                        sysnet::wait2(fd, -1, left);
+                    }
+                    Err(_) => {} // an ICMP error queued on the socket: nothing to answer
                 }
-                Err(e)
-                    if e.kind() == std::io::ErrorKind::WouldBlock
-                        || e.kind() == std::io::ErrorKind::Interrupted =>
-                {
-                    // wake at least every 100 ms to see the stop flag and the duration
-                    let left = duration
-                        .map(|d| ((start + d - now) / 1_000_000 + 1).clamp(1, 100) as i32)
-                        .unwrap_or(100);
-                    sysnet::wait2(fd, -1, left);
-                }
-                Err(_) => {} // an ICMP error queued on the socket: nothing to answer
             }
         };
+        drop(xsk);
         cost.end();
         if cost_window.is_none() {
             rtlab_sys::usage::set_messages("reflect", reflector.counts.received);
         }
-        (reflector, turnaround, end, seen)
+        (reflector, turnaround, end, (seen, xdp_seen))
     })?;
     on_ready(&local_addr);
     while !h.is_finished() {
         on_progress(progress.load(Ordering::Relaxed));
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    let (reflector, turnaround, end, (policy_seen, cpus_seen)) =
+    let (reflector, turnaround, end, ((policy_seen, cpus_seen), xdp_seen)) =
         h.join().map_err(|_| UdpError::Invalid("the reflector thread panicked".into()))?;
     on_progress(reflector.counts.received);
     drop(lock_guard);
+    detach(steering);
+    let xdp = xdp_report.map(|mut r| {
+        if let Some((dropped, malformed)) = xdp_seen {
+            (r.rx_dropped, r.malformed_frames) = (dropped, malformed);
+        }
+        r
+    });
     let forward_lost = reflector.forward_lost();
     Ok(ReflectOutcome {
         counts: reflector.counts,
@@ -722,6 +1166,7 @@ pub fn reflect(
         policy_seen,
         cpus_seen,
         memory_lock,
+        xdp,
     })
 }
 
@@ -751,6 +1196,7 @@ impl ReflectOutcome {
         }
         rt_labels(&mut labels, &cfg.rt, &self.policy_seen, &self.cpus_seen);
         socket_labels(&mut labels, &self.socket);
+        path_labels(&mut labels, self.xdp.as_ref());
         let mut s = Stream::from_recorder(
             "reflector",
             "turnaround",
@@ -789,6 +1235,7 @@ mod tests {
             rt: RtConfig::normal(),
             socket: SocketConfig::default(),
             preflight_ns: 2_000_000_000,
+            xdp: None,
             spike: None,
         }
     }
@@ -804,6 +1251,7 @@ mod tests {
             rt: RtConfig::normal(),
             socket: SocketConfig::default(),
             cost_window: None,
+            xdp: None,
             spike: None,
         }
     }

@@ -222,7 +222,11 @@ impl State {
     }
 
     /// Start a UDP reflector in a thread of its own; its address once it listens.
-    fn reflect(&mut self, config: UdpReflectConfig) -> Result<serde_json::Value, FarError> {
+    fn reflect(&mut self, mut config: UdpReflectConfig) -> Result<serde_json::Value, FarError> {
+        // the XDP program is attached on this side: journaled here
+        if let Some(x) = config.xdp.as_mut() {
+            x.journal = Some(crate::guard::xdp_journal());
+        }
         if self.reflector.is_some() {
             return Err(FarError::new("a reflector runs there already"));
         }

@@ -22,7 +22,7 @@ use rtlab_engines::netns::NetnsPair;
 use rtlab_engines::udp::ping::PingMode;
 use rtlab_engines::udp::run::{
     self as udp_run, PingOutcome, ReflectOutcome, SocketConfig, UdpError, UdpPingConfig,
-    UdpReflectConfig,
+    UdpReflectConfig, XdpConfig,
 };
 use rtlab_report::summary::udp::{PingCounts, PingSummary, ReflectorCounts, RunCounts, SocketSeen};
 use serde::{Deserialize, Serialize};
@@ -49,6 +49,25 @@ pub const PAIR_THREADS: &str = "rtlab-udp-ping|rtlab-udp-refl";
 pub enum UdpMode {
     Periodic,
     Pingpong,
+}
+
+/// The path the datagrams take: the kernel's socket, or AF_XDP past the stack.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UdpPath {
+    #[default]
+    Socket,
+    Xdp,
+}
+
+/// Where the XDP program is attached: in the driver where it takes it (`auto`), or on the
+/// kernel's generic path (`generic`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum XdpAttach {
+    #[default]
+    Auto,
+    Generic,
 }
 
 /// Socket options (both sides).
@@ -151,6 +170,10 @@ pub struct UdpProbeConfig {
     pub window: Dur,
     /// Check first that a reflector answers.
     pub preflight: bool,
+    /// `socket` or `xdp` (both ends: the pair's or far side's reflector too).
+    pub path: UdpPath,
+    /// With `path = "xdp"`: where the program is attached.
+    pub xdp_attach: XdpAttach,
     #[serde(flatten)]
     pub socket: SocketFields,
     #[serde(flatten)]
@@ -173,6 +196,8 @@ impl Default for UdpProbeConfig {
             count: None,
             window: Dur::s(1),
             preflight: true,
+            path: UdpPath::Socket,
+            xdp_attach: XdpAttach::Auto,
             socket: SocketFields::default(),
             rt: RtFields::default(),
         }
@@ -242,6 +267,10 @@ impl UdpProbeConfig {
             rt: RtSettings { cpus: rt.cpu_of(0).map(|c| vec![c]), ..rt.clone() },
             socket: self.socket.socket(),
             preflight_ns: if self.preflight { 2_000_000_000 } else { 0 },
+            xdp: (self.path == UdpPath::Xdp).then(|| XdpConfig {
+                generic: self.xdp_attach == XdpAttach::Generic,
+                journal: Some(crate::guard::xdp_journal()),
+            }),
             spike: None,
         })
     }
@@ -284,6 +313,7 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
                 rt: far_rt,
                 socket: engine.socket.clone(),
                 cost_window: None,
+                xdp: engine.xdp.clone(),
                 spike: None,
             };
             let addr: String =
@@ -414,6 +444,7 @@ fn ping_with_reflector(
             socket: cfg.socket.clone(),
             // in this process: one window with the ping (its threads are this process's)
             cost_window: Some("udp".into()),
+            xdp: cfg.xdp.clone(),
             // the reflector of the pair is in this process: its turnaround counts too
             spike: cfg.spike.as_ref().map(|h| h.for_source(2)),
         };

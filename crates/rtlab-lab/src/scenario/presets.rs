@@ -54,7 +54,7 @@ mod preset_tests {
     fn presets_carry_the_studies_figures() {
         let s1 = Scenario::parse("s1", preset("s1-udp-linux").unwrap(), 0.01).unwrap();
         let udp: Vec<_> = s1.cases().iter().filter(|c| c.probe == "udp").collect();
-        assert_eq!(udp.len(), 16, "4 profiles x 4 loads");
+        assert_eq!(udp.len(), 32, "4 profiles x 4 loads x 2 paths");
         assert!(udp.iter().all(|c| c.published.as_ref().is_some_and(|p| p.of == Some(600000))));
         assert_eq!(udp[0].config.plan().count, Some(6000), "--scale 0.01 of 600,000 packets");
         let worst = udp.iter().find(|c| c.profile == "no-rt" && c.load == "stress").unwrap();

@@ -77,9 +77,30 @@ pub struct PingSummary<'a> {
     pub qdisc: Option<&'a str>,
 }
 
+/// The XDP path of a stream in one line (None: the socket path).
+pub fn xdp_line(s: &Stream) -> Option<String> {
+    let l = &s.labels;
+    if l.get("path").map(String::as_str) != Some("xdp") {
+        return None;
+    }
+    let g = |k: &str| l.get(k).map(String::as_str).unwrap_or("?");
+    Some(format!(
+        "xdp on {}: program attached {}, socket in {} mode on queue {}; frames dropped at the socket {}, frames that were not datagrams {}",
+        g("xdp_dev"),
+        g("xdp_attach"),
+        g("xdp_copy"),
+        g("xdp_queue"),
+        g("xdp_rx_dropped"),
+        g("xdp_malformed_frames")
+    ))
+}
+
 /// The reflector's counts, then its turnaround table when it measured any.
 pub fn reflector(c: &ReflectorCounts, s: &Stream) -> String {
     let mut out = String::new();
+    if let Some(x) = xdp_line(s) {
+        let _ = writeln!(out, "{x}");
+    }
     let _ = writeln!(
         out,
         "reflector on {}: received {}, answered {} ({} hellos), dropped on purpose {}, malformed {}, foreign {}, send errors {}",
@@ -213,5 +234,8 @@ fn ping_report(s: &PingSummary<'_>, color: bool) -> String {
         k.priority,
         k.cpus
     );
+    if let Some(x) = xdp_line(&s.doc.streams[0]) {
+        let _ = writeln!(out, "{x}");
+    }
     out
 }

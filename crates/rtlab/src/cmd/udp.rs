@@ -53,6 +53,46 @@ pub struct SockArgs {
     pub sndbuf: Option<String>,
 }
 
+/// The XDP path, both sides.
+#[derive(Args, Debug, Clone)]
+pub struct XdpArgs {
+    /// Send and receive through an AF_XDP socket on the device holding the address, with rtlab's XDP program steering the probe's datagrams to it (IPv4; the program is removed on exit, also after kill -9).
+    #[arg(long)]
+    pub xdp: bool,
+    /// With --xdp: attach the program in the driver where it takes it (auto), or on the kernel's generic path.
+    #[arg(long, value_enum, requires = "xdp", value_name = "WHERE")]
+    pub xdp_attach: Option<XdpAttachArg>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum XdpAttachArg {
+    Auto,
+    Generic,
+}
+
+impl XdpArgs {
+    fn fill(&self, t: &mut FlagTable) {
+        if self.xdp {
+            t.str("path", &Some("xdp".to_string()));
+        }
+        t.str(
+            "xdp_attach",
+            &self.xdp_attach.map(|a| match a {
+                XdpAttachArg::Auto => "auto".to_string(),
+                XdpAttachArg::Generic => "generic".to_string(),
+            }),
+        );
+    }
+
+    /// The engine's XDP configuration (journaled), None without --xdp.
+    pub fn engine(&self) -> Option<rtlab_engines::udp::run::XdpConfig> {
+        self.xdp.then(|| rtlab_engines::udp::run::XdpConfig {
+            generic: matches!(self.xdp_attach, Some(XdpAttachArg::Generic)),
+            journal: Some(rtlab_lab::guard::xdp_journal()),
+        })
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct ReflectArgs {
     /// Where to listen, IP:PORT or [IPv6]:PORT; nowhere else.
@@ -74,6 +114,8 @@ pub struct ReflectArgs {
     pub rt: RtArgs,
     #[command(flatten)]
     pub sock: SockArgs,
+    #[command(flatten)]
+    pub xdp: XdpArgs,
     #[command(flatten)]
     pub evidence: crate::args::EvidenceArgs,
     /// Width of a max-over-time window.
@@ -148,6 +190,8 @@ pub struct PingArgs {
     #[command(flatten)]
     pub sock: SockArgs,
     #[command(flatten)]
+    pub xdp: XdpArgs,
+    #[command(flatten)]
     pub evidence: crate::args::EvidenceArgs,
     /// Width of a max-over-time window [1s].
     #[arg(long)]
@@ -216,6 +260,7 @@ impl PingArgs {
             .flag("preflight", self.no_preflight, false);
         self.rt.fill(&mut t);
         self.sock.fill(&mut t);
+        self.xdp.fill(&mut t);
         t.take()
     }
 }
@@ -252,6 +297,7 @@ pub fn reflect_config(a: &ReflectArgs) -> anyhow::Result<UdpReflectConfig> {
             s.socket()
         },
         cost_window: None,
+        xdp: a.xdp.engine(),
         spike: None,
     })
 }

@@ -78,6 +78,7 @@ fn ping_cfg(p: &NetnsPair, to: String, count: u64, socket: SocketConfig) -> UdpP
         socket,
         preflight_ns: 2_000_000_000,
         xdp: None,
+        timestamps: None,
         spike: None,
     }
 }
@@ -212,4 +213,38 @@ fn root_netns_pair_is_removed_when_the_run_panics() {
     assert!(r.is_err());
     let (a, b) = names.lock().unwrap().clone().unwrap();
     assert!(!exists(&a) && !exists(&b), "both namespaces removed on unwind");
+}
+
+#[test]
+fn root_netns_timestamps_split_every_round_trip_into_three_stages() {
+    if !is_root() {
+        eprintln!("skipped: needs root (CI runs as root)");
+        return;
+    }
+    let p = pair(None, PriorityPath::None);
+    let mut cfg = ping_cfg(&p, format!("{}:9000", p.ip_b), 500, SocketConfig::default());
+    cfg.timestamps = Some(rtlab_engines::udp::run::Timestamps::Software);
+    let (out, _) = with_reflector(&p, format!("{}:9000", p.ip_b), None, || {
+        ping(&cfg, Arc::new(AtomicBool::new(false)), |_, _| {}).unwrap()
+    });
+    let c = out.counts;
+    assert_eq!((c.lost, c.samples), (0, c.sent), "{c:?}");
+    let st = out.stages.as_ref().expect("stages");
+    assert_eq!(st.offers, "software tx, software rx", "veth stamps both ways");
+    let s = &st.stamps;
+    assert_eq!((s.no_tx_stamp, s.no_rx_stamp), (0, 0));
+    for r in [&s.tx_stack, &s.wire, &s.rx_wakeup] {
+        assert_eq!(r.running.count, c.samples);
+        assert!(r.running.min >= 0, "a stage never runs backwards: {}", r.running.min);
+    }
+    // the stages lie inside each round trip (its clock reads are around theirs): their
+    // means add up to at most the RTT's (1 us for CLOCK_REALTIME's slew)
+    let mean = |r: &rtlab_core::sink::Recorder| r.running.mean().unwrap_or(0);
+    let gap = mean(&out.rtt) - (mean(&s.tx_stack) + mean(&s.wire) + mean(&s.rx_wakeup));
+    assert!(gap > -1_000, "RTT mean - stage means = {gap} ns");
+    let names: Vec<_> = out.streams(&cfg).iter().map(|s| s.name.clone()).collect();
+    assert_eq!(
+        names,
+        ["ping", "ping.send_lateness", "ping.tx_stack", "ping.wire", "ping.rx_wakeup"]
+    );
 }

@@ -2,9 +2,11 @@
 //! loopback (real socket, poll, timerfd) against a reflector thread, periodic and
 //! pingpong, with losses (a reflector that drops), so every classification path runs.
 //! Only allocations made on the measuring thread count; the file holds a single test.
+//! The third run takes the kernel's timestamps (`--timestamps software`): the error queue
+//! and the stages are read and recorded without allocating either.
 
 use rtlab_core::sink::{Recorder, RecorderConfig};
-use rtlab_engines::udp::link::UdpLink;
+use rtlab_engines::udp::link::{Stamps, UdpLink};
 use rtlab_engines::udp::ping::{PingMode, PingPlan, Pinger};
 use rtlab_engines::udp::reflect::{Action, Reflector};
 use rtlab_engines::udp::track::Tracker;
@@ -54,11 +56,19 @@ fn the_ping_loop_allocates_nothing() {
     });
 
     let mut dropped = 0;
-    for (mode, run_id) in [(PingMode::Periodic, 77u64), (PingMode::Pingpong, 78)] {
+    for (mode, run_id, stamped) in [
+        (PingMode::Periodic, 77u64, false),
+        (PingMode::Pingpong, 78, false),
+        (PingMode::Periodic, 79, true),
+    ] {
         // another run id per run: the reflector tracks runs apart
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
         sock.connect(addr).unwrap();
-        let mut link = UdpLink { sock, timer: AbsTimer::new().unwrap() };
+        let stamps = stamped.then(|| {
+            rtlab_sys::stamp::enable_software(std::os::fd::AsRawFd::as_raw_fd(&sock)).unwrap();
+            Box::new(Stamps::new(64, 1024, || recorder(i64::MAX)))
+        });
+        let mut link = UdpLink { sock, timer: AbsTimer::new().unwrap(), stamps };
         let plan = PingPlan {
             mode,
             period_ns: 200_000,
@@ -97,7 +107,13 @@ fn the_ping_loop_allocates_nothing() {
         assert!(c.lost >= c.sent / 10, "{mode:?}: {c:?}");
         dropped += c.sent / 10;
         assert_eq!(c.sent, c.samples + c.lost, "{c:?}");
-        assert_eq!(allocs, 0, "{mode:?}: the ping loop allocated");
+        assert_eq!(allocs, 0, "{mode:?} (stamps: {stamped}): the ping loop allocated");
+        if let Some(s) = &link.stamps {
+            // loopback stamps every datagram both ways
+            assert_eq!(s.tx_stack.running.count + s.no_tx_stamp, c.samples);
+            assert_eq!(s.rx_wakeup.running.count + s.no_rx_stamp, c.samples);
+            assert!(s.wire.running.count > 0 && s.tx_stack.running.min >= 0, "{c:?}");
+        }
     }
     stop.store(true, Ordering::Relaxed);
     assert_eq!(reflector.join().unwrap(), dropped);

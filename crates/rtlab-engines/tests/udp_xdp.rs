@@ -84,6 +84,7 @@ fn ping_cfg(p: &NetnsPair, port: u16, count: u64, x: Option<XdpConfig>) -> UdpPi
         socket: SocketConfig::default(),
         preflight_ns: 3_000_000_000,
         xdp: x,
+        timestamps: None,
         spike: None,
     }
 }

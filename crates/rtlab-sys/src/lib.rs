@@ -15,6 +15,7 @@ pub mod pmqos;
 pub mod process;
 pub mod rt_access;
 pub mod sched;
+pub mod stamp;
 pub mod tune_sys;
 pub mod usage;
 pub mod xdp;

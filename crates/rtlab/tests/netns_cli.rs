@@ -230,6 +230,10 @@ fn udp_xdp_bad_input_is_one_line_and_exit_2() {
     assert_error(&with(&["--to", "127.0.0.1:9000", "--rcvbuf", "1mib"]), &["--rcvbuf with --xdp"]);
     assert_error(&with(&["--to", "127.0.0.1:9000", "--no-preflight"]), &["--no-preflight"]);
     assert_error(
+        &with(&["--to", "127.0.0.1:9000", "--timestamps", "software"]),
+        &["--timestamps with --xdp"],
+    );
+    assert_error(
         &["udp", "reflect", "--xdp", "--bind", "0.0.0.0:9000", "--policy", "other"],
         &["--bind 0.0.0.0:9000", "not the unspecified one"],
     );
@@ -290,6 +294,24 @@ fn root_udp_xdp_runs_and_its_program_goes_on_exit_and_after_kill_9() {
     let refl = xdp_reflector(&b, Some(&rjson));
     let live = refl.id();
     assert!(!xdp_journal(pid).exists(), "the stale journal is restored and removed");
+    // no NIC here has hardware timestamps: said, exit 2 (the XDP reflector answers the hellos)
+    assert_error(
+        &[
+            "udp",
+            "ping",
+            "--timestamps",
+            "hardware",
+            "--netns",
+            &a,
+            "--to",
+            "198.18.0.2:9200",
+            "--count",
+            "5",
+            "--policy",
+            "other",
+        ],
+        &["--timestamps hardware", "offers no hardware timestamps", "software tx, software rx"],
+    );
     let pjson = dir.path().join("p.json");
     let o = run(&[
         "udp",
@@ -322,9 +344,7 @@ fn root_udp_xdp_runs_and_its_program_goes_on_exit_and_after_kill_9() {
     assert_eq!(d["streams"][0]["stats"]["lost"], 0);
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&rjson).unwrap()).unwrap();
     assert_eq!(r["streams"][0]["labels"]["path"], "xdp");
-    assert_eq!(
-        r["streams"][0]["labels"]["answered"].as_str().unwrap().parse::<u64>().unwrap(),
-        sent + 1,
-        "every request and the hello"
-    );
+    let rl = &r["streams"][0]["labels"];
+    let n = |k: &str| rl[k].as_str().unwrap().parse::<u64>().unwrap();
+    assert_eq!(n("answered"), sent + n("hellos"), "every request and every hello: {rl}");
 }

@@ -66,6 +66,14 @@ pub trait Link {
     fn send(&mut self, buf: &[u8]) -> std::io::Result<()>;
     /// Return a queued datagram at once, else wait for one until the absolute time `until_ns`.
     fn recv_until(&mut self, buf: &mut [u8], until_ns: i64) -> Recv;
+    /// The request just sent (successfully or not) was `seq` (a link with kernel
+    /// timestamps files its stamps under it).
+    #[inline]
+    fn on_send(&mut self, _seq: u64) {}
+    /// The datagram last received was the first reply to `seq`, a sample of the run sent
+    /// `at_ns` after its start.
+    #[inline]
+    fn on_sample(&mut self, _seq: u64, _at_ns: i64) {}
 }
 
 /// The schedule of one ping run.
@@ -119,6 +127,7 @@ impl<L: Link, R: Sink, S: Sink> Pinger<'_, L, R, S> {
                     };
                     if let Class::Sample { seq, sent_ns, rtt_ns, .. } = class {
                         self.rtt.record(seq, sent_ns - start, rtt_ns);
+                        self.link.on_sample(seq, sent_ns - start);
                         if wanted == Some(seq) {
                             return true;
                         }
@@ -143,6 +152,7 @@ impl<L: Link, R: Sink, S: Sink> Pinger<'_, L, R, S> {
         if self.link.send(self.tx).is_err() {
             self.tracker.send_failed(seq);
         }
+        self.link.on_send(seq);
         self.progress.store(self.tracker.counts.sent, Ordering::Relaxed);
         (seq, t)
     }

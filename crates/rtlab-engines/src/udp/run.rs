@@ -107,6 +107,24 @@ pub struct XdpReport {
     pub malformed_frames: u64,
 }
 
+/// `--timestamps`: which kernel timestamps split each round trip into stages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Timestamps {
+    /// Taken by the kernel when the driver sends and receives (any driver that offers them).
+    Software,
+    /// Taken by the NIC (a NIC and driver that offer them).
+    Hardware,
+}
+
+/// The stages of the round trips (`--timestamps`), and what the device offered.
+pub struct StageOutcome {
+    pub stamps: Box<super::link::Stamps>,
+    pub dev: String,
+    /// What the device's driver offers, in words.
+    pub offers: String,
+}
+
 /// `udp ping`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct UdpPingConfig {
@@ -132,6 +150,9 @@ pub struct UdpPingConfig {
     /// The XDP path (None: the socket path).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xdp: Option<XdpConfig>,
+    /// Split each round trip into stages from the kernel's timestamps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamps: Option<Timestamps>,
     /// Raise this flag on the first round trip above its threshold (`--trace-on-spike`).
     #[serde(skip)]
     pub spike: Option<rtlab_core::sink::SpikeHook>,
@@ -245,6 +266,9 @@ impl UdpPingConfig {
         }
         check_length(self.duration_ns, self.count, self.window_ns)?;
         let p = check_rt(&self.rt, online)?;
+        if self.xdp.is_some() && self.timestamps.is_some() {
+            return Err(UdpError::Invalid("--timestamps with --xdp: the stages are measured on the socket path (the XDP path's tx stamps need AF_XDP tx metadata, not supported here)".into()));
+        }
         if self.xdp.is_some() {
             check_xdp("--to", &to, &self.socket)?;
             if self.preflight_ns <= 0 {
@@ -607,6 +631,47 @@ impl Link for AnyLink {
             AnyLink::Xdp(l) => l.recv_until(buf, until_ns),
         }
     }
+    #[inline]
+    fn on_send(&mut self, seq: u64) {
+        if let AnyLink::Socket(l) = self {
+            l.on_send(seq)
+        }
+    }
+    #[inline]
+    fn on_sample(&mut self, seq: u64, at_ns: i64) {
+        if let AnyLink::Socket(l) = self {
+            l.on_sample(seq, at_ns)
+        }
+    }
+}
+
+/// The device `local` leaves by and what it offers; for `--timestamps hardware`, an error
+/// (none of this machine's devices offer them: said, not pretended).
+fn stamp_device(
+    netns: Option<&str>,
+    local: SocketAddr,
+    ts: Timestamps,
+) -> Result<(String, String), UdpError> {
+    let SocketAddr::V4(l4) = local else {
+        return Ok(("?".into(), "not asked (IPv6)".into()));
+    };
+    let ip = *l4.ip();
+    let (dev, bits) = in_netns(netns, move || -> Result<_, SysError> {
+        let (dev, ..) = rtlab_sys::xdp::device_of(ip)?;
+        let bits = rtlab_sys::stamp::device_offers(&dev)?;
+        Ok((dev, bits))
+    })?
+    .map_err(|e| UdpError::Invalid(format!("--timestamps: {e}")))?;
+    let offers = rtlab_sys::stamp::describe_offers(bits);
+    if ts == Timestamps::Hardware {
+        let why = if rtlab_sys::stamp::offers_hardware(bits) {
+            "rtlab does not take hardware timestamps yet (it would set the NIC's timestamping with SIOCSHWTSTAMP and read its PHC): use --timestamps software".to_string()
+        } else {
+            format!("{dev} offers no hardware timestamps (its driver gives: {offers}): use --timestamps software")
+        };
+        return Err(UdpError::Invalid(format!("--timestamps hardware: {why}")));
+    }
+    Ok((dev, offers))
 }
 
 /// What a ping run measured.
@@ -626,6 +691,8 @@ pub struct PingOutcome {
     pub ring_capacity: usize,
     /// The XDP path's facts (None: the socket path).
     pub xdp: Option<XdpReport>,
+    /// The round trips' stages (`--timestamps`).
+    pub stages: Option<StageOutcome>,
 }
 
 fn recorder(deadline_ns: i64, window_ns: i64, planned_span_ns: i64) -> Recorder {
@@ -662,14 +729,27 @@ pub fn ping(
     let sock = open_socket(cfg.netns.as_deref(), local, Some(to), "--bind")?;
     let run_id = sysnet::random_u64();
     let timer = AbsTimer::new()?;
-    let (socket, local_addr, link, steering, xdp_report) = match &cfg.xdp {
+    let (socket, local_addr, mut link, steering, xdp_report, stamp_dev) = match &cfg.xdp {
         None => {
             let socket = apply_socket(&sock, to.is_ipv6(), &cfg.socket)?;
             let local_addr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
             if cfg.preflight_ns > 0 {
                 preflight(&sock, run_id, cfg.payload, to, cfg.preflight_ns)?;
             }
-            (socket, local_addr, AnyLink::Socket(UdpLink { sock, timer }), None, None)
+            let stamps = match cfg.timestamps {
+                None => None,
+                Some(ts) => {
+                    let local = sock
+                        .local_addr()
+                        .map_err(|e| UdpError::Invalid(format!("--to {to}: {e}")))?;
+                    let (dev, offers) = stamp_device(cfg.netns.as_deref(), local, ts)?;
+                    rtlab_sys::stamp::enable_software(sock.as_raw_fd())
+                        .map_err(|e| UdpError::Invalid(format!("--timestamps software: {e}")))?;
+                    Some((dev, offers))
+                }
+            };
+            let link = UdpLink { sock, timer, stamps: None };
+            (socket, local_addr, AnyLink::Socket(link), None, None, stamps)
         }
         Some(x) => {
             let (SocketAddr::V4(l4), SocketAddr::V4(to4)) =
@@ -697,7 +777,14 @@ pub fn ping(
                 _sock: sock,
             };
             let held = (side.steering, side.journaled);
-            (socket, l4.to_string(), AnyLink::Xdp(Box::new(link)), Some(held), Some(side.report))
+            (
+                socket,
+                l4.to_string(),
+                AnyLink::Xdp(Box::new(link)),
+                Some(held),
+                Some(side.report),
+                None,
+            )
         }
     };
     let (lock_guard, memory_lock) = crate::hold::lock_memory(cfg.rt.mlockall);
@@ -724,6 +811,12 @@ pub fn ping(
     let mut rtt = recorder(cfg.deadline_ns, cfg.window_ns, span).with_hook(cfg.spike.as_ref());
     let mut lateness = recorder(i64::MAX, cfg.window_ns, span)
         .with_hook(cfg.spike.as_ref().map(|h| h.for_source(1)).as_ref());
+    if let (AnyLink::Socket(l), Some(_)) = (&mut link, &stamp_dev) {
+        let window = cfg.window_ns;
+        l.stamps = Some(Box::new(super::link::Stamps::new(cfg.payload, outstanding, || {
+            recorder(i64::MAX, window, span)
+        })));
+    }
     let mut tx = vec![0u8; cfg.payload];
     wire::write(&mut tx, Kind::Request, run_id, 0, 0);
     wire::fill(&mut tx);
@@ -772,19 +865,23 @@ pub fn ping(
         .run(&plan, start);
         cost.end();
         rtlab_sys::usage::set_messages("udp", tracker.counts.sent);
-        let xdp_seen = match &link {
-            AnyLink::Xdp(l) => Some((l.xsk.stats().rx_dropped, l.malformed_frames)),
-            AnyLink::Socket(_) => None,
+        let (xdp_seen, stamps) = match link {
+            AnyLink::Xdp(l) => (Some((l.xsk.stats().rx_dropped, l.malformed_frames)), None),
+            AnyLink::Socket(l) => (None, l.stamps),
         };
-        (tracker.counts, rtt, lateness, end, (seen, xdp_seen))
+        (tracker.counts, rtt, lateness, end, (seen, xdp_seen, stamps))
     })?;
     let planned = cfg.planned();
     while !h.is_finished() {
         on_progress(progress.load(Ordering::Relaxed), planned);
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    let (counts, rtt, lateness, end, ((policy_seen, cpus_seen), xdp_seen)) =
+    let (counts, rtt, lateness, end, ((policy_seen, cpus_seen), xdp_seen, stamps)) =
         h.join().map_err(|_| UdpError::Invalid("the ping thread panicked".into()))?;
+    let stages = match (stamps, stamp_dev) {
+        (Some(stamps), Some((dev, offers))) => Some(StageOutcome { stamps, dev, offers }),
+        _ => None,
+    };
     on_progress(counts.sent, planned);
     drop(lock_guard);
     detach(steering);
@@ -808,6 +905,7 @@ pub fn ping(
         memory_lock,
         ring_capacity,
         xdp,
+        stages,
     })
 }
 
@@ -895,13 +993,32 @@ impl PingOutcome {
                 "ping.send_lateness",
                 "send_lateness",
                 "request sent - its slot on the absolute grid start + k*T (client CLOCK_MONOTONIC): the sender's own wake-up latency",
-                labels,
+                labels.clone(),
                 &self.lateness,
             );
             l.deadline_ns = cfg.period_ns;
             l.stats.missed = None;
             l.stats.overruns = None;
             out.push(l);
+        }
+        if let Some(st) = &self.stages {
+            let mut labels = labels.clone();
+            labels.insert("timestamps".into(), "software".into());
+            labels.insert("timestamps_dev".into(), st.dev.clone());
+            labels.insert("timestamps_offered".into(), st.offers.clone());
+            labels.insert("no_tx_stamp".into(), st.stamps.no_tx_stamp.to_string());
+            labels.insert("no_rx_stamp".into(), st.stamps.no_rx_stamp.to_string());
+            for (name, what, def, r) in [
+                ("ping.tx_stack", "tx_stack", "the request's driver tx software timestamp - the user's CLOCK_REALTIME read right before send(): the sender's stack (syscall, UDP/IP, qdisc, driver)", &st.stamps.tx_stack),
+                ("ping.wire", "wire", "the reply's rx software timestamp - the request's tx software timestamp (kernel CLOCK_REALTIME): the link both ways and the far side, its reflector included", &st.stamps.wire),
+                ("ping.rx_wakeup", "rx_wakeup", "the user's CLOCK_REALTIME read when it took the reply - the reply's rx software timestamp: the receive stack and the pinger's wake-up (scheduler)", &st.stamps.rx_wakeup),
+            ] {
+                let mut s = Stream::from_recorder(name, what, def, labels.clone(), r);
+                s.deadline_ns = 0;
+                s.stats.missed = None;
+                s.stats.overruns = None;
+                out.push(s);
+            }
         }
         out
     }
@@ -1236,6 +1353,7 @@ mod tests {
             socket: SocketConfig::default(),
             preflight_ns: 2_000_000_000,
             xdp: None,
+            timestamps: None,
             spike: None,
         }
     }

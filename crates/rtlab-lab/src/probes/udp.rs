@@ -21,8 +21,8 @@ use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
 use rtlab_engines::netns::NetnsPair;
 use rtlab_engines::udp::ping::PingMode;
 use rtlab_engines::udp::run::{
-    self as udp_run, PingOutcome, ReflectOutcome, SocketConfig, UdpError, UdpPingConfig,
-    UdpReflectConfig, XdpConfig,
+    self as udp_run, PingOutcome, ReflectOutcome, SocketConfig, Timestamps, UdpError,
+    UdpPingConfig, UdpReflectConfig, XdpConfig,
 };
 use rtlab_report::summary::udp::{PingCounts, PingSummary, ReflectorCounts, RunCounts, SocketSeen};
 use serde::{Deserialize, Serialize};
@@ -174,6 +174,8 @@ pub struct UdpProbeConfig {
     pub path: UdpPath,
     /// With `path = "xdp"`: where the program is attached.
     pub xdp_attach: XdpAttach,
+    /// Split each round trip into stages from the kernel's timestamps (`software`).
+    pub timestamps: Option<Timestamps>,
     #[serde(flatten)]
     pub socket: SocketFields,
     #[serde(flatten)]
@@ -198,6 +200,7 @@ impl Default for UdpProbeConfig {
             preflight: true,
             path: UdpPath::Socket,
             xdp_attach: XdpAttach::Auto,
+            timestamps: None,
             socket: SocketFields::default(),
             rt: RtFields::default(),
         }
@@ -271,6 +274,7 @@ impl UdpProbeConfig {
                 generic: self.xdp_attach == XdpAttach::Generic,
                 journal: Some(crate::guard::xdp_journal()),
             }),
+            timestamps: self.timestamps,
             spike: None,
         })
     }

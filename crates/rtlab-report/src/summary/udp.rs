@@ -237,5 +237,16 @@ fn ping_report(s: &PingSummary<'_>, color: bool) -> String {
     if let Some(x) = xdp_line(&s.doc.streams[0]) {
         let _ = writeln!(out, "{x}");
     }
+    if let Some(t) = s.doc.streams.iter().find(|st| st.name == "ping.tx_stack") {
+        let g = |k: &str| t.labels.get(k).map(String::as_str).unwrap_or("?");
+        let _ = writeln!(
+            out,
+            "stages from the kernel's software timestamps on {} (it offers: {}); samples without a tx stamp {}, without an rx stamp {}",
+            g("timestamps_dev"),
+            g("timestamps_offered"),
+            g("no_tx_stamp"),
+            g("no_rx_stamp")
+        );
+    }
     out
 }

@@ -65,6 +65,12 @@ pub struct XdpArgs {
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum TimestampsArg {
+    Software,
+    Hardware,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
 pub enum XdpAttachArg {
     Auto,
     Generic,
@@ -199,6 +205,9 @@ pub struct PingArgs {
     /// Do not check first that a reflector answers.
     #[arg(long)]
     pub no_preflight: bool,
+    /// Split each round trip into stages from the kernel's timestamps: user send -> driver tx (ping.tx_stack), the wire and far side (ping.wire), driver rx -> user wake-up (ping.rx_wakeup).
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub timestamps: Option<TimestampsArg>,
     /// Two hosts on one machine for this run: make namespaces NAME-a/NAME-b, reflect in b, ping from a, remove both.
     #[arg(long, conflicts_with_all = ["to", "netns", "bind"])]
     pub pair: bool,
@@ -257,7 +266,14 @@ impl PingArgs {
             .str("duration", &self.duration)
             .int("count", self.count)
             .str("window", &self.window)
-            .flag("preflight", self.no_preflight, false);
+            .flag("preflight", self.no_preflight, false)
+            .str(
+                "timestamps",
+                &self.timestamps.map(|t| match t {
+                    TimestampsArg::Software => "software".to_string(),
+                    TimestampsArg::Hardware => "hardware".to_string(),
+                }),
+            );
         self.rt.fill(&mut t);
         self.sock.fill(&mut t);
         self.xdp.fill(&mut t);

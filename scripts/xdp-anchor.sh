@@ -36,7 +36,8 @@
 #   datagrams take COUNT ms per payload), ANCHOR_DIR (the build, default
 #   /var/tmp/rtlab-xdp-anchor, never inside this repository), XDPSOCK_OPTS (default "-N -c"),
 #   CPU_REFLECT / CPU_SEND (the CPUs of xdpsock and of the sender, default 1 and 0; empty:
-#   not pinned), NAME (namespace prefix, default anc-xdp), PORT (default 9300).
+#   not pinned), NAME (namespace prefix, default anc-xdp), PORT (default 9300), KEEP=DIR
+#   (keep the captures, SIZE.pcap, and xdpsock's logs).
 #   Needs root, clang, gcc, pkg-config, tcpdump, iproute2 and the headers of libxdp, libbpf
 #   and libcap (Debian 12: apt-get install clang gcc pkg-config tcpdump libxdp-dev
 #   libbpf-dev libcap-dev). Where RLIMIT_MEMLOCK cannot be raised (no CAP_SYS_RESOURCE, as
@@ -71,14 +72,14 @@ for p in libxdp libbpf libcap; do
 done
 
 # --- the source, then the build (under $dir, never here) -----------------------------------
-mkdir -p "$dir"
-rm -rf "$dir/src" "$dir/build"
-mkdir -p "$dir/src" "$dir/build"
+fresh() { rm -rf "$dir/src" "$dir/build" && mkdir -p "$dir/src" "$dir/build"; }
 if [ -n "${BPF_EXAMPLES_DIR:-}" ] && [ -d "$BPF_EXAMPLES_DIR/AF_XDP-example" ]; then
+  fresh
   cp -r "$BPF_EXAMPLES_DIR/AF_XDP-example" "$BPF_EXAMPLES_DIR/headers" "$dir/src/"
   origin="$BPF_EXAMPLES_DIR"
 elif [ -n "${BPF_EXAMPLES_REPO:-}" ] && git -C "$BPF_EXAMPLES_REPO" rev-parse --git-dir >/dev/null 2>&1; then
   ref=${BPF_EXAMPLES_REF:-HEAD}
+  fresh
   git -C "$BPF_EXAMPLES_REPO" archive "$ref" AF_XDP-example headers | tar -x -C "$dir/src"
   origin="bpf-examples $(git -C "$BPF_EXAMPLES_REPO" rev-parse --short=12 "$ref^{commit}")"
 else
@@ -192,6 +193,7 @@ cleanup() {
   [ "${#pids[@]}" = 0 ] || stop "${pids[@]}"
   ip netns del "$na" 2>/dev/null || true
   ip netns del "$nb" 2>/dev/null || true
+  if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$out"/* "$KEEP"/ 2>/dev/null || true; fi
   rm -rf "$out"
 }
 trap cleanup EXIT

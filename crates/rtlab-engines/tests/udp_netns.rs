@@ -79,6 +79,7 @@ fn ping_cfg(p: &NetnsPair, to: String, count: u64, socket: SocketConfig) -> UdpP
         preflight_ns: 2_000_000_000,
         xdp: None,
         timestamps: None,
+        txtime_lead_ns: None,
         spike: None,
     }
 }

@@ -66,15 +66,16 @@ fn the_ping_loop_allocates_nothing() {
         sock.connect(addr).unwrap();
         let stamps = stamped.then(|| {
             rtlab_sys::stamp::enable_software(std::os::fd::AsRawFd::as_raw_fd(&sock)).unwrap();
-            Box::new(Stamps::new(64, 1024, || recorder(i64::MAX)))
+            Box::new(Stamps::new(64, 1024, false, || recorder(i64::MAX)))
         });
-        let mut link = UdpLink { sock, timer: AbsTimer::new().unwrap(), stamps };
+        let mut link = UdpLink { sock, timer: AbsTimer::new().unwrap(), stamps, tai_offset: None };
         let plan = PingPlan {
             mode,
             period_ns: 200_000,
             count: Some(300),
             duration_ns: None,
             loss_timeout_ns: 50_000_000,
+            lead_ns: 0,
         };
         let mut tracker = Tracker::new(1024, plan.loss_timeout_ns, 1_000_000, run_id, 64);
         let mut tx = vec![0u8; 64];

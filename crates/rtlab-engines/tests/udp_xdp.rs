@@ -85,6 +85,7 @@ fn ping_cfg(p: &NetnsPair, port: u16, count: u64, x: Option<XdpConfig>) -> UdpPi
         preflight_ns: 3_000_000_000,
         xdp: x,
         timestamps: None,
+        txtime_lead_ns: None,
         spike: None,
     }
 }

@@ -42,31 +42,52 @@ pub fn enable_software(fd: RawFd) -> Result<(), SysError> {
 /// Room for the control messages of one datagram.
 pub const CMSG_BYTES: usize = 256;
 
-/// The first software timestamp (ns, CLOCK_REALTIME) among `msg`'s control messages.
-fn stamp_of(msg: &libc::msghdr) -> Option<i64> {
+/// The origin of an error-queue message that is a rejected or missed launch time.
+const SO_EE_ORIGIN_TXTIME: u8 = 6;
+
+/// The first software timestamp (ns, CLOCK_REALTIME) among `msg`'s control messages, and
+/// the origin of its extended error (IP_RECVERR / IPV6_RECVERR) when it carries one.
+fn stamp_of(msg: &libc::msghdr) -> (Option<i64>, Option<u8>) {
+    let (mut stamp, mut origin) = (None, None);
     // SAFETY: msg was filled by recvmsg; the CMSG macros walk its control buffer.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(msg);
         while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == SCM_TIMESTAMPING {
+            let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
+            if level == libc::SOL_SOCKET && kind == SCM_TIMESTAMPING && stamp.is_none() {
                 let ts = libc::CMSG_DATA(c) as *const libc::timespec;
                 let t = ts.read_unaligned();
                 if t.tv_sec != 0 || t.tv_nsec != 0 {
-                    return Some(t.tv_sec * 1_000_000_000 + t.tv_nsec);
+                    stamp = Some(t.tv_sec * 1_000_000_000 + t.tv_nsec);
                 }
+            }
+            if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
+                || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
+            {
+                let e = libc::CMSG_DATA(c) as *const libc::sock_extended_err;
+                origin = Some(e.read_unaligned().ee_origin);
             }
             c = libc::CMSG_NXTHDR(msg, c);
         }
     }
-    None
+    (stamp, origin)
 }
 
-fn recvmsg(
-    fd: RawFd,
-    buf: &mut [u8],
-    cmsg: &mut [u8],
-    flags: i32,
-) -> std::io::Result<Option<(usize, Option<i64>)>> {
+/// One message of a socket's error queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxReport {
+    /// Bytes of the looped-back packet in the buffer, its headers first.
+    pub len: usize,
+    /// When the driver handed it to the device (CLOCK_REALTIME), for a timestamp report.
+    pub stamp: Option<i64>,
+    /// A launch time the qdisc refused or missed (SO_EE_ORIGIN_TXTIME): not sent.
+    pub launch_error: bool,
+}
+
+/// What [`recvmsg`] got: bytes, a software stamp, an extended error's origin.
+type Got = (usize, Option<i64>, Option<u8>);
+
+fn recvmsg(fd: RawFd, buf: &mut [u8], cmsg: &mut [u8], flags: i32) -> std::io::Result<Option<Got>> {
     let mut iov =
         libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
     // SAFETY: msghdr is plain data; every pointer set below is to a live buffer.
@@ -78,7 +99,8 @@ fn recvmsg(
     // SAFETY: msg points at live buffers of the lengths given.
     let n = unsafe { libc::recvmsg(fd, &mut msg, flags | libc::MSG_DONTWAIT) };
     if n >= 0 {
-        return Ok(Some((n as usize, stamp_of(&msg))));
+        let (stamp, origin) = stamp_of(&msg);
+        return Ok(Some((n as usize, stamp, origin)));
     }
     let e = std::io::Error::last_os_error();
     match e.raw_os_error() {
@@ -95,14 +117,17 @@ pub fn recv_stamped(
     buf: &mut [u8],
     cmsg: &mut [u8],
 ) -> std::io::Result<Option<(usize, Option<i64>)>> {
-    recvmsg(fd, buf, cmsg, 0)
+    Ok(recvmsg(fd, buf, cmsg, 0)?.map(|(n, stamp, _)| (n, stamp)))
 }
 
-/// Take one tx timestamp from the socket's error queue: (bytes of the looped-back packet
-/// in `buf`, its headers first; the timestamp). None: the queue is empty.
+/// Take one message from the socket's error queue: a tx timestamp, or a launch time the
+/// qdisc refused (its looped-back packet carries the launch time as a stamp: not one).
+/// None: the queue is empty.
 #[inline]
-pub fn take_tx_stamp(fd: RawFd, buf: &mut [u8], cmsg: &mut [u8]) -> Option<(usize, Option<i64>)> {
-    recvmsg(fd, buf, cmsg, libc::MSG_ERRQUEUE).ok().flatten()
+pub fn take_tx_stamp(fd: RawFd, buf: &mut [u8], cmsg: &mut [u8]) -> Option<TxReport> {
+    let (len, stamp, origin) = recvmsg(fd, buf, cmsg, libc::MSG_ERRQUEUE).ok().flatten()?;
+    let launch_error = origin == Some(SO_EE_ORIGIN_TXTIME);
+    Some(TxReport { len, stamp: stamp.filter(|_| !launch_error), launch_error })
 }
 
 /// What a device's driver offers (SOF_TIMESTAMPING_* bits), from ETHTOOL_GET_TS_INFO, in
@@ -278,7 +303,9 @@ mod tests {
         }
         let (n, rx_ts) = rx.expect("the datagram arrives");
         assert_eq!(n, 100);
-        let (len, tx_ts) = take_tx_stamp(a.as_raw_fd(), &mut buf, &mut cmsg).expect("a tx stamp");
+        let r = take_tx_stamp(a.as_raw_fd(), &mut buf, &mut cmsg).expect("a tx stamp");
+        let (len, tx_ts) = (r.len, r.stamp);
+        assert!(!r.launch_error);
         assert!(len >= 100, "the packet comes back with its headers: {len}");
         assert_eq!(&buf[len - 100..len], &[7u8; 100][..]);
         let (tx, rx) = (tx_ts.unwrap(), rx_ts.unwrap());

@@ -233,6 +233,12 @@ fn udp_xdp_bad_input_is_one_line_and_exit_2() {
         &with(&["--to", "127.0.0.1:9000", "--timestamps", "software"]),
         &["--timestamps with --xdp"],
     );
+    let socket = ["udp", "ping", "--to", "127.0.0.1:9000", "--count", "5", "--policy", "other"];
+    let txtime = |extra: &[&'static str]| -> Vec<&'static str> {
+        socket.iter().copied().chain(extra.iter().copied()).collect()
+    };
+    assert_error(&txtime(&["--txtime", "200us", "--mode", "pingpong"]), &["--txtime", "periodic"]);
+    assert_error(&txtime(&["--txtime", "2ms"]), &["--txtime 2000000 ns", "below the period"]);
     assert_error(
         &["udp", "reflect", "--xdp", "--bind", "0.0.0.0:9000", "--policy", "other"],
         &["--bind 0.0.0.0:9000", "not the unspecified one"],
@@ -294,6 +300,30 @@ fn root_udp_xdp_runs_and_its_program_goes_on_exit_and_after_kill_9() {
     let refl = xdp_reflector(&b, Some(&rjson));
     let live = refl.id();
     assert!(!xdp_journal(pid).exists(), "the stale journal is restored and removed");
+    // launch times need an etf qdisc: this kernel has none (the RT VM's has: tests/rt_kernel.rs)
+    let etf = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|r| format!("/lib/modules/{}/modules.dep", r.trim()))
+        .and_then(std::fs::read_to_string)
+        .map(|d| d.contains("sch_etf"))
+        .unwrap_or(false);
+    let why = if etf { "has no etf qdisc (root:" } else { "this kernel has no etf qdisc" };
+    assert_error(
+        &[
+            "udp",
+            "ping",
+            "--txtime",
+            "200us",
+            "--netns",
+            &a,
+            "--to",
+            "198.18.0.2:9200",
+            "--count",
+            "5",
+            "--policy",
+            "other",
+        ],
+        &["--txtime", why],
+    );
     // no NIC here has hardware timestamps: said, exit 2 (the XDP reflector answers the hellos)
     assert_error(
         &[

@@ -22,8 +22,9 @@ use std::time::{Duration, Instant};
 const APPEND: &str = "isolcpus=1 nohz_full=1 rcu_nocbs=1";
 
 /// Every test of the suite: each must report `ok` from inside the guest.
-const GUEST_TESTS: [&str; 7] = [
+const GUEST_TESTS: [&str; 8] = [
     "guest_tune_check_passes_what_the_command_line_enabled",
+    "guest_launch_times_through_etf_taprio_and_the_xdp_path_over_the_nic",
     "guest_rt_kthreads_sets_irq_threads_ksoftirqd_and_the_application_and_restores",
     "guest_trace_on_spike_runs_rtla_timerlat_alongside",
     "guest_rt_isolation_makes_an_isolated_partition_and_restores",
@@ -917,4 +918,181 @@ fn guest_mqprio_and_vlan_egress_map_are_applied_seen_and_restored() {
     assert_eq!(ns_map(), 0, "egress map after restore");
     let _ = Command::new("ip").args(["netns", "del", "rtvm-mq"]).status();
     let _ = Command::new("ip").args(["netns", "del", "rtvm-mq-far"]).status();
+}
+
+/// The stream named `name` of a result document.
+fn stream<'a>(d: &'a Value, name: &str) -> &'a Value {
+    d["streams"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap_or_else(|| {
+        panic!(
+            "no stream {name} in {:?}",
+            d["streams"].as_array().unwrap().iter().map(|s| &s["name"]).collect::<Vec<_>>()
+        )
+    })
+}
+
+#[test]
+#[ignore = "runs inside scripts/rt-vm.sh's PREEMPT_RT guest (rt_kernel_suite_passes_inside_a_preempt_rt_vm)"]
+fn guest_launch_times_through_etf_taprio_and_the_xdp_path_over_the_nic() {
+    if !guest() {
+        return;
+    }
+    let n = nics();
+    let (near, far) = (n[0].clone(), n[1].clone());
+    let ns = Netns::with("rtvm-far", &far, "10.77.0.2/24");
+    sh(&["ip", "addr", "replace", "10.77.0.1/24", "dev", &near]);
+    sh(&["ip", "link", "set", &near, "up"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("p.toml");
+    std::fs::write(
+        &f,
+        "[profile.launch]\nqdisc = [\"etf\"]\n[profile.window]\nqdisc = [\"taprio\"]\n",
+    )
+    .unwrap();
+    let fs = f.to_str().unwrap();
+    let j = d.path().join("journal");
+    let qdisc = sh(&["tc", "qdisc", "show", "dev", &near]);
+
+    // 1. etf on the NIC (a profile step, journaled), and launch times through it. As the
+    // root qdisc of a one-queue NIC etf drops whatever has no launch time, ARP included:
+    // the two ends know each other's MAC statically, as a TSN link's ends are configured
+    let mac = |dev: &str, netns: Option<&str>| {
+        let p = format!("/sys/class/net/{dev}/address");
+        match netns {
+            None => read(&p),
+            Some(n) => sh(&["ip", "netns", "exec", n, "cat", &p]).trim().to_string(),
+        }
+    };
+    let (near_mac, far_mac) = (mac(&near, None), mac(&far, Some(ns.0)));
+    sh(&[
+        "ip",
+        "neigh",
+        "replace",
+        "10.77.0.2",
+        "lladdr",
+        &far_mac,
+        "dev",
+        &near,
+        "nud",
+        "permanent",
+    ]);
+    sh(&[
+        "ip",
+        "-n",
+        ns.0,
+        "neigh",
+        "replace",
+        "10.77.0.1",
+        "lladdr",
+        &near_mac,
+        "dev",
+        &far,
+        "nud",
+        "permanent",
+    ]);
+    let h = Held::start(&["launch", "--file", fs, "--nic", &near], &j);
+    assert!(sh(&["tc", "qdisc", "show", "dev", &near]).contains("qdisc etf"), "{}", h.out);
+    let rjson = d.path().join("reflect.json");
+    let r = reflector(ns.0, "10.77.0.2:7777", &rjson);
+    let p = ping_all_accounted(&["--txtime", "2ms"], "10.77.0.2:7777", 200, d.path());
+    stop(r);
+    let sent: u64 = p["streams"][0]["labels"]["sent"].as_str().unwrap().parse().unwrap();
+    assert_eq!(p["streams"][0]["labels"]["txtime_lead_ns"], "2000000");
+    // a request handed over after its launch time (a late wake-up: TCG is slow) is dropped
+    // by etf and reported on the error queue: it is a loss, and counted as a launch error
+    let launch = stream(&p, "ping.send_lateness");
+    let errors: u64 = launch["labels"]["launch_errors"].as_str().unwrap().parse().unwrap();
+    let lost = p["streams"][0]["stats"]["lost"].as_u64().unwrap();
+    assert!(lost >= errors, "every launch etf refused is a loss: {launch}");
+    assert_eq!(
+        launch["stats"]["count"].as_u64().unwrap() + errors,
+        sent,
+        "every launch stamped or refused: {launch}"
+    );
+    assert!(errors < sent, "launches went out: {launch}");
+    assert_eq!(stream(&p, "ping.handoff_lateness")["stats"]["count"], sent);
+    let out = h.interrupt();
+    assert!(out.contains("restored"), "{out}");
+    assert_eq!(sh(&["tc", "qdisc", "show", "dev", &near]), qdisc, "etf removed");
+
+    // 2. taprio needs a device with 2 tx queues: this VM's virtio NICs have one (QEMU's hub
+    // gives no multiqueue), so the 802.1Qbv window is applied to a 2-queue veth pair
+    let tap = "rtvm-tap";
+    let _ = Command::new("ip").args(["netns", "del", tap]).stderr(Stdio::null()).status();
+    sh(&["ip", "netns", "add", tap]);
+    sh(&[
+        "ip",
+        "-n",
+        tap,
+        "link",
+        "add",
+        "tq0",
+        "numtxqueues",
+        "2",
+        "numrxqueues",
+        "2",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "tq1",
+        "numtxqueues",
+        "2",
+        "numrxqueues",
+        "2",
+    ]);
+    sh(&["ip", "-n", tap, "link", "set", "tq0", "up"]);
+    sh(&["ip", "-n", tap, "link", "set", "tq1", "up"]);
+    let before = sh(&["tc", "-n", tap, "qdisc", "show", "dev", "tq0"]);
+    let h = Held::start(&["window", "--file", fs, "--nic", "tq0", "--netns", tap], &j);
+    let on = sh(&["tc", "-n", tap, "qdisc", "show", "dev", "tq0"]);
+    assert!(on.contains("qdisc taprio 100: root") && on.contains("250000"), "{on}\n{}", h.out);
+    let out = h.interrupt();
+    assert!(out.contains("restored"), "{out}");
+    assert_eq!(sh(&["tc", "-n", tap, "qdisc", "show", "dev", "tq0"]), before, "taprio removed");
+    sh(&["ip", "netns", "del", tap]);
+
+    // 3. the XDP path over the NIC's driver, both ends
+    let rjson = d.path().join("reflect-xdp.json");
+    let mut r = rtlab()
+        .args([
+            "udp",
+            "reflect",
+            "--xdp",
+            "--netns",
+            ns.0,
+            "--bind",
+            "10.77.0.2:7778",
+            "-q",
+            "--json",
+        ])
+        .arg(&rjson)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut l = String::new();
+    BufReader::new(r.stdout.as_mut().unwrap()).read_line(&mut l).unwrap();
+    assert!(l.contains("listening on"), "{l}");
+    let p = ping_all_accounted(&["--xdp"], "10.77.0.2:7778", 200, d.path());
+    stop(r);
+    let labels = &p["streams"][0]["labels"];
+    assert_eq!(
+        (labels["path"].as_str(), labels["xdp_dev"].as_str()),
+        (Some("xdp"), Some(near.as_str()))
+    );
+    assert!(["native", "generic"].contains(&labels["xdp_attach"].as_str().unwrap()), "{labels}");
+    assert_eq!(p["streams"][0]["stats"]["lost"], 0, "{labels}");
+    let rd: Value = serde_json::from_str(&std::fs::read_to_string(&rjson).unwrap()).unwrap();
+    assert_eq!(rd["streams"][0]["labels"]["path"], "xdp");
+    for (dev, netns) in [(near.as_str(), None), (far.as_str(), Some(ns.0))] {
+        let mut c = vec!["ip"];
+        if let Some(n) = netns {
+            c.extend(["-n", n]);
+        }
+        c.extend(["-d", "link", "show", "dev", dev]);
+        assert!(!sh(&c).contains("rtlab_steer"), "the program left on {dev}");
+    }
+    sh(&["ip", "addr", "flush", "dev", &near]);
+    drop(ns);
 }

@@ -20,8 +20,10 @@ use std::os::fd::AsRawFd;
 pub struct UdpLink {
     pub sock: UdpSocket,
     pub timer: AbsTimer,
-    /// The kernel's timestamps, when asked for (`--timestamps software`).
+    /// The kernel's timestamps, when asked for (`--timestamps software`, `--txtime`).
     pub stamps: Option<Box<Stamps>>,
+    /// Launch times (`--txtime`): CLOCK_TAI - CLOCK_MONOTONIC, for the SCM_TXTIME of each send.
+    pub tai_offset: Option<i64>,
 }
 
 /// Where a round trip's time goes, from the kernel's software timestamps (all on
@@ -35,10 +37,20 @@ pub struct UdpLink {
 pub struct Stamps {
     payload: usize,
     mask: u64,
-    /// By seq & mask: (seq, user send REALTIME, driver tx REALTIME or 0).
-    sent: Vec<(u64, i64, i64)>,
-    /// REALTIME read right before the last send call.
+    /// By seq & mask: (seq, user send REALTIME, driver tx REALTIME or 0, launch time
+    /// MONOTONIC or 0).
+    sent: Vec<(u64, i64, i64, i64)>,
+    /// REALTIME read right before the last send call, and the launch time it was given.
     send_rt: i64,
+    send_launch: i64,
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC when the run started; the run's start (MONOTONIC).
+    rt_minus_mono: i64,
+    start: i64,
+    /// Launch lateness (`--txtime`): the request's driver tx stamp - its slot.
+    pub launch: Option<Recorder>,
+    /// Error-queue messages without a timestamp while sending with launch times: launches
+    /// the qdisc refused or dropped (SO_EE_ORIGIN_TXTIME).
+    pub launch_errors: u64,
     /// The last datagram received: (its driver rx REALTIME or 0, the user's REALTIME then).
     last_rx: (i64, i64),
     err_buf: Vec<u8>,
@@ -54,13 +66,19 @@ pub struct Stamps {
 
 impl Stamps {
     /// `slots`: requests whose stamps are kept at once (rounded up to a power of two).
-    pub fn new(payload: usize, slots: usize, make: impl Fn() -> Recorder) -> Stamps {
+    /// `launch`: also record launch lateness (`--txtime`).
+    pub fn new(payload: usize, slots: usize, launch: bool, make: impl Fn() -> Recorder) -> Stamps {
         let n = slots.next_power_of_two().max(1024);
         Stamps {
             payload,
             mask: n as u64 - 1,
-            sent: vec![(u64::MAX, 0, 0); n],
+            sent: vec![(u64::MAX, 0, 0, 0); n],
             send_rt: 0,
+            send_launch: 0,
+            rt_minus_mono: rtlab_sys::clock::realtime_ns() - rtlab_sys::clock::monotonic_ns(),
+            start: 0,
+            launch: launch.then(&make),
+            launch_errors: 0,
             last_rx: (0, 0),
             err_buf: vec![0u8; 65536 + 256],
             cmsg: [0u8; stamp::CMSG_BYTES],
@@ -76,12 +94,24 @@ impl Stamps {
     /// (read from the looped-back packet's last `payload` bytes).
     #[inline]
     fn drain_tx(&mut self, fd: i32) {
-        while let Some((n, ts)) = stamp::take_tx_stamp(fd, &mut self.err_buf, &mut self.cmsg) {
-            let (Some(ts), true) = (ts, n >= self.payload) else { continue };
-            if let Ok(h) = super::wire::parse(&self.err_buf[n - self.payload..n]) {
-                let slot = &mut self.sent[(h.seq & self.mask) as usize];
-                if slot.0 == h.seq {
-                    slot.2 = ts;
+        while let Some(r) = stamp::take_tx_stamp(fd, &mut self.err_buf, &mut self.cmsg) {
+            let n = r.len;
+            let Some(h) = n
+                .checked_sub(self.payload)
+                .and_then(|from| super::wire::parse(&self.err_buf[from..n]).ok())
+            else {
+                continue;
+            };
+            // a hello's refused launch is the pre-flight's, not a request's
+            if r.launch_error && h.kind == super::wire::Kind::Request {
+                self.launch_errors += 1;
+            }
+            let Some(ts) = r.stamp else { continue };
+            let slot = &mut self.sent[(h.seq & self.mask) as usize];
+            if h.kind == super::wire::Kind::Request && slot.0 == h.seq && slot.2 == 0 {
+                slot.2 = ts;
+                if let (Some(l), true) = (self.launch.as_mut(), slot.3 != 0) {
+                    l.record(h.seq, slot.3 - self.start, ts - (slot.3 + self.rt_minus_mono));
                 }
             }
         }
@@ -90,7 +120,7 @@ impl Stamps {
     /// Record the stages of sample `seq`, sent `at_ns` after the run's start.
     #[inline]
     fn sample(&mut self, seq: u64, at_ns: i64) {
-        let (s, user_tx, drv_tx) = self.sent[(seq & self.mask) as usize];
+        let (s, user_tx, drv_tx, _) = self.sent[(seq & self.mask) as usize];
         let (drv_rx, user_rx) = self.last_rx;
         if drv_rx == 0 {
             self.no_rx_stamp += 1;
@@ -127,9 +157,31 @@ impl Link for UdpLink {
     }
 
     #[inline]
+    fn send_at(&mut self, buf: &[u8], launch_ns: i64) -> std::io::Result<()> {
+        let Some(off) = self.tai_offset else { return self.send(buf) };
+        if let Some(s) = self.stamps.as_mut() {
+            s.send_rt = rtlab_sys::clock::realtime_ns();
+            s.send_launch = launch_ns;
+        }
+        match stamp::send_at(self.sock.as_raw_fd(), buf, (launch_ns + off).max(0) as u64) {
+            Ok(n) if n == buf.len() => Ok(()),
+            Ok(_) => Err(std::io::ErrorKind::WriteZero.into()),
+            Err(e) => Err(e),
+        }
+    }
+
+    #[inline]
+    fn on_start(&mut self, start: i64) {
+        if let Some(s) = self.stamps.as_mut() {
+            s.start = start;
+        }
+    }
+
+    #[inline]
     fn on_send(&mut self, seq: u64) {
         if let Some(s) = self.stamps.as_mut() {
-            s.sent[(seq & s.mask) as usize] = (seq, s.send_rt, 0);
+            s.sent[(seq & s.mask) as usize] = (seq, s.send_rt, 0, s.send_launch);
+            s.send_launch = 0;
             s.drain_tx(self.sock.as_raw_fd());
         }
     }

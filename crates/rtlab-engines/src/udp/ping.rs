@@ -64,6 +64,15 @@ pub trait Link {
     fn now(&mut self) -> i64;
     /// Send one datagram; Err when the kernel refused it.
     fn send(&mut self, buf: &[u8]) -> std::io::Result<()>;
+    /// Hand one datagram to the kernel to leave at `launch_ns` (same clock as [`Link::now`]);
+    /// a link without launch times sends it now.
+    #[inline]
+    fn send_at(&mut self, buf: &[u8], _launch_ns: i64) -> std::io::Result<()> {
+        self.send(buf)
+    }
+    /// The run's first slot (the origin of its streams), before anything is sent.
+    #[inline]
+    fn on_start(&mut self, _start: i64) {}
     /// Return a queued datagram at once, else wait for one until the absolute time `until_ns`.
     fn recv_until(&mut self, buf: &mut [u8], until_ns: i64) -> Recv;
     /// The request just sent (successfully or not) was `seq` (a link with kernel
@@ -87,6 +96,9 @@ pub struct PingPlan {
     /// Stop sending at `start + duration`.
     pub duration_ns: Option<i64>,
     pub loss_timeout_ns: i64,
+    /// Launch-time sending (periodic mode): each request is handed to the kernel this long
+    /// before its slot, to leave at the slot (0: sent at the slot).
+    pub lead_ns: i64,
 }
 
 /// After `until` has passed, at most this many more queued datagrams are taken before the
@@ -143,23 +155,30 @@ impl<L: Link, R: Sink, S: Sink> Pinger<'_, L, R, S> {
         }
     }
 
-    /// Stamp, write and send the next request; returns (seq, sent_ns).
-    fn send_next(&mut self) -> (u64, i64) {
-        let t = self.link.now();
+    /// Stamp, write and send the next request (to leave at `launch`, which is then its send
+    /// stamp); returns (seq, sent_ns, the time it was handed to the kernel).
+    fn send_next(&mut self, launch: Option<i64>) -> (u64, i64, i64) {
+        let handed = self.link.now();
+        let t = launch.unwrap_or(handed);
         let seq = self.tracker.next_seq();
         wire::write(self.tx, Kind::Request, self.run_id, seq, t);
         let seq = self.tracker.on_send(t);
-        if self.link.send(self.tx).is_err() {
+        let sent = match launch {
+            Some(at) => self.link.send_at(self.tx, at),
+            None => self.link.send(self.tx),
+        };
+        if sent.is_err() {
             self.tracker.send_failed(seq);
         }
         self.link.on_send(seq);
         self.progress.store(self.tracker.counts.sent, Ordering::Relaxed);
-        (seq, t)
+        (seq, t, handed)
     }
 
     /// Run the plan from `start` (the first periodic slot). Returns why sending ended;
     /// by then every request is answered or lost.
     pub fn run(&mut self, plan: &PingPlan, start: i64) -> LoopEnd {
+        self.link.on_start(start);
         let end = match plan.mode {
             PingMode::Periodic => self.periodic(plan, start),
             PingMode::Pingpong => self.pingpong(plan, start),
@@ -197,9 +216,12 @@ impl<L: Link, R: Sink, S: Sink> Pinger<'_, L, R, S> {
             if matches!(plan.duration_ns, Some(d) if slot >= start + d) {
                 return LoopEnd::Duration;
             }
-            self.take_until(start, slot, None);
-            let (seq, sent) = self.send_next();
-            self.lateness.record(seq, sent - start, sent - slot);
+            // with launch times the request is handed over `lead` ahead and leaves at its slot
+            let due = slot - plan.lead_ns;
+            self.take_until(start, due, None);
+            let launch = (plan.lead_ns > 0).then_some(slot);
+            let (seq, sent, handed) = self.send_next(launch);
+            self.lateness.record(seq, sent - start, handed - due);
             self.tracker.expire(self.link.now());
             // the next slot; those already past are skipped and counted
             let ready = self.link.now();
@@ -228,7 +250,7 @@ impl<L: Link, R: Sink, S: Sink> Pinger<'_, L, R, S> {
             if matches!(plan.duration_ns, Some(d) if self.link.now() - start >= d) {
                 return LoopEnd::Duration;
             }
-            let (seq, sent) = self.send_next();
+            let (seq, sent, _) = self.send_next(None);
             // wait for its reply, or its loss timeout (a refused send waits too: no spin)
             self.take_until(
                 start,
@@ -334,6 +356,7 @@ pub(crate) mod tests {
             count: Some(count),
             duration_ns: None,
             loss_timeout_ns: 500 * MS,
+            lead_ns: 0,
         };
         let mut tracker = Tracker::new(1024, plan.loss_timeout_ns, MS, 7, payload);
         let mut tx = vec![0u8; payload];
@@ -428,6 +451,42 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn launch_times_hand_each_request_over_ahead_and_stamp_it_with_its_slot() {
+        let mut link = FakeLink::new(0, |_| vec![400_000]);
+        let plan = PingPlan {
+            mode: PingMode::Periodic,
+            period_ns: MS,
+            count: Some(4),
+            duration_ns: None,
+            loss_timeout_ns: 500 * MS,
+            lead_ns: 300_000,
+        };
+        let mut tracker = Tracker::new(1024, plan.loss_timeout_ns, MS, 7, 64);
+        let (mut tx, mut rx) = (vec![0u8; 64], vec![0u8; 65536]);
+        let (mut rtt, mut lat) = (Keep::default(), Keep::default());
+        let (stop, progress) = (AtomicBool::new(false), AtomicU64::new(0));
+        let start = 10 * MS;
+        link.t = start - MS; // ready before the first hand-off
+        Pinger {
+            link: &mut link,
+            tracker: &mut tracker,
+            tx: &mut tx,
+            rx: &mut rx,
+            run_id: 7,
+            rtt: &mut rtt,
+            lateness: &mut lat,
+            stop: &stop,
+            progress: &progress,
+        }
+        .run(&plan, start);
+        let at: Vec<_> = link.sends.iter().map(|s| s.0 - start).collect();
+        assert_eq!(at, vec![-300_000, 700_000, 1_700_000, 2_700_000], "handed over 300 us ahead");
+        // the reply came 400 us after the hand-off: 100 us after the slot it left at
+        assert!(rtt.samples.iter().all(|s| s.2 == 100_000), "{:?}", rtt.samples);
+        assert!(lat.samples.iter().all(|s| s.2 == 0), "handed over on time");
+    }
+
+    #[test]
     fn foreign_and_malformed_datagrams_are_counted_and_ignored() {
         let mut link = FakeLink::new(0, |_| vec![100_000]);
         link.inject(300_000, b"not ours at all, but long enough".to_vec());
@@ -473,6 +532,7 @@ pub(crate) mod tests {
             count: None,
             duration_ns: Some(10 * MS),
             loss_timeout_ns: 500 * MS,
+            lead_ns: 0,
         };
         let mut link = FakeLink::new(0, |s| if s == 9 { vec![] } else { vec![100_000] });
         let mut tracker = Tracker::new(1024, plan.loss_timeout_ns, MS, 7, 64);

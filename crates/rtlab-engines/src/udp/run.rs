@@ -153,6 +153,10 @@ pub struct UdpPingConfig {
     /// Split each round trip into stages from the kernel's timestamps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamps: Option<Timestamps>,
+    /// Launch-time sending (`--txtime LEAD`): each request handed to the kernel this long
+    /// before its slot with SO_TXTIME, to leave at the slot through an etf qdisc.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub txtime_lead_ns: Option<i64>,
     /// Raise this flag on the first round trip above its threshold (`--trace-on-spike`).
     #[serde(skip)]
     pub spike: Option<rtlab_core::sink::SpikeHook>,
@@ -266,6 +270,20 @@ impl UdpPingConfig {
         }
         check_length(self.duration_ns, self.count, self.window_ns)?;
         let p = check_rt(&self.rt, online)?;
+        if let Some(lead) = self.txtime_lead_ns {
+            if self.mode != PingMode::Periodic {
+                return Err(UdpError::Invalid("--txtime: launch times are slots of the periodic mode (not with --mode pingpong)".into()));
+            }
+            if lead <= 0 || lead >= self.period_ns {
+                return Err(UdpError::Invalid(format!(
+                    "--txtime {lead} ns: the lead must be above zero and below the period ({} ns)",
+                    self.period_ns
+                )));
+            }
+            if self.xdp.is_some() {
+                return Err(UdpError::Invalid("--txtime with --xdp: launch times go through the etf qdisc, which AF_XDP frames bypass".into()));
+            }
+        }
         if self.xdp.is_some() && self.timestamps.is_some() {
             return Err(UdpError::Invalid("--timestamps with --xdp: the stages are measured on the socket path (the XDP path's tx stamps need AF_XDP tx metadata, not supported here)".into()));
         }
@@ -505,6 +523,7 @@ fn preflight(
     payload: usize,
     to: SocketAddr,
     wait_ns: i64,
+    launch: Option<(i64, i64)>,
 ) -> Result<(), UdpError> {
     let start = rtlab_sys::clock::monotonic_ns();
     let mut tx = vec![0u8; payload];
@@ -512,9 +531,18 @@ fn preflight(
     let mut refused = false;
     let mut attempt = 0u64;
     while rtlab_sys::clock::monotonic_ns() - start < wait_ns {
-        wire::write(&mut tx, Kind::Hello, run_id, attempt, rtlab_sys::clock::monotonic_ns());
+        let now = rtlab_sys::clock::monotonic_ns();
+        wire::write(&mut tx, Kind::Hello, run_id, attempt, now);
         attempt += 1;
-        if let Err(e) = s.send(&tx) {
+        // with launch times (an etf qdisc drops what has none) the hellos get one too
+        let sent = match launch {
+            Some((tai_offset, lead)) => {
+                let at = (now + lead + tai_offset).max(0) as u64;
+                rtlab_sys::stamp::send_at(s.as_raw_fd(), &tx, at).map(|_| ())
+            }
+            None => s.send(&tx).map(|_| ()),
+        };
+        if let Err(e) = sent {
             refused |= e.raw_os_error() == Some(libc::ECONNREFUSED);
         }
         let until = rtlab_sys::clock::monotonic_ns() + 200_000_000;
@@ -632,6 +660,19 @@ impl Link for AnyLink {
         }
     }
     #[inline]
+    fn send_at(&mut self, buf: &[u8], launch_ns: i64) -> std::io::Result<()> {
+        match self {
+            AnyLink::Socket(l) => l.send_at(buf, launch_ns),
+            AnyLink::Xdp(l) => l.send_at(buf, launch_ns),
+        }
+    }
+    #[inline]
+    fn on_start(&mut self, start: i64) {
+        if let AnyLink::Socket(l) = self {
+            l.on_start(start)
+        }
+    }
+    #[inline]
     fn on_send(&mut self, seq: u64) {
         if let AnyLink::Socket(l) = self {
             l.on_send(seq)
@@ -643,6 +684,44 @@ impl Link for AnyLink {
             l.on_sample(seq, at_ns)
         }
     }
+}
+
+/// Whether this kernel has the etf qdisc (built in, a module, or loaded).
+fn kernel_has_etf() -> bool {
+    if std::path::Path::new("/sys/module/sch_etf").exists() {
+        return true;
+    }
+    let Ok(release) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else { return true };
+    let dir = format!("/lib/modules/{}", release.trim());
+    ["modules.builtin", "modules.dep"].iter().any(|f| {
+        std::fs::read_to_string(format!("{dir}/{f}"))
+            .map(|s| s.contains("sch_etf"))
+            .unwrap_or(false)
+    })
+}
+
+/// `--txtime`: the device's qdisc must honour launch times (an etf qdisc, root or a child).
+fn check_etf(netns: Option<&str>, dev: &str) -> Result<(), UdpError> {
+    let d = dev.to_string();
+    let shown = in_netns(netns, move || {
+        std::process::Command::new("tc").args(["qdisc", "show", "dev", &d]).output()
+    })?
+    .map_err(|e| {
+        UdpError::Invalid(format!("--txtime: running tc(8) to read {dev}'s qdisc: {e}"))
+    })?;
+    let text = String::from_utf8_lossy(&shown.stdout);
+    if text.lines().any(|l| l.starts_with("qdisc etf ")) {
+        return Ok(());
+    }
+    if !kernel_has_etf() {
+        return Err(UdpError::Invalid("--txtime: this kernel has no etf qdisc (CONFIG_NET_SCH_ETF: sch_etf is neither built in nor a module), so launch times cannot be honoured here".into()));
+    }
+    let root = text
+        .lines()
+        .find(|l| l.contains(" root "))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or("none");
+    Err(UdpError::Invalid(format!("--txtime: {dev} has no etf qdisc (root: {root}) to honour the launch times: apply a profile with qdisc = [\"etf\"], or `tc qdisc replace dev {dev} root etf clockid CLOCK_TAI delta 300000`")))
 }
 
 /// The device `local` leaves by and what it offers; for `--timestamps hardware`, an error
@@ -733,22 +812,36 @@ pub fn ping(
         None => {
             let socket = apply_socket(&sock, to.is_ipv6(), &cfg.socket)?;
             let local_addr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
-            if cfg.preflight_ns > 0 {
-                preflight(&sock, run_id, cfg.payload, to, cfg.preflight_ns)?;
-            }
-            let stamps = match cfg.timestamps {
+            // launch times need the launch stamps: software timestamps come with them
+            let ts = cfg.timestamps.or(cfg.txtime_lead_ns.map(|_| Timestamps::Software));
+            let stamps = match ts {
                 None => None,
                 Some(ts) => {
                     let local = sock
                         .local_addr()
                         .map_err(|e| UdpError::Invalid(format!("--to {to}: {e}")))?;
-                    let (dev, offers) = stamp_device(cfg.netns.as_deref(), local, ts)?;
-                    rtlab_sys::stamp::enable_software(sock.as_raw_fd())
-                        .map_err(|e| UdpError::Invalid(format!("--timestamps software: {e}")))?;
-                    Some((dev, offers))
+                    Some(stamp_device(cfg.netns.as_deref(), local, ts)?)
                 }
             };
-            let link = UdpLink { sock, timer, stamps: None };
+            let tai_offset = match (cfg.txtime_lead_ns, &stamps) {
+                (Some(_), Some((dev, _))) => {
+                    check_etf(cfg.netns.as_deref(), dev)?;
+                    rtlab_sys::stamp::enable_txtime(sock.as_raw_fd(), libc::CLOCK_TAI, true)
+                        .map_err(|e| UdpError::Invalid(format!("--txtime: {e}")))?;
+                    Some(rtlab_sys::stamp::tai_ns() - rtlab_sys::clock::monotonic_ns())
+                }
+                _ => None,
+            };
+            if cfg.preflight_ns > 0 {
+                let launch = tai_offset.zip(cfg.txtime_lead_ns);
+                preflight(&sock, run_id, cfg.payload, to, cfg.preflight_ns, launch)?;
+            }
+            if stamps.is_some() {
+                // after the hellos: their stamps would wait on the error queue
+                rtlab_sys::stamp::enable_software(sock.as_raw_fd())
+                    .map_err(|e| UdpError::Invalid(format!("--timestamps software: {e}")))?;
+            }
+            let link = UdpLink { sock, timer, stamps: None, tai_offset };
             (socket, local_addr, AnyLink::Socket(link), None, None, stamps)
         }
         Some(x) => {
@@ -813,9 +906,11 @@ pub fn ping(
         .with_hook(cfg.spike.as_ref().map(|h| h.for_source(1)).as_ref());
     if let (AnyLink::Socket(l), Some(_)) = (&mut link, &stamp_dev) {
         let window = cfg.window_ns;
-        l.stamps = Some(Box::new(super::link::Stamps::new(cfg.payload, outstanding, || {
-            recorder(i64::MAX, window, span)
-        })));
+        let launch = cfg.txtime_lead_ns.is_some();
+        l.stamps =
+            Some(Box::new(super::link::Stamps::new(cfg.payload, outstanding, launch, || {
+                recorder(i64::MAX, window, span)
+            })));
     }
     let mut tx = vec![0u8; cfg.payload];
     wire::write(&mut tx, Kind::Request, run_id, 0, 0);
@@ -827,6 +922,7 @@ pub fn ping(
         count: cfg.count,
         duration_ns: cfg.duration_ns,
         loss_timeout_ns: cfg.loss_timeout_ns,
+        lead_ns: cfg.txtime_lead_ns.unwrap_or(0),
     };
     let progress = Arc::new(AtomicU64::new(0));
     let spec = ThreadSpec {
@@ -967,6 +1063,10 @@ impl PingOutcome {
             labels.insert("period_ns".into(), cfg.period_ns.to_string());
         }
         labels.insert("loss_timeout_ns".into(), cfg.loss_timeout_ns.to_string());
+        if let Some(lead) = cfg.txtime_lead_ns {
+            // launch times: a request's send stamp is its slot, when it is to leave
+            labels.insert("txtime_lead_ns".into(), lead.to_string());
+        }
         labels.insert("run_id".into(), format!("{:016x}", self.run_id));
         labels.insert("sent".into(), c.sent.to_string());
         labels.insert("foreign".into(), c.foreign.to_string());
@@ -988,7 +1088,24 @@ impl PingOutcome {
             s.stats.overruns = None;
         }
         let mut out = vec![s];
-        if cfg.mode == PingMode::Periodic {
+        let launch = self.stages.as_ref().and_then(|s| s.stamps.launch.as_ref());
+        if let (PingMode::Periodic, Some(launch), Some(st)) = (cfg.mode, launch, &self.stages) {
+            // launch times: the send lateness is the launch's, the hand-off is its own stream
+            let mut labels = labels.clone();
+            labels.insert("txtime_lead_ns".into(), cfg.txtime_lead_ns.unwrap_or(0).to_string());
+            labels.insert("launch_errors".into(), st.stamps.launch_errors.to_string());
+            labels.insert("no_tx_stamp".into(), st.stamps.no_tx_stamp.to_string());
+            for (name, what, def, r) in [
+                ("ping.send_lateness", "send_lateness", "the request's driver tx software timestamp (its launch through the etf qdisc, CLOCK_REALTIME) - its slot on the absolute grid start + k*T: how far from its slot it really left", launch),
+                ("ping.handoff_lateness", "handoff_lateness", "request handed to the kernel with SO_TXTIME - (its slot - the lead) (client CLOCK_MONOTONIC): the sender's own wake-up latency", &self.lateness),
+            ] {
+                let mut l = Stream::from_recorder(name, what, def, labels.clone(), r);
+                l.deadline_ns = cfg.period_ns;
+                l.stats.missed = None;
+                l.stats.overruns = None;
+                out.push(l);
+            }
+        } else if cfg.mode == PingMode::Periodic {
             let mut l = Stream::from_recorder(
                 "ping.send_lateness",
                 "send_lateness",
@@ -1001,7 +1118,7 @@ impl PingOutcome {
             l.stats.overruns = None;
             out.push(l);
         }
-        if let Some(st) = &self.stages {
+        if let Some(st) = self.stages.as_ref().filter(|_| cfg.timestamps.is_some()) {
             let mut labels = labels.clone();
             labels.insert("timestamps".into(), "software".into());
             labels.insert("timestamps_dev".into(), st.dev.clone());
@@ -1354,6 +1471,7 @@ mod tests {
             preflight_ns: 2_000_000_000,
             xdp: None,
             timestamps: None,
+            txtime_lead_ns: None,
             spike: None,
         }
     }

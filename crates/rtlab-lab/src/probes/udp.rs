@@ -176,6 +176,9 @@ pub struct UdpProbeConfig {
     pub xdp_attach: XdpAttach,
     /// Split each round trip into stages from the kernel's timestamps (`software`).
     pub timestamps: Option<Timestamps>,
+    /// Launch-time sending: hand each request to the kernel this long before its slot
+    /// (SO_TXTIME through an etf qdisc on the device).
+    pub txtime: Option<Dur>,
     #[serde(flatten)]
     pub socket: SocketFields,
     #[serde(flatten)]
@@ -201,6 +204,7 @@ impl Default for UdpProbeConfig {
             path: UdpPath::Socket,
             xdp_attach: XdpAttach::Auto,
             timestamps: None,
+            txtime: None,
             socket: SocketFields::default(),
             rt: RtFields::default(),
         }
@@ -275,6 +279,7 @@ impl UdpProbeConfig {
                 journal: Some(crate::guard::xdp_journal()),
             }),
             timestamps: self.timestamps,
+            txtime_lead_ns: self.txtime.map(|d| d.0),
             spike: None,
         })
     }

@@ -65,7 +65,9 @@ pub struct Profile {
     pub ksoftirqd_priority: Option<i32>,
     /// A cpuset holding these CPUs for the application alone; every movable task moves off.
     pub isolate_cpus: Option<String>,
-    /// Root qdisc of the NIC, first the kernel has: `mqprio`, `htb`, `pfifo_fast`.
+    /// Root qdisc of the NIC, first the kernel takes: `mqprio`, `htb`, `pfifo_fast`, `etf`
+    /// (launch times for `udp ping --txtime`), `taprio` (an 802.1Qbv window for SKB
+    /// priority 4).
     pub qdisc: Option<Vec<String>>,
     /// Identity VLAN egress map (SKB priority n -> PCP n) on the NIC's VLANs.
     pub vlan_egress_map: Option<bool>,
@@ -226,8 +228,13 @@ fn validate(name: &str, p: &Profile) -> Result<(), ProfileError> {
         }
     }
     if let Some(q) = &p.qdisc {
-        if let Some(k) = q.iter().find(|k| !["mqprio", "htb", "pfifo_fast"].contains(&k.as_str())) {
-            return Err(bad(format!("qdisc: \"{k}\" is not one of mqprio, htb, pfifo_fast")));
+        if let Some(k) = q
+            .iter()
+            .find(|k| !["mqprio", "htb", "pfifo_fast", "etf", "taprio"].contains(&k.as_str()))
+        {
+            return Err(bad(format!(
+                "qdisc: \"{k}\" is not one of mqprio, htb, pfifo_fast, etf, taprio"
+            )));
         }
     }
     if let Some(v) = p.cpu_dma_latency_us {

@@ -586,6 +586,20 @@ fn qdisc_step(host: &dyn Host, t: &Target, nic: Option<&str>, kinds: &[String]) 
                     undo: undo.clone(),
                 }],
             )),
+            "etf" => alts.push((
+                "etf: launch times (SO_TXTIME, CLOCK_TAI) honoured in software, each datagram released 200 us before its time; as the root qdisc it drops every packet without a launch time (ARP included: give the neighbours static entries), so on a multi-queue NIC it belongs under the probe's queue".to_string(),
+                vec![Action::Command {
+                    did: tc(&t.netns, &["qdisc", "replace", "dev", nic, "root", "etf", "clockid", "CLOCK_TAI", "delta", "200000"]),
+                    undo: undo.clone(),
+                }],
+            )),
+            "taprio" => alts.push((
+                "taprio (802.1Qbv in software): a 1 ms cycle whose first 250 us are open only to SKB priority 4 (traffic class 0, queue 0), the other 750 us only to the rest (class 1, queue 1); needs a device with 2 tx queues".to_string(),
+                vec![Action::Command {
+                    did: tc(&t.netns, &["qdisc", "replace", "dev", nic, "parent", "root", "handle", "100", "taprio", "num_tc", "2", "map", "1", "1", "1", "1", "0", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "queues", "1@0", "1@1", "base-time", "0", "sched-entry", "S", "01", "250000", "sched-entry", "S", "02", "750000", "clockid", "CLOCK_TAI"]),
+                    undo: undo.clone(),
+                }],
+            )),
             "htb" => alts.push((
                 "htb: SO_PRIORITY 0x10001 (class 1:1) served first (prio 0), everything else class 1:2".to_string(),
                 vec![

@@ -208,6 +208,9 @@ pub struct PingArgs {
     /// Split each round trip into stages from the kernel's timestamps: user send -> driver tx (ping.tx_stack), the wire and far side (ping.wire), driver rx -> user wake-up (ping.rx_wakeup).
     #[arg(long, value_enum, value_name = "KIND")]
     pub timestamps: Option<TimestampsArg>,
+    /// Launch-time sending: hand each request to the kernel this long before its slot (e.g. 200us), to leave at the slot through the device's etf qdisc (SO_TXTIME); ping.send_lateness is then the launch against its slot.
+    #[arg(long, value_name = "LEAD")]
+    pub txtime: Option<String>,
     /// Two hosts on one machine for this run: make namespaces NAME-a/NAME-b, reflect in b, ping from a, remove both.
     #[arg(long, conflicts_with_all = ["to", "netns", "bind"])]
     pub pair: bool,
@@ -267,6 +270,7 @@ impl PingArgs {
             .int("count", self.count)
             .str("window", &self.window)
             .flag("preflight", self.no_preflight, false)
+            .str("txtime", &self.txtime)
             .str(
                 "timestamps",
                 &self.timestamps.map(|t| match t {

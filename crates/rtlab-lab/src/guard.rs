@@ -68,12 +68,23 @@ fn xdp_journal_path(n: u64) -> PathBuf {
 /// their programs with their links; restoring checks it and removes the journal). Returns
 /// one line per journal restored.
 pub fn restore_stale_xdp_journals() -> Vec<String> {
-    let journal = Path::new(rtlab_tune::journal::DEFAULT_JOURNAL);
+    let mut done = Vec::new();
+    for p in stale_xdp_journals(Path::new(rtlab_tune::journal::DEFAULT_JOURNAL)) {
+        if let Ok(r) = rtlab_tune::journal::restore_journal(crate::host::host(), &p) {
+            let how = if r.is_clean() { "restored" } else { "not all restored" };
+            done.push(format!("{}: {how}", p.display()));
+        }
+    }
+    done
+}
+
+/// The XDP journals beside `journal` (`<journal>.xdp-PID-N`) whose rtlab is no longer running.
+pub fn stale_xdp_journals(journal: &Path) -> Vec<PathBuf> {
     let (Some(dir), Some(base)) = (journal.parent(), journal.file_name()) else {
         return Vec::new();
     };
     let prefix = format!("{}.xdp-", base.to_string_lossy());
-    let mut done = Vec::new();
+    let mut found = Vec::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let Some(rest) = name.strip_prefix(&prefix) else { continue };
@@ -81,15 +92,10 @@ pub fn restore_stale_xdp_journals() -> Vec<String> {
         if pid == std::process::id() as i32 || rtlab_tune::journal::rtlab_alive(pid) {
             continue;
         }
-        if let Ok(r) = rtlab_tune::journal::restore_journal(crate::host::host(), &e.path()) {
-            done.push(format!(
-                "{}: {}",
-                e.path().display(),
-                if r.is_clean() { "restored" } else { "not all restored" }
-            ));
-        }
+        found.push(e.path());
     }
-    done
+    found.sort();
+    found
 }
 
 /// The journaling hook of the XDP path: each attachment gets its own journal, with the

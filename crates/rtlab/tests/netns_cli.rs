@@ -293,6 +293,21 @@ fn root_udp_xdp_runs_and_its_program_goes_on_exit_and_after_kill_9() {
     refl.wait().unwrap();
     assert!(!xdp_on(&b), "gone with the killed process");
     assert!(xdp_journal(pid).exists());
+    // `tune restore` finds it: a check, the kernel detached the program with its link
+    let o = run(&["tune", "restore"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(&format!("XDP program rtlab_steer attached to {b} (netns {b})"))
+            && stdout(&o).contains("the kernel detached it with its link"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(!xdp_journal(pid).exists());
+    let mut refl = xdp_reflector(&b, None);
+    let pid = refl.id();
+    refl.kill().unwrap();
+    refl.wait().unwrap();
+    assert!(xdp_journal(pid).exists());
 
     // the next XDP run restores the dead one's journal (a check: nothing left to detach)
     let dir = tempfile::tempdir().unwrap();

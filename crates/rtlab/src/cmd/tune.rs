@@ -245,7 +245,10 @@ fn measured_noise(duration_ns: i64) -> anyhow::Result<rtlab_tune::check::Check> 
 fn journals(path: &Path) -> Vec<PathBuf> {
     let mut trace = path.as_os_str().to_owned();
     trace.push(".trace");
-    vec![path.to_path_buf(), PathBuf::from(trace)]
+    let mut v = vec![path.to_path_buf(), PathBuf::from(trace)];
+    // the XDP programs of dead rtlabs (the kernel detached them with their links)
+    v.extend(rtlab_lab::guard::stale_xdp_journals(path));
+    v
 }
 
 fn restore(force: bool, h: &HostArgs) -> anyhow::Result<u8> {

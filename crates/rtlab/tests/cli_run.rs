@@ -223,6 +223,7 @@ direction = "tx"
 kind = "udp"
 period = "1ms"
 count = 300
+path = ["socket", "xdp"]
 [[probe]]
 kind = "pubsub"
 transport = "dds"
@@ -240,7 +241,8 @@ count = 200
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let cases = v["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 4);
+    // udp on both paths (socket, xdp: the far reflector too) and the pubsub, idle and loaded
+    assert_eq!(cases.len(), 6);
     for c in cases {
         assert_eq!(c["status"]["status"], "ok", "{}: {}", c["name"], c["status"]);
         let doc = &c["document"];
@@ -263,10 +265,15 @@ count = 200
                 r.is_some_and(|r| r["labels"]["host"].is_string()),
                 "the far reflector's stream"
             );
+            // the case's path on both ends (the iperf3 load shared the XDP device)
+            let path =
+                if c["name"].as_str().unwrap().contains("path=xdp") { "xdp" } else { "socket" };
+            assert_eq!(doc["streams"][0]["labels"]["path"], path, "{}", c["name"]);
+            assert_eq!(r.unwrap()["labels"]["path"], path, "{}", c["name"]);
         }
     }
     let o = run(&["report", "--db", db.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
-    assert_eq!(out.matches("far kernel counters over").count(), 4, "{out}");
+    assert_eq!(out.matches("far kernel counters over").count(), 6, "{out}");
 }

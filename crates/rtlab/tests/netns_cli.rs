@@ -376,6 +376,30 @@ fn root_udp_xdp_runs_and_its_program_goes_on_exit_and_after_kill_9() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains(&format!("xdp on {a}: program attached")), "{}", stdout(&o));
     assert!(!xdp_on(&a), "the ping's program is gone with it");
+    // the socket path against the XDP reflector, with its round trips split into stages
+    let o = run(&[
+        "udp",
+        "ping",
+        "--timestamps",
+        "software",
+        "--netns",
+        &a,
+        "--to",
+        "198.18.0.2:9200",
+        "--count",
+        "200",
+        "--policy",
+        "other",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    for row in ["ping.tx_stack ", "ping.wire ", "ping.rx_wakeup "] {
+        assert!(text.contains(row), "{row}: {text}");
+    }
+    assert!(
+        text.contains(&format!("stages from the kernel's software timestamps on {a} (it offers: software tx, software rx); samples without a tx stamp 0, without an rx stamp 0")),
+        "{text}"
+    );
     let _ = std::process::Command::new("kill").args(["-INT", &refl.id().to_string()]).status();
     let out = refl.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0));
@@ -391,5 +415,7 @@ fn root_udp_xdp_runs_and_its_program_goes_on_exit_and_after_kill_9() {
     assert_eq!(r["streams"][0]["labels"]["path"], "xdp");
     let rl = &r["streams"][0]["labels"];
     let n = |k: &str| rl[k].as_str().unwrap().parse::<u64>().unwrap();
-    assert_eq!(n("answered"), sent + n("hellos"), "every request and every hello: {rl}");
+    // both pings (the XDP one and the socket one with stages) and their hellos, all answered
+    assert_eq!((n("runs"), n("answered")), (2, n("received")), "every datagram answered: {rl}");
+    assert!(n("received") > sent, "{rl}");
 }

@@ -646,6 +646,18 @@ impl Drop for Netns {
     }
 }
 
+/// The link between the guest's two NICs: the far one in namespace `rtvm-far` at 10.77.0.2,
+/// the near one here at 10.77.0.1, both up; (near, far, the namespace).
+fn nic_link() -> (String, String, Netns) {
+    let n = nics();
+    let (near, far) = (n[0].clone(), n[1].clone());
+    let ns = Netns::with("rtvm-far", &far, "10.77.0.2/24");
+    sh(&["ip", "addr", "replace", "10.77.0.1/24", "dev", &near]);
+    sh(&["ip", "link", "set", &near, "up"]);
+    std::thread::sleep(Duration::from_secs(2));
+    (near, far, ns)
+}
+
 /// A reflector (`udp reflect`), stopped with Ctrl-C; returns its result document.
 fn reflector(netns: &str, bind: &str, json: &Path) -> Child {
     let mut c = rtlab()
@@ -697,12 +709,7 @@ fn guest_udp_ping_over_the_nic_under_rt_kthreads_accounts_for_every_datagram() {
     if !guest() {
         return;
     }
-    let n = nics();
-    let (near, far) = (n[0].clone(), n[1].clone());
-    let ns = Netns::with("rtvm-far", &far, "10.77.0.2/24");
-    sh(&["ip", "addr", "replace", "10.77.0.1/24", "dev", &near]);
-    sh(&["ip", "link", "set", &near, "up"]);
-    std::thread::sleep(Duration::from_secs(2));
+    let (near, _far, ns) = nic_link();
     let d = tempfile::tempdir().unwrap();
     let j = d.path().join("journal");
     let irq = nic_irq_threads(&near);
@@ -936,12 +943,7 @@ fn guest_launch_times_through_etf_taprio_and_the_xdp_path_over_the_nic() {
     if !guest() {
         return;
     }
-    let n = nics();
-    let (near, far) = (n[0].clone(), n[1].clone());
-    let ns = Netns::with("rtvm-far", &far, "10.77.0.2/24");
-    sh(&["ip", "addr", "replace", "10.77.0.1/24", "dev", &near]);
-    sh(&["ip", "link", "set", &near, "up"]);
-    std::thread::sleep(Duration::from_secs(2));
+    let (near, far, ns) = nic_link();
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("p.toml");
     std::fs::write(

@@ -358,6 +358,11 @@ pub(crate) mod tests {
             loss_timeout_ns: 500 * MS,
             lead_ns: 0,
         };
+        run_plan(link, &plan, payload)
+    }
+
+    /// Run `plan` from the link's time now; every request answered or lost.
+    fn run_plan(link: &mut FakeLink, plan: &PingPlan, payload: usize) -> Run {
         let mut tracker = Tracker::new(1024, plan.loss_timeout_ns, MS, 7, payload);
         let mut tx = vec![0u8; payload];
         let mut rx = vec![0u8; 65536];
@@ -377,7 +382,7 @@ pub(crate) mod tests {
             stop: &stop,
             progress: &progress,
         }
-        .run(&plan, start);
+        .run(plan, start);
         assert_eq!(progress.load(Ordering::Relaxed), tracker.counts.sent);
         let c = tracker.counts;
         assert_eq!(c.sent, c.samples + c.lost, "every request is answered or lost: {c:?}");
@@ -452,7 +457,7 @@ pub(crate) mod tests {
 
     #[test]
     fn launch_times_hand_each_request_over_ahead_and_stamp_it_with_its_slot() {
-        let mut link = FakeLink::new(0, |_| vec![400_000]);
+        let mut link = FakeLink::new(9 * MS, |_| vec![400_000]);
         let plan = PingPlan {
             mode: PingMode::Periodic,
             period_ns: MS,
@@ -461,29 +466,17 @@ pub(crate) mod tests {
             loss_timeout_ns: 500 * MS,
             lead_ns: 300_000,
         };
-        let mut tracker = Tracker::new(1024, plan.loss_timeout_ns, MS, 7, 64);
-        let (mut tx, mut rx) = (vec![0u8; 64], vec![0u8; 65536]);
-        let (mut rtt, mut lat) = (Keep::default(), Keep::default());
-        let (stop, progress) = (AtomicBool::new(false), AtomicU64::new(0));
-        let start = 10 * MS;
-        link.t = start - MS; // ready before the first hand-off
-        Pinger {
-            link: &mut link,
-            tracker: &mut tracker,
-            tx: &mut tx,
-            rx: &mut rx,
-            run_id: 7,
-            rtt: &mut rtt,
-            lateness: &mut lat,
-            stop: &stop,
-            progress: &progress,
-        }
-        .run(&plan, start);
-        let at: Vec<_> = link.sends.iter().map(|s| s.0 - start).collect();
-        assert_eq!(at, vec![-300_000, 700_000, 1_700_000, 2_700_000], "handed over 300 us ahead");
-        // the reply came 400 us after the hand-off: 100 us after the slot it left at
-        assert!(rtt.samples.iter().all(|s| s.2 == 100_000), "{:?}", rtt.samples);
-        assert!(lat.samples.iter().all(|s| s.2 == 0), "handed over on time");
+        let r = run_plan(&mut link, &plan, 64);
+        let start = 9 * MS;
+        let at: Vec<_> = r.sends.iter().map(|s| s.0 - start).collect();
+        // the run starts at its first slot: that one is handed over 300 us late, at the slot;
+        // the others 300 us ahead of theirs
+        assert_eq!(at, vec![0, 700_000, 1_700_000, 2_700_000]);
+        let late: Vec<_> = r.lateness.samples.iter().map(|s| s.2).collect();
+        assert_eq!(late, vec![300_000, 0, 0, 0]);
+        // a reply 400 us after the hand-off: the RTT runs from the slot it was to leave at
+        let rtt: Vec<_> = r.rtt.samples.iter().map(|s| s.2).collect();
+        assert_eq!(rtt, vec![400_000, 100_000, 100_000, 100_000]);
     }
 
     #[test]

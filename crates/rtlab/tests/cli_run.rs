@@ -43,7 +43,9 @@ fn presets_list_and_dry_run() {
     assert_eq!(o.status.code(), Some(0));
     let out = stdout(&o);
     assert!(out.contains("udp/stress/rt-isolation") && out.contains("6000 slots"), "{out}");
-    assert!(out.contains("noise/idle/rt-isolation") && out.contains("24 cases"), "{out}");
+    // udp: 4 profiles x 4 loads x 2 paths (socket, xdp); timer and noise: 4 profiles idle
+    assert!(out.contains("udp/tx/rt-normal/path=xdp"), "{out}");
+    assert!(out.contains("noise/idle/rt-isolation") && out.contains("40 cases"), "{out}");
 }
 
 #[test]

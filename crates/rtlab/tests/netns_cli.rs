@@ -406,6 +406,25 @@ fn root_udp_xdp_runs_and_its_program_goes_on_exit_and_after_kill_9() {
     assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("xdp on {b}")));
     assert!(!xdp_on(&b));
     assert!(!xdp_journal(live).exists(), "restored on a normal exit");
+    // a spinning XDP reflector at SCHED_FIFO meets RT throttling where it is on: said
+    let o = run(&[
+        "udp",
+        "reflect",
+        "--xdp",
+        "--netns",
+        &b,
+        "--bind",
+        "198.18.0.2:9201",
+        "--busy-poll",
+        "20",
+        "--duration",
+        "300ms",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let runtime: i64 = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us")
+        .map(|s| s.trim().parse().unwrap_or(-1))
+        .unwrap_or(-1);
+    assert_eq!(stderr(&o).contains("RT throttling is on"), runtime >= 0, "{}", stderr(&o));
     let d: Value = serde_json::from_str(&std::fs::read_to_string(&pjson).unwrap()).unwrap();
     let l = &d["streams"][0]["labels"];
     assert_eq!((l["path"].as_str(), l["xdp_copy"].as_str()), (Some("xdp"), Some("copy")));

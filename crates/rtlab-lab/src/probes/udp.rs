@@ -395,6 +395,7 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
         &engine.rt,
         &engine.socket,
         ctx.mlockall_off_by_profile,
+        engine.xdp.is_some(),
     );
     if c.samples < MIN_SAMPLES_FOR_TAIL {
         warns.push(Warn::RunTooShort { samples: c.samples, wanted: MIN_SAMPLES_FOR_TAIL });
@@ -538,7 +539,8 @@ pub fn reflect(
     doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
     doc.streams = outcome.streams(cfg);
     doc.evidence = Some(evidence.finish(&doc.streams));
-    let mut warns = socket_warnings(&doc, &outcome.memory_lock, &cfg.rt, &cfg.socket, false);
+    let mut warns =
+        socket_warnings(&doc, &outcome.memory_lock, &cfg.rt, &cfg.socket, false, cfg.xdp.is_some());
     if outcome.counts.malformed + outcome.counts.foreign > 0 {
         warns.push(Warn::UdpForeignDatagrams {
             count: outcome.counts.malformed + outcome.counts.foreign,
@@ -623,6 +625,7 @@ pub fn socket_warnings(
     rt: &RtSettings,
     socket: &SocketConfig,
     mlockall_off_by_profile: bool,
+    xdp: bool,
 ) -> Vec<Warn> {
     let mut w = process_warnings(
         &doc.environment,
@@ -630,7 +633,16 @@ pub fn socket_warnings(
         !rt.policy.is_realtime(),
         mlockall_off_by_profile,
     );
-    if matches!(socket.busy_poll_us, Some(us) if us > 0) {
+    let busy = matches!(socket.busy_poll_us, Some(us) if us > 0);
+    // the XDP path's busy poll spins on its ring: a real-time thread that never sleeps meets
+    // RT throttling (BENCHMARKS.md "Socket vs XDP": 50 ms stops, once a second)
+    match doc.environment.sched_rt_runtime_us {
+        Some(r) if busy && xdp && r >= 0 && rt.policy.is_realtime() => {
+            w.push(Warn::RtThrottling { runtime_us: r })
+        }
+        _ => {}
+    }
+    if busy && !xdp {
         let global = std::fs::read_to_string("/proc/sys/net/core/busy_poll")
             .ok()
             .and_then(|s| s.trim().parse::<u64>().ok());

@@ -233,16 +233,30 @@ fn root_netns_timestamps_split_every_round_trip_into_three_stages() {
     let st = out.stages.as_ref().expect("stages");
     assert_eq!(st.offers, "software tx, software rx", "veth stamps both ways");
     let s = &st.stamps;
-    assert_eq!((s.no_tx_stamp, s.no_rx_stamp), (0, 0));
+    // every request has its tx stamp; an rx stamp may be missing on the first replies, while
+    // the kernel's work item turns rx stamping on (counted, never made up)
+    assert_eq!(s.no_tx_stamp, 0);
+    assert!(
+        s.no_rx_stamp <= c.samples / 20,
+        "{} of {} without an rx stamp",
+        s.no_rx_stamp,
+        c.samples
+    );
+    assert_eq!(s.tx_stack.running.count, c.samples);
+    for r in [&s.wire, &s.rx_wakeup] {
+        assert_eq!(r.running.count + s.no_rx_stamp, c.samples);
+    }
     for r in [&s.tx_stack, &s.wire, &s.rx_wakeup] {
-        assert_eq!(r.running.count, c.samples);
         assert!(r.running.min >= 0, "a stage never runs backwards: {}", r.running.min);
     }
     // the stages lie inside each round trip (its clock reads are around theirs): their
     // means add up to at most the RTT's (1 us for CLOCK_REALTIME's slew)
     let mean = |r: &rtlab_core::sink::Recorder| r.running.mean().unwrap_or(0);
     let gap = mean(&out.rtt) - (mean(&s.tx_stack) + mean(&s.wire) + mean(&s.rx_wakeup));
-    assert!(gap > -1_000, "RTT mean - stage means = {gap} ns");
+    if s.no_rx_stamp == 0 {
+        // (over the same samples only)
+        assert!(gap > -1_000, "RTT mean - stage means = {gap} ns");
+    }
     let names: Vec<_> = out.streams(&cfg).iter().map(|s| s.name.clone()).collect();
     assert_eq!(
         names,

@@ -65,7 +65,8 @@ fn the_ping_loop_allocates_nothing() {
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
         sock.connect(addr).unwrap();
         let stamps = stamped.then(|| {
-            rtlab_sys::stamp::enable_software(std::os::fd::AsRawFd::as_raw_fd(&sock)).unwrap();
+            rtlab_sys::stamp::enable_software(std::os::fd::AsRawFd::as_raw_fd(&sock), true)
+                .unwrap();
             Box::new(Stamps::new(64, 1024, false, || recorder(i64::MAX)))
         });
         let mut link = UdpLink { sock, timer: AbsTimer::new().unwrap(), stamps, tai_offset: None };

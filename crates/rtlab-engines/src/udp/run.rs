@@ -832,14 +832,22 @@ pub fn ping(
                 }
                 _ => None,
             };
+            let enable = |tx: bool| {
+                rtlab_sys::stamp::enable_software(sock.as_raw_fd(), tx)
+                    .map_err(|e| UdpError::Invalid(format!("--timestamps software: {e}")))
+            };
+            if stamps.is_some() {
+                // rx stamps before the hellos: the kernel turns them on through a work item,
+                // which has run by the first request; tx stamps after (they would wait on
+                // the error queue)
+                enable(false)?;
+            }
             if cfg.preflight_ns > 0 {
                 let launch = tai_offset.zip(cfg.txtime_lead_ns);
                 preflight(&sock, run_id, cfg.payload, to, cfg.preflight_ns, launch)?;
             }
             if stamps.is_some() {
-                // after the hellos: their stamps would wait on the error queue
-                rtlab_sys::stamp::enable_software(sock.as_raw_fd())
-                    .map_err(|e| UdpError::Invalid(format!("--timestamps software: {e}")))?;
+                enable(true)?;
             }
             let link = UdpLink { sock, timer, stamps: None, tai_offset };
             (socket, local_addr, AnyLink::Socket(link), None, None, stamps)

@@ -100,7 +100,6 @@ pub struct XdpReport {
     /// `copy` or `zero-copy`.
     pub copy: &'static str,
     pub queue: u32,
-    pub prog_id: u32,
     /// Frames the kernel dropped at the socket (rx ring full or no fill frame).
     pub rx_dropped: u64,
     /// Frames that reached the socket and did not parse as IPv4/UDP.
@@ -436,7 +435,6 @@ fn open_xdp(
         attach: steering.mode.name(),
         copy: xsk.mode.name(),
         queue: xsk.queue,
-        prog_id: steering.prog_id,
         rx_dropped: 0,
         malformed_frames: 0,
     };
@@ -1274,7 +1272,7 @@ pub fn reflect(
     sock.set_nonblocking(true).map_err(|e| UdpError::Invalid(format!("--bind {bind}: {e}")))?;
     let local = sock.local_addr().map_err(|e| UdpError::Invalid(format!("--bind {bind}: {e}")))?;
     let local_addr = local.to_string();
-    let (socket, mut xdp_side) = match (&cfg.xdp, local) {
+    let (socket, xdp_side) = match (&cfg.xdp, local) {
         (None, _) => (apply_socket(&sock, bind.is_ipv6(), &cfg.socket)?, None),
         (Some(x), SocketAddr::V4(l4)) => {
             // the largest payload one frame of the device carries is checked per frame
@@ -1291,7 +1289,7 @@ pub fn reflect(
         }
     };
     let busy = cfg.socket.busy_poll_us.is_some();
-    let (mut xsk, steering, xdp_report) = match xdp_side.take() {
+    let (mut xsk, steering, xdp_report) = match xdp_side {
         Some(x) => (Some(x.xsk), Some((x.steering, x.journaled)), Some(x.report)),
         None => (None, None, None),
     };

@@ -2,10 +2,11 @@
 # Coverage-guided fuzzing of what other machines and programs write (fuzz/targets.rs):
 # every target for SECONDS (default 30) with libFuzzer, from a copy of its committed corpus.
 # Needs the nightly toolchain (`rustup toolchain install nightly`) and cargo-fuzz (installed
-# from crates.io when missing). Limits: an input of at most 64 KiB, no single allocation
-# over 256 MB and no more than 2 GB in all (an unbounded allocation is a failure), 10 s an
-# input. A crash leaves its input in fuzz/artifacts/NAME/ and exits 1: add it to
-# fuzz/corpus/NAME/ once fixed (the corpus is replayed by crates/rtlab/tests/fuzz_corpus.rs).
+# from crates.io at the version scripts/pins.txt names when another or none is there).
+# Limits: an input of at most 64 KiB, no single allocation over 256 MB and no more than 2 GB
+# in all (an unbounded allocation is a failure), 10 s an input. A crash leaves its input in
+# fuzz/artifacts/NAME/ and exits 1: add it to fuzz/corpus/NAME/ once fixed (the corpus is
+# replayed by crates/rtlab/tests/fuzz_corpus.rs).
 # Usage: bash scripts/fuzz.sh [SECONDS] [TARGET...]     KEEP=1: the new inputs go into fuzz/corpus
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,9 +16,13 @@ if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
   echo "fuzz: skipped: no nightly toolchain (rustup toolchain install nightly --profile minimal)"
   exit 0
 fi
-if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
-  echo "fuzz: installing cargo-fuzz from crates.io"
-  cargo install cargo-fuzz --locked -q
+# shellcheck source=pins.sh
+. scripts/pins.sh
+want=$(pin crates cargo-fuzz)
+have=$(cargo +nightly fuzz --version 2>/dev/null | grep -o '[0-9][0-9.]*' | head -n 1 || true)
+if [ "$have" != "$want" ]; then
+  echo "fuzz: installing cargo-fuzz $want from crates.io (scripts/pins.txt)${have:+, replacing $have}"
+  cargo install cargo-fuzz --version "$want" --locked -q --force
 fi
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then

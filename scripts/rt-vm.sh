@@ -11,7 +11,8 @@
 #        bash scripts/rt-vm.sh --check        say what is missing (exit 2) or "ready" (0)
 #
 # Needs: Debian's linux-image-rt-amd64, qemu-system-x86, busybox-static, and virtme-ng
-# (PyPI); it installs them when run as root and they are missing. Installing the kernel
+# (PyPI); it installs them when run as root and they are missing, at the versions
+# scripts/pins.txt names. Installing the kernel
 # package adds a boot entry on a real machine (the newest kernel stays the default).
 # Acceleration: RT_VM_ACCEL=kvm|tcg|auto (default auto: KVM when a short KVM boot works, else
 # TCG; the answer is kept in /var/cache/rtlab/rt-vm-accel). Under TCG a boot takes about a
@@ -40,6 +41,8 @@ if [ "$mode" = run ] && (($# == 0)); then
 fi
 
 PACKAGES=(linux-image-rt-amd64 qemu-system-x86 busybox-static)
+# shellcheck source=pins.sh
+. "$(dirname "$0")/pins.sh"
 
 kernel() {
   if [ -n "${RT_VM_KERNEL:-}" ]; then echo "$RT_VM_KERNEL"; return; fi
@@ -48,9 +51,7 @@ kernel() {
 
 missing() {
   local m=()
-  for p in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || m+=("$p")
-  done
+  mapfile -t m < <(apt_missing "${PACKAGES[@]}")
   command -v vng >/dev/null || m+=("virtme-ng (PyPI)")
   [ -n "$(kernel)" ] || m+=("a PREEMPT_RT kernel in /boot")
   echo "${m[*]}"
@@ -61,21 +62,17 @@ install() {
     echo "rt-vm: error: missing $(missing) and not root to install them" >&2
     exit 2
   fi
-  local need=()
-  for p in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
-  done
-  if ((${#need[@]})); then
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-  fi
-  if ! command -v vng >/dev/null; then
+  apt_install_pinned "${PACKAGES[@]}"   # at the versions scripts/pins.txt names
+  local vv have
+  vv=$(pin pypi virtme-ng)
+  have=$(vng --version 2>/dev/null | grep -o '[0-9][0-9.]*' | head -n 1 || true)
+  if [ "$have" != "$vv" ]; then
+    # the guest is what virtme-ng makes of this machine: the pinned one, replacing another
+    [ -z "$have" ] || echo "rt-vm: virtme-ng $have installed, $vv pinned in scripts/pins.txt: installing $vv" >&2
     # Debian's own python3 has no pip until python3-pip, and wants --break-system-packages
-    python3 -m pip --version >/dev/null 2>&1 ||
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
-    python3 -m pip install -q virtme-ng 2>/dev/null ||
-      python3 -m pip install -q --break-system-packages virtme-ng
+    python3 -m pip --version >/dev/null 2>&1 || apt_install_pinned python3-pip
+    python3 -m pip install -q "virtme-ng==$vv" 2>/dev/null ||
+      python3 -m pip install -q --break-system-packages "virtme-ng==$vv"
     hash -r
   fi
   local m

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up rtlab on a fresh Debian machine (as root): the Debian packages rtlab drives or
-# builds against, then the release build. `--deps-only` installs the packages and stops.
+# builds against (at the versions scripts/pins.txt names), then the release build.
+# `--deps-only` installs the packages and stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,18 +22,15 @@ PACKAGES=(
                                                   # libpython its wheels' libraries name
 )
 
-need=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
-done
+# shellcheck source=pins.sh
+. scripts/pins.sh
+mapfile -t need < <(apt_missing "${PACKAGES[@]}")
+if ((${#need[@]})) && [ "$(id -u)" -ne 0 ]; then
+  echo "rtlab setup: error: missing Debian packages (${need[*]}) and not root to install them" >&2
+  exit 2
+fi
+apt_install_pinned "${PACKAGES[@]}"   # the missing ones, at the versions scripts/pins.txt names
 if ((${#need[@]})); then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "rtlab setup: error: missing Debian packages (${need[*]}) and not root to install them" >&2
-    exit 2
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   # Installing openssh-server starts and enables the system sshd; rtlab's tests start their
   # own and need no system service, so one that this script brought is turned off again
   # (an sshd that was installed before is left as it was).

@@ -44,12 +44,14 @@ pub fn enable_software(fd: RawFd, tx: bool) -> Result<(), SysError> {
 /// Room for the control messages of one datagram.
 pub const CMSG_BYTES: usize = 256;
 
-/// The origin of an error-queue message that is a rejected or missed launch time.
+/// The origin of an error-queue message that is a rejected or missed launch time, and the
+/// code of a missed one (linux/errqueue.h).
 const SO_EE_ORIGIN_TXTIME: u8 = 6;
+const SO_EE_CODE_TXTIME_MISSED: u8 = 2;
 
 /// The first software timestamp (ns, CLOCK_REALTIME) among `msg`'s control messages, and
-/// the origin of its extended error (IP_RECVERR / IPV6_RECVERR) when it carries one.
-fn stamp_of(msg: &libc::msghdr) -> (Option<i64>, Option<u8>) {
+/// the origin and code of its extended error (IP_RECVERR / IPV6_RECVERR) when it carries one.
+fn stamp_of(msg: &libc::msghdr) -> (Option<i64>, Option<(u8, u8)>) {
     let (mut stamp, mut origin) = (None, None);
     // SAFETY: msg was filled by recvmsg; the CMSG macros walk its control buffer.
     unsafe {
@@ -66,8 +68,8 @@ fn stamp_of(msg: &libc::msghdr) -> (Option<i64>, Option<u8>) {
             if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
                 || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
             {
-                let e = libc::CMSG_DATA(c) as *const libc::sock_extended_err;
-                origin = Some(e.read_unaligned().ee_origin);
+                let e = (libc::CMSG_DATA(c) as *const libc::sock_extended_err).read_unaligned();
+                origin = Some((e.ee_origin, e.ee_code));
             }
             c = libc::CMSG_NXTHDR(msg, c);
         }
@@ -84,10 +86,13 @@ pub struct TxReport {
     pub stamp: Option<i64>,
     /// A launch time the qdisc refused or missed (SO_EE_ORIGIN_TXTIME): not sent.
     pub launch_error: bool,
+    /// Of those, one the qdisc released after its time had passed (SO_EE_CODE_TXTIME_MISSED:
+    /// etf woke later than its delta allows), not one it refused on arrival.
+    pub launch_missed: bool,
 }
 
-/// What [`recvmsg`] got: bytes, a software stamp, an extended error's origin.
-type Got = (usize, Option<i64>, Option<u8>);
+/// What [`recvmsg`] got: bytes, a software stamp, an extended error's origin and code.
+type Got = (usize, Option<i64>, Option<(u8, u8)>);
 
 fn recvmsg(fd: RawFd, buf: &mut [u8], cmsg: &mut [u8], flags: i32) -> std::io::Result<Option<Got>> {
     let mut iov =
@@ -128,8 +133,9 @@ pub fn recv_stamped(
 #[inline]
 pub fn take_tx_stamp(fd: RawFd, buf: &mut [u8], cmsg: &mut [u8]) -> Option<TxReport> {
     let (len, stamp, origin) = recvmsg(fd, buf, cmsg, libc::MSG_ERRQUEUE).ok().flatten()?;
-    let launch_error = origin == Some(SO_EE_ORIGIN_TXTIME);
-    Some(TxReport { len, stamp: stamp.filter(|_| !launch_error), launch_error })
+    let launch_error = origin.is_some_and(|(o, _)| o == SO_EE_ORIGIN_TXTIME);
+    let launch_missed = launch_error && origin.is_some_and(|(_, c)| c == SO_EE_CODE_TXTIME_MISSED);
+    Some(TxReport { len, stamp: stamp.filter(|_| !launch_error), launch_error, launch_missed })
 }
 
 /// What a device's driver offers (SOF_TIMESTAMPING_* bits), from ETHTOOL_GET_TS_INFO, in

@@ -194,10 +194,26 @@ pub enum UdpError {
     Invalid(String),
     #[error("{flag} {addr}: {why}")]
     Socket { flag: &'static str, addr: String, why: String },
-    #[error("--to {addr}: no reflector answered within {waited_ms} ms{detail} (is `rtlab udp reflect --bind {addr}` running there?)")]
-    NoReflector { addr: String, waited_ms: i64, detail: &'static str },
+    #[error("--to {addr}: no reflector answered within {waited_ms} ms{}", no_reflector_why(addr, *launched_late, *refused))]
+    NoReflector { addr: String, waited_ms: i64, launched_late: Option<(u64, u64)>, refused: bool },
     #[error(transparent)]
     Sys(#[from] SysError),
+}
+
+/// Why no reflector answered, as far as the pinger can tell, and what to do.
+fn no_reflector_why(addr: &str, launched_late: Option<(u64, u64)>, refused: bool) -> String {
+    match (launched_late, refused) {
+        (Some((late, hellos)), _) if late > 0 => format!(
+            ": the qdisc dropped {late} of the {hellos} hellos as released after their launch \
+             time (etf woke later than its delta allows on this machine: raise the profile's \
+             etf_delta, or the --txtime lead with it)"
+        ),
+        (_, true) => format!(
+            " (ICMP port unreachable: nothing listens on that port; is `rtlab udp reflect \
+             --bind {addr}` running there?)"
+        ),
+        _ => format!(" (is `rtlab udp reflect --bind {addr}` running there?)"),
+    }
 }
 
 const STACK_BYTES: usize = 512 * 1024;
@@ -514,7 +530,9 @@ fn apply_socket(s: &UdpSocket, ipv6: bool, c: &SocketConfig) -> Result<SocketRep
     })
 }
 
-/// Send hellos until one is answered or `wait_ns` has passed.
+/// Send hellos until one is answered or `wait_ns` has passed. With launch times, the hellos'
+/// refused launches are read from the error queue: when the qdisc drops them as late, that
+/// is said rather than "no reflector".
 fn preflight(
     s: &UdpSocket,
     run_id: u64,
@@ -526,8 +544,16 @@ fn preflight(
     let start = rtlab_sys::clock::monotonic_ns();
     let mut tx = vec![0u8; payload];
     let mut rx = vec![0u8; RX_BYTES];
+    let (mut err_buf, mut cmsg) = (vec![0u8; RX_BYTES + 256], [0u8; rtlab_sys::stamp::CMSG_BYTES]);
     let mut refused = false;
     let mut attempt = 0u64;
+    let mut missed = 0u64;
+    let fd = s.as_raw_fd();
+    let mut drain_errors = |missed: &mut u64| {
+        while let Some(r) = rtlab_sys::stamp::take_tx_stamp(fd, &mut err_buf, &mut cmsg) {
+            *missed += r.launch_missed as u64;
+        }
+    };
     while rtlab_sys::clock::monotonic_ns() - start < wait_ns {
         let now = rtlab_sys::clock::monotonic_ns();
         wire::write(&mut tx, Kind::Hello, run_id, attempt, now);
@@ -560,12 +586,16 @@ fn preflight(
                 }
                 Err(e) => refused |= e.raw_os_error() == Some(libc::ECONNREFUSED),
             }
+            if launch.is_some() {
+                drain_errors(&mut missed);
+            }
         }
     }
     Err(UdpError::NoReflector {
         addr: to.to_string(),
         waited_ms: wait_ns / 1_000_000,
-        detail: if refused { " (ICMP port unreachable: nothing listens on that port)" } else { "" },
+        launched_late: launch.map(|_| (missed, attempt)),
+        refused,
     })
 }
 
@@ -618,7 +648,8 @@ fn preflight_xdp(
     Err(UdpError::NoReflector {
         addr: to.to_string(),
         waited_ms: wait_ns / 1_000_000,
-        detail: if refused { " (ICMP port unreachable: nothing listens on that port)" } else { "" },
+        launched_late: None,
+        refused,
     })
 }
 

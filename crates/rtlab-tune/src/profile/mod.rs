@@ -69,6 +69,10 @@ pub struct Profile {
     /// (launch times for `udp ping --txtime`), `taprio` (an 802.1Qbv window for SKB
     /// priority 4).
     pub qdisc: Option<Vec<String>>,
+    /// etf's delta: how long before its launch time a datagram is released to the driver
+    /// (default 200). It must cover the machine's wake-up latency: a datagram released after
+    /// its time is dropped and reported as a launch error.
+    pub etf_delta_us: Option<i64>,
     /// Identity VLAN egress map (SKB priority n -> PCP n) on the NIC's VLANs.
     pub vlan_egress_map: Option<bool>,
 }
@@ -237,6 +241,11 @@ fn validate(name: &str, p: &Profile) -> Result<(), ProfileError> {
             )));
         }
     }
+    if let Some(v) = p.etf_delta_us {
+        if !(1..=1_000_000).contains(&v) {
+            return Err(bad(format!("etf_delta_us = {v}: must be 1 to 1000000 (1 s)")));
+        }
+    }
     if let Some(v) = p.cpu_dma_latency_us {
         if v < 0 {
             return Err(bad(format!("cpu_dma_latency_us = {v}: must be 0 or more")));
@@ -373,6 +382,7 @@ fn merge(base: Profile, over: Profile) -> Profile {
         ksoftirqd_priority: over.ksoftirqd_priority.or(base.ksoftirqd_priority),
         isolate_cpus: over.isolate_cpus.or(base.isolate_cpus),
         qdisc: over.qdisc.or(base.qdisc),
+        etf_delta_us: over.etf_delta_us.or(base.etf_delta_us),
         vlan_egress_map: over.vlan_egress_map.or(base.vlan_egress_map),
     }
 }
@@ -430,6 +440,37 @@ mod tests {
             RtSettings { policy: Policy::Fifo, priority: 60, cpus: Some(vec![2]), mlockall: false }
         );
         assert_eq!(Profile::default().rt_settings(&[0, 1], None), RtSettings::normal());
+    }
+
+    #[test]
+    fn etf_releases_each_datagram_the_profiles_delta_before_its_time() {
+        let d = tempfile::tempdir().unwrap();
+        let f = "[profile.slow]\nqdisc = [\"etf\"]\netf_delta_us = 5000\n\
+                 [profile.default]\nqdisc = [\"etf\"]\n";
+        put(d.path(), "p.toml", f);
+        let ps = load_file(&d.path().join("p.toml")).unwrap();
+        let host = crate::host::FakeHost::new(d.path());
+        let t = Target { nic: Some("eth0".into()), ..Default::default() };
+        let etf = |p: &Profile| {
+            let steps = plan(p, &t, &host);
+            let a: Vec<String> = steps
+                .iter()
+                .flat_map(|s| s.alternatives.iter().flat_map(|a| a.1.iter()))
+                .map(|a| a.describe())
+                .collect();
+            let label = steps.iter().flat_map(|s| &s.alternatives).map(|a| a.0.clone()).collect();
+            (a.into_iter().find(|a| a.contains(" etf ")).unwrap(), label)
+        };
+        let (cmd, label): (String, Vec<String>) = etf(&ps["slow"]);
+        assert!(cmd.contains("etf clockid CLOCK_TAI delta 5000000"), "{cmd}");
+        assert!(label[0].contains("released 5000 us before its time"), "{label:?}");
+        let (cmd, _) = etf(&ps["default"]);
+        assert!(cmd.contains("delta 200000"), "{cmd}");
+        for bad in ["0", "-5", "1000001"] {
+            put(d.path(), "bad.toml", &format!("[profile.x]\netf_delta_us = {bad}\n"));
+            let e = load_file(&d.path().join("bad.toml")).unwrap_err().to_string();
+            assert!(e.contains(&format!("etf_delta_us = {bad}: must be 1 to 1000000")), "{e}");
+        }
     }
 
     #[test]

@@ -289,7 +289,7 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
         steps.push(isolation(host, t, resolve_cpus(sel, rt, &online), &online));
     }
     if let Some(kinds) = &p.qdisc {
-        steps.push(qdisc_step(host, t, nic.as_deref(), kinds));
+        steps.push(qdisc_step(host, t, nic.as_deref(), kinds, p.etf_delta_us.unwrap_or(200)));
     }
     if p.vlan_egress_map == Some(true) {
         steps.push(vlan_egress_step(host, t, nic.as_deref(), &nic_label));
@@ -561,8 +561,14 @@ fn vlan_egress_action(host: &dyn Host, t: &Target, v: &str) -> Action {
 
 /// The root qdisc for real-time traffic on the NIC: `kinds` as alternatives, in order (the
 /// first the kernel takes is kept); only the kernel's default root qdisc is replaced, and
-/// restore deletes rtlab's.
-fn qdisc_step(host: &dyn Host, t: &Target, nic: Option<&str>, kinds: &[String]) -> Step {
+/// restore deletes rtlab's. `etf_delta_us`: etf's delta.
+fn qdisc_step(
+    host: &dyn Host,
+    t: &Target,
+    nic: Option<&str>,
+    kinds: &[String],
+    etf_delta_us: i64,
+) -> Step {
     let Some(nic) = nic else { return Step::skip("qdisc", "no NIC (give --nic)") };
     let what = format!("{nic}: root qdisc for RT traffic ({})", kinds.join(" or "));
     let shown = host.run(&tc(&t.netns, &["qdisc", "show", "dev", nic]));
@@ -587,9 +593,9 @@ fn qdisc_step(host: &dyn Host, t: &Target, nic: Option<&str>, kinds: &[String]) 
                 }],
             )),
             "etf" => alts.push((
-                "etf: launch times (SO_TXTIME, CLOCK_TAI) honoured in software, each datagram released 200 us before its time; as the root qdisc it drops every packet without a launch time (ARP included: give the neighbours static entries), so on a multi-queue NIC it belongs under the probe's queue".to_string(),
+                format!("etf: launch times (SO_TXTIME, CLOCK_TAI) honoured in software, each datagram released {etf_delta_us} us before its time (etf_delta_us; one released after its time is dropped); as the root qdisc it drops every packet without a launch time (ARP included: give the neighbours static entries), so on a multi-queue NIC it belongs under the probe's queue"),
                 vec![Action::Command {
-                    did: tc(&t.netns, &["qdisc", "replace", "dev", nic, "root", "etf", "clockid", "CLOCK_TAI", "delta", "200000"]),
+                    did: tc(&t.netns, &["qdisc", "replace", "dev", nic, "root", "etf", "clockid", "CLOCK_TAI", "delta", &(etf_delta_us * 1000).to_string()]),
                     undo: undo.clone(),
                 }],
             )),

@@ -1,0 +1,51 @@
+# Sourced by scripts/setup.sh, rt-vm.sh and fuzz.sh: what they install from a registry, at
+# the version scripts/pins.txt names (see its head for what happens when Debian's mirror moves).
+
+PINS_FILE="$(dirname "${BASH_SOURCE[0]}")/pins.txt"
+
+# pin REGISTRY NAME: the version pins.txt names (exit 1, saying so, when it names none)
+pin() {
+  local v
+  v=$(awk -v r="$1" -v n="$2" '$1 == r && $2 == n { print $3 }' "$PINS_FILE")
+  if [ -z "$v" ]; then
+    echo "pins: error: scripts/pins.txt names no version of $1 $2" >&2
+    return 1
+  fi
+  echo "$v"
+}
+
+# apt_missing PKG...: the packages not installed
+apt_missing() {
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+
+# apt_install_pinned PKG...: install the missing ones at their pinned version (the mirror's
+# version, said, where it no longer has the pinned one); a different installed version is said
+apt_install_pinned() {
+  local p v have cand specs=() need
+  mapfile -t need < <(apt_missing "$@")
+  for p in "$@"; do
+    v=$(pin debian "$p") || return 1
+    have=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || true)
+    if [ -n "$have" ] && [ "$have" != "$v" ] && [[ " ${need[*]} " != *" $p "* ]]; then
+      echo "pins: debian $p: $have installed, $v pinned (left as it is)"
+    fi
+  done
+  ((${#need[@]})) || return 0
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  for p in "${need[@]}"; do
+    v=$(pin debian "$p")
+    if apt-cache madison "$p" 2>/dev/null | awk -F'|' '{ gsub(/ /, "", $2); print $2 }' | grep -qxF "$v"; then
+      specs+=("$p=$v")
+    else
+      cand=$(apt-cache policy "$p" 2>/dev/null | sed -n 's/^ *Candidate: //p')
+      echo "pins: pin moved: debian $p $v pinned, the mirror has only ${cand:-nothing}: installing that (update scripts/pins.txt once the tests pass with it)"
+      specs+=("$p")
+    fi
+  done
+  apt-get install -y -qq --no-install-recommends "${specs[@]}" >/dev/null
+}

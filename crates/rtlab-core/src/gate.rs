@@ -346,6 +346,13 @@ pub fn evaluate(gates: &[Gate], cases: &[CaseRecord], planned: &[String]) -> Vec
                     None,
                     format!("the case failed: {error}"),
                 )),
+                CaseStatus::Hung { error } => out.push(verdict(
+                    Some(name),
+                    None,
+                    Outcome::Failed,
+                    None,
+                    format!("the case hung: {error}"),
+                )),
                 CaseStatus::Skipped { reason } => out.push(verdict(
                     Some(name),
                     None,

@@ -65,6 +65,12 @@ pub enum CaseStatus {
     },
     /// Ctrl-C during the case: what was measured is in the document.
     Interrupted,
+    /// The case overran its plan by the run's margin and did not end when asked (its
+    /// real-time threads put to SCHED_OTHER, then left behind): the machine was put back
+    /// and the run went on. `error` names the overrun and the threads that were running.
+    Hung {
+        error: String,
+    },
 }
 
 /// The figures a study published for a case, shown beside the measured ones.

@@ -102,6 +102,8 @@ pub enum NetnsError {
     Command { cmd: String, stderr: String },
     #[error("network namespaces need root (CAP_SYS_ADMIN and CAP_NET_ADMIN): `{cmd}`: {stderr}")]
     NoPrivilege { cmd: String, stderr: String },
+    #[error("netns pair {name}: {what} within {waited_ms} ms")]
+    NotReady { name: String, what: String, waited_ms: u64 },
 }
 
 fn run(tool: &str, args: &[&str]) -> Result<String, NetnsError> {
@@ -242,6 +244,18 @@ impl NetnsPair {
             kept: false,
         };
         run("ip", &["netns", "add", &ns_b])?;
+        // addresses usable at once: no duplicate address detection on the pair's own link (an
+        // IPv6 address, the link-local one included, is otherwise tentative for a second or
+        // more, and a program started meanwhile may not use it)
+        for ns in [&ns_a, &ns_b] {
+            let path = format!("/run/netns/{ns}");
+            let _ = rtlab_sys::net::socket_in_netns(&path, || {
+                for conf in ["default", "all"] {
+                    let _ =
+                        std::fs::write(format!("/proc/sys/net/ipv6/conf/{conf}/accept_dad"), "0");
+                }
+            });
+        }
         run(
             "ip",
             &[
@@ -282,7 +296,98 @@ impl NetnsPair {
                 pair.qdisc_commands.push(format!("tc {}", c.join(" ")));
             }
         }
+        pair.wait_ready(std::time::Duration::from_secs(10))?;
         Ok(pair)
+    }
+
+    /// Return once the pair works: both ends RUNNING (carrier, operstate up: the kernel's
+    /// link watch can take a second to say so, and a program that lists interfaces before,
+    /// as DDS does at start, leaves the link out), no address tentative, and a datagram from
+    /// each side answered by the other (IPv4, and IPv6 where given). At most `limit`.
+    pub fn wait_ready(&self, limit: std::time::Duration) -> Result<(), NetnsError> {
+        let start = std::time::Instant::now();
+        let not_ready = |what: String| NetnsError::NotReady {
+            name: self.config.name.clone(),
+            what,
+            waited_ms: start.elapsed().as_millis() as u64,
+        };
+        let sides = [(&self.ns_a, &self.dev_a), (&self.ns_b, &self.dev_b)];
+        let link_ok = |ns: &str, dev: &str| -> Result<Option<String>, NetnsError> {
+            let link = run("ip", &["-n", ns, "-o", "link", "show", "dev", dev])?;
+            if !(link.contains("LOWER_UP") && link.contains("state UP")) {
+                return Ok(Some(format!("{dev} in {ns} not RUNNING ({})", link.trim())));
+            }
+            let addr = run("ip", &["-n", ns, "-o", "addr", "show", "dev", dev])?;
+            if let Some(t) = addr.lines().find(|l| l.contains("tentative")) {
+                return Ok(Some(format!(
+                    "an address of {dev} in {ns} still tentative ({})",
+                    t.trim()
+                )));
+            }
+            Ok(None)
+        };
+        loop {
+            let mut waiting = None;
+            for (ns, dev) in sides {
+                if let Some(w) = link_ok(ns, dev)? {
+                    waiting = Some(w);
+                    break;
+                }
+            }
+            match waiting {
+                None => break,
+                Some(w) if start.elapsed() >= limit => return Err(not_ready(w)),
+                Some(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            }
+        }
+        let mut pairs = vec![(self.ip_a.as_str(), self.ip_b.as_str())];
+        if let (Some(a), Some(b)) = (&self.ip6_a, &self.ip6_b) {
+            pairs.push((a, b));
+        }
+        for (a, b) in pairs {
+            let ip =
+                |s: &str| s.parse::<std::net::IpAddr>().map_err(|e| not_ready(format!("{s}: {e}")));
+            let (a, b) = (ip(a)?, ip(b)?);
+            let left =
+                limit.saturating_sub(start.elapsed()).max(std::time::Duration::from_millis(500));
+            self.answers(a, b, left).map_err(not_ready)?;
+        }
+        Ok(())
+    }
+
+    /// A datagram from side a (`a`) to side b (`b`) and back, within `limit`.
+    fn answers(
+        &self,
+        a: std::net::IpAddr,
+        b: std::net::IpAddr,
+        limit: std::time::Duration,
+    ) -> Result<(), String> {
+        use std::net::{SocketAddr, UdpSocket};
+        let open = |ns: &str, ip: std::net::IpAddr| -> Result<UdpSocket, String> {
+            rtlab_sys::net::socket_in_netns(&format!("/run/netns/{ns}"), move || {
+                UdpSocket::bind(SocketAddr::new(ip, 0))
+            })
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("binding {ip} in {ns}: {e}"))
+        };
+        let (sa, sb) = (open(&self.ns_a, a)?, open(&self.ns_b, b)?);
+        let to_b = sb.local_addr().map_err(|e| e.to_string())?;
+        for s in [&sa, &sb] {
+            s.set_read_timeout(Some(std::time::Duration::from_millis(100)))
+                .map_err(|e| e.to_string())?;
+        }
+        let end = std::time::Instant::now() + limit;
+        let mut buf = [0u8; 16];
+        while std::time::Instant::now() < end {
+            let _ = sa.send_to(b"rtlab-netns-up", to_b);
+            if let Ok((_, from)) = sb.recv_from(&mut buf) {
+                let _ = sb.send_to(b"rtlab-netns-up", from);
+                if sa.recv_from(&mut buf).is_ok() {
+                    return Ok(());
+                }
+            }
+        }
+        Err(format!("{a} ({}) and {b} ({}) did not answer each other", self.ns_a, self.ns_b))
     }
 
     /// Leave the pair in place after this guard is gone (`rtlab netns up`); `down` removes it.

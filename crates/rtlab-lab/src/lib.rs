@@ -9,6 +9,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod command_profile;
 pub mod config;
 pub mod cost;
 pub mod document;

@@ -74,7 +74,7 @@ pub enum ObserveError {
     Transport(#[from] TransportError),
     #[error("no publisher of {topic} in domain {domain} ({seen})")]
     NoPublisher { topic: String, domain: u32, seen: String },
-    #[error("{topic}: writers of several types ({types}): name one with --type")]
+    #[error("{topic}: writers of several types ({types}): rtlab observes a topic of one type (the writers disagree: fix it on their side)")]
     SeveralTypes { topic: String, types: String },
     #[error("{topic}: QoS mismatch: a reliable reader cannot match the best-effort writer {writer} (use --reliability best-effort)")]
     Incompatible { topic: String, writer: String },

@@ -64,6 +64,9 @@ fn testcases(run: &Run) -> Vec<TestCase> {
                 CaseStatus::Interrupted => {
                     Result_::Skipped { message: "the case was interrupted".into() }
                 }
+                CaseStatus::Hung { error } => {
+                    Result_::Error { message: format!("the case hung: {error}") }
+                }
             };
             out.push(TestCase {
                 classname: c.name.clone(),

@@ -27,13 +27,14 @@ pub fn primary_streams(c: &CaseRecord) -> Vec<&Stream> {
     d.streams.iter().filter(|s| s.metric == h.metric && s.name != "all").collect()
 }
 
-/// `ok`, `failed`, `skipped`, `interrupted`, and the error or reason.
+/// `ok`, `failed`, `skipped`, `interrupted`, `hung`, and the error or reason.
 pub fn status(c: &CaseRecord) -> (&'static str, &str) {
     match &c.status {
         CaseStatus::Ok => ("ok", ""),
         CaseStatus::Failed { error } => ("failed", error),
         CaseStatus::Skipped { reason } => ("skipped", reason),
         CaseStatus::Interrupted => ("interrupted", ""),
+        CaseStatus::Hung { error } => ("hung", error),
     }
 }
 

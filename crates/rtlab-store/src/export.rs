@@ -57,13 +57,14 @@ fn opt<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
 }
 
-/// `ok`, `failed`, `skipped`, `interrupted` and the error or reason.
+/// `ok`, `failed`, `skipped`, `interrupted`, `hung` and the error or reason.
 pub fn status_of(c: &CaseRecord) -> (&'static str, &str) {
     match &c.status {
         CaseStatus::Ok => ("ok", ""),
         CaseStatus::Failed { error } => ("failed", error),
         CaseStatus::Skipped { reason } => ("skipped", reason),
         CaseStatus::Interrupted => ("interrupted", ""),
+        CaseStatus::Hung { error } => ("hung", error),
     }
 }
 

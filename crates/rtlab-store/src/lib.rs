@@ -953,6 +953,7 @@ impl Store {
             "failed" => CaseStatus::Failed { error: error.unwrap_or_default() },
             "skipped" => CaseStatus::Skipped { reason: error.unwrap_or_default() },
             "interrupted" => CaseStatus::Interrupted,
+            "hung" => CaseStatus::Hung { error: error.unwrap_or_default() },
             other => return Err(self.corrupt(format!("case {name}: unknown status '{other}'"))),
         };
         let params_map: BTreeMap<String, String> = self
@@ -1301,6 +1302,7 @@ pub(crate) fn insert_case(
         CaseStatus::Failed { error } => ("failed", Some(error.as_str())),
         CaseStatus::Skipped { reason } => ("skipped", Some(reason.as_str())),
         CaseStatus::Interrupted => ("interrupted", None),
+        CaseStatus::Hung { error } => ("hung", Some(error.as_str())),
     };
     let case_id = db.insert(
         "INSERT INTO cases (run_id, idx, name, probe, load, profile, repetition, status, error, started_at, duration_ns, load_report, profile_report, published, has_document)

@@ -29,6 +29,8 @@ pub enum StoredCaseStatus {
     Skipped,
     /// Cut short (Ctrl-C, crash): run again on resume.
     Interrupted,
+    /// Left behind by the run's supervisor: not run again on resume (it would hang again).
+    Hung,
 }
 
 impl StoredCaseStatus {
@@ -39,6 +41,7 @@ impl StoredCaseStatus {
             StoredCaseStatus::Failed => "failed",
             StoredCaseStatus::Skipped => "skipped",
             StoredCaseStatus::Interrupted => "interrupted",
+            StoredCaseStatus::Hung => "hung",
         }
     }
 
@@ -48,6 +51,7 @@ impl StoredCaseStatus {
             "failed" => StoredCaseStatus::Failed,
             "skipped" => StoredCaseStatus::Skipped,
             "interrupted" => StoredCaseStatus::Interrupted,
+            "hung" => StoredCaseStatus::Hung,
             _ => return None,
         })
     }

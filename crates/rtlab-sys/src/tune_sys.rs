@@ -125,6 +125,76 @@ pub fn umount_fs(target: &str) -> Result<(), SysError> {
     Ok(())
 }
 
+/// The policy (raw, with SCHED_RESET_ON_FORK if set) and priority of each thread of this
+/// process, by thread id: what [`restore_own_threads`] puts back.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OwnThreads(pub Vec<(i32, i32, i32)>);
+
+impl OwnThreads {
+    /// This process's threads now (/proc/self/task); a thread that ends meanwhile is left out.
+    pub fn now() -> OwnThreads {
+        let mut v: Vec<(i32, i32, i32)> = std::fs::read_dir("/proc/self/task")
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .filter_map(|tid| sched_get(tid).ok().map(|(p, prio)| (tid, p, prio)))
+            .collect();
+        v.sort();
+        OwnThreads(v)
+    }
+}
+
+/// Put this process's threads back to `before` (taken with [`OwnThreads::now`]): a thread
+/// listed there gets its policy and priority back; one made since that runs at a real-time
+/// policy (a middleware pool that outlives what made it) gets the process's main thread's
+/// policy of then. Returns the threads changed, and those the kernel refused (tid, error).
+pub fn restore_own_threads(before: &OwnThreads) -> (usize, Vec<(i32, SysError)>) {
+    let me = std::process::id() as i32;
+    let base = before.0.iter().find(|t| t.0 == me).map(|t| (t.1, t.2)).unwrap_or((0, 0));
+    let rt = |p: i32| matches!(p & !libc::SCHED_RESET_ON_FORK, libc::SCHED_FIFO | libc::SCHED_RR);
+    let (mut changed, mut refused) = (0, Vec::new());
+    for (tid, policy, prio) in OwnThreads::now().0 {
+        let want = match before.0.iter().find(|t| t.0 == tid) {
+            Some(&(_, p, q)) => (p, q),
+            None if rt(policy) => base,
+            None => continue,
+        };
+        if want == (policy, prio) {
+            continue;
+        }
+        match sched_set(tid, want.0, want.1) {
+            Ok(()) => changed += 1,
+            // ended between the listing and the call
+            Err(SysError::Os { ref source, .. }) if source.raw_os_error() == Some(libc::ESRCH) => {}
+            Err(e) => refused.push((tid, e)),
+        }
+    }
+    (changed, refused)
+}
+
+/// Gives the thread that made it back its policy and priority when dropped (a probe that
+/// sets its calling thread's policy, so that threads it creates inherit it, undoes that).
+pub struct PolicyBack {
+    tid: i32,
+    policy: i32,
+    priority: i32,
+}
+
+impl PolicyBack {
+    pub fn now() -> PolicyBack {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+        let (policy, priority) = sched_get(tid).unwrap_or((libc::SCHED_OTHER, 0));
+        PolicyBack { tid, policy, priority }
+    }
+}
+
+impl Drop for PolicyBack {
+    fn drop(&mut self) {
+        let _ = sched_set(self.tid, self.policy, self.priority);
+    }
+}
+
 /// The effective user id is root.
 pub fn is_root() -> bool {
     // SAFETY: no preconditions.
@@ -146,5 +216,31 @@ mod tests {
         assert!(pid_alive(me));
         assert!(kill_group(1, 0).is_err());
         assert!(sched_get(-5).is_err());
+    }
+
+    #[test]
+    fn own_threads_are_listed_and_a_thread_left_real_time_is_put_back() {
+        let before = OwnThreads::now();
+        let me = std::process::id() as i32;
+        assert!(before.0.iter().any(|t| t.0 == me), "{before:?}");
+        // a thread made since, left at a real-time policy (what a middleware pool does when
+        // it is made under FIFO): put back to the main thread's policy; without the
+        // privilege for FIFO, a thread that never leaves SCHED_OTHER is left alone
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+            let raised = sched_set(tid, libc::SCHED_FIFO, 10).is_ok();
+            tx.send((tid, raised)).unwrap();
+            done_rx.recv().unwrap();
+        });
+        let (tid, raised) = rx.recv().unwrap();
+        let (changed, refused) = restore_own_threads(&before);
+        assert!(refused.is_empty(), "{refused:?}");
+        assert_eq!(changed, raised as usize);
+        assert_eq!(sched_get(tid).unwrap().0 & !libc::SCHED_RESET_ON_FORK, libc::SCHED_OTHER);
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
     }
 }

@@ -297,12 +297,21 @@ impl Journal {
     pub fn begin(path: &Path, what: &str) -> Result<Journal, JournalError> {
         let io = |e| JournalError::io(path, e);
         if let Some(p) = pending(path) {
+            let own = p.pid == std::process::id() as i32;
             return Err(JournalError::Pending {
                 path: path.display().to_string(),
                 pending: p.changes,
                 pid: p.pid,
-                alive: if p.alive { ", still running" } else { ", no longer running" },
-                advice: if p.alive {
+                alive: if own {
+                    ", this rtlab"
+                } else if p.alive {
+                    ", still running"
+                } else {
+                    ", no longer running"
+                },
+                advice: if own {
+                    "this rtlab could not put back what it changed before (`rtlab tune show` lists it; `rtlab tune restore` tries again once this rtlab has ended)"
+                } else if p.alive {
                     "another rtlab is using this machine; wait for it to end"
                 } else {
                     "run `rtlab tune restore` first"
@@ -485,6 +494,14 @@ pub fn undo(host: &dyn Host, change: &Change) -> Result<String, HostError> {
                     Ok(()) => back += 1,
                     // exited between the check and the write
                     Err(e) if e.raw_os_error() == Some(libc_esrch()) => gone += 1,
+                    // the kernel refuses a real-time thread a cgroup with no RT runtime
+                    Err(e) if e.raw_os_error() == Some(22) => {
+                        return Err(HostError::file(
+                            format!("moving pid {} back (one of its threads still runs at a real-time policy, which a cgroup without real-time runtime refuses) to", t.pid),
+                            from,
+                            e,
+                        ))
+                    }
                     Err(e) => {
                         return Err(HostError::file(
                             format!("moving pid {} back to", t.pid),

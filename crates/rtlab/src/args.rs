@@ -8,6 +8,7 @@ use clap::{Args, ValueEnum};
 pub enum PolicyArg {
     Fifo,
     Rr,
+    #[value(alias = "normal")]
     Other,
 }
 
@@ -28,7 +29,7 @@ pub struct RtArgs {
     #[arg(long, value_enum)]
     pub policy: Option<PolicyArg>,
     /// Priority (fifo/rr: 1-99 [80], other: 0). A comma list gives one per thread (timer).
-    #[arg(long, short = 'p', value_delimiter = ',')]
+    #[arg(long, short = 'p', value_delimiter = ',', alias = "prio")]
     pub priority: Vec<i32>,
     /// CPUs to pin to (e.g. 0,1 or 2-3); threads take them in turn. Default: not pinned.
     #[arg(long)]
@@ -36,6 +37,10 @@ pub struct RtArgs {
     /// Do not lock memory (mlockall is on by default).
     #[arg(long)]
     pub no_mlockall: bool,
+    /// Run under a profile (rt-normal, rt-affinities, ... or ./FILE.toml[#NAME]): its settings
+    /// under these flags, its steps applied before the run (journaled) and put back after.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
 }
 
 impl RtArgs {

@@ -63,7 +63,7 @@ mod tests {
         let cli = Cli::try_parse_from(std::iter::once("rtlab").chain(args.iter().copied()))
             .unwrap_or_else(|e| panic!("{args:?}: {e}"));
         match cli.command {
-            Command::Timer(a) => a.table(),
+            Command::Timer(a) => a.table().unwrap(),
             Command::Cyclic(a) => a.table(),
             Command::Noise(a) => a.table(),
             Command::Pubsub(a) => a.table(),

@@ -3,6 +3,13 @@
 mod common;
 use common::*;
 
+/// The root tests change the machine and assert it is left as found: one at a time.
+static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn machine() -> std::sync::MutexGuard<'static, ()> {
+    MACHINE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn scenario_errors_name_file_line_and_field_and_exit_2() {
     let d = tempfile::tempdir().unwrap();
@@ -50,6 +57,7 @@ fn presets_list_and_dry_run() {
 
 #[test]
 fn a_small_matrix_runs_and_every_case_is_kept() {
+    let _machine = machine();
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("m.toml");
     std::fs::write(
@@ -85,6 +93,7 @@ fn root_a_scenario_arms_the_tracer_per_case_and_keeps_the_evidence() {
         eprintln!("skipped: needs root (CI runs as root)");
         return;
     }
+    let _machine = machine();
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("s.toml");
     // a threshold of 1 ns: every case's first sample crosses it, so each case has a capture
@@ -141,6 +150,7 @@ fn root_a_scenario_arms_the_tracer_per_case_and_keeps_the_evidence() {
 
 #[test]
 fn only_runs_the_matching_cases_and_resume_finishes_an_interrupted_run() {
+    let _machine = machine();
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("r.toml");
     std::fs::write(
@@ -210,6 +220,7 @@ fn root_a_scenario_with_a_far_side_in_the_case_pair() {
         eprintln!("skipped: needs root (network namespaces)");
         return;
     }
+    let _machine = machine();
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("far.toml");
     std::fs::write(
@@ -278,4 +289,189 @@ count = 200
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert_eq!(out.matches("far kernel counters over").count(), 6, "{out}");
+}
+
+#[test]
+fn root_a_run_from_a_child_cgroup_puts_every_case_back_and_leaves_nothing() {
+    if !is_root() {
+        eprintln!("skipped: needs root (CI runs as root)");
+        return;
+    }
+    let _machine = machine();
+    let Some(cg) = ChildCgroup::new(&format!("rtlab-test-{}", std::process::id())) else {
+        eprintln!("skipped: no cpu cgroup controller to make a child cgroup in");
+        return;
+    };
+    // Issue 38: from a child cgroup (cpu.rt_runtime_us 0 under RT group scheduling) a run's
+    // rt case moved rtlab to the root cgroup for FIFO, its pub/sub left the executor thread
+    // at FIFO, the move back was refused (EINVAL) and every later case failed with "another
+    // rtlab is using this machine": the run itself. Here: rt, no-rt, rt again, in-process.
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("s.toml");
+    std::fs::write(
+        &f,
+        "name = \"cg\"\nprofiles = [\"rt-normal\", \"no-rt\", \"rt-affinities\"]\n\
+         [[probe]]\nkind = \"pubsub\"\ntransport = \"intra\"\ncounters = false\nrate = \"1khz\"\ncount = 100\n\
+         [[probe]]\nkind = \"timer\"\ninterval = \"1ms\"\ncount = 100\ncounters = false\n",
+    )
+    .unwrap();
+    let db = d.path().join("rtlab.db");
+    let o = cg
+        .rtlab(&["run", f.to_str().unwrap(), "--db", db.to_str().unwrap(), "--wait"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let o = run(&["export", "latest", "--format", "json", "--db", db.to_str().unwrap(), "-o", "-"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cases = v["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 6);
+    for c in cases {
+        assert_eq!(c["status"]["status"], "ok", "{}: {}", c["name"], c["status"]);
+        let p = &c["profile_report"];
+        assert_eq!(p["restored"], true, "{}: {p}", c["name"]);
+        assert!(p["restore_failed"].is_null(), "{}: {p}", c["name"]);
+        let codes: Vec<&str> = c["document"]["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|w| w["code"].as_str())
+            .collect();
+        assert!(!codes.contains(&"profile-not-restored"), "{}: {codes:?}", c["name"]);
+    }
+    if cg.refuses_realtime() {
+        // the rt cases moved rtlab out of the child cgroup (journaled) and back
+        let rt = cases.iter().find(|c| c["profile"] == "rt-normal").unwrap();
+        let steps = rt["profile_report"]["steps"].to_string();
+        assert!(steps.contains("cgroup"), "{steps}");
+    }
+    // nothing left in force
+    assert!(!std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL).exists());
+    let o = run(&["tune", "show"]);
+    assert!(stdout(&o).contains("nothing applied by rtlab"), "{}", stdout(&o));
+}
+
+/// A scenario of one timer case under a profile that makes one journaled change
+/// (sched_rt_runtime_us 900000), in `d`: its path.
+fn one_case_scenario(d: &std::path::Path) -> std::path::PathBuf {
+    std::fs::write(d.join("p.toml"), "[profile.slow]\nrt_runtime_us = 900000\n").unwrap();
+    let f = d.join("s.toml");
+    std::fs::write(
+        &f,
+        "name = \"hang\"\nprofiles = [\"p.toml#slow\"]\n[[probe]]\nkind = \"timer\"\ncount = 50\ncounters = false\n",
+    )
+    .unwrap();
+    f
+}
+
+/// Start `rtlab run` on `scenario` with RTLAB_TEST_HANG=`how` (debug builds only: the case's
+/// thread spins at FIFO 1).
+fn hanging_run(
+    scenario: &std::path::Path,
+    db: &std::path::Path,
+    how: &str,
+    extra: &[&str],
+) -> std::process::Child {
+    rtlab()
+        .args(["run", scenario.to_str().unwrap(), "--db", db.to_str().unwrap(), "--wait", "-q"])
+        .args(extra)
+        .env("RTLAB_TEST_HANG", how)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn cases_of(db: &std::path::Path) -> (serde_json::Value, Vec<serde_json::Value>) {
+    let o = run(&["export", "latest", "--format", "json", "--db", db.to_str().unwrap(), "-o", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cases = v["cases"].as_array().unwrap().clone();
+    (v, cases)
+}
+
+fn machine_as_found(runtime_before: &str) {
+    assert!(!std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL).exists());
+    let now = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap();
+    assert_eq!(now.trim(), runtime_before.trim(), "the profile's change put back");
+    let o = run(&["tune", "show"]);
+    assert!(stdout(&o).contains("nothing applied by rtlab"), "{}", stdout(&o));
+}
+
+#[test]
+fn root_a_case_that_never_ends_is_left_behind_as_hung_and_the_run_ends() {
+    if !is_root() || !cfg!(debug_assertions) {
+        eprintln!("skipped: needs root and a debug build (the test hook)");
+        return;
+    }
+    let _machine = machine();
+    let runtime = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let (s, db) = (one_case_scenario(d.path()), d.path().join("rtlab.db"));
+    let t = std::time::Instant::now();
+    let o = hanging_run(&s, &db, "spin", &["--overrun", "1s"]).wait_with_output().unwrap();
+    let took = t.elapsed();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // plan + 1 s + two graces of 5 s, and the run's own start and end
+    assert!(took < std::time::Duration::from_secs(60), "{took:?}");
+    let (_, cases) = cases_of(&db);
+    let st = &cases[0]["status"];
+    assert_eq!(st["status"], "hung", "{st}");
+    let e = st["error"].as_str().unwrap();
+    assert!(e.contains("asked to stop") && e.contains("left behind"), "{e}");
+    assert!(e.contains("rtlab-case ("), "the thread that was running is named: {e}");
+    machine_as_found(&runtime);
+}
+
+#[test]
+fn root_a_livelocked_case_ends_once_its_threads_are_no_longer_real_time() {
+    if !is_root() || !cfg!(debug_assertions) {
+        eprintln!("skipped: needs root and a debug build (the test hook)");
+        return;
+    }
+    let _machine = machine();
+    let runtime = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let (s, db) = (one_case_scenario(d.path()), d.path().join("rtlab.db"));
+    let o = hanging_run(&s, &db, "livelock", &["--overrun", "1s"]).wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let (_, cases) = cases_of(&db);
+    let st = &cases[0]["status"];
+    assert_eq!(st["status"], "hung", "{st}");
+    let e = st["error"].as_str().unwrap();
+    assert!(e.contains("it ended once its real-time threads were put to SCHED_OTHER"), "{e}");
+    assert!(e.contains("rtlab-case (fifo 1"), "{e}");
+    machine_as_found(&runtime);
+}
+
+#[test]
+fn root_sigterm_ends_a_run_whose_case_never_ends_within_seconds() {
+    if !is_root() || !cfg!(debug_assertions) {
+        eprintln!("skipped: needs root and a debug build (the test hook)");
+        return;
+    }
+    let _machine = machine();
+    let runtime = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let (s, db) = (one_case_scenario(d.path()), d.path().join("rtlab.db"));
+    // the default margin (60 s and more): only SIGTERM ends it
+    let mut c = hanging_run(&s, &db, "spin", &[]);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let t = std::time::Instant::now();
+    std::process::Command::new("kill").args(["-TERM", &c.id().to_string()]).status().unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(40);
+    while c.try_wait().unwrap().is_none() && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let ended = c.try_wait().unwrap();
+    if ended.is_none() {
+        let _ = c.kill();
+    }
+    assert!(ended.is_some(), "SIGTERM did not end the run in 40 s");
+    // two graces of 5 s and the run's own end (not a latency: a run that ignored SIGTERM
+    // would take the 60 s margin and more)
+    assert!(t.elapsed() < std::time::Duration::from_secs(30), "{:?}", t.elapsed());
+    let (v, cases) = cases_of(&db);
+    assert_eq!(v["status"], "interrupted", "{}", v["status"]);
+    assert_eq!(cases[0]["status"]["status"], "interrupted", "{}", cases[0]["status"]);
+    machine_as_found(&runtime);
 }

@@ -12,7 +12,9 @@ fn read_json(path: &std::path::Path) -> Value {
 fn bad_input_is_one_line_and_exit_2() {
     assert_error(&["timer", "--interval", "0ms", "--loops", "5"], &["--interval", "above zero"]);
     assert_error(&["timer", "--interval", "abc", "--loops", "5"], &["--interval", "'abc'"]);
-    assert_error(&["timer", "--interval", "1000", "--loops", "5"], &["--interval", "unit"]);
+    // a bare number is microseconds (cyclictest's -i); a unit rtlab does not know is refused
+    assert_error(&["timer", "--interval", "1000xs", "--loops", "5"], &["--interval", "unit"]);
+    assert_error(&["timer", "-t", "two", "--loops", "5"], &["--threads two"]);
     assert_error(&["timer", "--priority", "120", "--loops", "5"], &["--priority", "1..=99"]);
     assert_error(
         &["timer", "--policy", "other", "--priority", "5", "--loops", "5"],
@@ -271,4 +273,147 @@ fn root_fifo_refused_without_privilege_is_exit_2() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("refused fifo priority 80") && err.contains("EPERM"), "{err}");
+}
+
+#[test]
+fn profile_runs_a_probe_under_a_profile_and_puts_it_back() {
+    // a bad name is one line, exit 2, nothing measured or changed
+    assert_error(
+        &["timer", "--profile", "rt-fast", "--count", "10"],
+        &["--profile rt-fast", "no-rt, rt-normal"],
+    );
+    if !is_root() {
+        eprintln!("skipped the rest: needs root (CI runs as root)");
+        return;
+    }
+    let Some(cg) = ChildCgroup::new(&format!("rtlab-profile-{}", std::process::id())) else {
+        eprintln!("skipped the rest: no cpu cgroup controller to make a child cgroup in");
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    if cg.refuses_realtime() {
+        // what the refusal says to do exists: the probe's own --profile
+        let o = cg.rtlab(&["timer", "--count", "10", "-q"]).output().unwrap();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(e.contains("EPERM") && e.contains("--profile rt-normal"), "{e}");
+    }
+    // from the child cgroup, under rt-normal: FIFO, then everything put back
+    let f = d.path().join("t.json");
+    let o = cg
+        .rtlab(&[
+            "timer",
+            "--profile",
+            "rt-normal",
+            "--count",
+            "200",
+            "--json",
+            f.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", stderr(&o));
+    assert!(out.contains("profile rt-normal (journaled, put back when the run ends):"), "{out}");
+    assert!(out.contains("profile rt-normal: put back"), "{out}");
+    let v = read_json(&f);
+    let p = &v["config"]["profile"];
+    assert_eq!(
+        (p["profile"].as_str(), p["restored"].as_bool()),
+        (Some("rt-normal"), Some(true)),
+        "{p}"
+    );
+    assert!(!p["steps"].as_array().unwrap().is_empty(), "{p}");
+    assert_eq!(v["config"]["threads"][0]["policy"], "fifo", "{}", v["config"]);
+    assert!(!std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL).exists());
+    let o = run(&["tune", "show"]);
+    assert!(stdout(&o).contains("nothing applied by rtlab"), "{}", stdout(&o));
+    // --profile no-rt: the probe at SCHED_OTHER, the process where it was
+    let o = cg
+        .rtlab(&[
+            "timer",
+            "--profile",
+            "no-rt",
+            "--count",
+            "50",
+            "-q",
+            "--json",
+            f.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(read_json(&f)["config"]["threads"][0]["policy"], "other");
+}
+
+/// `rtlab timer ARGS --json FILE` (exit 0): its document and stdout.
+fn timer_json(args: &str, d: &std::path::Path) -> (Value, String) {
+    let f = d.join("c.json");
+    let mut a: Vec<&str> = vec!["timer"];
+    a.extend(args.split_whitespace());
+    let f_s = f.to_str().unwrap().to_string();
+    a.extend(["--json", &f_s]);
+    let o = run(&a);
+    assert_eq!(o.status.code(), Some(0), "rtlab {}: {}", a.join(" "), stderr(&o));
+    (read_json(&f), stdout(&o))
+}
+
+#[test]
+fn root_cyclictest_command_lines_run_with_cyclictests_meanings() {
+    if !is_root() {
+        eprintln!("skipped: needs root (the command lines ask for FIFO priorities)");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let online = rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0;
+    let threads = |v: &Value| v["config"]["threads"].as_array().unwrap().clone();
+    let field =
+        |v: &Value, k: &str| -> Vec<Value> { threads(v).iter().map(|t| t[k].clone()).collect() };
+    // rt-tests' documented command lines (the RT wiki's cyclictest page, OSADL's QA farm,
+    // cyclictest --help), their loops cut short: -i/-d/-h in microseconds, -p for every thread,
+    // -n and -m accepted (rtlab always uses clock_nanosleep and locks memory)
+    let (v, _) = timer_json("-t1 -p 80 -n -i 10000 -l 20", d.path());
+    assert_eq!(field(&v, "interval_ns"), [serde_json::json!(10_000_000)]);
+    assert_eq!(
+        (field(&v, "policy"), field(&v, "priority")),
+        (vec![serde_json::json!("fifo")], vec![serde_json::json!(80)])
+    );
+    assert_eq!(v["config"]["loops"], 20);
+    assert_eq!(v["config"]["mlockall"], true);
+    // OSADL: -m -Sp90 -i200 -h400 -q (one thread per CPU, each on its CPU, one priority; the
+    // cyclictest histogram up to 400 us on stdout although -q)
+    let (v, out) = timer_json("-l50 -m -Sp90 -i200 -h400 -q", d.path());
+    assert_eq!(threads(&v).len(), online.len());
+    let cpus: Vec<Value> = online.iter().map(|c| serde_json::json!(c)).collect();
+    assert_eq!(field(&v, "cpu"), cpus);
+    assert!(field(&v, "priority").iter().all(|p| p == 90), "{}", v["config"]);
+    assert!(field(&v, "interval_ns").iter().all(|i| i == 200_000), "{}", v["config"]);
+    assert!(out.starts_with("# Histogram\n"), "{out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("000")).count(), 400, "{out}");
+    assert!(out.contains("# Max Latencies:"), "{out}");
+    // --smp -p95 -m, and -a -t with -d: thread N on CPU N, intervals 500, 600, ... us
+    let (v, _) = timer_json("--smp -p95 -m -l 20", d.path());
+    assert_eq!(field(&v, "cpu"), cpus);
+    let (v, _) = timer_json("-a -t -i 500 -d 100 -l 20", d.path());
+    assert_eq!(field(&v, "cpu"), cpus);
+    let want: Vec<Value> =
+        (0..online.len()).map(|n| serde_json::json!(500_000 + n * 100_000)).collect();
+    assert_eq!(field(&v, "interval_ns"), want);
+    // -D: a bare number is seconds; -r: relative sleeps; --policy normal is other; -a CPUSET
+    let (v, _) = timer_json("-t 2 -p 80 -i 1000 -D 1", d.path());
+    assert_eq!(v["config"]["duration_ns"], 1_000_000_000u64);
+    assert_eq!(threads(&v).len(), 2);
+    let (v, _) = timer_json("-r -l 20", d.path());
+    assert_eq!(v["config"]["mode"], "rel");
+    let (v, _) = timer_json("--policy=normal -p 0 -l 20", d.path());
+    assert_eq!(field(&v, "policy"), [serde_json::json!("other")]);
+    let last = *online.last().unwrap();
+    let (v, _) = timer_json(&format!("-a {last} -t 2 -l 20"), d.path());
+    assert_eq!(field(&v, "cpu"), [serde_json::json!(last), serde_json::json!(last)]);
+    // what rtlab does not take is one line, exit 2; --help still helps, -h wants its US
+    assert_error(&["timer", "-b", "100"], &["-b"]);
+    assert_error(&["timer", "-h"], &["-h"]);
+    let o = run(&["timer", "--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).contains("-h <US>"), "{}", stdout(&o));
 }

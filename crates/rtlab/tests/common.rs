@@ -55,3 +55,62 @@ impl Drop for Netns {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
     }
 }
+
+/// A child cgroup of the cpu controller, as a systemd service or a CI job runs in (cgroup
+/// v1: /sys/fs/cgroup/cpu/NAME, whose cpu.rt_runtime_us starts at 0 where the kernel has RT
+/// group scheduling; v2: /sys/fs/cgroup/NAME). Whatever runs in it when dropped goes back to
+/// the parent, then it is removed. None on a machine with neither.
+pub struct ChildCgroup {
+    pub dir: std::path::PathBuf,
+    parent_procs: std::path::PathBuf,
+}
+
+impl ChildCgroup {
+    pub fn new(name: &str) -> Option<ChildCgroup> {
+        let root = ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup"]
+            .into_iter()
+            .map(std::path::Path::new)
+            .find(|r| {
+            r.join("cgroup.procs").exists()
+                && (r.join("cpu.shares").exists() || r.join("cgroup.controllers").exists())
+        })?;
+        let dir = root.join(name);
+        let _ = std::fs::create_dir(&dir);
+        dir.join("cgroup.procs")
+            .exists()
+            .then(|| ChildCgroup { dir, parent_procs: root.join("cgroup.procs") })
+    }
+
+    /// Whether a real-time policy is refused in it (RT group scheduling, no runtime given).
+    pub fn refuses_realtime(&self) -> bool {
+        std::fs::read_to_string(self.dir.join("cpu.rt_runtime_us")).is_ok_and(|v| v.trim() == "0")
+    }
+
+    /// rtlab ARGS, started inside it (the process joins it before exec).
+    pub fn rtlab(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(format!("echo $$ > {} && exec \"$@\"", self.dir.join("cgroup.procs").display()))
+            .arg("sh")
+            .arg(env!("CARGO_BIN_EXE_rtlab"))
+            .args(args);
+        let lock = std::env::temp_dir().join(format!("rtlab-test-lock-{}", std::process::id()));
+        c.env("RTLAB_LOCK", lock);
+        c
+    }
+}
+
+impl Drop for ChildCgroup {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            let left = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+            for pid in left.split_whitespace() {
+                let _ = std::fs::write(&self.parent_procs, pid);
+            }
+            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}

@@ -55,6 +55,23 @@ fn root_netns_up_down_and_a_run_between_the_namespaces() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("--so-priority 6"), "{}", stdout(&o));
     assert!(exists(&format!("{n}-a")) && exists(&format!("{n}-b")));
+    // issue 38: `up` returned before the link worked (a program started at once, a Fast DDS
+    // node, never communicated). Now, the moment it returns: both ends RUNNING, no address
+    // tentative (IPv6 link-local included)
+    for side in ["a", "b"] {
+        let ns = format!("{n}-{side}");
+        let ip = |what: &str| {
+            let o = std::process::Command::new("ip")
+                .args(["-n", &ns, "-o", what, "show", "dev", &ns])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        let link = ip("link");
+        assert!(link.contains("LOWER_UP") && link.contains("state UP"), "{link}");
+        let addr = ip("addr");
+        assert!(addr.contains("inet ") && !addr.contains("tentative"), "{addr}");
+    }
     // a second up is refused and changes nothing
     assert_error(&["netns", "up", "--name", &n], &["already exists", "rtlab netns down"]);
 

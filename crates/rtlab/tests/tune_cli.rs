@@ -2,6 +2,8 @@
 //! real as root (`*_root_*` tests; CI runs as root): a held profile, kill -9, `tune restore`,
 //! and a snapshot proving the machine is back as it was found.
 
+mod common;
+use common::ChildCgroup;
 use rtlab_tune::host::{FakeHost, Host, RealHost};
 use rtlab_tune::snapshot;
 use rtlab_tune::testing::{machine, put};
@@ -155,6 +157,48 @@ fn root_tune_check_measures_the_noise_on_the_real_time_cpus() {
     let (code, _, err) = out(rtlab().args(["tune", "check", "--noise", "soon"]));
     assert_eq!((code, err.trim_end().lines().count()), (2, 1), "{err}");
     assert!(err.contains("--noise"), "{err}");
+}
+
+#[test]
+fn root_tune_check_in_a_child_cgroup_prints_every_row() {
+    if !is_root() {
+        eprintln!("skipped: needs root (CI runs as root)");
+        return;
+    }
+    let Some(cg) = ChildCgroup::new(&format!("rtlab-check-{}", std::process::id())) else {
+        eprintln!("skipped: no cpu cgroup controller to make a child cgroup in");
+        return;
+    };
+    let _one = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    // issue 38: in a child cgroup without real-time runtime the noise row's FIFO 80 was
+    // refused and `tune check` ended there (exit 2, no table)
+    let o = cg.rtlab(&["tune", "check", "--noise", "100ms", "--json", "-"]).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let rows = v["checks"].as_array().unwrap();
+    let row = rows.iter().find(|c| c["id"] == "noise").expect("the noise row");
+    let found = row["found"].as_str().unwrap();
+    if cg.refuses_realtime() {
+        assert!(found.contains("other: the kernel refused fifo 80 (EPERM)"), "{row}");
+        assert_ne!(row["status"], "pass", "{row}");
+        let remedy = row["remedy"].as_str().unwrap();
+        assert!(remedy.contains("root cgroup") && remedy.contains("--profile rt-normal"), "{row}");
+        let rt = rows.iter().find(|c| c["id"] == "rt-group-sched").unwrap();
+        assert_eq!(rt["status"], "fail", "{rt}");
+    } else {
+        assert!(found.contains("fifo 80"), "{row}");
+    }
+    // every row in the terminal too
+    let o = cg.rtlab(&["tune", "check", "--noise", "100ms"]).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.lines().any(|l| l.contains("noise (measured)")), "{text}");
+    let row_lines = text
+        .lines()
+        .filter(|l| ["pass ", "warn ", "FAIL ", "info "].iter().any(|w| l.starts_with(w)))
+        .count();
+    assert_eq!(row_lines, rows.len(), "{text}");
 }
 
 #[test]

@@ -19,6 +19,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 pub mod setup;
+pub mod supervise;
 pub mod watch;
 
 /// A lab error as a case's outcome.
@@ -36,17 +37,32 @@ pub struct LiveExecutor {
     trace_dir: std::path::PathBuf,
     /// Progress of the running case (done, planned), for the runner's ETA.
     pub on_progress: Option<Box<dyn FnMut(u64, u64) + Send>>,
+    /// How much longer than planned a case may run before the supervisor stops it (None:
+    /// [`supervise::default_overrun`]).
+    pub overrun: Option<std::time::Duration>,
+    /// Cases that made a namespace pair so far (each pair has a name of its own).
+    pairs: u32,
 }
 
 impl LiveExecutor {
     pub fn new(trace_dir: std::path::PathBuf) -> LiveExecutor {
         let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
-        LiveExecutor { online, trace_dir, on_progress: None }
+        LiveExecutor { online, trace_dir, on_progress: None, overrun: None, pairs: 0 }
     }
+}
 
-    fn run(&mut self, case: &CaseSpec, stop: &Arc<AtomicBool>) -> CaseResult {
+/// One case, on the calling thread (the supervisor's `rtlab-case`).
+fn run_here(
+    online: &[usize],
+    trace_dir: &std::path::Path,
+    on_progress: Option<&mut Box<dyn FnMut(u64, u64) + Send>>,
+    case: &CaseSpec,
+    stop: &Arc<AtomicBool>,
+    pair_name: &str,
+) -> CaseResult {
+    {
         let probe = case.config.clone();
-        let base = case.profile_spec.profile.rt_settings(&self.online, None);
+        let base = case.profile_spec.profile.rt_settings(online, None);
         let rt = probe.rt(&base);
         if let Err(m) = rt.check() {
             return CaseResult::failed(format!("priority: {m}"));
@@ -54,7 +70,7 @@ impl LiveExecutor {
         // network cases (and their traffic) go through two namespaces made for the case
         let pair = if probe.needs_pair() {
             let cfg = rtlab_engines::netns::NetnsConfig {
-                name: format!("rtlab{}", std::process::id() % 100_000),
+                name: pair_name.to_string(),
                 ..Default::default()
             };
             match rtlab_engines::netns::NetnsPair::up(&cfg) {
@@ -86,7 +102,7 @@ impl LiveExecutor {
         let loads = match (&link, &far_spec) {
             // another computer: its own profile, and the traffic's server there
             (Some(l), Some(FarSpec::Ssh { .. })) => {
-                match far_setup(l, case, planned, self.online.len()) {
+                match far_setup(l, case, planned, online.len()) {
                     Ok((near, notes)) => {
                         far_notes = notes;
                         near
@@ -98,7 +114,7 @@ impl LiveExecutor {
                 if link.is_some() {
                     far_notes.push("the far side is a namespace of this machine: the case's profile, applied here, is in force there too".into());
                 }
-                setup::load_configs(&case.load_spec, pair.as_ref(), self.online.len())
+                setup::load_configs(&case.load_spec, pair.as_ref(), online.len())
             }
         };
         let mut setup = match setup::CaseSetup::start_loads(
@@ -114,9 +130,9 @@ impl LiveExecutor {
         let mut ev = crate::evidence::EvidenceOptions::new(1_000_000_000, "");
         ev.counters = case.counters;
         ev.trace_on_spike_ns = case.trace_on_spike_ns;
-        ev.trace_dir = self.trace_dir.clone();
+        ev.trace_dir = trace_dir.to_path_buf();
         let mut noop = |_: u64, _: u64| {};
-        let progress: &mut dyn FnMut(u64, u64) = match self.on_progress.as_mut() {
+        let progress: &mut dyn FnMut(u64, u64) = match on_progress {
             Some(p) => p.as_mut(),
             None => &mut noop,
         };
@@ -136,7 +152,11 @@ impl LiveExecutor {
             progress,
             mlockall_off_by_profile: !rt.mlockall,
         };
-        let mut r = match probe.measure(&mut ctx) {
+        let measured = match test_hang(&ctx.stop) {
+            Some(r) => r,
+            None => probe.measure(&mut ctx),
+        };
+        let mut r = match measured {
             Ok(doc) => CaseResult { document: Some(doc), ..Default::default() },
             Err(e) => case_error(e),
         };
@@ -151,6 +171,9 @@ impl LiveExecutor {
         setup.finish();
         if let Some(d) = r.document.as_mut() {
             watch::seen_into(&seen, d, setup.load_report.as_ref());
+            if let Some(w) = setup.restore_warning() {
+                d.warnings.push(w);
+            }
         }
         if let Some(l) = link {
             let finished = l.finish();
@@ -171,6 +194,30 @@ impl LiveExecutor {
         r.load_report = setup.load_report.take();
         r.profile_report = setup.profile_report.take();
         r
+    }
+}
+
+/// Tests of the supervisor, in debug builds only: `RTLAB_TEST_HANG=spin` makes the case's
+/// measuring thread spin at SCHED_FIFO 1 (where it may) and never end; `livelock` makes it
+/// spin until it is both asked to stop and no longer real-time (a livelock the supervisor's
+/// SCHED_OTHER ends).
+fn test_hang(
+    stop: &Arc<AtomicBool>,
+) -> Option<Result<rtlab_core::schema::ResultDocument, crate::error::LabError>> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    let how = std::env::var("RTLAB_TEST_HANG").ok()?;
+    let _ = rtlab_sys::sched::set_current_policy(rtlab_core::rt::Policy::Fifo, 1);
+    loop {
+        std::hint::spin_loop();
+        let asked = stop.load(std::sync::atomic::Ordering::Relaxed);
+        // the kernel's policy of this thread (glibc's pthread_getschedparam answers what it
+        // last set itself, not what the supervisor set since)
+        let other = rtlab_sys::tune_sys::sched_get(0).is_ok_and(|(p, _)| p & 0xff == 0);
+        if how == "livelock" && asked && other {
+            return Some(Err(crate::error::LabError::Failed("(test) the livelock ended".into())));
+        }
     }
 }
 
@@ -205,11 +252,8 @@ fn far_setup(
 }
 
 impl CaseExecutor for LiveExecutor {
+    /// The case on a thread of its own under the supervisor (a panic is a failed case).
     fn run_case(&mut self, case: &CaseSpec, stop: &Arc<AtomicBool>) -> CaseResult {
-        let outcome =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run(case, stop)));
-        outcome.unwrap_or_else(|_| {
-            CaseResult::failed("the case panicked (a bug in rtlab: please report it)")
-        })
+        supervise::run(self, case, stop)
     }
 }

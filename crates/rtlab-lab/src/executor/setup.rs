@@ -97,6 +97,10 @@ pub fn far_load_configs(
 pub struct CaseSetup {
     loads: Vec<RunningLoad>,
     session: Option<Session<'static>>,
+    /// This process's threads and their policies before the case: the case's real-time
+    /// policies are its own, put back before its profile (a task moved out of a child cgroup
+    /// for FIFO cannot go back while one of its threads is still real-time).
+    threads: rtlab_sys::tune_sys::OwnThreads,
     pub load_report: Option<serde_json::Value>,
     pub profile_report: Option<serde_json::Value>,
 }
@@ -130,6 +134,7 @@ impl CaseSetup {
         planned: Duration,
     ) -> Result<CaseSetup, LabError> {
         let mut s = CaseSetup::default();
+        s.threads = rtlab_sys::tune_sys::OwnThreads::now();
         let limit = rtlab_load::max_duration_for(planned);
         for cfg in loads {
             let mut l = RunningLoad::start(&cfg, Some(limit)).map_err(load_error)?;
@@ -140,6 +145,12 @@ impl CaseSetup {
         }
         let target = rtlab_tune::profile::Target { rt_cpu, nic: None, netns: None, pids };
         let journal = std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL);
+        // what this rtlab's previous case could not put back (warned there) is tried again
+        // now that its threads are back to their policies; what still fails refuses the case
+        let own = std::process::id() as i32;
+        if rtlab_tune::journal::pending(journal).is_some_and(|p| p.pid == own) {
+            let _ = rtlab_tune::journal::restore_journal(crate::host::host(), journal);
+        }
         let user = BTreeMap::from([(profile.name.clone(), profile.profile.clone())]);
         let (session, outcomes) = rtlab_tune::profile::apply_profile(
             crate::host::host(),
@@ -159,16 +170,54 @@ impl CaseSetup {
 
     /// The measurement is over: put the profile back, stop the load, keep what it achieved.
     pub fn finish(&mut self) {
+        if super::supervise::abandoned() {
+            // left behind by the supervisor, which put the machine back itself (the journal
+            // may hold a later case's changes by now): touch nothing
+            if let Some(s) = self.session.take() {
+                std::mem::forget(s);
+            }
+            for l in self.loads.drain(..) {
+                std::mem::forget(l);
+            }
+            return;
+        }
         if let Some(mut session) = self.session.take() {
+            let (_, refused) = rtlab_sys::tune_sys::restore_own_threads(&self.threads);
             let r = session.restore();
             if let Some(p) = self.profile_report.as_mut() {
                 p["restored"] = serde_json::json!(r.is_clean());
+                let mut failed: Vec<String> =
+                    r.failed.iter().map(|(what, e)| format!("{what}: {e}")).collect();
+                failed.extend(refused.iter().map(|(tid, e)| {
+                    format!("thread {tid}: its policy before the case could not be put back: {e}")
+                }));
+                if !failed.is_empty() {
+                    p["restore_failed"] = serde_json::json!(failed);
+                }
             }
         }
         let reports: Vec<_> = self.loads.drain(..).map(|l| l.stop()).collect();
         if !reports.is_empty() {
             self.load_report = serde_json::to_value(&reports).ok();
         }
+    }
+}
+
+impl CaseSetup {
+    /// What the case's profile could not put back, as a warning of the case (the journal
+    /// keeps it: `tune show` lists it, the next case or `tune restore` tries again).
+    pub fn restore_warning(&self) -> Option<rtlab_core::schema::Warning> {
+        let p = self.profile_report.as_ref()?;
+        let failed = p["restore_failed"].as_array()?;
+        let list: Vec<&str> = failed.iter().filter_map(|f| f.as_str()).collect();
+        Some(rtlab_core::schema::Warning {
+            code: "profile-not-restored".into(),
+            message: format!(
+                "profile {}: not everything was put back after the case: {} (`rtlab tune show` lists what is still in force; `rtlab tune restore` tries again)",
+                p["profile"].as_str().unwrap_or("?"),
+                list.join("; ")
+            ),
+        })
     }
 }
 

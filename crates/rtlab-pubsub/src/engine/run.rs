@@ -50,7 +50,9 @@ pub fn run_with(
     if let Some(f) = far {
         check_far_placement(cfg, f)?;
     }
-    // middleware threads are created after this, so they inherit the policy
+    // middleware threads are created after this, so they inherit the policy; the calling
+    // thread gets its own back when the run ends
+    let _policy_back = rtlab_sys::tune_sys::PolicyBack::now();
     cfg.rt.apply_policy_here().map_err(ProbeError::Rt)?;
     let mut spec = near_spec(cfg, far)?;
     let private_netns = enter_private_netns(cfg, far, &mut spec)?;

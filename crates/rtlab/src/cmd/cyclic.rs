@@ -59,9 +59,9 @@ impl CyclicArgs {
 pub fn run(a: CyclicArgs) -> anyhow::Result<u8> {
     let cfg: CyclicProbeConfig =
         from_table(&a.table()).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
-    let engine = cfg
-        .engine(&cfg.rt.over(&cyclic::default_rt()))
-        .map_err(|e| anyhow::anyhow!(e.cli_text()))?;
+    let profile = super::command_profile(&a.rt)?;
+    let base = super::rt_base(profile.as_ref(), cyclic::default_rt());
+    let engine = cfg.engine(&cfg.rt.over(&base)).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
     if let Some(p) = &a.out.json {
         check_writable(p, "--json")?;
     }
@@ -69,6 +69,7 @@ pub fn run(a: CyclicArgs) -> anyhow::Result<u8> {
     let quiet = a.out.is_quiet();
     let _lock = super::machine_lock("rtlab cyclic", true)?;
     super::journal_warning(quiet);
+    let applied = super::apply_profile(profile.as_ref(), &cfg, &base, quiet)?;
     if !quiet {
         println!(
             "rtlab cyclic: {} thread{}, every {}, job {}, {} {}",
@@ -82,11 +83,12 @@ pub fn run(a: CyclicArgs) -> anyhow::Result<u8> {
     }
     let progress = Progress::new(0, "cyclic", quiet);
     let mut on_progress = progress.callback();
-    let mut ctx = Context::new(cyclic::default_rt(), stop, &mut on_progress);
+    let mut ctx = Context::new(base, stop, &mut on_progress);
     ctx.evidence = a.evidence.options()?;
     let measured = cyclic::measure(&cfg, &mut ctx);
     progress.finish();
-    let (doc, outcome, _) = measured.map_err(super::lab_error)?;
+    let (mut doc, outcome, _) = measured.map_err(super::lab_error)?;
+    super::finish_profile(applied, &mut doc, quiet);
     if let Some(p) = &a.out.json {
         write_json(&doc, p)?;
     }

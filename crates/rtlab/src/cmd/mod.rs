@@ -38,6 +38,73 @@ pub fn duration_flag(flag: &str, v: &str) -> anyhow::Result<i64> {
     rtlab_core::units::parse_duration(v).map(|n| n.0).map_err(|e| anyhow::anyhow!("{flag}: {e}"))
 }
 
+/// A probe command's `--profile NAME`, resolved before anything runs (a bad name: exit 2).
+pub fn command_profile(
+    rt: &crate::args::RtArgs,
+) -> anyhow::Result<Option<rtlab_lab::command_profile::CommandProfile>> {
+    rt.profile
+        .as_deref()
+        .map(rtlab_lab::command_profile::CommandProfile::resolve)
+        .transpose()
+        .map_err(lab_error)
+}
+
+/// The real-time settings a probe's flags go over: the profile's, else the probe's default.
+pub fn rt_base(
+    profile: Option<&rtlab_lab::command_profile::CommandProfile>,
+    default: rtlab_core::rt::RtSettings,
+) -> rtlab_core::rt::RtSettings {
+    profile.map(|p| p.base()).unwrap_or(default)
+}
+
+/// Apply the profile for the probe's run (once the machine is this command's), saying its
+/// steps unless quiet; put back when the returned guard is finished or dropped.
+pub fn apply_profile(
+    profile: Option<&rtlab_lab::command_profile::CommandProfile>,
+    probe: &dyn rtlab_lab::probe::Probe,
+    base: &rtlab_core::rt::RtSettings,
+    quiet: bool,
+) -> anyhow::Result<Option<rtlab_lab::command_profile::Applied>> {
+    apply_profile_for(profile, probe.pins_process(), &probe.rt(base), quiet)
+}
+
+/// [`apply_profile`] for what is not a probe (the reflector): its process pinned or not,
+/// its threads' settings.
+pub fn apply_profile_for(
+    profile: Option<&rtlab_lab::command_profile::CommandProfile>,
+    pins_process: bool,
+    rt: &rtlab_core::rt::RtSettings,
+    quiet: bool,
+) -> anyhow::Result<Option<rtlab_lab::command_profile::Applied>> {
+    let Some(p) = profile else { return Ok(None) };
+    let applied = p.apply(pins_process, rt).map_err(lab_error)?;
+    if !quiet {
+        println!("profile {} (journaled, put back when the run ends):", p.name());
+        for l in applied.lines() {
+            println!("  {l}");
+        }
+    }
+    Ok(Some(applied))
+}
+
+/// Put the profile back: what it did goes into the document (`config.profile`), and a
+/// warning when something could not be put back.
+pub fn finish_profile(
+    applied: Option<rtlab_lab::command_profile::Applied>,
+    doc: &mut rtlab_core::schema::ResultDocument,
+    quiet: bool,
+) {
+    let Some(a) = applied else { return };
+    let (report, warning) = a.finish();
+    if !quiet && warning.is_none() {
+        println!("profile {}: put back", report["profile"].as_str().unwrap_or("?"));
+    }
+    if let Some(obj) = doc.config.as_object_mut() {
+        obj.insert("profile".into(), report);
+    }
+    doc.warnings.extend(warning);
+}
+
 /// A lab error as the CLI says it (a field named as its flag).
 pub fn lab_error(e: rtlab_lab::error::LabError) -> anyhow::Error {
     match e {

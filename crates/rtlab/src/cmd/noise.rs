@@ -64,9 +64,9 @@ impl NoiseArgs {
 pub fn run(a: NoiseArgs) -> anyhow::Result<u8> {
     let cfg: NoiseProbeConfig =
         from_table(&a.table()).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
-    let engine = cfg
-        .engine(&cfg.rt.over(&noise::default_rt()))
-        .map_err(|e| anyhow::anyhow!(e.cli_text()))?;
+    let profile = super::command_profile(&a.rt)?;
+    let base = super::rt_base(profile.as_ref(), noise::default_rt());
+    let engine = cfg.engine(&cfg.rt.over(&base)).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
     if let Some(p) = &a.out.json {
         check_writable(p, "--json")?;
     }
@@ -78,6 +78,7 @@ pub fn run(a: NoiseArgs) -> anyhow::Result<u8> {
         // said before anything else (measure says the same, for scenarios)
         noise::tracer_mode(rtlab_lab::host::host(), t).map_err(super::lab_error)?;
     }
+    let applied = super::apply_profile(profile.as_ref(), &cfg, &base, quiet)?;
     if !quiet && cfg.tracer.is_some() {
         println!(
             "rtlab noise: CPU{} {}, the kernel's {} tracer, noise above {}, {}",
@@ -100,11 +101,12 @@ pub fn run(a: NoiseArgs) -> anyhow::Result<u8> {
     }
     let progress = Progress::new(0, "noise", quiet);
     let mut on_progress = progress.callback();
-    let mut ctx = Context::new(noise::default_rt(), stop, &mut on_progress);
+    let mut ctx = Context::new(base, stop, &mut on_progress);
     ctx.evidence = a.evidence.options()?;
     let measured = noise::measure(&cfg, &mut ctx);
     progress.finish();
-    let (doc, _, _) = measured.map_err(super::lab_error)?;
+    let (mut doc, _, _) = measured.map_err(super::lab_error)?;
+    super::finish_profile(applied, &mut doc, quiet);
     if let Some(p) = &a.out.json {
         write_json(&doc, p)?;
     }

@@ -203,9 +203,13 @@ fn short_len(participants: &[String]) -> usize {
 /// Measure one live topic and print / write what it did.
 fn measure(a: &ObserveArgs, cfg: &ObserveProbeConfig) -> anyhow::Result<u8> {
     use rtlab_core::units::{format_duration_exact, Nanos};
+    let profile = super::command_profile(&a.rt)?;
+    let base = super::rt_base(profile.as_ref(), observe::default_rt());
     let stop = super::stop_flag()?;
     // no machine lock: observing listens to traffic others make (an rtlab publisher by
-    // hand holds the lock while it runs)
+    // hand holds the lock while it runs); a --profile is refused by the journal while
+    // another rtlab's is in force
+    let applied = super::apply_profile(profile.as_ref(), cfg, &base, a.quiet)?;
     if !a.quiet {
         println!(
             "rtlab observe: {} in domain {} for {}{}",
@@ -219,10 +223,11 @@ fn measure(a: &ObserveArgs, cfg: &ObserveProbeConfig) -> anyhow::Result<u8> {
         );
     }
     let mut noop = |_: u64, _: u64| {};
-    let mut ctx = Context::new(observe::default_rt(), stop, &mut noop);
+    let mut ctx = Context::new(base, stop, &mut noop);
     ctx.evidence = a.evidence.options()?;
-    let observe::Observed { doc, outcome: o } =
+    let observe::Observed { mut doc, outcome: o } =
         observe::measure(cfg, &mut ctx).map_err(super::lab_error)?;
+    super::finish_profile(applied, &mut doc, a.quiet);
     if let Some(p) = &a.json {
         crate::document::write_json(&doc, p)?;
     }

@@ -251,9 +251,9 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
         return Ok(rtlab_pubsub::engine::apart::engine_main(json).clamp(0, 255) as u8);
     }
     let cfg = config_of(&a)?;
-    let engine = cfg
-        .engine(&cfg.rt.over(&pubsub::default_rt()))
-        .map_err(|e| anyhow::anyhow!(e.cli_text()))?;
+    let profile = super::command_profile(&a.rt)?;
+    let base = super::rt_base(profile.as_ref(), pubsub::default_rt());
+    let engine = cfg.engine(&cfg.rt.over(&base)).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
     if let Some(p) = &a.out.json {
         check_writable(p, "--json")?;
     }
@@ -264,6 +264,7 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
     let peer_by_hand = matches!(cfg.role, Some(HandRole::Pong | HandRole::Sub));
     let _lock = if peer_by_hand { None } else { super::machine_lock("rtlab pubsub", true)? };
     super::journal_warning(quiet);
+    let applied = super::apply_profile(profile.as_ref(), &cfg, &base, quiet)?;
     let progress = Progress::new(0, "pubsub", quiet);
     let mut said = false;
     let mut on_progress = |done: u64, total: u64| {
@@ -275,11 +276,12 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
         progress.set_len_once(total);
         progress.set(done);
     };
-    let mut ctx = Context::new(pubsub::default_rt(), stop, &mut on_progress);
+    let mut ctx = Context::new(base, stop, &mut on_progress);
     ctx.evidence = a.evidence.options()?;
     let measured = pubsub::measure(&cfg, &mut ctx);
     progress.finish();
-    let (doc, outcome, engine) = measured.map_err(super::lab_error)?;
+    let (mut doc, outcome, engine) = measured.map_err(super::lab_error)?;
+    super::finish_profile(applied, &mut doc, quiet);
     if let Some(path) = &a.out.json {
         write_json(&doc, path)?;
     }

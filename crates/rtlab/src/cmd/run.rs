@@ -58,6 +58,11 @@ pub struct RunArgs {
     /// Write the run as JUnit XML to FILE (a testcase per case and gate), for CI.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<String>,
+    /// How much longer than its plan a case may run before it is stopped; one that does not
+    /// end then is left behind as `hung`, the machine put back, and the run goes on
+    /// [60s + half the case's plan].
+    #[arg(long, value_name = "DURATION")]
+    pub overrun: Option<String>,
 }
 
 /// Read a scenario: a preset by name, else a file.
@@ -114,6 +119,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
         planned = scenario.cases().iter().map(|c| c.name.clone()).collect();
     }
     let gates = gates_of(&a.gate, &scenario, &planned)?;
+    let overrun = a
+        .overrun
+        .as_deref()
+        .map(|v| super::duration_flag("--overrun", v))
+        .transpose()?
+        .map(|ns| std::time::Duration::from_nanos(ns.max(0) as u64));
     if a.dry_run {
         print_dry_run(&scenario, scale);
         for g in &gates {
@@ -163,6 +174,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
     // traces around spikes are kept next to the store
     let trace_dir = rtlab_lab::store_sink::local_dir(&a.db);
     let mut exec = LiveExecutor::new(trace_dir.clone());
+    exec.overrun = overrun;
     // a case the store cannot take is kept in memory, tried again, then kept in a file: next
     // to the store, else in the temporary directory, else here
     let keeping =
@@ -438,6 +450,10 @@ impl RunProgress for TermProgress {
             CaseStatus::Failed { error } => {
                 self.failed += 1;
                 format!("failed: {error}")
+            }
+            CaseStatus::Hung { error } => {
+                self.failed += 1;
+                format!("hung: {error}")
             }
             CaseStatus::Skipped { reason } => {
                 self.skipped += 1;

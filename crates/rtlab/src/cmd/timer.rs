@@ -17,24 +17,49 @@ use std::io::IsTerminal;
 
 #[derive(Args, Debug)]
 #[command(
-    mut_arg("duration", |a| a.help("How long to measure (e.g. 30s, 5m) [30s unless --loops is given]")),
+    // cyclictest's -h is its histogram: help is --help only
+    disable_help_flag = true,
+    mut_arg("duration", |a| a.help("How long to measure (30s, 5m; a bare number is seconds and 2d is days, as cyclictest's -D) [30s unless --loops is given]")),
     mut_arg("count", |a| a
         .long("loops")
         .alias("count")
         .value_name("LOOPS")
         .help("How many slots per thread (skipped slots count: the run ends on time)")),
     mut_arg("deadline", |a| a.help("Samples above this are missed deadlines [the thread's interval]")),
+    mut_arg("cpu_dma_latency", |a| a.alias("latency")),
 )]
 pub struct TimerArgs {
-    /// Number of measuring threads [1].
-    #[arg(long, short = 't')]
-    pub threads: Option<i64>,
-    /// Interval with a unit (250us, 1ms) [1ms]. A comma list gives one per thread.
+    /// Number of measuring threads [1]; -t alone: one per online CPU (as cyclictest).
+    #[arg(long, short = 't', num_args = 0..=1, default_missing_value = "", value_name = "NUM")]
+    pub threads: Option<String>,
+    /// Interval (250us, 1ms; a bare number is microseconds, as cyclictest's -i) [1ms]. A
+    /// comma list gives one per thread.
     #[arg(long, short = 'i', value_delimiter = ',')]
     pub interval: Vec<String>,
-    /// Added to the interval of each further thread (cyclictest -d), e.g. 500us.
+    /// Added to the interval of each further thread (500us; a bare number is microseconds,
+    /// as cyclictest's -d).
     #[arg(long, short = 'd')]
     pub distance: Option<String>,
+    /// Pin the threads to CPUSET in turn (as --cpus); -a alone: thread N on CPU N (as
+    /// cyclictest's -a).
+    #[arg(long, short = 'a', num_args = 0..=1, default_missing_value = "", value_name = "CPUSET", conflicts_with = "cpus")]
+    pub affinity: Option<String>,
+    /// One thread per online CPU, thread N on CPU N, all at one priority (cyclictest's -S).
+    #[arg(long, short = 'S', conflicts_with_all = ["threads", "affinity", "cpus"])]
+    pub smp: bool,
+    /// Relative sleeps: --mode rel (cyclictest's -r).
+    #[arg(long, short = 'r', conflicts_with = "mode")]
+    pub relative: bool,
+    /// Accepted for cyclictest's command lines: memory is locked by default (--no-mlockall
+    /// turns it off).
+    #[arg(long, short = 'm', conflicts_with = "no_mlockall")]
+    pub mlockall: bool,
+    /// Accepted for cyclictest's command lines: clock_nanosleep is what rtlab waits with.
+    #[arg(long, short = 'n')]
+    pub nanosleep: bool,
+    /// Print help.
+    #[arg(long, action = clap::ArgAction::Help)]
+    pub help: Option<bool>,
     /// How the timer waits [abs]: abs (clock_nanosleep TIMER_ABSTIME on a grid), rel
     /// (relative sleeps to the expected time; signed error), or a ROS timer model: oneshot
     /// (S4's one-shot test on roscpp: a re-armed one-shot timer, reference read after
@@ -49,7 +74,7 @@ pub struct TimerArgs {
     #[command(flatten)]
     pub out: crate::args::OutputArgs,
     /// Write a cyclictest -h format histogram (1 us bins) to this file.
-    #[arg(long)]
+    #[arg(long, alias = "histfile")]
     pub histogram_file: Option<String>,
     /// Range of the cyclictest-format histogram (its -h N, as a duration) [1000us].
     #[arg(long)]
@@ -57,25 +82,81 @@ pub struct TimerArgs {
     /// Stream every raw sample (CSV: stream,index,at_ns,value_ns) to this file.
     #[arg(long)]
     pub raw_file: Option<String>,
-    /// Print a terminal histogram of each thread.
-    #[arg(long)]
-    pub histogram: bool,
+    /// Print a terminal histogram of each thread; --histogram=US: cyclictest's histogram
+    /// instead (as -h US).
+    #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "US")]
+    pub histogram: Option<String>,
+    /// The cyclictest-format histogram (1 us bins up to US; a bare number is microseconds) on
+    /// stdout after the run, as cyclictest's -h US (also with -q).
+    #[arg(short = 'h', value_name = "US", conflicts_with = "histogram")]
+    pub h: Option<String>,
     #[command(flatten)]
     pub evidence: EvidenceArgs,
 }
 
 impl TimerArgs {
     /// The flags given, as the probe's table (every default lives in the configuration).
-    pub fn table(&self) -> toml::Table {
+    pub fn table(&self) -> anyhow::Result<toml::Table> {
+        let online = rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0;
+        let threads = match self.threads.as_deref() {
+            _ if self.smp => Some(online.len() as i64),
+            Some("") => Some(online.len() as i64),
+            Some(n) => Some(n.parse().map_err(|_| {
+                anyhow::anyhow!("--threads {n}: not a number of threads (-t alone: one per CPU)")
+            })?),
+            None => None,
+        };
+        let mut rt = self.rt.clone();
+        match self.affinity.as_deref() {
+            _ if self.smp => rt.cpus = Some(rtlab_tune::cpu_list(&online)),
+            Some("") => rt.cpus = Some(rtlab_tune::cpu_list(&online)),
+            Some(set) => rt.cpus = Some(set.to_string()),
+            None => {}
+        }
+        let mut measure = self.measure.clone();
+        measure.duration = measure.duration.as_deref().map(cyclictest_duration);
+        let histogram_max = match self.cyclictest_us() {
+            Some(us) => Some(micros(us)),
+            None => self.histogram_max.clone(),
+        };
+        let mode = if self.relative { Some("rel".to_string()) } else { self.mode.clone() };
         let mut t = rtlab_lab::config::FlagTable::default();
-        t.int("threads", self.threads)
-            .list("interval", &self.interval)
-            .str("distance", &self.distance)
-            .str("mode", &self.mode)
-            .str("histogram_max", &self.histogram_max);
-        self.measure.fill(&mut t);
-        self.rt.fill(&mut t);
-        t.take()
+        t.int("threads", threads)
+            .list("interval", &self.interval.iter().map(|i| micros(i)).collect::<Vec<_>>())
+            .str("distance", &self.distance.as_deref().map(micros))
+            .str("mode", &mode)
+            .str("histogram_max", &histogram_max);
+        measure.fill(&mut t);
+        rt.fill(&mut t);
+        Ok(t.take())
+    }
+
+    /// `-h US` (or `--histogram=US`): the cyclictest-format histogram on stdout, up to US.
+    fn cyclictest_us(&self) -> Option<&str> {
+        self.h.as_deref().or(self.histogram.as_deref().filter(|h| !h.is_empty()))
+    }
+
+    fn cyclictest_histogram(&self) -> bool {
+        self.cyclictest_us().is_some()
+    }
+}
+
+/// A bare number is microseconds (cyclictest's -i, -d, -h); anything else as given.
+fn micros(v: &str) -> String {
+    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        format!("{v}us")
+    } else {
+        v.to_string()
+    }
+}
+
+/// cyclictest's -D: a bare number is seconds, `d` is days; anything else as given.
+fn cyclictest_duration(v: &str) -> String {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match v.strip_suffix('d') {
+        Some(n) if digits(n) => format!("{}h", n.parse::<u64>().unwrap_or(u64::MAX / 24) * 24),
+        _ if digits(v) => format!("{v}s"),
+        _ => v.to_string(),
     }
 }
 
@@ -86,17 +167,23 @@ const LOOPS: &[(&str, &str)] = &[("count", "--loops")];
 /// scenario's `[[probe]] kind = "timer"`).
 pub fn config_of(a: &TimerArgs) -> anyhow::Result<TimerProbeConfig> {
     let mut cfg: TimerProbeConfig =
-        from_table(&a.table()).map_err(|e| anyhow::anyhow!(e.cli_text_as(LOOPS)))?;
-    cfg.histogram_file = a.histogram_file.is_some();
+        from_table(&a.table()?).map_err(|e| anyhow::anyhow!(e.cli_text_as(LOOPS)))?;
+    cfg.histogram_file = a.histogram_file.is_some() || a.cyclictest_histogram();
     cfg.raw_file = a.raw_file.clone();
     Ok(cfg)
 }
 
 pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
     let cfg = config_of(&a)?;
-    let engine = cfg
-        .engine(&cfg.rt.over(&timer::default_rt()))
-        .map_err(|e| anyhow::anyhow!(e.cli_text_as(LOOPS)))?;
+    let profile = super::command_profile(&a.rt)?;
+    let base = super::rt_base(profile.as_ref(), timer::default_rt());
+    let engine =
+        cfg.engine(&cfg.rt.over(&base)).map_err(|e| anyhow::anyhow!(e.cli_text_as(LOOPS)))?;
+    if a.cyclictest_histogram() && a.out.json.as_deref() == Some("-") {
+        anyhow::bail!(
+            "-h: the histogram goes to stdout, as the JSON of --json - would: give --json a file"
+        );
+    }
     for (path, flag) in [
         (&a.out.json, "--json"),
         (&a.histogram_file, "--histogram-file"),
@@ -110,22 +197,24 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
     let quiet = a.out.is_quiet();
     let _lock = super::machine_lock("rtlab timer", true)?;
     super::journal_warning(quiet);
+    let applied = super::apply_profile(profile.as_ref(), &cfg, &base, quiet)?;
     if !quiet {
         println!("{}", headline(&engine));
     }
     let progress = Progress::new(0, "timer", quiet);
     let mut on_progress = progress.callback();
-    let mut ctx = Context::new(timer::default_rt(), stop, &mut on_progress);
+    let mut ctx = Context::new(base, stop, &mut on_progress);
     ctx.evidence = a.evidence.options()?;
     let measured = timer::measure(&cfg, &mut ctx);
     progress.finish();
-    let (doc, outcome, engine) = measured.map_err(super::lab_error)?;
+    let (mut doc, outcome, engine) = measured.map_err(super::lab_error)?;
+    super::finish_profile(applied, &mut doc, quiet);
 
     // outputs that keep what was measured come first
     if let Some(path) = &a.out.json {
         write_json(&doc, path)?;
     }
-    if let Some(path) = &a.histogram_file {
+    let histogram = || {
         let hists: Vec<_> =
             outcome.threads.iter().filter_map(|t| t.latency.us_histogram.as_ref()).collect();
         let footers: Vec<_> = outcome
@@ -140,18 +229,30 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
                 }
             })
             .collect();
-        write_text(&cyclictest::render(&hists, &footers), path)
-            .with_context(|| format!("--histogram-file {path}"))?;
+        cyclictest::render(&hists, &footers)
+    };
+    if let Some(path) = &a.histogram_file {
+        write_text(&histogram(), path).with_context(|| format!("--histogram-file {path}"))?;
     }
     if !quiet {
         let color = std::io::stdout().is_terminal();
         let metric = engine.mode.metric().replace('_', " ");
-        let text =
-            summary::timer::render(&doc, &metric, engine.mode.definition(), a.histogram, color);
+        let terminal_histogram = a.histogram.as_deref() == Some("");
+        let text = summary::timer::render(
+            &doc,
+            &metric,
+            engine.mode.definition(),
+            terminal_histogram,
+            color,
+        );
         print!("{text}");
         for w in &doc.warnings {
             eprintln!("warning: {}", w.message);
         }
+    }
+    // -h US: cyclictest's histogram on stdout after the run, also with -q (as cyclictest)
+    if a.cyclictest_histogram() {
+        print!("{}", histogram());
     }
     super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
     super::print_cost(&doc, quiet);
@@ -177,4 +278,19 @@ fn headline(cfg: &TimerConfig) -> String {
         intervals.join(","),
         length
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{cyclictest_duration, micros};
+
+    #[test]
+    fn bare_numbers_take_cyclictests_units() {
+        assert_eq!(micros("200"), "200us");
+        assert_eq!(micros("1ms"), "1ms");
+        assert_eq!(cyclictest_duration("90"), "90s");
+        assert_eq!(cyclictest_duration("2d"), "48h");
+        assert_eq!(cyclictest_duration("5m"), "5m");
+        assert_eq!(cyclictest_duration("xd"), "xd");
+    }
 }

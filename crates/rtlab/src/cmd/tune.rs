@@ -3,6 +3,7 @@
 
 use super::{duration_flag, stop_flag};
 use clap::{Args, Subcommand};
+use rtlab_sys::SysError;
 use rtlab_tune::check::{counts, run_checks, Status};
 use rtlab_tune::host::{FakeHost, Host, RealHost};
 use rtlab_tune::journal::{pending, read_journal, restore_journal, DEFAULT_JOURNAL};
@@ -183,28 +184,54 @@ fn measured_noise(duration_ns: i64) -> anyhow::Result<rtlab_tune::check::Check> 
     } else {
         "the isolated CPUs"
     };
-    let fifo = rtlab_sys::sched::may_use_realtime();
-    let rt = rtlab_core::rt::RtSettings {
+    let mut fifo = rtlab_sys::sched::may_use_realtime();
+    let rt_of = |fifo: bool| rtlab_core::rt::RtSettings {
         policy: if fifo { rtlab_core::rt::Policy::Fifo } else { rtlab_core::rt::Policy::Other },
         priority: if fifo { 80 } else { 0 },
         cpus: None,
         mlockall: fifo,
     };
+    // FIFO refused although the process may use it (a cgroup without real-time runtime):
+    // measured at SCHED_OTHER, and said with the kernel's reason and its fix
+    let mut refused: Option<(String, String)> = None;
     let stop = stop_flag()?;
     let mut parts = Vec::new();
     let (mut worst_max, mut worst_pct) = (0i64, 0f64);
     for &cpu in &cpus {
-        let cfg = rtlab_engines::noise::NoiseConfig {
+        let cfg = |fifo: bool| rtlab_engines::noise::NoiseConfig {
             cpus: vec![cpu],
-            rt: rt.clone(),
+            rt: rt_of(fifo),
             threshold_ns: 1_000,
             duration_ns,
             window_ns: duration_ns.min(1_000_000_000),
             stack_prefault_bytes: 64 << 10,
             cpu_dma_latency_us: None,
         };
-        let out = rtlab_engines::noise::run(&cfg, stop.clone(), |_, _| {})
-            .map_err(|e| anyhow::anyhow!("tune check: measuring the noise on CPU {cpu}: {e}"))?;
+        let mut ran = rtlab_engines::noise::run(&cfg(fifo), stop.clone(), |_, _| {});
+        if let Err(rtlab_engines::noise::NoiseError::Sys(SysError::RtRefused {
+            policy,
+            priority,
+            cause,
+            fix,
+        })) = &ran
+        {
+            refused = Some((
+                format!("the kernel refused {policy} {priority} (EPERM){cause}"),
+                fix.clone(),
+            ));
+            fifo = false;
+            ran = rtlab_engines::noise::run(&cfg(false), stop.clone(), |_, _| {});
+        }
+        let out = match ran {
+            Ok(o) => o,
+            Err(e) => {
+                return Ok(row(
+                    Status::Fail,
+                    format!("not measured: on CPU {cpu}: {e}"),
+                    "see the error; `rtlab noise --cpus N` measures one CPU with its own flags",
+                ))
+            }
+        };
         for t in &out.threads {
             let max = t.gaps.summary().max_ns.unwrap_or(0);
             let pct = 100.0 * t.stolen_ns as f64 / t.measured_ns.max(1) as f64;
@@ -223,17 +250,24 @@ fn measured_noise(duration_ns: i64) -> anyhow::Result<rtlab_tune::check::Check> 
     }
     let status = if worst_max >= 1_000_000 {
         Status::Fail
-    } else if worst_max >= 50_000 || worst_pct >= 0.1 {
+    } else if worst_max >= 50_000 || worst_pct >= 0.1 || refused.is_some() {
         Status::Warn
     } else {
         Status::Pass
     };
+    let policy = match &refused {
+        Some((why, _)) => format!("other: {why}"),
+        None if fifo => "fifo 80".into(),
+        None => "other: no real-time privilege".into(),
+    };
     let found = format!(
-        "{} ({which}, {} each, {}, gaps above 1 us)",
+        "{} ({which}, {} each, {policy}, gaps above 1 us)",
         parts.join("; "),
         rtlab_core::units::format_duration_exact(rtlab_core::units::Nanos(duration_ns)),
-        if fifo { "fifo 80" } else { "other: no real-time privilege" }
     );
+    if let Some((_, fix)) = refused {
+        return Ok(row(status, found, &fix));
+    }
     Ok(row(
         status,
         found,

@@ -307,7 +307,7 @@ pub fn reflect_config(a: &ReflectArgs) -> anyhow::Result<UdpReflectConfig> {
         duration_ns: a.duration.as_deref().map(|d| positive("--duration", d)).transpose()?,
         count: a.count,
         window_ns: positive("--window", &a.window)?,
-        rt: reflect_rt(a)?,
+        rt: reflect_rt(a, &udp::default_rt())?,
         socket: {
             let mut t = FlagTable::default();
             a.sock.fill(&mut t);
@@ -322,24 +322,32 @@ pub fn reflect_config(a: &ReflectArgs) -> anyhow::Result<UdpReflectConfig> {
     })
 }
 
-/// The reflector's real-time settings: its flags over SCHED_FIFO 80 (one thread).
-fn reflect_rt(a: &ReflectArgs) -> anyhow::Result<RtSettings> {
+/// The reflector's real-time settings: its flags over `base` (SCHED_FIFO 80, or the
+/// profile's), one thread.
+fn reflect_rt(a: &ReflectArgs, base: &RtSettings) -> anyhow::Result<RtSettings> {
     let mut t = FlagTable::default();
     a.rt.fill(&mut t);
     let f: RtFields = read_table(&t.take()).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
-    let rt = f.over(&udp::default_rt());
+    let rt = f.over(base);
     rt.check().map_err(|m| anyhow::anyhow!("--priority: {m}"))?;
     Ok(RtSettings { cpus: rt.cpu_of(0).map(|c| vec![c]), ..rt })
 }
 
 fn reflect(a: ReflectArgs) -> anyhow::Result<u8> {
     let mut cfg = reflect_config(&a)?;
+    let profile = super::command_profile(&a.rt)?;
+    if let Some(p) = &profile {
+        cfg.rt = reflect_rt(&a, &p.base())?;
+    }
     if let Some(p) = &a.json {
         check_writable(p, "--json")?;
     }
     let evidence = a.evidence.options()?;
     let stop = stop_flag()?;
     let quiet = a.quiet || a.json.as_deref() == Some("-");
+    // no machine lock (a reflector answers a ping that holds it); a --profile is refused by
+    // the journal while another rtlab's is in force
+    let applied = super::apply_profile_for(profile.as_ref(), true, &cfg.rt, quiet)?;
     let json_to_stdout = a.json.as_deref() == Some("-");
     let netns = cfg.netns.clone();
     let on_listening = |addr: &str| {
@@ -354,11 +362,12 @@ fn reflect(a: ReflectArgs) -> anyhow::Result<u8> {
             let _ = out.flush();
         }
     };
-    let udp::ReflectRun { doc, outcome } = udp::reflect(&mut cfg, evidence, stop, on_listening)
+    let udp::ReflectRun { mut doc, outcome } = udp::reflect(&mut cfg, evidence, stop, on_listening)
         .map_err(|e| match e {
             udp::ReflectError::Lab(e) => super::lab_error(e),
             udp::ReflectError::Udp(e) => anyhow::Error::from(e),
         })?;
+    super::finish_profile(applied, &mut doc, quiet);
     if let Some(p) = &a.json {
         write_json(&doc, p)?;
     }
@@ -403,6 +412,8 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
     if let Some(p) = &a.out.json {
         check_writable(p, "--json")?;
     }
+    let profile = super::command_profile(&a.rt)?;
+    let base = super::rt_base(profile.as_ref(), udp::default_rt());
     let evidence = a.evidence.options()?;
     let stop = stop_flag()?;
     let quiet = a.out.is_quiet();
@@ -411,8 +422,8 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
     let pair_cfg = if a.pair { Some(pair_config(&a)?) } else { None };
     // --pair: the namespaces are a guard, removed when this function returns, however
     let pair = pair_cfg.as_ref().map(NetnsPair::up).transpose()?;
-    let engine =
-        cfg.engine(&cfg.rt.over(&udp::default_rt())).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
+    let engine = cfg.engine(&cfg.rt.over(&base)).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
+    let applied = super::apply_profile(profile.as_ref(), &cfg, &base, quiet)?;
     if !quiet {
         if let Some(p) = &pair {
             let hint =
@@ -437,14 +448,15 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
     }
     let progress = Progress::new(engine.planned(), "udp ping", quiet);
     let mut on_progress = progress.callback();
-    let mut ctx = Context::new(udp::default_rt(), stop, &mut on_progress);
+    let mut ctx = Context::new(base, stop, &mut on_progress);
     ctx.evidence = evidence;
     ctx.pair = pair.as_ref();
     let run = udp::measure(&cfg, &mut ctx);
     progress.finish();
     drop(ctx);
     drop(pair); // the namespaces go now, also when the ping failed
-    let run = run.map_err(super::lab_error)?;
+    let mut run = run.map_err(super::lab_error)?;
+    super::finish_profile(applied, &mut run.doc, quiet);
     let doc = &run.doc;
     if let Some(p) = &a.out.json {
         write_json(doc, p)?;

@@ -5,8 +5,9 @@
 //!   60 s + half the plan: middleware start-up and the far side are not in a plan) is asked
 //!   to stop; a stopped run (Ctrl-C, SIGTERM) asks the same at once.
 //! - [`GRACE`] later, if it has not ended, every real-time thread of rtlab is put back to
-//!   the policy it had before the case (a livelock at SCHED_FIFO, such as Fast DDS's
-//!   `dds.asyn` spinning on every CPU, ends there and the case can see its stop flag).
+//!   the policy it had before the case, and those of the processes it started (role
+//!   processes, agents) to SCHED_OTHER: a livelock at SCHED_FIFO, such as Fast DDS's
+//!   `dds.asyn` spinning on every CPU, ends there and the case can see its stop flag.
 //! - [`GRACE`] after that it is left behind: its processes (loads, roles, agents) are
 //!   killed, its profile and tracer journals restored, its namespaces removed, and its thread
 //!   disarmed (if it ever returns, its guards leave alone what the supervisor put back).
@@ -122,6 +123,7 @@ pub(super) fn run(
             // the case thread and whatever it made are new since `before`: back to the
             // policy this process ran with (a FIFO livelock ends here)
             let _ = restore_own_threads(&before);
+            demote_children();
             demoted = true;
         }
         if demoted && at.elapsed() > 2 * GRACE {
@@ -201,23 +203,40 @@ fn running_threads() -> String {
     }
 }
 
-/// What a case left behind holds: its child processes killed, its journals restored, its
-/// namespaces removed. Returns what could not be done.
-fn put_back(pair_name: &str) -> Vec<String> {
-    let mut left = Vec::new();
+/// This process's children (the processes a case starts: role processes, agents, loads).
+fn children() -> Vec<(i32, Option<i32>)> {
     let me = std::process::id() as i32;
+    let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         let Some(after) = stat.rfind(')').map(|i| &stat[i + 2..]) else { continue };
         let f: Vec<&str> = after.split_whitespace().collect();
-        let (ppid, pgid) = (
-            f.get(1).and_then(|p| p.parse::<i32>().ok()),
-            f.get(2).and_then(|p| p.parse::<i32>().ok()),
-        );
-        if ppid != Some(me) {
-            continue;
+        if f.get(1).and_then(|p| p.parse::<i32>().ok()) == Some(me) {
+            out.push((pid, f.get(2).and_then(|p| p.parse::<i32>().ok())));
         }
+    }
+    out
+}
+
+/// Every real-time thread of this process's children to SCHED_OTHER (a livelock between
+/// rtlab and a role process it started, both at FIFO, ends only when both yield).
+fn demote_children() {
+    for (pid, _) in children() {
+        for e in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+            let Ok(tid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+            if rtlab_sys::tune_sys::sched_get(tid).is_ok_and(|(p, _)| matches!(p & 0xff, 1 | 2)) {
+                let _ = rtlab_sys::tune_sys::sched_set(tid, 0, 0);
+            }
+        }
+    }
+}
+
+/// What a case left behind holds: its child processes killed, its journals restored, its
+/// namespaces removed. Returns what could not be done.
+fn put_back(pair_name: &str) -> Vec<String> {
+    let mut left = Vec::new();
+    for (pid, pgid) in children() {
         if pgid == Some(pid) {
             let _ = rtlab_sys::tune_sys::kill_group(pid, 9); // SIGKILL
         }

@@ -180,10 +180,15 @@ pub struct PolicyBack {
     priority: i32,
 }
 
+/// The calling thread's id.
+pub fn gettid() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
 impl PolicyBack {
     pub fn now() -> PolicyBack {
-        // SAFETY: gettid has no preconditions.
-        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+        let tid = gettid();
         let (policy, priority) = sched_get(tid).unwrap_or((libc::SCHED_OTHER, 0));
         PolicyBack { tid, policy, priority }
     }

@@ -75,6 +75,15 @@ fn run_here(
             };
             match rtlab_engines::netns::NetnsPair::up(&cfg) {
                 Ok(p) => Some(p),
+                // what the machine lacks (`ip`, the privilege, a qdisc) skips the case
+                Err(rtlab_engines::netns::NetnsError::ToolMissing { tool }) => {
+                    return CaseResult::skipped(
+                        rtlab_core::error::Missing::tool(&tool, "iproute2").to_string(),
+                    )
+                }
+                Err(e @ rtlab_engines::netns::NetnsError::NoPrivilege { .. }) => {
+                    return CaseResult::skipped(format!("netns pair: {e}"))
+                }
                 Err(e) => return CaseResult::failed(format!("netns pair: {e}")),
             }
         } else {
@@ -198,9 +207,9 @@ fn run_here(
 }
 
 /// Tests of the supervisor, in debug builds only: `RTLAB_TEST_HANG=spin` makes the case's
-/// measuring thread spin at SCHED_FIFO 1 (where it may) and never end; `livelock` makes it
-/// spin until it is both asked to stop and no longer real-time (a livelock the supervisor's
-/// SCHED_OTHER ends).
+/// measuring thread spin and never end, at the profile's policy when that is real-time, else
+/// at SCHED_FIFO 1 (where it may); `livelock` makes it spin until it is both asked to stop
+/// and no longer real-time (a livelock the supervisor's SCHED_OTHER ends).
 fn test_hang(
     stop: &Arc<AtomicBool>,
 ) -> Option<Result<rtlab_core::schema::ResultDocument, crate::error::LabError>> {
@@ -208,7 +217,9 @@ fn test_hang(
         return None;
     }
     let how = std::env::var("RTLAB_TEST_HANG").ok()?;
-    let _ = rtlab_sys::sched::set_current_policy(rtlab_core::rt::Policy::Fifo, 1);
+    if rtlab_sys::tune_sys::sched_get(0).is_ok_and(|(p, _)| p & 0xff == 0) {
+        let _ = rtlab_sys::sched::set_current_policy(rtlab_core::rt::Policy::Fifo, 1);
+    }
     loop {
         std::hint::spin_loop();
         let asked = stop.load(std::sync::atomic::Ordering::Relaxed);

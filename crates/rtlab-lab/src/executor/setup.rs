@@ -143,7 +143,9 @@ impl CaseSetup {
             l.check_alive().map_err(load_error)?;
             s.loads.push(l);
         }
-        let target = rtlab_tune::profile::Target { rt_cpu, nic: None, netns: None, pids };
+        // the supervisor of the case (when there is one) keeps its policy and CPUs
+        let keep = super::supervise::supervisor_tid().into_iter().collect();
+        let target = rtlab_tune::profile::Target { rt_cpu, nic: None, netns: None, pids, keep };
         let journal = std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL);
         // what this rtlab's previous case could not put back (warned there) is tried again
         // now that its threads are back to their policies; what still fails refuses the case

@@ -39,6 +39,14 @@ pub fn default_overrun(planned: Duration) -> Duration {
 /// Case threads left behind: their guards must not touch the machine if they ever return.
 static ABANDONED: Mutex<Vec<ThreadId>> = Mutex::new(Vec::new());
 
+/// The supervisor's thread id while it supervises (0: none): a profile leaves it alone.
+static SUPERVISOR: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The thread supervising the running case, if any.
+pub fn supervisor_tid() -> Option<i32> {
+    Some(SUPERVISOR.load(Ordering::Relaxed)).filter(|t| *t > 0)
+}
+
 /// Whether the calling thread is a case left behind by the supervisor.
 pub fn abandoned() -> bool {
     let me = std::thread::current().id();
@@ -61,6 +69,14 @@ pub(super) fn run(
     let overrun = exec.overrun.unwrap_or_else(|| default_overrun(planned));
     let case_stop = Arc::new(AtomicBool::new(false));
     let before = OwnThreads::now();
+    SUPERVISOR.store(rtlab_sys::tune_sys::gettid(), Ordering::Relaxed);
+    struct Unset;
+    impl Drop for Unset {
+        fn drop(&mut self) {
+            SUPERVISOR.store(0, Ordering::Relaxed);
+        }
+    }
+    let _unset = Unset;
     let (tx, rx) = mpsc::channel();
     let mut progress = exec.on_progress.take();
     let (online, trace_dir, owned) = (exec.online.clone(), exec.trace_dir.clone(), case.clone());

@@ -208,7 +208,7 @@ impl State {
             return Err(FarError::new("a profile is applied there already"));
         }
         let named = rtlab_tune::profile::NamedProfile { name: name.clone(), profile };
-        let target = rtlab_tune::profile::Target { rt_cpu, nic: None, netns: None, pids: vec![] };
+        let target = rtlab_tune::profile::Target { rt_cpu, pids: vec![], ..Default::default() };
         let (session, outcomes) =
             rtlab_tune::profile::apply_named(crate::host::host(), &named, &target, &far_journal())
                 .map_err(|e| FarError::new(format!("profile {name}: {e}")))?;

@@ -107,7 +107,12 @@ pub(super) fn isolation(host: &dyn Host, t: &Target, iso: Vec<usize>, online: &[
     let sys = format!("{root}/rtlab-system");
     let rtd = format!("{root}/rtlab-rt");
     let root_tasks = format!("{root}/tasks");
-    let app: Vec<i32> = t.pids.iter().flat_map(|&p| threads_of(host, p)).collect();
+    let app: Vec<i32> = t
+        .pids
+        .iter()
+        .flat_map(|&p| threads_of(host, p))
+        .filter(|tid| !t.keep.contains(tid))
+        .collect();
     let everyone: Vec<i32> = host
         .read(&root_tasks)
         .unwrap_or_default()

@@ -20,6 +20,9 @@ pub struct Target {
     pub netns: Option<String>,
     /// Processes that get the application settings (all their threads).
     pub pids: Vec<i32>,
+    /// Threads of those left as they are (rtlab's case supervisor, which must keep running
+    /// beside a case that spins at the application's priority on its CPU).
+    pub keep: Vec<i32>,
 }
 
 /// One step of a plan: actions tried in order (alternatives: the first that works), or a skip.
@@ -314,7 +317,7 @@ fn app_step(host: &dyn Host, t: &Target, pol: Policy, prio: i32, cpus: Option<Ve
     }
     let mut acts = Vec::new();
     for &pid in &t.pids {
-        for tid in threads_of(host, pid) {
+        for tid in threads_of(host, pid).into_iter().filter(|tid| !t.keep.contains(tid)) {
             acts.push(Action::SetSched { pid: tid, policy: policy_raw(pol), priority: prio });
             if let Some(c) = &cpus {
                 acts.push(Action::SetAffinity { pid: tid, cpus: c.clone() });

@@ -499,7 +499,13 @@ fn target_of(a: &ApplyArgs, host: &dyn Host) -> anyhow::Result<Target> {
             anyhow::bail!("--nic {n}: no such interface");
         }
     }
-    Ok(Target { rt_cpu: a.rt_cpu, nic: a.nic.clone(), netns: a.netns.clone(), pids: a.pid.clone() })
+    Ok(Target {
+        rt_cpu: a.rt_cpu,
+        nic: a.nic.clone(),
+        netns: a.netns.clone(),
+        pids: a.pid.clone(),
+        keep: vec![],
+    })
 }
 
 /// `--dry-run`: every step, what it will do (its alternatives, the first actions) or why not.

@@ -4,7 +4,9 @@
 //! are the suite. They assert behaviour only: under TCG, timings are not real.
 //!
 //! The guest: 2 CPUs, command line `isolcpus=1 nohz_full=1 rcu_nocbs=1`, cgroup v2, two
-//! virtio NICs joined by a QEMU hub (what one sends, the other receives).
+//! virtio NICs joined by a QEMU hub (what one sends, the other receives). A second guest has
+//! 8 CPUs, the last two isolated (`guest8_` tests: noise, `tune check` and rt-isolation on a
+//! robot computer's core count).
 //!
 //! The host test skips with its reason when not root or when rt-vm.sh says what is missing;
 //! `RTLAB_REQUIRE_RT_VM=1` (set by `.ci/run`) turns that skip into a failure.
@@ -38,8 +40,32 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/rt-vm.sh")
 }
 
+/// The many-CPU guest (a robot computer's 8 cores): its kernel command line isolates the
+/// last two.
+const APPEND8: &str = "isolcpus=6-7 nohz_full=6-7 rcu_nocbs=6-7";
+
+/// Every test of the many-CPU guest.
+const GUEST8_TESTS: [&str; 2] = [
+    "guest8_noise_and_tune_check_cover_every_cpu",
+    "guest8_rt_isolation_takes_the_rt_cpu_among_eight",
+];
+
+/// One guest at a time: two TCG guests would each take the other's CPU time.
+static VM: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn rt_kernel_suite_passes_inside_a_preempt_rt_vm() {
+    suite("guest_", &GUEST_TESTS, APPEND, 2);
+}
+
+#[test]
+fn rt_kernel_suite_passes_inside_an_8_cpu_preempt_rt_vm() {
+    suite("guest8_", &GUEST8_TESTS, APPEND8, 8);
+}
+
+/// Boot the RT VM with `cpus` CPUs and `append`, run each of `tests` (every test of this
+/// binary named with `prefix`) inside, one at a time, and require each to pass.
+fn suite(prefix: &str, tests: &[&str], append: &str, cpus: u32) {
     let required = std::env::var("RTLAB_REQUIRE_RT_VM").as_deref() == Ok("1");
     let skip = |why: String| {
         assert!(!required, "RTLAB_REQUIRE_RT_VM=1 and the RT-kernel suite cannot run: {why}");
@@ -53,38 +79,40 @@ fn rt_kernel_suite_passes_inside_a_preempt_rt_vm() {
         return skip(String::from_utf8_lossy(&check.stdout).trim().to_string());
     }
     let exe = std::env::current_exe().unwrap();
-    // GUEST_TESTS is every guest test of this binary
+    // `tests` is every guest test of this binary with that prefix
     let listed = Command::new(&exe).args(["--list", "--ignored"]).output().unwrap();
     let mut have: Vec<String> = stdout(&listed)
         .lines()
         .filter_map(|l| l.strip_suffix(": test"))
-        .filter(|t| t.starts_with("guest_"))
+        .filter(|t| t.starts_with(prefix))
         .map(String::from)
         .collect();
     have.sort();
-    let mut want: Vec<String> = GUEST_TESTS.iter().map(|t| t.to_string()).collect();
+    let mut want: Vec<String> = tests.iter().map(|t| t.to_string()).collect();
     want.sort();
-    assert_eq!(have, want, "GUEST_TESTS names every guest_ test of this file");
+    assert_eq!(have, want, "the list names every {prefix} test of this file");
+    let _one = VM.lock().unwrap_or_else(|e| e.into_inner());
     // one at a time, each with its time (a TCG guest is slow: the suite's time is said)
     let guest_cmd = format!(
         "rc=0; for t in {}; do s=$(date +%s); env RTLAB_RT_GUEST=1 {} --ignored --exact \
          --test-threads=1 --nocapture $t || rc=1; echo \"rt-guest: $t: $(($(date +%s) - s)) s\"; \
          done; exit $rc",
-        GUEST_TESTS.join(" "),
+        tests.join(" "),
         exe.display()
     );
     let o = Command::new("bash")
         .arg(script())
-        .args(["--append", APPEND, "--timeout", "1500", "--", "sh", "-c", &guest_cmd])
+        .args(["--append", append, "--cpus", &cpus.to_string(), "--timeout", "1500", "--"])
+        .args(["sh", "-c", &guest_cmd])
         .output()
         .unwrap();
     let (out, err) = (stdout(&o), stderr(&o));
     let all = format!("--- stdout\n{out}\n--- stderr\n{err}");
     assert_eq!(o.status.code(), Some(0), "the suite failed in the guest:\n{all}");
-    for t in GUEST_TESTS {
+    for t in tests {
         assert!(out.contains(&format!("test {t} ... ok")), "{t} did not pass in the guest:\n{all}");
     }
-    assert_eq!(out.matches("test result: ok. 1 passed").count(), GUEST_TESTS.len(), "{all}");
+    assert_eq!(out.matches("test result: ok. 1 passed").count(), tests.len(), "{all}");
     let said = |l: &&str| l.starts_with("rt-vm:") || l.starts_with("rt-guest:");
     // straight to stderr, not through the test harness's capture: CI's log shows the times
     let times = out.lines().chain(err.lines()).filter(said).collect::<Vec<_>>().join("\n");
@@ -718,6 +746,108 @@ fn guest_rt_isolation_makes_an_isolated_partition_and_restores() {
     assert_eq!(read("/sys/fs/cgroup/cgroup.subtree_control"), subtree);
     assert_eq!(sh(&["tc", "qdisc", "show", "dev", &nic]), qdisc);
     assert_eq!(sched(pid), ("other", 0));
+    a.kill().unwrap();
+    a.wait().unwrap();
+}
+
+// ---- inside the many-CPU guest ---------------------------------------------------------------
+
+/// `guest()`, in the 8-CPU guest (isolcpus=6-7 nohz_full=6-7 rcu_nocbs=6-7).
+fn guest8() -> bool {
+    if !guest() {
+        return false;
+    }
+    assert_eq!(read("/sys/devices/system/cpu/online"), "0-7", "the many-CPU guest has 8 CPUs");
+    true
+}
+
+#[test]
+#[ignore = "runs inside scripts/rt-vm.sh's 8-CPU PREEMPT_RT guest (rt_kernel_suite_passes_inside_an_8_cpu_preempt_rt_vm)"]
+fn guest8_noise_and_tune_check_cover_every_cpu() {
+    if !guest8() {
+        return;
+    }
+    // noise without --cpus: a busy thread pinned on each of the 8 CPUs, two streams each
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("noise.json");
+    let o = rtlab().args(["noise", "--duration", "2s", "-q", "--json"]).arg(&f).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    let names: Vec<&str> =
+        v["streams"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    let want: Vec<String> =
+        (0..8).flat_map(|c| [format!("cpu{c}"), format!("cpu{c}.stolen")]).collect();
+    assert_eq!(names, want);
+    for c in 0..8 {
+        let l = &stream(&v, &format!("cpu{c}"))["labels"];
+        assert_eq!(l["cpus_seen"].as_str(), Some(format!("[{c}]").as_str()), "cpu{c}: {l}");
+        assert_eq!(l["policy_seen"], "fifo", "cpu{c}: {l}");
+        assert!(l["reads"].as_str().unwrap().parse::<u64>().unwrap() > 0, "cpu{c}: {l}");
+    }
+    // tune check: the isolated pair found, the housekeeping rows about them, the noise row
+    // measuring the isolated CPUs (where the real-time work goes), the ksoftirqd row naming
+    // every CPU
+    let v = json_of(&["tune", "check", "--json", "-"]);
+    let checks = v["checks"].as_array().unwrap();
+    let by = |id: &str| {
+        let c = checks.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("{id}: {v}"));
+        c["found"].as_str().unwrap().to_string()
+    };
+    for id in ["isolcpus", "nohz-full", "rcu-nocbs"] {
+        assert!(by(id).contains("6-7"), "{id}: {}", by(id));
+    }
+    for id in ["watchdogs", "vmstat", "workqueue"] {
+        assert!(by(id).contains("6-7") && !by(id).contains("no isolated CPUs"), "{id}: {}", by(id));
+    }
+    let noise = by("noise");
+    let ksoftirqd = by("ksoftirqd");
+    for c in 0..8 {
+        let measured = noise.contains(&format!("cpu{c}: max"));
+        assert_eq!(measured, c >= 6, "noise row, cpu{c}: {noise}");
+        assert!(ksoftirqd.contains(&format!("ksoftirqd/{c} ")), "cpu{c}: {ksoftirqd}");
+    }
+    assert!(noise.contains("the isolated CPUs"), "{noise}");
+    eprintln!("tune check on 8 CPUs: noise {noise}");
+}
+
+#[test]
+#[ignore = "runs inside scripts/rt-vm.sh's 8-CPU PREEMPT_RT guest (rt_kernel_suite_passes_inside_an_8_cpu_preempt_rt_vm)"]
+fn guest8_rt_isolation_takes_the_rt_cpu_among_eight() {
+    if !guest8() {
+        return;
+    }
+    let (n, _nics) = nics();
+    let nic = n[0].clone();
+    let subtree = read("/sys/fs/cgroup/cgroup.subtree_control");
+    let mut a = app();
+    let pid = a.id();
+    let d = tempfile::tempdir().unwrap();
+    // the RT CPU: the last one by default, else --rt-cpu (one of the two isolcpus= took)
+    for (rt_cpu, cpu) in [(None, "7"), (Some("6"), "6")] {
+        let j = d.path().join(format!("journal-{cpu}"));
+        let mut args = vec!["rt-isolation", "--nic", &nic];
+        let p = pid.to_string();
+        args.extend(["--pid", &p]);
+        if let Some(c) = rt_cpu {
+            args.extend(["--rt-cpu", c]);
+        }
+        let h = Held::start(&args, &j);
+        let part = read("/sys/fs/cgroup/rtlab-rt/cpuset.cpus.partition");
+        assert_eq!(part, "isolated", "CPU {cpu}: {}", h.out);
+        assert_eq!(read("/sys/fs/cgroup/rtlab-rt/cpuset.cpus"), cpu, "{}", h.out);
+        assert_eq!(read(&format!("/proc/{pid}/cgroup")), "0::/rtlab-rt", "{}", h.out);
+        let status = read(&format!("/proc/{pid}/status"));
+        assert!(status.contains(&format!("Cpus_allowed_list:\t{cpu}\n")), "{status}");
+        assert_eq!(sched(pid), ("fifo", 80));
+        // the per-CPU kernel threads of that CPU alone cannot move
+        assert!(h.out.contains(&format!("ksoftirqd/{cpu}")), "{}", h.out);
+        let out = h.interrupt();
+        assert!(out.contains("restored"), "{out}");
+        assert!(!Path::new("/sys/fs/cgroup/rtlab-rt").exists(), "{out}");
+        assert_eq!(read(&format!("/proc/{pid}/cgroup")), "0::/");
+        assert_eq!(read("/sys/fs/cgroup/cgroup.subtree_control"), subtree);
+        assert_eq!(sched(pid), ("other", 0));
+    }
     a.kill().unwrap();
     a.wait().unwrap();
 }

@@ -1,4 +1,4 @@
-# Sourced by scripts/setup.sh, rt-vm.sh and fuzz.sh: what they install from a registry, at
+# Sourced by scripts/setup.sh, rt-vm.sh, container.sh and fuzz.sh: what they install from a registry, at
 # the version scripts/pins.txt names (see its head for what happens when Debian's mirror moves).
 
 PINS_FILE="$(dirname "${BASH_SOURCE[0]}")/pins.txt"

@@ -80,6 +80,7 @@ mod tests {
             }),
             sched_rt_runtime_us: Some(950000),
             sched_rt_period_us: Some(1000000),
+            container: None,
         }
     }
 

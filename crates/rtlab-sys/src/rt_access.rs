@@ -81,6 +81,28 @@ pub struct RtAccess {
     pub sched_rt_runtime_us: Option<i64>,
     /// /proc/sys/kernel/sched_rt_period_us.
     pub sched_rt_period_us: Option<i64>,
+    /// The container engine this process runs under, when it runs in one (`container()`).
+    pub container: Option<String>,
+}
+
+/// What gives a container's cgroup real-time runtime (RT group scheduling on), or takes rtlab
+/// out of it.
+pub const CONTAINER_RT_RUNTIME: &str = "start the container with real-time runtime for its cgroup (podman run --cgroup-parent=/ --cpu-rt-runtime=N, or docker run --cpu-rt-runtime=N with dockerd --cpu-rt-runtime set; N in us of each second), or --privileged with an rt-* profile (--profile rt-normal), which moves rtlab's process to the host's root cgroup (journaled, put back)";
+
+/// The container engine the processes under `root` run in: podman (`/run/.containerenv`),
+/// docker (`/.dockerenv`), or what init's `container=` says (systemd-nspawn, lxc, ...).
+pub fn container(root: &Path) -> Option<String> {
+    if root.join("run/.containerenv").exists() {
+        return Some("podman".into());
+    }
+    if root.join(".dockerenv").exists() {
+        return Some("docker".into());
+    }
+    let env = std::fs::read(root.join("proc/1/environ")).ok()?;
+    env.split(|b| *b == 0).find_map(|kv| {
+        let v = std::str::from_utf8(kv.strip_prefix(b"container=")?).ok()?;
+        Some(v.to_string()).filter(|v| !v.is_empty())
+    })
 }
 
 /// Why the kernel refused a real-time priority, in two parts of one line.
@@ -104,6 +126,18 @@ fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 /// The mounts of /proc/mounts: (mount point, fstype, options).
 fn mounts(root: &Path) -> Vec<(String, String, String)> {
     parse_mounts(&read(root, "proc/mounts").unwrap_or_default())
+}
+
+/// The root, inside its hierarchy, of the cgroup-v1 mount holding the cpu controller
+/// (/proc/self/mountinfo's fourth field): "/" on a host, the container's own group inside one.
+fn v1_cpu_mount_root(root: &Path) -> Option<String> {
+    read(root, "proc/self/mountinfo")?.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let mut r = right.split_whitespace();
+        let (fstype, _source, opts) = (r.next()?, r.next()?, r.next()?);
+        (fstype == "cgroup" && opts.split(',').any(|o| o == "cpu"))
+            .then(|| left.split_whitespace().nth(3).map(String::from))?
+    })
 }
 
 /// The mounts of a /proc/mounts text: (mount point, fstype, options); a mount point with a
@@ -176,8 +210,13 @@ pub fn cgroup_place(root: &Path, pid: Option<i32>) -> Option<CgroupPlace> {
             .iter()
             .find(|m| m.1 == "cgroup" && m.2.split(',').any(|o| o == "cpu"))
             .map(|m| m.0.trim_end_matches('/').to_string());
+        // a container sees its own group at the mount point (the mount's root in mountinfo
+        // is that group): the path below it is what follows the mount's root
+        let below = v1_cpu_mount_root(root)
+            .and_then(|r| path.strip_prefix(r.trim_end_matches('/')).map(String::from))
+            .unwrap_or_else(|| path.clone());
         let rt_runtime_us = mount.as_ref().and_then(|m| {
-            let p = path.trim_end_matches('/');
+            let p = below.trim_end_matches('/');
             read(root, &format!("{m}{p}/cpu.rt_runtime_us"))?.trim().parse().ok()
         });
         return Some(CgroupPlace { version: 1, path, mount, rt_runtime_us, cpu_controller: None });
@@ -226,6 +265,7 @@ impl RtAccess {
             cgroup: cgroup_place(root, pid),
             sched_rt_runtime_us: num("proc/sys/kernel/sched_rt_runtime_us"),
             sched_rt_period_us: num("proc/sys/kernel/sched_rt_period_us"),
+            container: container(root),
         }
     }
 
@@ -268,6 +308,14 @@ impl RtAccess {
         let profile = "or use an rt-* profile (--profile rt-normal), which does that for rtlab's process (journaled, put back)";
         if !self.privileged() {
             let limit = self.rtprio_limit.unwrap_or(0);
+            if let (0, Some(engine)) = (limit, &self.container) {
+                return RefusalCause {
+                    cause: format!(
+                        ": this process runs in a {engine} container without CAP_SYS_NICE and with no rtprio limit"
+                    ),
+                    fix: "start the container with CAP_SYS_NICE (podman or docker run --cap-add SYS_NICE --ulimit rtprio=99, or --privileged), or measure without a real-time policy (--policy other)".into(),
+                };
+            }
             if limit == 0 {
                 return RefusalCause {
                     cause: String::new(),
@@ -317,7 +365,10 @@ impl RtAccess {
                     "{who}: it runs in cgroup {} and the kernel has RT group scheduling (CONFIG_RT_GROUP_SCHED), {what}",
                     p.path
                 ),
-                fix: format!("move it to the root cgroup ({}), {profile}", cg_line(p)),
+                fix: match &self.container {
+                    Some(_) => CONTAINER_RT_RUNTIME.to_string(),
+                    None => format!("move it to the root cgroup ({}), {profile}", cg_line(p)),
+                },
             };
         }
         if let (None, Some(p)) = (self.group_without_runtime(), self.cgroup.as_ref()) {
@@ -450,6 +501,64 @@ mod tests {
         assert!(a.refusal(80).cause.contains("cpu.rt_runtime_us is 0"));
         put(r, "sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.rt_runtime_us", "100000\n");
         assert_eq!(RtAccess::detect(r, None).group_without_runtime(), Some(false));
+    }
+
+    #[test]
+    fn a_container_s_own_group_is_read_below_its_mount_and_its_remedy_names_the_options() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        put(r, "proc/self/status", ROOT_STATUS);
+        // podman on cgroup v1: the container's group is what it sees at the mount point
+        put(r, "proc/mounts", "cgroup /sys/fs/cgroup/cpu cgroup ro,nosuid,cpu 0 0\n");
+        put(
+            r,
+            "proc/self/mountinfo",
+            "1 0 0:5 / / rw - overlay overlay rw\n\
+             30 29 0:28 /libpod_parent/libpod-abc /sys/fs/cgroup/cpu ro,nosuid - cgroup cgroup ro,cpu\n",
+        );
+        put(r, "proc/self/cgroup", "1:cpu:/libpod_parent/libpod-abc\n");
+        put(r, "sys/fs/cgroup/cpu/cpu.rt_runtime_us", "0\n");
+        put(r, "run/.containerenv", "");
+        let a = RtAccess::detect(r, None);
+        assert_eq!(a.cgroup.as_ref().unwrap().rt_runtime_us, Some(0));
+        assert_eq!(a.group_without_runtime(), Some(true));
+        let c = a.refusal(80);
+        assert!(c.cause.contains("cpu.rt_runtime_us is 0"), "{}", c.cause);
+        assert!(c.fix.contains("--cgroup-parent=/ --cpu-rt-runtime=N"), "{}", c.fix);
+        assert!(c.fix.contains("--profile rt-normal"), "{}", c.fix);
+        // outside a container: the host's own mount, the group below it
+        put(
+            r,
+            "proc/self/mountinfo",
+            "30 29 0:28 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n",
+        );
+        put(r, "sys/fs/cgroup/cpu/libpod_parent/libpod-abc/cpu.rt_runtime_us", "5000\n");
+        let a = RtAccess::detect(r, None);
+        assert_eq!(a.cgroup.as_ref().unwrap().rt_runtime_us, Some(5000));
+    }
+
+    #[test]
+    fn root_in_a_container_without_cap_sys_nice_is_told_the_container_options() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        ubuntu(r);
+        put(r, "proc/self/status", USER_STATUS);
+        assert_eq!(container(r), None);
+        put(r, "proc/1/environ", "PATH=/bin\0container=lxc\0HOME=/\0");
+        assert_eq!(container(r).as_deref(), Some("lxc"));
+        put(r, ".dockerenv", "");
+        assert_eq!(container(r).as_deref(), Some("docker"));
+        put(r, "run/.containerenv", "engine=\"podman-4.3.1\"\n");
+        let a = RtAccess::detect(r, None);
+        assert_eq!(a.container.as_deref(), Some("podman"));
+        let c = a.refusal(80);
+        assert!(c.cause.contains("in a podman container without CAP_SYS_NICE"), "{}", c.cause);
+        assert!(c.fix.contains("--cap-add SYS_NICE --ulimit rtprio=99"), "{}", c.fix);
+        assert!(c.fix.contains("--policy other"), "{}", c.fix);
+        // an rtprio limit given to the container is used as anywhere else
+        put(r, "proc/self/limits", &limits("50"));
+        let c = RtAccess::detect(r, None).refusal(80);
+        assert!(c.fix.contains("priority 50 or less"), "{}", c.fix);
     }
 
     #[test]

@@ -26,7 +26,10 @@ const OTHER_TOOLS: &[(&str, &[&str])] = &[
             "--idle-timeout",
         ],
     ),
-    ("docker run", &["--cap-add"]),
+    (
+        "docker run",
+        &["--cap-add", "--ulimit", "--privileged", "--cgroup-parent", "--cpu-rt-runtime"],
+    ),
     ("rtla", &["--version"]),
 ];
 

@@ -34,7 +34,10 @@ pub(super) fn rt_period(a: &rtlab_sys::rt_access::RtAccess) -> Check {
 /// Root, CAP_SYS_NICE or RLIMIT_RTPRIO: may this user's processes use SCHED_FIFO 80?
 pub(super) fn rt_privilege(a: &rtlab_sys::rt_access::RtAccess) -> Check {
     let t = "real-time privilege (root, CAP_SYS_NICE, RLIMIT_RTPRIO)";
-    let fix = "run as root, grant CAP_SYS_NICE (setcap cap_sys_nice+ep $(which rtlab)), or an rtprio limit (limits.conf: @group - rtprio 99)";
+    let fix = match &a.container {
+        Some(_) => "start the container with CAP_SYS_NICE (podman or docker run --cap-add SYS_NICE --ulimit rtprio=99, or --privileged), or measure without a real-time policy (--policy other)",
+        None => "run as root, grant CAP_SYS_NICE (setcap cap_sys_nice+ep $(which rtlab)), or an rtprio limit (limits.conf: @group - rtprio 99)",
+    };
     let limit = match a.rtprio_limit {
         Some(u64::MAX) => "unlimited".to_string(),
         Some(l) => l.to_string(),
@@ -47,10 +50,13 @@ pub(super) fn rt_privilege(a: &rtlab_sys::rt_access::RtAccess) -> Check {
     if a.cap_sys_nice.is_none() && a.root_user.is_none() {
         return c("rt-privilege", t, Status::Info, "not readable (/proc/self/status)", "");
     }
-    let who = if a.root_user == Some(true) {
-        "root without CAP_SYS_NICE (a container or service that drops it)"
-    } else {
-        "not root, no CAP_SYS_NICE"
+    let who = match (a.root_user, &a.container) {
+        (Some(true), Some(e)) => format!("root in a {e} container without CAP_SYS_NICE"),
+        (Some(true), None) => {
+            "root without CAP_SYS_NICE (a container or service that drops it)".into()
+        }
+        (_, Some(e)) => format!("not root, no CAP_SYS_NICE, in a {e} container"),
+        (_, None) => "not root, no CAP_SYS_NICE".into(),
     };
     match a.rtprio_limit {
         Some(l) if l >= 80 => c(
@@ -107,9 +113,12 @@ pub(super) fn rt_group_sched(a: &rtlab_sys::rt_access::RtAccess) -> Check {
     };
     let root_procs =
         place.procs_files().map(|(_, r)| r).unwrap_or_else(|| "/sys/fs/cgroup/cgroup.procs".into());
-    let remedy = format!(
-        "move the real-time process to the root cgroup (echo $$ > {root_procs}), or run rtlab with an rt-* profile, which moves its own process there (journaled, put back); in a systemd service or container, give that group real-time runtime or run it outside"
-    );
+    let remedy = match &a.container {
+        Some(_) => rtlab_sys::rt_access::CONTAINER_RT_RUNTIME.to_string(),
+        None => format!(
+            "move the real-time process to the root cgroup (echo $$ > {root_procs}), or run rtlab with an rt-* profile, which moves its own process there (journaled, put back); in a systemd service or container, give that group real-time runtime or run it outside"
+        ),
+    };
     match a.group_without_runtime() {
         Some(false) => {
             let why = if place.is_root() {

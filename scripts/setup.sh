@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up rtlab on a fresh Debian machine (as root): the Debian packages rtlab drives or
-# builds against (at the versions scripts/pins.txt names), then the release build.
+# builds against (at the versions scripts/pins.txt names), then the release build (linked for
+# glibc 2.31 and later through scripts/glibc.sh).
 # `--deps-only` installs the packages and stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -87,8 +88,17 @@ if [ -n "$(comm -23 <(echo "$ros2_wanted") <(echo "$ros2_have"))" ]; then
 fi
 
 [ "${1:-}" = "--deps-only" ] && exit 0
-cargo build --release --locked -p rtlab
-echo "rtlab setup: built target/release/rtlab ($(du -h target/release/rtlab | cut -f1))"
+# the release binary runs on glibc 2.31 and every later one (Debian 11, Ubuntu 20.04 and up):
+# linked against a debootstrap'ed Debian 11 root; without one (not root to make it), against
+# this machine's glibc, said
+if bash scripts/glibc.sh --check >/dev/null || { [ "$(id -u)" -eq 0 ] && bash scripts/glibc.sh --install; }; then
+  bash scripts/glibc.sh cargo build --release --locked -p rtlab
+  runs_on="glibc 2.31 and later"
+else
+  cargo build --release --locked -p rtlab
+  runs_on="this machine's glibc and later (not root: no Debian 11 root to link against, scripts/glibc.sh)"
+fi
+echo "rtlab setup: built target/release/rtlab ($(du -h target/release/rtlab | cut -f1)), runs on $runs_on"
 
 # shell completions and the man page, generated from the command line itself
 if [ "$(id -u)" -eq 0 ]; then

@@ -32,14 +32,6 @@ missing() {
   echo "${m[*]}"
 }
 
-# the Debian mirror apt uses here (deb822 or one-line sources), else Debian's own
-mirror() {
-  local m
-  m=$(grep -hs -m1 -E '^URIs: .*debian' /etc/apt/sources.list.d/debian.sources | awk '{ print $2 }' || true)
-  [ -n "$m" ] || m=$(grep -hs -m1 -E '^deb [^ ]+/debian ' /etc/apt/sources.list | awk '{ print $2 }' || true)
-  echo "${m:-http://deb.debian.org/debian}"
-}
-
 install() {
   if [ "$(id -u)" -ne 0 ]; then
     echo "container: error: missing $(missing) and not root to install them" >&2
@@ -50,9 +42,9 @@ install() {
     local t=$SECONDS
     root=$(mktemp -d /var/tmp/rtlab-debian-12.XXXXXX)
     trap 'rm -rf "${root:-}"' EXIT
-    if ! debootstrap --variant=minbase --include=iproute2 bookworm "$root" "$(mirror)" \
+    if ! debootstrap --variant=minbase --include=iproute2 bookworm "$root" "$(debian_mirror)" \
         > "$root.log" 2>&1; then
-      echo "container: error: debootstrap of Debian 12 from $(mirror) failed; its log:" >&2
+      echo "container: error: debootstrap of Debian 12 from $(debian_mirror) failed; its log:" >&2
       tail -n 20 "$root.log" >&2
       rm -f "$root.log"
       exit 2

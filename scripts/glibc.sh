@@ -27,14 +27,6 @@ missing() {
   echo "${m[*]}"
 }
 
-# the Debian mirror apt uses here (deb822 or one-line sources), else Debian's own
-mirror() {
-  local m
-  m=$(grep -hs -m1 -E '^URIs: .*debian' /etc/apt/sources.list.d/debian.sources | awk '{ print $2 }' || true)
-  [ -n "$m" ] || m=$(grep -hs -m1 -E '^deb [^ ]+/debian ' /etc/apt/sources.list | awk '{ print $2 }' || true)
-  echo "${m:-http://deb.debian.org/debian}"
-}
-
 install() {
   if [ -z "$(missing)" ]; then
     echo "glibc: ready (Debian 11 root at $sysroot)"
@@ -49,9 +41,9 @@ install() {
   rm -rf "$tmp"
   mkdir -p "$(dirname "$sysroot")"
   # iproute2: `ip` for the namespaces of the tests run inside the root
-  if ! debootstrap --variant=minbase --include=libc6-dev,iproute2 bullseye "$tmp" "$(mirror)" \
+  if ! debootstrap --variant=minbase --include=libc6-dev,iproute2 bullseye "$tmp" "$(debian_mirror)" \
       > "$tmp.log" 2>&1; then
-    echo "glibc: error: debootstrap of Debian 11 from $(mirror) failed; its log:" >&2
+    echo "glibc: error: debootstrap of Debian 11 from $(debian_mirror) failed; its log:" >&2
     tail -n 20 "$tmp.log" >&2
     rm -rf "$tmp" "$tmp.log"
     exit 2

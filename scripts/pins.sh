@@ -1,4 +1,4 @@
-# Sourced by scripts/setup.sh, rt-vm.sh, container.sh and fuzz.sh: what they install from a registry, at
+# Sourced by scripts/setup.sh, rt-vm.sh, container.sh, glibc.sh and fuzz.sh: what they install from a registry, at
 # the version scripts/pins.txt names (see its head for what happens when Debian's mirror moves).
 
 PINS_FILE="$(dirname "${BASH_SOURCE[0]}")/pins.txt"
@@ -48,4 +48,13 @@ apt_install_pinned() {
     fi
   done
   apt-get install -y -qq --no-install-recommends "${specs[@]}" >/dev/null
+}
+
+# debian_mirror: the Debian mirror apt uses here (deb822 or one-line sources), else Debian's
+# own (debootstrap's roots come from it)
+debian_mirror() {
+  local m
+  m=$(grep -hs -m1 -E '^URIs: .*debian' /etc/apt/sources.list.d/debian.sources | awk '{ print $2 }' || true)
+  [ -n "$m" ] || m=$(grep -hs -m1 -E '^deb [^ ]+/debian ' /etc/apt/sources.list | awk '{ print $2 }' || true)
+  echo "${m:-http://deb.debian.org/debian}"
 }

@@ -114,3 +114,16 @@ impl Drop for ChildCgroup {
         }
     }
 }
+
+/// `rtlab run quick`'s output: all 14 cases ended, none failed, and each skipped one says
+/// why in one line holding one of `reasons`; `tune show` said nothing is applied after it.
+pub fn assert_quick_completed(out: &str, reasons: &[&str]) {
+    let done = out.lines().find(|l| l.starts_with("run 1 complete: 14 of 14 cases (0 failed"));
+    let done = done.unwrap_or_else(|| panic!("run quick did not complete every case: {out}"));
+    let skipped: Vec<&str> = out.lines().filter(|l| l.contains(" skipped: ")).collect();
+    for s in &skipped {
+        assert!(reasons.iter().any(|r| s.contains(r)), "{s}");
+    }
+    assert!(done.contains(&format!("{} skipped", skipped.len())), "{done}: {skipped:?}");
+    assert!(out.contains("nothing applied by rtlab"), "{out}");
+}

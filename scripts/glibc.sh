@@ -9,7 +9,12 @@
 # Usage: bash scripts/glibc.sh --install      make the root (root), then exit
 #        bash scripts/glibc.sh --check        say what is missing (exit 2) or "ready" (0)
 #        bash scripts/glibc.sh --env          the exports, for eval "$(bash scripts/glibc.sh --env)"
-#        bash scripts/glibc.sh CMD...         run CMD with them (e.g. cargo build --release)
+#        bash scripts/glibc.sh CMD...         run CMD with them, e.g.
+#            bash scripts/glibc.sh cargo build --release -p rtlab --target x86_64-unknown-linux-gnu
+#
+# Give such a build a target directory of its own (--target does: target/x86_64-unknown-
+# linux-gnu/): Cyclone DDS's CMake cache from a native build in the same directory keeps the
+# machine's headers (OpenSSL's) and the build fails. CI builds a fresh clone this way only.
 #
 # The root: RTLAB_SYSROOT (default /var/cache/rtlab/debian-11), from this machine's Debian
 # mirror; the tests also run rtlab inside it (crates/rtlab/tests/glibc_cli.rs).

@@ -91,8 +91,12 @@ fi
 # the release binary runs on glibc 2.31 and every later one (Debian 11, Ubuntu 20.04 and up):
 # linked against a debootstrap'ed Debian 11 root; without one (not root to make it), against
 # this machine's glibc, said
+# (built under target/x86_64-unknown-linux-gnu/: the C builds' caches there are the Debian
+# 11 root's, never a native build's, then copied to target/release/rtlab)
 if bash scripts/glibc.sh --check >/dev/null || { [ "$(id -u)" -eq 0 ] && bash scripts/glibc.sh --install; }; then
-  bash scripts/glibc.sh cargo build --release --locked -p rtlab
+  bash scripts/glibc.sh cargo build --release --locked -p rtlab --target x86_64-unknown-linux-gnu
+  mkdir -p target/release
+  install -m 755 target/x86_64-unknown-linux-gnu/release/rtlab target/release/rtlab
   runs_on="glibc 2.31 and later"
 else
   cargo build --release --locked -p rtlab

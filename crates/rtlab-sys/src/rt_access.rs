@@ -85,6 +85,9 @@ pub struct RtAccess {
     pub container: Option<String>,
 }
 
+/// What gives a process in a container the privilege for real-time policies.
+pub const CONTAINER_NICE: &str = "start the container with CAP_SYS_NICE (podman or docker run --cap-add SYS_NICE --ulimit rtprio=99, or --privileged), or measure without a real-time policy (--policy other)";
+
 /// What gives a container's cgroup real-time runtime (RT group scheduling on), or takes rtlab
 /// out of it.
 pub const CONTAINER_RT_RUNTIME: &str = "start the container with real-time runtime for its cgroup (podman run --cgroup-parent=/ --cpu-rt-runtime=N, or docker run --cpu-rt-runtime=N with dockerd --cpu-rt-runtime set; N in us of each second), or --privileged with an rt-* profile (--profile rt-normal), which moves rtlab's process to the host's root cgroup (journaled, put back)";
@@ -128,10 +131,11 @@ fn mounts(root: &Path) -> Vec<(String, String, String)> {
     parse_mounts(&read(root, "proc/mounts").unwrap_or_default())
 }
 
-/// The root, inside its hierarchy, of the cgroup-v1 mount holding the cpu controller
-/// (/proc/self/mountinfo's fourth field): "/" on a host, the container's own group inside one.
-fn v1_cpu_mount_root(root: &Path) -> Option<String> {
-    read(root, "proc/self/mountinfo")?.lines().find_map(|l| {
+/// The root, inside its hierarchy, of the cgroup-v1 mount holding the cpu controller as
+/// process `who` sees it (/proc/WHO/mountinfo's fourth field): "/" on a host, the
+/// container's own group inside one.
+fn v1_cpu_mount_root(root: &Path, who: &str) -> Option<String> {
+    read(root, &format!("proc/{who}/mountinfo"))?.lines().find_map(|l| {
         let (left, right) = l.split_once(" - ")?;
         let mut r = right.split_whitespace();
         let (fstype, _source, opts) = (r.next()?, r.next()?, r.next()?);
@@ -212,7 +216,7 @@ pub fn cgroup_place(root: &Path, pid: Option<i32>) -> Option<CgroupPlace> {
             .map(|m| m.0.trim_end_matches('/').to_string());
         // a container sees its own group at the mount point (the mount's root in mountinfo
         // is that group): the path below it is what follows the mount's root
-        let below = v1_cpu_mount_root(root)
+        let below = v1_cpu_mount_root(root, &who)
             .and_then(|r| path.strip_prefix(r.trim_end_matches('/')).map(String::from))
             .unwrap_or_else(|| path.clone());
         let rt_runtime_us = mount.as_ref().and_then(|m| {
@@ -313,7 +317,7 @@ impl RtAccess {
                     cause: format!(
                         ": this process runs in a {engine} container without CAP_SYS_NICE and with no rtprio limit"
                     ),
-                    fix: "start the container with CAP_SYS_NICE (podman or docker run --cap-add SYS_NICE --ulimit rtprio=99, or --privileged), or measure without a real-time policy (--policy other)".into(),
+                    fix: CONTAINER_NICE.into(),
                 };
             }
             if limit == 0 {

@@ -127,3 +127,9 @@ pub fn assert_quick_completed(out: &str, reasons: &[&str]) {
     assert!(done.contains(&format!("{} skipped", skipped.len())), "{done}: {skipped:?}");
     assert!(out.contains("nothing applied by rtlab"), "{out}");
 }
+
+/// Exit 0 (else the output in the panic); its stdout.
+pub fn ran(o: &Output, what: &str) -> String {
+    assert_eq!(o.status.code(), Some(0), "{what}: {}{}", stdout(o), stderr(o));
+    stdout(o)
+}

@@ -56,10 +56,6 @@ fn refused(o: &Output, what: &str, needles: &[&str]) {
     }
 }
 
-fn ran(o: &Output, what: &str) {
-    assert_eq!(o.status.code(), Some(0), "{what}: {}{}", stdout(o), stderr(o));
-}
-
 /// The host kernel gives a cgroup without its own real-time runtime none (RT group
 /// scheduling, cgroup v1): a container's cgroup then refuses FIFO even with CAP_SYS_NICE.
 fn rt_group_sched_v1() -> bool {

@@ -106,11 +106,6 @@ impl Drop for Root {
     }
 }
 
-fn ran(o: &Output, what: &str) -> String {
-    assert_eq!(o.status.code(), Some(0), "{what}: {}{}", stdout(o), stderr(o));
-    stdout(o)
-}
-
 #[test]
 fn root_in_the_debian_11_root_each_probe_runs_and_a_quick_run_completes() {
     let Some(r) = Root::new() else { return };

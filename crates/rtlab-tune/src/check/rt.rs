@@ -35,7 +35,7 @@ pub(super) fn rt_period(a: &rtlab_sys::rt_access::RtAccess) -> Check {
 pub(super) fn rt_privilege(a: &rtlab_sys::rt_access::RtAccess) -> Check {
     let t = "real-time privilege (root, CAP_SYS_NICE, RLIMIT_RTPRIO)";
     let fix = match &a.container {
-        Some(_) => "start the container with CAP_SYS_NICE (podman or docker run --cap-add SYS_NICE --ulimit rtprio=99, or --privileged), or measure without a real-time policy (--policy other)",
+        Some(_) => rtlab_sys::rt_access::CONTAINER_NICE,
         None => "run as root, grant CAP_SYS_NICE (setcap cap_sys_nice+ep $(which rtlab)), or an rtprio limit (limits.conf: @group - rtprio 99)",
     };
     let limit = match a.rtprio_limit {

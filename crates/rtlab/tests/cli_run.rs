@@ -350,6 +350,29 @@ fn root_a_run_from_a_child_cgroup_puts_every_case_back_and_leaves_nothing() {
     assert!(stdout(&o).contains("nothing applied by rtlab"), "{}", stdout(&o));
 }
 
+#[test]
+fn root_run_quick_from_a_child_cgroup_completes_and_tune_show_is_empty() {
+    if !is_root() {
+        eprintln!("skipped: needs root (CI runs as root)");
+        return;
+    }
+    let _machine = machine();
+    let Some(cg) = ChildCgroup::new(&format!("rtlab-quick-{}", std::process::id())) else {
+        eprintln!("skipped: no cpu cgroup controller to make a child cgroup in");
+        return;
+    };
+    // Issue 38's "done when", as found: `run quick` from a child cgroup, every case (the far
+    // side of the udp cases is rtlab's agent in the pair, started from that cgroup too)
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("rtlab.db");
+    let o = cg.rtlab(&["run", "quick", "--db", db.to_str().unwrap(), "--wait"]).output().unwrap();
+    let mut out = ran(&o, "run quick from a child cgroup");
+    out.push_str(&stdout(&run(&["tune", "show"])));
+    // a machine without a load's tool skips its cases naming the package (CI has both)
+    assert_quick_completed(&out, &["stress-ng is not installed", "iperf3 is not installed"]);
+    assert!(!std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL).exists());
+}
+
 /// A scenario of one timer case under `profile` (`p.toml#slow` makes one journaled change:
 /// sched_rt_runtime_us 900000), in `d`: its path.
 fn one_case_scenario(d: &std::path::Path, profile: &str) -> std::path::PathBuf {

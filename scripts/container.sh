@@ -42,14 +42,7 @@ install() {
     local t=$SECONDS
     root=$(mktemp -d /var/tmp/rtlab-debian-12.XXXXXX)
     trap 'rm -rf "${root:-}"' EXIT
-    if ! debootstrap --variant=minbase --include=iproute2 bookworm "$root" "$(debian_mirror)" \
-        > "$root.log" 2>&1; then
-      echo "container: error: debootstrap of Debian 12 from $(debian_mirror) failed; its log:" >&2
-      tail -n 20 "$root.log" >&2
-      rm -f "$root.log"
-      exit 2
-    fi
-    rm -f "$root.log"
+    debootstrap_root container bookworm "$root" iproute2
     tar -C "$root" -c . | podman import -q - "$IMAGE" >/dev/null
     echo "container: $IMAGE built from debootstrap's Debian 12 in $((SECONDS - t)) s"
   fi

@@ -43,17 +43,8 @@ install() {
   fi
   apt_install_pinned debootstrap
   local t=$SECONDS tmp="$sysroot.new"
-  rm -rf "$tmp"
-  mkdir -p "$(dirname "$sysroot")"
   # iproute2: `ip` for the namespaces of the tests run inside the root
-  if ! debootstrap --variant=minbase --include=libc6-dev,iproute2 bullseye "$tmp" "$(debian_mirror)" \
-      > "$tmp.log" 2>&1; then
-    echo "glibc: error: debootstrap of Debian 11 from $(debian_mirror) failed; its log:" >&2
-    tail -n 20 "$tmp.log" >&2
-    rm -rf "$tmp" "$tmp.log"
-    exit 2
-  fi
-  rm -f "$tmp.log"
+  debootstrap_root glibc bullseye "$tmp" libc6-dev,iproute2
   # the root's absolute symbolic links (/lib64/ld-linux-x86-64.so.2 -> /lib/...) made
   # relative, so that the linker, which prefixes the sysroot, follows them inside it
   local l t2

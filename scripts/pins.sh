@@ -1,4 +1,4 @@
-# Sourced by scripts/setup.sh, rt-vm.sh, container.sh, glibc.sh and fuzz.sh: what they install from a registry, at
+# Sourced by scripts/setup.sh, rt-vm.sh, container.sh, glibc.sh, service-vm.sh and fuzz.sh: what they install from a registry, at
 # the version scripts/pins.txt names (see its head for what happens when Debian's mirror moves).
 
 PINS_FILE="$(dirname "${BASH_SOURCE[0]}")/pins.txt"
@@ -57,4 +57,21 @@ debian_mirror() {
   m=$(grep -hs -m1 -E '^URIs: .*debian' /etc/apt/sources.list.d/debian.sources | awk '{ print $2 }' || true)
   [ -n "$m" ] || m=$(grep -hs -m1 -E '^deb [^ ]+/debian ' /etc/apt/sources.list | awk '{ print $2 }' || true)
   echo "${m:-http://deb.debian.org/debian}"
+}
+
+# debootstrap_root WHO SUITE DIR INCLUDES: a minbase root of Debian SUITE with the packages
+# INCLUDES (comma-separated) at DIR (made anew), from debian_mirror; on failure the log's
+# end, DIR removed, and exit 2 with "WHO: error: ..."
+debootstrap_root() {
+  local who=$1 suite=$2 dir=$3 include=$4
+  rm -rf "$dir"
+  mkdir -p "$(dirname "$dir")"
+  if ! debootstrap --variant=minbase --include="$include" "$suite" "$dir" "$(debian_mirror)" \
+      > "$dir.log" 2>&1; then
+    echo "$who: error: debootstrap of Debian $suite from $(debian_mirror) failed; its log:" >&2
+    tail -n 20 "$dir.log" >&2
+    rm -rf "$dir" "$dir.log"
+    exit 2
+  fi
+  rm -f "$dir.log"
 }

@@ -43,18 +43,9 @@ install_all() {
   [ -n "$(kernel)" ] || bash "$here/rt-vm.sh" --install
   if [ ! -x "$ROOT/lib/systemd/systemd" ]; then
     local t=$SECONDS part="$ROOT.part"
-    rm -rf "$part"
-    mkdir -p "$(dirname "$ROOT")"
     # systemd as init, ip(8) for rtlab's namespaces, ps and kmod; no stress-ng or iperf3:
     # the cases that load the machine say what they lack
-    if ! debootstrap --variant=minbase --include=systemd-sysv,iproute2,procps,kmod,udev \
-        bookworm "$part" "$(debian_mirror)" > "$part.log" 2>&1; then
-      echo "service-vm: error: debootstrap of Debian 12 from $(debian_mirror) failed; its log:" >&2
-      tail -n 20 "$part.log" >&2
-      rm -rf "$part" "$part.log"
-      exit 2
-    fi
-    rm -f "$part.log"
+    debootstrap_root service-vm bookworm "$part" systemd-sysv,iproute2,procps,kmod,udev
     echo rtlab-service-vm > "$part/etc/hostname"
     printf '/dev/vda / ext4 rw,relatime 0 1\n' > "$part/etc/fstab"
     # nothing on the consoles but the test: no login prompts

@@ -30,6 +30,8 @@ mkdir -p $d
 # where the service's process runs (its journal says it)
 printf '[Service]\nExecStartPre=/bin/sh -c "echo service-cgroup: $(cat /proc/self/cgroup)"\n' > $d/where.conf
 systemctl daemon-reload
+# a preset's name with a dash reaches rtlab as it is (not unescaped to s4/timer)
+systemctl show -p ExecStart rtlab-run@s4-timer.service
 s=$(date +%s)
 systemctl start rtlab-run@quick.service
 echo "start: exit $? after $(($(date +%s) - s)) s"
@@ -84,6 +86,7 @@ fn root_rtlab_run_as_a_systemd_service_on_cgroup_v2_completes_stops_and_puts_bac
     assert!(first.contains("pid 1: systemd"), "{out}");
     let cg = r"service-cgroup: 0::/system.slice/system-rtlab\x2drun.slice/rtlab-run@quick.service";
     assert!(first.contains(cg), "{out}");
+    assert!(first.contains("argv[]=/usr/local/bin/rtlab run s4-timer $RTLAB_RUN_ARGS "), "{out}");
     assert!(first.contains("start: exit 0"), "{out}");
     assert!(first.contains("Result=success") && first.contains("ExecMainStatus=0"), "{out}");
     // run quick completes every case it can, the rest named (the root has no stress-ng or

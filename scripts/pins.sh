@@ -1,5 +1,6 @@
 # Sourced by scripts/setup.sh, rt-vm.sh, container.sh, glibc.sh, service-vm.sh and fuzz.sh: what they install from a registry, at
-# the version scripts/pins.txt names (see its head for what happens when Debian's mirror moves).
+# the version scripts/pins.txt names (see its head for what happens when Debian's mirror moves),
+# and what more than one of them uses (the mirror, a debootstrap'ed root, the RT VM's kernel).
 
 PINS_FILE="$(dirname "${BASH_SOURCE[0]}")/pins.txt"
 
@@ -74,4 +75,20 @@ debootstrap_root() {
     exit 2
   fi
   rm -f "$dir.log"
+}
+
+# rt_kernel: the PREEMPT_RT kernel rt-vm.sh and service-vm.sh boot: RT_VM_KERNEL, else the
+# newest in /boot (nothing when there is none)
+rt_kernel() {
+  if [ -n "${RT_VM_KERNEL:-}" ]; then echo "$RT_VM_KERNEL"; return; fi
+  ls -1 /boot/vmlinuz-*-rt-* 2>/dev/null | sort -V | tail -n 1
+}
+
+# Where rt-vm.sh keeps, per kernel, whether a KVM guest boots here: "kvm|tcg KERNEL"
+RT_VM_ACCEL_CACHE=/var/cache/rtlab/rt-vm-accel
+
+# rt_vm_cached_accel KERNEL: kvm or tcg as rt-vm.sh found for KERNEL (nothing when not tried)
+rt_vm_cached_accel() {
+  [ -r "$RT_VM_ACCEL_CACHE" ] && [ "$(cut -d' ' -f2 "$RT_VM_ACCEL_CACHE")" = "$1" ] &&
+    cut -d' ' -f1 "$RT_VM_ACCEL_CACHE" || true
 }

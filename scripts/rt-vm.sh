@@ -44,16 +44,12 @@ PACKAGES=(linux-image-rt-amd64 qemu-system-x86 busybox-static)
 # shellcheck source=pins.sh
 . "$(dirname "$0")/pins.sh"
 
-kernel() {
-  if [ -n "${RT_VM_KERNEL:-}" ]; then echo "$RT_VM_KERNEL"; return; fi
-  ls -1 /boot/vmlinuz-*-rt-* 2>/dev/null | sort -V | tail -n 1
-}
 
 missing() {
   local m=()
   mapfile -t m < <(apt_missing "${PACKAGES[@]}")
   command -v vng >/dev/null || m+=("virtme-ng (PyPI)")
-  [ -n "$(kernel)" ] || m+=("a PREEMPT_RT kernel in /boot")
+  [ -n "$(rt_kernel)" ] || m+=("a PREEMPT_RT kernel in /boot")
   echo "${m[*]}"
 }
 
@@ -84,15 +80,15 @@ install() {
 }
 
 case "$mode" in
-  install) install; echo "rt-vm: ready: $(kernel)"; exit 0 ;;
+  install) install; echo "rt-vm: ready: $(rt_kernel)"; exit 0 ;;
   check)
     m=$(missing)
     if [ -n "$m" ]; then echo "rt-vm: missing: $m (bash scripts/rt-vm.sh --install)"; exit 2; fi
-    echo "rt-vm: ready: $(kernel)"; exit 0 ;;
+    echo "rt-vm: ready: $(rt_kernel)"; exit 0 ;;
 esac
 
 [ -z "$(missing)" ] || install
-k=$(kernel)
+k=$(rt_kernel)
 vng_args=(-r "$k" --cpus "$cpus" --memory "$memory")
 [ -n "$append" ] && vng_args+=(--append "$append")
 [ -n "$rwdir" ] && vng_args+=(--rwdir "$rwdir")
@@ -135,10 +131,9 @@ run_bounded() {
 # features while /dev/kvm still opens; a short boot tells
 accel=${RT_VM_ACCEL:-auto}
 if [ "$accel" = auto ]; then
-  cache=/var/cache/rtlab/rt-vm-accel
-  if [ -r "$cache" ] && [ "$(cut -d' ' -f2 "$cache")" = "$k" ]; then
-    accel=$(cut -d' ' -f1 "$cache")
-  else
+  cache=$RT_VM_ACCEL_CACHE
+  accel=$(rt_vm_cached_accel "$k")
+  if [ -z "$accel" ]; then
     accel=tcg
     if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
       echo "rt-vm: trying KVM (a short boot, at most 40 s; the answer is kept in $cache)" >&2

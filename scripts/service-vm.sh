@@ -15,8 +15,9 @@
 # SCRIPT is a shell script's text, run by /bin/sh in the guest once it has booted. The root:
 # RTLAB_SERVICE_ROOT (default /var/cache/rtlab/debian-12-systemd); each boot writes a disk
 # image made from a copy of it (about 700 MB in a temporary directory, removed after). The
-# guest has no network device (lo only). Acceleration as rt-vm.sh's (RT_VM_ACCEL, its cached
-# answer): under TCG a boot takes about a minute and timings are not real.
+# guest has no network device (lo only). The kernel and the acceleration as rt-vm.sh's
+# (RT_VM_KERNEL; RT_VM_ACCEL, else rt-vm.sh's cached answer): under TCG a boot takes about
+# a minute and timings are not real.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ROOT=${RTLAB_SERVICE_ROOT:-/var/cache/rtlab/debian-12-systemd}
@@ -24,12 +25,10 @@ PACKAGES=(debootstrap qemu-system-x86)
 # shellcheck source=pins.sh
 . "$here/pins.sh"
 
-kernel() { ls -1 /boot/vmlinuz-*-rt-* 2>/dev/null | sort -V | tail -n 1; }
-
 missing() {
   local m=()
   mapfile -t m < <(apt_missing "${PACKAGES[@]}")
-  [ -n "$(kernel)" ] || m+=("Debian's PREEMPT_RT kernel (bash scripts/rt-vm.sh --install)")
+  [ -n "$(rt_kernel)" ] || m+=("Debian's PREEMPT_RT kernel (bash scripts/rt-vm.sh --install)")
   [ -x "$ROOT/lib/systemd/systemd" ] || m+=("the Debian 12 root with systemd at $ROOT")
   echo "${m[*]}"
 }
@@ -40,7 +39,7 @@ install_all() {
     exit 2
   fi
   apt_install_pinned "${PACKAGES[@]}"
-  [ -n "$(kernel)" ] || bash "$here/rt-vm.sh" --install
+  [ -n "$(rt_kernel)" ] || bash "$here/rt-vm.sh" --install
   if [ ! -x "$ROOT/lib/systemd/systemd" ]; then
     local t=$SECONDS part="$ROOT.part"
     # systemd as init, ip(8) for rtlab's namespaces, ps and kmod; no stress-ng or iperf3:
@@ -61,7 +60,7 @@ install_all() {
     echo "service-vm: error: still missing after install: $m" >&2
     exit 2
   fi
-  echo "service-vm: ready ($(kernel), $ROOT)"
+  echo "service-vm: ready ($(rt_kernel), $ROOT)"
 }
 
 bin="" cpus=2 timeout=900
@@ -70,7 +69,7 @@ case "${1:-}" in
   --check)
     m=$(missing)
     if [ -n "$m" ]; then echo "missing: $m (run: bash scripts/service-vm.sh --install, as root)"; exit 2; fi
-    echo "ready: $(kernel), $ROOT"; exit 0 ;;
+    echo "ready: $(rt_kernel), $ROOT"; exit 0 ;;
   --bin) bin=${2:?service-vm: error: --bin needs the rtlab binary}; shift 2 ;;
   *) echo "service-vm: error: expected --install, --check or --bin RTLAB (see the usage at the top of $0)" >&2; exit 2 ;;
 esac
@@ -91,10 +90,11 @@ m=$(missing)
 [ -z "$m" ] || { echo "service-vm: error: missing: $m (bash scripts/service-vm.sh --install)" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "service-vm: error: not root (the disk image keeps the root's owners)" >&2; exit 2; }
 
-k=$(kernel)
-v=${k#/boot/vmlinuz-}
+k=$(rt_kernel)
+v=$(basename "$k"); v=${v#vmlinuz-}
 initrd=/boot/initrd.img-$v
 [ -r "$initrd" ] || { echo "service-vm: error: no initrd for $k at $initrd" >&2; exit 2; }
+[ -d "/lib/modules/$v" ] || { echo "service-vm: error: no modules for $k at /lib/modules/$v" >&2; exit 2; }
 work=$(mktemp -d /var/tmp/rtlab-service-vm.XXXXXX)
 qpid=""
 cleanup() { [ -n "$qpid" ] && kill -KILL "$qpid" 2>/dev/null; rm -rf "$work"; }
@@ -128,9 +128,8 @@ rm -rf "$stage"
 
 accel=${RT_VM_ACCEL:-auto}
 if [ "$accel" = auto ]; then
-  accel=tcg
-  cache=/var/cache/rtlab/rt-vm-accel
-  [ -r "$cache" ] && [ "$(cut -d' ' -f2 "$cache")" = "$k" ] && accel=$(cut -d' ' -f1 "$cache")
+  accel=$(rt_vm_cached_accel "$k")
+  accel=${accel:-tcg}
 fi
 echo "service-vm: $(basename "$k"), $accel, $cpus CPUs, systemd on Debian 12" >&2
 start=$SECONDS

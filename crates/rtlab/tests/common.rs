@@ -47,6 +47,30 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// A test that cannot run here: it says why and passes, except where `.ci/run` set the
+/// variable `require` to 1 (it must run there): then it fails with the reason.
+pub fn skip(require: &str, what: &str, why: &str) {
+    let required = std::env::var(require).as_deref() == Ok("1");
+    assert!(!required, "{require}=1 and {what} cannot run: {why}");
+    eprintln!("skipped: {what} cannot run here: {why}");
+}
+
+/// Whether a test that needs root and `bash SCRIPT --check` can run here; when not, `skip`'s
+/// reason is root (`not_root` says what for) or what the script says is missing.
+pub fn script_ready(script: &std::path::Path, require: &str, what: &str, not_root: &str) -> bool {
+    let why = if !is_root() {
+        format!("not root ({not_root})")
+    } else {
+        let o = Command::new("bash").arg(script).arg("--check").output().unwrap();
+        if o.status.success() {
+            return true;
+        }
+        stdout(&o).trim().to_string()
+    };
+    skip(require, what, &why);
+    false
+}
+
 /// A network namespace a test made (`ip netns add`): removed, with its veth pairs, when
 /// dropped, also when an assertion fails.
 pub struct Netns(pub String);

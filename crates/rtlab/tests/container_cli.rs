@@ -18,19 +18,8 @@ fn script() -> PathBuf {
 
 /// Whether the containers can run here (else the skip is said, or fails where required).
 fn ready() -> bool {
-    let required = std::env::var("RTLAB_REQUIRE_CONTAINER").as_deref() == Ok("1");
-    let why = if !is_root() {
-        "not root (podman as root, the privileged container)".to_string()
-    } else {
-        let o = Command::new("bash").arg(script()).arg("--check").output().unwrap();
-        if o.status.success() {
-            return true;
-        }
-        stdout(&o).trim().to_string()
-    };
-    assert!(!required, "RTLAB_REQUIRE_CONTAINER=1 and the container tests cannot run: {why}");
-    eprintln!("skipped: no container here: {why}");
-    false
+    let root_for = "podman as root, the privileged container";
+    script_ready(&script(), "RTLAB_REQUIRE_CONTAINER", "the container tests", root_for)
 }
 
 /// `sh -c CMD` in the image with podman run's `opts`, this build's rtlab as `rtlab`.

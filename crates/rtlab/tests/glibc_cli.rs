@@ -17,9 +17,7 @@ use std::process::{Command, Output};
 const SYSROOT: Option<&str> = option_env!("RTLAB_SYSROOT");
 
 fn skip(why: &str) {
-    let required = std::env::var("RTLAB_REQUIRE_GLIBC231").as_deref() == Ok("1");
-    assert!(!required, "RTLAB_REQUIRE_GLIBC231=1 and the glibc 2.31 tests cannot run: {why}");
-    eprintln!("skipped: {why}");
+    common::skip("RTLAB_REQUIRE_GLIBC231", "the glibc 2.31 tests", why);
 }
 
 /// The glibc symbol versions a binary asks for, highest last.

@@ -66,17 +66,9 @@ fn rt_kernel_suite_passes_inside_an_8_cpu_preempt_rt_vm() {
 /// Boot the RT VM with `cpus` CPUs and `append`, run each of `tests` (every test of this
 /// binary named with `prefix`) inside, one at a time, and require each to pass.
 fn suite(prefix: &str, tests: &[&str], append: &str, cpus: u32) {
-    let required = std::env::var("RTLAB_REQUIRE_RT_VM").as_deref() == Ok("1");
-    let skip = |why: String| {
-        assert!(!required, "RTLAB_REQUIRE_RT_VM=1 and the RT-kernel suite cannot run: {why}");
-        eprintln!("skipped: the PREEMPT_RT suite cannot run here: {why}");
-    };
-    if !is_root() {
-        return skip("not root (QEMU, tracefs and the profiles need it)".into());
-    }
-    let check = Command::new("bash").arg(script()).arg("--check").output().unwrap();
-    if !check.status.success() {
-        return skip(String::from_utf8_lossy(&check.stdout).trim().to_string());
+    let root_for = "QEMU, tracefs and the profiles need it";
+    if !script_ready(&script(), "RTLAB_REQUIRE_RT_VM", "the RT-kernel suite", root_for) {
+        return;
     }
     let exe = std::env::current_exe().unwrap();
     // `tests` is every guest test of this binary with that prefix

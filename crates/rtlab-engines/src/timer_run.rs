@@ -264,7 +264,8 @@ impl RawOutput {
 
     /// Stop the writer once it drained the rings; the samples it dropped.
     fn finish(self) -> u64 {
-        self.stop.store(true, Ordering::Relaxed);
+        // Release: the writer's Acquire load of `stop` then sees every sample pushed before
+        self.stop.store(true, Ordering::Release);
         self.writer.map(|w| w.join().unwrap_or(0)).unwrap_or(0)
     }
 }

@@ -455,8 +455,16 @@ impl EchoState {
         &self,
         take: &mut dyn FnMut() -> Result<Option<Received>, TransportError>,
     ) {
-        use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+        use std::sync::atomic::{
+            fence,
+            Ordering::{AcqRel, Acquire, Release, SeqCst},
+        };
         self.again.store(true, Release);
+        // store `again`, then try the lock; the one answering unlocks, then reads `again`:
+        // each side writes one place and reads the other, which release and acquire alone
+        // do not order (on aarch64 both could read the old value and a sample wait for the
+        // next callback); a full fence on each side does
+        fence(SeqCst);
         loop {
             let mut pong = match self.pong.try_lock() {
                 Ok(p) => p,
@@ -480,6 +488,7 @@ impl EchoState {
                 }
             }
             drop(pong);
+            fence(SeqCst);
             if !self.again.load(Acquire) {
                 return;
             }

@@ -82,8 +82,14 @@ impl FarSide {
     /// total and in its busiest window (by interrupts), its notes.
     pub fn summary(&self) -> Vec<String> {
         let mut v = vec![format!(
-            "far side {} (host {}, rtlab {}): {} -> {}, clocks: {}",
-            self.link, self.host, self.version, self.near_address, self.far_address, self.clocks
+            "far side {} (host {}, rtlab {}, {}): {} -> {}, clocks: {}",
+            self.link,
+            self.host,
+            self.version,
+            self.environment.arch_said(),
+            self.near_address,
+            self.far_address,
+            self.clocks
         )];
         if let Some(c) = &self.counters {
             let mut total = crate::evidence::KernelCounters::default();
@@ -198,7 +204,8 @@ pub struct Environment {
     pub hz: Option<u32>,
     /// `hres_active` from /proc/timer_list (None: unreadable).
     pub high_res_timers: Option<bool>,
-    /// `kvm`, `xen`, `vmware`, `hyperv`, `hypervisor` (unknown kind) or None (bare metal).
+    /// `kvm`, `qemu` (QEMU's arm64 `virt` board: KVM or emulation), `xen`, `vmware`,
+    /// `hyperv`, `hypervisor` (unknown kind) or None (bare metal).
     pub virtualization: Option<String>,
     pub cpuidle_driver: Option<String>,
     pub cpuidle_governor: Option<String>,
@@ -212,6 +219,13 @@ pub struct Environment {
     pub threaded_irqs: bool,
     pub cpus_online: String,
     pub cpu_model: String,
+    /// The CPU architecture rtlab ran as (`uname -m`: `x86_64`, `aarch64`).
+    #[serde(default)]
+    pub architecture: String,
+    /// The kernel's own (/proc/sys/kernel/arch; empty where the kernel has no such file):
+    /// another than `architecture` only under an emulator (qemu-user).
+    #[serde(default)]
+    pub kernel_architecture: String,
     /// /proc/cmdline.
     pub cmdline: String,
     /// RT throttling: /proc/sys/kernel/sched_rt_runtime_us (-1: off).
@@ -220,6 +234,18 @@ pub struct Environment {
     pub cpu_dma_latency_us: Option<i32>,
     /// Whether mlockall(MCL_CURRENT|MCL_FUTURE) succeeded.
     pub memory_locked: bool,
+}
+
+impl Environment {
+    /// The architecture rtlab ran as, and the kernel's when an emulator stood between them:
+    /// `aarch64`, `aarch64 emulated on x86_64`.
+    pub fn arch_said(&self) -> String {
+        match (self.architecture.as_str(), self.kernel_architecture.as_str()) {
+            ("", _) => "architecture unknown".into(),
+            (a, k) if k.is_empty() || k == a => a.to_string(),
+            (a, k) => format!("{a} emulated on {k}"),
+        }
+    }
 }
 
 /// Something that weakens the measurement, with what to do about it.

@@ -12,6 +12,11 @@ pub enum Warn {
     Virtualized {
         kind: String,
     },
+    /// rtlab ran as `arch` on a `kernel` kernel: through an emulator (qemu-user).
+    Emulated {
+        arch: String,
+        kernel: String,
+    },
     RunTooShort {
         samples: u64,
         wanted: u64,
@@ -109,6 +114,7 @@ impl Warn {
         match self {
             Warn::NotPreemptRt { .. } => "not-preempt-rt",
             Warn::Virtualized { .. } => "virtualized",
+            Warn::Emulated { .. } => "emulated",
             Warn::RunTooShort { .. } => "run-too-short",
             Warn::NoRtPrivilege => "no-rt-privilege",
             Warn::NotRealtimePolicy => "not-realtime-policy",
@@ -141,6 +147,9 @@ impl Warn {
             ),
             Warn::Virtualized { kind } => format!(
                 "running in a {kind} virtual machine: the hypervisor can delay any wake-up (steal time); measure on the robot's own hardware for figures that count"
+            ),
+            Warn::Emulated { arch, kernel } => format!(
+                "rtlab ran as {arch} on a {kernel} kernel, through an emulator (qemu-user): this shows behaviour, not latency (every time here is the emulator's); measure on {arch} hardware for figures that count"
             ),
             Warn::RunTooShort { samples, wanted } => format!(
                 "only {samples} samples: rare spikes need long runs (the studies ran hours); use at least {wanted} samples for a p99.99 that means something"
@@ -248,6 +257,15 @@ pub fn environment_warnings(env: &Environment) -> Vec<Warn> {
     if let Some(kind) = &env.virtualization {
         w.push(Warn::Virtualized { kind: kind.clone() });
     }
+    if !env.kernel_architecture.is_empty()
+        && !env.architecture.is_empty()
+        && env.kernel_architecture != env.architecture
+    {
+        w.push(Warn::Emulated {
+            arch: env.architecture.clone(),
+            kernel: env.kernel_architecture.clone(),
+        });
+    }
     if env.high_res_timers == Some(false) {
         w.push(Warn::NotHighResTimers);
     }
@@ -290,6 +308,22 @@ mod tests {
         };
         let codes: Vec<_> = environment_warnings(&env).iter().map(|w| w.code()).collect();
         assert_eq!(codes, vec!["not-preempt-rt", "virtualized"]);
+        // the same architecture, or a kernel that does not say its own: nothing; another: emulated
+        let native = Environment {
+            architecture: "x86_64".into(),
+            kernel_architecture: "x86_64".into(),
+            ..env.clone()
+        };
+        assert!(!environment_warnings(&native).iter().any(|w| w.code() == "emulated"));
+        let unsaid = Environment { kernel_architecture: String::new(), ..native.clone() };
+        assert!(!environment_warnings(&unsaid).iter().any(|w| w.code() == "emulated"));
+        let emulated = Environment { architecture: "aarch64".into(), ..native };
+        let w = environment_warnings(&emulated);
+        let e = w.iter().find(|w| w.code() == "emulated").expect("an emulated warning");
+        assert!(
+            e.message().contains("aarch64 on a x86_64 kernel")
+                && e.message().contains("not latency")
+        );
         assert!(Warn::NotPreemptRt { model: "none".into() }.message().contains("none"));
     }
 

@@ -270,8 +270,9 @@ pub fn env_diff(a: &Environment, b: &Environment) -> Vec<(String, String, String
 /// One line describing the machine.
 pub fn machine_line(e: &Environment) -> String {
     format!(
-        "{} · kernel {} · preemption {}{} · PREEMPT_RT {} · HZ {} · {} · CPUs {} · {}",
+        "{} · {} · kernel {} · preemption {}{} · PREEMPT_RT {} · HZ {} · {} · CPUs {} · {}",
         e.hostname,
+        e.arch_said(),
         e.kernel_release,
         e.preemption_model,
         if e.preempt_dynamic { " (dynamic)" } else { "" },
@@ -426,4 +427,24 @@ fn evidence_text(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_architecture_is_said_and_an_emulator_named() {
+        let e = |a: &str, k: &str| Environment {
+            architecture: a.into(),
+            kernel_architecture: k.into(),
+            ..Default::default()
+        };
+        assert_eq!(e("x86_64", "x86_64").arch_said(), "x86_64");
+        assert_eq!(e("aarch64", "").arch_said(), "aarch64");
+        assert_eq!(e("aarch64", "x86_64").arch_said(), "aarch64 emulated on x86_64");
+        // a result written before the architecture was recorded
+        assert_eq!(e("", "").arch_said(), "architecture unknown");
+        assert!(machine_line(&e("aarch64", "aarch64")).contains(" · aarch64 · kernel "));
+    }
 }

@@ -97,6 +97,17 @@ pub fn virtualization(root: &Path) -> Option<String> {
     let hypervisor_flag = cpuinfo
         .lines()
         .any(|l| l.starts_with("flags") && l.split_whitespace().any(|w| w == "hypervisor"));
+    // ARM has neither DMI (without UEFI) nor that flag: the device tree says it. QEMU's
+    // `virt` board (KVM or emulation) is "linux,dummy-virt"; a hypervisor node names Xen or
+    // another hypervisor
+    let dt = |f: &str| {
+        ["proc/device-tree", "sys/firmware/devicetree/base"]
+            .iter()
+            .find_map(|d| std::fs::read(root.join(d).join(f)).ok())
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " ").trim().to_string())
+    };
+    let dt_board = dt("compatible").unwrap_or_default();
+    let dt_hypervisor = dt("hypervisor/compatible");
     // kvm-clock offered as a clocksource, or the haltpoll idle driver, exist only in KVM guests
     if vendor.contains("qemu")
         || product.contains("kvm")
@@ -105,16 +116,71 @@ pub fn virtualization(root: &Path) -> Option<String> {
         || idle == "haltpoll"
     {
         Some("kvm".into())
-    } else if hv == "xen" || clocksource == "xen" {
+    } else if dt_board.split_whitespace().any(|c| c == "linux,dummy-virt") {
+        Some("qemu".into())
+    } else if hv == "xen"
+        || clocksource == "xen"
+        || dt_hypervisor.as_deref().is_some_and(|c| c.contains("xen"))
+    {
         Some("xen".into())
     } else if vendor.contains("vmware") {
         Some("vmware".into())
     } else if vendor.contains("microsoft") || clocksource.starts_with("hyperv") {
         Some("hyperv".into())
-    } else if hypervisor_flag {
+    } else if hypervisor_flag || dt_hypervisor.is_some() {
         Some("hypervisor".into())
     } else {
         None
+    }
+}
+
+/// The CPU's name: x86's `model name`; on ARM (no such line) the board's device-tree model
+/// (`Raspberry Pi 4 Model B Rev 1.4`, `NVIDIA Jetson AGX Orin`), else the core named by its
+/// implementer and part numbers.
+fn cpu_model(root: &Path, cpuinfo: &str) -> String {
+    let field = |name: &str| {
+        cpuinfo.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == name).then(|| v.trim().to_string())
+        })
+    };
+    if let Some(m) = field("model name") {
+        return m;
+    }
+    let dt = ["proc/device-tree/model", "sys/firmware/devicetree/base/model"]
+        .iter()
+        .find_map(|p| read(root, p))
+        .map(|m| m.trim_end_matches('\0').to_string())
+        .filter(|m| !m.is_empty());
+    if let Some(m) = dt {
+        return m;
+    }
+    let (Some(imp), Some(part)) = (field("CPU implementer"), field("CPU part")) else {
+        return String::new();
+    };
+    let core = match (imp.as_str(), part.as_str()) {
+        ("0x41", "0xd03") => "Cortex-A53",
+        ("0x41", "0xd04") => "Cortex-A35",
+        ("0x41", "0xd05") => "Cortex-A55",
+        ("0x41", "0xd07") => "Cortex-A57",
+        ("0x41", "0xd08") => "Cortex-A72",
+        ("0x41", "0xd09") => "Cortex-A73",
+        ("0x41", "0xd0a") => "Cortex-A75",
+        ("0x41", "0xd0b") => "Cortex-A76",
+        ("0x41", "0xd0c") => "Neoverse-N1",
+        ("0x41", "0xd0d") => "Cortex-A77",
+        ("0x41", "0xd40") => "Neoverse-V1",
+        ("0x41", "0xd41") => "Cortex-A78",
+        ("0x41", "0xd42") => "Cortex-A78AE",
+        ("0x41", "0xd49") => "Neoverse-N2",
+        ("0x41", "0xd4f") => "Neoverse-V2",
+        ("0x4e", "0x004") => "NVIDIA Carmel",
+        _ => "",
+    };
+    if core.is_empty() {
+        format!("CPU implementer {imp} part {part}")
+    } else {
+        core.to_string()
     }
 }
 
@@ -136,12 +202,7 @@ pub fn detect(root: &Path) -> Environment {
         })
     });
     let cpuinfo = read(root, "proc/cpuinfo").unwrap_or_default();
-    let cpu_model = cpuinfo
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
-        })
-        .unwrap_or_default();
+    let cpu_model = cpu_model(root, &cpuinfo);
     Environment {
         hostname: read(root, "proc/sys/kernel/hostname").unwrap_or_default(),
         kernel_release: release,
@@ -162,6 +223,8 @@ pub fn detect(root: &Path) -> Environment {
         threaded_irqs: rt || cmdline.split_whitespace().any(|w| w == "threadirqs"),
         cpus_online: read(root, "sys/devices/system/cpu/online").unwrap_or_default(),
         cpu_model,
+        architecture: std::env::consts::ARCH.to_string(),
+        kernel_architecture: read(root, "proc/sys/kernel/arch").unwrap_or_default(),
         cmdline,
         sched_rt_runtime_us: read(root, "proc/sys/kernel/sched_rt_runtime_us")
             .and_then(|v| v.parse().ok()),
@@ -202,6 +265,49 @@ mod tests {
         assert_eq!(e.virtualization, None);
         assert_eq!(e.cpu_model, "Cortex");
         assert_eq!(e.sched_rt_runtime_us, Some(-1));
+        // the architecture rtlab ran as is its own build's; the kernel's is read
+        assert_eq!(e.architecture, std::env::consts::ARCH);
+        assert_eq!(e.kernel_architecture, "");
+        put(r, "proc/sys/kernel/arch", "aarch64\n");
+        assert_eq!(detect(r).kernel_architecture, "aarch64");
+    }
+
+    #[test]
+    fn an_arm_cpu_is_named_by_its_board_else_its_core() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        let arm =
+            "processor\t: 0\nBogoMIPS\t: 108.00\nCPU implementer\t: 0x41\nCPU part\t: 0xd08\n";
+        put(r, "proc/cpuinfo", arm);
+        assert_eq!(detect(r).cpu_model, "Cortex-A72");
+        put(r, "proc/device-tree/model", "Raspberry Pi 4 Model B Rev 1.4\0");
+        assert_eq!(detect(r).cpu_model, "Raspberry Pi 4 Model B Rev 1.4");
+        let other = "CPU implementer\t: 0x61\nCPU part\t: 0x022\n";
+        put(r, "proc/cpuinfo", other);
+        std::fs::remove_file(r.join("proc/device-tree/model")).unwrap();
+        assert_eq!(detect(r).cpu_model, "CPU implementer 0x61 part 0x022");
+        put(r, "proc/cpuinfo", "processor\t: 0\n");
+        assert_eq!(detect(r).cpu_model, "");
+    }
+
+    #[test]
+    fn an_arm_virtual_machine_is_found_in_the_device_tree() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        put(r, "proc/cpuinfo", "CPU implementer\t: 0x41\nCPU part\t: 0xd08\n");
+        assert_eq!(virtualization(r), None);
+        // a Raspberry Pi: bare metal
+        put(r, "proc/device-tree/compatible", "raspberrypi,4-model-b\0brcm,bcm2711\0");
+        assert_eq!(virtualization(r), None);
+        // QEMU's virt board
+        put(r, "proc/device-tree/compatible", "linux,dummy-virt\0");
+        assert_eq!(virtualization(r).as_deref(), Some("qemu"));
+        // a Xen guest, and another hypervisor's node
+        put(r, "proc/device-tree/compatible", "xenvm-4.2\0");
+        put(r, "proc/device-tree/hypervisor/compatible", "xen,xen-4.17\0xen,xen\0");
+        assert_eq!(virtualization(r).as_deref(), Some("xen"));
+        put(r, "proc/device-tree/hypervisor/compatible", "vendor,hyp\0");
+        assert_eq!(virtualization(r).as_deref(), Some("hypervisor"));
     }
 
     #[test]

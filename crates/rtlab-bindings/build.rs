@@ -39,9 +39,25 @@ fn main() {
     let config = prefix.join("include/fastdds/config.hpp");
     println!("cargo:rerun-if-changed={}", config.display());
     let so3 = out.join("librtlab_fastdds3.so");
+    let lib3 = prefix.join("lib/libfastdds.so");
+    // an installation of another architecture (an x86-64 ROS 2 beside a build for aarch64)
+    // cannot be linked against: said, and stood in for
+    let target = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    let machine = elf_machine(&lib3);
+    let foreign = match (target.as_str(), machine) {
+        ("x86_64", Some(m)) => m != 62,
+        ("aarch64", Some(m)) => m != 183,
+        _ => false,
+    };
+    if foreign {
+        println!(
+            "cargo:warning={} is not built for {target} (this build's target): --fastdds-lib ros2 will not be available (RTLAB_ROS2_PREFIX names a ROS 2 installation of the target's architecture)",
+            lib3.display()
+        );
+    }
     let v3 = header_version(&config, "FASTDDS_VERSION_STR")
         .filter(|v| v.split('.').next().and_then(|m| m.parse::<u32>().ok()) >= Some(3))
-        .filter(|_| prefix.join("lib/libfastdds.so").exists());
+        .filter(|_| lib3.exists() && !foreign);
     match &v3 {
         Some(_) => {
             let inc = prefix.join("include");
@@ -55,6 +71,7 @@ fn main() {
                 &["fastdds", "fastcdr"],
             );
         }
+        None if foreign => std::fs::write(&so3, b"").expect("writing the empty stand-in"),
         None => {
             std::fs::write(&so3, b"").expect("writing the empty stand-in");
             println!(
@@ -95,6 +112,13 @@ fn shim(
     }
     let status = link.status().unwrap_or_else(|e| panic!("linking {soname}: {e}"));
     assert!(status.success(), "linking {soname}: {link:?} failed with {status} (is libfastrtps-dev installed? scripts/setup.sh)");
+}
+
+/// The ELF `e_machine` of a library (None: unreadable, or not ELF).
+fn elf_machine(lib: &Path) -> Option<u16> {
+    let mut head = [0u8; 20];
+    std::io::Read::read_exact(&mut std::fs::File::open(lib).ok()?, &mut head).ok()?;
+    (&head[..4] == b"\x7fELF").then(|| u16::from_le_bytes([head[18], head[19]]))
 }
 
 /// `#define NAME "x.y.z"` in a header.

@@ -49,6 +49,30 @@ fn bad_ros2_flags_are_one_line_and_exit_2() {
         &["--ros2-prefix", "for the ros2 transport"],
     );
     assert_error(&["pubsub", "--transport", "ros2", "--domain", "233", "--count", "10"], &["233"]);
+    // an installation built for the other machine (an aarch64 ROS 2 beside an x86-64 rtlab,
+    // or the reverse): its rcl's ELF header says so
+    let (theirs, machine, ours) = if cfg!(target_arch = "aarch64") {
+        (62u16, "x86-64", "aarch64")
+    } else {
+        (183u16, "aarch64", "x86-64")
+    };
+    let other = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(other.path().join("share/rcl")).unwrap();
+    std::fs::create_dir_all(other.path().join("lib")).unwrap();
+    std::fs::write(
+        other.path().join("share/rcl/package.xml"),
+        "<package><version>10.1.3</version></package>",
+    )
+    .unwrap();
+    let mut header = vec![0u8; 64];
+    header[..6].copy_from_slice(b"\x7fELF\x02\x01");
+    header[18..20].copy_from_slice(&theirs.to_le_bytes());
+    std::fs::write(other.path().join("lib/librcl.so"), header).unwrap();
+    let prefix = other.path().to_str().unwrap();
+    assert_error(
+        &["pubsub", "--transport", "ros2", "--ros2-prefix", prefix, "--count", "10"],
+        &[prefix, &format!("built for {machine}"), &format!("this rtlab for {ours}"), "--target"],
+    );
     // found here: Fast DDS 3 under the RMW announces the host's address, the loopback-only
     // fastdds reaches 127.0.0.1 alone: said before anything runs, both ways
     for (near, far) in [("fastdds", "ros2"), ("ros2", "fastdds")] {

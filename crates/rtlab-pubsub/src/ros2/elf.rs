@@ -58,6 +58,55 @@ fn usize_of(v: u64) -> Result<usize, String> {
     usize::try_from(v).map_err(|_| "an offset beyond this machine's address space".to_string())
 }
 
+/// ELF `e_machine` values rtlab is built for.
+pub const EM_X86_64: u16 = 62;
+/// ELF `e_machine` of 64-bit ARM.
+pub const EM_AARCH64: u16 = 183;
+
+/// The `e_machine` of this rtlab's own build (what every library it loads must be), on the
+/// machines rtlab is built and tested for.
+#[cfg(target_arch = "x86_64")]
+pub const THIS_MACHINE: Option<u16> = Some(EM_X86_64);
+/// The `e_machine` of this rtlab's own build (what every library it loads must be).
+#[cfg(target_arch = "aarch64")]
+pub const THIS_MACHINE: Option<u16> = Some(EM_AARCH64);
+/// The `e_machine` of this rtlab's own build: not one rtlab names (the loader says then).
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub const THIS_MACHINE: Option<u16> = None;
+
+/// A machine's name as `uname -m` and the Debian triplets say it.
+pub fn machine_name(m: u16) -> String {
+    match m {
+        EM_X86_64 => "x86-64".into(),
+        EM_AARCH64 => "aarch64".into(),
+        3 => "i386".into(),
+        40 => "arm (32-bit)".into(),
+        243 => "riscv".into(),
+        m => format!("ELF machine {m}"),
+    }
+}
+
+/// The machine (`e_machine`) `path` is built for.
+pub fn machine(path: &Path) -> Result<u16, String> {
+    let mut head = [0u8; 20];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    machine_in(&head[..n]).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// [`machine`] over the first bytes of an ELF file.
+pub fn machine_in(b: &[u8]) -> Result<u16, String> {
+    if b.len() < 20 || &b[..4] != b"\x7fELF" {
+        return Err("not an ELF file".into());
+    }
+    let s = [b[18], b[19]];
+    Ok(match b[5] {
+        2 => u16::from_be_bytes(s),
+        _ => u16::from_le_bytes(s),
+    })
+}
+
 /// [`needed`] over the bytes of an ELF file.
 pub fn needed_in(b: &[u8]) -> Result<Vec<String>, String> {
     if b.len() < 16 || &b[..4] != b"\x7fELF" {
@@ -231,6 +280,21 @@ mod tests {
         b.extend(sh(6, dyn_off, dynamic.len() as u64, 2, 16));
         b.extend(sh(3, str_off, strtab.len() as u64, 0, 0));
         b
+    }
+
+    #[test]
+    fn the_machine_is_read_from_the_header() {
+        let mut b = elf(&["liba.so"]);
+        b[18..20].copy_from_slice(&EM_AARCH64.to_le_bytes());
+        assert_eq!(machine_in(&b).unwrap(), EM_AARCH64);
+        b[18..20].copy_from_slice(&EM_X86_64.to_le_bytes());
+        assert_eq!(machine_in(&b).unwrap(), EM_X86_64);
+        assert_eq!(machine_name(EM_AARCH64), "aarch64");
+        assert_eq!(machine_name(7), "ELF machine 7");
+        assert!(machine_in(b"\x7fELF").unwrap_err().contains("not an ELF"));
+        // this test binary itself is built for this build's machine
+        let me = std::env::current_exe().unwrap();
+        assert_eq!(Some(machine(&me).unwrap()), THIS_MACHINE);
     }
 
     #[test]

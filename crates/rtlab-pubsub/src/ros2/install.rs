@@ -349,6 +349,20 @@ fn describe(
     let dirs = lib_dirs(&prefixes);
     let rcl = prefix.join("lib/librcl.so");
     // an rcl linked to one RMW (the package registry's wheels) rather than rmw_implementation
+    // an installation for another machine (an aarch64 ROS 2 copied beside an x86-64 rtlab)
+    // is said here, before the loader's "wrong ELF class" or "cannot open" about one library
+    let theirs = elf::machine(&rcl).map_err(|e| format!("ros2: {e}"))?;
+    if let Some(ours) = elf::THIS_MACHINE.filter(|m| *m != theirs) {
+        return Err(format!(
+            "ros2: the ROS 2 installation in {} is built for {} ({}) and this rtlab for {}: use an rtlab built for {} (scripts/setup.sh --target) or an installation built for {}",
+            prefix.display(),
+            elf::machine_name(theirs),
+            rcl.display(),
+            elf::machine_name(ours),
+            elf::machine_name(theirs),
+            elf::machine_name(ours),
+        ));
+    }
     let rcl_needs = elf::needed(&rcl).map_err(|e| format!("ros2: {e}"))?;
     let linked: Option<String> = rcl_needs.iter().find_map(|n| {
         let stem = n.strip_prefix("lib")?.strip_suffix(".so")?;

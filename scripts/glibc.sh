@@ -45,15 +45,7 @@ install() {
   local t=$SECONDS tmp="$sysroot.new"
   # iproute2: `ip` for the namespaces of the tests run inside the root
   debootstrap_root glibc bullseye "$tmp" libc6-dev,iproute2
-  # the root's absolute symbolic links (/lib64/ld-linux-x86-64.so.2 -> /lib/...) made
-  # relative, so that the linker, which prefixes the sysroot, follows them inside it
-  local l t2
-  while IFS= read -r l; do
-    t2=$(readlink "$l")
-    case "$t2" in
-      /*) ln -sfn "$(realpath -m --relative-to="$(dirname "$l")" "$tmp$t2")" "$l" ;;
-    esac
-  done < <(find "$tmp/usr/lib" "$tmp/usr/lib64" -type l 2>/dev/null)
+  relative_links "$tmp"   # the linker prefixes the sysroot to absolute links
   rm -rf "$sysroot"
   mv "$tmp" "$sysroot"
   echo "glibc: Debian 11 root (glibc $(ls "$sysroot"/usr/lib/x86_64-linux-gnu/libc-*.so | grep -o '[0-9][0-9.]*[0-9]' | tail -n 1)) made at $sysroot in $((SECONDS - t)) s"

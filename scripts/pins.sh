@@ -77,6 +77,19 @@ debootstrap_root() {
   rm -f "$dir.log"
 }
 
+# relative_links ROOT: the root's absolute symbolic links under usr/lib and lib
+# (/lib64/ld-linux-x86-64.so.2 -> /lib/...) made relative, so that a linker using ROOT as its sysroot, which prefixes the
+# sysroot to them, follows them inside it
+relative_links() {
+  local root=$1 l t
+  while IFS= read -r l; do
+    t=$(readlink "$l")
+    case "$t" in
+      /*) ln -sfn "$(realpath -m --relative-to="$(dirname "$l")" "$root$t")" "$l" ;;
+    esac
+  done < <(find "$root/usr/lib" "$root/usr/lib64" "$root/lib" -type l 2>/dev/null)
+}
+
 # rt_kernel: the PREEMPT_RT kernel rt-vm.sh and service-vm.sh boot: RT_VM_KERNEL, else the
 # newest in /boot (nothing when there is none)
 rt_kernel() {

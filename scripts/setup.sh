@@ -2,9 +2,26 @@
 # Set up rtlab on a fresh Debian machine (as root): the Debian packages rtlab drives or
 # builds against (at the versions scripts/pins.txt names), then the release build (linked for
 # glibc 2.31 and later through scripts/glibc.sh).
-# `--deps-only` installs the packages and stops.
+# `--deps-only` installs the packages and stops. `--target aarch64` builds rtlab for 64-bit ARM
+# instead (a robot's Jetson, Raspberry Pi, i.MX 8: scripts/aarch64.sh, Debian's cross
+# toolchain) at target/aarch64-unknown-linux-gnu/release/rtlab.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+deps_only=0 target=""
+while (($#)); do
+  case "$1" in
+    --deps-only) deps_only=1; shift ;;
+    --target)
+      case "${2:-}" in
+        aarch64 | aarch64-unknown-linux-gnu) target=aarch64 ;;
+        x86_64 | x86-64 | x86_64-unknown-linux-gnu) target="" ;;
+        *) echo "rtlab setup: error: --target '${2:-}': expected aarch64 or x86_64" >&2; exit 2 ;;
+      esac
+      shift 2 ;;
+    *) echo "rtlab setup: error: unknown argument '$1' (expected --deps-only or --target aarch64)" >&2; exit 2 ;;
+  esac
+done
 
 PACKAGES=(
   build-essential pkg-config cmake libclang-dev   # C parts of the middleware crates (Cyclone DDS)
@@ -87,7 +104,25 @@ if [ -n "$(comm -23 <(echo "$ros2_wanted") <(echo "$ros2_have"))" ]; then
   echo "rtlab setup: ROS 2 (rcl $("$ROS2_VENV/bin/pip" show ros-rcl 2>/dev/null | sed -n 's/^Version: //p'), rmw_fastrtps_cpp, rclpy) installed in $ROS2_VENV"
 fi
 
-[ "${1:-}" = "--deps-only" ] && exit 0
+[ "$deps_only" = 1 ] && exit 0
+
+# glibc_said BINARY: the newest glibc symbol version BINARY asks for
+glibc_said() { readelf -V --wide "$1" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -n 1; }
+
+if [ "$target" = aarch64 ]; then
+  # the cross toolchain, the arm64 Fast DDS and a Debian 11 arm64 root to link against
+  if ! bash scripts/aarch64.sh --check >/dev/null; then
+    if [ "$(id -u)" -ne 0 ]; then
+      echo "rtlab setup: error: $(bash scripts/aarch64.sh --check) and not root to install it" >&2
+      exit 2
+    fi
+    bash scripts/aarch64.sh --install
+  fi
+  bash scripts/aarch64.sh cargo build --release --locked -p rtlab --target aarch64-unknown-linux-gnu
+  bin=target/aarch64-unknown-linux-gnu/release/rtlab
+  echo "rtlab setup: built $bin for aarch64 ($(du -h "$bin" | cut -f1)), runs on glibc $(glibc_said "$bin") and later; copy it to the robot (here it runs under qemu-user: behaviour, not latency)"
+  exit 0
+fi
 # the release binary runs on glibc 2.31 and every later one (Debian 11, Ubuntu 20.04 and up):
 # linked against a debootstrap'ed Debian 11 root; without one (not root to make it), against
 # this machine's glibc, said
@@ -102,7 +137,7 @@ else
   cargo build --release --locked -p rtlab
   runs_on="this machine's glibc and later (not root: no Debian 11 root to link against, scripts/glibc.sh)"
 fi
-echo "rtlab setup: built target/release/rtlab ($(du -h target/release/rtlab | cut -f1)), runs on $runs_on"
+echo "rtlab setup: built target/release/rtlab for x86-64 ($(du -h target/release/rtlab | cut -f1)), runs on $runs_on (asks for glibc $(glibc_said target/release/rtlab))"
 
 # shell completions and the man page, generated from the command line itself
 if [ "$(id -u)" -eq 0 ]; then

@@ -94,9 +94,23 @@ pub fn agent_command(spec: &FarSpec) -> Result<Command, LabError> {
             if rtlab_load::which("ip").is_none() {
                 return Err(LabError::Missing(rtlab_core::error::Missing::tool("ip", "iproute2")));
             }
-            let exe = std::env::current_exe().map_err(|e| {
-                LabError::Failed(format!("--far {spec}: finding this rtlab binary: {e}"))
-            })?;
+            // RTLAB_FAR_BIN: another rtlab there (an aarch64 build under qemu-user beside an
+            // x86-64 near side), else this one
+            let exe = match std::env::var_os("RTLAB_FAR_BIN").filter(|b| !b.is_empty()) {
+                Some(b) => {
+                    let b = std::path::PathBuf::from(b);
+                    if !b.is_file() {
+                        return Err(LabError::Failed(format!(
+                            "--far {spec}: RTLAB_FAR_BIN={}: no such file (in a namespace it names the rtlab binary to run there)",
+                            b.display()
+                        )));
+                    }
+                    b
+                }
+                None => std::env::current_exe().map_err(|e| {
+                    LabError::Failed(format!("--far {spec}: finding this rtlab binary: {e}"))
+                })?,
+            };
             let mut c = Command::new("ip");
             c.args(["netns", "exec", name]).arg(exe).args(["agent", "--keepalive", &deadline]);
             Ok(c)

@@ -10,7 +10,8 @@
 //! Contract: `--far ssh:[USER@]HOST[:PORT]` runs `rtlab agent` there through OpenSSH (ssh does
 //! the authentication and encryption; rtlab opens no listening port of its own; `RTLAB_SSH`
 //! replaces the `ssh` command, e.g. `ssh -F my_config`, and `RTLAB_FAR_BIN` the remote
-//! `rtlab`); `--far netns:NAME` runs this binary's agent in that network namespace. Across
+//! `rtlab`); `--far netns:NAME` runs this binary's agent in that network namespace (or the
+//! binary `RTLAB_FAR_BIN` names: an aarch64 rtlab under qemu-user, say). Across
 //! hosts only round trips are valid: [`FarSpec::same_clock`] says when one-way latencies are.
 
 pub mod agent;

@@ -83,14 +83,10 @@ install() {
 make_sysroot() {
   local t=$SECONDS tmp="$sysroot.new" a d
   a=$(mktemp -d)
+  mkdir -p "$a/debs"
   echo "deb [arch=arm64] $(debian_mirror) bullseye main" > "$a/sources.list"
-  mkdir -p "$a/lists/partial" "$a/cache/archives/partial" "$a/debs"
-  touch "$a/status"
-  local opts=(-qq -o "Dir::Etc::SourceList=$a/sources.list" -o Dir::Etc::SourceParts=/nonexistent
-    -o "Dir::State::Lists=$a/lists" -o "Dir::Cache=$a/cache" -o "Dir::State::status=$a/status"
-    -o APT::Architecture=arm64 -o APT::Architectures::=arm64 -o APT::Sandbox::User=root)
-  if ! apt-get "${opts[@]}" update > "$a/log" 2>&1 ||
-    ! (cd "$a/debs" && apt-get "${opts[@]}" download "${SYSROOT_PACKAGES[@]}") >> "$a/log" 2>&1; then
+  if ! apt_arm64 apt-get "$a" update > "$a/log" 2>&1 ||
+    ! (cd "$a/debs" && apt_arm64 apt-get "$a" download "${SYSROOT_PACKAGES[@]}") >> "$a/log" 2>&1; then
     echo "aarch64: error: fetching Debian 11's arm64 ${SYSROOT_PACKAGES[*]} from $(debian_mirror) failed:" >&2
     tail -n 20 "$a/log" >&2
     rm -rf "$a"

@@ -55,19 +55,6 @@ missing() {
   echo "${m[*]}"
 }
 
-# apt_arm64 TOOL DIR ARGS...: apt-get or apt-cache on this machine's sources (Debian 12 and
-# its updates) for arm64, with its lists, cache and (empty) status in DIR: this machine's
-# apt is left as it is
-apt_arm64() {
-  local tool=$1 a=$2
-  shift 2
-  mkdir -p "$a/lists/partial" "$a/cache/archives/partial"
-  touch "$a/status"
-  "$tool" -qq -o "Dir::State::Lists=$a/lists" -o "Dir::Cache=$a/cache" -o "Dir::State::status=$a/status" \
-    -o APT::Architecture=arm64 -o APT::Architectures::=arm64 -o APT::Sandbox::User=root \
-    -o APT::Install-Recommends=false "$@"
-}
-
 install() {
   if [ -z "$(missing)" ]; then
     echo "arm64-vm: ready ($cache)"

@@ -90,6 +90,21 @@ relative_links() {
   done < <(find "$root/usr/lib" "$root/usr/lib64" "$root/lib" -type l 2>/dev/null)
 }
 
+# apt_arm64 TOOL DIR ARGS...: apt-get or apt-cache for arm64 with its lists, cache and (empty)
+# status in DIR, so that this machine's apt is left as it is; on this machine's sources, or on
+# DIR/sources.list when there is one (another Debian release)
+apt_arm64() {
+  local tool=$1 a=$2 src=()
+  shift 2
+  mkdir -p "$a/lists/partial" "$a/cache/archives/partial"
+  touch "$a/status"
+  [ -e "$a/sources.list" ] &&
+    src=(-o "Dir::Etc::SourceList=$a/sources.list" -o Dir::Etc::SourceParts=/nonexistent)
+  "$tool" -qq "${src[@]}" -o "Dir::State::Lists=$a/lists" -o "Dir::Cache=$a/cache" \
+    -o "Dir::State::status=$a/status" -o APT::Architecture=arm64 -o APT::Architectures::=arm64 \
+    -o APT::Sandbox::User=root -o APT::Install-Recommends=false "$@"
+}
+
 # rt_kernel: the PREEMPT_RT kernel rt-vm.sh and service-vm.sh boot: RT_VM_KERNEL, else the
 # newest in /boot (nothing when there is none)
 rt_kernel() {

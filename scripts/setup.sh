@@ -120,7 +120,7 @@ if [ "$target" = aarch64 ]; then
   fi
   bash scripts/aarch64.sh cargo build --release --locked -p rtlab --target aarch64-unknown-linux-gnu
   bin=target/aarch64-unknown-linux-gnu/release/rtlab
-  echo "rtlab setup: built $bin for aarch64 ($(du -h "$bin" | cut -f1)), runs on glibc $(glibc_said "$bin") and later; copy it to the robot (here it runs under qemu-user: behaviour, not latency)"
+  echo "rtlab setup: built $bin for aarch64 ($(du -h "$bin" | cut -f1)), linked against Debian 11's glibc 2.31 (asks for glibc $(glibc_said "$bin") at most): copy it to the robot (here it runs under qemu-user: behaviour, not latency)"
   exit 0
 fi
 # the release binary runs on glibc 2.31 and every later one (Debian 11, Ubuntu 20.04 and up):

@@ -739,7 +739,10 @@ fn guestarm_pubsub_over_every_middleware_on_the_arm64_kernel() {
         let d = tempfile::tempdir().unwrap();
         let f = d.path().join("p.json");
         let o = rtlab()
-            .args(["pubsub", "--transport", t, "--count", "200", "--rate", "500hz", "-q"])
+            // 100 Hz: at 500 Hz RustDDS's event loop in this TCG guest fell more than its 1 s
+            // write timeout behind once in ten runs ("Write operation timed out while
+            // blocking"); 12 of 12 at 100 Hz
+            .args(["pubsub", "--transport", t, "--count", "100", "--rate", "100hz", "-q"])
             .arg("--json")
             .arg(&f)
             .output()

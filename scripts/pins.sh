@@ -30,7 +30,8 @@ apt_install_pinned() {
   mapfile -t need < <(apt_missing "$@")
   for p in "$@"; do
     v=$(pin debian "$p") || return 1
-    have=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || true)
+    # (one line per architecture where a package is installed for two: arm64 beside amd64)
+    have=$(dpkg-query -W -f='${Version}\n' "$p" 2>/dev/null | sort -u | paste -sd, || true)
     if [ -n "$have" ] && [ "$have" != "$v" ] && [[ " ${need[*]} " != *" $p "* ]]; then
       echo "pins: debian $p: $have installed, $v pinned (left as it is)"
     fi

@@ -31,6 +31,8 @@ const OTHER_TOOLS: &[(&str, &[&str])] = &[
         &["--cap-add", "--ulimit", "--privileged", "--cgroup-parent", "--cpu-rt-runtime"],
     ),
     ("rtla", &["--version"]),
+    // the setup script's cross build (docs/aarch64.md)
+    ("scripts/setup.sh", &["--target"]),
 ];
 
 /// Flags `--help` does not show (internal), each checked to exist by giving it to the parser:

@@ -71,7 +71,7 @@ fn bad_ros2_flags_are_one_line_and_exit_2() {
     let prefix = other.path().to_str().unwrap();
     assert_error(
         &["pubsub", "--transport", "ros2", "--ros2-prefix", prefix, "--count", "10"],
-        &[prefix, &format!("built for {machine}"), &format!("this rtlab for {ours}"), "--target"],
+        &[prefix, &format!("built for {machine}"), &format!("this rtlab for {ours}"), "needs"],
     );
     // found here: Fast DDS 3 under the RMW announces the host's address, the loopback-only
     // fastdds reaches 127.0.0.1 alone: said before anything runs, both ways

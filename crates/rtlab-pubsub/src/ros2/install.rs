@@ -353,14 +353,17 @@ fn describe(
     // is said here, before the loader's "wrong ELF class" or "cannot open" about one library
     let theirs = elf::machine(&rcl).map_err(|e| format!("ros2: {e}"))?;
     if let Some(ours) = elf::THIS_MACHINE.filter(|m| *m != theirs) {
+        let (t, o) = (elf::machine_name(theirs), elf::machine_name(ours));
+        let remedy = if theirs == elf::EM_AARCH64 {
+            "rtlab built for aarch64 (bash scripts/setup.sh --target aarch64, docs/aarch64.md)"
+                .into()
+        } else {
+            format!("an rtlab built for {t}")
+        };
         return Err(format!(
-            "ros2: the ROS 2 installation in {} is built for {} ({}) and this rtlab for {}: use an rtlab built for {} (scripts/setup.sh --target) or an installation built for {}",
+            "ros2: the ROS 2 installation in {} is built for {t} ({}) and this rtlab for {o}: it needs {remedy}, or use a ROS 2 installation built for {o}",
             prefix.display(),
-            elf::machine_name(theirs),
             rcl.display(),
-            elf::machine_name(ours),
-            elf::machine_name(theirs),
-            elf::machine_name(ours),
         ));
     }
     let rcl_needs = elf::needed(&rcl).map_err(|e| format!("ros2: {e}"))?;

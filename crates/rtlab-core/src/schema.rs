@@ -81,12 +81,13 @@ impl FarSide {
     /// In a few lines: where it was, its rtlab, the clocks, what its kernel counted in
     /// total and in its busiest window (by interrupts), its notes.
     pub fn summary(&self) -> Vec<String> {
+        let arch = self.environment.arch_said();
         let mut v = vec![format!(
-            "far side {} (host {}, rtlab {}, {}): {} -> {}, clocks: {}",
+            "far side {} (host {}, rtlab {}{}): {} -> {}, clocks: {}",
             self.link,
             self.host,
             self.version,
-            self.environment.arch_said(),
+            if arch.is_empty() { String::new() } else { format!(", {arch}") },
             self.near_address,
             self.far_address,
             self.clocks
@@ -238,10 +239,11 @@ pub struct Environment {
 
 impl Environment {
     /// The architecture rtlab ran as, and the kernel's when an emulator stood between them:
-    /// `aarch64`, `aarch64 emulated on x86_64`.
+    /// `aarch64`, `aarch64 emulated on x86_64`; empty in a result written before rtlab
+    /// recorded it.
     pub fn arch_said(&self) -> String {
         match (self.architecture.as_str(), self.kernel_architecture.as_str()) {
-            ("", _) => "architecture unknown".into(),
+            ("", _) => String::new(),
             (a, k) if k.is_empty() || k == a => a.to_string(),
             (a, k) => format!("{a} emulated on {k}"),
         }

@@ -253,4 +253,11 @@ fn a_far_side_is_in_both_reports() {
     assert!(t.contains("far busiest window 1 (by interrupts)"), "{t}");
     let h = rtlab_report::render_html(std::slice::from_ref(&run));
     assert!(h.contains("far side ssh:robot2 (host robot2"), "no far side in the HTML");
+    // a far side that recorded its architecture says it
+    let mut run = run;
+    let far = run.cases.iter_mut().find_map(|c| c.document.as_mut()?.far.as_mut()).unwrap();
+    far.environment.architecture = "aarch64".into();
+    far.environment.kernel_architecture = "aarch64".into();
+    let t = rtlab_report::render_terminal(std::slice::from_ref(&run), false);
+    assert!(t.contains("far side ssh:robot2 (host robot2, rtlab 0.1.0, aarch64): 10.0.0.1"), "{t}");
 }

@@ -254,7 +254,6 @@ fn a_far_side_is_in_both_reports() {
     let h = rtlab_report::render_html(std::slice::from_ref(&run));
     assert!(h.contains("far side ssh:robot2 (host robot2"), "no far side in the HTML");
     // a far side that recorded its architecture says it
-    let mut run = run;
     let far = run.cases.iter_mut().find_map(|c| c.document.as_mut()?.far.as_mut()).unwrap();
     far.environment.architecture = "aarch64".into();
     far.environment.kernel_architecture = "aarch64".into();

@@ -189,32 +189,15 @@ qemu-system-aarch64 -machine virt -accel tcg -cpu cortex-a72 -smp "$cpus" -m 3G 
   -netdev hubport,id=rtnet1,hubid=0 -device virtio-net-pci,netdev=rtnet1 \
   -display none -no-reboot -serial "file:$work/console.log" 2> >(grep -v "is not connected to host network" >&2) &
 qpid=$!
-while kill -0 "$qpid" 2>/dev/null; do
-  if ((SECONDS - start >= timeout)); then
-    kill -KILL "$qpid" 2>/dev/null
-    break
-  fi
-  sleep 1
-done
-wait "$qpid" 2>/dev/null || true
+qemu_wait "$qpid" "$start" "$timeout"
 qpid=""
 # the command's output: the console from the init's first line on, without the kernel's
 # messages (the power-off's); its stdout to ours, its stderr to ours
 out=$(tr -d '\r' < "$work/console.log" | sed -n '/^arm64-vm-booted$/,$p' | sed 1d |
   grep -v -E '^\[ *[0-9]+\.[0-9]+\] ' || true)
-printf '%s\n' "$out" | sed '/^arm64-vm-stderr$/,$d'
-printf '%s\n' "$out" | sed -n '/^arm64-vm-stderr$/,$p' | sed 1d | grep -v '^arm64-vm: exit ' >&2 || true
-last=$(printf '%s\n' "$out" | grep -o '^arm64-vm: exit [0-9]*' | tail -n 1 || true)
-rc=124
-if [ -n "$last" ]; then
-  rc=${last##* }
-elif ((SECONDS - start >= timeout)); then
-  echo "arm64-vm: error: the guest did not finish within $timeout s; its console's end:" >&2
-  tail -n 30 "$work/console.log" >&2
-else
-  rc=125
-  echo "arm64-vm: error: the guest stopped before the command said its exit code; its console's end:" >&2
-  tail -n 30 "$work/console.log" >&2
+if [ -n "$out" ]; then
+  printf '%s\n' "$out" | sed '/^arm64-vm-stderr$/,$d'
+  printf '%s\n' "$out" | sed -n '/^arm64-vm-stderr$/,$p' | sed 1d | grep -v '^arm64-vm: exit ' >&2 || true
 fi
-echo "arm64-vm: exit code $rc after $((SECONDS - start)) s" >&2
-exit "$rc"
+last=$(printf '%s\n' "$out" | grep -o '^arm64-vm: exit [0-9]*' | tail -n 1 || true)
+vm_exit arm64-vm "$last" "$start" "$timeout" "$work/console.log"

@@ -1,6 +1,8 @@
-# Sourced by scripts/setup.sh, rt-vm.sh, container.sh, glibc.sh, service-vm.sh and fuzz.sh: what they install from a registry, at
-# the version scripts/pins.txt names (see its head for what happens when Debian's mirror moves),
-# and what more than one of them uses (the mirror, a debootstrap'ed root, the RT VM's kernel).
+# Sourced by scripts/setup.sh, rt-vm.sh, container.sh, glibc.sh, service-vm.sh, aarch64.sh,
+# arm64-vm.sh and fuzz.sh: what they install from a registry, at the version scripts/pins.txt
+# names (see its head for what happens when Debian's mirror moves), and what more than one of
+# them uses (the mirror, a debootstrap'ed root, apt for arm64, the RT VM's kernel, waiting for
+# a VM and its exit code).
 
 PINS_FILE="$(dirname "${BASH_SOURCE[0]}")/pins.txt"
 
@@ -104,6 +106,40 @@ apt_arm64() {
   "$tool" -qq "${src[@]}" -o "Dir::State::Lists=$a/lists" -o "Dir::Cache=$a/cache" \
     -o "Dir::State::status=$a/status" -o APT::Architecture=arm64 -o APT::Architectures::=arm64 \
     -o APT::Sandbox::User=root -o APT::Install-Recommends=false "$@"
+}
+
+# qemu_wait PID START TIMEOUT: wait for the QEMU of PID to end, killing it once TIMEOUT
+# seconds have passed since START (a $SECONDS value)
+qemu_wait() {
+  local pid=$1 start=$2 timeout=$3
+  while kill -0 "$pid" 2>/dev/null; do
+    if ((SECONDS - start >= timeout)); then
+      kill -KILL "$pid" 2>/dev/null
+      break
+    fi
+    sleep 1
+  done
+  wait "$pid" 2>/dev/null || true
+}
+
+# vm_exit WHO LAST START TIMEOUT CONSOLE: end a VM script with the exit code its guest said
+# (LAST: the guest's "WHO: exit N" line, or nothing), else 124 (out of time) or 125 (stopped
+# before saying it), each said with the end of the CONSOLE log; then "WHO: exit code N after
+# S s" on stderr
+vm_exit() {
+  local who=$1 last=$2 start=$3 timeout=$4 console=$5 rc=124
+  if [ -n "$last" ]; then
+    rc=${last##* }
+  elif ((SECONDS - start >= timeout)); then
+    echo "$who: error: the guest did not finish within $timeout s; its console's end:" >&2
+    tail -n 30 "$console" >&2
+  else
+    rc=125
+    echo "$who: error: the guest stopped before the command said its exit code; its console's end:" >&2
+    tail -n 30 "$console" >&2
+  fi
+  echo "$who: exit code $rc after $((SECONDS - start)) s" >&2
+  exit "$rc"
 }
 
 # rt_kernel: the PREEMPT_RT kernel rt-vm.sh and service-vm.sh boot: RT_VM_KERNEL, else the

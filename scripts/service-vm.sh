@@ -139,27 +139,8 @@ qemu-system-x86_64 -machine q35 -accel "$accel" -cpu max -smp "$cpus" -m 2G \
   -drive "file=$work/disk.img,format=raw,if=virtio" -nic none -display none -no-reboot \
   -serial "file:$work/console.log" -serial "file:$work/out.log" &
 qpid=$!
-rc=124
-while kill -0 "$qpid" 2>/dev/null; do
-  if ((SECONDS - start >= timeout)); then
-    kill -KILL "$qpid" 2>/dev/null
-    break
-  fi
-  sleep 1
-done
-wait "$qpid" 2>/dev/null || true
+qemu_wait "$qpid" "$start" "$timeout"
 qpid=""
 tr -d '\r' < "$work/out.log" | grep -v '^service-vm: exit ' || true
 last=$(tr -d '\r' < "$work/out.log" | grep -o '^service-vm: exit [0-9]*' | tail -n 1 || true)
-if [ -n "$last" ]; then
-  rc=${last##* }
-elif ((SECONDS - start >= timeout)); then
-  echo "service-vm: error: the guest did not finish within $timeout s; its console's end:" >&2
-  tail -n 30 "$work/console.log" >&2
-else
-  rc=125
-  echo "service-vm: error: the guest stopped before the test said its exit code; its console's end:" >&2
-  tail -n 30 "$work/console.log" >&2
-fi
-echo "service-vm: exit code $rc after $((SECONDS - start)) s" >&2
-exit "$rc"
+vm_exit service-vm "$last" "$start" "$timeout" "$work/console.log"

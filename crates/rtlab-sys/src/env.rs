@@ -82,6 +82,15 @@ pub fn preemption(
     ("unknown".into(), "none readable".into(), dynamic, false)
 }
 
+/// A device-tree property (ARM boards: /proc/device-tree, else its sysfs original), its
+/// NUL-separated strings joined by spaces; None where the machine has no device tree.
+fn device_tree(root: &Path, prop: &str) -> Option<String> {
+    ["proc/device-tree", "sys/firmware/devicetree/base"]
+        .iter()
+        .find_map(|d| std::fs::read(root.join(d).join(prop)).ok())
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " ").trim().to_string())
+}
+
 /// The kind of virtual machine, or None on bare metal.
 pub fn virtualization(root: &Path) -> Option<String> {
     let vendor = read(root, "sys/class/dmi/id/sys_vendor").unwrap_or_default().to_ascii_lowercase();
@@ -100,14 +109,8 @@ pub fn virtualization(root: &Path) -> Option<String> {
     // ARM has neither DMI (without UEFI) nor that flag: the device tree says it. QEMU's
     // `virt` board (KVM or emulation) is "linux,dummy-virt"; a hypervisor node names Xen or
     // another hypervisor
-    let dt = |f: &str| {
-        ["proc/device-tree", "sys/firmware/devicetree/base"]
-            .iter()
-            .find_map(|d| std::fs::read(root.join(d).join(f)).ok())
-            .map(|b| String::from_utf8_lossy(&b).replace('\0', " ").trim().to_string())
-    };
-    let dt_board = dt("compatible").unwrap_or_default();
-    let dt_hypervisor = dt("hypervisor/compatible");
+    let dt_board = device_tree(root, "compatible").unwrap_or_default();
+    let dt_hypervisor = device_tree(root, "hypervisor/compatible");
     // kvm-clock offered as a clocksource, or the haltpoll idle driver, exist only in KVM guests
     if vendor.contains("qemu")
         || product.contains("kvm")
@@ -147,12 +150,7 @@ fn cpu_model(root: &Path, cpuinfo: &str) -> String {
     if let Some(m) = field("model name") {
         return m;
     }
-    let dt = ["proc/device-tree/model", "sys/firmware/devicetree/base/model"]
-        .iter()
-        .find_map(|p| read(root, p))
-        .map(|m| m.trim_end_matches('\0').to_string())
-        .filter(|m| !m.is_empty());
-    if let Some(m) = dt {
+    if let Some(m) = device_tree(root, "model").filter(|m| !m.is_empty()) {
         return m;
     }
     let (Some(imp), Some(part)) = (field("CPU implementer"), field("CPU part")) else {

@@ -4,10 +4,15 @@
 use std::process::{Command, Output};
 
 pub fn rtlab() -> Command {
+    rtlab_at(std::path::Path::new(env!("CARGO_BIN_EXE_rtlab")))
+}
+
+/// The rtlab binary `bin` (another build: the aarch64 one under qemu-user).
+pub fn rtlab_at(bin: &std::path::Path) -> Command {
     // one machine lock per test binary: its tests run one measurement at a time, as rtlab
     // wants, and a test's lock never stands in the way of a real rtlab on this machine
     let lock = std::env::temp_dir().join(format!("rtlab-test-lock-{}", std::process::id()));
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rtlab"));
+    let mut c = Command::new(bin);
     c.env("RTLAB_LOCK", lock);
     c
 }
@@ -156,4 +161,21 @@ pub fn assert_quick_completed(out: &str, reasons: &[&str]) {
 pub fn ran(o: &Output, what: &str) -> String {
     assert_eq!(o.status.code(), Some(0), "{what}: {}{}", stdout(o), stderr(o));
     stdout(o)
+}
+
+/// Every stream of a result (its send lateness aside) has samples, and one labelled with
+/// how many were published accounts for each: samples + lost + late = published.
+pub fn assert_accounted(doc: &serde_json::Value, what: &str) {
+    let streams = doc["streams"].as_array().unwrap();
+    assert!(!streams.is_empty(), "{what}: no streams");
+    for s in streams.iter().filter(|s| s["metric"] != "send_lateness") {
+        let st = &s["stats"];
+        assert!(st["count"].as_u64().unwrap() > 0, "{what}: {}: no samples: {st}", s["name"]);
+        if let Some(p) = s["labels"]["published"].as_str() {
+            let sent: u64 = p.parse().unwrap();
+            let got =
+                ["count", "lost", "late"].map(|k| st[k].as_u64().unwrap()).iter().sum::<u64>();
+            assert_eq!(got, sent, "{what}: {}: {st}", s["name"]);
+        }
+    }
 }

@@ -86,16 +86,7 @@ pub fn machine_name(m: u16) -> String {
     }
 }
 
-/// The machine (`e_machine`) `path` is built for.
-pub fn machine(path: &Path) -> Result<u16, String> {
-    let mut head = [0u8; 20];
-    let n = std::fs::File::open(path)
-        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    machine_in(&head[..n]).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// [`machine`] over the first bytes of an ELF file.
+/// The machine (`e_machine`) the ELF file of these bytes is built for.
 pub fn machine_in(b: &[u8]) -> Result<u16, String> {
     if b.len() < 20 || &b[..4] != b"\x7fELF" {
         return Err("not an ELF file".into());
@@ -294,7 +285,7 @@ mod tests {
         assert!(machine_in(b"\x7fELF").unwrap_err().contains("not an ELF"));
         // this test binary itself is built for this build's machine
         let me = std::env::current_exe().unwrap();
-        assert_eq!(Some(machine(&me).unwrap()), THIS_MACHINE);
+        assert_eq!(Some(machine_in(&std::fs::read(me).unwrap()).unwrap()), THIS_MACHINE);
     }
 
     #[test]

@@ -348,10 +348,11 @@ fn describe(
     };
     let dirs = lib_dirs(&prefixes);
     let rcl = prefix.join("lib/librcl.so");
-    // an rcl linked to one RMW (the package registry's wheels) rather than rmw_implementation
+    let rcl_elf = std::fs::read(&rcl).map_err(|e| format!("ros2: {}: {e}", rcl.display()))?;
+    let in_rcl = |e: String| format!("ros2: {}: {e}", rcl.display());
     // an installation for another machine (an aarch64 ROS 2 copied beside an x86-64 rtlab)
     // is said here, before the loader's "wrong ELF class" or "cannot open" about one library
-    let theirs = elf::machine(&rcl).map_err(|e| format!("ros2: {e}"))?;
+    let theirs = elf::machine_in(&rcl_elf).map_err(in_rcl)?;
     if let Some(ours) = elf::THIS_MACHINE.filter(|m| *m != theirs) {
         let (t, o) = (elf::machine_name(theirs), elf::machine_name(ours));
         let remedy = if theirs == elf::EM_AARCH64 {
@@ -366,7 +367,8 @@ fn describe(
             rcl.display(),
         ));
     }
-    let rcl_needs = elf::needed(&rcl).map_err(|e| format!("ros2: {e}"))?;
+    // an rcl linked to one RMW (the package registry's wheels) rather than rmw_implementation
+    let rcl_needs = elf::needed_in(&rcl_elf).map_err(in_rcl)?;
     let linked: Option<String> = rcl_needs.iter().find_map(|n| {
         let stem = n.strip_prefix("lib")?.strip_suffix(".so")?;
         (stem.starts_with("rmw_")

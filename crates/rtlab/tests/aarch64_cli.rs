@@ -138,8 +138,12 @@ fn udp_pair_accounts_for_every_datagram_under_qemu_user() {
     let u = arm_json(&bin, &["udp", "ping", "--pair", "--count", "200", "--period", "2ms", "-q"]);
     assert_accounted(&u, "udp --pair");
     assert_emulated(&u);
+    // every period is a round trip answered, one lost, or a send skipped because the sender
+    // woke a whole period late (an overrun: emulation stalls, CI found one in 200)
     let ping = &u["streams"][0]["stats"];
-    assert_eq!(ping["count"].as_u64().unwrap() + ping["lost"].as_u64().unwrap(), 200, "{ping}");
+    let n =
+        ["count", "lost", "overruns"].map(|k| ping[k].as_u64().unwrap_or(0)).iter().sum::<u64>();
+    assert_eq!(n, 200, "{ping}");
 }
 
 #[test]

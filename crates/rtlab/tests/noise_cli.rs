@@ -197,13 +197,22 @@ fn root_the_tracer_names_the_disturber_that_took_the_cpu() {
     let spike = doc.evidence.as_ref().and_then(|e| e.spike.as_ref()).expect("spike evidence");
     assert!(!spike.spikes.is_empty(), "a gap above 1 ms was caught: {spike:?}");
     assert_eq!(spike.spikes[0].stream.as_deref(), Some(format!("cpu{cpu}").as_str()));
-    // each caught gap is explained from what ran on the CPU; most are the disturber's
-    let named = spike
-        .spikes
-        .iter()
-        .filter(|s| s.attribution.iter().any(|l| l.contains("(noise-disturber, kernel prio")))
-        .count();
-    assert!(named * 2 >= spike.spikes.len(), "{:#?}", spike.spikes);
+    // each caught gap is explained from what ran on the CPU: the disturber's bursts name it;
+    // any other (the VM's own stalls: a CI host had more of them than bursts in the first
+    // second) names what else ran or says that nothing traced did
+    let disturber = |s: &rtlab_core::evidence::ExplainedSpike| {
+        s.attribution.iter().any(|l| l.contains("(noise-disturber, kernel prio"))
+    };
+    assert!(spike.spikes.iter().any(disturber), "{:#?}", spike.spikes);
+    for s in spike.spikes.iter().filter(|s| !disturber(s)) {
+        let said = s.attribution.iter().any(|l| {
+            l.contains(") ran for ")
+                || (l.starts_with("IRQ ") && l.contains(" for "))
+                || l.contains("softirq for ")
+                || l.contains("host stall?")
+        });
+        assert!(said || s.at_ns <= 50_000_000, "{:#?}", s);
+    }
     // (a gap in the thread's first 50 ms may be taken for its start, when it slept)
     for s in spike.spikes.iter().filter(|s| s.at_ns > 50_000_000) {
         assert!(s.attribution[0].contains("never sleeps"), "{:?}", s.attribution);

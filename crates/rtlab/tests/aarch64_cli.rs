@@ -63,6 +63,13 @@ fn arm_json(bin: &Path, args: &[&str]) -> Value {
 
 /// The result names aarch64 as rtlab's architecture and this machine's kernel as x86_64, and
 /// warns that the figures are an emulator's.
+/// Every one of `periods` is a round trip answered, one lost, or a send skipped because the
+/// sender woke a whole period late (an overrun: emulation stalls; CI found one in 200).
+fn assert_every_period(stats: &Value, periods: u64) {
+    let n = ["count", "lost", "overruns"].map(|k| stats[k].as_u64().unwrap_or(0));
+    assert_eq!(n.iter().sum::<u64>(), periods, "{stats}");
+}
+
 fn assert_emulated(doc: &Value) {
     let env = &doc["environment"];
     assert_eq!(env["architecture"], "aarch64", "{env}");
@@ -138,12 +145,7 @@ fn udp_pair_accounts_for_every_datagram_under_qemu_user() {
     let u = arm_json(&bin, &["udp", "ping", "--pair", "--count", "200", "--period", "2ms", "-q"]);
     assert_accounted(&u, "udp --pair");
     assert_emulated(&u);
-    // every period is a round trip answered, one lost, or a send skipped because the sender
-    // woke a whole period late (an overrun: emulation stalls, CI found one in 200)
-    let ping = &u["streams"][0]["stats"];
-    let n =
-        ["count", "lost", "overruns"].map(|k| ping[k].as_u64().unwrap_or(0)).iter().sum::<u64>();
-    assert_eq!(n, 200, "{ping}");
+    assert_every_period(&u["streams"][0]["stats"], 200);
 }
 
 #[test]
@@ -218,8 +220,7 @@ fn an_x86_64_near_side_measures_across_to_an_aarch64_far_agent() {
     );
     assert!(out.contains("aarch64 emulated on x86_64"), "the far side's line: {out}");
     let ping = doc["streams"].as_array().unwrap().iter().find(|s| s["name"] == "ping").unwrap();
-    let st = &ping["stats"];
-    assert_eq!(st["count"].as_u64().unwrap() + st["lost"].as_u64().unwrap(), 200, "{st}");
+    assert_every_period(&ping["stats"], 200);
     // another binary named for the namespace that does not exist: one line
     let o = rtlab()
         .env("RTLAB_FAR_BIN", "/nonexistent/rtlab")

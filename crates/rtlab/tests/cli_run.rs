@@ -55,6 +55,26 @@ fn presets_list_and_dry_run() {
     assert!(out.contains("noise/idle/rt-isolation") && out.contains("40 cases"), "{out}");
 }
 
+/// A bare `rtlab run` runs nothing and changes nothing: it names the presets and asks for one
+/// (a preset applies profiles: the person chooses that).
+#[test]
+fn a_bare_run_lists_the_presets_and_asks_for_one() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("r/rtlab.db");
+    let o = run(&["run", "--db", db.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(err.starts_with("rtlab run: which scenario? Name a preset or a scenario file:\n"));
+    for p in ["quick", "s1-udp-linux", "s2-ros2-rt", "s3-ros2-rtt", "s4-timer"] {
+        assert!(err.lines().any(|l| l.starts_with(&format!("{p} "))), "{p} not listed: {err}");
+    }
+    assert!(!db.exists(), "nothing stored");
+    // --print names what it prints: a run to resume has no preset to print
+    let o = run(&["run", "--resume", "1", "--print"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
 #[test]
 fn a_small_matrix_runs_and_every_case_is_kept() {
     let _machine = machine();

@@ -35,7 +35,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub list: bool,
     /// Print the preset (or file) as a scenario file to edit: `rtlab run s4-timer --print > mine.toml`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "resume")]
     pub print: bool,
     /// Run only the cases whose name contains PATTERN (or matches it, with `*`).
     #[arg(long, value_name = "PATTERN")]
@@ -102,7 +102,14 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
     if !(a.scale > 0.0 && a.scale.is_finite()) {
         anyhow::bail!("--scale {}: must be a number above zero", a.scale);
     }
-    let name = a.scenario.as_deref().unwrap_or("quick");
+    // a bare `rtlab run` changes nothing: it lists what it could run and asks for one (a
+    // preset applies profiles; that is for the person to choose, not a default)
+    let Some(name) = a.scenario.as_deref().or(a.resume.map(|_| "")) else {
+        eprintln!("rtlab run: which scenario? Name a preset or a scenario file:");
+        list_presets_to(&mut std::io::stderr())?;
+        eprintln!("(for example `rtlab run quick --dry-run` to see its cases first)");
+        return Ok(2);
+    };
     if a.print {
         let (_, text) = scenario_text(name)?;
         load_scenario(name, 1.0)?;
@@ -275,16 +282,23 @@ fn gate_lines(verdicts: &[rtlab_core::gate::GateVerdict], quiet: bool) -> bool {
 
 /// `--list`: every preset with its cases and time at scale 1.
 fn list_presets() -> anyhow::Result<u8> {
+    list_presets_to(&mut std::io::stdout())?;
+    Ok(0)
+}
+
+/// Each preset, its cases and its time at scale 1, a line each.
+fn list_presets_to(out: &mut dyn std::io::Write) -> anyhow::Result<()> {
     for (name, text) in PRESETS {
         let s = Scenario::parse(name, text, 1.0)?;
-        println!(
+        writeln!(
+            out,
             "{name:14} {:4} cases, {:>8} at scale 1: {}",
             s.cases().len(),
             format_duration_human(Nanos(s.planned_ns())),
             s.description
-        );
+        )?;
     }
-    Ok(0)
+    Ok(())
 }
 
 /// The run to make: its scenario, where it came from, its scale, the stored run it resumes.

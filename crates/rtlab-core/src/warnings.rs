@@ -97,6 +97,15 @@ pub enum Warn {
         after_ms: Option<i64>,
         window: Option<u64>,
     },
+    /// A cyclic job took longer than its period in half its cycles or more: its deadlines
+    /// cannot be kept whatever the machine does.
+    JobLongerThanPeriod {
+        thread: String,
+        job_p50_ns: i64,
+        period_ns: i64,
+        missed: u64,
+        cycles: u64,
+    },
     /// A real-time measuring thread page-faulted in its measured window (cost).
     RtThreadPageFaults {
         thread: String,
@@ -135,6 +144,7 @@ impl Warn {
             Warn::LinkDown { .. } => "link-down",
             Warn::FarSideEnded { .. } => "far-side-ended",
             Warn::StoreWaited { .. } => "store-waited",
+            Warn::JobLongerThanPeriod { .. } => "job-longer-than-period",
             Warn::RtThreadPageFaults { .. } => "rt-thread-page-faults",
             Warn::RtThreadPreempted { .. } => "rt-thread-preempted",
         }
@@ -213,6 +223,11 @@ impl Warn {
                 lasting(*for_ms),
                 at(*after_ms),
                 in_window(*window)
+            ),
+            Warn::JobLongerThanPeriod { thread, job_p50_ns, period_ns, missed, cycles } => format!(
+                "{thread}'s job took {:.3} ms at median, longer than its period of {:.3} ms: {missed} of {cycles} deadlines were missed because the job itself does not fit, whatever the machine does; shorten the job (--work) or lengthen the period (--interval)",
+                *job_p50_ns as f64 / 1e6,
+                *period_ns as f64 / 1e6
             ),
             Warn::RtThreadPageFaults { thread, faults } => format!(
                 "the real-time thread {thread} page-faulted {faults} times in its measured window (cost): each fault can add microseconds; lock memory (mlockall, on unless --no-mlockall) and touch buffers before the loop"

@@ -13,6 +13,7 @@ use crate::error::LabError;
 use crate::probe::{Context, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
+use rtlab_core::warnings::Warn;
 use rtlab_engines::cyclic::{self, CyclicConfig, CyclicError, CyclicOutcome, Work};
 use serde::{Deserialize, Serialize};
 
@@ -172,9 +173,30 @@ pub fn measure(
         fewest_samples: outcome.threads.iter().map(|t| t.cycles()).min().unwrap_or(0),
         interrupted: outcome.interrupted,
     };
-    doc.warnings = run_warnings(&doc.environment, &facts, Vec::new());
+    doc.warnings = run_warnings(&doc.environment, &facts, job_too_long(&doc.streams, &engine));
     crate::cost::attach(&mut doc);
     Ok((doc, outcome, engine))
+}
+
+/// A thread whose job took longer than the period at median: its misses are the job's.
+fn job_too_long(streams: &[rtlab_core::schema::Stream], engine: &CyclicConfig) -> Vec<Warn> {
+    let stream = |name: &str| streams.iter().find(|s| s.name == name);
+    (0..engine.threads)
+        .filter_map(|i| {
+            let (job, response) =
+                (stream(&format!("thread{i}.job"))?, stream(&format!("thread{i}"))?);
+            let job_p50_ns = job.stats.p50_ns?;
+            (job.stats.count > 0 && job_p50_ns >= engine.interval_ns).then(|| {
+                Warn::JobLongerThanPeriod {
+                    thread: format!("thread{i}"),
+                    job_p50_ns,
+                    period_ns: engine.interval_ns,
+                    missed: response.stats.missed.unwrap_or(0),
+                    cycles: response.stats.count,
+                }
+            })
+        })
+        .collect()
 }
 
 impl Probe for CyclicProbeConfig {

@@ -43,7 +43,9 @@ pub enum Command {
     Noise(crate::cmd::noise::NoiseArgs),
     /// The graph of a live DDS / ROS 2 domain: participants, topics, types, QoS.
     Observe(crate::cmd::observe::ObserveArgs),
-    /// The far side of a run, over ssh or in a network namespace (started by `--far`).
+    /// The far side of a run, over ssh or in a network namespace (started by `--far`; not
+    /// for a person to type, so not listed).
+    #[command(hide = true)]
     Agent(crate::cmd::agent::AgentArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(crate::cmd::gen::CompletionsArgs),

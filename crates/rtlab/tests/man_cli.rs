@@ -1,0 +1,55 @@
+//! `rtlab man`: one page that holds every command a person types, with what the exit code and
+//! the environment mean, readable by groff without a warning.
+
+mod common;
+use common::*;
+use std::process::Command;
+
+#[test]
+fn the_man_page_holds_every_command_examples_exit_status_and_environment() {
+    let o = run(&["man"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let page = stdout(&o);
+    for section in [".SH COMMANDS", ".SH EXAMPLES", ".SH \"EXIT STATUS\"", ".SH ENVIRONMENT"] {
+        assert!(page.contains(section), "{section}");
+    }
+    // every listed command has its section; none refers to a page of its own (none exists)
+    let help = stdout(&run(&["--help"]));
+    let listed: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter(|l| !l.starts_with("   ")) // a wrapped description
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(listed.len() >= 15, "{help}");
+    for c in &listed {
+        assert!(page.contains(&format!(".SS \"rtlab {c}\"")), "no section for {c}");
+    }
+    assert!(!page.contains("rtlab\\-timer(1)") && !page.contains("rtlab-timer(1)"));
+    // the far side's agent is not for a person: neither listed nor in the page
+    assert!(!listed.contains(&"agent") && !page.contains(".SS \"rtlab agent\""), "{help}");
+    // a command's own commands and flags are there, with their defaults and environment
+    assert!(page.contains(".SS \"rtlab udp ping\"") && page.contains(".SS \"rtlab tune check\""));
+    assert!(page.contains("\\fB\\-\\-interval\\fR") && page.contains("[env: RTLAB_DB]"));
+    let Ok(g) = Command::new("groff")
+        .args(["-man", "-Tutf8", "-ww", "-z"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("skipped the groff check: no groff here (Debian: groff-base)");
+        return;
+    };
+    use std::io::Write;
+    let mut g = g;
+    g.stdin.take().unwrap().write_all(page.as_bytes()).unwrap();
+    let out = g.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -25,7 +25,8 @@ impl PolicyArg {
 /// Flags every real-time thread of rtlab takes (defaults: the probe's own, see its help).
 #[derive(Args, Debug, Clone, Default)]
 pub struct RtArgs {
-    /// Scheduling policy of the measuring threads [timer, udp, cyclic: fifo; pubsub: other].
+    // (pubsub, noise and observe say their own default, with mut_arg)
+    /// Scheduling policy of the measuring threads [fifo].
     #[arg(long, value_enum)]
     pub policy: Option<PolicyArg>,
     /// Priority (fifo/rr: 1-99 [80], other: 0). A comma list gives one per thread (timer).

@@ -1,5 +1,6 @@
 //! `rtlab man`: one page that holds every command a person types, with what the exit code and
-//! the environment mean, readable by groff without a warning.
+//! the environment mean, readable by groff without a warning; and help that says each
+//! command's own defaults.
 
 mod common;
 use common::*;
@@ -52,4 +53,29 @@ fn the_man_page_holds_every_command_examples_exit_status_and_environment() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A flag shared by several commands says each command's own default, never another's.
+#[test]
+fn each_commands_policy_help_says_its_own_default() {
+    for (cmd, default) in [
+        (&["timer"][..], "fifo"),
+        (&["cyclic"], "fifo"),
+        (&["udp", "ping"], "fifo"),
+        (&["udp", "reflect"], "fifo"),
+        (&["noise"], "fifo"),
+        (&["pubsub"], "other"),
+        (&["observe"], "other"),
+    ] {
+        let help = stdout(&run(&[cmd, &["--help"]].concat()));
+        let at = help.find("--policy <POLICY>").unwrap_or_else(|| panic!("{cmd:?}: {help}"));
+        // the flag's text: up to the next flag
+        let rest = &help[at + "--policy".len()..];
+        let end = rest.find("\n  -").or_else(|| rest.find("\n      --")).unwrap_or(rest.len());
+        let text = rest[..end].split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(text.contains(&format!("[{default}]")), "{cmd:?}: {text}");
+        for other in ["timer", "udp", "cyclic", "pubsub", "observe"] {
+            assert!(!text.contains(other), "{cmd:?} names {other}: {text}");
+        }
+    }
 }

@@ -15,9 +15,12 @@ use rtlab_report::summary;
 use std::io::IsTerminal;
 
 #[derive(Args, Debug)]
-#[command(mut_arg("cpus", |a| a.help(
-    "CPUs to measure (e.g. 1 or 2-3): one busy thread pinned on each [every online CPU]"
-)))]
+#[command(
+    mut_arg("cpus", |a| a.help(
+        "CPUs to measure (e.g. 1 or 2-3): one busy thread pinned on each [every online CPU]"
+    )),
+    mut_arg("policy", |a| a.help("Scheduling policy of the busy threads [fifo]")),
+)]
 pub struct NoiseArgs {
     /// A gap between two clock reads above this is noise [1us].
     #[arg(long)]

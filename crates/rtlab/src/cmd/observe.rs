@@ -16,6 +16,7 @@ use rtlab_pubsub::dds_graph::{discover, Graph};
 use rtlab_report::render::{stats_table, Row};
 
 #[derive(Args, Debug)]
+#[command(mut_arg("policy", |a| a.help("Scheduling policy of the reading thread [other]")))]
 pub struct ObserveArgs {
     #[command(flatten)]
     pub network: crate::args::DdsNetworkArgs,

@@ -50,6 +50,7 @@ pub enum EchoArg {
 
 #[derive(Args, Debug)]
 #[command(
+    mut_arg("policy", |a| a.help("Scheduling policy of the measuring threads [other]")),
     mut_arg("domain", |a| a.help("dds, rustdds: the domain id [100-199, from the process id]")),
     mut_arg("interface", |a| a.help("dds: the interface (name or address) to use; rustdds: the only interface up besides lo, or `all`; udp: the address to bind [loopback]")),
     mut_arg("peer", |a| a.help("dds: unicast discovery peers (none: multicast on --interface); udp: hosts to join")),

@@ -334,3 +334,27 @@ history = "keep-last:100"
     assert!(versions[0].as_str().is_some_and(|v| v.starts_with("2.9")), "{versions:?}");
     assert_eq!(versions[1], versions[2], "fastdds_lib ros2 runs on the RMW's Fast DDS");
 }
+
+/// A wrong `--ros2-prefix` is said at once, not after waiting for another rtlab's measurement
+/// to end (the machine's lock).
+#[test]
+fn a_wrong_ros2_prefix_is_said_before_waiting_for_the_machine() {
+    use std::io::BufRead;
+    // another rtlab measures (this test binary's lock): 60 s, unless ended below
+    let mut holder = rtlab()
+        .args(["timer", "--policy", "other", "--duration", "60s", "--interval", "10ms"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with("rtlab timer"), "the holder measures: {first}");
+    let o = run(&["pubsub", "--transport", "ros2", "--ros2-prefix", "/nonexistent/ros"]);
+    let still_measuring = holder.try_wait().unwrap().is_none();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not a ROS 2 installation"), "{}", stderr(&o));
+    assert!(still_measuring, "pubsub waited for the other measurement to end first");
+}

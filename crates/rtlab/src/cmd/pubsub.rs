@@ -258,6 +258,9 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
     if let Some(p) = &a.out.json {
         check_writable(p, "--json")?;
     }
+    // the ROS 2 installation this side loads, found before waiting for the machine's lock (a
+    // wrong --ros2-prefix is said at once, not after another rtlab's run)
+    pubsub::find_ros2(&engine).map_err(|why| anyhow::anyhow!(why))?;
     let stop = stop_flag()?;
     let quiet = a.out.is_quiet();
     // a pong or a subscriber by hand is the peer of a ping or publisher that holds the

@@ -243,6 +243,17 @@ pub fn default_rt() -> RtSettings {
     RtSettings { mlockall: true, ..RtSettings::normal() }
 }
 
+/// The ROS 2 installation this side of `engine` loads (the ros2 transport, or fastdds on ROS
+/// 2's Fast DDS), found as the run will find it: a wrong `--ros2-prefix` or `--rmw` is said
+/// before anything waits for the machine. Ok when this side loads none.
+pub fn find_ros2(engine: &PubsubConfig) -> Result<(), String> {
+    let t = &engine.transport;
+    if t.kind == TransportKind::Ros2 || t.fastdds_lib == rtlab_pubsub::fastdds::FastDdsLib::Ros2 {
+        rtlab_pubsub::ros2_installation(t)?;
+    }
+    Ok(())
+}
+
 impl Validate for PubsubProbeConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.validate_timing()?;

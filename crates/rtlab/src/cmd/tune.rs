@@ -120,7 +120,8 @@ pub fn run(a: TuneArgs) -> anyhow::Result<u8> {
 }
 
 fn check(json: Option<String>, noise: &str, h: &HostArgs) -> anyhow::Result<u8> {
-    let noise_ns = duration_flag("--noise", noise)?;
+    // 0 (no unit needed for nothing) skips the measurement, as documented
+    let noise_ns = if noise.trim() == "0" { 0 } else { duration_flag("--noise", noise)? };
     let host = host_of(h)?;
     if let Some(p) = &json {
         crate::document::check_writable(p, "--json")?;

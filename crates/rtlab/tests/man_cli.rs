@@ -35,6 +35,17 @@ fn the_man_page_holds_every_command_examples_exit_status_and_environment() {
     // a command's own commands and flags are there, with their defaults and environment
     assert!(page.contains(".SS \"rtlab udp ping\"") && page.contains(".SS \"rtlab tune check\""));
     assert!(page.contains("\\fB\\-\\-interval\\fR") && page.contains("[env: RTLAB_DB]"));
+    // every argument says what it is, not only its default or choices
+    let lines: Vec<&str> = page.lines().collect();
+    for (i, l) in lines.iter().enumerate().filter(|(_, l)| **l == ".TP") {
+        let text = lines.get(i + 2).copied().unwrap_or_default();
+        assert!(
+            !text.is_empty() && !text.starts_with('[') && !text.starts_with('.'),
+            "no text for {} (line {})",
+            lines[i + 1],
+            i + 3
+        );
+    }
     let Ok(g) = Command::new("groff")
         .args(["-man", "-Tutf8", "-ww", "-z"])
         .stdin(std::process::Stdio::piped())

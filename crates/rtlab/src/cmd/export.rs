@@ -35,6 +35,8 @@ pub struct ExportArgs {
     /// The store: a SQLite file or postgres://USER[:PASSWORD]@HOST[:PORT]/DB.
     #[arg(long, env = "RTLAB_DB", hide_env_values = true, default_value = DEFAULT_DB, value_name = "FILE|URL")]
     pub db: String,
+    /// json: each run as one document; csv: one row per stream and statistic (or bucket,
+    /// window, cost: --what), long format for pandas.
     #[arg(long, value_enum)]
     pub format: FormatArg,
     /// What the CSV holds (JSON always holds everything).

@@ -25,6 +25,7 @@ pub struct LoadArgs {
 pub enum LoadKind {
     /// stress-ng CPU workers (S2: -c 4 --cpu-method fft).
     Cpu {
+        /// stress-ng CPU workers (--cpu N).
         #[arg(long, short = 'w', default_value_t = 4)]
         workers: u32,
         /// stress-ng --cpu-method.
@@ -36,21 +37,25 @@ pub enum LoadKind {
     },
     /// stress-ng VM (memory) workers.
     Mem {
+        /// stress-ng VM workers (--vm N).
         #[arg(long, short = 'w', default_value_t = 2)]
         workers: u32,
     },
     /// stress-ng I/O (sync) workers.
     Io {
+        /// stress-ng I/O workers (--io N).
         #[arg(long, short = 'w', default_value_t = 2)]
         workers: u32,
     },
     /// stress-ng HDD (write) workers.
     Hdd {
+        /// stress-ng HDD workers (--hdd N).
         #[arg(long, short = 'w', default_value_t = 2)]
         workers: u32,
     },
     /// S3's load: N CPU + N VM + N I/O + N HDD workers (S3: 8 each on the PC).
     Mix {
+        /// Workers of each kind (N CPU + N VM + N I/O + N HDD).
         #[arg(long, short = 'w', default_value_t = 8)]
         workers: u32,
         /// Percent of each CPU worker's time spent busy (stress-ng --cpu-load; default: 100).
@@ -62,6 +67,7 @@ pub enum LoadKind {
         /// Bit rate with a unit (100mbit, 1gbit).
         #[arg(long, default_value = "100mbit")]
         rate: String,
+        /// iperf3's protocol (udp: at the rate exactly; tcp: as much as the rate allows).
         #[arg(long, value_enum, default_value = "udp")]
         protocol: ProtocolArg,
         /// tx: this host sends; rx: this host receives.
@@ -73,11 +79,14 @@ pub enum LoadKind {
         /// The server's address (default 127.0.0.1; with --netns the peer's address).
         #[arg(long)]
         peer: Option<String>,
+        /// The iperf3 server's port.
         #[arg(long, default_value_t = 5201)]
         port: u16,
     },
     /// A command of yours, e.g. `rtlab load cmd -- make -j2`.
     Cmd {
+        /// The command and its arguments, after `--`: started in a process group of its own
+        /// and stopped with it (SIGTERM, SIGKILL to what is left 2 s later).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         argv: Vec<String>,
     },

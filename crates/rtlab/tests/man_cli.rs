@@ -37,7 +37,7 @@ fn the_man_page_holds_every_command_examples_exit_status_and_environment() {
     assert!(page.contains("\\fB\\-\\-interval\\fR") && page.contains("[env: RTLAB_DB]"));
     // every argument says what it is, not only its default or choices
     let lines: Vec<&str> = page.lines().collect();
-    for (i, l) in lines.iter().enumerate().filter(|(_, l)| **l == ".TP") {
+    for (i, _) in lines.iter().enumerate().filter(|(_, l)| **l == ".TP") {
         let text = lines.get(i + 2).copied().unwrap_or_default();
         assert!(
             !text.is_empty() && !text.starts_with('[') && !text.starts_with('.'),

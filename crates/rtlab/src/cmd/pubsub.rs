@@ -104,7 +104,7 @@ pub struct PubsubArgs {
     /// A message later than this is late; never received, lost [500ms].
     #[arg(long)]
     pub loss_timeout: Option<String>,
-    /// Samples above this are missed deadlines [the period].
+    /// Samples above this are missed deadlines [the period; closed loop: the loss timeout].
     #[arg(long)]
     pub deadline: Option<String>,
     #[command(flatten)]

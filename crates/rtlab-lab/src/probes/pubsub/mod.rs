@@ -112,7 +112,8 @@ pub struct PubsubProbeConfig {
     pub durability: Durability,
     /// A message later than this is late; never received, lost.
     pub loss_timeout: Dur,
-    /// Samples above it are missed deadlines (default: the period).
+    /// Samples above it are missed deadlines (default: the period; closed loop: the loss
+    /// timeout).
     pub deadline: Option<Dur>,
     /// Hold /dev/cpu_dma_latency at this many µs during the run.
     pub cpu_dma_latency: Option<u32>,

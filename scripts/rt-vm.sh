@@ -159,13 +159,22 @@ log=$(mktemp)
 set +e
 for attempt in 1 2; do
   : >"$log"
+  t=$SECONDS
   # vng returns the command's exit code; QEMU's note that the hub has no host network is noise
   booted_within=${RT_VM_BOOT_WAIT:-300} run_bounded "$timeout" "$log" \
     vng "${vng_args[@]}" --qemu-opts="$nics" -- "echo $boot_marker; $cmd" \
     2> >(grep -v "is not connected to host network" >&2)
   rc=$?
-  [ $rc -eq 125 ] && [ $attempt = 1 ] || break
-  echo "rt-vm: the guest printed nothing in ${RT_VM_BOOT_WAIT:-300} s (a hung boot): booting it again" >&2
+  [ $attempt = 1 ] || break
+  if [ $rc -eq 125 ]; then
+    echo "rt-vm: the guest printed nothing in ${RT_VM_BOOT_WAIT:-300} s (a hung boot): booting it again" >&2
+  elif [ $rc -ne 0 ] && ! grep -qs "$boot_marker" "$log"; then
+    # seen once in a clean-clone run: the 8-CPU TCG guest gone after 11 s, exit 255, nothing
+    # printed; the command never ran, so nothing of it is lost by running it once more
+    echo "rt-vm: the guest ended (exit $rc) after $((SECONDS - t)) s before it ran the command (a failed boot): booting it again" >&2
+  else
+    break
+  fi
 done
 set -e
 tr -d '\r' <"$log" | grep -v -x "$boot_marker" || true

@@ -95,6 +95,13 @@ fn help(
             }
         }
     }
+    // the top level: its hidden commands exist too
+    if path.is_empty() {
+        for c in HIDDEN_COMMANDS {
+            assert!(!subs.contains(*c), "{c} is listed: take it out of HIDDEN_COMMANDS");
+            subs.insert(c.to_string());
+        }
+    }
     cache.insert(path.to_vec(), (flags.clone(), subs.clone()));
     (flags, subs)
 }
@@ -110,12 +117,7 @@ fn remedies_name_only_commands_and_flags_that_exist() {
         }
     }
     let mut cache = BTreeMap::new();
-    let (_, mut top) = help(&[], &mut cache);
-    for c in HIDDEN_COMMANDS {
-        assert!(!top.contains(*c), "{c} is listed: take it out of HIDDEN_COMMANDS");
-        top.insert(c.to_string());
-    }
-    cache.insert(vec![], (cache[&vec![]].0.clone(), top.clone()));
+    let (_, top) = help(&[], &mut cache);
     // every flag of every command, for the bare `(--flag ...)` suggestions
     let mut all_flags = BTreeSet::new();
     let mut stack: Vec<Vec<String>> = top.iter().map(|s| vec![s.clone()]).collect();

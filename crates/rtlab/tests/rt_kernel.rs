@@ -91,7 +91,7 @@ struct Guest {
     files: Vec<PathBuf>,
     /// Binaries to copy into the guest's RAM first, each then mounted over its own path:
     /// rt-vm.sh's root is this machine's over 9p, where a TCG guest reads the 260 MB debug
-    /// rtlab again on every start (3 s each; 0.5 s from RAM).
+    /// rtlab again on every start (3 s each; 0.9 s from RAM).
     in_ram: Vec<PathBuf>,
 }
 

@@ -24,9 +24,8 @@ pub fn completions(a: CompletionsArgs, mut cmd: clap::Command) -> anyhow::Result
 /// `cmd`: the command line's definition (`Cli::command()`). One page: clap_mangen's title,
 /// name, synopsis, description and options, then every command with its options (no page per
 /// command: none is installed), EXAMPLES, EXIT STATUS and ENVIRONMENT.
-pub fn man(_: ManArgs, cmd: clap::Command) -> anyhow::Result<u8> {
+pub fn man(_: ManArgs, mut cmd: clap::Command) -> anyhow::Result<u8> {
     let mut buf = Vec::new();
-    let mut cmd = cmd;
     cmd.build();
     let page = clap_mangen::Man::new(cmd.clone());
     page.render_title(&mut buf)?;

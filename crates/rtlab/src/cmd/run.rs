@@ -104,11 +104,16 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
     }
     // a bare `rtlab run` changes nothing: it lists what it could run and asks for one (a
     // preset applies profiles; that is for the person to choose, not a default)
-    let Some(name) = a.scenario.as_deref().or(a.resume.map(|_| "")) else {
-        eprintln!("rtlab run: which scenario? Name a preset or a scenario file:");
-        list_presets_to(&mut std::io::stderr())?;
-        eprintln!("(for example `rtlab run quick --dry-run` to see its cases first)");
-        return Ok(2);
+    let name = match (a.scenario.as_deref(), a.resume) {
+        (Some(name), _) => name,
+        // --resume reads the run's own scenario from the store: no name
+        (None, Some(_)) => "",
+        (None, None) => {
+            eprintln!("rtlab run: which scenario? Name a preset or a scenario file:");
+            list_presets_to(&mut std::io::stderr())?;
+            eprintln!("(for example `rtlab run quick --dry-run` to see its cases first)");
+            return Ok(2);
+        }
     };
     if a.print {
         let (_, text) = scenario_text(name)?;

@@ -122,7 +122,7 @@ fn timer_and_noise_run_under_qemu_user_and_say_they_were_emulated() {
     let db = db.to_str().unwrap();
     let o = rtlab_at(&bin)
         .current_dir(d.path())
-        .args(["run", "quick", "--only", "timer/idle/no-rt", "--db", db])
+        .args(["run", "quick", "--only", "timer/idle/no-rt", "--db", db, "--wait"])
         .output()
         .unwrap();
     let out = ran(&o, "run quick --only timer/idle/no-rt");

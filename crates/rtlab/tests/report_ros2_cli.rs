@@ -34,7 +34,7 @@ fn scenario(transport: &str) -> String {
 fn measure(dir: &Path, db: &str, transport: &str) {
     let file = dir.join(format!("{transport}.toml"));
     std::fs::write(&file, scenario(transport)).unwrap();
-    let o = run(&["run", file.to_str().unwrap(), "--db", db]);
+    let o = run(&["run", file.to_str().unwrap(), "--db", db, "--wait"]);
     assert_eq!(o.status.code(), Some(0), "{transport}: {}{}", stdout(&o), stderr(&o));
 }
 

@@ -19,6 +19,7 @@ use crate::model::{
 use crate::ros2_layer::{ros2_layer, Ros2Layer, Side, DEFINITION};
 use crate::svg::{self, esc};
 use crate::terminal::{env_diff, machine_line, signed_us};
+use crate::verdict::run_verdict;
 use rtlab_core::run::{CaseRecord, Run};
 use rtlab_core::units::us_1;
 use std::fmt::Write as _;
@@ -33,6 +34,12 @@ td.n { text-align: right; font-variant-numeric: tabular-nums; }
 tr.published td { background: #fff4d6; font-style: italic; }
 tr.failed td, .status-failed { background: #fbe0e0; } tr.skipped td, .status-skipped { background: #eeeeee; }
 .status-ok { color: #1a7f37; } .status-interrupted { background: #fff0c8; }
+.verdict-kept { color: #1a7f37; font-weight: bold; } .verdict-missed { color: #a00000; font-weight: bold; } .verdict-none { color: #555; }
+td.verdict-missed { background: #fbe0e0; }
+div.verdict { border: 2px solid #8aa0c0; border-radius: 6px; padding: 6px 14px; margin: 10px 0; }
+div.verdict.missed { border-color: #c03030; background: #fff6f6; } div.verdict.kept { border-color: #2a8f47; background: #f4fbf5; }
+div.verdict p.headline { font-size: 17px; font-weight: bold; margin: 6px 0; } div.verdict p.remedy { font-size: 15px; margin: 6px 0; }
+div.verdict ul { margin: 4px 0; padding-left: 20px; font-size: 13px; }
 .case { border: 1px solid #ccd; border-radius: 6px; padding: 8px 14px; margin: 14px 0; }
 .plots { display: flex; flex-wrap: wrap; gap: 10px; }
 .warn { color: #8a4b00; } .err { color: #a00000; font-weight: bold; }
@@ -99,10 +106,11 @@ pub fn cost_html(run: &Run) -> String {
 
 /// The studies' table of a run (a `<table class="studies">`).
 pub fn studies_table(run: &Run) -> String {
-    let mut o = String::from("<table class=\"studies\"><tr><th>#</th><th>case</th><th>status</th><th>Min (us)</th><th>Avg (us)</th><th>Max (us)</th><th>Missed deadlines</th><th>Packet loss</th></tr>\n");
-    for c in &run.cases {
+    let mut o = String::from("<table class=\"studies\"><tr><th>#</th><th>case</th><th>verdict</th><th>Min (us)</th><th>Avg (us)</th><th>Max (us)</th><th>Missed deadlines</th><th>Packet loss</th></tr>\n");
+    let verdict = run_verdict(run);
+    for (c, v) in run.cases.iter().zip(&verdict.cases) {
         let (st, why) = status(c);
-        let _ = write!(o, "<tr class=\"{st}\"><td class=\"n\">{}</td><td class=\"casename\"><a href=\"#run{}-case{}\">{}</a></td><td class=\"status-{st}\" title=\"{}\">{st}</td>", c.index, run.id, c.index, breakable(&c.name), esc(why));
+        let _ = write!(o, "<tr class=\"{st}\"><td class=\"n\">{}</td><td class=\"casename\"><a href=\"#run{}-case{}\">{}</a></td><td class=\"verdict-{}\" title=\"{}\">{}</td>", c.index, run.id, c.index, breakable(&c.name), v.tone(), esc(why), esc(&v.word()));
         match headline(c) {
             Some(s) => {
                 let _ = write!(
@@ -127,7 +135,7 @@ pub fn studies_table(run: &Run) -> String {
             let _ = writeln!(o, "<tr class=\"published\"><td></td><td>published: {} <span class=\"env\">({})</span></td><td>published</td>{}{}{}{}{}</tr>", esc(&p.label), esc(&p.source), td(&f(p.min_us)), td(&f(p.avg_us)), td(&f(p.max_us)), td(&of(p.missed)), td(&of(p.lost)));
         }
     }
-    o.push_str("</table>\n<p class=\"env\">Headline stream of a case: its <code>all</code> stream, or its only / first stream. Missed = samples above the deadline / samples; packet loss = lost / (samples + lost).</p>\n");
+    o.push_str("</table>\n<p class=\"env\">Headline stream of a case: its <code>all</code> stream, or its only / first stream. Missed = samples above the deadline / samples; packet loss = lost / (samples + lost). The verdict counts every judged stream of the case and a skipped period as a missed deadline (docs/reports.md).</p>\n");
     o
 }
 
@@ -346,16 +354,16 @@ fn grid_html(run: &Run) -> String {
         let top = g.cells.iter().flatten().flatten().map(|c| c.0).max().unwrap_or(1).max(1) as f64;
         let bottom =
             g.cells.iter().flatten().flatten().map(|c| c.0).min().unwrap_or(1).max(1) as f64;
-        let _ = write!(o, "<h3>Profile x load: {} (max / p99.9, us; worst over the cell's cases)</h3><table class=\"grid\"><tr><th>profile \\ load</th>", esc(&g.probe));
+        let _ = write!(o, "<h3>Profile x load: {} (the verdict; max / p99.9, us, worst over the cell's cases)</h3><div class=\"tablebox\"><table class=\"grid\"><tr><th>profile \\ load</th>", esc(&g.probe));
         for l in &g.loads {
-            let _ = write!(o, "<th>{}</th>", esc(l));
+            let _ = write!(o, "<th>{}</th>", breakable(l));
         }
         o.push_str("</tr>\n");
         for (i, p) in g.profiles.iter().enumerate() {
             let _ = write!(o, "<tr><th>{}</th>", esc(p));
             for cell in &g.cells[i] {
                 match cell {
-                    Some((max, p999, n)) => {
+                    Some((max, p999, cases)) => {
                         // shade by log(max) between the best and the worst cell
                         let span = (top.ln() - bottom.ln()).max(1e-9);
                         let f = if top > bottom {
@@ -364,14 +372,25 @@ fn grid_html(run: &Run) -> String {
                             1.0
                         };
                         let light = (95.0 - 35.0 * f.clamp(0.0, 1.0)).round();
-                        let _ = write!(o, "<td class=\"grid\" style=\"background: hsl(0, 70%, {light}%)\" title=\"{n} case(s)\">{} / {}</td>", us_1(*max), us(*p999));
+                        let verdicts: Vec<_> = cases
+                            .iter()
+                            .map(|c| crate::verdict::case_verdict(c, &run.gates))
+                            .collect();
+                        let tone = if verdicts.iter().any(|v| v.failed()) {
+                            "missed"
+                        } else if verdicts.iter().any(|v| v.tone() == "kept") {
+                            "kept"
+                        } else {
+                            "none"
+                        };
+                        let _ = write!(o, "<td class=\"grid\" style=\"background: hsl(0, 70%, {light}%)\" title=\"{} case(s)\"><span class=\"verdict-{tone}\">{}</span><br>{} / {}</td>", cases.len(), esc(&crate::verdict::summed(&verdicts).map(|v| v.word()).unwrap_or_default()), us_1(*max), us(*p999));
                     }
                     None => o.push_str("<td class=\"grid\">-</td>"),
                 }
             }
             o.push_str("</tr>\n");
         }
-        o.push_str("</table>\n");
+        o.push_str("</table></div>\n");
     }
     o
 }
@@ -445,7 +464,8 @@ fn sweeps_html(run: &Run) -> String {
 fn case_html(run: &Run, c: &CaseRecord) -> String {
     let mut o = String::new();
     let (st, why) = status(c);
-    let _ = writeln!(o, "<div class=\"case\" id=\"run{}-case{}\"><h3>Case {}: {} <span class=\"status-{st}\">[{st}]</span></h3>", run.id, c.index, c.index, esc(&c.name));
+    let v = crate::verdict::case_verdict(c, &run.gates);
+    let _ = writeln!(o, "<div class=\"case\" id=\"run{}-case{}\"><h3>Case {}: {} <span class=\"verdict-{}\">[{}]</span></h3>", run.id, c.index, c.index, esc(&c.name), v.tone(), esc(&v.word()));
     let _ = writeln!(
         o,
         "<p>probe <b>{}</b> · load <b>{}</b> · profile <b>{}</b> · {} · repetition {} · started {} · {:.1} s</p>",
@@ -609,6 +629,33 @@ fn evidence_html(
     o
 }
 
+/// The run's verdict, what helps and the sentence to act on (a `<div class="verdict">`):
+/// the first thing a run's part of the report shows.
+pub fn verdict_html(run: &Run) -> String {
+    let v = run_verdict(run);
+    let tone = if v.failed() {
+        "missed"
+    } else if v.cases.iter().any(|c| c.tone() == "kept") {
+        "kept"
+    } else {
+        "none"
+    };
+    let mut o = format!(
+        "<div class=\"verdict {tone}\"><p class=\"headline\">Verdict: {}</p>\n",
+        esc(&v.headline())
+    );
+    let helps = v.helps_lines();
+    if !helps.is_empty() {
+        o.push_str("<p>What helps (each profile, per probe and load):</p><ul>");
+        for l in helps {
+            let _ = write!(o, "<li>{}</li>", esc(&l));
+        }
+        o.push_str("</ul>\n");
+    }
+    let _ = writeln!(o, "<p class=\"remedy\">So: {}</p></div>", esc(&v.remedy()));
+    o
+}
+
 /// The whole report as one HTML document.
 pub fn render_html(runs: &[Run]) -> String {
     let mut o = String::new();
@@ -632,7 +679,32 @@ pub fn render_html(runs: &[Run]) -> String {
         );
         let _ = writeln!(
             o,
-            "<table class=\"runinfo\"><tr><th>status</th><td>{}</td></tr><tr><th>started</th><td>{}</td></tr><tr><th>finished</th><td>{}</td></tr><tr><th>rtlab</th><td>{}</td></tr><tr><th>scale</th><td>{}</td></tr><tr><th>command</th><td><code>{}</code></td></tr><tr><th>machine</th><td>{}</td></tr><tr><th>kernel command line</th><td><code>{}</code></td></tr></table>",
+            "<p class=\"env\">{} · {} · scale {} · started {}</p>",
+            run.status.name(),
+            esc(&machine_line(&i.environment)),
+            i.scale,
+            esc(&i.started_at)
+        );
+        // reading order: the answer, the study's grid, the overlays, then the detail
+        o.push_str(&verdict_html(run));
+        let g = grid_html(run);
+        if !g.is_empty() {
+            o.push_str("<h2>Profiles and loads</h2>");
+            o.push_str(&g);
+        }
+        o.push_str(&profiles_compared_html(run));
+        let _ = writeln!(o, "<h2>Cases ({})</h2>", run.cases.len());
+        o.push_str(&studies_table(run));
+        o.push_str(&crate::gates::gates_html(run));
+        o.push_str(&noise_html(run));
+        o.push_str(&sweeps_html(run));
+        o.push_str(&ros2_layer_html(&layer.of_run(run.id)));
+        o.push_str("<h2>Percentiles</h2>");
+        o.push_str(&percentile_table(run));
+        o.push_str(&cost_html(run));
+        let _ = writeln!(
+            o,
+            "<h2>The run</h2><table class=\"runinfo\"><tr><th>status</th><td>{}</td></tr><tr><th>started</th><td>{}</td></tr><tr><th>finished</th><td>{}</td></tr><tr><th>rtlab</th><td>{}</td></tr><tr><th>scale</th><td>{}</td></tr><tr><th>command</th><td><code>{}</code></td></tr><tr><th>machine</th><td>{}</td></tr><tr><th>kernel command line</th><td><code>{}</code></td></tr></table>",
             run.status.name(),
             esc(&i.started_at),
             esc(run.finished_at.as_deref().unwrap_or("-")),
@@ -642,21 +714,6 @@ pub fn render_html(runs: &[Run]) -> String {
             esc(&machine_line(&i.environment)),
             esc(&i.environment.cmdline)
         );
-        let _ = writeln!(o, "<h2>Cases ({})</h2>", run.cases.len());
-        o.push_str(&studies_table(run));
-        o.push_str(&crate::gates::gates_html(run));
-        o.push_str(&cost_html(run));
-        o.push_str("<h2>Percentiles</h2>");
-        o.push_str(&percentile_table(run));
-        let g = grid_html(run);
-        if !g.is_empty() {
-            o.push_str("<h2>Profiles and loads</h2>");
-            o.push_str(&g);
-        }
-        o.push_str(&noise_html(run));
-        o.push_str(&profiles_compared_html(run));
-        o.push_str(&sweeps_html(run));
-        o.push_str(&ros2_layer_html(&layer.of_run(run.id)));
         o.push_str("<h2>Case by case</h2>\n");
         for c in &run.cases {
             o.push_str(&case_html(run, c));

@@ -26,6 +26,7 @@ pub mod ros2_layer;
 pub mod summary;
 pub mod svg;
 pub mod terminal;
+pub mod verdict;
 
 pub use html::render_html;
 pub use terminal::render_terminal;

@@ -213,21 +213,42 @@ pub fn sweeps(run: &Run) -> Vec<Sweep<'_>> {
     out
 }
 
-/// A grid cell: (max_ns, p99_9_ns, number of cases), None when no case measured there.
-pub type Cell = Option<(i64, Option<i64>, usize)>;
+/// A grid cell: (max_ns, p99_9_ns, the cell's cases), None when no case measured there.
+pub type Cell<'a> = Option<(i64, Option<i64>, Vec<&'a CaseRecord>)>;
 
-/// One profile x load grid of a probe: cell = the worst (max of) headline max and p99.9
-/// over the cases of that cell.
-pub struct Grid {
+/// One profile x load grid of a probe: a column per load and parameters (`idle`,
+/// `idle · transport=shm`: one cell per transport, never merged); cell = the worst (max of)
+/// headline max and p99.9 over its cases (repetitions).
+pub struct Grid<'a> {
     pub probe: String,
     pub profiles: Vec<String>,
+    /// Column labels: the load, then the case's parameters when it has any.
     pub loads: Vec<String>,
-    /// [profile][load]
-    pub cells: Vec<Vec<Cell>>,
+    /// [profile][column]
+    pub cells: Vec<Vec<Cell<'a>>>,
 }
 
-/// The grids of a run, one per probe with more than one profile or load.
-pub fn grids(run: &Run) -> Vec<Grid> {
+/// The parameters that tell case `c` apart within its probe, load and profile: its name's
+/// parts after the profile (`transport=shm`), without the repetition (`#2`); "" when none.
+pub fn case_axes(c: &CaseRecord) -> String {
+    let base = c.name.split('#').next().unwrap_or_default();
+    let parts: Vec<&str> = base.split('/').collect();
+    match parts.iter().position(|p| *p == c.profile) {
+        Some(i) if i >= 2 => parts[i + 1..].join("/"),
+        _ => params_text(c),
+    }
+}
+
+/// The column of case `c` in its probe's grid.
+fn grid_column(c: &CaseRecord) -> String {
+    match case_axes(c) {
+        a if a.is_empty() => c.load.clone(),
+        a => format!("{} · {a}", c.load),
+    }
+}
+
+/// The grids of a run, one per probe with more than one profile or column.
+pub fn grids(run: &Run) -> Vec<Grid<'_>> {
     let mut probes: Vec<&str> = Vec::new();
     for c in &run.cases {
         if !probes.contains(&c.probe.as_str()) {
@@ -243,24 +264,29 @@ pub fn grids(run: &Run) -> Vec<Grid> {
             if !profiles.contains(&c.profile) {
                 profiles.push(c.profile.clone());
             }
-            if !loads.contains(&c.load) {
-                loads.push(c.load.clone());
+            let col = grid_column(c);
+            if !loads.contains(&col) {
+                loads.push(col);
             }
         }
         if profiles.len() < 2 && loads.len() < 2 {
             continue;
         }
-        let mut cells = vec![vec![None; loads.len()]; profiles.len()];
-        for c in &cases {
+        let mut cells: Vec<Vec<Cell<'_>>> = vec![vec![None; loads.len()]; profiles.len()];
+        for c in cases {
             let Some(s) = headline(c) else { continue };
             let Some(max) = s.stats.max_ns else { continue };
             let i = profiles.iter().position(|x| *x == c.profile).expect("listed");
-            let j = loads.iter().position(|x| *x == c.load).expect("listed");
-            let cell: &mut Cell = &mut cells[i][j];
-            *cell = Some(match *cell {
-                None => (max, s.stats.p99_9_ns, 1),
-                Some((m, p, n)) => (m.max(max), p.max(s.stats.p99_9_ns), n + 1),
-            });
+            let col = grid_column(c);
+            let j = loads.iter().position(|x| *x == col).expect("listed");
+            let cell: &mut Cell<'_> = &mut cells[i][j];
+            match cell {
+                None => *cell = Some((max, s.stats.p99_9_ns, vec![c])),
+                Some((m, p, v)) => {
+                    (*m, *p) = ((*m).max(max), (*p).max(s.stats.p99_9_ns));
+                    v.push(c);
+                }
+            }
         }
         out.push(Grid { probe: p.to_string(), profiles, loads, cells });
     }

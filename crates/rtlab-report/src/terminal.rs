@@ -16,6 +16,7 @@
 use crate::model::{headline, lost_of, missed_of, params_text, profile_comparisons, status};
 use crate::render::{stats_table, Row};
 use crate::ros2_layer::{ros2_layer, Ros2Layer, DEFINITION};
+use crate::verdict::run_verdict;
 use rtlab_core::run::{CaseRecord, Published, Run};
 use rtlab_core::schema::Environment;
 use rtlab_core::units::us_1;
@@ -81,9 +82,9 @@ pub fn published_row(p: &Published) -> Vec<String> {
     ]
 }
 
-/// One studies-table row of a case: index, name, status, min, avg, max, missed x/N, lost x/N.
-pub fn case_row(c: &CaseRecord) -> Vec<String> {
-    let (st, _) = status(c);
+/// One studies-table row of a case: index, name, verdict, min, avg, max, missed x/N, lost x/N.
+pub fn case_row(c: &CaseRecord, verdict: &str) -> Vec<String> {
+    let st = verdict;
     match headline(c) {
         Some(s) => vec![
             c.index.to_string(),
@@ -110,11 +111,12 @@ pub fn case_row(c: &CaseRecord) -> Vec<String> {
 
 /// The studies' table of a run.
 pub fn studies_table(run: &Run) -> String {
-    let mut rows = vec![["#", "case", "status", "min", "avg", "max", "missed", "lost"]
+    let mut rows = vec![["#", "case", "verdict", "min", "avg", "max", "missed", "lost"]
         .map(String::from)
         .to_vec()];
-    for c in &run.cases {
-        rows.push(case_row(c));
+    let verdict = run_verdict(run);
+    for (c, v) in run.cases.iter().zip(&verdict.cases) {
+        rows.push(case_row(c, &v.word()));
         if let Some(p) = &c.published {
             rows.push(published_row(p));
         }
@@ -129,7 +131,7 @@ pub fn studies_table(run: &Run) -> String {
     for s in sources {
         let _ = writeln!(out, "published figures: {s}");
     }
-    out.push_str("(us; the case's `all` stream, else its first stream; missed = samples above the deadline / samples; lost = lost / (samples + lost))\n");
+    out.push_str("(us; the case's `all` stream, else its first stream; missed = samples above the deadline / samples; lost = lost / (samples + lost); the verdict counts every judged stream, skipped periods as missed: docs/reports.md)\n");
     out
 }
 
@@ -287,6 +289,26 @@ pub fn machine_line(e: &Environment) -> String {
     )
 }
 
+/// The run's verdict, what helps (per probe x load, each profile's verdict) and the one
+/// sentence to act on: the first thing a run's report says.
+pub fn verdict_text(run: &Run) -> String {
+    let v = run_verdict(run);
+    let mut out = format!("\nVerdict: {}\n", v.headline());
+    let helps = v.helps_lines();
+    if !helps.is_empty() {
+        out.push_str("What helps (each profile, per probe and load):\n");
+        for l in helps {
+            for (i, w) in wrap(&l, 98).into_iter().enumerate() {
+                let _ = writeln!(out, "{}{w}", if i == 0 { "  " } else { "      " });
+            }
+        }
+    }
+    for (i, w) in wrap(&format!("So: {}", v.remedy()), 100).into_iter().enumerate() {
+        let _ = writeln!(out, "{}{w}", if i == 0 { "" } else { "    " });
+    }
+    out
+}
+
 /// The terminal report of the runs.
 pub fn render_terminal(runs: &[Run], color: bool) -> String {
     let mut out = String::new();
@@ -311,6 +333,7 @@ pub fn render_terminal(runs: &[Run], color: bool) -> String {
             i.scale,
             i.command_line.join(" ")
         );
+        out.push_str(&verdict_text(run));
         let _ = writeln!(out, "\nCases ({})", run.cases.len());
         out.push_str(&studies_table(run));
         out.push_str(&crate::gates::gates_text(run));
@@ -322,9 +345,10 @@ pub fn render_terminal(runs: &[Run], color: bool) -> String {
         out.push_str(&profiles_compared(run));
         out.push_str(&crate::noise::pivots_text(run));
         out.push_str(&ros2_layer_text(&layer.of_run(run.id)));
-        for c in &run.cases {
+        let verdict = run_verdict(run);
+        for (c, v) in run.cases.iter().zip(&verdict.cases) {
             let (st, why) = status(c);
-            let _ = writeln!(out, "\n== Case {}: {} [{st}]", c.index, c.name);
+            let _ = writeln!(out, "\n== Case {}: {} [{}]", c.index, c.name, v.word());
             let _ = writeln!(
                 out,
                 "probe {} · load {} · profile {} · {} · repetition {}",

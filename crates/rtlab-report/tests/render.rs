@@ -86,11 +86,28 @@ fn html_report_structure() {
     assert_eq!(studies.matches("class=\"published\"").count(), 2);
     assert!(h.contains("error: synthetic failure for the report tests"));
     assert!(h.contains("skipped: synthetic skip for the report tests"));
-    // profile x load grid of the timer: 2 profiles x 2 loads
+    // profile x load grid of the timer: 2 profiles x 5 columns, one per load and parameters
+    // (idle at 200us, 500us, 1ms, 1ms with 3 threads; cpu at 1ms), each cell with its verdict
     assert!(h.contains("Profile x load: timer"));
     let grid = &h[h.find("<table class=\"grid\">").unwrap()..];
     let grid = &grid[..grid.find("</table>").unwrap()];
-    assert_eq!(grid.matches("<td class=\"grid\"").count(), 4);
+    assert_eq!(grid.matches("<td class=\"grid\"").count(), 10);
+    assert_eq!(grid.matches("<th>").count(), 1 + 5 + 2, "{grid}");
+    assert_eq!(grid.matches("<span class=\"verdict-missed\">missed ").count(), 7, "{grid}");
+    // reading order: the verdict, the grid, the overlays, the cases, then the detail
+    let at = |s: &str| h.find(s).unwrap_or_else(|| panic!("{s} missing"));
+    let order = [
+        "<div class=\"verdict missed\"><p class=\"headline\">Verdict: 0 of 7 cases kept every deadline; 7 missed deadlines",
+        "<h2>Profiles and loads</h2>",
+        "<h2>Cases (9)</h2>",
+        "<h2>Percentiles</h2>",
+        "<h2>The run</h2>",
+        "<h2>Case by case</h2>",
+    ];
+    for w in order.windows(2) {
+        assert!(at(w[0]) < at(w[1]), "{} after {}", w[0], w[1]);
+    }
+    assert!(h.contains("<p class=\"remedy\">So: no profile kept every deadline in timer/idle/interval=1ms; timer/cpu/interval=1ms"), "{}", &h[at("<div class=\"verdict")..][..1500]);
     // warnings on every measured case
     assert_eq!(
         h.matches("<ul class=\"warn\">").count() + h.matches("Warnings: none").count(),

@@ -155,6 +155,9 @@ pub fn assert_quick_completed(out: &str, reasons: &[&str]) {
     }
     assert!(done.contains(&format!("{} skipped", skipped.len())), "{done}: {skipped:?}");
     assert!(out.contains("nothing applied by rtlab"), "{out}");
+    // the answer first: the run's verdict and what to do
+    assert!(out.lines().any(|l| l.starts_with("verdict: ")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("so: ")), "{out}");
 }
 
 /// Exit 0 (else the output in the panic); its stdout.

@@ -88,6 +88,17 @@ fn a_broken_gate_exits_1_names_it_and_everything_is_stored() {
     );
     assert!(out.contains("gates FAILED: 2 kept, 1 broken"), "{out}");
     assert!(out.contains(&format!("junit: {junit}")), "{out}");
+    // the answer first: the run's verdict counts the broken gate against the pub/sub case
+    // (whether the timer kept its deadlines is this machine's to say), and a sentence to act on
+    let verdict =
+        out.lines().find(|l| l.starts_with("verdict: ")).unwrap_or_else(|| panic!("{out}"));
+    assert!(!verdict.contains("kept every deadline and lost nothing"), "{verdict}");
+    assert!(out.lines().any(|l| l.starts_with("so: ") && l.len() > 10), "{out}");
+    let report = stdout(&run(&["report", "--db", &db]));
+    assert!(report.lines().any(|l| l.starts_with("Verdict: ")), "{report}");
+    let head = report.lines().find(|l| l.starts_with("== Case ") && l.contains(": pubsub/"));
+    let head = head.unwrap_or_else(|| panic!("{report}"));
+    assert!(head.ends_with("gate broken]"), "{head}");
 
     // everything measured is stored, with the verdicts
     let o = run(&["export", "latest", "--format", "json", "--db", &db, "-o", "-"]);

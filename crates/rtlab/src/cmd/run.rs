@@ -226,6 +226,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
                 rtlab_store::url::redact(&a.db)
             );
         }
+        // the answer first: kept or not, and what helps (docs/reports.md "The verdict")
+        let v = rtlab_report::verdict::judge(&stored, &verdicts);
+        println!("verdict: {}", v.headline());
+        for l in v.helps_lines() {
+            println!("  {l}");
+        }
+        println!("so: {}", v.remedy());
     }
     println!("report: {report}");
     let broken = gate_lines(&verdicts, a.quiet);

@@ -383,7 +383,13 @@ fn grid_html(run: &Run) -> String {
                         } else {
                             "none"
                         };
-                        let _ = write!(o, "<td class=\"grid\" style=\"background: hsl(0, 70%, {light}%)\" title=\"{} case(s)\"><span class=\"verdict-{tone}\">{}</span><br>{} / {}</td>", cases.len(), esc(&crate::verdict::summed(&verdicts).map(|v| v.word()).unwrap_or_default()), us_1(*max), us(*p999));
+                        // the hue says the verdict (red missed, green kept), the shade the max
+                        let hue = match tone {
+                            "missed" => "0, 70%",
+                            "kept" => "130, 45%",
+                            _ => "0, 0%",
+                        };
+                        let _ = write!(o, "<td class=\"grid\" style=\"background: hsl({hue}, {light}%)\" title=\"{} case(s)\"><span class=\"verdict-{tone}\">{}</span><br>{} / {}</td>", cases.len(), esc(&crate::verdict::summed(&verdicts).map(|v| v.word()).unwrap_or_default()), us_1(*max), us(*p999));
                     }
                     None => o.push_str("<td class=\"grid\">-</td>"),
                 }
@@ -510,8 +516,23 @@ fn case_html(run: &Run, c: &CaseRecord) -> String {
     if d.warnings.is_empty() {
         o.push_str("<p class=\"warn\">Warnings: none</p>\n");
     } else {
+        // a warning the run's list says in the same words is named; the case's own in full
+        let warned = crate::model::run_warnings(run);
+        let said = |w: &rtlab_core::schema::Warning| {
+            warned.iter().any(|r| r.code == w.code && r.message == w.message)
+        };
+        let codes: Vec<&str> =
+            d.warnings.iter().filter(|w| said(w)).map(|w| w.code.as_str()).collect();
         o.push_str("<ul class=\"warn\">");
-        for w in &d.warnings {
+        if !codes.is_empty() {
+            let _ = write!(
+                o,
+                "<li><b>{}</b> (<a href=\"#run{}-warnings\">the run's warnings</a>)</li>",
+                esc(&codes.join(", ")),
+                run.id
+            );
+        }
+        for w in d.warnings.iter().filter(|w| !said(w)) {
             let _ = write!(o, "<li><b>{}</b>: {}</li>", esc(&w.code), esc(&w.message));
         }
         o.push_str("</ul>\n");
@@ -656,6 +677,27 @@ pub fn verdict_html(run: &Run) -> String {
     o
 }
 
+/// The run's warnings, each code once with the cases it applies to; "" when none warned.
+pub fn warnings_html(run: &Run) -> String {
+    let warned = crate::model::run_warnings(run);
+    if warned.is_empty() {
+        return String::new();
+    }
+    let measured = crate::model::measured_cases(run);
+    let mut o = format!("<h2 id=\"run{}-warnings\">Warnings</h2><p class=\"env\">Each once, with the cases it applies to; a case's own message is in its section where it differs.</p><ul class=\"runwarn\">", run.id);
+    for w in &warned {
+        let _ = write!(
+            o,
+            "<li><b>{}</b> ({}): {}</li>",
+            esc(&w.code),
+            esc(&w.cases_text(measured)),
+            esc(&w.message)
+        );
+    }
+    o.push_str("</ul>\n");
+    o
+}
+
 /// The whole report as one HTML document.
 pub fn render_html(runs: &[Run]) -> String {
     let mut o = String::new();
@@ -696,6 +738,7 @@ pub fn render_html(runs: &[Run]) -> String {
         let _ = writeln!(o, "<h2>Cases ({})</h2>", run.cases.len());
         o.push_str(&studies_table(run));
         o.push_str(&crate::gates::gates_html(run));
+        o.push_str(&warnings_html(run));
         o.push_str(&noise_html(run));
         o.push_str(&sweeps_html(run));
         o.push_str(&ros2_layer_html(&layer.of_run(run.id)));

@@ -53,6 +53,52 @@ pub fn params_text(c: &CaseRecord) -> String {
     c.params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
 }
 
+/// A warning of a run said once: its code, the message of the first case that gave it, and
+/// the indices of the cases that carry the code.
+pub struct RunWarning {
+    pub code: String,
+    pub message: String,
+    pub cases: Vec<u32>,
+}
+
+impl RunWarning {
+    /// `all 14 cases`, `case 4`, `cases 4, 6`.
+    pub fn cases_text(&self, measured: usize) -> String {
+        match self.cases.as_slice() {
+            [one] if measured > 1 => format!("case {one}"),
+            all if all.len() == measured && measured > 1 => format!("all {measured} cases"),
+            [one] => format!("case {one}"),
+            some => {
+                format!("cases {}", some.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))
+            }
+        }
+    }
+}
+
+/// Every warning code of the run's cases once, in the order first met.
+pub fn run_warnings(run: &Run) -> Vec<RunWarning> {
+    let mut out: Vec<RunWarning> = Vec::new();
+    for c in &run.cases {
+        for w in c.document.iter().flat_map(|d| &d.warnings) {
+            match out.iter_mut().find(|r| r.code == w.code) {
+                Some(r) if !r.cases.contains(&c.index) => r.cases.push(c.index),
+                Some(_) => {}
+                None => out.push(RunWarning {
+                    code: w.code.clone(),
+                    message: w.message.clone(),
+                    cases: vec![c.index],
+                }),
+            }
+        }
+    }
+    out
+}
+
+/// The cases of a run that measured something.
+pub fn measured_cases(run: &Run) -> usize {
+    run.cases.iter().filter(|c| c.document.is_some()).count()
+}
+
 /// A sweep: the measurements of one (probe, load, profile, other parameters) along one
 /// parameter. A point is a stream: a case's headline when the scenario swept the parameter
 /// across cases, or each of a case's own streams when the probe swept it inside one case
@@ -380,7 +426,8 @@ impl ProfileDist<'_> {
 pub struct ProfileComparison<'a> {
     pub probe: String,
     pub load: String,
-    /// The parameters shared by the cases (`k=v k=v`, empty when none).
+    /// The settings that tell the cases apart beside probe, load and profile (their names'
+    /// parts after the profile: `transport=shm`), empty when none.
     pub params: String,
     /// Headline stream name and metric (the same for every case of the comparison).
     pub stream: String,
@@ -411,8 +458,7 @@ pub fn profile_comparisons(run: &Run) -> Vec<ProfileComparison<'_>> {
         if h.stats.count == 0 {
             continue;
         }
-        let key =
-            (c.probe.clone(), c.load.clone(), params_text(c), h.name.clone(), h.metric.clone());
+        let key = (c.probe.clone(), c.load.clone(), case_axes(c), h.name.clone(), h.metric.clone());
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, v)) => v.push(c),
             None => groups.push((key, vec![c])),

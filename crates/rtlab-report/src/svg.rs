@@ -13,7 +13,7 @@ const W: f64 = 640.0;
 const H: f64 = 260.0;
 const ML: f64 = 64.0; // left margin (y labels)
 const MR: f64 = 16.0;
-const MT: f64 = 24.0;
+const MT: f64 = 34.0; // top margin: a title of up to two lines
 const MB: f64 = 44.0; // bottom margin (x labels)
 
 /// Series colours (also checked by the screenshot test: the bars are `BAR`).
@@ -129,11 +129,55 @@ fn open(out: &mut String, title: &str, class: &str) {
         esc(title)
     );
     let _ = write!(out, r##"<rect x="0" y="0" width="{W}" height="{H}" fill="#ffffff"/>"##);
-    let _ = write!(
-        out,
-        r##"<text x="{ML}" y="16" font-size="13" font-family="sans-serif" fill="#222">{}</text>"##,
-        esc(title)
-    );
+    for (l, (line, y, size)) in title_lines(title).into_iter().enumerate() {
+        // a line estimated wider than the plot is fitted to it (never cut off)
+        let room = W - 16.0;
+        let fit = if line.chars().count() as f64 * size * CHAR_EM > room {
+            format!(r#" textLength="{room}" lengthAdjust="spacingAndGlyphs""#)
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            out,
+            r##"<text class="title{l}" x="8" y="{y}" font-size="{size}" font-family="sans-serif" fill="#222"{fit}>{}</text>"##,
+            esc(&line)
+        );
+    }
+}
+
+/// The average width of a sans-serif character, in ems (to estimate a text's width).
+const CHAR_EM: f64 = 0.56;
+
+/// A plot's title as (line, baseline y, font size): one line at 13 px when it fits the
+/// plot's width, else two lines at 11 px broken at the space or `/` nearest the middle.
+fn title_lines(title: &str) -> Vec<(String, f64, f64)> {
+    let room = W - 16.0;
+    let n = title.chars().count();
+    if n as f64 * 13.0 * CHAR_EM <= room {
+        return vec![(title.to_string(), 17.0, 13.0)];
+    }
+    let chars: Vec<char> = title.chars().collect();
+    let mid = n / 2;
+    let cut = (0..n)
+        .filter(|&i| chars[i] == ' ' || chars[i] == '/')
+        .min_by_key(|&i| i.abs_diff(mid))
+        .map(|i| i + 1)
+        .unwrap_or(mid);
+    let first: String = chars[..cut].iter().collect();
+    let second: String = chars[cut..].iter().collect();
+    vec![(first.trim_end().to_string(), 13.0, 11.0), (second.trim().to_string(), 27.0, 11.0)]
+}
+
+/// The label of a vertical deadline line at `x`: right of the line, or left of it where the
+/// text would leave the plot.
+fn deadline_label(x: f64, text: &str) -> String {
+    let width = text.chars().count() as f64 * 10.0 * CHAR_EM;
+    let (lx, anchor) = if x + 3.0 + width > W - MR { (x - 3.0, "end") } else { (x + 3.0, "start") };
+    format!(
+        r#"<text class="deadline-label" x="{lx:.1}" y="{:.1}" font-size="10" font-family="sans-serif" text-anchor="{anchor}" fill="{DEADLINE}">{}</text>"#,
+        MT + 10.0,
+        esc(text)
+    )
 }
 
 fn frame(
@@ -219,7 +263,11 @@ pub fn histogram(title: &str, h: &HistogramData, deadline_ns: Option<i64>) -> St
         return empty(title, "histogram");
     }
     let lo = bs[0].low_ns as f64 / 1e3;
-    let hi = (bs[bs.len() - 1].high_ns + 1) as f64 / 1e3;
+    let mut hi = (bs[bs.len() - 1].high_ns + 1) as f64 / 1e3;
+    // the deadline is on the axis, with the data
+    if let Some(d) = deadline_ns.map(|d| d as f64 / 1e3).filter(|d| *d > lo) {
+        hi = hi.max(d * 1.05);
+    }
     let log = lo > 0.0 && hi / lo > 10.0;
     let xa = Axis::new(lo, hi, log);
     // rebin into at most 120 columns so small buckets stay visible
@@ -263,10 +311,9 @@ pub fn histogram(title: &str, h: &HistogramData, deadline_ns: Option<i64>) -> St
             let x = xa.x(du);
             let _ = write!(
                 out,
-                r#"<line class="deadline" x1="{x:.1}" y1="{MT}" x2="{x:.1}" y2="{:.1}" stroke="{DEADLINE}" stroke-width="2" stroke-dasharray="6 3"/><text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" fill="{DEADLINE}">deadline</text>"#,
+                r#"<line class="deadline" x1="{x:.1}" y1="{MT}" x2="{x:.1}" y2="{:.1}" stroke="{DEADLINE}" stroke-width="2" stroke-dasharray="6 3"/>{}"#,
                 H - MB,
-                x + 3.0,
-                MT + 10.0
+                deadline_label(x, &format!("deadline {} us", num(du)))
             );
         }
     }
@@ -303,7 +350,14 @@ pub fn max_over_time(title: &str, w: &WindowData, deadline_ns: Option<i64>) -> S
         ymax = ymax.max(d as f64 / 1e3);
     }
     let xa = Axis::new(0.0, xmax, false);
-    let ya = Axis::new(ymin, ymax * 1.08, false);
+    // the data and the deadline both readable: log y when they span more than a decade
+    let ypos = pts.iter().map(|p| p.2).fold(f64::MAX, f64::min);
+    let ylog = ypos > 0.0 && ymax / ypos > 10.0;
+    let ya = if ylog {
+        Axis::new(ypos / 1.5, ymax * 1.5, true)
+    } else {
+        Axis::new(ymin, ymax * 1.08, false)
+    };
     let mut out = String::new();
     open(&mut out, title, "timeplot");
     frame(
@@ -311,7 +365,7 @@ pub fn max_over_time(title: &str, w: &WindowData, deadline_ns: Option<i64>) -> S
         &xa,
         &ya,
         &format!("time (s), window {} ms", num(w.width_ns as f64 / 1e6)),
-        "max latency (us)",
+        if ylog { "max latency (us, log)" } else { "max latency (us)" },
         &num,
     );
     let mut path = String::new();
@@ -394,9 +448,14 @@ pub fn ccdf(title: &str, xlabel: &str, lines: &[CcdfLine], deadline_ns: Option<i
         return empty(title, "ccdf");
     }
     let xpos: Vec<f64> = all.iter().map(|p| p.0).filter(|x| *x > 0.0).collect();
-    let xhi = all.iter().map(|p| p.0).fold(f64::MIN, f64::max);
+    let mut xhi = all.iter().map(|p| p.0).fold(f64::MIN, f64::max);
+    // the deadline is on the axis, with the data
+    if let Some(d) = deadline_ns.map(|d| d as f64 / 1e3) {
+        xhi = xhi.max(d * 1.05);
+    }
     let xlo_pos = xpos.iter().copied().fold(f64::MAX, f64::min);
-    let xlog = !xpos.is_empty() && xhi / xlo_pos > 10.0;
+    // log whenever every latency is positive (the plots of a report compare alike)
+    let xlog = !xpos.is_empty() && xpos.len() == all.len() && xhi / xlo_pos > 2.0;
     let xa = if xlog {
         Axis::new(xlo_pos / 1.2, xhi * 1.2, true)
     } else {
@@ -462,10 +521,9 @@ pub fn ccdf(title: &str, xlabel: &str, lines: &[CcdfLine], deadline_ns: Option<i
             let x = xa.x(du);
             let _ = write!(
                 out,
-                r#"<line class="deadline" x1="{x:.1}" y1="{MT}" x2="{x:.1}" y2="{:.1}" stroke="{DEADLINE}" stroke-width="2" stroke-dasharray="6 3"/><text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" fill="{DEADLINE}">deadline</text>"#,
+                r#"<line class="deadline" x1="{x:.1}" y1="{MT}" x2="{x:.1}" y2="{:.1}" stroke="{DEADLINE}" stroke-width="2" stroke-dasharray="6 3"/>{}"#,
                 H - MB,
-                x + 3.0,
-                MT + 10.0
+                deadline_label(x, &format!("deadline {} us", num(du)))
             );
         }
     }
@@ -541,9 +599,17 @@ pub fn bars(
     let (lo, hi) = vals.iter().fold((f64::MAX, f64::MIN), |a, v| (a.0.min(*v), a.1.max(*v)));
     let ya = Axis::new(lo / 2.0, hi * 1.5, true);
     let xa = Axis::new(0.0, categories.len() as f64, false);
+    // the names' common prefix (up to a `.`) is said once, under the axis
+    let first = categories[0].as_str();
+    let mut cut = first.len();
+    for c in &categories[1..] {
+        cut = cut.min(first.bytes().zip(c.bytes()).take_while(|(a, b)| a == b).count());
+    }
+    let cut = if categories.len() > 1 { first[..cut].rfind('.').map_or(0, |i| i + 1) } else { 0 };
+    let xlabel = if cut > 0 { format!("{}*", &first[..cut]) } else { String::new() };
     let mut out = String::new();
     open(&mut out, title, "bars");
-    frame(&mut out, &xa, &ya, "", ylabel, &|_| String::new());
+    frame(&mut out, &xa, &ya, &xlabel, ylabel, &|_| String::new());
     let gw = (W - ML - MR) / categories.len() as f64;
     let bw = (gw * 0.8) / series.len().max(1) as f64;
     for (ci, cat) in categories.iter().enumerate() {
@@ -563,12 +629,19 @@ pub fn bars(
                 );
             }
         }
+        let label = &cat[cut..];
+        // a label wider than its group is fitted to it (never over its neighbour)
+        let fit = if label.chars().count() as f64 * 10.0 * CHAR_EM > gw - 4.0 {
+            format!(r#" textLength="{:.1}" lengthAdjust="spacingAndGlyphs""#, gw - 4.0)
+        } else {
+            String::new()
+        };
         let _ = write!(
             out,
-            r##"<text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" text-anchor="middle" fill="#222">{}</text>"##,
+            r##"<text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif" text-anchor="middle" fill="#222"{fit}>{}</text>"##,
             ML + (ci as f64 + 0.5) * gw,
             H - MB + 14.0,
-            esc(cat)
+            esc(label)
         );
     }
     for (si, (name, _)) in series.iter().enumerate() {

@@ -13,7 +13,10 @@
 //! Contract: plain text (ANSI emphasis only when `color`), deterministic for a given run
 //! (snapshot-tested); every case of the run appears.
 
-use crate::model::{headline, lost_of, missed_of, params_text, profile_comparisons, status};
+use crate::model::{
+    headline, lost_of, measured_cases, missed_of, params_text, profile_comparisons, run_warnings,
+    status, RunWarning,
+};
 use crate::render::{stats_table, Row};
 use crate::ros2_layer::{ros2_layer, Ros2Layer, DEFINITION};
 use crate::verdict::run_verdict;
@@ -309,6 +312,46 @@ pub fn verdict_text(run: &Run) -> String {
     out
 }
 
+/// The run's warnings, each code once with the cases it applies to and the first case's
+/// message; empty when no case warned.
+pub fn warnings_text(run: &Run, warned: &[RunWarning]) -> String {
+    if warned.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\nWarnings (each once; a case's own message in its section where it differs)\n",
+    );
+    let measured = measured_cases(run);
+    for w in warned {
+        let _ = writeln!(out, "  - {} ({}): {}", w.code, w.cases_text(measured), w.message);
+    }
+    out
+}
+
+/// A case's warnings: the codes the run's list says in the same words, then each one whose
+/// message is the case's own.
+fn case_warnings_text(warned: &[RunWarning], ws: &[rtlab_core::schema::Warning]) -> String {
+    if ws.is_empty() {
+        return "warnings: none\n".into();
+    }
+    let said = |w: &rtlab_core::schema::Warning| {
+        warned.iter().any(|r| r.code == w.code && r.message == w.message)
+    };
+    let mut out = String::new();
+    let codes: Vec<&str> = ws.iter().filter(|w| said(w)).map(|w| w.code.as_str()).collect();
+    if !codes.is_empty() {
+        let _ = writeln!(out, "warnings: {} (the run's Warnings say them)", codes.join(", "));
+    }
+    let own: Vec<_> = ws.iter().filter(|w| !said(w)).collect();
+    if !own.is_empty() {
+        let _ = writeln!(out, "{}", if codes.is_empty() { "warnings:" } else { "and:" });
+        for w in own {
+            let _ = writeln!(out, "  - {}: {}", w.code, w.message);
+        }
+    }
+    out
+}
+
 /// The terminal report of the runs.
 pub fn render_terminal(runs: &[Run], color: bool) -> String {
     let mut out = String::new();
@@ -337,6 +380,8 @@ pub fn render_terminal(runs: &[Run], color: bool) -> String {
         let _ = writeln!(out, "\nCases ({})", run.cases.len());
         out.push_str(&studies_table(run));
         out.push_str(&crate::gates::gates_text(run));
+        let warned = run_warnings(run);
+        out.push_str(&warnings_text(run, &warned));
         let cost = crate::cost::cost_table(run);
         if !cost.is_empty() {
             let _ = writeln!(out, "\nCost");
@@ -390,14 +435,7 @@ pub fn render_terminal(runs: &[Run], color: bool) -> String {
                         .join(", ")
                 );
             }
-            if d.warnings.is_empty() {
-                let _ = writeln!(out, "warnings: none");
-            } else {
-                let _ = writeln!(out, "warnings:");
-                for w in &d.warnings {
-                    let _ = writeln!(out, "  - {}: {}", w.code, w.message);
-                }
-            }
+            out.push_str(&case_warnings_text(&warned, &d.warnings));
             if let Some(ev) = &d.evidence {
                 out.push_str(&evidence_text(ev, headline(c)));
             }

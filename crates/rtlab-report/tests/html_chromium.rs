@@ -310,3 +310,94 @@ fn the_noise_pivot_of_five_profiles_fits_a_1400px_page_in_headless_chromium() {
     assert!(get("last_right") <= page, "the last column is cut off: {line}");
     assert!(get("scroll_width") <= page, "the page scrolls sideways: {line}");
 }
+
+/// A newcomer's first screen answers "kept or not, and what helps", and no plot cuts its text
+/// off: the report of the fixture's run and of a run with long pub/sub names is opened at
+/// 1400 x 900 with a small script added by this test (the report has none) that writes the
+/// layout into the DOM: the verdict box's bottom edge, and every SVG text element that leaves
+/// its plot.
+#[test]
+fn the_verdict_is_on_the_first_screen_and_no_plot_text_is_cut_off_in_headless_chromium() {
+    let probe = r#"<script>
+(function () {
+  var v = document.querySelector('div.verdict');
+  var r = v ? v.getBoundingClientRect() : { top: -1, bottom: 1e9 };
+  var texts = 0, cut = 0, first = '';
+  document.querySelectorAll('svg').forEach(function (svg) {
+    var s = svg.getBoundingClientRect();
+    svg.querySelectorAll('text').forEach(function (t) {
+      texts++;
+      var b = t.getBoundingClientRect();
+      if (b.left < s.left - 1 || b.right > s.right + 1 || b.top < s.top - 1 || b.bottom > s.bottom + 1) {
+        cut++;
+        if (!first) first = encodeURIComponent(t.textContent);
+      }
+    });
+  });
+  var p = document.createElement('pre');
+  p.id = 'layout';
+  p.textContent = 'LAYOUT verdict_top=' + Math.floor(r.top) + ' verdict_bottom=' + Math.ceil(r.bottom)
+    + ' texts=' + texts + ' cut=' + cut + ' first_cut=' + (first || '-')
+    + ' viewport=' + window.innerHeight + ' END';
+  document.body.appendChild(p);
+})();
+</script></body>"#;
+    for (what, run) in [("the fixture's run", fixture::run()), ("long pub/sub names", long_names())]
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let html = dir.path().join("report.html");
+        let report = rtlab_report::render_html(&[run]);
+        std::fs::write(&html, report.replace("</body>", probe)).unwrap();
+        let dom = run_chromium(
+            dir.path(),
+            &html,
+            &["--dump-dom".into(), "--window-size=1400,900".into()],
+        );
+        assert!(
+            dom.contains("<pre id=\"layout\">LAYOUT "),
+            "{what}: the layout script did not run"
+        );
+        let line = dom.rsplit("LAYOUT ").next().and_then(|l| l.split(" END").next()).unwrap_or("");
+        let get = |k: &str| -> String {
+            line.split_whitespace()
+                .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
+                .unwrap_or_else(|| panic!("{what}: {k} missing in '{line}'"))
+                .to_string()
+        };
+        let num = |k: &str| -> i64 { get(k).parse().unwrap() };
+        eprintln!("{what}: {line}");
+        assert!(num("verdict_top") > 0, "{what}: no verdict: {line}");
+        assert!(
+            num("verdict_bottom") <= num("viewport"),
+            "{what}: the verdict is not all on the first screen: {line}"
+        );
+        assert!(num("texts") > 50, "{what}: the plots' text was not found: {line}");
+        assert_eq!(
+            num("cut"),
+            0,
+            "{what}: a plot's text is cut off (the first: {}): {line}",
+            get("first_cut")
+        );
+    }
+}
+
+/// The fixture's run with pub/sub-like names as long as real runs make them: cases named
+/// with every setting, the timer's parameters as long (the plots' titles hold them).
+fn long_names() -> rtlab_core::run::Run {
+    let mut run = fixture::run();
+    for c in run.cases.iter_mut() {
+        let profile = c.profile.clone();
+        let load = c.load.clone();
+        let axes = format!(
+            "history=keep-last:5,mode=roundtrip,payload=65536,rate=1khz,reliability=best-effort,subscribers=4,transport=cyclonedds,index={}",
+            c.index % 2
+        );
+        c.name = format!("{}/{load}/{profile}/{axes}#1", c.probe);
+        if let Some(d) = c.document.as_mut() {
+            for s in d.streams.iter_mut() {
+                s.name = format!("cyclonedds.roundtrip.65536B.1000hz.n4.{}", s.name);
+            }
+        }
+    }
+    run
+}

@@ -108,6 +108,26 @@ fn html_report_structure() {
         assert!(at(w[0]) < at(w[1]), "{} after {}", w[0], w[1]);
     }
     assert!(h.contains("<p class=\"remedy\">So: no profile kept every deadline in timer/idle/interval=1ms; timer/cpu/interval=1ms"), "{}", &h[at("<div class=\"verdict")..][..1500]);
+    // the run's warnings: each code once, with its cases; a case names the codes said there
+    let section = &h[h.find("<ul class=\"runwarn\">").expect("the run's warnings")..];
+    let section = &section[..section.find("</ul>").unwrap()];
+    let mut codes: Vec<&str> = Vec::new();
+    for c in &run.cases {
+        for w in c.document.iter().flat_map(|d| &d.warnings) {
+            if !codes.contains(&w.code.as_str()) {
+                codes.push(&w.code);
+            }
+        }
+    }
+    assert!(!codes.is_empty());
+    for code in &codes {
+        assert_eq!(
+            section.matches(&format!("<li><b>{code}</b> (")).count(),
+            1,
+            "{code}: {section}"
+        );
+    }
+    assert!(h.contains("(<a href=\"#run1-warnings\">the run's warnings</a>)"));
     // warnings on every measured case
     assert_eq!(
         h.matches("<ul class=\"warn\">").count() + h.matches("Warnings: none").count(),

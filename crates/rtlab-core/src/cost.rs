@@ -224,6 +224,15 @@ pub struct RssSample {
     pub rss_kib: u64,
 }
 
+impl Cost {
+    /// `process`'s largest resident memory while the case measured (its VmRSS samples), KiB;
+    /// None without samples. Unlike [`Cost::max_rss_kib`], the high-water mark of the whole
+    /// process since it started, this is the case's own.
+    pub fn case_rss_kib(&self, process: &str) -> Option<u64> {
+        self.rss.iter().filter(|s| s.process == process).map(|s| s.rss_kib).max()
+    }
+}
+
 /// At most this many RSS samples per process in a case: a longer case keeps every other
 /// one and samples half as often from then on.
 pub const MAX_RSS_SAMPLES: usize = 2048;

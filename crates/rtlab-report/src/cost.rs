@@ -24,7 +24,7 @@ pub const COST_HEADERS: [&str; 9] = [
 ];
 
 /// What the columns hold, in one line.
-pub const COST_LEGEND: &str = "(cost, per measured window (a pub/sub case is a window): CPU of every thread of rtlab's process and its role processes, user and system, in ms and in CPUs (CPU time / window); cpu/msg = that CPU / messages; faults = minor + major page faults and preempted = involuntary context switches of the measuring threads in their windows; rss = rtlab's max RSS (VmHWM); - : not measured)";
+pub const COST_LEGEND: &str = "(cost, per measured window (a pub/sub case is a window): CPU of every thread of rtlab's process and its role processes, user and system, in ms and in CPUs (CPU time / window); cpu/msg = that CPU / messages; faults = minor + major page faults and preempted = involuntary context switches of the measuring threads in their windows; rss = rtlab's largest resident memory while the case measured (VmRSS samples; the process's high-water mark since it started is in the case's section); - : not measured)";
 
 fn ms(ns: i64) -> String {
     format!("{:.1}", ns as f64 / 1e6)
@@ -65,7 +65,7 @@ pub fn window_cells(w: &CostWindow, max_rss_kib: Option<u64>) -> Vec<String> {
 pub fn cost_rows(cost: Option<&Cost>) -> Vec<Vec<String>> {
     match cost {
         Some(c) if !c.windows.is_empty() => {
-            c.windows.iter().map(|w| window_cells(w, c.max_rss_kib)).collect()
+            c.windows.iter().map(|w| window_cells(w, c.case_rss_kib("rtlab"))).collect()
         }
         _ => vec![vec!["-".to_string(); COST_HEADERS.len()]],
     }
@@ -169,7 +169,10 @@ pub fn cost_lines(c: &Cost) -> Vec<String> {
         }
     }
     if let Some(k) = c.max_rss_kib {
-        v.push(format!("cost: rtlab max RSS {:.1} MiB", k as f64 / 1024.0));
+        v.push(format!(
+            "cost: rtlab's high-water RSS since it started (VmHWM, earlier cases included) {:.1} MiB",
+            k as f64 / 1024.0
+        ));
     }
     for p in ["rtlab", "agent"] {
         let mine: Vec<&RssSample> = c.rss.iter().filter(|s| s.process == p).collect();
@@ -222,7 +225,7 @@ pub fn cost_diffs(a: &Run, b: &Run) -> Vec<CostDiff> {
             per_message_ns: (x.cpu_per_message_ns(), y.cpu_per_message_ns()),
             faults: (mx.minor_faults + mx.major_faults, my.minor_faults + my.major_faults),
             preempted: (mx.involuntary_switches, my.involuntary_switches),
-            max_rss_kib: (x.max_rss_kib, y.max_rss_kib),
+            max_rss_kib: (x.case_rss_kib("rtlab"), y.case_rss_kib("rtlab")),
         });
     }
     v
@@ -310,11 +313,22 @@ mod tests {
 
     #[test]
     fn the_column_group_shows_cpu_per_message_faults_and_rss() {
-        let rows = cost_rows(Some(&cost(500, 3)));
+        // the rss column is the case's own: its largest sample while it measured, never the
+        // process's high-water mark (2 MiB here, from earlier cases), "-" without samples
+        let mut c = cost(500, 3);
+        assert_eq!(cost_rows(Some(&c))[0][8], "-");
+        c.rss = [(0, 1024), (500, 1536), (900, 1280)]
+            .map(|(at_ms, rss_kib)| RssSample { process: "rtlab".into(), at_ms, rss_kib })
+            .to_vec();
+        c.rss.push(RssSample { process: "agent".into(), at_ms: 0, rss_kib: 9999 });
+        let rows = cost_rows(Some(&c));
         assert_eq!(
             rows,
-            vec![vec!["timer", "1000", "500.0", "0.0", "0.50", "500.0", "3", "0", "2.0"]]
+            vec![vec!["timer", "1000", "500.0", "0.0", "0.50", "500.0", "3", "0", "1.5"]]
         );
+        assert!(cost_lines(&c)
+            .join("\n")
+            .contains("high-water RSS since it started (VmHWM, earlier cases included) 2.0 MiB"));
         assert!(cost_rows(None)[0].iter().all(|c| c == "-"));
         let lines = cost_lines(&cost(500, 3)).join("\n");
         assert!(lines.contains("rtlab-timer0 (fifo): 500.0+0.0 ms"), "{lines}");

@@ -116,7 +116,7 @@ impl OutputArgs {
 
 /// How long a periodic probe measures, what it counts as missed, and how it holds the CPU
 /// awake (`rtlab timer`, `rtlab cyclic`): one definition; a command words the help of what
-/// it counts (clap's `mut_arg`: the timer's count is `--loops`, as cyclictest's `-l`).
+/// it counts (clap's `mut_arg`: the timer's `--count` also answers to cyclictest's `--loops`).
 #[derive(Args, Debug, Clone, Default)]
 pub struct MeasureArgs {
     /// How long to measure [30s unless --count is given].

@@ -22,7 +22,7 @@ fn bad_input_is_one_line_and_exit_2() {
     );
     assert_error(&["timer", "--cpus", "99", "--loops", "5"], &["--cpus", "CPU 99", "not online"]);
     assert_error(&["timer", "--cpus", "x", "--loops", "5"], &["--cpus", "'x'"]);
-    assert_error(&["timer", "--loops", "0"], &["--loops"]);
+    assert_error(&["timer", "--loops", "0"], &["--count"]);
     assert_error(&["timer", "--duration", "0s"], &["--duration"]);
     assert_error(
         &["timer", "-t", "2", "--interval", "1ms,2ms,3ms", "--loops", "5"],

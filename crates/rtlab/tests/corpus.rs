@@ -39,7 +39,7 @@ fn every_broken_scenario_file_is_one_line_naming_file_line_and_field() {
 fn broken_flags_are_one_line_naming_the_flag() {
     let cases: &[(&[&str], &str)] = &[
         (&["timer", "--interval", "0s", "--loops", "5"], "--interval"),
-        (&["timer", "--loops", "0"], "--loops"),
+        (&["timer", "--loops", "0"], "--count"),
         (&["timer", "--threads", "0", "--loops", "5"], "--threads"),
         (&["timer", "--priority", "120", "--loops", "5"], "--priority"),
         (&["timer", "--cpus", "999", "--loops", "5"], "--cpus"),

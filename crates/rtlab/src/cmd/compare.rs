@@ -15,7 +15,7 @@ use std::io::Write;
 pub enum MetricArg {
     P50,
     P99,
-    #[value(name = "p99.9")]
+    #[value(name = "p99_9", alias = "p99.9")]
     P999,
     Max,
 }

@@ -74,6 +74,9 @@ pub struct PubsubArgs {
     /// Publish rates, swept: 25hz,100hz,1khz,5khz [100hz].
     #[arg(long, value_delimiter = ',')]
     pub rate: Vec<String>,
+    /// Or send periods, swept: 10ms,1ms (a scenario's `period`; the same as --rate 100hz,1khz).
+    #[arg(long, value_delimiter = ',', conflicts_with = "rate")]
+    pub period: Vec<String>,
     /// Subscriber counts, swept (one row per subscriber): 1,2,6 or 1-6 [1].
     #[arg(long, value_delimiter = ',')]
     pub subscribers: Vec<String>,
@@ -195,6 +198,7 @@ impl PubsubArgs {
             )
             .list("payload", &self.payload)
             .list("rate", &self.rate)
+            .list("period", &self.period)
             .list("subscribers", &self.subscribers)
             .str("duration", &self.duration)
             .int("count", self.count)

@@ -19,12 +19,10 @@ use std::io::IsTerminal;
 #[command(
     // cyclictest's -h is its histogram: help is --help only
     disable_help_flag = true,
-    mut_arg("duration", |a| a.help("How long to measure (30s, 5m; a bare number is seconds and 2d is days, as cyclictest's -D) [30s unless --loops is given]")),
+    mut_arg("duration", |a| a.help("How long to measure (30s, 5m; a bare number is seconds and 2d is days, as cyclictest's -D) [30s unless --count is given]")),
     mut_arg("count", |a| a
-        .long("loops")
-        .alias("count")
-        .value_name("LOOPS")
-        .help("How many slots per thread (skipped slots count: the run ends on time)")),
+        .visible_alias("loops")
+        .help("How many slots per thread (skipped slots count: the run ends on time); --loops is cyclictest's name for it")),
     mut_arg("deadline", |a| a.help("Samples above this are missed deadlines [the thread's interval]")),
     mut_arg("cpu_dma_latency", |a| a.alias("latency")),
 )]
@@ -160,14 +158,11 @@ fn cyclictest_duration(v: &str) -> String {
     }
 }
 
-/// The timer's `count` is `--loops` on its command line (as cyclictest's -l).
-const LOOPS: &[(&str, &str)] = &[("count", "--loops")];
-
 /// The flags as the probe's configuration (the same struct, defaults and validation as a
 /// scenario's `[[probe]] kind = "timer"`).
 pub fn config_of(a: &TimerArgs) -> anyhow::Result<TimerProbeConfig> {
     let mut cfg: TimerProbeConfig =
-        from_table(&a.table()?).map_err(|e| anyhow::anyhow!(e.cli_text_as(LOOPS)))?;
+        from_table(&a.table()?).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
     cfg.histogram_file = a.histogram_file.is_some() || a.cyclictest_histogram();
     cfg.raw_file = a.raw_file.clone();
     Ok(cfg)
@@ -177,8 +172,7 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
     let cfg = config_of(&a)?;
     let profile = super::command_profile(&a.rt)?;
     let base = super::rt_base(profile.as_ref(), timer::default_rt());
-    let engine =
-        cfg.engine(&cfg.rt.over(&base)).map_err(|e| anyhow::anyhow!(e.cli_text_as(LOOPS)))?;
+    let engine = cfg.engine(&cfg.rt.over(&base)).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
     if a.cyclictest_histogram() && a.out.json.as_deref() == Some("-") {
         anyhow::bail!(
             "-h: the histogram goes to stdout, as the JSON of --json - would: give --json a file"
@@ -263,9 +257,9 @@ fn headline(cfg: &TimerConfig) -> String {
     let t = &cfg.threads;
     let intervals: Vec<_> = t.iter().map(|t| format_duration_exact(Nanos(t.interval_ns))).collect();
     let length = match (cfg.duration_ns, cfg.loops) {
-        (Some(d), Some(l)) => format!("{} or {l} loops", format_duration_exact(Nanos(d))),
+        (Some(d), Some(l)) => format!("{} or {l} slots", format_duration_exact(Nanos(d))),
         (Some(d), None) => format_duration_exact(Nanos(d)),
-        (None, Some(l)) => format!("{l} loops"),
+        (None, Some(l)) => format!("{l} slots"),
         (None, None) => String::new(),
     };
     format!(

@@ -291,8 +291,7 @@ fn check(
             }
             let words = &words[start..];
             if words[0].starts_with("scripts/") {
-                let Some(own) = scripts.get(words[0].trim_end_matches(|c| c == ',' || c == ')'))
-                else {
+                let Some(own) = scripts.get(words[0].trim_end_matches([',', ')'])) else {
                     continue;
                 };
                 lines += 1;

@@ -12,44 +12,62 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Timer wake-up latency (like cyclictest), ROS-style timer error and cycle jitter.
+    #[command(after_help = crate::examples::TIMER)]
     Timer(crate::cmd::timer::TimerArgs),
     /// UDP round trips to a reflector (S1): `udp reflect` and `udp ping`.
+    #[command(after_help = crate::examples::UDP)]
     Udp(crate::cmd::udp::UdpArgs),
     /// Two hosts on one machine: network namespaces joined by veth.
+    #[command(after_help = crate::examples::NETNS)]
     Netns(crate::cmd::netns::NetnsArgs),
     /// Message latency through real middleware transports (S2, S3).
+    #[command(after_help = crate::examples::PUBSUB)]
     Pubsub(Box<crate::cmd::pubsub::PubsubArgs>),
     /// The loads on their own (stress-ng, iperf3, a command).
+    #[command(after_help = crate::examples::LOAD)]
     Load(crate::cmd::load::LoadArgs),
     /// Check, apply, show and restore real-time profiles.
+    #[command(after_help = crate::examples::TUNE)]
     Tune(crate::cmd::tune::TuneArgs),
     /// Run a scenario or a preset (`rtlab run quick` is the main job).
+    #[command(after_help = crate::examples::RUN)]
     Run(crate::cmd::run::RunArgs),
     /// List the stored runs.
+    #[command(after_help = crate::examples::RUNS)]
     Runs(crate::cmd::runs::RunsArgs),
     /// Render stored runs in the terminal or as one HTML file.
+    #[command(after_help = crate::examples::REPORT)]
     Report(crate::cmd::report::ReportArgs),
     /// Compare two stored runs case by case; exit 1 on a regression beyond a threshold.
+    #[command(after_help = crate::examples::COMPARE)]
     Compare(crate::cmd::compare::CompareArgs),
     /// A read-only web dashboard over a store: runs, reports, trends, two runs or two hosts side by side.
+    #[command(after_help = crate::examples::SERVE)]
     Serve(crate::cmd::serve::ServeArgs),
     /// Export stored runs to JSON or CSV.
+    #[command(after_help = crate::examples::EXPORT)]
     Export(crate::cmd::export::ExportArgs),
     /// Copy runs of the local store into a team's store (PostgreSQL); a run is stored once.
+    #[command(after_help = crate::examples::PUSH)]
     Push(crate::cmd::push::PushArgs),
     /// A cyclic job (S2's control loop): wake-up latency, job duration, response time.
+    #[command(after_help = crate::examples::CYCLIC)]
     Cyclic(crate::cmd::cyclic::CyclicArgs),
     /// What the machine steals from a busy thread, per CPU: noise gaps, stolen time per window.
+    #[command(after_help = crate::examples::NOISE)]
     Noise(crate::cmd::noise::NoiseArgs),
     /// The graph of a live DDS / ROS 2 domain: participants, topics, types, QoS.
+    #[command(after_help = crate::examples::OBSERVE)]
     Observe(crate::cmd::observe::ObserveArgs),
     /// The far side of a run, over ssh or in a network namespace (started by `--far`; not
     /// for a person to type, so not listed).
     #[command(hide = true)]
     Agent(crate::cmd::agent::AgentArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(after_help = crate::examples::COMPLETIONS)]
     Completions(crate::cmd::gen::CompletionsArgs),
     /// Print the man page (roff) generated from this command line.
+    #[command(after_help = crate::examples::MAN)]
     Man(crate::cmd::gen::ManArgs),
 }
 

@@ -28,6 +28,7 @@ mod args;
 mod cli;
 mod cmd;
 mod document;
+mod examples;
 mod out;
 mod progress;
 

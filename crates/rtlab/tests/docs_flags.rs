@@ -168,6 +168,20 @@ fn pieces() -> Vec<(String, usize, String)> {
     out
 }
 
+/// Every command's EXAMPLES (the end of its `--help`): (`rtlab CMD --help`, line, text).
+fn help_examples(cmds: &BTreeMap<Vec<String>, BTreeSet<String>>) -> Vec<(String, usize, String)> {
+    let mut out = Vec::new();
+    for path in cmds.keys() {
+        let text = help(path);
+        let Some(ex) = text.split("\nExamples:\n").nth(1) else { continue };
+        let at = format!("rtlab {} --help", path.join(" "));
+        for (i, l) in ex.lines().enumerate().filter(|(_, l)| l.starts_with("  rtlab ")) {
+            out.push((at.clone(), i + 1, l.to_string()));
+        }
+    }
+    out
+}
+
 /// `piece` cut into the commands it holds: at `&&`, `||`, `;`, `|`, a comment, and two or
 /// more spaces (a table of commands side by side).
 fn commands_in(piece: &str) -> Vec<String> {
@@ -226,6 +240,19 @@ fn every_flag_in_the_readme_and_docs_exists_where_it_is_written() {
             None => assert!(bad.is_empty(), "{piece}: {bad:?}"),
         }
     }
+    // every command the help lists has examples, and they hold true as the docs must
+    let examples = help_examples(&cmds);
+    for path in cmds.keys().filter(|p| p.len() == 1) {
+        let at = format!("rtlab {} --help", path.join(" "));
+        assert!(examples.iter().any(|e| e.0 == at), "{at}: no Examples");
+    }
+    let (bad, _, _) = check(&cmds, &scripts, examples);
+    assert!(
+        bad.is_empty(),
+        "{} flags of the examples do not exist:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
     let (bad, lines, checked) = check(&cmds, &scripts, pieces());
     eprintln!("{lines} command lines, {checked} flags checked");
     assert!(lines > 100 && checked > 200, "too few command lines read ({lines}, {checked} flags)");

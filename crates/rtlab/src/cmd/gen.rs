@@ -148,6 +148,11 @@ fn command_section(out: &mut String, parent: &str, cmd: &clap::Command) {
         }
         let _ = writeln!(out, ".TP\n{head}\n{}", roff_text(help.trim()));
     }
+    // the command's examples, as its --help ends with them
+    if let Some(ex) = cmd.get_after_help().map(|t| t.to_string()) {
+        let body = ex.strip_prefix("Examples:\n").unwrap_or(&ex);
+        let _ = writeln!(out, ".PP\nExamples:\n.nf\n{}\n.fi", roff_text(body));
+    }
     for sub in cmd.get_subcommands().filter(|c| !c.is_hide_set() && c.get_name() != "help") {
         command_section(out, &name, sub);
     }

@@ -50,6 +50,7 @@ pub enum EchoArg {
 
 #[derive(Args, Debug)]
 #[command(
+    next_help_heading = "What is measured",
     mut_arg("policy", |a| a.help("Scheduling policy of the measuring threads [other]")),
     mut_arg("domain", |a| a.help("dds, rustdds: the domain id [100-199, from the process id]")),
     mut_arg("interface", |a| a.help("dds: the interface (name or address) to use; rustdds: the only interface up besides lo, or `all`; udp: the address to bind [loopback]")),
@@ -96,13 +97,13 @@ pub struct PubsubArgs {
     #[arg(long)]
     pub in_process: bool,
     /// QoS reliability: reliable | best-effort [best-effort].
-    #[arg(long)]
+    #[arg(help_heading = "QoS", long)]
     pub reliability: Option<String>,
     /// QoS history: keep-last:N | keep-all [keep-last:5].
-    #[arg(long)]
+    #[arg(help_heading = "QoS", long)]
     pub history: Option<String>,
     /// QoS durability: volatile | transient-local [volatile].
-    #[arg(long)]
+    #[arg(help_heading = "QoS", long)]
     pub durability: Option<String>,
     /// A message later than this is late; never received, lost [500ms].
     #[arg(long)]
@@ -110,59 +111,64 @@ pub struct PubsubArgs {
     /// Samples above this are missed deadlines [the period; closed loop: the loss timeout].
     #[arg(long)]
     pub deadline: Option<String>,
-    #[command(flatten)]
-    pub rt: crate::args::RtArgs,
     /// Hold /dev/cpu_dma_latency at this many us during the run (0 = no deep C-states).
-    #[arg(long, num_args = 0..=1, default_missing_value = "0", value_name = "US")]
+    #[arg(help_heading = "Real-time settings", long, num_args = 0..=1, default_missing_value = "0", value_name = "US")]
     pub cpu_dma_latency: Option<i64>,
     /// Middleware threads at their own SCHED_FIFO priority, by thread name: recv=75,tev=70
     /// (Cyclone DDS: recv, recvUC, tev, dq.user, dq.builtins, gc; applied with chrt after start-up).
-    #[arg(long, value_delimiter = ',', value_name = "NAME=PRIO")]
+    #[arg(
+        help_heading = "Real-time settings",
+        long,
+        value_delimiter = ',',
+        value_name = "NAME=PRIO"
+    )]
     pub thread_priority: Vec<String>,
+    #[command(flatten, next_help_heading = "Real-time settings")]
+    pub rt: crate::args::RtArgs,
     /// Width of a max-over-time window [1s].
-    #[arg(long)]
+    #[arg(long, help_heading = "What is measured")]
     pub window: Option<String>,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Evidence")]
     pub evidence: crate::args::EvidenceArgs,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Output")]
     pub out: crate::args::OutputArgs,
     /// The subscribers (oneway) or the pong (roundtrip) on a far side: ssh:[USER@]HOST[:PORT] (rtlab there) or netns:NAME.
-    #[arg(long, value_name = "SPEC")]
+    #[arg(help_heading = "Far side and network", long, value_name = "SPEC")]
     pub far: Option<String>,
     /// Measure from inside this network namespace (see `rtlab netns up`).
-    #[arg(long, value_name = "NAME")]
+    #[arg(help_heading = "Far side and network", long, value_name = "NAME")]
     pub netns: Option<String>,
     /// The hosts' clocks agree (PTP, chrony): allows oneway across hosts.
-    #[arg(long)]
+    #[arg(help_heading = "Far side and network", long)]
     pub synced_clocks: bool,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Far side and network")]
     pub network: crate::args::DdsNetworkArgs,
     /// zenoh: endpoints to connect to, e.g. tcp/192.168.1.2:7447.
-    #[arg(long, value_delimiter = ',', value_name = "ENDPOINT")]
+    #[arg(help_heading = "Zenoh", long, value_delimiter = ',', value_name = "ENDPOINT")]
     pub connect: Vec<String>,
     /// zenoh: endpoints to listen on.
-    #[arg(long, value_delimiter = ',', value_name = "ENDPOINT")]
+    #[arg(help_heading = "Zenoh", long, value_delimiter = ',', value_name = "ENDPOINT")]
     pub listen: Vec<String>,
     /// zenoh: session mode, peer or client [peer].
-    #[arg(long, value_name = "MODE")]
+    #[arg(help_heading = "Zenoh", long, value_name = "MODE")]
     pub zenoh_mode: Option<String>,
     /// fastdds: its shared-memory transport: default (a 512 KiB segment, as a ROS 2 node), off (UDP only), or a segment size, e.g. 4MiB.
-    #[arg(long, value_name = "off|SIZE")]
+    #[arg(help_heading = "Fast DDS", long, value_name = "off|SIZE")]
     pub fastdds_shm: Option<String>,
     /// fastdds: the Fast DDS library: debian (Debian's 2.9) or ros2 (the ROS 2 installation's, which its rmw_fastrtps_cpp runs on) [debian].
-    #[arg(long, value_name = "debian|ros2")]
+    #[arg(help_heading = "Fast DDS", long, value_name = "debian|ros2")]
     pub fastdds_lib: Option<String>,
     /// ros2: the ROS 2 installation to use, an ament prefix such as /opt/ros/jazzy [AMENT_PREFIX_PATH, /opt/ros/*, then /opt/rtlab/ros2].
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "ROS 2", long, value_name = "DIR")]
     pub ros2_prefix: Option<String>,
     /// ros2: the RMW implementation, e.g. rmw_fastrtps_cpp, rmw_cyclonedds_cpp, rmw_zenoh_cpp [RMW_IMPLEMENTATION, else the installation's default].
-    #[arg(long, value_name = "NAME")]
+    #[arg(help_heading = "ROS 2", long, value_name = "NAME")]
     pub rmw: Option<String>,
     /// Run one role by hand, its peer by hand on the other machine: ping (with pong there) or pub (with sub there).
-    #[arg(long, value_name = "ping|pong|pub|sub")]
+    #[arg(help_heading = "Roles by hand", long, value_name = "ping|pong|pub|sub")]
     pub role: Option<String>,
     /// The topic of a role by hand [rtlab]: oneway on TOPIC, roundtrip on TOPIC_ping / TOPIC_pong.
-    #[arg(long, requires = "role")]
+    #[arg(help_heading = "Roles by hand", long, requires = "role")]
     pub topic: Option<String>,
     /// Internal: run as a subscriber/echo process of a probe (JSON role configuration).
     #[arg(long, hide = true)]

@@ -107,6 +107,37 @@ pub struct OutputArgs {
     pub quiet: bool,
 }
 
+/// A measuring command's gates: its exit status by verdict, as `rtlab run --gate` gives a run's.
+#[derive(Args, Debug, Clone, Default)]
+pub struct GateArgs {
+    /// Exit 1 when a stream's metric is above the limit: STREAM:METRIC<=VALUE, e.g. '*:max<=1ms',
+    /// 'all:missed<=0', '*:lost<=0.1%' (metrics p99_9, max, missed, lost; streams by name or glob,
+    /// as `rtlab run --gate`). Repeatable.
+    #[arg(long, value_name = "STREAM:METRIC<=VALUE")]
+    pub gate: Vec<String>,
+}
+
+impl GateArgs {
+    /// The gates, checked before anything is measured.
+    pub fn parse(&self) -> anyhow::Result<Vec<rtlab_core::gate::Gate>> {
+        self.gate
+            .iter()
+            .map(|g| {
+                // a probe measures one case: its gates name a stream and a metric only
+                let full = if g.matches(':').count() == 1 { format!("*:{g}") } else { g.clone() };
+                rtlab_core::gate::Gate::parse_flag(&full).map_err(|e| {
+                    anyhow::anyhow!(e
+                        .replace(&format!("--gate {full}"), &format!("--gate {g}"))
+                        .replace(
+                            "CASE:STREAM:METRIC<=VALUE, e.g. 'timer/*:*:max<=1ms'",
+                            "STREAM:METRIC<=VALUE, e.g. '*:max<=1ms'"
+                        ))
+                })
+            })
+            .collect()
+    }
+}
+
 impl OutputArgs {
     /// Nothing but errors on the terminal: asked for, or the JSON goes to stdout.
     pub fn is_quiet(&self) -> bool {

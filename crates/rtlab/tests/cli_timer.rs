@@ -417,3 +417,46 @@ fn root_cyclictest_command_lines_run_with_cyclictests_meanings() {
     assert_eq!(o.status.code(), Some(0));
     assert!(stdout(&o).contains("-h <US>"), "{}", stdout(&o));
 }
+
+/// The exit status by verdict is the gates', as for `rtlab run`: a measuring command with
+/// `--gate STREAM:METRIC<=VALUE` exits 1 when one is broken (every sample is above 1 ns) and 0
+/// when all are kept (no wake-up takes 60 s); its verdict is its last word; a malformed gate
+/// is refused before anything is measured.
+#[test]
+fn gates_give_a_probe_its_exit_status_and_its_verdict_is_said() {
+    let o = run(&["timer", "--count", "50", "--policy", "other", "--gate", "thread0:max<=1ns"]);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "{out}{err}");
+    assert!(err.contains("rtlab: gate broken: timer thread0: max "), "{err}");
+    assert!(err.contains(" > 1ns (--gate *:thread0:max<=1ns)"), "{err}");
+    assert!(out.contains("gates FAILED: 1 broken"), "{out}");
+    let verdict =
+        out.lines().find(|l| l.starts_with("verdict: ")).unwrap_or_else(|| panic!("{out}"));
+    assert!(verdict.contains("gate broken"), "{verdict}");
+    let o = run(&[
+        "timer",
+        "--count",
+        "50",
+        "--policy",
+        "other",
+        "--gate",
+        "*:max<=60s",
+        "--gate",
+        "all:lost<=0",
+    ]);
+    let (out, err) = (stdout(&o), stderr(&o));
+    // the timer counts no losses: that gate matches no stream with a value, which fails
+    assert_eq!(o.status.code(), Some(1), "{out}{err}");
+    assert!(err.contains("rtlab: gate unmatched: "), "{err}");
+    let o = run(&["timer", "--count", "50", "--policy", "other", "--gate", "*:max<=60s", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "", "quiet");
+    assert_error(
+        &["timer", "--count", "5", "--gate", "max<=1ms"],
+        &["--gate max<=1ms", "STREAM:METRIC<=VALUE"],
+    );
+    assert_error(
+        &["timer", "--count", "5", "--gate", "*:p42<=1ms"],
+        &["--gate *:p42<=1ms", "unknown metric 'p42'"],
+    );
+}

@@ -39,6 +39,8 @@ pub struct CyclicArgs {
     pub evidence: EvidenceArgs,
     #[command(flatten)]
     pub out: crate::args::OutputArgs,
+    #[command(flatten)]
+    pub gates: crate::args::GateArgs,
 }
 
 impl CyclicArgs {
@@ -67,6 +69,7 @@ pub fn run(a: CyclicArgs) -> anyhow::Result<u8> {
     }
     let stop = stop_flag()?;
     let quiet = a.out.is_quiet();
+    let gates = a.gates.parse()?;
     let _lock = super::machine_lock("rtlab cyclic", true)?;
     super::journal_warning(quiet);
     let applied = super::apply_profile(profile.as_ref(), &cfg, &base, quiet)?;
@@ -106,5 +109,5 @@ pub fn run(a: CyclicArgs) -> anyhow::Result<u8> {
     }
     super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
     super::print_cost(&doc, quiet);
-    Ok(0)
+    Ok(super::judge(&doc, &gates, quiet))
 }

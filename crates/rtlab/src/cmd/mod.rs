@@ -182,3 +182,60 @@ pub fn far_lines(doc: &rtlab_core::schema::ResultDocument) -> String {
     }
     s
 }
+
+/// Every verdict that is not `kept` on stderr, one line each, and the tally on stdout;
+/// true when a gate failed.
+pub fn gate_lines(verdicts: &[rtlab_core::gate::GateVerdict], quiet: bool) -> bool {
+    for v in verdicts.iter().filter(|v| v.outcome != rtlab_core::gate::Outcome::Kept) {
+        eprintln!("rtlab: {}", v.line());
+    }
+    let failed = verdicts.iter().filter(|v| v.outcome.fails()).count();
+    if !quiet && !verdicts.is_empty() {
+        let verdict = if failed > 0 { "FAILED" } else { "passed" };
+        println!("gates {verdict}: {}", rtlab_report::gates::tally(verdicts));
+    }
+    failed > 0
+}
+
+/// A measuring command's last word: the verdict of what it measured (kept, missed N/M,
+/// lost N/M; docs/reports.md "The verdict") and its gates judged; the exit status: 1 when a
+/// gate failed, else 0.
+pub fn judge(
+    doc: &rtlab_core::schema::ResultDocument,
+    gates: &[rtlab_core::gate::Gate],
+    quiet: bool,
+) -> u8 {
+    use rtlab_core::run::{CaseRecord, CaseStatus};
+    let case = CaseRecord {
+        index: 0,
+        name: doc.probe.clone(),
+        probe: doc.probe.clone(),
+        load: String::new(),
+        profile: String::new(),
+        params: Default::default(),
+        repetition: 1,
+        status: CaseStatus::Ok,
+        document: Some(doc.clone()),
+        load_report: None,
+        profile_report: None,
+        spike_evidence: None,
+        published: None,
+        started_at: doc.started_at.clone(),
+        duration_ns: doc.duration_ns,
+    };
+    let verdicts =
+        rtlab_core::gate::evaluate(gates, std::slice::from_ref(&case), &[case.name.clone()]);
+    let v = rtlab_report::verdict::case_verdict(&case, &verdicts);
+    if !quiet && v.tone() != "none" {
+        let max = match (v.failed(), v.max_ns, v.deadline_ns) {
+            (true, Some(m), Some(d)) => format!(
+                " (max {} us, deadline {} us)",
+                rtlab_core::units::us_1(m),
+                rtlab_core::units::us_1(d)
+            ),
+            _ => String::new(),
+        };
+        println!("verdict: {}{max}", v.word());
+    }
+    u8::from(gate_lines(&verdicts, quiet))
+}

@@ -48,6 +48,8 @@ pub struct NoiseArgs {
     pub evidence: EvidenceArgs,
     #[command(flatten)]
     pub out: crate::args::OutputArgs,
+    #[command(flatten)]
+    pub gates: crate::args::GateArgs,
 }
 
 impl NoiseArgs {
@@ -75,6 +77,7 @@ pub fn run(a: NoiseArgs) -> anyhow::Result<u8> {
     }
     let stop = stop_flag()?;
     let quiet = a.out.is_quiet();
+    let gates = a.gates.parse()?;
     let _lock = super::machine_lock("rtlab noise", true)?;
     super::journal_warning(quiet);
     if let Some(t) = cfg.tracer {
@@ -140,5 +143,5 @@ pub fn run(a: NoiseArgs) -> anyhow::Result<u8> {
         }
     }
     super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
-    Ok(0)
+    Ok(super::judge(&doc, &gates, quiet))
 }

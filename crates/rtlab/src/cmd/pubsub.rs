@@ -132,6 +132,8 @@ pub struct PubsubArgs {
     pub evidence: crate::args::EvidenceArgs,
     #[command(flatten, next_help_heading = "Output")]
     pub out: crate::args::OutputArgs,
+    #[command(flatten)]
+    pub gates: crate::args::GateArgs,
     /// The subscribers (oneway) or the pong (roundtrip) on a far side: ssh:[USER@]HOST[:PORT] (rtlab there) or netns:NAME.
     #[arg(help_heading = "Far side and network", long, value_name = "SPEC")]
     pub far: Option<String>,
@@ -276,6 +278,7 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
     // a pong or a subscriber by hand is the peer of a ping or publisher that holds the
     // machine's lock when both run here: it must not wait for it
     let peer_by_hand = matches!(cfg.role, Some(HandRole::Pong | HandRole::Sub));
+    let gates = a.gates.parse()?;
     let _lock = if peer_by_hand { None } else { super::machine_lock("rtlab pubsub", true)? };
     super::journal_warning(quiet);
     let applied = super::apply_profile(profile.as_ref(), &cfg, &base, quiet)?;
@@ -314,7 +317,7 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
     }
     super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
     super::print_cost(&doc, quiet);
-    Ok(0)
+    Ok(super::judge(&doc, &gates, quiet))
 }
 
 fn headline(cfg: &PubsubConfig) -> String {

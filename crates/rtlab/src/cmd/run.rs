@@ -235,7 +235,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
         println!("so: {}", v.remedy());
     }
     println!("report: {report}");
-    let broken = gate_lines(&verdicts, a.quiet);
+    let broken = super::gate_lines(&verdicts, a.quiet);
     if let Some(j) = &a.junit {
         let run = store.load_run(run_id).map_err(|e| anyhow::anyhow!("--db {}: {e}", a.db))?;
         crate::document::write_text(&rtlab_report::junit::junit(&run), j)
@@ -276,20 +276,6 @@ fn gates_of(
         gates.push(g);
     }
     Ok(gates)
-}
-
-/// Every verdict that is not `kept` on stderr, one line each, and the tally on stdout;
-/// true when a gate failed the run.
-fn gate_lines(verdicts: &[rtlab_core::gate::GateVerdict], quiet: bool) -> bool {
-    for v in verdicts.iter().filter(|v| v.outcome != rtlab_core::gate::Outcome::Kept) {
-        eprintln!("rtlab: {}", v.line());
-    }
-    let failed = verdicts.iter().filter(|v| v.outcome.fails()).count();
-    if !quiet && !verdicts.is_empty() {
-        let verdict = if failed > 0 { "FAILED" } else { "passed" };
-        println!("gates {verdict}: {}", rtlab_report::gates::tally(verdicts));
-    }
-    failed > 0
 }
 
 /// `--list`: every preset with its cases and time at scale 1.

@@ -71,6 +71,8 @@ pub struct TimerArgs {
     pub measure: MeasureArgs,
     #[command(flatten)]
     pub out: crate::args::OutputArgs,
+    #[command(flatten)]
+    pub gates: crate::args::GateArgs,
     /// Write a cyclictest -h format histogram (1 us bins) to this file.
     #[arg(long, alias = "histfile")]
     pub histogram_file: Option<String>,
@@ -189,6 +191,7 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
     }
     let stop = stop_flag()?;
     let quiet = a.out.is_quiet();
+    let gates = a.gates.parse()?;
     let _lock = super::machine_lock("rtlab timer", true)?;
     super::journal_warning(quiet);
     let applied = super::apply_profile(profile.as_ref(), &cfg, &base, quiet)?;
@@ -250,7 +253,7 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
     }
     super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
     super::print_cost(&doc, quiet);
-    Ok(0)
+    Ok(super::judge(&doc, &gates, quiet))
 }
 
 fn headline(cfg: &TimerConfig) -> String {

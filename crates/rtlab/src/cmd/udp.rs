@@ -225,6 +225,8 @@ pub struct PingArgs {
     pub priority_path: PriorityPathArg,
     #[command(flatten)]
     pub out: crate::args::OutputArgs,
+    #[command(flatten)]
+    pub gates: crate::args::GateArgs,
     /// Print a terminal histogram of the RTT.
     #[arg(long)]
     pub histogram: bool,
@@ -417,6 +419,7 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
     let evidence = a.evidence.options()?;
     let stop = stop_flag()?;
     let quiet = a.out.is_quiet();
+    let gates = a.gates.parse()?;
     let _lock = super::machine_lock("rtlab udp ping", true)?;
     super::journal_warning(quiet);
     let pair_cfg = if a.pair { Some(pair_config(&a)?) } else { None };
@@ -471,7 +474,7 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
     }
     super::print_evidence(doc.evidence.as_ref(), &doc.streams, quiet);
     super::print_cost(doc, quiet);
-    Ok(0)
+    Ok(super::judge(doc, &gates, quiet))
 }
 
 /// The headline once the pair decided where the ping goes.

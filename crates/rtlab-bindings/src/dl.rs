@@ -107,13 +107,15 @@ impl Library {
         assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
         let c = CString::new(name).map_err(|_| format!("{name}: a name with a NUL byte"))?;
         // clear a stale error, so that a NULL symbol is told from a failed lookup
-        let _ = libc::dlerror();
-        let p = libc::dlsym(self.handle, c.as_ptr());
+        // SAFETY: dlerror only reads and resets this thread's error state.
+        let _ = unsafe { libc::dlerror() };
+        // SAFETY: the handle is this library's (open until drop); c is a NUL-terminated name.
+        let p = unsafe { libc::dlsym(self.handle, c.as_ptr()) };
         if p.is_null() {
             return Err(format!("{name} not found in {} ({})", self.origin, last_error()));
         }
         // SAFETY: same size (asserted); the caller guarantees T is the symbol's type.
-        Ok(std::mem::transmute_copy::<*mut c_void, T>(&p))
+        Ok(unsafe { std::mem::transmute_copy::<*mut c_void, T>(&p) })
     }
 }
 

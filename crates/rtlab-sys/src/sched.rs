@@ -45,8 +45,9 @@ fn cpu_set_of(cpus: &[usize]) -> libc::cpu_set_t {
     // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     for &c in cpus {
-        // SAFETY: CPU_SET bounds-checks nothing, so only set what fits in the set.
+        // CPU_SET bounds-checks nothing, so only set what fits in the set
         if c < libc::CPU_SETSIZE as usize {
+            // SAFETY: c is below CPU_SETSIZE; set is a valid cpu_set_t.
             unsafe { libc::CPU_SET(c, &mut set) };
         }
     }
@@ -218,6 +219,7 @@ pub fn set_current_affinity(cpus: &[usize]) -> Result<(), SysError> {
 pub fn current_affinity() -> Vec<usize> {
     // SAFETY: set is zeroed plain data, written by the call.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the calling thread's handle, the set's exact size, a valid set to write.
     unsafe {
         libc::pthread_getaffinity_np(
             libc::pthread_self(),

@@ -223,8 +223,11 @@ pub fn judge(
         started_at: doc.started_at.clone(),
         duration_ns: doc.duration_ns,
     };
-    let verdicts =
-        rtlab_core::gate::evaluate(gates, std::slice::from_ref(&case), &[case.name.clone()]);
+    let verdicts = rtlab_core::gate::evaluate(
+        gates,
+        std::slice::from_ref(&case),
+        std::slice::from_ref(&case.name),
+    );
     let v = rtlab_report::verdict::case_verdict(&case, &verdicts);
     if !quiet && v.tone() != "none" {
         let max = match (v.failed(), v.max_ns, v.deadline_ns) {

@@ -28,9 +28,9 @@ pub struct UdpArgs {
 #[derive(Subcommand, Debug)]
 pub enum UdpCommand {
     /// Answer rtlab requests (the far side of `udp ping`); Ctrl-C ends it with a report.
-    Reflect(ReflectArgs),
+    Reflect(Box<ReflectArgs>),
     /// Measure UDP round trips to a reflector (S1).
-    Ping(PingArgs),
+    Ping(Box<PingArgs>),
 }
 
 /// Socket options, both sides.
@@ -234,8 +234,8 @@ pub struct PingArgs {
 
 pub fn run(a: UdpArgs) -> anyhow::Result<u8> {
     match a.command {
-        UdpCommand::Reflect(r) => reflect(r),
-        UdpCommand::Ping(p) => ping(p),
+        UdpCommand::Reflect(r) => reflect(*r),
+        UdpCommand::Ping(p) => ping(*p),
     }
 }
 

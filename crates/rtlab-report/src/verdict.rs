@@ -362,8 +362,9 @@ impl RunVerdict<'_> {
             .collect();
         let mut s = match (cures.first(), failing.is_empty()) {
             (Some(p), _) => format!(
-                "profile {p} kept every deadline where {} missed ({}): `rtlab tune apply {p} --dry-run` shows what it sets",
+                "profile {p} kept every deadline where {} {} ({}): `rtlab tune apply {p} --dry-run` shows what it sets",
                 others_that_missed(&failing, p).join(", "),
+                failed_how(&failing, p),
                 failing.iter().map(|c| c.label.as_str()).collect::<Vec<_>>().join("; ")
             ),
             (None, false) => {
@@ -387,7 +388,7 @@ impl RunVerdict<'_> {
                 let mut s = String::new();
                 if !unkept.is_empty() {
                     s.push_str(&format!(
-                        "no profile kept every deadline in {}: read the warnings and the evidence of those cases (the kernel, the machine, the load)",
+                        "no profile kept every deadline and every message in {}: read the warnings and the evidence of those cases (the kernel, the machine, the load)",
                         unkept.join("; ")
                     ));
                 }
@@ -406,7 +407,7 @@ impl RunVerdict<'_> {
                 s.push_str("; ");
             }
             s.push_str(&format!(
-                "{} measured under one profile only missed or lost: compare it under a real-time profile (profiles = [\"no-rt\", \"rt-affinities\"] in a scenario)",
+                "{} measured under one profile only missed or lost: measure it under others (profiles = [\"no-rt\", \"rt-affinities\", \"rt-isolation\"] in a scenario; the one that keeps it is the answer)",
                 if missed_alone.len() == 1 {
                     missed_alone[0].case.name.clone()
                 } else {
@@ -423,6 +424,23 @@ fn rate(n: u64, of: u64) -> f64 {
         0.0
     } else {
         n as f64 / of as f64
+    }
+}
+
+/// How the profiles other than `cure` failed in `failing`: `missed`, `lost messages`, or
+/// `missed or lost`.
+fn failed_how(failing: &[&Comparison<'_>], cure: &str) -> &'static str {
+    let kinds: Vec<Kind> = failing
+        .iter()
+        .flat_map(|c| c.profiles.iter().filter(|(p, _)| p != cure))
+        .flat_map(|(_, vs)| vs.iter().filter(|v| v.failed()).map(|v| v.kind))
+        .collect();
+    if kinds.iter().all(|k| *k == Kind::Lost) {
+        "lost messages"
+    } else if kinds.iter().all(|k| *k == Kind::Missed) {
+        "missed"
+    } else {
+        "missed or lost"
     }
 }
 

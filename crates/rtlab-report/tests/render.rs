@@ -107,7 +107,7 @@ fn html_report_structure() {
     for w in order.windows(2) {
         assert!(at(w[0]) < at(w[1]), "{} after {}", w[0], w[1]);
     }
-    assert!(h.contains("<p class=\"remedy\">So: no profile kept every deadline in timer/idle/interval=1ms; timer/cpu/interval=1ms"), "{}", &h[at("<div class=\"verdict")..][..1500]);
+    assert!(h.contains("<p class=\"remedy\">So: no profile kept every deadline and every message in timer/idle/interval=1ms; timer/cpu/interval=1ms"), "{}", &h[at("<div class=\"verdict")..][..1500]);
     // the run's warnings: each code once, with its cases; a case names the codes said there
     let section = &h[h.find("<ul class=\"runwarn\">").expect("the run's warnings")..];
     let section = &section[..section.find("</ul>").unwrap()];

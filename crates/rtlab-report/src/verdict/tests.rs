@@ -90,6 +90,13 @@ fn a_profile_that_kept_where_another_missed_is_the_remedy() {
     let remedy = v.remedy();
     assert!(remedy.starts_with("profile rt-affinities kept every deadline where no-rt missed (pubsub/idle/transport=shm; pubsub/cpu/transport=shm)"), "{remedy}");
     assert!(remedy.contains("`rtlab tune apply rt-affinities --dry-run`"), "{remedy}");
+    // where the other profile only lost messages, the sentence says so
+    let r = run(
+        1,
+        vec![measured(0, "idle", "no-rt", 0, 0, 4), measured(1, "idle", "rt-affinities", 0, 0, 0)],
+    );
+    let remedy = run_verdict(&r).remedy();
+    assert!(remedy.starts_with("profile rt-affinities kept every deadline where no-rt lost messages (pubsub/idle/transport=shm)"), "{remedy}");
 }
 
 #[test]
@@ -106,7 +113,7 @@ fn where_no_profile_kept_the_remedy_says_so_and_what_kept_elsewhere() {
     let remedy = run_verdict(&r).remedy();
     assert_eq!(
         remedy,
-        "no profile kept every deadline in pubsub/cpu/transport=shm: read the warnings and the evidence of those cases (the kernel, the machine, the load); what kept elsewhere: pubsub/idle/transport=shm: rt-affinities"
+        "no profile kept every deadline and every message in pubsub/cpu/transport=shm: read the warnings and the evidence of those cases (the kernel, the machine, the load); what kept elsewhere: pubsub/idle/transport=shm: rt-affinities"
     );
 }
 

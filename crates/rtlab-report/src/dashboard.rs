@@ -268,6 +268,39 @@ type PointValue = fn(&TrendPoint) -> Option<f64>;
 /// A run's line in the side-by-side table.
 type RunText = fn(&Run) -> String;
 
+/// A dashed line, with what changed, between two runs whose kernel or profile differ
+/// (`x`: a run's position; `(top, bottom)`: the plot's frame).
+fn change_marks(
+    pts: &[&TrendPoint],
+    x: &dyn Fn(usize) -> f64,
+    (top, bottom): (f64, f64),
+) -> String {
+    let n = pts.len();
+    let mut o = String::new();
+    for i in 1..n {
+        let (a, b) = (pts[i - 1], pts[i]);
+        let mut what = Vec::new();
+        if a.kernel != b.kernel {
+            what.push(format!("kernel {}", b.kernel));
+        }
+        if a.profile != b.profile {
+            what.push(format!("profile {}", b.profile));
+        }
+        if !what.is_empty() {
+            let xm = (x(i - 1) + x(i)) / 2.0;
+            let _ = write!(
+                o,
+                r##"<line class="change" x1="{xm:.1}" y1="{top}" x2="{xm:.1}" y2="{}" stroke="#555" stroke-dasharray="4 3"/><text class="change" x="{:.1}" y="{}" font-size="9">{}</text>"##,
+                bottom,
+                xm + 2.0,
+                top + 10.0,
+                esc(&what.join(", "))
+            );
+        }
+    }
+    o
+}
+
 /// The trend plot of one host's points: p50, p99.9 and max (us, linear) and missed deadlines
 /// (right axis) over the runs in order; a dashed line where the kernel or the profile changed.
 fn trend_svg(pts: &[&TrendPoint]) -> String {
@@ -331,27 +364,7 @@ fn trend_svg(pts: &[&TrendPoint]) -> String {
         H / 2.0
     );
     // kernel / profile changes
-    for i in 1..n {
-        let (a, b) = (pts[i - 1], pts[i]);
-        let mut what = Vec::new();
-        if a.kernel != b.kernel {
-            what.push(format!("kernel {}", b.kernel));
-        }
-        if a.profile != b.profile {
-            what.push(format!("profile {}", b.profile));
-        }
-        if !what.is_empty() {
-            let xm = (x(i - 1) + x(i)) / 2.0;
-            let _ = write!(
-                o,
-                r##"<line class="change" x1="{xm:.1}" y1="{MT}" x2="{xm:.1}" y2="{}" stroke="#555" stroke-dasharray="4 3"/><text class="change" x="{:.1}" y="{}" font-size="9">{}</text>"##,
-                H - MB,
-                xm + 2.0,
-                MT + 10.0,
-                esc(&what.join(", "))
-            );
-        }
-    }
+    o.push_str(&change_marks(pts, &x, (MT, H - MB)));
     let series: [(&str, &str, PointValue); 4] = [
         ("p50", SERIES[0], |p| p.p50_ns.map(|v| v as f64 / 1000.0)),
         ("p99.9", SERIES[1], |p| p.p99_9_ns.map(|v| v as f64 / 1000.0)),

@@ -495,6 +495,35 @@ fn case_html(run: &Run, c: &CaseRecord) -> String {
         o.push_str("<p>Nothing was measured in this case.</p></div>\n");
         return o;
     };
+    o.push_str(&case_env_and_warnings(run, d));
+    if let Some(cost) = &d.cost {
+        o.push_str("<pre class=\"cost\">");
+        for l in crate::cost::cost_lines(cost) {
+            let _ = writeln!(o, "{}", esc(&l));
+        }
+        o.push_str("</pre>\n");
+    }
+    o.push_str(&case_plots(c));
+    if let Some(ev) = &d.evidence {
+        o.push_str(&evidence_html(ev, headline(c)));
+    } else if c.spike_evidence.is_some() {
+        o.push_str("<p class=\"env\">Spike evidence is stored with this case (see <code>rtlab export --format json</code>).</p>\n");
+    }
+    if let Some(f) = &d.far {
+        o.push_str("<ul class=\"env\">");
+        for l in f.summary() {
+            let _ = write!(o, "<li>{}</li>", esc(&l));
+        }
+        o.push_str("</ul>\n");
+    }
+    o.push_str("</div>\n");
+    o
+}
+
+/// A case's environment (as the run's, or what differs) and its warnings (those the run's
+/// list says in the same words named, the case's own in full).
+fn case_env_and_warnings(run: &Run, d: &rtlab_core::schema::ResultDocument) -> String {
+    let mut o = String::new();
     let diff = env_diff(&run.info.environment, &d.environment);
     if diff.is_empty() {
         let _ = writeln!(
@@ -537,13 +566,13 @@ fn case_html(run: &Run, c: &CaseRecord) -> String {
         }
         o.push_str("</ul>\n");
     }
-    if let Some(cost) = &d.cost {
-        o.push_str("<pre class=\"cost\">");
-        for l in crate::cost::cost_lines(cost) {
-            let _ = writeln!(o, "{}", esc(&l));
-        }
-        o.push_str("</pre>\n");
-    }
+    o
+}
+
+/// A case's plots: the headline stream's histogram and max over time, and the fairness of
+/// its streams when it has several.
+fn case_plots(c: &CaseRecord) -> String {
+    let mut o = String::new();
     if let Some(h) = headline(c) {
         o.push_str("<div class=\"plots\">");
         o.push_str(&svg::histogram(
@@ -577,19 +606,6 @@ fn case_html(run: &Run, c: &CaseRecord) -> String {
         }
         o.push_str("</div>\n");
     }
-    if let Some(ev) = &d.evidence {
-        o.push_str(&evidence_html(ev, headline(c)));
-    } else if c.spike_evidence.is_some() {
-        o.push_str("<p class=\"env\">Spike evidence is stored with this case (see <code>rtlab export --format json</code>).</p>\n");
-    }
-    if let Some(f) = &d.far {
-        o.push_str("<ul class=\"env\">");
-        for l in f.summary() {
-            let _ = write!(o, "<li>{}</li>", esc(&l));
-        }
-        o.push_str("</ul>\n");
-    }
-    o.push_str("</div>\n");
     o
 }
 

@@ -473,79 +473,8 @@ pub fn undo(host: &dyn Host, change: &Change) -> Result<String, HostError> {
             host.affinity_set(*pid, old_cpus)?;
             Ok("restored".into())
         }
-        Change::CgroupMove { from, tasks, .. } => {
-            if !host.exists(from) {
-                // a cgroup-v2 source cgroup removed meanwhile (its scope ended): the tasks
-                // go to the parent with the cgroup rtlab made
-                return Ok(format!("{from} is gone: {} tasks not moved back", tasks.len()));
-            }
-            let (mut back, mut gone) = (0, 0);
-            let already: std::collections::HashSet<String> =
-                host.read(from).unwrap_or_default().lines().map(|l| l.trim().to_string()).collect();
-            for t in tasks {
-                if !same_task(host, t.pid, t.start_time) {
-                    gone += 1;
-                    continue;
-                }
-                if already.contains(&t.pid.to_string()) {
-                    continue; // never moved (a per-CPU kernel thread)
-                }
-                match host.write(from, &t.pid.to_string()) {
-                    Ok(()) => back += 1,
-                    // exited between the check and the write
-                    Err(e) if e.raw_os_error() == Some(libc_esrch()) => gone += 1,
-                    // the kernel refuses a real-time thread a cgroup with no RT runtime
-                    Err(e) if e.raw_os_error() == Some(22) => {
-                        return Err(HostError::file(
-                            format!("moving pid {} back (one of its threads still runs at a real-time policy, which a cgroup without real-time runtime refuses) to", t.pid),
-                            from,
-                            e,
-                        ))
-                    }
-                    Err(e) => {
-                        return Err(HostError::file(
-                            format!("moving pid {} back to", t.pid),
-                            from,
-                            e,
-                        ))
-                    }
-                }
-            }
-            Ok(format!("{back} moved back, {gone} gone"))
-        }
-        Change::MkDir { path, parent_tasks } => {
-            if !host.exists(path) {
-                return Ok("gone".into());
-            }
-            // tasks forked inside the cpuset since it was made go back to the parent too,
-            // read from the same membership file as the parent's (`tasks` or `cgroup.procs`)
-            let members =
-                parent_tasks.rsplit('/').next().filter(|f| !f.is_empty()).unwrap_or("tasks");
-            let tasks_file = format!("{path}/{members}");
-            let mut moved = 0;
-            for _round in 0..5 {
-                let left: Vec<String> =
-                    host.read(&tasks_file).unwrap_or_default().lines().map(String::from).collect();
-                if left.is_empty() {
-                    break;
-                }
-                for pid in left {
-                    if host.write(parent_tasks, &pid).is_ok() {
-                        moved += 1;
-                    }
-                }
-            }
-            if host.is_fake() {
-                let _ = std::fs::remove_dir_all(host.path(path));
-            } else {
-                host.rmdir(path).map_err(|e| HostError::file("removing", path, e))?;
-            }
-            Ok(if moved > 0 {
-                format!("removed ({moved} later tasks moved to the parent)")
-            } else {
-                "removed".into()
-            })
-        }
+        Change::CgroupMove { from, tasks, .. } => undo_cgroup_move(host, from, tasks),
+        Change::MkDir { path, parent_tasks } => undo_mkdir(host, path, parent_tasks),
         Change::Command { undo, .. } => {
             host.run(undo)?;
             Ok("restored".into())
@@ -563,32 +492,117 @@ pub fn undo(host: &dyn Host, change: &Change) -> Result<String, HostError> {
             }
             Ok("released by the kernel when its holder closed it".into())
         }
-        Change::XdpProgram { netns, dev, name } => {
-            let ip = |args: &[&str]| -> Vec<String> {
-                let mut v = vec!["ip".to_string()];
-                if let Some(ns) = netns {
-                    v.extend(["-n".to_string(), ns.clone()]);
-                }
-                v.extend(args.iter().map(|a| a.to_string()));
-                v
-            };
-            let shown = match host.run(&ip(&["-d", "-j", "link", "show", "dev", dev])) {
-                Ok(s) => s,
-                // the device (or its namespace) is gone, and the program with it
-                Err(_) => return Ok(format!("{dev} is gone, and the program with it")),
-            };
-            match xdp_attached(&shown) {
-                Some((n, mode)) if n == *name => {
-                    let kw = if mode == 2 { "xdpgeneric" } else { "xdpdrv" };
-                    host.run(&ip(&["link", "set", "dev", dev, kw, "off"]))?;
-                    Ok(format!("detached {name} from {dev}"))
-                }
-                Some((other, _)) => Ok(format!(
-                    "gone (the kernel detached it; {dev} now has {other}, not rtlab's: left alone)"
-                )),
-                None => Ok("gone (the kernel detached it with its link)".into()),
+        Change::XdpProgram { netns, dev, name } => undo_xdp(host, netns.as_deref(), dev, name),
+    }
+}
+
+/// Tasks moved into a cgroup go back to the one they came from (those still alive, not
+/// already there).
+fn undo_cgroup_move(host: &dyn Host, from: &str, tasks: &[Task]) -> Result<String, HostError> {
+    if !host.exists(from) {
+        // a cgroup-v2 source cgroup removed meanwhile (its scope ended): the tasks
+        // go to the parent with the cgroup rtlab made
+        return Ok(format!("{from} is gone: {} tasks not moved back", tasks.len()));
+    }
+    let (mut back, mut gone) = (0, 0);
+    let already: std::collections::HashSet<String> =
+        host.read(from).unwrap_or_default().lines().map(|l| l.trim().to_string()).collect();
+    for t in tasks {
+        if !same_task(host, t.pid, t.start_time) {
+            gone += 1;
+            continue;
+        }
+        if already.contains(&t.pid.to_string()) {
+            continue; // never moved (a per-CPU kernel thread)
+        }
+        match host.write(from, &t.pid.to_string()) {
+            Ok(()) => back += 1,
+            // exited between the check and the write
+            Err(e) if e.raw_os_error() == Some(libc_esrch()) => gone += 1,
+            // the kernel refuses a real-time thread a cgroup with no RT runtime
+            Err(e) if e.raw_os_error() == Some(22) => {
+                return Err(HostError::file(
+                    format!("moving pid {} back (one of its threads still runs at a real-time policy, which a cgroup without real-time runtime refuses) to", t.pid),
+                    from,
+                    e,
+                ))
+            }
+            Err(e) => {
+                return Err(HostError::file(
+                    format!("moving pid {} back to", t.pid),
+                    from,
+                    e,
+                ))
             }
         }
+    }
+    Ok(format!("{back} moved back, {gone} gone"))
+}
+
+/// A cgroup rtlab made is removed, the tasks forked in it since moved to its parent first.
+fn undo_mkdir(host: &dyn Host, path: &str, parent_tasks: &str) -> Result<String, HostError> {
+    if !host.exists(path) {
+        return Ok("gone".into());
+    }
+    // tasks forked inside the cpuset since it was made go back to the parent too,
+    // read from the same membership file as the parent's (`tasks` or `cgroup.procs`)
+    let members = parent_tasks.rsplit('/').next().filter(|f| !f.is_empty()).unwrap_or("tasks");
+    let tasks_file = format!("{path}/{members}");
+    let mut moved = 0;
+    for _round in 0..5 {
+        let left: Vec<String> =
+            host.read(&tasks_file).unwrap_or_default().lines().map(String::from).collect();
+        if left.is_empty() {
+            break;
+        }
+        for pid in left {
+            if host.write(parent_tasks, &pid).is_ok() {
+                moved += 1;
+            }
+        }
+    }
+    if host.is_fake() {
+        let _ = std::fs::remove_dir_all(host.path(path));
+    } else {
+        host.rmdir(path).map_err(|e| HostError::file("removing", path, e))?;
+    }
+    Ok(if moved > 0 {
+        format!("removed ({moved} later tasks moved to the parent)")
+    } else {
+        "removed".into()
+    })
+}
+
+/// rtlab's XDP program is detached from its device, if it is still the one attached.
+fn undo_xdp(
+    host: &dyn Host,
+    netns: Option<&str>,
+    dev: &str,
+    name: &str,
+) -> Result<String, HostError> {
+    let ip = |args: &[&str]| -> Vec<String> {
+        let mut v = vec!["ip".to_string()];
+        if let Some(ns) = netns {
+            v.extend(["-n".to_string(), ns.to_string()]);
+        }
+        v.extend(args.iter().map(|a| a.to_string()));
+        v
+    };
+    let shown = match host.run(&ip(&["-d", "-j", "link", "show", "dev", dev])) {
+        Ok(s) => s,
+        // the device (or its namespace) is gone, and the program with it
+        Err(_) => return Ok(format!("{dev} is gone, and the program with it")),
+    };
+    match xdp_attached(&shown) {
+        Some((n, mode)) if n == *name => {
+            let kw = if mode == 2 { "xdpgeneric" } else { "xdpdrv" };
+            host.run(&ip(&["link", "set", "dev", dev, kw, "off"]))?;
+            Ok(format!("detached {name} from {dev}"))
+        }
+        Some((other, _)) => Ok(format!(
+            "gone (the kernel detached it; {dev} now has {other}, not rtlab's: left alone)"
+        )),
+        None => Ok("gone (the kernel detached it with its link)".into()),
     }
 }
 

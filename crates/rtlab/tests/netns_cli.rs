@@ -289,6 +289,53 @@ fn xdp_reflector(ns: &str, json: Option<&std::path::Path>) -> std::process::Chil
     refl
 }
 
+/// Launch times and hardware timestamps, which this machine lacks, are refused in one line
+/// naming the flag (pings from `a` to the XDP reflector, which answers their hellos).
+fn what_this_machine_lacks_is_said(a: &str) {
+    // launch times need an etf qdisc: this kernel has none (the RT VM's has: tests/rt_kernel.rs)
+    let etf = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|r| format!("/lib/modules/{}/modules.dep", r.trim()))
+        .and_then(std::fs::read_to_string)
+        .map(|d| d.contains("sch_etf"))
+        .unwrap_or(false);
+    let why = if etf { "has no etf qdisc (root:" } else { "this kernel has no etf qdisc" };
+    assert_error(
+        &[
+            "udp",
+            "ping",
+            "--txtime",
+            "200us",
+            "--netns",
+            a,
+            "--to",
+            "198.18.0.2:9200",
+            "--count",
+            "5",
+            "--policy",
+            "other",
+        ],
+        &["--txtime", why],
+    );
+    // no NIC here has hardware timestamps: said, exit 2 (the XDP reflector answers the hellos)
+    assert_error(
+        &[
+            "udp",
+            "ping",
+            "--timestamps",
+            "hardware",
+            "--netns",
+            a,
+            "--to",
+            "198.18.0.2:9200",
+            "--count",
+            "5",
+            "--policy",
+            "other",
+        ],
+        &["--timestamps hardware", "offers no hardware timestamps", "software tx, software rx"],
+    );
+}
+
 #[test]
 fn root_udp_xdp_runs_and_its_program_goes_on_exit_and_after_kill_9() {
     if !is_root() {
@@ -332,48 +379,7 @@ fn root_udp_xdp_runs_and_its_program_goes_on_exit_and_after_kill_9() {
     let refl = xdp_reflector(&b, Some(&rjson));
     let live = refl.id();
     assert!(!xdp_journal(pid).exists(), "the stale journal is restored and removed");
-    // launch times need an etf qdisc: this kernel has none (the RT VM's has: tests/rt_kernel.rs)
-    let etf = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|r| format!("/lib/modules/{}/modules.dep", r.trim()))
-        .and_then(std::fs::read_to_string)
-        .map(|d| d.contains("sch_etf"))
-        .unwrap_or(false);
-    let why = if etf { "has no etf qdisc (root:" } else { "this kernel has no etf qdisc" };
-    assert_error(
-        &[
-            "udp",
-            "ping",
-            "--txtime",
-            "200us",
-            "--netns",
-            &a,
-            "--to",
-            "198.18.0.2:9200",
-            "--count",
-            "5",
-            "--policy",
-            "other",
-        ],
-        &["--txtime", why],
-    );
-    // no NIC here has hardware timestamps: said, exit 2 (the XDP reflector answers the hellos)
-    assert_error(
-        &[
-            "udp",
-            "ping",
-            "--timestamps",
-            "hardware",
-            "--netns",
-            &a,
-            "--to",
-            "198.18.0.2:9200",
-            "--count",
-            "5",
-            "--policy",
-            "other",
-        ],
-        &["--timestamps hardware", "offers no hardware timestamps", "software tx, software rx"],
-    );
+    what_this_machine_lacks_is_said(&a);
     let pjson = dir.path().join("p.json");
     let o = run(&[
         "udp",

@@ -1235,6 +1235,16 @@ fn guest_mqprio_and_vlan_egress_map_are_applied_seen_and_restored() {
     sh(&["modprobe", "sch_mqprio"]);
     sh(&["modprobe", "8021q"]);
 
+    vlan_egress_map_on_the_vm_nic(d.path(), &j, &rjson);
+    mqprio_on_a_veth_with_queues(d.path(), &j, &rjson);
+}
+
+/// 1. (of the test above) The VM's NIC: mqprio refused, htb kept, its VLAN's egress map.
+fn vlan_egress_map_on_the_vm_nic(
+    d: &std::path::Path,
+    j: &std::path::Path,
+    rjson: &std::path::Path,
+) {
     // 1. the VM's NIC has one queue: mqprio is refused and htb kept; its VLAN gets the egress
     //    map (SKB priority n -> PCP n), seen on the wire at the far NIC
     let (n, _nics) = nics();
@@ -1267,7 +1277,7 @@ fn guest_mqprio_and_vlan_egress_map_are_applied_seen_and_restored() {
     };
     let map_before = map_of(&vlan);
     let qdisc_before = sh(&["tc", "qdisc", "show", "dev", &near]);
-    let h = Held::start(&["rt-affinities", "--nic", &near], &j);
+    let h = Held::start(&["rt-affinities", "--nic", &near], j);
     assert!(h.out.contains("not available: mqprio") && h.out.contains("htb"), "{}", h.out);
     assert!(h.out.contains("done    VLAN egress map"), "{}", h.out);
     assert_eq!(map_of(&vlan), (1..8).map(|i| (i, i)).collect(), "egress map in force");
@@ -1292,8 +1302,8 @@ fn guest_mqprio_and_vlan_egress_map_are_applied_seen_and_restored() {
         }
         said.push_str(&l);
     }
-    let r = reflector(&[], ns.0, "10.78.0.2:7778", &rjson);
-    ping_all_accounted(&["--so-priority", "4"], "10.78.0.2:7778", 50, d.path());
+    let r = reflector(&[], ns.0, "10.78.0.2:7778", rjson);
+    ping_all_accounted(&["--so-priority", "4"], "10.78.0.2:7778", 50, d);
     stop(r);
     let seen = cap.wait_with_output().unwrap();
     let seen = stdout(&seen);
@@ -1304,7 +1314,10 @@ fn guest_mqprio_and_vlan_egress_map_are_applied_seen_and_restored() {
     assert_eq!(sh(&["tc", "qdisc", "show", "dev", &near]), qdisc_before);
     sh(&["ip", "link", "del", &vlan]);
     drop(ns);
+}
 
+/// 2. (of the test above) mqprio for real on a veth with four queues.
+fn mqprio_on_a_veth_with_queues(d: &std::path::Path, j: &std::path::Path, rjson: &std::path::Path) {
     // 2. mqprio for real on a NIC with queues (a veth with 4 TX queues: QEMU's hub gives the
     //    virtio NIC one): SO_PRIORITY 4 -> traffic class 0, seen in the class counters
     sh(&["ip", "netns", "add", "rtvm-mq"]);
@@ -1351,7 +1364,7 @@ fn guest_mqprio_and_vlan_egress_map_are_applied_seen_and_restored() {
     };
     assert_eq!(ns_map(), 0);
     let qdisc_before = tcs(&["qdisc", "show", "dev", "v0"]);
-    let h = Held::start(&["rt-affinities", "--netns", "rtvm-mq", "--nic", "v0"], &j);
+    let h = Held::start(&["rt-affinities", "--netns", "rtvm-mq", "--nic", "v0"], j);
     assert!(h.out.contains("mqprio (S1"), "{}", h.out);
     assert!(h.out.contains("done    VLAN egress map on v0's VLANs"), "{}", h.out);
     assert_eq!(ns_map(), 7, "1:1 ... 7:7 in force in the namespace");
@@ -1367,14 +1380,10 @@ fn guest_mqprio_and_vlan_egress_map_are_applied_seen_and_restored() {
         .unwrap()
         .to_string();
     let tc0 = format!("class mqprio {root}1 parent {root}ffe0");
-    let r = reflector(&[], "rtvm-mq-far", "10.79.0.2:7779", &rjson);
+    let r = reflector(&[], "rtvm-mq-far", "10.79.0.2:7779", rjson);
     let before = class_packets(&tcs(&["-s", "class", "show", "dev", "v0"]), &tc0);
-    let p = ping_all_accounted(
-        &["--netns", "rtvm-mq", "--so-priority", "4"],
-        "10.79.0.2:7779",
-        100,
-        d.path(),
-    );
+    let p =
+        ping_all_accounted(&["--netns", "rtvm-mq", "--so-priority", "4"], "10.79.0.2:7779", 100, d);
     stop(r);
     let sent: u64 = p["streams"][0]["labels"]["sent"].as_str().unwrap().parse().unwrap();
     let after = class_packets(&tcs(&["-s", "class", "show", "dev", "v0"]), &tc0);
@@ -1512,6 +1521,36 @@ fn guest_launch_times_through_etf_taprio_and_the_xdp_path_over_the_nic() {
     assert!(out.contains("restored"), "{out}");
     assert_eq!(sh(&["tc", "qdisc", "show", "dev", &near]), qdisc, "etf removed");
 
+    taprio_window_on_a_veth_with_two_queues(fs, &j);
+
+    // 3. the XDP path over the NIC's driver, both ends
+    let rjson = d.path().join("reflect-xdp.json");
+    let r = reflector(&["--xdp"], ns, "10.77.0.2:7778", &rjson);
+    let p = ping_all_accounted(&["--xdp"], "10.77.0.2:7778", 200, d.path());
+    stop(r);
+    let labels = &p["streams"][0]["labels"];
+    assert_eq!(
+        (labels["path"].as_str(), labels["xdp_dev"].as_str()),
+        (Some("xdp"), Some(near.as_str()))
+    );
+    assert!(["native", "generic"].contains(&labels["xdp_attach"].as_str().unwrap()), "{labels}");
+    assert_eq!(p["streams"][0]["stats"]["lost"], 0, "{labels}");
+    let rd: Value = serde_json::from_str(&std::fs::read_to_string(&rjson).unwrap()).unwrap();
+    assert_eq!(rd["streams"][0]["labels"]["path"], "xdp");
+    for (dev, netns) in [(near.as_str(), None), (far.as_str(), Some(ns))] {
+        let mut c = vec!["ip"];
+        if let Some(n) = netns {
+            c.extend(["-n", n]);
+        }
+        c.extend(["-d", "link", "show", "dev", dev]);
+        assert!(!sh(&c).contains("rtlab_steer"), "the program left on {dev}");
+    }
+    sh(&["ip", "addr", "flush", "dev", &near]);
+    drop(link);
+}
+
+/// 2. (of the test above) taprio needs a device with 2 tx queues: the window on a veth pair.
+fn taprio_window_on_a_veth_with_two_queues(fs: &str, j: &std::path::Path) {
     // 2. taprio needs a device with 2 tx queues: this VM's virtio NICs have one (QEMU's hub
     // gives no multiqueue), so the 802.1Qbv window is applied to a 2-queue veth pair
     let tap = "rtvm-tap";
@@ -1541,36 +1580,11 @@ fn guest_launch_times_through_etf_taprio_and_the_xdp_path_over_the_nic() {
     sh(&["ip", "-n", tap, "link", "set", "tq0", "up"]);
     sh(&["ip", "-n", tap, "link", "set", "tq1", "up"]);
     let before = sh(&["tc", "-n", tap, "qdisc", "show", "dev", "tq0"]);
-    let h = Held::start(&["window", "--file", fs, "--nic", "tq0", "--netns", tap], &j);
+    let h = Held::start(&["window", "--file", fs, "--nic", "tq0", "--netns", tap], j);
     let on = sh(&["tc", "-n", tap, "qdisc", "show", "dev", "tq0"]);
     assert!(on.contains("qdisc taprio 100: root") && on.contains("250000"), "{on}\n{}", h.out);
     let out = h.interrupt();
     assert!(out.contains("restored"), "{out}");
     assert_eq!(sh(&["tc", "-n", tap, "qdisc", "show", "dev", "tq0"]), before, "taprio removed");
     sh(&["ip", "netns", "del", tap]);
-
-    // 3. the XDP path over the NIC's driver, both ends
-    let rjson = d.path().join("reflect-xdp.json");
-    let r = reflector(&["--xdp"], ns, "10.77.0.2:7778", &rjson);
-    let p = ping_all_accounted(&["--xdp"], "10.77.0.2:7778", 200, d.path());
-    stop(r);
-    let labels = &p["streams"][0]["labels"];
-    assert_eq!(
-        (labels["path"].as_str(), labels["xdp_dev"].as_str()),
-        (Some("xdp"), Some(near.as_str()))
-    );
-    assert!(["native", "generic"].contains(&labels["xdp_attach"].as_str().unwrap()), "{labels}");
-    assert_eq!(p["streams"][0]["stats"]["lost"], 0, "{labels}");
-    let rd: Value = serde_json::from_str(&std::fs::read_to_string(&rjson).unwrap()).unwrap();
-    assert_eq!(rd["streams"][0]["labels"]["path"], "xdp");
-    for (dev, netns) in [(near.as_str(), None), (far.as_str(), Some(ns))] {
-        let mut c = vec!["ip"];
-        if let Some(n) = netns {
-            c.extend(["-n", n]);
-        }
-        c.extend(["-d", "link", "show", "dev", dev]);
-        assert!(!sh(&c).contains("rtlab_steer"), "the program left on {dev}");
-    }
-    sh(&["ip", "addr", "flush", "dev", &near]);
-    drop(link);
 }

@@ -818,6 +818,128 @@ fn recorder(deadline_ns: i64, window_ns: i64, planned_span_ns: i64) -> Recorder 
     )
 }
 
+/// What a ping's link is when opened: the socket's settings as the kernel has them, the
+/// local address, the link, the XDP steering held (to detach after), the XDP path's report
+/// and the device whose stamps are read (with what it offers).
+type OpenedPing =
+    (SocketReport, String, AnyLink, Option<Held>, Option<XdpReport>, Option<(String, String)>);
+
+/// The socket path of a ping: its settings, the kernel's stamps and launch times where
+/// asked for, the preflight.
+fn open_ping_socket(
+    cfg: &UdpPingConfig,
+    sock: UdpSocket,
+    to: SocketAddr,
+    run_id: u64,
+    timer: AbsTimer,
+) -> Result<OpenedPing, UdpError> {
+    let socket = apply_socket(&sock, to.is_ipv6(), &cfg.socket)?;
+    let local_addr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    // launch times need the launch stamps: software timestamps come with them
+    let ts = cfg.timestamps.or(cfg.txtime_lead_ns.map(|_| Timestamps::Software));
+    let stamps = match ts {
+        None => None,
+        Some(ts) => {
+            let local =
+                sock.local_addr().map_err(|e| UdpError::Invalid(format!("--to {to}: {e}")))?;
+            Some(stamp_device(cfg.netns.as_deref(), local, ts)?)
+        }
+    };
+    let tai_offset = match (cfg.txtime_lead_ns, &stamps) {
+        (Some(_), Some((dev, _))) => {
+            check_etf(cfg.netns.as_deref(), dev)?;
+            rtlab_sys::stamp::enable_txtime(sock.as_raw_fd(), libc::CLOCK_TAI, true)
+                .map_err(|e| UdpError::Invalid(format!("--txtime: {e}")))?;
+            Some(rtlab_sys::stamp::tai_ns() - rtlab_sys::clock::monotonic_ns())
+        }
+        _ => None,
+    };
+    let enable = |tx: bool| {
+        rtlab_sys::stamp::enable_software(sock.as_raw_fd(), tx)
+            .map_err(|e| UdpError::Invalid(format!("--timestamps software: {e}")))
+    };
+    if stamps.is_some() {
+        // rx stamps before the hellos: the kernel turns them on through a work item,
+        // which has run by the first request; tx stamps after (they would wait on
+        // the error queue)
+        enable(false)?;
+    }
+    if cfg.preflight_ns > 0 {
+        let launch = tai_offset.zip(cfg.txtime_lead_ns);
+        preflight(&sock, run_id, cfg.payload, to, cfg.preflight_ns, launch)?;
+    }
+    if stamps.is_some() {
+        enable(true)?;
+    }
+    let link = UdpLink { sock, timer, stamps: None, tai_offset };
+    Ok((socket, local_addr, AnyLink::Socket(link), None, None, stamps))
+}
+
+/// The XDP path of a ping: an AF_XDP socket on the device holding the local address, the
+/// peer's MAC found by the preflight, the frames' header.
+fn open_ping_xdp(
+    cfg: &UdpPingConfig,
+    x: &XdpConfig,
+    sock: UdpSocket,
+    to: SocketAddr,
+    run_id: u64,
+    timer: AbsTimer,
+) -> Result<OpenedPing, UdpError> {
+    let (SocketAddr::V4(l4), SocketAddr::V4(to4)) =
+        (sock.local_addr().map_err(|e| UdpError::Invalid(format!("--to {to}: {e}")))?, to)
+    else {
+        return Err(UdpError::Invalid(format!("--to {to}: --xdp builds IPv4 frames only")));
+    };
+    let mut side = open_xdp(cfg.netns.as_deref(), l4, x, &cfg.socket, cfg.payload)?;
+    let dst_mac = preflight_xdp(&sock, &mut side.xsk, run_id, cfg.payload, to, cfg.preflight_ns)?;
+    let tos = cfg.socket.tos.unwrap_or(0);
+    let header = super::xdp::header(side.mac, dst_mac, l4, to4, tos, cfg.payload);
+    let socket = SocketReport {
+        so_priority: sysnet::priority(side.xsk.fd()),
+        tos: Some(tos as i32),
+        busy_poll_us: cfg.socket.busy_poll_us.map(|u| u as i32),
+        ..Default::default()
+    };
+    let link = XdpLink {
+        xsk: side.xsk,
+        timer,
+        header,
+        busy: cfg.socket.busy_poll_us.is_some(),
+        malformed_frames: 0,
+        _sock: sock,
+    };
+    let held = (side.steering, side.journaled);
+    Ok((socket, l4.to_string(), AnyLink::Xdp(Box::new(link)), Some(held), Some(side.report), None))
+}
+
+/// A ping's recorders, sized for its span: the round trips (held to the deadline) and the
+/// send lateness; with the kernel's stamps, the link's stage recorders too.
+fn ping_recorders(
+    cfg: &UdpPingConfig,
+    outstanding: usize,
+    link: &mut AnyLink,
+    stamps: bool,
+) -> (Recorder, Recorder) {
+    let span = match (cfg.duration_ns, cfg.count) {
+        (Some(d), _) => d,
+        (None, Some(c)) if cfg.mode == PingMode::Periodic => c as i64 * cfg.period_ns,
+        _ => 4096 * cfg.window_ns,
+    };
+    // a late send (the thread held off its CPU) is a spike as much as a slow round trip
+    let rtt = recorder(cfg.deadline_ns, cfg.window_ns, span).with_hook(cfg.spike.as_ref());
+    let lateness = recorder(i64::MAX, cfg.window_ns, span)
+        .with_hook(cfg.spike.as_ref().map(|h| h.for_source(1)).as_ref());
+    if let (AnyLink::Socket(l), true) = (link, stamps) {
+        let window = cfg.window_ns;
+        let launch = cfg.txtime_lead_ns.is_some();
+        l.stamps =
+            Some(Box::new(super::link::Stamps::new(cfg.payload, outstanding, launch, || {
+                recorder(i64::MAX, window, span)
+            })));
+    }
+    (rtt, lateness)
+}
+
 /// Run `udp ping`. `on_progress(sent, planned)` is called about every 100 ms from the
 /// calling thread (never from the measuring thread).
 pub fn ping(
@@ -838,84 +960,8 @@ pub fn ping(
     let run_id = sysnet::random_u64();
     let timer = AbsTimer::new()?;
     let (socket, local_addr, mut link, steering, xdp_report, stamp_dev) = match &cfg.xdp {
-        None => {
-            let socket = apply_socket(&sock, to.is_ipv6(), &cfg.socket)?;
-            let local_addr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
-            // launch times need the launch stamps: software timestamps come with them
-            let ts = cfg.timestamps.or(cfg.txtime_lead_ns.map(|_| Timestamps::Software));
-            let stamps = match ts {
-                None => None,
-                Some(ts) => {
-                    let local = sock
-                        .local_addr()
-                        .map_err(|e| UdpError::Invalid(format!("--to {to}: {e}")))?;
-                    Some(stamp_device(cfg.netns.as_deref(), local, ts)?)
-                }
-            };
-            let tai_offset = match (cfg.txtime_lead_ns, &stamps) {
-                (Some(_), Some((dev, _))) => {
-                    check_etf(cfg.netns.as_deref(), dev)?;
-                    rtlab_sys::stamp::enable_txtime(sock.as_raw_fd(), libc::CLOCK_TAI, true)
-                        .map_err(|e| UdpError::Invalid(format!("--txtime: {e}")))?;
-                    Some(rtlab_sys::stamp::tai_ns() - rtlab_sys::clock::monotonic_ns())
-                }
-                _ => None,
-            };
-            let enable = |tx: bool| {
-                rtlab_sys::stamp::enable_software(sock.as_raw_fd(), tx)
-                    .map_err(|e| UdpError::Invalid(format!("--timestamps software: {e}")))
-            };
-            if stamps.is_some() {
-                // rx stamps before the hellos: the kernel turns them on through a work item,
-                // which has run by the first request; tx stamps after (they would wait on
-                // the error queue)
-                enable(false)?;
-            }
-            if cfg.preflight_ns > 0 {
-                let launch = tai_offset.zip(cfg.txtime_lead_ns);
-                preflight(&sock, run_id, cfg.payload, to, cfg.preflight_ns, launch)?;
-            }
-            if stamps.is_some() {
-                enable(true)?;
-            }
-            let link = UdpLink { sock, timer, stamps: None, tai_offset };
-            (socket, local_addr, AnyLink::Socket(link), None, None, stamps)
-        }
-        Some(x) => {
-            let (SocketAddr::V4(l4), SocketAddr::V4(to4)) =
-                (sock.local_addr().map_err(|e| UdpError::Invalid(format!("--to {to}: {e}")))?, to)
-            else {
-                return Err(UdpError::Invalid(format!("--to {to}: --xdp builds IPv4 frames only")));
-            };
-            let mut side = open_xdp(cfg.netns.as_deref(), l4, x, &cfg.socket, cfg.payload)?;
-            let dst_mac =
-                preflight_xdp(&sock, &mut side.xsk, run_id, cfg.payload, to, cfg.preflight_ns)?;
-            let tos = cfg.socket.tos.unwrap_or(0);
-            let header = super::xdp::header(side.mac, dst_mac, l4, to4, tos, cfg.payload);
-            let socket = SocketReport {
-                so_priority: sysnet::priority(side.xsk.fd()),
-                tos: Some(tos as i32),
-                busy_poll_us: cfg.socket.busy_poll_us.map(|u| u as i32),
-                ..Default::default()
-            };
-            let link = XdpLink {
-                xsk: side.xsk,
-                timer,
-                header,
-                busy: cfg.socket.busy_poll_us.is_some(),
-                malformed_frames: 0,
-                _sock: sock,
-            };
-            let held = (side.steering, side.journaled);
-            (
-                socket,
-                l4.to_string(),
-                AnyLink::Xdp(Box::new(link)),
-                Some(held),
-                Some(side.report),
-                None,
-            )
-        }
+        None => open_ping_socket(cfg, sock, to, run_id, timer)?,
+        Some(x) => open_ping_xdp(cfg, x, sock, to, run_id, timer)?,
     };
     let (lock_guard, memory_lock) = crate::hold::lock_memory(cfg.rt.mlockall);
 
@@ -932,23 +978,7 @@ pub fn ping(
         cfg.payload,
     );
     let ring_capacity = tracker.capacity();
-    let span = match (cfg.duration_ns, cfg.count) {
-        (Some(d), _) => d,
-        (None, Some(c)) if cfg.mode == PingMode::Periodic => c as i64 * cfg.period_ns,
-        _ => 4096 * cfg.window_ns,
-    };
-    // a late send (the thread held off its CPU) is a spike as much as a slow round trip
-    let mut rtt = recorder(cfg.deadline_ns, cfg.window_ns, span).with_hook(cfg.spike.as_ref());
-    let mut lateness = recorder(i64::MAX, cfg.window_ns, span)
-        .with_hook(cfg.spike.as_ref().map(|h| h.for_source(1)).as_ref());
-    if let (AnyLink::Socket(l), Some(_)) = (&mut link, &stamp_dev) {
-        let window = cfg.window_ns;
-        let launch = cfg.txtime_lead_ns.is_some();
-        l.stamps =
-            Some(Box::new(super::link::Stamps::new(cfg.payload, outstanding, launch, || {
-                recorder(i64::MAX, window, span)
-            })));
-    }
+    let (mut rtt, mut lateness) = ping_recorders(cfg, outstanding, &mut link, stamp_dev.is_some());
     let mut tx = vec![0u8; cfg.payload];
     wire::write(&mut tx, Kind::Request, run_id, 0, 0);
     wire::fill(&mut tx);
@@ -1195,7 +1225,8 @@ pub struct ReflectOutcome {
     pub xdp: Option<XdpReport>,
 }
 
-/// What the XDP reflector loop reads each round.
+/// What a reflector loop reads each round (the socket path's and the XDP path's; `busy`:
+/// the XDP path's busy polling).
 struct XdpLoop<'a> {
     start: i64,
     duration: Option<i64>,
@@ -1203,6 +1234,57 @@ struct XdpLoop<'a> {
     busy: bool,
     stop: &'a AtomicBool,
     progress: &'a AtomicU64,
+}
+
+/// The reflector on the socket path: answer each request as it comes (non-blocking
+/// receives, a poll of at most 100 ms between them to see the stop flag and the duration).
+fn reflect_socket(
+    sock: &UdpSocket,
+    reflector: &mut Reflector,
+    turnaround: &mut Recorder,
+    buf: &mut [u8],
+    l: &XdpLoop,
+) -> LoopEnd {
+    let fd = sock.as_raw_fd();
+    let mut index = 0u64;
+    loop {
+        if l.stop.load(Ordering::Relaxed) {
+            break LoopEnd::Interrupted;
+        }
+        if matches!(l.count, Some(c) if reflector.counts.received >= c) {
+            break LoopEnd::Count;
+        }
+        let now = rtlab_sys::clock::monotonic_ns();
+        if matches!(l.duration, Some(d) if now - l.start >= d) {
+            break LoopEnd::Duration;
+        }
+        match sock.recv_from(buf) {
+            Ok((n, from)) => {
+                let t_recv = rtlab_sys::clock::monotonic_ns();
+                if let Action::Answer(len) = reflector.handle(buf, n) {
+                    if sock.send_to(&buf[..len], from).is_err() {
+                        reflector.counts.send_errors += 1;
+                    }
+                    let t_done = rtlab_sys::clock::monotonic_ns();
+                    turnaround.record(index, t_recv - l.start, t_done - t_recv);
+                    index += 1;
+                }
+                l.progress.store(reflector.counts.received, Ordering::Relaxed);
+            }
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::Interrupted =>
+            {
+                // wake at least every 100 ms to see the stop flag and the duration
+                let left = l
+                    .duration
+                    .map(|d| ((l.start + d - now) / 1_000_000 + 1).clamp(1, 100) as i32)
+                    .unwrap_or(100);
+                sysnet::wait2(fd, -1, left);
+            }
+            Err(_) => {} // an ICMP error queued on the socket: nothing to answer
+        }
+    }
 }
 
 /// The reflector on the XDP path: take a frame, answer it in place and put it on the tx
@@ -1345,12 +1427,10 @@ pub fn reflect(
     let h = spawn_rt(&spec, move || {
         prefault_stack(STACK_BYTES / 4);
         let seen = (current_policy(), current_affinity());
-        let fd = sock.as_raw_fd();
         // cost: this thread's counters right before its loop and right after it
         let cost = rtlab_sys::usage::begin(cost_window.as_deref().unwrap_or("reflect"));
         let start = rtlab_sys::clock::monotonic_ns();
         turnaround.origin_monotonic_ns = Some(start);
-        let mut index = 0u64;
         let mut xdp_seen = None;
         let end = if let Some(xsk) = xsk.as_mut() {
             let mut malformed_frames = 0u64;
@@ -1364,43 +1444,9 @@ pub fn reflect(
             xdp_seen = Some((xsk.stats().rx_dropped, malformed_frames));
             end
         } else {
-            loop {
-                if stop_in.load(Ordering::Relaxed) {
-                    break LoopEnd::Interrupted;
-                }
-                if matches!(count, Some(c) if reflector.counts.received >= c) {
-                    break LoopEnd::Count;
-                }
-                let now = rtlab_sys::clock::monotonic_ns();
-                if matches!(duration, Some(d) if now - start >= d) {
-                    break LoopEnd::Duration;
-                }
-                match sock.recv_from(&mut buf) {
-                    Ok((n, from)) => {
-                        let t_recv = rtlab_sys::clock::monotonic_ns();
-                        if let Action::Answer(len) = reflector.handle(&mut buf, n) {
-                            if sock.send_to(&buf[..len], from).is_err() {
-                                reflector.counts.send_errors += 1;
-                            }
-                            let t_done = rtlab_sys::clock::monotonic_ns();
-                            turnaround.record(index, t_recv - start, t_done - t_recv);
-                            index += 1;
-                        }
-                        progress_in.store(reflector.counts.received, Ordering::Relaxed);
-                    }
-                    Err(e)
-                        if e.kind() == std::io::ErrorKind::WouldBlock
-                            || e.kind() == std::io::ErrorKind::Interrupted =>
-                    {
-                        // wake at least every 100 ms to see the stop flag and the duration
-                        let left = duration
-                            .map(|d| ((start + d - now) / 1_000_000 + 1).clamp(1, 100) as i32)
-                            .unwrap_or(100);
-                        sysnet::wait2(fd, -1, left);
-                    }
-                    Err(_) => {} // an ICMP error queued on the socket: nothing to answer
-                }
-            }
+            let l =
+                XdpLoop { start, duration, count, busy, stop: &stop_in, progress: &progress_in };
+            reflect_socket(&sock, &mut reflector, &mut turnaround, &mut buf, &l)
         };
         drop(xsk);
         cost.end();

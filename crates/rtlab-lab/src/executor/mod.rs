@@ -69,22 +69,9 @@ fn run_here(
         }
         // network cases (and their traffic) go through two namespaces made for the case
         let pair = if probe.needs_pair() {
-            let cfg = rtlab_engines::netns::NetnsConfig {
-                name: pair_name.to_string(),
-                ..Default::default()
-            };
-            match rtlab_engines::netns::NetnsPair::up(&cfg) {
+            match case_pair(pair_name) {
                 Ok(p) => Some(p),
-                // what the machine lacks (`ip`, the privilege, a qdisc) skips the case
-                Err(rtlab_engines::netns::NetnsError::ToolMissing { tool }) => {
-                    return CaseResult::skipped(
-                        rtlab_core::error::Missing::tool(&tool, "iproute2").to_string(),
-                    )
-                }
-                Err(e @ rtlab_engines::netns::NetnsError::NoPrivilege { .. }) => {
-                    return CaseResult::skipped(format!("netns pair: {e}"))
-                }
-                Err(e) => return CaseResult::failed(format!("netns pair: {e}")),
+                Err(r) => return *r,
             }
         } else {
             None
@@ -185,25 +172,47 @@ fn run_here(
             }
         }
         if let Some(l) = link {
-            let finished = l.finish();
-            if let Some(far) = r.document.as_mut().and_then(|d| d.far.as_mut()) {
-                match finished {
-                    Ok(f) => {
-                        far.profile = f.profile;
-                        far.load = f.load;
-                        far.notes.extend(f.notes);
-                    }
-                    Err(e) => far.notes.push(format!("finishing the far side: {e}")),
-                }
-                far.notes.extend(far_notes);
-            }
-            drop(l); // bye: the agent restores its host and ends
+            finish_far(l, &mut r, far_notes);
         }
         drop(pair);
         r.load_report = setup.load_report.take();
         r.profile_report = setup.profile_report.take();
         r
     }
+}
+
+/// The case's two namespaces (its network cases and their traffic go through them); what
+/// the machine lacks (`ip`, the privilege) skips the case, another failure fails it.
+fn case_pair(name: &str) -> Result<rtlab_engines::netns::NetnsPair, Box<CaseResult>> {
+    use rtlab_engines::netns::{NetnsConfig, NetnsError, NetnsPair};
+    let cfg = NetnsConfig { name: name.to_string(), ..Default::default() };
+    NetnsPair::up(&cfg).map_err(|e| {
+        Box::new(match e {
+            NetnsError::ToolMissing { tool } => {
+                CaseResult::skipped(rtlab_core::error::Missing::tool(&tool, "iproute2").to_string())
+            }
+            e @ NetnsError::NoPrivilege { .. } => CaseResult::skipped(format!("netns pair: {e}")),
+            e => CaseResult::failed(format!("netns pair: {e}")),
+        })
+    })
+}
+
+/// The far side's end of a case: its profile, load and notes into the result's far part,
+/// then bye (the agent restores its host and ends).
+fn finish_far(l: FarLink, r: &mut CaseResult, far_notes: Vec<String>) {
+    let finished = l.finish();
+    if let Some(far) = r.document.as_mut().and_then(|d| d.far.as_mut()) {
+        match finished {
+            Ok(f) => {
+                far.profile = f.profile;
+                far.load = f.load;
+                far.notes.extend(f.notes);
+            }
+            Err(e) => far.notes.push(format!("finishing the far side: {e}")),
+        }
+        far.notes.extend(far_notes);
+    }
+    drop(l);
 }
 
 /// Tests of the supervisor, in debug builds only: `RTLAB_TEST_HANG=spin` makes the case's

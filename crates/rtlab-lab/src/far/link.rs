@@ -177,54 +177,13 @@ impl FarLink {
         let roles: RoleRoutes = Arc::default();
         let ended: Arc<Mutex<Option<String>>> = Arc::default();
         let (hello_tx, hello_rx) = mpsc::channel::<FromFar>();
-        {
-            let (waiting, roles, ended, last_err) =
-                (waiting.clone(), roles.clone(), ended.clone(), last_err.clone());
-            std::thread::spawn(move || {
-                let mut hello = Some(hello_tx);
-                let mut too_long = None;
-                for l in BoundedLines::new(BufReader::new(stdout), MAX_LINE) {
-                    let l = match l {
-                        Line::Text(l) => l,
-                        Line::TooLong { bytes, .. } => {
-                            too_long = Some(format!(
-                                "the agent sent a line of {bytes} bytes, more than a message may have ({MAX_LINE}): the link is ended"
-                            ));
-                            break;
-                        }
-                    };
-                    match parse::<FromFar>(&l) {
-                        Some(h @ FromFar::Hello { .. }) => {
-                            if let Some(tx) = hello.take() {
-                                let _ = tx.send(h);
-                            }
-                        }
-                        Some(FromFar::Reply { id, result }) => {
-                            let tx = waiting.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-                            if let Some(tx) = tx {
-                                let _ = tx.send(result);
-                            }
-                        }
-                        Some(FromFar::Event { role, line }) => {
-                            let r = roles.lock().unwrap_or_else(|e| e.into_inner());
-                            if let Some(tx) = r.get(&role) {
-                                let _ = tx.send(line);
-                            }
-                        }
-                        None => {}
-                    }
-                }
-                drop(hello);
-                std::thread::sleep(Duration::from_millis(50));
-                let why = last_err.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let why =
-                    too_long.unwrap_or(if why.is_empty() { "the agent ended".into() } else { why });
-                *ended.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
-                // wake every request still waiting, and every role still running
-                waiting.lock().unwrap_or_else(|e| e.into_inner()).clear();
-                roles.lock().unwrap_or_else(|e| e.into_inner()).clear();
-            });
-        }
+        let routes = Routes {
+            waiting: waiting.clone(),
+            roles: roles.clone(),
+            ended: ended.clone(),
+            last_err: last_err.clone(),
+        };
+        std::thread::spawn(move || read_agent(stdout, hello_tx, routes));
         let hello = match hello_rx.recv_timeout(HELLO_TIMEOUT) {
             Ok(FromFar::Hello { protocol, version, host, pid, refused, restored }) => {
                 if protocol != PROTOCOL {
@@ -278,6 +237,62 @@ impl FarLink {
         });
         Ok(link)
     }
+}
+
+/// Where the agent's messages go: replies to the requests waiting, events to their roles,
+/// and why the link ended (with the agent's last line on stderr).
+struct Routes {
+    waiting: Waiting,
+    roles: RoleRoutes,
+    ended: Arc<Mutex<Option<String>>>,
+    last_err: Arc<Mutex<String>>,
+}
+
+/// The agent's stdout, line by line until it ends: its hello to `hello_tx`, then each message
+/// routed; at the end, why, and every request and role still waiting woken.
+fn read_agent(stdout: std::process::ChildStdout, hello_tx: mpsc::Sender<FromFar>, routes: Routes) {
+    let Routes { waiting, roles, ended, last_err } = routes;
+    let mut hello = Some(hello_tx);
+    let mut too_long = None;
+    for l in BoundedLines::new(BufReader::new(stdout), MAX_LINE) {
+        let l = match l {
+            Line::Text(l) => l,
+            Line::TooLong { bytes, .. } => {
+                too_long = Some(format!(
+                    "the agent sent a line of {bytes} bytes, more than a message may have ({MAX_LINE}): the link is ended"
+                ));
+                break;
+            }
+        };
+        match parse::<FromFar>(&l) {
+            Some(h @ FromFar::Hello { .. }) => {
+                if let Some(tx) = hello.take() {
+                    let _ = tx.send(h);
+                }
+            }
+            Some(FromFar::Reply { id, result }) => {
+                let tx = waiting.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                if let Some(tx) = tx {
+                    let _ = tx.send(result);
+                }
+            }
+            Some(FromFar::Event { role, line }) => {
+                let r = roles.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(tx) = r.get(&role) {
+                    let _ = tx.send(line);
+                }
+            }
+            None => {}
+        }
+    }
+    drop(hello);
+    std::thread::sleep(Duration::from_millis(50));
+    let why = last_err.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let why = too_long.unwrap_or(if why.is_empty() { "the agent ended".into() } else { why });
+    *ended.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+    // wake every request still waiting, and every role still running
+    waiting.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    roles.lock().unwrap_or_else(|e| e.into_inner()).clear();
 }
 
 impl FarLink {

@@ -307,29 +307,7 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
         engine.netns = Some(p.ns_a.clone());
     }
     let mut far = match &cfg.far {
-        Some(spec) => {
-            let far_rt = RtSettings { cpus: None, ..engine.rt.clone() };
-            let window = ctx.evidence.counters.then_some(engine.window_ns);
-            let f =
-                FarRun::start(ctx.far, spec, engine.netns.as_deref(), false, &far_rt, &[], window)?;
-            let rc = UdpReflectConfig {
-                bind: with_port(&f.far, 0),
-                netns: None,
-                drop_every: None,
-                duration_ns: None,
-                count: None,
-                window_ns: engine.window_ns,
-                rt: far_rt,
-                socket: engine.socket.clone(),
-                cost_window: None,
-                xdp: engine.xdp.clone(),
-                spike: None,
-            };
-            let addr: String =
-                f.link().ask(Request::Reflect { config: rc }, crate::far::link::REQUEST_TIMEOUT)?;
-            engine.to = addr;
-            Some(f)
-        }
+        Some(spec) => Some(far_reflector(spec, &mut engine, ctx)?),
         None => None,
     };
     if let Some(p) = pair {
@@ -388,13 +366,60 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
     doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
     doc.streams = streams;
     doc.evidence = Some(evidence);
+    let warns = ping_warnings(&doc, &engine, &outcome, ctx.mlockall_off_by_profile);
+    doc.warnings =
+        crate::document::with_machine_state(warns.iter().map(|w| w.to_warning()).collect());
+    if let Some(w) = doc.far.as_ref().and_then(|f| f.warning()) {
+        doc.warnings.push(w);
+    }
+    crate::cost::attach(&mut doc);
+    Ok(PingRun { doc, cfg: engine, outcome, reflected, qdisc })
+}
+
+/// The far side's reflector, started through its agent on the engine's socket settings;
+/// the engine then pings the address it answers on.
+fn far_reflector<'a>(
+    spec: &crate::far::FarSpec,
+    engine: &mut UdpPingConfig,
+    ctx: &mut Context<'a>,
+) -> Result<FarRun<'a>, LabError> {
+    let far_rt = RtSettings { cpus: None, ..engine.rt.clone() };
+    let window = ctx.evidence.counters.then_some(engine.window_ns);
+    let f = FarRun::start(ctx.far, spec, engine.netns.as_deref(), false, &far_rt, &[], window)?;
+    let rc = UdpReflectConfig {
+        bind: with_port(&f.far, 0),
+        netns: None,
+        drop_every: None,
+        duration_ns: None,
+        count: None,
+        window_ns: engine.window_ns,
+        rt: far_rt,
+        socket: engine.socket.clone(),
+        cost_window: None,
+        xdp: engine.xdp.clone(),
+        spike: None,
+    };
+    let addr: String =
+        f.link().ask(Request::Reflect { config: rc }, crate::far::link::REQUEST_TIMEOUT)?;
+    engine.to = addr;
+    Ok(f)
+}
+
+/// What weakens a ping's figures: its sockets and memory, too few samples, foreign
+/// datagrams, fragments, losses, a late sender, an interruption.
+fn ping_warnings(
+    doc: &ResultDocument,
+    engine: &UdpPingConfig,
+    outcome: &PingOutcome,
+    mlockall_off_by_profile: bool,
+) -> Vec<Warn> {
     let c = &outcome.counts;
     let mut warns = socket_warnings(
-        &doc,
+        doc,
         &outcome.memory_lock,
         &engine.rt,
         &engine.socket,
-        ctx.mlockall_off_by_profile,
+        mlockall_off_by_profile,
         engine.xdp.is_some(),
     );
     if c.samples < MIN_SAMPLES_FOR_TAIL {
@@ -418,13 +443,7 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
     if doc.interrupted {
         warns.push(Warn::Interrupted);
     }
-    doc.warnings =
-        crate::document::with_machine_state(warns.iter().map(|w| w.to_warning()).collect());
-    if let Some(w) = doc.far.as_ref().and_then(|f| f.warning()) {
-        doc.warnings.push(w);
-    }
-    crate::cost::attach(&mut doc);
-    Ok(PingRun { doc, cfg: engine, outcome, reflected, qdisc })
+    warns
 }
 
 type Pinged = (

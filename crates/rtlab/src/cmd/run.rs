@@ -203,20 +203,43 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
     )
     .map_err(|e| anyhow::anyhow!("--db {}: {e}", rtlab_store::url::redact(&a.db)))?;
     progress.finish();
+    let ended = Ended { run_id, status, cases: scenario.cases().len(), progress };
+    conclude(&a, &mut store, ended, &gates, &planned)
+}
+
+/// A run that has ended: its id, status, planned case count and what its progress counted.
+struct Ended {
+    run_id: i64,
+    status: RunStatus,
+    cases: usize,
+    progress: TermProgress,
+}
+
+/// The end of a run: its gates judged over every case (a resumed run's earlier ones too) and
+/// stored, its report written, its verdict, what helps and the sentence to act on said, its
+/// JUnit file; the exit status (2 a failed run, 1 a gate failed, else 0).
+fn conclude(
+    a: &RunArgs,
+    store: &mut rtlab_store::Store,
+    ended: Ended,
+    gates: &[rtlab_core::gate::Gate],
+    planned: &[String],
+) -> anyhow::Result<u8> {
+    let Ended { run_id, status, cases, progress } = ended;
     // the gates are judged over every case of the run (a resumed run's earlier ones too)
     let stored = store.load_run(run_id).map_err(|e| anyhow::anyhow!("--db {}: {e}", a.db))?;
-    let verdicts = rtlab_core::gate::evaluate(&gates, &stored.cases, &planned);
+    let verdicts = rtlab_core::gate::evaluate(gates, &stored.cases, planned);
     store
         .save_gate_verdicts(run_id, &verdicts)
         .map_err(|e| anyhow::anyhow!("--db {}: {e}", a.db))?;
-    let report = rtlab_lab::store_sink::render_report(&store, &a.db, run_id, a.html.as_deref())
+    let report = rtlab_lab::store_sink::render_report(store, &a.db, run_id, a.html.as_deref())
         .map_err(super::lab_error)?;
     if !a.quiet {
         println!(
             "run {run_id} {}: {} of {} cases ({} failed, {} skipped)",
             status.name(),
             progress.finished,
-            scenario.cases().len(),
+            cases,
             progress.failed,
             progress.skipped
         );

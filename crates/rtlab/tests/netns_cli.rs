@@ -292,6 +292,13 @@ fn xdp_reflector(ns: &str, json: Option<&std::path::Path>) -> std::process::Chil
 /// Launch times and hardware timestamps, which this machine lacks, are refused in one line
 /// naming the flag (pings from `a` to the XDP reflector, which answers their hellos).
 fn what_this_machine_lacks_is_said(a: &str) {
+    let ping = |flag: &str, value: &str| -> Vec<String> {
+        let to = ["--netns", a, "--to", "198.18.0.2:9200", "--count", "5", "--policy", "other"];
+        ["udp", "ping", flag, value].into_iter().chain(to).map(String::from).collect()
+    };
+    let refused = |args: Vec<String>, needles: &[&str]| {
+        assert_error(&args.iter().map(String::as_str).collect::<Vec<_>>(), needles);
+    };
     // launch times need an etf qdisc: this kernel has none (the RT VM's has: tests/rt_kernel.rs)
     let etf = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|r| format!("/lib/modules/{}/modules.dep", r.trim()))
@@ -299,39 +306,10 @@ fn what_this_machine_lacks_is_said(a: &str) {
         .map(|d| d.contains("sch_etf"))
         .unwrap_or(false);
     let why = if etf { "has no etf qdisc (root:" } else { "this kernel has no etf qdisc" };
-    assert_error(
-        &[
-            "udp",
-            "ping",
-            "--txtime",
-            "200us",
-            "--netns",
-            a,
-            "--to",
-            "198.18.0.2:9200",
-            "--count",
-            "5",
-            "--policy",
-            "other",
-        ],
-        &["--txtime", why],
-    );
+    refused(ping("--txtime", "200us"), &["--txtime", why]);
     // no NIC here has hardware timestamps: said, exit 2 (the XDP reflector answers the hellos)
-    assert_error(
-        &[
-            "udp",
-            "ping",
-            "--timestamps",
-            "hardware",
-            "--netns",
-            a,
-            "--to",
-            "198.18.0.2:9200",
-            "--count",
-            "5",
-            "--policy",
-            "other",
-        ],
+    refused(
+        ping("--timestamps", "hardware"),
         &["--timestamps hardware", "offers no hardware timestamps", "software tx, software rx"],
     );
 }

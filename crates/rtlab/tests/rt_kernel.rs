@@ -762,11 +762,13 @@ fn guestarm_pubsub_over_every_middleware_on_the_arm64_kernel() {
     for t in ["shm", "zenoh", "cyclonedds", "fastdds", "rustdds"] {
         let d = tempfile::tempdir().unwrap();
         let f = d.path().join("p.json");
+        // 100 Hz: at 500 Hz RustDDS's event loop in this TCG guest fell more than its 1 s
+        // write timeout behind once in ten runs ("Write operation timed out while blocking");
+        // at 100 Hz it passed 12 of 12 here, then failed once in CI (stop 52's run): RustDDS
+        // gets 20 Hz, 50 ms a message for its event loop (the test is of behaviour, not rate)
+        let (rate, count) = if t == "rustdds" { ("20hz", "40") } else { ("100hz", "100") };
         let o = rtlab()
-            // 100 Hz: at 500 Hz RustDDS's event loop in this TCG guest fell more than its 1 s
-            // write timeout behind once in ten runs ("Write operation timed out while
-            // blocking"); 12 of 12 at 100 Hz
-            .args(["pubsub", "--transport", t, "--count", "100", "--rate", "100hz", "-q"])
+            .args(["pubsub", "--transport", t, "--count", count, "--rate", rate, "-q"])
             .arg("--json")
             .arg(&f)
             .output()

@@ -134,6 +134,30 @@ impl Gate {
         else {
             return Err(format!("--gate {text}: {form}"));
         };
+        Gate::parse_parts(text, case, stream, cond, form)
+    }
+
+    /// A measuring command's `--gate STREAM:METRIC<=VALUE` (it measures one case: every
+    /// case, `*`); a text with a case too (`CASE:STREAM:METRIC<=VALUE`) is read as `run`'s.
+    pub fn parse_probe_flag(text: &str) -> Result<Gate, String> {
+        let form = "expected STREAM:METRIC<=VALUE, e.g. '*:max<=1ms'";
+        match text.split_once(':') {
+            Some((stream, cond)) if !cond.contains(':') => {
+                Gate::parse_parts(text, "*", stream, cond, form)
+            }
+            Some(_) => Gate::parse_flag(text),
+            None => Err(format!("--gate {text}: {form}")),
+        }
+    }
+
+    /// The gate of `--gate TEXT` from its parts; `form` is what errors say it should be.
+    fn parse_parts(
+        text: &str,
+        case: &str,
+        stream: &str,
+        cond: &str,
+        form: &str,
+    ) -> Result<Gate, String> {
         let Some((metric, value)) = cond.split_once("<=") else {
             return Err(format!("--gate {text}: '{cond}' has no '<=' ({form})"));
         };
@@ -413,6 +437,18 @@ pub fn evaluate(gates: &[Gate], cases: &[CaseRecord], planned: &[String]) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_probe_gate_names_a_stream_and_a_metric_and_takes_run_s_form_too() {
+        let g = Gate::parse_probe_flag("thread0:max<=1ms").unwrap();
+        assert_eq!((g.case.as_str(), g.stream.as_str()), ("*", "thread0"));
+        let g = Gate::parse_probe_flag("timer:*:missed<=0").unwrap();
+        assert_eq!((g.case.as_str(), g.stream.as_str()), ("timer", "*"));
+        let e = Gate::parse_probe_flag("max<=1ms").unwrap_err();
+        assert_eq!(e, "--gate max<=1ms: expected STREAM:METRIC<=VALUE, e.g. '*:max<=1ms'");
+        let e = Gate::parse_probe_flag(":max<=1ms").unwrap_err();
+        assert!(e.contains("empty stream") && e.contains("STREAM:METRIC<=VALUE"), "{e}");
+    }
 
     #[test]
     fn a_pattern_is_the_whole_name_or_a_glob() {

@@ -376,20 +376,15 @@ fn grid_html(run: &Run) -> String {
                             .iter()
                             .map(|c| crate::verdict::case_verdict(c, &run.gates))
                             .collect();
-                        let tone = if verdicts.iter().any(|v| v.failed()) {
-                            "missed"
-                        } else if verdicts.iter().any(|v| v.tone() == "kept") {
-                            "kept"
-                        } else {
-                            "none"
-                        };
+                        let sum = crate::verdict::summed(&verdicts);
+                        let tone = sum.as_ref().map_or("none", |v| v.tone());
                         // the hue says the verdict (red missed, green kept), the shade the max
                         let hue = match tone {
                             "missed" => "0, 70%",
                             "kept" => "130, 45%",
                             _ => "0, 0%",
                         };
-                        let _ = write!(o, "<td class=\"grid\" style=\"background: hsl({hue}, {light}%)\" title=\"{} case(s)\"><span class=\"verdict-{tone}\">{}</span><br>{} / {}</td>", cases.len(), esc(&crate::verdict::summed(&verdicts).map(|v| v.word()).unwrap_or_default()), us_1(*max), us(*p999));
+                        let _ = write!(o, "<td class=\"grid\" style=\"background: hsl({hue}, {light}%)\" title=\"{} case(s)\"><span class=\"verdict-{tone}\">{}</span><br>{} / {}</td>", cases.len(), esc(&sum.map(|v| v.word()).unwrap_or_default()), us_1(*max), us(*p999));
                     }
                     None => o.push_str("<td class=\"grid\">-</td>"),
                 }
@@ -467,7 +462,7 @@ fn sweeps_html(run: &Run) -> String {
     o
 }
 
-fn case_html(run: &Run, c: &CaseRecord) -> String {
+fn case_html(run: &Run, c: &CaseRecord, warned: &[crate::model::RunWarning]) -> String {
     let mut o = String::new();
     let (st, why) = status(c);
     let v = crate::verdict::case_verdict(c, &run.gates);
@@ -495,7 +490,7 @@ fn case_html(run: &Run, c: &CaseRecord) -> String {
         o.push_str("<p>Nothing was measured in this case.</p></div>\n");
         return o;
     };
-    o.push_str(&case_env_and_warnings(run, d));
+    o.push_str(&case_env_and_warnings(run, d, warned));
     if let Some(cost) = &d.cost {
         o.push_str("<pre class=\"cost\">");
         for l in crate::cost::cost_lines(cost) {
@@ -522,7 +517,11 @@ fn case_html(run: &Run, c: &CaseRecord) -> String {
 
 /// A case's environment (as the run's, or what differs) and its warnings (those the run's
 /// list says in the same words named, the case's own in full).
-fn case_env_and_warnings(run: &Run, d: &rtlab_core::schema::ResultDocument) -> String {
+fn case_env_and_warnings(
+    run: &Run,
+    d: &rtlab_core::schema::ResultDocument,
+    warned: &[crate::model::RunWarning],
+) -> String {
     let mut o = String::new();
     let diff = env_diff(&run.info.environment, &d.environment);
     if diff.is_empty() {
@@ -546,12 +545,7 @@ fn case_env_and_warnings(run: &Run, d: &rtlab_core::schema::ResultDocument) -> S
         o.push_str("<p class=\"warn\">Warnings: none</p>\n");
     } else {
         // a warning the run's list says in the same words is named; the case's own in full
-        let warned = crate::model::run_warnings(run);
-        let said = |w: &rtlab_core::schema::Warning| {
-            warned.iter().any(|r| r.code == w.code && r.message == w.message)
-        };
-        let codes: Vec<&str> =
-            d.warnings.iter().filter(|w| said(w)).map(|w| w.code.as_str()).collect();
+        let (codes, own) = crate::model::split_warnings(warned, &d.warnings);
         o.push_str("<ul class=\"warn\">");
         if !codes.is_empty() {
             let _ = write!(
@@ -561,7 +555,7 @@ fn case_env_and_warnings(run: &Run, d: &rtlab_core::schema::ResultDocument) -> S
                 run.id
             );
         }
-        for w in d.warnings.iter().filter(|w| !said(w)) {
+        for w in own {
             let _ = write!(o, "<li><b>{}</b>: {}</li>", esc(&w.code), esc(&w.message));
         }
         o.push_str("</ul>\n");
@@ -670,13 +664,7 @@ fn evidence_html(
 /// the first thing a run's part of the report shows.
 pub fn verdict_html(run: &Run) -> String {
     let v = run_verdict(run);
-    let tone = if v.failed() {
-        "missed"
-    } else if v.cases.iter().any(|c| c.tone() == "kept") {
-        "kept"
-    } else {
-        "none"
-    };
+    let tone = v.tone();
     let mut o = format!(
         "<div class=\"verdict {tone}\"><p class=\"headline\">Verdict: {}</p>\n",
         esc(&v.headline())
@@ -774,8 +762,9 @@ pub fn render_html(runs: &[Run]) -> String {
             esc(&i.environment.cmdline)
         );
         o.push_str("<h2>Case by case</h2>\n");
+        let warned = crate::model::run_warnings(run);
         for c in &run.cases {
-            o.push_str(&case_html(run, c));
+            o.push_str(&case_html(run, c, &warned));
         }
         o.push_str("</section>\n");
     }

@@ -94,6 +94,19 @@ pub fn run_warnings(run: &Run) -> Vec<RunWarning> {
     out
 }
 
+/// A case's warnings against the run's list: the codes it says in the same words (named
+/// only), and the case's own (said in full).
+pub fn split_warnings<'a>(
+    warned: &[RunWarning],
+    ws: &'a [rtlab_core::schema::Warning],
+) -> (Vec<&'a str>, Vec<&'a rtlab_core::schema::Warning>) {
+    let in_list = |w: &rtlab_core::schema::Warning| {
+        warned.iter().any(|r| r.code == w.code && r.message == w.message)
+    };
+    let (said, own): (Vec<_>, Vec<_>) = ws.iter().partition(|w| in_list(w));
+    (said.into_iter().map(|w| w.code.as_str()).collect(), own)
+}
+
 /// The cases of a run that measured something.
 pub fn measured_cases(run: &Run) -> usize {
     run.cases.iter().filter(|c| c.document.is_some()).count()

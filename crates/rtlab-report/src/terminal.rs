@@ -86,8 +86,7 @@ pub fn published_row(p: &Published) -> Vec<String> {
 }
 
 /// One studies-table row of a case: index, name, verdict, min, avg, max, missed x/N, lost x/N.
-pub fn case_row(c: &CaseRecord, verdict: &str) -> Vec<String> {
-    let st = verdict;
+pub fn case_row(c: &CaseRecord, st: &str) -> Vec<String> {
     match headline(c) {
         Some(s) => vec![
             c.index.to_string(),
@@ -334,15 +333,11 @@ fn case_warnings_text(warned: &[RunWarning], ws: &[rtlab_core::schema::Warning])
     if ws.is_empty() {
         return "warnings: none\n".into();
     }
-    let said = |w: &rtlab_core::schema::Warning| {
-        warned.iter().any(|r| r.code == w.code && r.message == w.message)
-    };
+    let (codes, own) = crate::model::split_warnings(warned, ws);
     let mut out = String::new();
-    let codes: Vec<&str> = ws.iter().filter(|w| said(w)).map(|w| w.code.as_str()).collect();
     if !codes.is_empty() {
         let _ = writeln!(out, "warnings: {} (the run's Warnings say them)", codes.join(", "));
     }
-    let own: Vec<_> = ws.iter().filter(|w| !said(w)).collect();
     if !own.is_empty() {
         let _ = writeln!(out, "{}", if codes.is_empty() { "warnings:" } else { "and:" });
         for w in own {

@@ -263,6 +263,12 @@ impl RunVerdict<'_> {
         self.cases.iter().filter(|v| f(v)).count()
     }
 
+    /// The run's tone (as a case's): `missed` when a case failed, `kept` when one kept and
+    /// none failed, else `none`.
+    pub fn tone(&self) -> &'static str {
+        summed(&self.cases).map_or("none", |s| s.tone())
+    }
+
     /// Whether a case missed a deadline, lost a message or broke a gate.
     pub fn failed(&self) -> bool {
         self.cases.iter().any(CaseVerdict::failed)

@@ -122,18 +122,7 @@ impl GateArgs {
     pub fn parse(&self) -> anyhow::Result<Vec<rtlab_core::gate::Gate>> {
         self.gate
             .iter()
-            .map(|g| {
-                // a probe measures one case: its gates name a stream and a metric only
-                let full = if g.matches(':').count() == 1 { format!("*:{g}") } else { g.clone() };
-                rtlab_core::gate::Gate::parse_flag(&full).map_err(|e| {
-                    anyhow::anyhow!(e
-                        .replace(&format!("--gate {full}"), &format!("--gate {g}"))
-                        .replace(
-                            "CASE:STREAM:METRIC<=VALUE, e.g. 'timer/*:*:max<=1ms'",
-                            "STREAM:METRIC<=VALUE, e.g. '*:max<=1ms'"
-                        ))
-                })
-            })
+            .map(|g| rtlab_core::gate::Gate::parse_probe_flag(g).map_err(|e| anyhow::anyhow!(e)))
             .collect()
     }
 }

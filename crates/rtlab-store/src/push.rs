@@ -22,8 +22,9 @@
 //! - The target gives the run its own short id; the uuid, host and command line are kept.
 
 use crate::db::{p, Db, DbErr};
+use crate::insert::{insert_case, insert_env, insert_run, RAW_COLS};
 use crate::resume::{insert_resumption, CASE_CHILDREN};
-use crate::{insert_case, insert_env, insert_run, RawSource, Result, RunHost, Store, RAW_COLS};
+use crate::{RawSource, Result, RunHost, Store};
 use rtlab_core::run::{Run, RunStatus};
 
 /// What pushing one run did.

@@ -7,11 +7,15 @@
 //! - `ping`: the engine (periodic on an absolute grid, or pingpong) over a [`ping::Link`].
 //! - `link`: the real link (UDP socket, poll, absolute timerfd).
 //! - `reflect`: the reflector's decision per datagram and what it saw.
-//! - `run`: configs, sockets and their options, threads, outcomes and result streams.
+//! - `config`: the ping's and reflector's configurations and their checks.
+//! - `open`: the link's opening (socket, namespace, XDP, pre-flight).
+//! - `run`: the measuring threads, outcomes and result streams.
 //!
 //! The definitions are in `docs/udp.md`.
 
+mod config;
 pub mod link;
+mod open;
 pub mod ping;
 pub mod reflect;
 pub mod run;

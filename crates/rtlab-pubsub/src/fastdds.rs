@@ -85,6 +85,11 @@ use std::ffi::CString;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+mod library;
+
+use library::load;
+pub use library::{FastDdsLib, DEBIAN_VERSION, FAST_DDS, ROS2_BUILT_VERSION};
+
 const NAME: &str = "fastdds";
 /// The largest domain id, as `dds` ([`crate::dds::MAX_DOMAIN`]).
 pub const MAX_DOMAIN: u32 = crate::dds::MAX_DOMAIN;
@@ -170,86 +175,6 @@ pub fn shm_segment_note(
             "fastdds: messages of {size} bytes do not fit Fast DDS's shared-memory segment ({segment} bytes, {whose}): between Fast DDS participants of one host, reliable ones wait for repairs and a short keep-last history loses most of them (measured here at 1 MiB with the default segment, docs/pubsub.md); UDP (another DDS, another host) and best-effort were not affected; a larger segment: --fastdds-shm SIZE"
         )
     })
-}
-
-/// What a process holds once the `fastdds` transport is loaded ([`crate::dl::claim_fast_dds`]).
-pub const FAST_DDS: &str = "Fast DDS 2.9 (Debian's libfastrtps, the fastdds transport)";
-
-/// Which Fast DDS library the transport runs on (`--fastdds-lib`, scenario key `fastdds_lib`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FastDdsLib {
-    /// Debian's Fast DDS 2.9 (libfastrtps), the shim built against it.
-    #[default]
-    Debian,
-    /// The Fast DDS of the ROS 2 installation (the one its rmw_fastrtps_cpp runs on: 3.2.2
-    /// in the package registry's ROS 2), the shim built against it at build time: beside
-    /// `ros2` the difference is rcl, the RMW and the type support alone.
-    Ros2,
-}
-
-impl FastDdsLib {
-    pub fn parse(s: &str) -> Option<FastDdsLib> {
-        match s {
-            "debian" => Some(FastDdsLib::Debian),
-            "ros2" => Some(FastDdsLib::Ros2),
-            _ => None,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            FastDdsLib::Debian => "debian",
-            FastDdsLib::Ros2 => "ros2",
-        }
-    }
-}
-
-pub use rtlab_bindings::fastdds::{DEBIAN_VERSION, ROS2_BUILT_VERSION};
-
-/// Load the Fast DDS shim for `ros2`'s Fast DDS when given, else Debian's (once per
-/// process); the process holds that Fast DDS from then on ([`crate::dl::claim_fast_dds`]).
-fn load(ros2: Option<&Installation>) -> Result<(), String> {
-    let (who, which) = match ros2 {
-        None => (FAST_DDS.to_string(), shim::Shim::Debian),
-        Some(inst) => (ros2_fast_dds(inst)?, shim::Shim::Ros2),
-    };
-    crate::dl::claim_fast_dds(&who)?;
-    if let Some(inst) = ros2 {
-        preload_fast_dds(inst)?;
-    }
-    shim::load(which)
-}
-
-/// The claim of `inst`'s Fast DDS, when the shim of this build fits it (the same major
-/// and minor version: one soname, one ABI).
-fn ros2_fast_dds(inst: &Installation) -> Result<String, String> {
-    let built = ROS2_BUILT_VERSION;
-    if !shim::ros2_shim_built() {
-        return Err("--fastdds-lib ros2: this rtlab was built without a ROS 2 installation's Fast DDS 3 (scripts/setup.sh installs one; then rebuild)".into());
-    }
-    let who = inst.fast_dds().ok_or_else(|| {
-        format!("--fastdds-lib ros2: {} runs no Fast DDS ({})", inst.rmw, inst.describe())
-    })?;
-    let have = inst.middleware.as_ref().and_then(|m| m.version.clone()).unwrap_or_default();
-    let minor = |v: &str| v.split('.').take(2).collect::<Vec<_>>().join(".");
-    if minor(&have) != minor(built) {
-        return Err(format!(
-            "--fastdds-lib ros2: {} has Fast DDS {have}, this rtlab's shim was built against {built}",
-            inst.prefix.display()
-        ));
-    }
-    Ok(who)
-}
-
-/// Load `inst`'s Fast DDS (its closure, by full path) so that the shim finds it by soname.
-fn preload_fast_dds(inst: &Installation) -> Result<(), String> {
-    let m = inst.middleware.as_ref().ok_or("no middleware")?;
-    let order = crate::ros2::elf::closure(std::slice::from_ref(&m.library), &inst.lib_dirs)?;
-    for p in &order {
-        crate::dl::Library::open(p, crate::dl::Bind::LazyLocal)
-            .map_err(|e| format!("loading {}: {e}", p.display()))?;
-    }
-    Ok(())
 }
 
 fn bad(what: &'static str, why: String) -> TransportError {
@@ -748,70 +673,4 @@ impl FastDdsTransport {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn net(interface: Option<&str>, peers: &[&str]) -> DdsNetwork {
-        DdsNetwork {
-            interface: interface.map(Into::into),
-            peers: peers.iter().map(|p| p.to_string()).collect(),
-        }
-    }
-
-    #[test]
-    fn the_shm_segment_note_comes_only_when_fast_dds_is_on_both_sides_and_a_message_exceeds_it() {
-        let d = Shm::Default;
-        assert!(shm_segment_note(64 << 10, true, d).is_none());
-        assert!(shm_segment_note(1 << 20, false, d).is_none(), "another DDS on the far side: UDP");
-        let n = shm_segment_note(1 << 20, true, d).expect("1 MiB exceeds 512 KiB");
-        assert!(n.starts_with("fastdds: messages of ") && n.contains("524288"), "{n}");
-        assert!(shm_segment_note(SHM_SEGMENT, true, d).is_some(), "the header makes it larger");
-        assert!(shm_segment_note(1 << 20, true, Shm::Off).is_none(), "no shared memory");
-        assert!(shm_segment_note(1 << 20, true, Shm::Segment(4 << 20)).is_none());
-        let n = shm_segment_note(4 << 20, true, Shm::Segment(4 << 20)).unwrap();
-        assert!(n.contains("4194304 bytes, --fastdds-shm"), "{n}");
-    }
-
-    #[test]
-    fn shm_settings_parse_or_say_why_not() {
-        assert_eq!(Shm::parse("off"), Ok(Shm::Off));
-        assert_eq!(Shm::parse("default"), Ok(Shm::Default));
-        assert_eq!(Shm::parse("4MiB"), Ok(Shm::Segment(4 << 20)));
-        assert_eq!(Shm::Segment(4 << 20).label().as_deref(), Some("4194304"));
-        assert_eq!(Shm::Default.label(), None);
-        let e = Shm::parse("1kib").unwrap_err();
-        assert!(e.contains("between 65536"), "{e}");
-        let e = Shm::parse("lots").unwrap_err();
-        assert!(e.starts_with("'lots': off, default or a segment size"), "{e}");
-    }
-
-    #[test]
-    fn loopback_plan_and_interfaces_by_name_or_address() {
-        let lo = std::net::Ipv4Addr::LOCALHOST;
-        assert_eq!(
-            plan(&DdsNetwork::default()).unwrap(),
-            NetPlan { whitelist: vec![lo], peers: vec![(lo, 0)] }
-        );
-        let p = plan(&net(Some("lo"), &["127.0.0.1", "127.0.0.2:7410", "localhost"])).unwrap();
-        assert_eq!(p.whitelist, vec![lo]);
-        assert_eq!(p.peers, vec![(lo, 0), (std::net::Ipv4Addr::new(127, 0, 0, 2), 7410), (lo, 0)]);
-        let p = plan(&net(Some("127.0.0.1"), &[])).unwrap();
-        assert_eq!(p, NetPlan { whitelist: vec![lo], peers: vec![] });
-    }
-
-    #[test]
-    fn bad_interface_or_peer_is_one_clear_line() {
-        for (n, want) in [
-            (net(Some("nosuchif0"), &[]), "nosuchif0"),
-            (net(Some("192.0.2.254"), &[]), "192.0.2.254"),
-            (net(None, &["10.0.0.1"]), "10.0.0.1"),
-            (net(Some("lo"), &["a\"b"]), "peers"),
-            (net(Some("::1"), &[]), "IPv6"),
-        ] {
-            let e = FastDdsTransport::with_network(100, &n).err().expect("refused").to_string();
-            assert!(e.starts_with("fastdds: ") && e.contains(want) && !e.contains('\n'), "{e}");
-        }
-        let e = FastDdsTransport::new(MAX_DOMAIN + 1).err().expect("refused").to_string();
-        assert!(e.contains("domain id 232"), "{e}");
-    }
-}
+mod tests;

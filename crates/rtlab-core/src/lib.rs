@@ -13,6 +13,7 @@ pub mod evidence;
 pub mod fleet;
 pub mod gate;
 pub mod histogram;
+pub mod judging;
 pub mod lines;
 pub mod raw;
 pub mod rt;

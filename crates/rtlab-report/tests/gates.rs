@@ -4,7 +4,8 @@
 
 mod fixture;
 
-use rtlab_core::gate::{evaluate, Gate};
+use rtlab_core::gate::Gate;
+use rtlab_core::judging::evaluate;
 use rtlab_core::run::Run;
 use rtlab_report::junit::junit;
 

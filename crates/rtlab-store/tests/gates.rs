@@ -5,7 +5,8 @@
 #[path = "../../rtlab-report/tests/fixture/mod.rs"]
 mod fixture;
 
-use rtlab_core::gate::{evaluate, Gate, Outcome};
+use rtlab_core::gate::{Gate, Outcome};
+use rtlab_core::judging::evaluate;
 use rtlab_core::run::{CaseStatus, Run, RunStatus};
 use rtlab_store::Store;
 

@@ -98,7 +98,8 @@ fn compare_bad_input_is_one_line_exit_2() {
 /// Runs 1..=4 of one scenario and host: 1 good; 2 good (no gate); 3 a gate broken; 4 the
 /// candidate, with a planted regression when `regress`. Another host's good run is 5.
 fn baseline_store(dir: &std::path::Path, regress: bool) -> String {
-    use rtlab_core::gate::{evaluate, Gate};
+    use rtlab_core::gate::Gate;
+    use rtlab_core::judging::evaluate;
     use rtlab_core::run::CaseStatus;
     let db = dir.join("b.db");
     let mut good = fixture::run();

@@ -223,7 +223,7 @@ pub fn judge(
         started_at: doc.started_at.clone(),
         duration_ns: doc.duration_ns,
     };
-    let verdicts = rtlab_core::gate::evaluate(
+    let verdicts = rtlab_core::judging::evaluate(
         gates,
         std::slice::from_ref(&case),
         std::slice::from_ref(&case.name),

@@ -228,7 +228,7 @@ fn conclude(
     let Ended { run_id, status, cases, progress } = ended;
     // the gates are judged over every case of the run (a resumed run's earlier ones too)
     let stored = store.load_run(run_id).map_err(|e| anyhow::anyhow!("--db {}: {e}", a.db))?;
-    let verdicts = rtlab_core::gate::evaluate(gates, &stored.cases, planned);
+    let verdicts = rtlab_core::judging::evaluate(gates, &stored.cases, planned);
     store
         .save_gate_verdicts(run_id, &verdicts)
         .map_err(|e| anyhow::anyhow!("--db {}: {e}", a.db))?;

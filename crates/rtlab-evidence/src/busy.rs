@@ -8,8 +8,7 @@
 //! important first. Sources: Documentation/trace/events.rst (sched_switch, irq and softirq
 //! events).
 
-use crate::explain::{is_victim, ms};
-use crate::trace::{field, Event};
+use crate::trace::{field, is_victim, ms, Event};
 use std::collections::BTreeMap;
 
 /// Interruptions closer than this are one stretch (an IRQ, then the softirqs it raised).

@@ -7,23 +7,8 @@
 //! first. Sources: Documentation/trace/events.rst (sched_switch, sched_wakeup, irq and
 //! softirq events).
 
-use crate::trace::{field, Event};
+use crate::trace::{field, is_victim, ms, Event};
 use std::collections::BTreeMap;
-
-/// A duration as said in an explanation: `N us` below a millisecond, `N.N ms` above.
-pub(crate) fn ms(ns: u64) -> String {
-    if ns < 1_000_000 {
-        format!("{} us", ns / 1_000)
-    } else {
-        format!("{:.1} ms", ns as f64 / 1e6)
-    }
-}
-
-/// Whether `comm` is one of the probe's threads: `victim` is a comm prefix, or several
-/// separated by `|` (`rtlab-pong|rtlab-sub`: a round trip's receivers and echoes).
-pub(crate) fn is_victim(comm: &str, victim: &str) -> bool {
-    victim.split('|').any(|v| !v.is_empty() && comm.starts_with(v))
-}
 
 /// One wake-up of a probe thread in a trace: when it was woken and when it ran (trace clock,
 /// ns), on which CPU.

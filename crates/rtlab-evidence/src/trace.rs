@@ -2,7 +2,9 @@
 //! (`comm-pid [cpu] flags ts: event: fields`) and the `key=value` fields of an event.
 //!
 //! Contract: pure text parsing; lines that are not events (headers, lost-event notes) are
-//! skipped. Source: Documentation/trace/ftrace.rst ("The File System", output format).
+//! skipped. Source: Documentation/trace/ftrace.rst ("The File System", output format). With
+//! the words the explanations share: which comms are the probe's threads ([`is_victim`]) and a
+//! duration as said ([`ms`]).
 
 /// One ftrace event line.
 #[derive(Clone, Debug, PartialEq)]
@@ -81,6 +83,21 @@ fn parse_ts(s: &str) -> Option<u64> {
 /// The value of `key=` among an event's fields.
 pub(crate) fn field<'a>(fields: &'a str, key: &str) -> Option<&'a str> {
     fields.split_whitespace().find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// A duration as said in an explanation: `N us` below a millisecond, `N.N ms` above.
+pub(crate) fn ms(ns: u64) -> String {
+    if ns < 1_000_000 {
+        format!("{} us", ns / 1_000)
+    } else {
+        format!("{:.1} ms", ns as f64 / 1e6)
+    }
+}
+
+/// Whether `comm` is one of the probe's threads: `victim` is a comm prefix, or several
+/// separated by `|` (`rtlab-pong|rtlab-sub`: a round trip's receivers and echoes).
+pub(crate) fn is_victim(comm: &str, victim: &str) -> bool {
+    victim.split('|').any(|v| !v.is_empty() && comm.starts_with(v))
 }
 
 #[cfg(test)]

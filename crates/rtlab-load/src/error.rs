@@ -5,6 +5,7 @@
 //! what the lab reads to call a case skipped.
 
 use rtlab_core::error::Missing;
+use std::io::Read;
 
 /// Errors of loads.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +57,20 @@ pub(crate) fn need(tool: &str, package: &str) -> Result<(), LoadError> {
         Some(_) => Ok(()),
         None => Err(Missing::tool(tool, package).into()),
     }
+}
+
+/// The last non-empty line of a child's stderr, as `": line"` (empty if none).
+pub(crate) fn last_stderr_line(c: &mut std::process::Child) -> String {
+    let mut s = String::new();
+    if let Some(mut e) = c.stderr.take() {
+        let _ = e.read_to_string(&mut s);
+    }
+    last_line(&s)
+}
+
+/// The last non-empty line of `s`, as `": line"` (empty if none).
+pub(crate) fn last_line(s: &str) -> String {
+    s.lines().rfind(|l| !l.trim().is_empty()).map(|l| format!(": {}", l.trim())).unwrap_or_default()
 }
 
 #[cfg(test)]

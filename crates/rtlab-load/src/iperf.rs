@@ -16,7 +16,7 @@ pub(crate) fn wait_listening(t: &TrafficConfig, server: &mut Child) -> Result<()
             return Err(LoadError::Died {
                 what: "iperf3 server".into(),
                 status: st.to_string(),
-                stderr: crate::running::last_stderr_line(server),
+                stderr: crate::error::last_stderr_line(server),
             });
         }
         if t.netns.is_none() {

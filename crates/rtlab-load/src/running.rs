@@ -8,7 +8,7 @@
 //! child are drained by reader threads, so a chatty tool never blocks on a full pipe.
 
 use crate::config::{command_of, server_command};
-use crate::error::need;
+use crate::error::{last_line, need};
 use crate::iperf::{parse_iperf, wait_listening};
 use crate::{CpuTimes, LoadConfig, LoadError, TrafficSide};
 use rtlab_core::error::Missing;
@@ -110,19 +110,6 @@ struct Proc {
     child: Child,
     stderr: Drain,
     stdout: Drain,
-}
-
-/// The last non-empty line of a child's stderr, as `": line"` (empty if none).
-pub(crate) fn last_stderr_line(c: &mut Child) -> String {
-    let mut s = String::new();
-    if let Some(mut e) = c.stderr.take() {
-        let _ = e.read_to_string(&mut s);
-    }
-    last_line(&s)
-}
-
-fn last_line(s: &str) -> String {
-    s.lines().rfind(|l| !l.trim().is_empty()).map(|l| format!(": {}", l.trim())).unwrap_or_default()
 }
 
 /// A request to the spawner thread.

@@ -5,7 +5,7 @@
 //! Contract: memory locked and /dev/cpu_dma_latency held (when asked) for the run only; a
 //! refused priority is a [`LabError::Missing`]; never prints.
 
-use super::PubsubProbeConfig;
+use super::config::PubsubProbeConfig;
 use crate::document::{new_document, run_warnings, RunFacts};
 use crate::error::LabError;
 use crate::far::roles::AgentRoles;

@@ -144,7 +144,7 @@ impl CaseSetup {
             s.loads.push(l);
         }
         // the supervisor of the case (when there is one) keeps its policy and CPUs
-        let keep = super::supervise::supervisor_tid().into_iter().collect();
+        let keep = super::marks::supervisor_tid().into_iter().collect();
         let target = rtlab_tune::profile::Target { rt_cpu, nic: None, netns: None, pids, keep };
         let journal = std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL);
         // what this rtlab's previous case could not put back (warned there) is tried again
@@ -172,7 +172,7 @@ impl CaseSetup {
 
     /// The measurement is over: put the profile back, stop the load, keep what it achieved.
     pub fn finish(&mut self) {
-        if super::supervise::abandoned() {
+        if super::marks::abandoned() {
             // left behind by the supervisor, which put the machine back itself (the journal
             // may hold a later case's changes by now): touch nothing
             if let Some(s) = self.session.take() {

@@ -16,15 +16,15 @@
 //! running when it was asked to stop; its document, when it returned one, is kept. So a run
 //! always ends, and SIGTERM ends it within 2 x [`GRACE`] plus the case's own stop.
 
-use super::LiveExecutor;
+use super::live::{run_here, LiveExecutor};
+use super::marks::{abandon, set_supervisor};
 use crate::runner::CaseResult;
 use crate::scenario::CaseSpec;
 use rtlab_core::run::CaseStatus;
 use rtlab_sys::tune_sys::{restore_own_threads, OwnThreads};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
-use std::thread::ThreadId;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a case asked to stop has to end, before its real-time threads are put back to
@@ -34,23 +34,6 @@ pub const GRACE: Duration = Duration::from_secs(5);
 /// How much longer than its plan a case may run by default.
 pub fn default_overrun(planned: Duration) -> Duration {
     Duration::from_secs(60) + planned / 2
-}
-
-/// Case threads left behind: their guards must not touch the machine if they ever return.
-static ABANDONED: Mutex<Vec<ThreadId>> = Mutex::new(Vec::new());
-
-/// The supervisor's thread id while it supervises (0: none): a profile leaves it alone.
-static SUPERVISOR: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-
-/// The thread supervising the running case, if any.
-pub fn supervisor_tid() -> Option<i32> {
-    Some(SUPERVISOR.load(Ordering::Relaxed)).filter(|t| *t > 0)
-}
-
-/// Whether the calling thread is a case left behind by the supervisor.
-pub fn abandoned() -> bool {
-    let me = std::thread::current().id();
-    ABANDONED.lock().map(|v| v.contains(&me)).unwrap_or(false)
 }
 
 /// Why the case was asked to stop.
@@ -69,11 +52,11 @@ pub(super) fn run(
     let overrun = exec.overrun.unwrap_or_else(|| default_overrun(planned));
     let case_stop = Arc::new(AtomicBool::new(false));
     let before = OwnThreads::now();
-    SUPERVISOR.store(rtlab_sys::tune_sys::gettid(), Ordering::Relaxed);
+    set_supervisor(rtlab_sys::tune_sys::gettid());
     struct Unset;
     impl Drop for Unset {
         fn drop(&mut self) {
-            SUPERVISOR.store(0, Ordering::Relaxed);
+            set_supervisor(0);
         }
     }
     let _unset = Unset;
@@ -86,7 +69,7 @@ pub(super) fn run(
     let pair = pair_name.clone();
     let spawned = std::thread::Builder::new().name("rtlab-case".into()).spawn(move || {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            super::run_here(&online, &trace_dir, progress.as_mut(), &owned, &stop, &pair)
+            run_here(&online, &trace_dir, progress.as_mut(), &owned, &stop, &pair)
         }))
         .unwrap_or_else(|_| {
             CaseResult::failed("the case panicked (a bug in rtlab: please report it)")
@@ -143,9 +126,7 @@ pub(super) fn run(
             demoted = true;
         }
         if demoted && at.elapsed() > 2 * GRACE {
-            if let Ok(mut v) = ABANDONED.lock() {
-                v.push(handle.thread().id());
-            }
+            abandon(handle.thread().id());
             let cleanup = put_back(&pair_name);
             let how =
                 format!(

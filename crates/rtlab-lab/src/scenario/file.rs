@@ -1,6 +1,7 @@
 //! The scenario file's TOML as serde reads it (every key spanned, for errors naming the
 //! line), and the built-in loads. Pure data; the reading steps are in `read.rs`.
 
+use super::spec::ScenarioError;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use toml::Spanned;
@@ -46,7 +47,7 @@ pub(super) struct FileSpec {
     pub(super) published: Vec<Spanned<PublishedSpec>>,
     /// Limits the cases must keep (see `gates.rs`).
     #[serde(default)]
-    pub(super) gate: Vec<super::gates::GateTable>,
+    pub(super) gate: Vec<GateTable>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -84,4 +85,32 @@ pub(super) struct PublishedSpec {
     pub(super) missed: Option<u64>,
     pub(super) lost: Option<u64>,
     pub(super) of: Option<u64>,
+}
+
+/// A `[[gate]]` table as read from the file.
+pub(super) type GateTable = Spanned<BTreeMap<String, Spanned<toml::Value>>>;
+
+/// Where in the file: its origin and text, for errors that name the line.
+pub(super) struct Ctx<'a> {
+    pub(super) origin: &'a str,
+    pub(super) text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn line_of(&self, offset: usize) -> usize {
+        self.text[..offset.min(self.text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+    }
+    pub(super) fn err(
+        &self,
+        span: std::ops::Range<usize>,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> ScenarioError {
+        ScenarioError {
+            origin: self.origin.into(),
+            line: self.line_of(span.start),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
 }

@@ -14,14 +14,9 @@
 //! Contract: every error is one [`ScenarioError`] naming the file, line, `gate[N].KEY`; a
 //! gate whose case matches no case of the scenario is an error (a typo must not pass).
 
-use super::read::Ctx;
-use super::{CaseSpec, ScenarioError};
+use super::file::{Ctx, GateTable};
+use super::spec::{CaseSpec, ScenarioError};
 use rtlab_core::gate::{pattern_match, Gate, GateLimit, GateMetric, METRIC_NAMES};
-use std::collections::BTreeMap;
-use toml::Spanned;
-
-/// A `[[gate]]` table as read from the file.
-pub(super) type GateTable = Spanned<BTreeMap<String, Spanned<toml::Value>>>;
 
 /// The gates of every `[[gate]]` table, in order (limits in the order p99_9, max, missed,
 /// lost), each checked against the scenario's cases.

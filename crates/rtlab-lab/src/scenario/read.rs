@@ -7,8 +7,9 @@
 //! same text always gives the same cases in the same order. Reads files (relative profile
 //! paths) and nothing else; never prints.
 
+use super::file::Ctx;
 use super::file::{FileSpec, LoadFileSpec, PublishedSpec};
-use super::{
+use super::spec::{
     builtin_load, CaseSpec, LoadSpec, Scenario, ScenarioError, MAX_CASES, MAX_REPETITIONS,
     MIN_SLOTS,
 };
@@ -26,30 +27,6 @@ const CASE_KEYS: &[&str] =
     &["kind", "repetitions", "trace_on_spike", "counters", "loads", "profiles"];
 /// Keys a probe inherits from the top of the file when it does not set them.
 const INHERITED: &[&str] = &["duration", "count", "deadline"];
-
-pub(super) struct Ctx<'a> {
-    origin: &'a str,
-    text: &'a str,
-}
-
-impl Ctx<'_> {
-    fn line_of(&self, offset: usize) -> usize {
-        self.text[..offset.min(self.text.len())].bytes().filter(|&b| b == b'\n').count() + 1
-    }
-    pub(super) fn err(
-        &self,
-        span: std::ops::Range<usize>,
-        field: impl Into<String>,
-        message: impl Into<String>,
-    ) -> ScenarioError {
-        ScenarioError {
-            origin: self.origin.into(),
-            line: self.line_of(span.start),
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-}
 
 /// The text of a scalar value as written (`"1ms"` -> `1ms`, `500` -> `500`).
 fn value_text(v: &toml::Value) -> String {

@@ -1,7 +1,7 @@
 //! Whether `rtla timerlat top` can run here: the timerlat tracer in tracefs, rtla on PATH
 //! and its version; [`Availability::missing`] says in one sentence what is missing.
 
-use super::TRACEFS_DIRS;
+use super::names::TRACEFS_DIRS;
 use rtlab_tune::host::Host;
 use serde::{Deserialize, Serialize};
 use std::path::Path;

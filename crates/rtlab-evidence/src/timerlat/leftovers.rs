@@ -1,6 +1,7 @@
 //! What rtla leaves in tracefs when it is killed, put back through the journal.
 
-use super::{detect_with, tracefs_dir, OSNOISE_SETTINGS, RTLA_INSTANCES};
+use super::availability::{detect_with, tracefs_dir};
+use super::names::{OSNOISE_SETTINGS, RTLA_INSTANCES};
 use rtlab_tune::host::Host;
 use rtlab_tune::session::Action;
 

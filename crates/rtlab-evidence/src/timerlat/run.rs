@@ -1,8 +1,10 @@
 //! A running `rtla timerlat top`: started with its output captured, stopped with SIGINT (then
 //! SIGKILL after a grace), and what it printed parsed.
 
-use super::{command, detect, parse_top, validate, TimerlatConfig, TimerlatReport};
-use super::{RTLA_INSTANCES, STOP_GRACE, TRACEFS_DIRS};
+use super::availability::detect;
+use super::command::{command, validate, TimerlatConfig};
+use super::names::{RTLA_INSTANCES, STOP_GRACE, TRACEFS_DIRS};
+use super::report::{parse_top, TimerlatReport};
 use crate::error::TraceError;
 use rtlab_core::error::Missing;
 use rtlab_tune::host::Host;

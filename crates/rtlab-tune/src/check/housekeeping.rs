@@ -2,7 +2,7 @@
 //! timer migration, the watchdogs, the vmstat worker, unbound workqueues, ksoftirqd and the
 //! NIC's qdiscs.
 
-use super::{c, read_trim, running_comms, tasks, Check, Status};
+use super::status::{c, read_trim, running_comms, tasks, Check, Status};
 use crate::host::Host;
 
 /// irqbalance, which rewrites the IRQ affinities a profile sets.

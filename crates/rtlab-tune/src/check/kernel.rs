@@ -2,7 +2,7 @@
 //! governor and C-states, SMT, huge pages, swap, virtualization, threaded IRQs, PM QoS and
 //! ftrace.
 
-use super::{c, cmdline_value, read_trim, Check, Env, Status};
+use super::status::{c, cmdline_value, read_trim, Check, Env, Status};
 use crate::host::Host;
 
 /// A PREEMPT_RT kernel, and the preemption model in force.

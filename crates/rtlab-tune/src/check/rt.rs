@@ -1,7 +1,7 @@
 //! Checks of real-time scheduling: RT throttling and its period, the privilege to use
 //! SCHED_FIFO, and RT group scheduling of this process's cgroup.
 
-use super::{c, Check, Env, Status};
+use super::status::{c, Check, Env, Status};
 
 /// RT throttling (kernel.sched_rt_runtime_us).
 pub(super) fn rt_throttling(env: &Env) -> Check {

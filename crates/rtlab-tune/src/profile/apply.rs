@@ -1,8 +1,9 @@
 //! Applying a plan through a journaled session, step by step, and whether a journaled
 //! change is still in force.
 
-use super::plan::{plan, Step, Target};
-use super::{find, NamedProfile, Profile, ProfileError};
+use super::catalog::{find, NamedProfile, Profile, ProfileError};
+use super::plan::plan;
+use super::step::{Step, Target};
 use crate::host::Host;
 use crate::journal::{Change, JournalError};
 use serde::Serialize;

@@ -1,7 +1,7 @@
 //! Cgroups and cpusets of a plan: a cgroup that gives real-time runtime to rtlab's
 //! processes, and the isolated CPUs (a cgroup-v2 partition, else a cgroup-v1 cpuset).
 
-use super::plan::{threads_of, Report, Step, Target};
+use super::step::{threads_of, Report, Step, Target};
 use crate::host::Host;
 use crate::session::Action;
 use std::collections::BTreeMap;

@@ -6,7 +6,7 @@
 //!
 //! Definitions in docs/reports.md ("cost"); the figures are the document's `cost`.
 
-use crate::terminal::align_left;
+use crate::table::align_left;
 use rtlab_core::cost::{rss_growth, Cost, CostWindow, RssSample};
 use rtlab_core::run::{CaseRecord, Run};
 

@@ -5,7 +5,7 @@
 //! gates. Pure text; the HTML escapes every value.
 
 use crate::svg::esc;
-use crate::terminal::align_left;
+use crate::table::align_left;
 use rtlab_core::gate::{GateVerdict, Outcome};
 use rtlab_core::run::Run;
 use std::fmt::Write as _;

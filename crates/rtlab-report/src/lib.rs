@@ -19,12 +19,14 @@ pub mod dashboard;
 pub mod gates;
 pub mod html;
 pub mod junit;
+pub mod ks;
 pub mod model;
 pub mod noise;
 pub mod render;
 pub mod ros2_layer;
 pub mod summary;
 pub mod svg;
+pub mod table;
 pub mod terminal;
 pub mod verdict;
 

@@ -26,10 +26,10 @@
 //! real-time regression, and gaps that do steal show in stolen %. A figure that was 0 in A
 //! has no growth in percent and is not judged (as latency's).
 
-use crate::compare::{ks_histograms, verdict, CompareConfig, Ks, Verdict};
+use crate::ks::{ks_histograms, verdict, CompareConfig, Ks, Verdict};
 use crate::model::params_text;
 use crate::summary::noise::{rows, NoiseRow, GAP_METRIC};
-use crate::terminal::align_left;
+use crate::table::align_left;
 use rtlab_core::run::{CaseRecord, Run};
 use rtlab_core::schema::Stream;
 use rtlab_core::units::us_1;

@@ -19,6 +19,7 @@ use crate::model::{
 };
 use crate::render::{stats_table, Row};
 use crate::ros2_layer::{ros2_layer, Ros2Layer, DEFINITION};
+use crate::table::align_left;
 use crate::verdict::run_verdict;
 use rtlab_core::run::{CaseRecord, Published, Run};
 use rtlab_core::schema::Environment;
@@ -31,37 +32,6 @@ fn us(v: Option<i64>) -> String {
 
 fn usf(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into())
-}
-
-/// Align a table: the first two columns left, the others right, two spaces apart.
-pub fn align(rows: &[Vec<String>]) -> String {
-    align_left(rows, &[0, 1])
-}
-
-/// Align a table: the columns in `left` left-aligned, the others right, two spaces apart.
-pub fn align_left(rows: &[Vec<String>], left: &[usize]) -> String {
-    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..n)
-        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|v| v.chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (c, v) in r.iter().enumerate() {
-            let pad = widths[c] - v.chars().count();
-            if c > 0 {
-                line.push_str("  ");
-            }
-            if left.contains(&c) {
-                let _ = write!(line, "{v}{}", " ".repeat(pad));
-            } else {
-                let _ = write!(line, "{}{v}", " ".repeat(pad));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
 }
 
 /// The published figures as a table row (same columns as a measured row).

@@ -142,7 +142,7 @@ fn cost_table(out: &mut String, s: &PubsubSummary<'_>) {
         rows.push(cells);
     }
     out.push('\n');
-    out.push_str(&crate::terminal::align_left(&rows, &[0]));
+    out.push_str(&crate::table::align_left(&rows, &[0]));
     out.push_str("(cost: CPU of every thread of this side (rtlab, the middleware, role processes) over the case's window, user and system; cpus = CPU time / window; cpu/msg = that CPU / messages published; faults and preempted = page faults and involuntary context switches of the measuring threads)\n");
 }
 

@@ -69,6 +69,6 @@ pub fn run(a: RunsArgs) -> anyhow::Result<u8> {
             r.kernel_release.clone(),
         ]);
     }
-    write!(out, "{}", rtlab_report::terminal::align_left(&rows, &[1, 2, 3, 6, 7]))?;
+    write!(out, "{}", rtlab_report::table::align_left(&rows, &[1, 2, 3, 6, 7]))?;
     Ok(0)
 }

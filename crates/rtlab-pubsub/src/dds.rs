@@ -59,15 +59,7 @@ pub fn loopback_config() -> String {
     .to_string()
 }
 
-/// Which network a DDS domain uses (see the module docs).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DdsNetwork {
-    /// Interface name (`eth0`) or one of its addresses; None: loopback only.
-    pub interface: Option<String>,
-    /// Unicast discovery peers (addresses or host names, optionally `:PORT`); empty with an
-    /// interface: multicast discovery.
-    pub peers: Vec<String>,
-}
+pub use crate::dds_common::DdsNetwork;
 
 fn bad(what: &'static str, why: String) -> TransportError {
     TransportError::Library { transport: NAME, what, why }

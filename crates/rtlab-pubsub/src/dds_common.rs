@@ -10,10 +10,19 @@
 //! or logs per message (what the library does is said in each transport's notes). Never
 //! prints.
 
-use crate::dds::DdsNetwork;
 use crate::ros_msg;
 use crate::transport::{check_len, EchoState, Publisher, Received, Subscriber, TransportError};
 use std::sync::Arc;
+
+/// Which network a DDS domain uses (see `dds.rs`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DdsNetwork {
+    /// Interface name (`eth0`) or one of its addresses; None: loopback only.
+    pub interface: Option<String>,
+    /// Unicast discovery peers (addresses or host names, optionally `:PORT`); empty with an
+    /// interface: multicast discovery.
+    pub peers: Vec<String>,
+}
 
 /// A DDS library's writer of serialized samples.
 pub(crate) trait SampleWriter: Send {

@@ -63,7 +63,13 @@ def expand(s, i):
 def imports(mod, text):
     out = set()
     for m in re.finditer(r'\b(crate|super)::', text):
-        paths, _ = expand(text, m.end())
+        rest = text[m.end():m.end() + 2000]
+        if rest.lstrip().startswith('{'):
+            # `use super::{a, b}`: the group as if it followed a name
+            paths, _ = expand('_::' + rest, 0)
+            paths = [p[1:] for p in paths]
+        else:
+            paths, _ = expand(text, m.end())
         for p in paths:
             if m.group(1) == 'crate':
                 base = []

@@ -1,0 +1,74 @@
+//! `scripts/house-limits.py` (the house's limits on its shape, a step of `.ci/run`): on a
+//! made-up repository it names a file over 800 lines and an import circle, and passes one
+//! within the limits; bad input is one line and exit 2.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn limits(args: &[&Path]) -> Output {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/house-limits.py");
+    Command::new("python3").arg(script).args(args).output().expect("python3")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn write(root: &Path, rel: &str, body: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, body).unwrap();
+}
+
+#[test]
+fn a_long_file_and_an_import_circle_are_named_and_fail() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    write(root, "crates/a/src/lib.rs", "mod b;\nmod c;\n");
+    write(root, "crates/a/src/b.rs", "use crate::c::C;\npub struct B;\n");
+    write(root, "crates/a/src/c.rs", "use crate::b::B;\npub struct C;\n");
+    write(root, "crates/a/src/long.rs", &"// a line\n".repeat(801));
+    write(root, "fuzz/fuzz_targets/ok.rs", &"// a line\n".repeat(800));
+    let o = limits(&[root]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}{}", text(&o.stderr));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[..2],
+        ["crates/a/src/long.rs: 801 lines (the limit is 800)", "import circle: a: b.rs c.rs"],
+        "{out}"
+    );
+    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!(lines[2], "house-limits: 2 breaches (files up to 800 lines, no import circle)");
+}
+
+#[test]
+fn the_limits_hold_on_a_repository_within_them() {
+    let d = tempfile::tempdir().unwrap();
+    write(d.path(), "crates/a/src/lib.rs", "mod b;\nmod x;\npub use b::B;\n");
+    write(d.path(), "crates/a/src/b.rs", "pub struct B;\n");
+    // a child naming its sibling through its parent's path is not an import of the parent
+    write(d.path(), "crates/a/src/x/mod.rs", "mod p;\nmod q;\npub use p::P;\n");
+    write(d.path(), "crates/a/src/x/p.rs", "use super::{q};\npub struct P(q::Q);\n");
+    write(d.path(), "crates/a/src/x/q.rs", "pub struct Q;\n");
+    let o = limits(&[d.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stdout));
+    assert_eq!(
+        text(&o.stdout),
+        "house-limits: 0 breaches (files up to 800 lines, no import circle)\n"
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let d = tempfile::tempdir().unwrap();
+    let o = limits(&[d.path()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no crates/ folder") && err.contains(&d.path().display().to_string()));
+    let o = limits(&[d.path(), d.path()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(text(&o.stderr).lines().count(), 1);
+    assert!(text(&o.stderr).contains("usage: scripts/house-limits.py [ROOT]"));
+}

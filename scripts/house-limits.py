@@ -4,7 +4,9 @@
 - no Rust source file over 800 lines (crates/ and fuzz/, tests included);
 - no import circle between the files of a crate (scripts/import-cycles.py on each
   crates/*/src): where two files need each other, what they share goes to a file of its
-  own, or they are one job and become one file.
+  own, or they are one job and become one file;
+- no public unsafe function (`pub unsafe fn`): unsafe stays behind safe wrappers in the two
+  crates that hold it (pub(crate) is fine).
 
 (No function over 120 lines is clippy's too_many_lines, denied in .ci/run.)
 
@@ -12,6 +14,7 @@ Usage: scripts/house-limits.py [ROOT]   (ROOT: the repository, default: this scr
 Exit 0 when every limit holds; 1 with one line per breach; 2 on bad input.
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -34,6 +37,17 @@ def long_files(root):
                 n = sum(1 for _ in fh)
             if n > MAX_LINES:
                 out.append(f"{os.path.relpath(p, root)}: {n} lines (the limit is {MAX_LINES})")
+    return out
+
+
+def public_unsafe(root):
+    out = []
+    for p in rust_files(os.path.join(root, "crates")):
+        with open(p, encoding="utf-8", errors="replace") as fh:
+            for i, line in enumerate(fh, 1):
+                code = line.split("//", 1)[0]
+                if re.search(r"\bpub\s+unsafe\s+(extern\s+\S+\s+)?fn\b", code):
+                    out.append(f"{os.path.relpath(p, root)}:{i}: a public unsafe function")
     return out
 
 
@@ -65,14 +79,14 @@ def main():
     if not os.path.isdir(os.path.join(root, "crates")):
         print(f"house-limits: {root}: no crates/ folder (give the repository)", file=sys.stderr)
         return 2
-    breaches = long_files(root)
+    breaches = long_files(root) + public_unsafe(root)
     breaches += [f"import circle: {c}" for c in cycles(root, os.path.join(here, "import-cycles.py"))]
     for b in breaches:
         print(b)
     n = len(breaches)
     print(
         f"house-limits: {n} breach{'es' if n != 1 else ''} "
-        f"(files up to {MAX_LINES} lines, no import circle)"
+        f"(files up to {MAX_LINES} lines, no import circle, no public unsafe function)"
     )
     return 1 if breaches else 0
 

@@ -103,7 +103,7 @@ impl Library {
     /// # Safety
     /// `T` must be the exact C type of the symbol (a function pointer type matching its C
     /// declaration, or a pointer to data of its type).
-    pub unsafe fn symbol<T: Copy>(&self, name: &str) -> Result<T, String> {
+    pub(crate) unsafe fn symbol<T: Copy>(&self, name: &str) -> Result<T, String> {
         assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
         let c = CString::new(name).map_err(|_| format!("{name}: a name with a NUL byte"))?;
         // clear a stale error, so that a NULL symbol is told from a failed lookup

@@ -1,5 +1,6 @@
 //! `scripts/house-limits.py` (the house's limits on its shape, a step of `.ci/run`): on a
-//! made-up repository it names a file over 800 lines and an import circle, and passes one
+//! made-up repository it names a file over 800 lines, a public unsafe function and an import
+//! circle, and passes one
 //! within the limits; bad input is one line and exit 2.
 
 use std::path::Path;
@@ -25,7 +26,7 @@ fn a_long_file_and_an_import_circle_are_named_and_fail() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
     write(root, "crates/a/src/lib.rs", "mod b;\nmod c;\n");
-    write(root, "crates/a/src/b.rs", "use crate::c::C;\npub struct B;\n");
+    write(root, "crates/a/src/b.rs", "use crate::c::C;\npub struct B;\npub unsafe fn f() {}\n");
     write(root, "crates/a/src/c.rs", "use crate::b::B;\npub struct C;\n");
     write(root, "crates/a/src/long.rs", &"// a line\n".repeat(801));
     write(root, "fuzz/fuzz_targets/ok.rs", &"// a line\n".repeat(800));
@@ -34,19 +35,26 @@ fn a_long_file_and_an_import_circle_are_named_and_fail() {
     assert_eq!(o.status.code(), Some(1), "{out}{}", text(&o.stderr));
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
-        lines[..2],
-        ["crates/a/src/long.rs: 801 lines (the limit is 800)", "import circle: a: b.rs c.rs"],
+        lines[..3],
+        [
+            "crates/a/src/long.rs: 801 lines (the limit is 800)",
+            "crates/a/src/b.rs:3: a public unsafe function",
+            "import circle: a: b.rs c.rs"
+        ],
         "{out}"
     );
-    assert_eq!(lines.len(), 3, "{out}");
-    assert_eq!(lines[2], "house-limits: 2 breaches (files up to 800 lines, no import circle)");
+    assert_eq!(lines.len(), 4, "{out}");
+    assert_eq!(
+        lines[3],
+        "house-limits: 3 breaches (files up to 800 lines, no import circle, no public unsafe function)"
+    );
 }
 
 #[test]
 fn the_limits_hold_on_a_repository_within_them() {
     let d = tempfile::tempdir().unwrap();
     write(d.path(), "crates/a/src/lib.rs", "mod b;\nmod x;\npub use b::B;\n");
-    write(d.path(), "crates/a/src/b.rs", "pub struct B;\n");
+    write(d.path(), "crates/a/src/b.rs", "pub struct B;\npub(crate) unsafe fn g() {}\n");
     // a child naming its sibling through its parent's path is not an import of the parent
     write(d.path(), "crates/a/src/x/mod.rs", "mod p;\nmod q;\npub use p::P;\n");
     write(d.path(), "crates/a/src/x/p.rs", "use super::{q};\npub struct P(q::Q);\n");
@@ -55,7 +63,7 @@ fn the_limits_hold_on_a_repository_within_them() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stdout));
     assert_eq!(
         text(&o.stdout),
-        "house-limits: 0 breaches (files up to 800 lines, no import circle)\n"
+        "house-limits: 0 breaches (files up to 800 lines, no import circle, no public unsafe function)\n"
     );
 }
 

@@ -1,7 +1,6 @@
 //! `scripts/house-limits.py` (the house's limits on its shape, a step of `.ci/run`): on a
 //! made-up repository it names a file over 800 lines, a public unsafe function and an import
-//! circle, and passes one
-//! within the limits; bad input is one line and exit 2.
+//! circle, and passes one within the limits; bad input is one line and exit 2.
 
 use std::path::Path;
 use std::process::{Command, Output};

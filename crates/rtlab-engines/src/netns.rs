@@ -580,7 +580,7 @@ mod tests {
     #[test]
     fn root_an_absent_qdisc_is_named_and_a_failed_setup_leaves_nothing() {
         if !is_root() {
-            eprintln!("skipped: needs root (CI runs as root)");
+            rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
             return;
         }
         let name = format!("rtq{}", std::process::id() % 100_000);

@@ -96,7 +96,7 @@ fn compute_200_cycles_at_1ms_as_sched_other() {
 #[test]
 fn compute_200_cycles_at_1ms_as_sched_fifo_as_root() {
     if !is_root() {
-        eprintln!("skipped: SCHED_FIFO needs root");
+        rtlab_sys::test_skip::skipped(format_args!("SCHED_FIFO needs root"));
         return;
     }
     let rt = RtSettings { cpus: Some(vec![0]), ..RtSettings::fifo80() };

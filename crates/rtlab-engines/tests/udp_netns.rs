@@ -87,7 +87,7 @@ fn ping_cfg(p: &NetnsPair, to: String, count: u64, socket: SocketConfig) -> UdpP
 #[test]
 fn root_netns_idle_runs_lose_nothing_ipv4_and_ipv6() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let p = pair(None, PriorityPath::None);
@@ -124,7 +124,7 @@ fn root_netns_idle_runs_lose_nothing_ipv4_and_ipv6() {
 #[test]
 fn root_netns_injected_drops_are_exactly_the_losses() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let p = pair(None, PriorityPath::None);
@@ -171,7 +171,7 @@ fn class_packets(p: &NetnsPair, class: &str) -> u64 {
 #[test]
 fn root_netns_priority_path_class_takes_the_probe_by_tos_and_by_so_priority() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let p = pair(Some(100_000_000), PriorityPath::Class);
@@ -201,7 +201,7 @@ fn root_netns_priority_path_class_takes_the_probe_by_tos_and_by_so_priority() {
 #[test]
 fn root_netns_pair_is_removed_when_the_run_panics() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let names = std::sync::Mutex::new(None);
@@ -219,7 +219,7 @@ fn root_netns_pair_is_removed_when_the_run_panics() {
 #[test]
 fn root_netns_timestamps_split_every_round_trip_into_three_stages() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let p = pair(None, PriorityPath::None);

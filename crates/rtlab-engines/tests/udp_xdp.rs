@@ -101,7 +101,7 @@ fn xdp_attached(ns: &str, dev: &str) -> bool {
 #[test]
 fn root_xdp_both_ends_account_for_every_datagram() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let p = pair();
@@ -134,7 +134,7 @@ fn root_xdp_both_ends_account_for_every_datagram() {
 #[test]
 fn root_xdp_and_socket_paths_answer_each_other_generic_too() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let p = pair();
@@ -159,7 +159,7 @@ fn root_xdp_and_socket_paths_answer_each_other_generic_too() {
 #[test]
 fn root_xdp_leaves_other_traffic_to_the_kernel_and_counts_hostile_datagrams() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let p = pair();

@@ -37,7 +37,7 @@ fn tracefs_only(s: snapshot::Snapshot) -> snapshot::Snapshot {
 #[test]
 fn spike_root_a_fifo_hog_is_found_in_the_attribution() {
     if !rtlab_sys::tune_sys::is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
@@ -170,7 +170,7 @@ fn hog_once(cpu: usize) -> i32 {
 fn the_sampler_keeps_off_the_probes_cpus() {
     let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
     if online.len() < 2 {
-        eprintln!("skipped: needs two CPUs");
+        rtlab_sys::test_skip::skipped(format_args!("needs two CPUs"));
         return;
     }
     let probe_cpu = *online.last().unwrap();

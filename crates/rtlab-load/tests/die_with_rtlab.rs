@@ -185,7 +185,7 @@ fn root_kill9_of_the_parent_takes_iperf3_inside_a_netns_along() {
         be_the_parent(&cfg, &f);
     }
     if !rtlab_sys::tune_sys::is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let ns = Netns(format!("rtlab-load-{}", std::process::id()));

@@ -152,7 +152,7 @@ fn wait_for(file: &Path, secs: u64) -> bool {
 /// subscriber must get all N measured messages in order.
 fn across(k: char, make: impl Fn(&NetnsPair) -> (TransportSpec, TransportSpec)) {
     if let Err(why) = root_and_ip() {
-        eprintln!("skipped: {why}");
+        rtlab_sys::test_skip::skipped(format_args!("{why}"));
         return;
     }
     let pair = NetnsPair::new(k);

@@ -166,7 +166,7 @@ instantiate_conformance_tests!(rustdds, with_rustdds);
 /// Root only: each rule on a thread of its own in a private network namespace of its own.
 fn with_rustdds(rule: Rule) {
     if let Some(why) = rtlab_sys::net::netns_unavailable() {
-        eprintln!("skipped: {why}");
+        rtlab_sys::test_skip::skipped(format_args!("{why}"));
         return;
     }
     in_private_netns(move || {

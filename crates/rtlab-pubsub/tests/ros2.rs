@@ -103,7 +103,7 @@ fn rtlabs_fastdds_cannot_join_a_process_that_holds_the_rmws_fast_dds() {
     let inst = installation();
     let _t = open(&inst, rtlab_pubsub::default_dds_domain());
     let Some(held) = rtlab_pubsub::dl::fast_dds_held() else {
-        eprintln!("skipped: the RMW ({}) brings no Fast DDS", inst.rmw);
+        rtlab_sys::test_skip::skipped(format_args!("the RMW ({}) brings no Fast DDS", inst.rmw));
         return;
     };
     assert!(held.contains(&inst.rmw), "{held}");
@@ -122,7 +122,10 @@ fn beside_ros2(f: impl FnOnce(&Installation, &dyn Fn() -> FastDdsTransport)) {
     let _one = one_at_a_time();
     let inst = installation();
     if inst.fast_dds().is_none() || rtlab_pubsub::fastdds::ROS2_BUILT_VERSION.is_empty() {
-        eprintln!("skipped: no Fast DDS 3 under {} or none at build time", inst.rmw);
+        rtlab_sys::test_skip::skipped(format_args!(
+            "no Fast DDS 3 under {} or none at build time",
+            inst.rmw
+        ));
         return;
     }
     let domain = rtlab_pubsub::default_dds_domain();
@@ -187,7 +190,7 @@ fn rtlabs_declarations_match_the_installed_headers() {
     use std::mem::{offset_of, size_of};
     let inst = installation();
     if !inst.prefix.join("include/rcl/rcl/rcl.h").is_file() {
-        eprintln!("skipped: {} has no headers", inst.prefix.display());
+        rtlab_sys::test_skip::skipped(format_args!("{} has no headers", inst.prefix.display()));
         return;
     }
     let dir = tempfile::tempdir().unwrap();

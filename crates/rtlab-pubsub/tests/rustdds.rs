@@ -85,7 +85,7 @@ fn one_way(pt: &dyn Transport, st: &dyn Transport) -> Vec<u64> {
 #[test]
 fn root_rustdds_and_cyclone_meet_both_ways() {
     if let Some(why) = rtlab_sys::net::netns_unavailable() {
-        eprintln!("skipped: {why}");
+        rtlab_sys::test_skip::skipped(format_args!("{why}"));
         return;
     }
     on_own_thread(|| {
@@ -112,7 +112,7 @@ fn open_err(interface: Option<&str>) -> Option<String> {
 #[test]
 fn root_rustdds_refuses_when_another_interface_is_up_or_only_lo() {
     if let Some(why) = rtlab_sys::net::netns_unavailable() {
-        eprintln!("skipped: {why}");
+        rtlab_sys::test_skip::skipped(format_args!("{why}"));
         return;
     }
     on_own_thread(|| {
@@ -181,7 +181,7 @@ fn config(mode: Mode) -> PubsubConfig {
 #[test]
 fn root_probe_runs_rustdds_in_a_private_namespace_with_its_role_processes() {
     if let Some(why) = rtlab_sys::net::netns_unavailable() {
-        eprintln!("skipped: {why}");
+        rtlab_sys::test_skip::skipped(format_args!("{why}"));
         return;
     }
     on_own_thread(|| {
@@ -223,7 +223,7 @@ fn every_transport_is_named_alike_on_the_cli_and_in_json() {
 #[test]
 fn root_probe_runs_cyclone_and_rustdds_against_each_other_in_a_private_namespace() {
     if let Some(why) = rtlab_sys::net::netns_unavailable() {
-        eprintln!("skipped: {why}");
+        rtlab_sys::test_skip::skipped(format_args!("{why}"));
         return;
     }
     for (near, far) in [

@@ -16,6 +16,7 @@ pub mod process;
 pub mod rt_access;
 pub mod sched;
 pub mod stamp;
+pub mod test_skip;
 pub mod tune_sys;
 pub mod usage;
 pub mod xdp;

@@ -285,7 +285,9 @@ mod tests {
     #[test]
     fn root_fifo_thread_runs_with_fifo_from_its_first_instruction() {
         if !may_use_realtime() {
-            eprintln!("skipped: needs root or an rtprio limit (CI runs as root)");
+            crate::test_skip::skipped(format_args!(
+                "needs root or an rtprio limit (CI runs as root)"
+            ));
             return;
         }
         let spec = ThreadSpec {

@@ -187,7 +187,9 @@ fn rt_runtime() -> String {
 #[test]
 fn a_far_profile_is_restored_on_silence_and_after_a_kill() {
     if !is_root() {
-        eprintln!("skipped: needs root (a profile changes /proc/sys/kernel/sched_rt_runtime_us)");
+        rtlab_sys::test_skip::skipped(format_args!(
+            "needs root (a profile changes /proc/sys/kernel/sched_rt_runtime_us)"
+        ));
         return;
     }
     let before = rt_runtime();

@@ -110,7 +110,7 @@ fn a_small_matrix_runs_and_every_case_is_kept() {
 #[test]
 fn root_a_scenario_arms_the_tracer_per_case_and_keeps_the_evidence() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let _machine = machine();
@@ -237,7 +237,7 @@ fn only_runs_the_matching_cases_and_resume_finishes_an_interrupted_run() {
 #[test]
 fn root_a_scenario_with_a_far_side_in_the_case_pair() {
     if !is_root() {
-        eprintln!("skipped: needs root (network namespaces)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (network namespaces)"));
         return;
     }
     let _machine = machine();
@@ -314,12 +314,14 @@ count = 200
 #[test]
 fn root_a_run_from_a_child_cgroup_puts_every_case_back_and_leaves_nothing() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let _machine = machine();
     let Some(cg) = ChildCgroup::new(&format!("rtlab-test-{}", std::process::id())) else {
-        eprintln!("skipped: no cpu cgroup controller to make a child cgroup in");
+        rtlab_sys::test_skip::skipped(format_args!(
+            "no cpu cgroup controller to make a child cgroup in"
+        ));
         return;
     };
     // Issue 38: from a child cgroup (cpu.rt_runtime_us 0 under RT group scheduling) a run's
@@ -373,12 +375,14 @@ fn root_a_run_from_a_child_cgroup_puts_every_case_back_and_leaves_nothing() {
 #[test]
 fn root_run_quick_from_a_child_cgroup_completes_and_tune_show_is_empty() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let _machine = machine();
     let Some(cg) = ChildCgroup::new(&format!("rtlab-quick-{}", std::process::id())) else {
-        eprintln!("skipped: no cpu cgroup controller to make a child cgroup in");
+        rtlab_sys::test_skip::skipped(format_args!(
+            "no cpu cgroup controller to make a child cgroup in"
+        ));
         return;
     };
     // Issue 38's "done when", as found: `run quick` from a child cgroup, every case (the far
@@ -445,7 +449,7 @@ fn machine_as_found(runtime_before: &str) {
 /// None where the test cannot run (not root, a release build).
 fn hung_case(how: &str, profile: &str) -> Option<String> {
     if !is_root() || !cfg!(debug_assertions) {
-        eprintln!("skipped: needs root and a debug build (the test hook)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root and a debug build (the test hook)"));
         return None;
     }
     let _machine = machine();
@@ -492,7 +496,7 @@ fn root_a_livelocked_case_ends_once_its_threads_are_no_longer_real_time() {
 #[test]
 fn root_sigterm_ends_a_run_whose_case_never_ends_within_seconds() {
     if !is_root() || !cfg!(debug_assertions) {
-        eprintln!("skipped: needs root and a debug build (the test hook)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root and a debug build (the test hook)"));
         return;
     }
     let _machine = machine();
@@ -525,7 +529,7 @@ fn root_sigterm_ends_a_run_whose_case_never_ends_within_seconds() {
 #[test]
 fn root_a_case_whose_tool_is_missing_is_skipped_naming_the_package() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let _machine = machine();

@@ -252,7 +252,9 @@ fn ctrl_c_stops_cleanly_and_keeps_what_was_measured() {
 #[test]
 fn root_fifo_refused_without_privilege_is_exit_2() {
     if !is_root() {
-        eprintln!("skipped: needs root to drop to the nobody user (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!(
+            "needs root to drop to the nobody user (CI runs as root)"
+        ));
         return;
     }
     // as nobody (no CAP_SYS_NICE, RLIMIT_RTPRIO 0) the kernel refuses SCHED_FIFO at thread creation
@@ -283,11 +285,13 @@ fn profile_runs_a_probe_under_a_profile_and_puts_it_back() {
         &["--profile rt-fast", "no-rt, rt-normal"],
     );
     if !is_root() {
-        eprintln!("skipped the rest: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("the rest: needs root (CI runs as root)"));
         return;
     }
     let Some(cg) = ChildCgroup::new(&format!("rtlab-profile-{}", std::process::id())) else {
-        eprintln!("skipped the rest: no cpu cgroup controller to make a child cgroup in");
+        rtlab_sys::test_skip::skipped(format_args!(
+            "the rest: no cpu cgroup controller to make a child cgroup in"
+        ));
         return;
     };
     let d = tempfile::tempdir().unwrap();
@@ -361,7 +365,9 @@ fn timer_json(args: &str, d: &std::path::Path) -> (Value, String) {
 #[test]
 fn root_cyclictest_command_lines_run_with_cyclictests_meanings() {
     if !is_root() {
-        eprintln!("skipped: needs root (the command lines ask for FIFO priorities)");
+        rtlab_sys::test_skip::skipped(format_args!(
+            "needs root (the command lines ask for FIFO priorities)"
+        ));
         return;
     }
     let d = tempfile::tempdir().unwrap();

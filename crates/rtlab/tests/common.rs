@@ -57,7 +57,7 @@ pub fn is_root() -> bool {
 pub fn skip(require: &str, what: &str, why: &str) {
     let required = std::env::var(require).as_deref() == Ok("1");
     assert!(!required, "{require}=1 and {what} cannot run: {why}");
-    eprintln!("skipped: {what} cannot run here: {why}");
+    rtlab_sys::test_skip::skipped(format_args!("{what} cannot run here: {why}"));
 }
 
 /// Whether a test that needs root and `bash SCRIPT --check` can run here; when not, `skip`'s

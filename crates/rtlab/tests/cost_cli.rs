@@ -257,7 +257,9 @@ impl Drop for Pair {
 #[test]
 fn root_the_far_sides_cost_arrives_through_the_agent() {
     if !is_root() {
-        eprintln!("skipped: needs root (network namespaces; CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!(
+            "needs root (network namespaces; CI runs as root)"
+        ));
         return;
     }
     let _g = serial();

@@ -39,7 +39,7 @@ fn skip_unless_root() -> bool {
     if is_root() {
         return false;
     }
-    eprintln!("skipped: needs root (network namespaces; CI runs as root)");
+    rtlab_sys::test_skip::skipped(format_args!("needs root (network namespaces; CI runs as root)"));
     true
 }
 
@@ -47,7 +47,7 @@ fn skip_unless_sshd() -> bool {
     match sshd::available() {
         Ok(()) => false,
         Err(why) => {
-            eprintln!("skipped: {why}");
+            rtlab_sys::test_skip::skipped(format_args!("{why}"));
             true
         }
     }
@@ -719,7 +719,7 @@ fn root_a_scenario_case_over_ssh_applies_the_far_profile_and_load() {
         return;
     }
     if rtlab_load_missing("iperf3") {
-        eprintln!("skipped: iperf3 is not installed");
+        rtlab_sys::test_skip::skipped(format_args!("iperf3 is not installed"));
         return;
     }
     let _g = serial();

@@ -243,7 +243,7 @@ fn load_bad_input_is_one_line_and_exit_2() {
 #[test]
 fn load_root_traffic_into_a_netns_peer() {
     if !rtlab_sys::tune_sys::is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let ns = Netns(format!("rtlab-l5-{}", std::process::id()));

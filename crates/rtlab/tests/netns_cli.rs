@@ -46,7 +46,7 @@ fn netns_bad_input_is_one_line_and_exit_2() {
 #[test]
 fn root_netns_up_down_and_a_run_between_the_namespaces() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let n = name("u");
@@ -140,7 +140,7 @@ fn root_netns_up_down_and_a_run_between_the_namespaces() {
 #[test]
 fn root_udp_ping_pair_runs_and_leaves_nothing_behind() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let o = run(&[
@@ -202,7 +202,7 @@ fn root_udp_ping_pair_runs_and_leaves_nothing_behind() {
 #[test]
 fn root_an_interrupted_pair_run_keeps_its_figures_and_removes_the_pair() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -317,7 +317,7 @@ fn what_this_machine_lacks_is_said(a: &str) {
 #[test]
 fn root_udp_xdp_runs_and_its_program_goes_on_exit_and_after_kill_9() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let n = name("x");

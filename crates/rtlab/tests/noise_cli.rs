@@ -82,7 +82,7 @@ fn gaps_at_least(s: &Stream, low_ns: i64) -> (u64, Option<(i64, i64)>) {
 #[test]
 fn root_an_injected_disturbance_shows_as_gaps_of_its_length_and_rate() {
     if !is_root() {
-        eprintln!("skipped: needs root (SCHED_FIFO; CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (SCHED_FIFO; CI runs as root)"));
         return;
     }
     let _alone = alone();
@@ -166,7 +166,9 @@ fn root_an_injected_disturbance_shows_as_gaps_of_its_length_and_rate() {
 #[test]
 fn root_the_tracer_names_the_disturber_that_took_the_cpu() {
     if !is_root() {
-        eprintln!("skipped: needs root (SCHED_FIFO, tracefs; CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!(
+            "needs root (SCHED_FIFO, tracefs; CI runs as root)"
+        ));
         return;
     }
     let _alone = alone();
@@ -228,7 +230,7 @@ fn root_the_tracer_names_the_disturber_that_took_the_cpu() {
 #[test]
 fn root_the_terminal_tables_and_the_json_on_stdout() {
     if !is_root() {
-        eprintln!("skipped: needs root (SCHED_FIFO; CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (SCHED_FIFO; CI runs as root)"));
         return;
     }
     let _alone = alone();
@@ -350,7 +352,7 @@ fn bad_input_is_one_line_naming_the_flag_exit_2() {
 #[test]
 fn root_a_tracer_the_kernel_lacks_is_one_line_exit_2() {
     if !is_root() {
-        eprintln!("skipped: needs root (tracefs)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (tracefs)"));
         return;
     }
     let mounted = std::path::Path::new("/sys/kernel/tracing/available_tracers").exists();
@@ -358,7 +360,7 @@ fn root_a_tracer_the_kernel_lacks_is_one_line_exit_2() {
     for tracer in ["osnoise", "hwlat"] {
         if has.split_whitespace().any(|t| t == tracer) {
             // rtlab drives it there (the RT VM's suite runs both)
-            eprintln!("skipped for {tracer}: this kernel has it");
+            rtlab_sys::test_skip::skipped(format_args!("for {tracer}: this kernel has it"));
             continue;
         }
         let o = run(&["noise", "--tracer", tracer, "--cpus", "0", "--duration", "1s"]);

@@ -92,7 +92,9 @@ const LAYOUT: &str = r#"<script>
 #[test]
 fn root_two_profiles_side_by_side_in_both_reports_and_compared_per_cpu() {
     if !common::is_root() {
-        eprintln!("skipped: needs root (rt-normal's SCHED_FIFO; CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!(
+            "needs root (rt-normal's SCHED_FIFO; CI runs as root)"
+        ));
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -224,7 +224,7 @@ fn a_live_topic_is_measured_and_its_problems_said_in_one_line() {
 #[test]
 fn a_raw_dds_topic_is_measured_by_its_dds_name() {
     if !which("ddsperf") {
-        eprintln!("skipped: cyclonedds-tools is not installed");
+        rtlab_sys::test_skip::skipped(format_args!("cyclonedds-tools is not installed"));
         return;
     }
     let domain = 216 + (std::process::id() + 3) % 14;
@@ -259,7 +259,7 @@ fn a_raw_dds_topic_is_measured_by_its_dds_name() {
 #[test]
 fn a_scenario_observes_a_live_topic_and_stores_it() {
     if !which("ddsperf") {
-        eprintln!("skipped: cyclonedds-tools is not installed");
+        rtlab_sys::test_skip::skipped(format_args!("cyclonedds-tools is not installed"));
         return;
     }
     let domain = 216 + (std::process::id() + 10) % 14;

@@ -322,7 +322,9 @@ fn rtlab_in(ns: &str, args: &[&str]) -> std::process::Command {
 #[test]
 fn root_netns_pushes_over_a_veth_eight_at_once_then_the_link_cut_mid_push() {
     if !common::is_root() {
-        eprintln!("skipped: needs root (network namespaces; CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!(
+            "needs root (network namespaces; CI runs as root)"
+        ));
         return;
     }
     let name = format!("rtpg{}", std::process::id() % 10_000);

@@ -18,7 +18,7 @@ fn under_rt_normal(args: &[&str], d: &std::path::Path) -> (Value, String) {
 #[test]
 fn root_every_probe_command_runs_under_a_profile_and_puts_it_back() {
     if !is_root() {
-        eprintln!("skipped: needs root (profiles change the machine)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (profiles change the machine)"));
         return;
     }
     let d = tempfile::tempdir().unwrap();

@@ -697,7 +697,7 @@ fn a_fastdds_ping_whose_pong_never_answers_ends_with_exit_2() {
 #[test]
 fn a_fastdds_interface_without_carrier_is_one_line_and_exit_2() {
     if !common::is_root() {
-        eprintln!("skipped: needs root (a network namespace)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (a network namespace)"));
         return;
     }
     let name = format!("rtfd{}", std::process::id());

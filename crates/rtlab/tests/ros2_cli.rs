@@ -31,7 +31,7 @@ fn peer_bin() -> PathBuf {
 
 fn skip() -> bool {
     if !is_root() {
-        eprintln!("skipped: network namespaces need root");
+        rtlab_sys::test_skip::skipped(format_args!("network namespaces need root"));
         return true;
     }
     false

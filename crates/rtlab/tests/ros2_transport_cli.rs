@@ -225,7 +225,7 @@ fn ros2_and_cyclonedds_are_each_others_far_side_on_one_host() {
 #[test]
 fn root_thread_priority_reaches_the_rmws_own_threads() {
     if !is_root() {
-        eprintln!("skipped: SCHED_FIFO needs root");
+        rtlab_sys::test_skip::skipped(format_args!("SCHED_FIFO needs root"));
         return;
     }
     // Fast DDS 3 names its threads dds.udp.PORT, dds.ev.N, dds.shm.*, dds.asyn.*: all of
@@ -252,7 +252,9 @@ fn root_thread_priority_reaches_the_rmws_own_threads() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     if !out.contains("rmw_fastrtps") {
-        eprintln!("skipped: the RMW is not Fast DDS's (thread names differ)");
+        rtlab_sys::test_skip::skipped(format_args!(
+            "the RMW is not Fast DDS's (thread names differ)"
+        ));
         return;
     }
     assert!(

@@ -75,7 +75,9 @@ fn warnings<'a>(case: &'a Value, code: &str) -> Vec<&'a str> {
 #[test]
 fn a_short_soak_accounts_for_every_message_and_leaves_the_machine_as_found() {
     if !is_root() {
-        eprintln!("skipped: the soak needs root (namespaces, profiles, the clock, a tmpfs)");
+        rtlab_sys::test_skip::skipped(format_args!(
+            "the soak needs root (namespaces, profiles, the clock, a tmpfs)"
+        ));
         return;
     }
     let d = tempfile::tempdir().unwrap();

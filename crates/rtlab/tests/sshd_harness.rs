@@ -15,7 +15,7 @@ fn skip() -> bool {
     match sshd::available() {
         Ok(()) => false,
         Err(why) => {
-            eprintln!("skipped: {why}");
+            rtlab_sys::test_skip::skipped(format_args!("{why}"));
             true
         }
     }

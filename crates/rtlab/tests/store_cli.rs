@@ -141,7 +141,7 @@ fn wait_for(rx: &std::sync::mpsc::Receiver<String>, needle: &str) -> String {
 #[test]
 fn root_the_stores_disk_full_a_moment_every_case_stored_for_good_kept_in_a_file_it_names() {
     if !is_root() {
-        eprintln!("skipped: needs root (mounts a tmpfs)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (mounts a tmpfs)"));
         return;
     }
     // one at a time: both runs share this test binary's machine lock

@@ -126,7 +126,9 @@ fn tune_check_on_a_fake_machine_reports_every_item() {
 #[test]
 fn root_tune_check_measures_the_noise_on_the_real_time_cpus() {
     if !is_root() {
-        eprintln!("skipped: needs root (the noise row measures at FIFO 80)");
+        rtlab_sys::test_skip::skipped(format_args!(
+            "needs root (the noise row measures at FIFO 80)"
+        ));
         return;
     }
     // alone: the other root tests hold this binary's machine lock while they apply profiles
@@ -164,11 +166,13 @@ fn root_tune_check_measures_the_noise_on_the_real_time_cpus() {
 #[test]
 fn root_tune_check_in_a_child_cgroup_prints_every_row() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let Some(cg) = ChildCgroup::new(&format!("rtlab-check-{}", std::process::id())) else {
-        eprintln!("skipped: no cpu cgroup controller to make a child cgroup in");
+        rtlab_sys::test_skip::skipped(format_args!(
+            "no cpu cgroup controller to make a child cgroup in"
+        ));
         return;
     };
     let _one = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
@@ -415,7 +419,7 @@ fn netns_with_veth(ns: &str) -> bool {
 #[test]
 fn tune_root_kill9_mid_hold_then_restore_leaves_the_machine_as_found() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let _lock = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
@@ -489,7 +493,7 @@ fn tune_root_kill9_mid_hold_then_restore_leaves_the_machine_as_found() {
 #[test]
 fn tune_root_ctrl_c_restores_before_exit() {
     if !is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let _lock = MACHINE.lock().unwrap_or_else(|e| e.into_inner());

@@ -150,7 +150,7 @@ fn the_hogs_spike(v: &serde_json::Value) -> serde_json::Value {
 #[test]
 fn tune_spike_root_timer_names_a_fifo_hog() {
     if !rtlab_sys::tune_sys::is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
@@ -188,7 +188,7 @@ fn tune_spike_root_timer_names_a_fifo_hog() {
 #[test]
 fn tune_spike_root_udp_ping_names_a_fifo_hog() {
     if !rtlab_sys::tune_sys::is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
@@ -226,7 +226,7 @@ fn tune_spike_root_udp_ping_names_a_fifo_hog() {
 #[test]
 fn tune_spike_root_pubsub_roundtrip_names_a_fifo_hog() {
     if !rtlab_sys::tune_sys::is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
@@ -267,7 +267,7 @@ fn tune_spike_root_pubsub_roundtrip_names_a_fifo_hog() {
 #[test]
 fn tune_spike_root_pubsub_subscriber_processes_leave_the_publisher_to_raise_the_flag() {
     if !rtlab_sys::tune_sys::is_root() {
-        eprintln!("skipped: needs root (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
     // a 1 ns threshold: the publisher's first send is already later than its slot

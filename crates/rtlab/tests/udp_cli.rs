@@ -68,7 +68,7 @@ fn a_port_in_use_and_a_missing_reflector_are_one_line() {
 #[test]
 fn root_a_knob_without_privilege_is_exit_2() {
     if !is_root() || std::process::Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped: needs root and setpriv (CI runs as root)");
+        rtlab_sys::test_skip::skipped(format_args!("needs root and setpriv (CI runs as root)"));
         return;
     }
     let o = std::process::Command::new("setpriv")
@@ -211,7 +211,7 @@ fn loopback_ping_with_drops_accounts_for_everything_and_writes_the_schema() {
 #[test]
 fn pingpong_ipv6_and_short_payload() {
     if std::net::UdpSocket::bind("[::1]:0").is_err() {
-        eprintln!("skipped: no IPv6 loopback");
+        rtlab_sys::test_skip::skipped(format_args!("no IPv6 loopback"));
         return;
     }
     let mut child = rtlab()

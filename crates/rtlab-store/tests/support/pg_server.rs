@@ -38,7 +38,9 @@ impl PgServer {
     /// (`ip netns exec`, then `setpriv` to `nobody`).
     pub fn start_in(netns: Option<&str>, host: &str) -> Option<PgServer> {
         if !Path::new(BIN).join("initdb").exists() {
-            eprintln!("skipped: PostgreSQL 15 is not installed ({BIN}/initdb; scripts/setup.sh installs it)");
+            rtlab_sys::test_skip::skipped(format_args!(
+                "PostgreSQL 15 is not installed ({BIN}/initdb; scripts/setup.sh installs it)"
+            ));
             return None;
         }
         let as_nobody = nix_is_root();

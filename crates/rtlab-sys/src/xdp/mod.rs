@@ -147,7 +147,7 @@ mod root_tests {
     fn root_steering_loads_attaches_and_goes_with_its_link() {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipped: needs root (CI runs as root)");
+            crate::test_skip::skipped(format_args!("needs root (CI runs as root)"));
             return;
         }
         let name = format!("rtxs{}", std::process::id() % 100_000);

@@ -19,7 +19,7 @@ pub const PYTHON: &str = "/opt/rtlab/ros2/bin/python";
 /// dependency of the tests (scripts/setup.sh): its absence is a failure, not a skip.
 pub fn skip() -> bool {
     if !crate::common::is_root() {
-        eprintln!("skipped: network namespaces need root");
+        rtlab_sys::test_skip::skipped(format_args!("network namespaces need root"));
         return true;
     }
     assert!(

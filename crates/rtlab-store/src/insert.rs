@@ -146,11 +146,7 @@ pub(crate) fn insert_env(
     Ok(())
 }
 
-pub(crate) fn insert_evidence(
-    db: &mut Db,
-    case_id: i64,
-    ev: &Evidence,
-) -> std::result::Result<(), DbErr> {
+fn insert_evidence(db: &mut Db, case_id: i64, ev: &Evidence) -> std::result::Result<(), DbErr> {
     let c = ev.counters.as_ref();
     db.execute(
         "INSERT INTO evidence (case_id, counters_width_ns, counters_start_monotonic_ns, counters_resolution_ns, last_partial, spike, notes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -191,7 +187,7 @@ pub(crate) fn insert_evidence(
 }
 
 /// One stream's `statistics` row; its id.
-pub(crate) fn insert_stream(
+fn insert_stream(
     db: &mut Db,
     case_id: i64,
     pos: usize,
@@ -248,7 +244,7 @@ pub(crate) fn insert_stream(
 
 /// What hangs off a case's streams (`sids`: their `statistics` ids, in order): every
 /// histogram bucket and window in one bulk insert each, then each stream's raw samples.
-pub(crate) fn insert_stream_rows(
+fn insert_stream_rows(
     db: &mut Db,
     case: &str,
     streams: &[Stream],
@@ -299,12 +295,7 @@ pub(crate) const RAW_COLS: &[&str] = &["stream_id", "idx", "at_ns", "value_ns"];
 
 /// Raw samples of `stream` from a raw file (`stream,index,at_ns,value_ns`); a file that is
 /// gone or unreadable is skipped (its path stays in `statistics.raw_file`).
-pub(crate) fn import_raw(
-    db: &mut Db,
-    sid: i64,
-    stream: &str,
-    file: &Path,
-) -> std::result::Result<(), DbErr> {
+fn import_raw(db: &mut Db, sid: i64, stream: &str, file: &Path) -> std::result::Result<(), DbErr> {
     use std::io::BufRead;
     let Ok(f) = std::fs::File::open(file) else { return Ok(()) };
     db.bulk("raw_samples", RAW_COLS, |put| {

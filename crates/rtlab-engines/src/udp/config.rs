@@ -180,11 +180,7 @@ pub enum UdpError {
 }
 
 /// Why no reflector answered, as far as the pinger can tell, and what to do.
-pub(super) fn no_reflector_why(
-    addr: &str,
-    launched_late: Option<(u64, u64)>,
-    refused: bool,
-) -> String {
+fn no_reflector_why(addr: &str, launched_late: Option<(u64, u64)>, refused: bool) -> String {
     match (launched_late, refused) {
         (Some((late, hellos)), _) if late > 0 => format!(
             ": the qdisc dropped {late} of the {hellos} hellos as released after their launch \
@@ -215,7 +211,7 @@ pub fn parse_addr(flag: &'static str, s: &str, port_zero_ok: bool) -> Result<Soc
     Ok(a)
 }
 
-pub(super) fn check_rt(rt: &RtConfig, online: &[usize]) -> Result<Policy, UdpError> {
+fn check_rt(rt: &RtConfig, online: &[usize]) -> Result<Policy, UdpError> {
     let p = rt.policy;
     p.check_priority(rt.priority).map_err(|e| UdpError::Invalid(format!("--priority: {e}")))?;
     if let Some(c) = rt.cpu_of(0) {
@@ -309,7 +305,7 @@ impl UdpPingConfig {
 }
 
 /// The length and window flags both sides take: --duration, --count, --window.
-pub(super) fn check_length(
+fn check_length(
     duration_ns: Option<i64>,
     count: Option<u64>,
     window_ns: i64,
@@ -345,7 +341,7 @@ impl UdpReflectConfig {
 }
 
 /// What the XDP path cannot take: IPv6, and the socket options it has no socket for.
-pub(super) fn check_xdp(flag: &str, addr: &SocketAddr, c: &SocketConfig) -> Result<(), UdpError> {
+fn check_xdp(flag: &str, addr: &SocketAddr, c: &SocketConfig) -> Result<(), UdpError> {
     if addr.is_ipv6() {
         return Err(UdpError::Invalid(format!(
             "{flag} {addr}: --xdp builds IPv4 frames only (give an IPv4 address, or drop --xdp)"

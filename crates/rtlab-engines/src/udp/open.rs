@@ -2,7 +2,9 @@
 //! applied or refused), the XDP path (steering, AF_XDP socket), the pre-flight hellos that
 //! prove a reflector answers, and the stamping device's checks.
 
-use super::config::*;
+use super::config::{
+    SocketConfig, SocketReport, Timestamps, UdpError, XdpConfig, XdpReport, RX_BYTES,
+};
 use super::link::UdpLink;
 use super::ping::{Link, Recv};
 use super::wire::{self, Kind};
@@ -12,7 +14,7 @@ use rtlab_sys::SysError;
 use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 
-pub(super) fn in_netns<T: Send + 'static>(
+fn in_netns<T: Send + 'static>(
     netns: Option<&str>,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, UdpError> {
@@ -92,7 +94,7 @@ pub(super) fn open_xdp(
     Ok(XdpSide { xsk, steering, mac, report, journaled })
 }
 
-pub(super) fn io_why(e: &std::io::Error, addr: &SocketAddr) -> String {
+fn io_why(e: &std::io::Error, addr: &SocketAddr) -> String {
     match e.raw_os_error() {
         Some(libc::EADDRINUSE) => format!("port {} is already in use", addr.port()),
         Some(libc::EADDRNOTAVAIL) => {
@@ -355,7 +357,7 @@ impl Link for AnyLink {
 }
 
 /// Whether this kernel has the etf qdisc (built in, a module, or loaded).
-pub(super) fn kernel_has_etf() -> bool {
+fn kernel_has_etf() -> bool {
     if std::path::Path::new("/sys/module/sch_etf").exists() {
         return true;
     }

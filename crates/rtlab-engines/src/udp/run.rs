@@ -29,7 +29,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use super::config::*;
-use super::open::*;
+use super::open::{
+    apply_socket, check_etf, detach, open_socket, open_xdp, preflight, preflight_xdp, stamp_device,
+    AnyLink, Held,
+};
 
 /// What a ping run measured.
 pub struct PingOutcome {

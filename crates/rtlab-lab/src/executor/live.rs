@@ -175,7 +175,7 @@ pub(super) fn run_here(
 
 /// The case's two namespaces (its network cases and their traffic go through them); what
 /// the machine lacks (`ip`, the privilege) skips the case, another failure fails it.
-pub(super) fn case_pair(name: &str) -> Result<rtlab_engines::netns::NetnsPair, Box<CaseResult>> {
+fn case_pair(name: &str) -> Result<rtlab_engines::netns::NetnsPair, Box<CaseResult>> {
     use rtlab_engines::netns::{NetnsConfig, NetnsError, NetnsPair};
     let cfg = NetnsConfig { name: name.to_string(), ..Default::default() };
     NetnsPair::up(&cfg).map_err(|e| {
@@ -191,7 +191,7 @@ pub(super) fn case_pair(name: &str) -> Result<rtlab_engines::netns::NetnsPair, B
 
 /// The far side's end of a case: its profile, load and notes into the result's far part,
 /// then bye (the agent restores its host and ends).
-pub(super) fn finish_far(l: FarLink, r: &mut CaseResult, far_notes: Vec<String>) {
+fn finish_far(l: FarLink, r: &mut CaseResult, far_notes: Vec<String>) {
     let finished = l.finish();
     if let Some(far) = r.document.as_mut().and_then(|d| d.far.as_mut()) {
         match finished {
@@ -211,7 +211,7 @@ pub(super) fn finish_far(l: FarLink, r: &mut CaseResult, far_notes: Vec<String>)
 /// measuring thread spin and never end, at the profile's policy when that is real-time, else
 /// at SCHED_FIFO 1 (where it may); `livelock` makes it spin until it is both asked to stop
 /// and no longer real-time (a livelock the supervisor's SCHED_OTHER ends).
-pub(super) fn test_hang(
+fn test_hang(
     stop: &Arc<AtomicBool>,
 ) -> Option<Result<rtlab_core::schema::ResultDocument, crate::error::LabError>> {
     if !cfg!(debug_assertions) {
@@ -235,7 +235,7 @@ pub(super) fn test_hang(
 
 /// The far computer's part of a case: its profile (the case's, journaled there) and the
 /// server end of a traffic load; returns the loads that run here.
-pub(super) fn far_setup(
+fn far_setup(
     link: &FarLink,
     case: &CaseSpec,
     planned: std::time::Duration,

@@ -83,11 +83,7 @@ impl Report {
 
 /// (tasks whose status was read, (tid, name) of those allowed on any of `cpus`), leaving out
 /// the processes `except` and their threads.
-pub(super) fn tasks_on(
-    host: &dyn Host,
-    cpus: &[usize],
-    except: &[i32],
-) -> (usize, Vec<(i32, String)>) {
+fn tasks_on(host: &dyn Host, cpus: &[usize], except: &[i32]) -> (usize, Vec<(i32, String)>) {
     let mut pids: Vec<i32> = std::fs::read_dir(host.path("/proc"))
         .map(|rd| rd.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
         .unwrap_or_default();

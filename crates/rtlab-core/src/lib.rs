@@ -21,6 +21,7 @@ pub mod run;
 pub mod schema;
 pub mod sink;
 pub mod stats;
+pub mod testing;
 pub mod units;
 pub mod warnings;
 pub mod windows;

@@ -1,7 +1,7 @@
 //! rtlab-evidence: spike evidence around a probe run. The kernel's counters per window
 //! ([`counters`], kept while sampling in [`sampled`]); the spike tracer ([`tracer`]) with its watcher ([`watch`]), the trace read
 //! back ([`trace`]) and each spike explained ([`explain`]); rtla timerlat alongside
-//! ([`timerlat`]); and the evidence on a terminal ([`render`]).
+//! ([`timerlat`]). rtlab-report renders it (`rtlab_report::evidence`).
 //!
 //! Contract: nothing here runs on a measuring thread (the probes only raise a
 //! [`rtlab_core::sink::SpikeFlag`]; the sampler and the watcher are helper threads off the
@@ -23,9 +23,7 @@ mod helper;
 pub mod hwlat;
 mod noise_tracer;
 pub mod osnoise;
-pub mod render;
 pub mod sampled;
-pub mod testing;
 pub mod timerlat;
 pub mod trace;
 pub mod tracer;

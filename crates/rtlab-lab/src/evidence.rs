@@ -245,7 +245,7 @@ fn start_timerlat(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtlab_evidence::testing::stream;
+    use rtlab_core::testing::stream;
 
     #[test]
     fn only_a_sweep_of_cases_is_said_to_start_elsewhere() {

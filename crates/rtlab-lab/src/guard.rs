@@ -53,6 +53,26 @@ pub fn stale_journal_warning() -> Option<String> {
     ))
 }
 
+/// A dead rtlab's journal put back before anything is measured: its warning and then how
+/// many changes were restored, each said through `say`; an error when it could not be put
+/// back completely.
+pub fn restore_dead_journal(say: &mut dyn FnMut(&str)) -> Result<(), LabError> {
+    let Some(w) = stale_journal_warning() else { return Ok(()) };
+    say(&w);
+    let r = rtlab_tune::journal::restore_journal(
+        crate::host::host(),
+        Path::new(rtlab_tune::journal::DEFAULT_JOURNAL),
+    )
+    .map_err(|e| {
+        LabError::Failed(format!("restoring the journal first: {e} (run `rtlab tune restore`)"))
+    })?;
+    if !r.is_clean() {
+        return Err(LabError::Failed("the journal of a dead rtlab could not be restored completely: run `rtlab tune restore` and look at what it says".into()));
+    }
+    say(&format!("restored {} changes first", r.restored.len()));
+    Ok(())
+}
+
 /// Where the XDP path's journals are: one per attached program,
 /// `<DEFAULT_JOURNAL>.xdp-<pid>-<n>` (the machine's journal may be a profile's, in force
 /// for the whole case).

@@ -24,4 +24,5 @@ pub mod probes;
 pub mod registry;
 pub mod runner;
 pub mod scenario;
+pub mod session;
 pub mod store_sink;

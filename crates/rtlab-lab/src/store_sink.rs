@@ -7,6 +7,9 @@ use rtlab_core::run::{CaseRecord, RunInfo, RunStatus};
 use rtlab_store::Store;
 use std::path::Path;
 
+/// The store a command uses when none is named (`--db`, `RTLAB_DB`).
+pub use rtlab_store::DEFAULT_DB;
+
 impl RunSink for Store {
     fn begin_run(&mut self, info: &RunInfo) -> Result<i64, crate::runner::SinkError> {
         Ok(Store::begin_run(self, info)?)

@@ -16,6 +16,7 @@
 pub mod compare;
 pub mod cost;
 pub mod dashboard;
+pub mod evidence;
 pub mod gates;
 pub mod html;
 pub mod junit;

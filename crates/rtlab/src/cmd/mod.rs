@@ -140,10 +140,10 @@ pub fn print_evidence(
                 spike: ev.spike.clone(),
                 notes: ev.notes.clone(),
             };
-            eprint!("{}", rtlab_evidence::render::render(&only_spike, streams));
+            eprint!("{}", rtlab_report::evidence::render(&only_spike, streams));
         }
     } else {
-        print!("{}", rtlab_evidence::render::render(ev, streams));
+        print!("{}", rtlab_report::evidence::render(ev, streams));
     }
 }
 

@@ -4,11 +4,11 @@
 use super::stop_flag;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rtlab_core::run::{CaseRecord, CaseStatus, RunInfo, RunStatus};
+use rtlab_core::run::{CaseRecord, CaseStatus, RunStatus};
 use rtlab_core::units::{format_duration_human, us_1, Nanos};
-use rtlab_lab::executor::LiveExecutor;
-use rtlab_lab::runner::{run_scenario, Keeping, RunProgress};
-use rtlab_lab::scenario::{preset, CaseSpec, Scenario, PRESETS};
+use rtlab_lab::runner::{Keeping, RunProgress};
+use rtlab_lab::scenario::{CaseSpec, Scenario, PRESETS};
+use rtlab_lab::session::{self, Plan};
 use std::io::IsTerminal;
 
 #[derive(Args, Debug)]
@@ -23,7 +23,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
     /// The results store: a SQLite file or postgres://USER[:PASSWORD]@HOST[:PORT]/DB.
-    #[arg(long, env = "RTLAB_DB", hide_env_values = true, default_value = rtlab_store::DEFAULT_DB, value_name = "FILE|URL")]
+    #[arg(long, env = "RTLAB_DB", hide_env_values = true, default_value = rtlab_lab::store_sink::DEFAULT_DB, value_name = "FILE|URL")]
     pub db: String,
     /// Where to write the HTML report of this run (default: next to the store, run-<ID>.html).
     #[arg(long)]
@@ -65,36 +65,6 @@ pub struct RunArgs {
     pub overrun: Option<String>,
 }
 
-/// Read a scenario: a preset by name, else a file.
-pub fn load_scenario(name: &str, scale: f64) -> anyhow::Result<Scenario> {
-    load_scenario_far(name, scale, None)
-}
-
-/// A scenario with its far side set by `--far` (over the file's own).
-fn load_scenario_far(
-    name: &str,
-    scale: f64,
-    far: Option<&rtlab_lab::far::FarSpec>,
-) -> anyhow::Result<Scenario> {
-    let (origin, text) = scenario_text(name)?;
-    Ok(Scenario::parse_with_far(&origin, &text, scale, far)?)
-}
-
-/// The text of a preset or a scenario file, and its origin for errors.
-fn scenario_text(name: &str) -> anyhow::Result<(String, String)> {
-    if let Some(text) = preset(name) {
-        return Ok((format!("preset {name}"), text.to_string()));
-    }
-    let path = std::path::Path::new(name);
-    if !path.exists() {
-        let names: Vec<_> = PRESETS.iter().map(|(n, _)| *n).collect();
-        anyhow::bail!("'{name}' is neither a preset ({}) nor a scenario file", names.join(", "));
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("reading scenario {name}: {e}"))?;
-    Ok((name.to_string(), text))
-}
-
 pub fn run(a: RunArgs) -> anyhow::Result<u8> {
     if a.list {
         return list_presets();
@@ -116,21 +86,17 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
         }
     };
     if a.print {
-        let (_, text) = scenario_text(name)?;
-        load_scenario(name, 1.0)?;
+        let (_, text) = session::scenario_text(name).map_err(super::lab_error)?;
+        session::load_scenario(name, 1.0, None).map_err(super::lab_error)?;
         print!("{text}");
         return Ok(0);
     }
-    let Planned { mut scenario, source, scale, resume, store, mut planned } =
-        scenario_of(&a, name)?;
+    let mut plan =
+        Plan::new(name, a.scale, a.far.as_deref(), a.resume, &a.db).map_err(super::lab_error)?;
     if let Some(p) = &a.only {
-        scenario.retain_matching(p);
-        if scenario.cases().is_empty() {
-            anyhow::bail!("--only {p}: no case of {} matches", scenario.name);
-        }
-        planned = scenario.cases().iter().map(|c| c.name.clone()).collect();
+        plan.only(p).map_err(super::lab_error)?;
     }
-    let gates = gates_of(&a.gate, &scenario, &planned)?;
+    let gates = plan.gates(&a.gate).map_err(super::lab_error)?;
     let overrun = a
         .overrun
         .as_deref()
@@ -138,7 +104,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
         .transpose()?
         .map(|ns| std::time::Duration::from_nanos(ns.max(0) as u64));
     if a.dry_run {
-        print_dry_run(&scenario, scale);
+        print_dry_run(&plan.scenario, plan.scale);
         for g in &gates {
             println!("gate {} {g}", g.origin);
         }
@@ -150,90 +116,47 @@ pub fn run(a: RunArgs) -> anyhow::Result<u8> {
     if let Some(j) = &a.junit {
         crate::document::check_writable(j, "--junit")?;
     }
-    let holder = format!("rtlab run {}", scenario.name);
-    let _lock = super::machine_lock(&holder, a.wait)?;
-    restore_dead_journal()?;
-    let mut store = match store {
-        Some(s) => s,
-        None => rtlab_lab::store_sink::open(&a.db).map_err(super::lab_error)?,
+    let opts = session::Options {
+        db: &a.db,
+        html: a.html.as_deref(),
+        wait: a.wait,
+        overrun,
+        command_line: session::redact_args(std::env::args()),
     };
-    if let Some(id) = resume {
-        store
-            .reopen_run(id, &rtlab_store::url::redact_args(std::env::args()))
-            .map_err(|e| anyhow::anyhow!("--resume {id}: {e}"))?;
-    }
+    let tty = std::io::stderr().is_terminal();
+    let waiting = |why: &str| {
+        if tty {
+            eprintln!("rtlab: {why}")
+        }
+    };
+    let s = session::open(plan, opts, waiting, &mut |l| eprintln!("rtlab: {l}"))
+        .map_err(super::lab_error)?;
     let stop = stop_flag()?;
-    let info = RunInfo {
-        scenario: scenario.name.clone(),
-        source,
-        scenario_text: scenario.text.clone(),
-        scale,
-        command_line: rtlab_store::url::redact_args(std::env::args()),
-        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        environment: rtlab_sys::env::detect(std::path::Path::new("/")),
-    };
+    let scenario = &s.plan().scenario;
+    let cases = scenario.cases().len();
     if !a.quiet {
         println!(
-            "rtlab run {}: {} cases, about {} of measuring; store {}",
+            "rtlab run {}: {cases} cases, about {} of measuring; store {}",
             scenario.name,
-            scenario.cases().len(),
             format_duration_human(Nanos(scenario.planned_ns())),
-            rtlab_store::url::redact(&a.db)
+            session::redact(&a.db)
         );
     }
-    let mut progress = TermProgress::new(scenario.cases().len(), scenario.planned_ns(), a.quiet);
-    // traces around spikes are kept next to the store
-    let trace_dir = rtlab_lab::store_sink::local_dir(&a.db);
-    let mut exec = LiveExecutor::new(trace_dir.clone());
-    exec.overrun = overrun;
-    // a case the store cannot take is kept in memory, tried again, then kept in a file: next
-    // to the store, else in the temporary directory, else here
-    let keeping =
-        Keeping { aside: vec![trace_dir, std::env::temp_dir(), ".".into()], ..Keeping::default() };
-    let (run_id, status) = run_scenario(
-        &scenario,
-        &info,
-        &mut exec,
-        &mut store,
-        &mut progress,
-        &stop,
-        resume,
-        &keeping,
-    )
-    .map_err(|e| anyhow::anyhow!("--db {}: {e}", rtlab_store::url::redact(&a.db)))?;
+    let mut progress = TermProgress::new(cases, scenario.planned_ns(), a.quiet);
+    let ended = s.run(&gates, &mut progress, &stop).map_err(super::lab_error)?;
     progress.finish();
-    let ended = Ended { run_id, status, cases: scenario.cases().len(), progress };
-    conclude(&a, &mut store, ended, &gates, &planned)
+    conclude(&a, &ended, cases, &progress)
 }
 
-/// A run that has ended: its id, status, planned case count and what its progress counted.
-struct Ended {
-    run_id: i64,
-    status: RunStatus,
-    cases: usize,
-    progress: TermProgress,
-}
-
-/// The end of a run: its gates judged over every case (a resumed run's earlier ones too) and
-/// stored, its report written, its verdict, what helps and the sentence to act on said, its
-/// JUnit file; the exit status (2 a failed run, 1 a gate failed, else 0).
+/// The end of a run: its verdict, what helps and the sentence to act on said, its gates'
+/// lines, its JUnit file; the exit status (2 a failed run, 1 a gate failed, else 0).
 fn conclude(
     a: &RunArgs,
-    store: &mut rtlab_store::Store,
-    ended: Ended,
-    gates: &[rtlab_core::gate::Gate],
-    planned: &[String],
+    ended: &session::Ended,
+    cases: usize,
+    progress: &TermProgress,
 ) -> anyhow::Result<u8> {
-    let Ended { run_id, status, cases, progress } = ended;
-    // the gates are judged over every case of the run (a resumed run's earlier ones too)
-    let stored = store.load_run(run_id).map_err(|e| anyhow::anyhow!("--db {}: {e}", a.db))?;
-    let verdicts = rtlab_core::judging::evaluate(gates, &stored.cases, planned);
-    store
-        .save_gate_verdicts(run_id, &verdicts)
-        .map_err(|e| anyhow::anyhow!("--db {}: {e}", a.db))?;
-    let report = rtlab_lab::store_sink::render_report(store, &a.db, run_id, a.html.as_deref())
-        .map_err(super::lab_error)?;
+    let (run_id, status) = (ended.run_id, ended.status);
     if !a.quiet {
         println!(
             "run {run_id} {}: {} of {} cases ({} failed, {} skipped)",
@@ -246,23 +169,21 @@ fn conclude(
         if status == RunStatus::Interrupted {
             println!(
                 "continue it with: rtlab run --resume {run_id} --db {}",
-                rtlab_store::url::redact(&a.db)
+                session::redact(&a.db)
             );
         }
         // the answer first: kept or not, and what helps (docs/reports.md "The verdict")
-        let v = rtlab_report::verdict::judge(&stored, &verdicts);
+        let v = rtlab_report::verdict::judge(&ended.run, &ended.verdicts);
         println!("verdict: {}", v.headline());
         for l in v.helps_lines() {
             println!("  {l}");
         }
         println!("so: {}", v.remedy());
     }
-    println!("report: {report}");
-    let broken = super::gate_lines(&verdicts, a.quiet);
+    println!("report: {}", ended.report);
+    let broken = super::gate_lines(&ended.verdicts, a.quiet);
     if let Some(j) = &a.junit {
-        let run = store.load_run(run_id).map_err(|e| anyhow::anyhow!("--db {}: {e}", a.db))?;
-        crate::document::write_text(&rtlab_report::junit::junit(&run), j)
-            .map_err(|e| anyhow::anyhow!("--junit {j}: {e}"))?;
+        ended.write_junit(j).map_err(super::lab_error)?;
         if !a.quiet {
             println!("junit: {j}");
         }
@@ -274,31 +195,6 @@ fn conclude(
     } else {
         0
     })
-}
-
-/// The scenario's gates and `--gate`'s; a `--gate` that is malformed or matches no case to
-/// be run is an error before anything is measured.
-fn gates_of(
-    flags: &[String],
-    scenario: &Scenario,
-    planned: &[String],
-) -> anyhow::Result<Vec<rtlab_core::gate::Gate>> {
-    let mut gates = scenario.gates.clone();
-    for f in flags {
-        let g = rtlab_core::gate::Gate::parse_flag(f).map_err(|e| anyhow::anyhow!(e))?;
-        if !planned.iter().any(|c| g.matches_case(c)) {
-            let some: Vec<&str> = planned.iter().take(3).map(String::as_str).collect();
-            let more = if planned.len() > 3 { ", ..." } else { "" };
-            anyhow::bail!(
-                "--gate {f}: '{}' matches no case of {} to run (a whole name, or a glob with *; cases: {}{more})",
-                g.case,
-                scenario.name,
-                some.join(", ")
-            );
-        }
-        gates.push(g);
-    }
-    Ok(gates)
 }
 
 /// `--list`: every preset with its cases and time at scale 1.
@@ -322,58 +218,6 @@ fn list_presets_to(out: &mut dyn std::io::Write) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The run to make: its scenario, where it came from, its scale, the stored run it resumes.
-struct Planned {
-    scenario: Scenario,
-    source: String,
-    scale: f64,
-    resume: Option<i64>,
-    /// The store, open already when resuming.
-    store: Option<rtlab_store::Store>,
-    /// The names of every case the run is to hold (a resumed run's stored ones too).
-    planned: Vec<String>,
-}
-
-/// The run's scenario: a stored run's to resume (its cases not yet stored), or the preset or
-/// file named, with `--far` over its far side.
-fn scenario_of(a: &RunArgs, name: &str) -> anyhow::Result<Planned> {
-    match a.resume {
-        Some(id) => {
-            if !rtlab_store::url::is_postgres(&a.db) && !std::path::Path::new(&a.db).is_file() {
-                anyhow::bail!("--db {}: no store there, so no run {id} to resume", a.db);
-            }
-            let st = rtlab_lab::store_sink::open(&a.db).map_err(super::lab_error)?;
-            let rp = st.resume_point(id).map_err(|e| anyhow::anyhow!("--resume {id}: {e}"))?;
-            let origin = format!("run {id} ({})", rp.source);
-            let mut s = Scenario::parse(&origin, &rp.scenario_text, rp.scale)?;
-            let planned = s.cases().iter().map(|c| c.name.clone()).collect();
-            let done: std::collections::BTreeSet<u32> =
-                s.cases().iter().filter(|c| rp.is_done(&c.name)).map(|c| c.index).collect();
-            s.skip_indices(&done);
-            Ok(Planned {
-                scenario: s,
-                source: rp.source.clone(),
-                scale: rp.scale,
-                resume: Some(id),
-                store: Some(st),
-                planned,
-            })
-        }
-        None => {
-            let far = a
-                .far
-                .as_deref()
-                .map(rtlab_lab::far::FarSpec::parse)
-                .transpose()
-                .map_err(|e| anyhow::anyhow!("--far {e}"))?;
-            let s = load_scenario_far(name, a.scale, far.as_ref())?;
-            let source = if preset(name).is_some() { "preset".into() } else { name.to_string() };
-            let planned = s.cases().iter().map(|c| c.name.clone()).collect();
-            Ok(Planned { scenario: s, source, scale: a.scale, resume: None, store: None, planned })
-        }
-    }
-}
-
 /// `--dry-run`: the cases, the scale's notes, and the time they take.
 fn print_dry_run(scenario: &Scenario, scale: f64) {
     for c in scenario.cases() {
@@ -389,26 +233,6 @@ fn print_dry_run(scenario: &Scenario, scale: f64) {
         scenario.cases().len(),
         format_duration_human(Nanos(scenario.planned_ns()))
     );
-}
-
-/// A dead rtlab's changes are put back before anything is measured.
-fn restore_dead_journal() -> anyhow::Result<()> {
-    if let Some(w) = rtlab_lab::guard::stale_journal_warning() {
-        eprintln!("rtlab: {w}");
-        let host = rtlab_lab::host::host();
-        let r = rtlab_tune::journal::restore_journal(
-            host,
-            std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL),
-        )
-        .map_err(|e| {
-            anyhow::anyhow!("restoring the journal first: {e} (run `rtlab tune restore`)")
-        })?;
-        if !r.is_clean() {
-            anyhow::bail!("the journal of a dead rtlab could not be restored completely: run `rtlab tune restore` and look at what it says");
-        }
-        eprintln!("rtlab: restored {} changes first", r.restored.len());
-    }
-    Ok(())
 }
 
 /// Progress over the whole run, with a line per finished case.

@@ -3,7 +3,6 @@
 
 use super::{duration_flag, stop_flag};
 use clap::{Args, Subcommand};
-use rtlab_sys::SysError;
 use rtlab_tune::check::{counts, run_checks, Status};
 use rtlab_tune::host::{FakeHost, Host, RealHost};
 use rtlab_tune::journal::{pending, read_journal, restore_journal, DEFAULT_JOURNAL};
@@ -129,7 +128,7 @@ fn check(json: Option<String>, noise: &str, h: &HostArgs) -> anyhow::Result<u8> 
     let mut checks = run_checks(host.as_ref());
     // measured on this machine only (a fake tree has no CPUs to measure)
     if noise_ns > 0 && h.root.is_none() {
-        checks.push(measured_noise(noise_ns)?);
+        checks.push(rtlab_lab::probes::noise_check::row(noise_ns, &stop_flag()?)?);
     }
     let (pass, warn, fail) = counts(&checks);
     if let Some(p) = &json {
@@ -154,126 +153,6 @@ fn check(json: Option<String>, noise: &str, h: &HostArgs) -> anyhow::Result<u8> 
     }
     writeln!(out, "\n{pass} pass, {warn} warn, {fail} fail")?;
     Ok(0)
-}
-
-/// The `noise` row: `rtlab noise` for `duration_ns` on each real-time CPU in turn (the
-/// isolated ones, else every online CPU), at FIFO 80 where this process may (else SCHED_OTHER,
-/// said), threshold 1 us. Pass below 50 us of longest gap and 0.1 % stolen; fail from 1 ms.
-fn measured_noise(duration_ns: i64) -> anyhow::Result<rtlab_tune::check::Check> {
-    use rtlab_tune::check::Check;
-    let row = |status, found: String, remedy: &str| Check {
-        id: "noise",
-        title: "noise (measured)",
-        status,
-        found,
-        remedy: if status == Status::Pass { String::new() } else { remedy.to_string() },
-    };
-    let Some(_lock) = super::machine_lock("rtlab tune check", false)? else {
-        return Ok(row(
-            Status::Info,
-            "not measured: another rtlab is measuring on this machine".into(),
-            "",
-        ));
-    };
-    let env = rtlab_sys::env::detect(Path::new("/"));
-    let (online, _) = rtlab_sys::cpus::online_cpus(Path::new("/"));
-    let mut cpus = rtlab_sys::cpus::parse_cpu_list(&env.isolcpus).unwrap_or_default();
-    cpus.retain(|c| online.contains(c));
-    let which = if cpus.is_empty() {
-        cpus = online.clone();
-        "every online CPU"
-    } else {
-        "the isolated CPUs"
-    };
-    let mut fifo = rtlab_sys::sched::may_use_realtime();
-    let rt_of = |fifo: bool| rtlab_core::rt::RtSettings {
-        policy: if fifo { rtlab_core::rt::Policy::Fifo } else { rtlab_core::rt::Policy::Other },
-        priority: if fifo { 80 } else { 0 },
-        cpus: None,
-        mlockall: fifo,
-    };
-    // FIFO refused although the process may use it (a cgroup without real-time runtime):
-    // measured at SCHED_OTHER, and said with the kernel's reason and its fix
-    let mut refused: Option<(String, String)> = None;
-    let stop = stop_flag()?;
-    let mut parts = Vec::new();
-    let (mut worst_max, mut worst_pct) = (0i64, 0f64);
-    for &cpu in &cpus {
-        let cfg = |fifo: bool| rtlab_engines::noise::NoiseConfig {
-            cpus: vec![cpu],
-            rt: rt_of(fifo),
-            threshold_ns: 1_000,
-            duration_ns,
-            window_ns: duration_ns.min(1_000_000_000),
-            stack_prefault_bytes: 64 << 10,
-            cpu_dma_latency_us: None,
-        };
-        let mut ran = rtlab_engines::noise::run(&cfg(fifo), stop.clone(), |_, _| {});
-        if let Err(rtlab_engines::noise::NoiseError::Sys(SysError::RtRefused {
-            policy,
-            priority,
-            cause,
-            fix,
-        })) = &ran
-        {
-            refused = Some((
-                format!("the kernel refused {policy} {priority} (EPERM){cause}"),
-                fix.clone(),
-            ));
-            fifo = false;
-            ran = rtlab_engines::noise::run(&cfg(false), stop.clone(), |_, _| {});
-        }
-        let out = match ran {
-            Ok(o) => o,
-            Err(e) => {
-                return Ok(row(
-                    Status::Fail,
-                    format!("not measured: on CPU {cpu}: {e}"),
-                    "see the error; `rtlab noise --cpus N` measures one CPU with its own flags",
-                ))
-            }
-        };
-        for t in &out.threads {
-            let max = t.gaps.summary().max_ns.unwrap_or(0);
-            let pct = 100.0 * t.stolen_ns as f64 / t.measured_ns.max(1) as f64;
-            worst_max = worst_max.max(max);
-            worst_pct = worst_pct.max(pct);
-            parts.push(format!(
-                "cpu{}: max {}, {pct:.2}% stolen, {} gaps",
-                t.cpu,
-                rtlab_core::units::Nanos(max),
-                t.gaps.count()
-            ));
-        }
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-    }
-    let status = if worst_max >= 1_000_000 {
-        Status::Fail
-    } else if worst_max >= 50_000 || worst_pct >= 0.1 || refused.is_some() {
-        Status::Warn
-    } else {
-        Status::Pass
-    };
-    let policy = match &refused {
-        Some((why, _)) => format!("other: {why}"),
-        None if fifo => "fifo 80".into(),
-        None => "other: no real-time privilege".into(),
-    };
-    let found = format!(
-        "{} ({which}, {} each, {policy}, gaps above 1 us)",
-        parts.join("; "),
-        rtlab_core::units::format_duration_exact(rtlab_core::units::Nanos(duration_ns)),
-    );
-    if let Some((_, fix)) = refused {
-        return Ok(row(status, found, &fix));
-    }
-    Ok(row(
-        status,
-        found,
-        "isolate the real-time CPU (profile rt-isolation: isolcpus, nohz_full, rcu_nocbs, IRQs moved off), turn RT throttling off for long bursts (sched_rt_runtime_us = -1), and see what takes the CPU with `rtlab noise --cpus N --trace-on-spike 50us`",
-    ))
 }
 
 /// The profile journal and the spike tracer's journal beside it (`<journal>.trace`).

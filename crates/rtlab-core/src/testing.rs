@@ -1,13 +1,13 @@
 //! Building streams for tests (no root, no probe): what the evidence is aligned with and
 //! rendered beside.
 
-use rtlab_core::schema::Stream;
+use crate::schema::Stream;
 
 /// A stream `name` of 1 us windows whose maxima are `max` (None: an empty window), starting
 /// at `start` (CLOCK_MONOTONIC ns).
 pub fn stream(name: &str, max: Vec<Option<i64>>, start: Option<i64>) -> Stream {
-    let mut r = rtlab_core::sink::Recorder::new(
-        &rtlab_core::sink::RecorderConfig {
+    let mut r = crate::sink::Recorder::new(
+        &crate::sink::RecorderConfig {
             deadline_ns: 1,
             window_ns: 1_000,
             window_capacity: 16,
@@ -19,7 +19,7 @@ pub fn stream(name: &str, max: Vec<Option<i64>>, start: Option<i64>) -> Stream {
     );
     for (i, m) in max.iter().enumerate() {
         if let Some(m) = m {
-            rtlab_core::sink::Sink::record(&mut r, i as u64, i as i64 * 1_000, *m);
+            crate::sink::Sink::record(&mut r, i as u64, i as i64 * 1_000, *m);
         }
     }
     r.origin_monotonic_ns = start;

@@ -94,8 +94,8 @@ pub fn render(ev: &Evidence, streams: &[Stream]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::stream;
     use rtlab_core::evidence::{KernelCounters, SpikeEvidence};
+    use rtlab_core::testing::stream;
 
     #[test]
     fn the_worst_windows_are_shown_with_their_counters() {

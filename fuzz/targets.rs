@@ -141,7 +141,7 @@ pub fn ros_msg(data: &[u8]) {
 
 /// A `ros_discovery_info` sample (ParticipantEntitiesInfo) from another machine.
 pub fn ros_graph(data: &[u8]) {
-    let _ = rtlab_pubsub::ros_graph::decode(data);
+    let _ = rtlab_pubsub::observe::ros_graph::decode(data);
 }
 
 /// What the far side's pipes carry, read as both sides read it: bounded lines, each parsed

@@ -42,7 +42,7 @@
 //!   its recorder.
 
 use iceoryx2::prelude::*;
-use rtlab_pubsub::shm::ShmTransport;
+use rtlab_pubsub::transport::shm::ShmTransport;
 use rtlab_pubsub::transport::{
     decode_header, encode_header, Publisher, Qos, Subscriber, Transport, WaitStyle,
 };

@@ -1,17 +1,19 @@
 //! rtlab-pubsub: message latency through real pub/sub transports.
 //!
-//! - [`transport`]: the `Transport` contract (stated there) and the QoS mapping record;
-//! - one module per transport: [`intra`] (same process, zero copy), [`udp`] (plain
-//!   sockets), [`shm`] (iceoryx2 shared memory), [`zenoh_t`] (Zenoh peer or client mode),
-//!   [`dds`] (Cyclone DDS), [`fastdds`] (eProsima Fast DDS), [`rustdds_t`] (RustDDS, pure
-//!   Rust: it cannot be limited to an interface, see its rule); udp, zenoh, dds, fastdds
-//!   and rustdds reach another host when the spec names the network (loopback otherwise);
-//!   `dds_common` holds what dds and fastdds share (publisher, subscriber, network words);
+//! - [`transport`]: the `Transport` contract (stated there), the QoS mapping record, and one
+//!   module per transport below it, named as `--transport` names it: `intra` (same process,
+//!   zero copy), `udp` (plain sockets), `shm` (iceoryx2 shared memory), `zenoh` (peer or
+//!   client mode), `cyclonedds`, `fastdds` (eProsima Fast DDS), `rustdds` (pure Rust: it
+//!   cannot be limited to an interface, see its rule), `ros2` (rcl and the RMW); udp, zenoh,
+//!   cyclonedds, fastdds and rustdds reach another host when the spec names the network
+//!   (loopback otherwise); `dds_common` holds what cyclonedds and fastdds share;
 //! - [`conformance`]: the one generic suite every transport is checked with;
 //! - [`engine`]: the pubsub probe's engine (oneway / roundtrip, sweeps, fan-out, role
 //!   processes, a case's near side in a process of its own);
 //! - [`seqtrack`]: lost / duplicate / out-of-order counting;
-//! - [`dds_graph`]: the graph of a DDS domain from its built-in topics (`rtlab observe`).
+//! - [`observe`]: `rtlab observe`'s passive reader, and the graph of a DDS domain from its
+//!   built-in topics (`observe::dds_graph`) and of ROS 2 (`observe::ros_graph`);
+//! - [`ros_msg`]: ROS 2 messages in CDR (the ros2 transport's and observe's).
 //!
 //! Nothing in this crate prints, and nothing in it is `unsafe`: the C and C++ libraries
 //! (Cyclone DDS, the Fast DDS shim, rcl) and loading them at run time ([`dl`]) are
@@ -20,22 +22,11 @@
 
 pub mod arrivals;
 pub mod conformance;
-pub mod dds;
-mod dds_common;
-pub mod dds_graph;
 pub mod engine;
-pub mod fastdds;
-pub mod intra;
 pub mod observe;
-pub mod ros2;
-pub mod ros_graph;
 pub mod ros_msg;
-pub mod rustdds_t;
 pub mod seqtrack;
-pub mod shm;
 pub mod transport;
-pub mod udp;
-pub mod zenoh_t;
 
 pub use engine::{Mode, PubsubConfig, PubsubOutcome, RtSpec, TransportKind, TransportSpec};
 /// Loading libraries at run time and the one Fast DDS a process holds (rtlab-bindings').
@@ -53,32 +44,35 @@ use std::sync::Arc;
 /// `interface` (the address to bind) and `peers`. Fields a transport does not use are ignored.
 pub fn open(spec: &engine::TransportSpec) -> Result<Arc<dyn Transport>, TransportError> {
     match spec.kind {
-        TransportKind::Intra => Ok(Arc::new(intra::IntraTransport::new())),
-        TransportKind::Udp => {
-            Ok(Arc::new(udp::UdpTransport::from_spec(spec.interface.as_deref(), &spec.peers)?))
-        }
+        TransportKind::Intra => Ok(Arc::new(transport::intra::IntraTransport::new())),
+        TransportKind::Udp => Ok(Arc::new(transport::udp::UdpTransport::from_spec(
+            spec.interface.as_deref(),
+            &spec.peers,
+        )?)),
         TransportKind::Shm => {
-            let t = shm::ShmTransport::new()?;
+            let t = transport::shm::ShmTransport::new()?;
             let t = match spec.shm_subscribers {
                 Some(n) => t.sized_for(n),
                 None => t,
             };
             Ok(Arc::new(if spec.busy_poll { t.busy_poll() } else { t }))
         }
-        TransportKind::Zenoh => Ok(Arc::new(zenoh_t::ZenohTransport::with_mode(
+        TransportKind::Zenoh => Ok(Arc::new(transport::zenoh::ZenohTransport::with_mode(
             &spec.listen,
             &spec.connect,
             spec.zenoh_mode.as_deref(),
         )?)),
-        TransportKind::RustDds => Ok(Arc::new(rustdds_t::RustDdsTransport::new(
+        TransportKind::RustDds => Ok(Arc::new(transport::rustdds::RustDdsTransport::new(
             spec.domain.unwrap_or_else(default_dds_domain),
             spec.interface.as_deref(),
             &spec.peers,
         )?)),
         TransportKind::CycloneDds => {
-            let net =
-                dds::DdsNetwork { interface: spec.interface.clone(), peers: spec.peers.clone() };
-            Ok(Arc::new(dds::DdsTransport::with_network(
+            let net = transport::cyclonedds::DdsNetwork {
+                interface: spec.interface.clone(),
+                peers: spec.peers.clone(),
+            };
+            Ok(Arc::new(transport::cyclonedds::DdsTransport::with_network(
                 spec.domain.unwrap_or_else(default_dds_domain),
                 &net,
             )?))
@@ -89,23 +83,29 @@ pub fn open(spec: &engine::TransportSpec) -> Result<Arc<dyn Transport>, Transpor
                 what: "installation",
                 why: e,
             })?;
-            let net = ros2::Ros2Network::of(spec.interface.as_deref(), &spec.peers);
-            Ok(Arc::new(ros2::Ros2Transport::open(
+            let net = transport::ros2::Ros2Network::of(spec.interface.as_deref(), &spec.peers);
+            Ok(Arc::new(transport::ros2::Ros2Transport::open(
                 &inst,
                 spec.domain.unwrap_or_else(default_dds_domain),
                 &net,
             )?))
         }
         TransportKind::FastDds => {
-            let net =
-                dds::DdsNetwork { interface: spec.interface.clone(), peers: spec.peers.clone() };
-            let ros2 = match spec.fastdds_lib {
-                fastdds::FastDdsLib::Debian => None,
-                fastdds::FastDdsLib::Ros2 => Some(ros2_installation(spec).map_err(|e| {
-                    TransportError::Library { transport: "fastdds", what: "installation", why: e }
-                })?),
+            let net = transport::cyclonedds::DdsNetwork {
+                interface: spec.interface.clone(),
+                peers: spec.peers.clone(),
             };
-            Ok(Arc::new(fastdds::FastDdsTransport::with_lib(
+            let ros2 = match spec.fastdds_lib {
+                transport::fastdds::FastDdsLib::Debian => None,
+                transport::fastdds::FastDdsLib::Ros2 => {
+                    Some(ros2_installation(spec).map_err(|e| TransportError::Library {
+                        transport: "fastdds",
+                        what: "installation",
+                        why: e,
+                    })?)
+                }
+            };
+            Ok(Arc::new(transport::fastdds::FastDdsTransport::with_lib(
                 spec.domain.unwrap_or_else(default_dds_domain),
                 &net,
                 spec.fastdds_shm,
@@ -119,11 +119,11 @@ pub fn open(spec: &engine::TransportSpec) -> Result<Arc<dyn Transport>, Transpor
 /// [`ros2::install::find`] says), recorded as it was first found (`ros2_found_by`).
 pub fn ros2_installation(
     spec: &engine::TransportSpec,
-) -> Result<ros2::install::Installation, String> {
-    let mut i = ros2::install::find(
+) -> Result<transport::ros2::install::Installation, String> {
+    let mut i = transport::ros2::install::find(
         spec.ros2_prefix.as_deref().map(std::path::Path::new),
         spec.rmw.as_deref(),
-        &ros2::install::Env::here(),
+        &transport::ros2::install::Env::here(),
     )?;
     if let Some(by) = &spec.ros2_found_by {
         i.found_by.clone_from(by);

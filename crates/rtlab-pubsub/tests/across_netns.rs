@@ -320,7 +320,7 @@ fn zenoh_router_mode_is_refused_by_name() {
 
 #[test]
 fn udp_port_of_is_stable_and_in_range() {
-    use rtlab_pubsub::udp::port_of;
+    use rtlab_pubsub::transport::udp::port_of;
     // FNV-1a 32 of "rtlab" computed by hand-rolled reference below
     let mut h: u32 = 0x811c_9dc5;
     for b in b"rtlab" {

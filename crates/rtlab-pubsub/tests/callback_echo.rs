@@ -5,11 +5,11 @@
 //! say so. Counts and order only, never a time bound.
 
 use rtlab_pubsub::conformance::fresh_topic;
-use rtlab_pubsub::dds::DdsTransport;
 use rtlab_pubsub::engine::TransportKind;
-use rtlab_pubsub::fastdds::FastDdsTransport;
+use rtlab_pubsub::transport::cyclonedds::DdsTransport;
+use rtlab_pubsub::transport::fastdds::FastDdsTransport;
+use rtlab_pubsub::transport::zenoh::ZenohTransport;
 use rtlab_pubsub::transport::*;
-use rtlab_pubsub::zenoh_t::ZenohTransport;
 use rtlab_sys::clock::monotonic_ns;
 
 /// One test at a time: Cyclone opens a domain once per process with one configuration.
@@ -104,7 +104,8 @@ fn cyclonedds_answers_from_its_data_available_listener() {
     round_trips(&a, &b, 200, &mut |ping_t| {
         let topic = format!("rt/{ping_t}");
         let q = reliable();
-        let mut raw = a.raw_writer(&topic, rtlab_pubsub::dds::TYPE_NAME, true, &q).unwrap();
+        let mut raw =
+            a.raw_writer(&topic, rtlab_pubsub::transport::cyclonedds::TYPE_NAME, true, &q).unwrap();
         wait_matched(&|| raw.matched());
         raw.write(&malformed()).unwrap();
         w = Some(raw);
@@ -153,6 +154,6 @@ fn transports_without_a_callback_say_so() {
             matches!(k, TransportKind::Zenoh | TransportKind::CycloneDds | TransportKind::FastDds);
         assert_eq!(has, expected, "{}", k.name());
     }
-    let t = rtlab_pubsub::intra::IntraTransport::new();
+    let t = rtlab_pubsub::transport::intra::IntraTransport::new();
     assert!(t.callback_echo("a", "b", &Qos::default(), LEN).unwrap().is_none());
 }

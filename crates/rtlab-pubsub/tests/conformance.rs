@@ -17,7 +17,7 @@ instantiate_conformance_tests!(intra, with_intra);
 
 fn with_intra(rule: Rule) {
     let make = || {
-        let t: Arc<dyn Transport> = Arc::new(rtlab_pubsub::intra::IntraTransport::new());
+        let t: Arc<dyn Transport> = Arc::new(rtlab_pubsub::transport::intra::IntraTransport::new());
         (t.clone(), t)
     };
     let leftovers = BTreeSet::new;
@@ -31,7 +31,8 @@ fn with_udp(rule: Rule) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_path_buf();
     let make = || {
-        let t: Arc<dyn Transport> = Arc::new(rtlab_pubsub::udp::UdpTransport::new(d.clone()));
+        let t: Arc<dyn Transport> =
+            Arc::new(rtlab_pubsub::transport::udp::UdpTransport::new(d.clone()));
         (t.clone(), t)
     };
     let leftovers = || files_under(std::slice::from_ref(&d), &[]);
@@ -55,7 +56,7 @@ fn iceoryx2_files() -> BTreeSet<std::path::PathBuf> {
 fn shm_files_are_seen_by_the_leftover_check() {
     let _one = SHM.lock().unwrap_or_else(|e| e.into_inner());
     // the clean-shutdown check is only worth something if it sees what iceoryx2 makes
-    let t = rtlab_pubsub::shm::ShmTransport::new().unwrap();
+    let t = rtlab_pubsub::transport::shm::ShmTransport::new().unwrap();
     let before = iceoryx2_files();
     let q = rtlab_pubsub::Qos::default();
     let p = t.publisher(&conformance::fresh_topic("seen"), &q, 64).unwrap();
@@ -67,11 +68,11 @@ fn shm_files_are_seen_by_the_leftover_check() {
 instantiate_conformance_tests!(shm, with_shm);
 
 fn with_shm(rule: Rule) {
-    shm_subject(rule, || rtlab_pubsub::shm::ShmTransport::new().unwrap());
+    shm_subject(rule, || rtlab_pubsub::transport::shm::ShmTransport::new().unwrap());
 }
 
 /// Run `rule` on two shm transports opened by `open`, one shm suite at a time.
-fn shm_subject(rule: Rule, open: fn() -> rtlab_pubsub::shm::ShmTransport) {
+fn shm_subject(rule: Rule, open: fn() -> rtlab_pubsub::transport::shm::ShmTransport) {
     let _one = SHM.lock().unwrap_or_else(|e| e.into_inner());
     let make = || {
         let (a, b): (Arc<dyn Transport>, Arc<dyn Transport>) = (Arc::new(open()), Arc::new(open()));
@@ -85,13 +86,13 @@ instantiate_conformance_tests!(shm_sized_for_the_run, with_shm_sized_for_the_run
 /// Services made for three subscribers and one publisher per topic, as a run opens them
 /// (the suite's fan-out is three).
 fn with_shm_sized_for_the_run(rule: Rule) {
-    shm_subject(rule, || rtlab_pubsub::shm::ShmTransport::new().unwrap().sized_for(3));
+    shm_subject(rule, || rtlab_pubsub::transport::shm::ShmTransport::new().unwrap().sized_for(3));
 }
 
 #[test]
 fn shm_sized_services_refuse_a_port_beyond_their_size_in_one_line() {
     let _one = SHM.lock().unwrap_or_else(|e| e.into_inner());
-    let t = rtlab_pubsub::shm::ShmTransport::new().unwrap().sized_for(2);
+    let t = rtlab_pubsub::transport::shm::ShmTransport::new().unwrap().sized_for(2);
     let q = rtlab_pubsub::Qos::default();
     let topic = conformance::fresh_topic("sized");
     let _p = t.publisher(&topic, &q, 64).unwrap();
@@ -112,7 +113,7 @@ instantiate_conformance_tests!(shm_opened_for_busy_poll, with_shm_opened_for_bus
 
 /// No event service: a blocking take spins, publishers notify nobody.
 fn with_shm_opened_for_busy_poll(rule: Rule) {
-    shm_subject(rule, || rtlab_pubsub::shm::ShmTransport::new().unwrap().busy_poll());
+    shm_subject(rule, || rtlab_pubsub::transport::shm::ShmTransport::new().unwrap().busy_poll());
 }
 
 fn free_port() -> u16 {
@@ -126,9 +127,9 @@ fn with_zenoh(rule: Rule) {
     let make = || {
         let ep = vec![format!("tcp/127.0.0.1:{}", free_port())];
         let a: Arc<dyn Transport> =
-            Arc::new(rtlab_pubsub::zenoh_t::ZenohTransport::new(&ep, &[]).unwrap());
+            Arc::new(rtlab_pubsub::transport::zenoh::ZenohTransport::new(&ep, &[]).unwrap());
         let b: Arc<dyn Transport> =
-            Arc::new(rtlab_pubsub::zenoh_t::ZenohTransport::new(&[], &ep).unwrap());
+            Arc::new(rtlab_pubsub::transport::zenoh::ZenohTransport::new(&[], &ep).unwrap());
         (a, b)
     };
     let leftovers = BTreeSet::new;
@@ -141,8 +142,10 @@ instantiate_conformance_tests!(dds, with_dds);
 fn with_dds(rule: Rule) {
     let domain = rtlab_pubsub::default_dds_domain();
     let make = || {
-        let a: Arc<dyn Transport> = Arc::new(rtlab_pubsub::dds::DdsTransport::new(domain).unwrap());
-        let b: Arc<dyn Transport> = Arc::new(rtlab_pubsub::dds::DdsTransport::new(domain).unwrap());
+        let a: Arc<dyn Transport> =
+            Arc::new(rtlab_pubsub::transport::cyclonedds::DdsTransport::new(domain).unwrap());
+        let b: Arc<dyn Transport> =
+            Arc::new(rtlab_pubsub::transport::cyclonedds::DdsTransport::new(domain).unwrap());
         (a, b)
     };
     let leftovers = BTreeSet::new;
@@ -150,11 +153,12 @@ fn with_dds(rule: Rule) {
 }
 
 /// Run `f` on a thread of its own inside a fresh private network namespace
-/// (`rustdds_t::enter_private_netns`: lo + a veth pair, rdds0 and rdds1): every
+/// (`rustdds::enter_private_netns`: lo + a veth pair, rdds0 and rdds1): every
 /// packet RustDDS sends stays in it, and it disappears with the thread.
 fn in_private_netns(f: impl FnOnce() + Send + 'static) {
     std::thread::spawn(move || {
-        let _ns = rtlab_pubsub::rustdds_t::enter_private_netns().expect("private namespace");
+        let _ns =
+            rtlab_pubsub::transport::rustdds::enter_private_netns().expect("private namespace");
         f();
     })
     .join()
@@ -172,9 +176,9 @@ fn with_rustdds(rule: Rule) {
     in_private_netns(move || {
         let make = || {
             let open = || {
-                rtlab_pubsub::rustdds_t::RustDdsTransport::new(
+                rtlab_pubsub::transport::rustdds::RustDdsTransport::new(
                     7,
-                    Some(rtlab_pubsub::rustdds_t::PRIVATE_IF),
+                    Some(rtlab_pubsub::transport::rustdds::PRIVATE_IF),
                     &[],
                 )
                 .unwrap()
@@ -203,7 +207,7 @@ fn with_fastdds(rule: Rule) {
     let _one = FASTDDS.lock().unwrap_or_else(|e| e.into_inner());
     let domain = rtlab_pubsub::default_dds_domain();
     let make = || {
-        let open = || rtlab_pubsub::fastdds::FastDdsTransport::new(domain).unwrap();
+        let open = || rtlab_pubsub::transport::fastdds::FastDdsTransport::new(domain).unwrap();
         let (a, b): (Arc<dyn Transport>, Arc<dyn Transport>) = (Arc::new(open()), Arc::new(open()));
         (a, b)
     };
@@ -216,7 +220,7 @@ fn fastdds_shared_memory_files_are_seen_by_the_leftover_check() {
     // the clean-shutdown check is only worth something if it sees what Fast DDS makes
     let domain = rtlab_pubsub::default_dds_domain();
     let before = fastdds_files();
-    let t = rtlab_pubsub::fastdds::FastDdsTransport::new(domain).unwrap();
+    let t = rtlab_pubsub::transport::fastdds::FastDdsTransport::new(domain).unwrap();
     let q = rtlab_pubsub::Qos::default();
     let s = t.subscriber(&conformance::fresh_topic("seen"), &q, 64).unwrap();
     let during = fastdds_files();

@@ -1,8 +1,8 @@
 //! The graph of a DDS domain: a participant with a writer and a reader is found from the
 //! built-in topics, with its topic names, type name and the QoS each endpoint asked for.
 
-use rtlab_pubsub::dds::{DdsNetwork, DdsTransport};
-use rtlab_pubsub::dds_graph::discover;
+use rtlab_pubsub::observe::dds_graph::discover;
+use rtlab_pubsub::transport::cyclonedds::{DdsNetwork, DdsTransport};
 use rtlab_pubsub::{Durability, History, Qos, Reliability, Transport};
 use std::time::Duration;
 
@@ -30,7 +30,7 @@ fn a_writer_and_a_reader_are_found_with_their_qos() {
     assert_eq!(g.domain, domain);
     let w: Vec<_> = g.writers.iter().filter(|e| e.topic == "rt/graph_chatter").collect();
     assert_eq!(w.len(), 1, "{g:?}");
-    assert_eq!(w[0].type_name, rtlab_pubsub::dds::TYPE_NAME);
+    assert_eq!(w[0].type_name, rtlab_pubsub::transport::cyclonedds::TYPE_NAME);
     assert_eq!(
         (w[0].qos.reliability.as_str(), w[0].qos.history.as_str(), w[0].qos.durability.as_str()),
         ("best-effort", "keep-last:5", "volatile")

@@ -3,8 +3,8 @@
 //! Counts and order only, never a time bound.
 
 use rtlab_pubsub::conformance::{fresh_topic, warm_up};
-use rtlab_pubsub::dds::DdsTransport;
-use rtlab_pubsub::fastdds::{FastDdsTransport, Shm, MAX_MESSAGE};
+use rtlab_pubsub::transport::cyclonedds::DdsTransport;
+use rtlab_pubsub::transport::fastdds::{FastDdsTransport, Shm, MAX_MESSAGE};
 use rtlab_pubsub::transport::*;
 use std::sync::Arc;
 
@@ -137,7 +137,7 @@ fn shm_segments() -> Vec<(String, u64)> {
 fn the_shared_memory_segment_asked_is_the_one_fast_dds_makes_and_off_makes_none() {
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let domain = rtlab_pubsub::default_dds_domain();
-    let net = rtlab_pubsub::dds::DdsNetwork::default();
+    let net = rtlab_pubsub::transport::cyclonedds::DdsNetwork::default();
     let len = 64 << 10;
     let want: Vec<(u64, usize)> = (0..5).map(|q| (q, len)).collect();
     let before: Vec<String> = shm_segments().into_iter().map(|s| s.0).collect();
@@ -202,7 +202,7 @@ fn an_interface_with_unicast_peers_meets_cyclone_configured_the_same() {
     // holds the default one in this process)
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let domain = 200 + std::process::id() % 30;
-    let net = rtlab_pubsub::dds::DdsNetwork {
+    let net = rtlab_pubsub::transport::cyclonedds::DdsNetwork {
         interface: Some("lo".into()),
         peers: vec!["127.0.0.1".into()],
     };

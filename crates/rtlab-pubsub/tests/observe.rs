@@ -2,8 +2,8 @@
 //! (serialized by hand, a raw writer) measured by its arrivals and, with the clocks stated to
 //! agree, by the latency of its Header stamps. Counts only, never a latency bound.
 
-use rtlab_pubsub::dds::{DdsNetwork, DdsTransport};
 use rtlab_pubsub::observe::{observe, ObserveConfig};
+use rtlab_pubsub::transport::cyclonedds::{DdsNetwork, DdsTransport};
 use rtlab_pubsub::{Durability, History, Qos, Reliability};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

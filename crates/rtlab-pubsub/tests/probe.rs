@@ -251,14 +251,14 @@ fn fastdds_largest_message_in_processes() {
     // at 50 Hz: at 500 Hz to two subscribers one of them got none in time in 3 of 20 runs
     // here (2 CPUs), an overload, not a transport fault
     let mut cfg = config(TransportKind::FastDds, Mode::Oneway, vec![1], false);
-    cfg.payloads = vec![rtlab_pubsub::fastdds::MAX_MESSAGE];
+    cfg.payloads = vec![rtlab_pubsub::transport::fastdds::MAX_MESSAGE];
     cfg.periods_ns = vec![20_000_000];
     cfg.case_messages = Some(20);
     cfg.case_duration_ns = 400_000_000;
     cfg.qos.reliability = rtlab_pubsub::Reliability::Reliable;
     let out = run(&cfg);
     check_case(&out.cases[0], "one_way_latency");
-    assert_eq!(out.cases[0].payload, rtlab_pubsub::fastdds::MAX_MESSAGE);
+    assert_eq!(out.cases[0].payload, rtlab_pubsub::transport::fastdds::MAX_MESSAGE);
 }
 
 #[test]

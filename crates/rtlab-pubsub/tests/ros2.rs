@@ -11,10 +11,10 @@
 //! `fastdds_lib_ros2::clean_shutdown`, ...
 
 use rtlab_pubsub::conformance::{self, files_under, Rule, Subject};
-use rtlab_pubsub::fastdds::FastDdsTransport;
 use rtlab_pubsub::instantiate_conformance_tests;
-use rtlab_pubsub::ros2::install::{self, Env, Installation};
-use rtlab_pubsub::ros2::{Ros2Network, Ros2Transport};
+use rtlab_pubsub::transport::fastdds::FastDdsTransport;
+use rtlab_pubsub::transport::ros2::install::{self, Env, Installation};
+use rtlab_pubsub::transport::ros2::{Ros2Network, Ros2Transport};
 use rtlab_pubsub::transport::Transport;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -121,7 +121,8 @@ fn rtlabs_fastdds_cannot_join_a_process_that_holds_the_rmws_fast_dds() {
 fn beside_ros2(f: impl FnOnce(&Installation, &dyn Fn() -> FastDdsTransport)) {
     let _one = one_at_a_time();
     let inst = installation();
-    if inst.fast_dds().is_none() || rtlab_pubsub::fastdds::ROS2_BUILT_VERSION.is_empty() {
+    if inst.fast_dds().is_none() || rtlab_pubsub::transport::fastdds::ROS2_BUILT_VERSION.is_empty()
+    {
         rtlab_sys::test_skip::skipped(format_args!(
             "no Fast DDS 3 under {} or none at build time",
             inst.rmw
@@ -130,10 +131,15 @@ fn beside_ros2(f: impl FnOnce(&Installation, &dyn Fn() -> FastDdsTransport)) {
     }
     let domain = rtlab_pubsub::default_dds_domain();
     let _ros2 = open(&inst, domain);
-    let net = rtlab_pubsub::dds::DdsNetwork::default();
+    let net = rtlab_pubsub::transport::cyclonedds::DdsNetwork::default();
     let fastdds = || {
-        FastDdsTransport::with_lib(domain, &net, rtlab_pubsub::fastdds::Shm::Default, Some(&inst))
-            .unwrap_or_else(|e| panic!("{e}"))
+        FastDdsTransport::with_lib(
+            domain,
+            &net,
+            rtlab_pubsub::transport::fastdds::Shm::Default,
+            Some(&inst),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
     };
     f(&inst, &fastdds);
 }
@@ -186,7 +192,7 @@ fn include_dirs(prefix: &Path) -> Vec<String> {
 
 #[test]
 fn rtlabs_declarations_match_the_installed_headers() {
-    use rtlab_pubsub::ros2::ffi;
+    use rtlab_pubsub::transport::ros2::ffi;
     use std::mem::{offset_of, size_of};
     let inst = installation();
     if !inst.prefix.join("include/rcl/rcl/rcl.h").is_file() {

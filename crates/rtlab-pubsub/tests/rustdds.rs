@@ -14,9 +14,9 @@ mod ip_cmd;
 
 use ip_cmd::ip;
 use rtlab_pubsub::conformance::{fresh_topic, warm_up};
-use rtlab_pubsub::dds::{DdsNetwork, DdsTransport};
 use rtlab_pubsub::engine::{self, Mode, PubsubConfig, TransportKind, TransportSpec};
-use rtlab_pubsub::rustdds_t::{enter_private_netns, RustDdsTransport, PRIVATE_IF};
+use rtlab_pubsub::transport::cyclonedds::{DdsNetwork, DdsTransport};
+use rtlab_pubsub::transport::rustdds::{enter_private_netns, RustDdsTransport, PRIVATE_IF};
 use rtlab_pubsub::transport::*;
 use std::process::Command;
 use std::sync::atomic::AtomicBool;

@@ -15,8 +15,8 @@ use crate::error::LabError;
 use crate::probe::{Context, Plan, Probe, ProbeKind};
 use rtlab_core::rt::{Policy, RtSettings};
 use rtlab_core::schema::ResultDocument;
-use rtlab_pubsub::dds::DdsNetwork;
 use rtlab_pubsub::observe::{self as engine, ObserveConfig, ObserveOutcome};
+use rtlab_pubsub::transport::cyclonedds::DdsNetwork;
 use rtlab_pubsub::Reliability;
 use serde::{Deserialize, Serialize};
 
@@ -109,13 +109,13 @@ const HEADER_FIRST: &[&str] = &[
 
 /// Whether a DDS type name is a ROS 2 type that starts with a Header.
 pub fn starts_with_header(dds_type: &str) -> bool {
-    rtlab_pubsub::dds_graph::ros_type(dds_type)
+    rtlab_pubsub::observe::dds_graph::ros_type(dds_type)
         .is_some_and(|t| HEADER_FIRST.contains(&t.as_str()) || t.ends_with("Stamped"))
 }
 
 impl Validate for ObserveProbeConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        let max = rtlab_pubsub::dds::MAX_DOMAIN;
+        let max = rtlab_pubsub::transport::cyclonedds::MAX_DOMAIN;
         if self.domain > max {
             return Err(ConfigError::new(
                 "domain",
@@ -192,7 +192,7 @@ pub fn measure(cfg: &ObserveProbeConfig, ctx: &mut Context<'_>) -> Result<Observ
     rt.check().map_err(|m| ConfigError::new("priority", m))?;
     let net = cfg.network();
     let wait = std::time::Duration::from_nanos(cfg.wait.0 as u64);
-    let g = rtlab_pubsub::dds_graph::discover(cfg.domain, &net, wait).map_err(failed)?;
+    let g = rtlab_pubsub::observe::dds_graph::discover(cfg.domain, &net, wait).map_err(failed)?;
     let writers = engine::writers_of(&g, &topic).map_err(failed)?;
     let header = cfg.synced_clocks
         && (cfg.header || writers.iter().all(|w| starts_with_header(&w.type_name)));

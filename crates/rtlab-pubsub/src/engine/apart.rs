@@ -36,10 +36,10 @@ fn fast_dds_needed(cfg: &PubsubConfig, far_host: bool) -> Vec<String> {
     for k in kinds {
         match k {
             TransportKind::FastDds => match cfg.transport.fastdds_lib {
-                crate::fastdds::FastDdsLib::Debian => {
-                    out.push(crate::fastdds::FAST_DDS.to_string())
+                crate::transport::fastdds::FastDdsLib::Debian => {
+                    out.push(crate::transport::fastdds::FAST_DDS.to_string())
                 }
-                crate::fastdds::FastDdsLib::Ros2 => {
+                crate::transport::fastdds::FastDdsLib::Ros2 => {
                     if let Some(w) =
                         crate::ros2_installation(&cfg.transport).ok().and_then(|i| i.fast_dds())
                     {

@@ -146,7 +146,7 @@ pub struct PubsubOutcome {
     pub duration_ns: i64,
     /// What `ros2` ran on (this host's side; `config.ros2` in results), when it was used here.
     #[serde(default)]
-    pub ros2: Option<crate::ros2::Ros2Facts>,
+    pub ros2: Option<crate::transport::ros2::Ros2Facts>,
     /// A case run in a process of its own (`apart`): the cost windows it measured there.
     #[serde(default)]
     pub cost_windows: Vec<rtlab_core::cost::CostWindow>,

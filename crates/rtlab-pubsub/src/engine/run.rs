@@ -164,7 +164,7 @@ fn near_spec(cfg: &PubsubConfig, far: Option<&FarPlacement>) -> Result<Transport
     }
     // ros2 here (the near side, or a far side on this host): the installation is found once,
     // so that every process of the run loads the same one (a far host finds its own)
-    let fastdds_on_ros2 = spec.fastdds_lib == crate::fastdds::FastDdsLib::Ros2
+    let fastdds_on_ros2 = spec.fastdds_lib == crate::transport::fastdds::FastDdsLib::Ros2
         && either_side(cfg, TransportKind::FastDds);
     if spec.kind == TransportKind::Ros2
         || (far.is_none() && cfg.far_transport == Some(TransportKind::Ros2))
@@ -188,7 +188,7 @@ fn near_spec(cfg: &PubsubConfig, far: Option<&FarPlacement>) -> Result<Transport
 
 /// rustdds on one host (either side), no interface: RustDDS cannot be limited to an
 /// interface and ignores lo, so this thread moves into a private network namespace (lo +
-/// a veth end, rustdds_t::enter_private_netns) before the transport is opened (a DDS
+/// a veth end, rustdds::enter_private_netns) before the transport is opened (a DDS
 /// other side uses that veth end too, with multicast discovery); the role processes are
 /// spawned from this thread and are born there too. The namespace has no name: it
 /// disappears with its last thread or process, nothing to remove. The guard moves this
@@ -197,7 +197,7 @@ fn enter_private_netns(
     cfg: &PubsubConfig,
     far: Option<&FarPlacement>,
     spec: &mut TransportSpec,
-) -> Result<Option<crate::rustdds_t::PrivateNetns>, ProbeError> {
+) -> Result<Option<crate::transport::rustdds::PrivateNetns>, ProbeError> {
     if !(either_side(cfg, TransportKind::RustDds)
         && far.is_none()
         && spec.interface.is_none()
@@ -205,12 +205,12 @@ fn enter_private_netns(
     {
         return Ok(None);
     }
-    let g = crate::rustdds_t::enter_private_netns().map_err(|e| {
+    let g = crate::transport::rustdds::enter_private_netns().map_err(|e| {
         ProbeError::Setup(format!(
             "rustdds: on one host RustDDS runs in a private network namespace (it cannot be limited to an interface and ignores lo): {e}; or run it across a link (--far netns:NAME), or accept every interface (--interface all)"
         ))
     })?;
-    spec.interface = Some(crate::rustdds_t::PRIVATE_IF.into());
+    spec.interface = Some(crate::transport::rustdds::PRIVATE_IF.into());
     Ok(Some(g))
 }
 
@@ -246,12 +246,16 @@ fn run_notes(
     let fastdds_both_sides = spec.kind == TransportKind::FastDds
         && cfg.far_transport.is_none_or(|k| k == TransportKind::FastDds);
     let largest = cfg.payloads.iter().copied().max().unwrap_or(0);
-    notes.extend(crate::fastdds::shm_segment_note(largest, fastdds_both_sides, spec.fastdds_shm));
+    notes.extend(crate::transport::fastdds::shm_segment_note(
+        largest,
+        fastdds_both_sides,
+        spec.fastdds_shm,
+    ));
     if private_netns {
         notes.push(format!(
             "rustdds: ran in a private network namespace (lo, and a veth pair, {} {}/24 and its other end without an address: every packet stayed inside) because RustDDS 0.11 cannot be limited to one interface and ignores lo",
-            crate::rustdds_t::PRIVATE_IF,
-            crate::rustdds_t::PRIVATE_ADDR
+            crate::transport::rustdds::PRIVATE_IF,
+            crate::transport::rustdds::PRIVATE_ADDR
         ));
     }
     notes
@@ -320,9 +324,9 @@ mod tests {
         let mut spec = TransportSpec::new(TransportKind::FastDds);
         spec.domain = Some(42);
         spec.interface = Some("10.1.2.3".into());
-        spec.fastdds_shm = crate::fastdds::Shm::Segment(4 << 20);
+        spec.fastdds_shm = crate::transport::fastdds::Shm::Segment(4 << 20);
         let r = role_spec_of(&spec, TransportKind::FastDds, None, false);
-        assert_eq!(r.fastdds_shm, crate::fastdds::Shm::Segment(4 << 20));
+        assert_eq!(r.fastdds_shm, crate::transport::fastdds::Shm::Segment(4 << 20));
         assert_eq!((r.domain, r.interface.as_deref()), (Some(42), Some("10.1.2.3")));
         // a cross-implementation far side keeps the setting (it is for its fastdds)
         let mut c = spec.clone();

@@ -22,7 +22,7 @@ pub enum TransportKind {
     FastDds,
     #[serde(rename = "rustdds")]
     RustDds,
-    /// ROS 2 itself: rcl and the installation's RMW ([`crate::ros2`]).
+    /// ROS 2 itself: rcl and the installation's RMW ([`crate::transport::ros2`]).
     #[serde(rename = "ros2")]
     Ros2,
 }
@@ -118,7 +118,7 @@ pub struct TransportSpec {
     pub busy_poll: bool,
     /// fastdds: its shared-memory transport (default, off, or another segment size).
     #[serde(default)]
-    pub fastdds_shm: crate::fastdds::Shm,
+    pub fastdds_shm: crate::transport::fastdds::Shm,
     /// shm: the subscribers a topic's iceoryx2 service is made for (one publisher each);
     /// None: room for any run by hand (2 publishers, 16 subscribers). Every process of a
     /// run gives the same, or the service does not open. Set for the role processes only,
@@ -127,8 +127,8 @@ pub struct TransportSpec {
     pub shm_subscribers: Option<usize>,
     /// fastdds: which Fast DDS library (Debian's 2.9, or the ROS 2 installation's).
     #[serde(default)]
-    pub fastdds_lib: crate::fastdds::FastDdsLib,
-    /// ros2: the installation (`--ros2-prefix`; None: found as [`crate::ros2::install`]
+    pub fastdds_lib: crate::transport::fastdds::FastDdsLib,
+    /// ros2: the installation (`--ros2-prefix`; None: found as [`crate::transport::ros2::install`]
     /// says). The probe resolves it once, so that its role processes load the same one.
     #[serde(default)]
     pub ros2_prefix: Option<String>,
@@ -151,9 +151,9 @@ impl TransportSpec {
             peers: Vec::new(),
             zenoh_mode: None,
             busy_poll: false,
-            fastdds_shm: crate::fastdds::Shm::Default,
+            fastdds_shm: crate::transport::fastdds::Shm::Default,
             shm_subscribers: None,
-            fastdds_lib: crate::fastdds::FastDdsLib::Debian,
+            fastdds_lib: crate::transport::fastdds::FastDdsLib::Debian,
             ros2_prefix: None,
             rmw: None,
             ros2_found_by: None,

@@ -75,7 +75,7 @@ pub(super) fn check_far_transport(
     cfg: &PubsubConfig,
     spec: &TransportSpec,
     far_host: bool,
-) -> Result<(TransportKind, Option<crate::ros2::Ros2Facts>), ProbeError> {
+) -> Result<(TransportKind, Option<crate::transport::ros2::Ros2Facts>), ProbeError> {
     let Some(kind) = cfg.far_transport.filter(|k| *k != spec.kind) else {
         return Ok((spec.kind, None));
     };
@@ -89,8 +89,8 @@ pub(super) fn check_far_transport(
     let pair = [spec.kind, kind];
     if pair.contains(&TransportKind::FastDds) && pair.contains(&TransportKind::Ros2) {
         let (name, max) = match kind {
-            TransportKind::Ros2 => ("ros2", crate::ros2::MAX_MESSAGE),
-            _ => ("fastdds", crate::fastdds::MAX_MESSAGE),
+            TransportKind::Ros2 => ("ros2", crate::transport::ros2::MAX_MESSAGE),
+            _ => ("fastdds", crate::transport::fastdds::MAX_MESSAGE),
         };
         for &len in &cfg.payloads {
             check_len(name, max, len)?;
@@ -113,8 +113,8 @@ pub(super) fn check_far_transport(
             )));
         }
         let facts = (kind == TransportKind::Ros2).then(|| {
-            let net = crate::ros2::Ros2Network::of(s.interface.as_deref(), &s.peers);
-            crate::ros2::Ros2Facts::of(&inst, &net)
+            let net = crate::transport::ros2::Ros2Network::of(s.interface.as_deref(), &s.peers);
+            crate::transport::ros2::Ros2Facts::of(&inst, &net)
         });
         return Ok((kind, facts));
     }

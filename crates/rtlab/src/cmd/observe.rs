@@ -11,8 +11,8 @@ use clap::Args;
 use rtlab_lab::config::{from_table, FlagTable};
 use rtlab_lab::probe::Context;
 use rtlab_lab::probes::observe::{self, ObserveProbeConfig};
-use rtlab_pubsub::dds::DdsNetwork;
-use rtlab_pubsub::dds_graph::{discover, Graph};
+use rtlab_pubsub::observe::dds_graph::{discover, Graph};
+use rtlab_pubsub::transport::cyclonedds::DdsNetwork;
 use rtlab_report::render::{stats_table, Row};
 
 #[derive(Args, Debug)]
@@ -274,7 +274,7 @@ fn measure(a: &ObserveArgs, cfg: &ObserveProbeConfig) -> anyhow::Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtlab_pubsub::dds_graph::{Endpoint, EndpointQos, Node, NodeTopic};
+    use rtlab_pubsub::observe::dds_graph::{Endpoint, EndpointQos, Node, NodeTopic};
 
     fn endpoint(topic: &str, type_name: &str, node: Option<&str>) -> Endpoint {
         Endpoint {

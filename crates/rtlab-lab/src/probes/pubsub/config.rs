@@ -63,7 +63,7 @@ pub struct PubsubProbeConfig {
     /// fastdds: the Fast DDS library, `debian` (Debian's 2.9, the default) or `ros2` (the one
     /// the ROS 2 installation's rmw_fastrtps_cpp runs on: then `fastdds` beside `ros2` differs
     /// by rcl, the RMW and the type support alone).
-    pub fastdds_lib: Option<rtlab_pubsub::fastdds::FastDdsLib>,
+    pub fastdds_lib: Option<rtlab_pubsub::transport::fastdds::FastDdsLib>,
     /// ros2: the ROS 2 installation (an ament prefix such as `/opt/ros/jazzy`; default:
     /// `AMENT_PREFIX_PATH`, `/opt/ros/*`, then the one scripts/setup.sh installs).
     pub ros2_prefix: Option<String>,
@@ -139,10 +139,10 @@ pub struct PubsubProbeConfig {
     pub rt: RtFields,
 }
 
-/// `fastdds_shm`: `off`, `default` or a segment size, read as [`rtlab_pubsub::fastdds::Shm`]
+/// `fastdds_shm`: `off`, `default` or a segment size, read as [`rtlab_pubsub::transport::fastdds::Shm`]
 /// (a bad value is an error naming it); written back as given.
 #[derive(Clone, Debug, PartialEq)]
-pub struct FastDdsShm(pub rtlab_pubsub::fastdds::Shm, String);
+pub struct FastDdsShm(pub rtlab_pubsub::transport::fastdds::Shm, String);
 
 impl Serialize for FastDdsShm {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -153,7 +153,7 @@ impl Serialize for FastDdsShm {
 impl<'de> Deserialize<'de> for FastDdsShm {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<FastDdsShm, D::Error> {
         let text = NumberOrText::deserialize(d)?.text();
-        rtlab_pubsub::fastdds::Shm::parse(&text)
+        rtlab_pubsub::transport::fastdds::Shm::parse(&text)
             .map(|s| FastDdsShm(s, text))
             .map_err(serde::de::Error::custom)
     }
@@ -237,7 +237,9 @@ pub fn default_rt() -> RtSettings {
 /// before anything waits for the machine. Ok when this side loads none.
 pub fn find_ros2(engine: &PubsubConfig) -> Result<(), String> {
     let t = &engine.transport;
-    if t.kind == TransportKind::Ros2 || t.fastdds_lib == rtlab_pubsub::fastdds::FastDdsLib::Ros2 {
+    if t.kind == TransportKind::Ros2
+        || t.fastdds_lib == rtlab_pubsub::transport::fastdds::FastDdsLib::Ros2
+    {
         rtlab_pubsub::ros2_installation(t)?;
     }
     Ok(())
@@ -250,12 +252,12 @@ impl Validate for PubsubProbeConfig {
         self.validate_far_and_role()?;
         self.validate_echo()?;
         if let Some(d) = self.domain {
-            if d > rtlab_pubsub::dds::MAX_DOMAIN {
+            if d > rtlab_pubsub::transport::cyclonedds::MAX_DOMAIN {
                 return Err(ConfigError::new(
                     "domain",
                     format!(
                         "{d}: a DDS domain id is 0..={} here (the ports of a higher one overflow)",
-                        rtlab_pubsub::dds::MAX_DOMAIN
+                        rtlab_pubsub::transport::cyclonedds::MAX_DOMAIN
                     ),
                 ));
             }
@@ -338,7 +340,7 @@ impl PubsubProbeConfig {
         }
         let ros2 = self.transport == TransportKind::Ros2
             || self.far_transport == Some(TransportKind::Ros2)
-            || self.fastdds_lib == Some(rtlab_pubsub::fastdds::FastDdsLib::Ros2);
+            || self.fastdds_lib == Some(rtlab_pubsub::transport::fastdds::FastDdsLib::Ros2);
         for (key, given) in [("ros2_prefix", &self.ros2_prefix), ("rmw", &self.rmw)] {
             if given.is_some() && !ros2 {
                 return Err(ConfigError::new(

@@ -28,6 +28,16 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+pub mod cyclonedds;
+mod dds_common;
+pub mod fastdds;
+pub mod intra;
+pub mod ros2;
+pub mod rustdds;
+pub mod shm;
+pub mod udp;
+pub mod zenoh;
+
 /// Bytes at the start of every message: sequence number (8) + send stamp (8).
 pub const HEADER_LEN: usize = 16;
 /// Sequence numbers with this bit set are warm-up messages (not measured).
@@ -542,7 +552,7 @@ pub trait Transport: Send + Sync {
     }
     /// What a `ros2` transport runs on (distribution, rcl, RMW, middleware; recorded with the
     /// results); None for every other transport.
-    fn ros2_facts(&self) -> Option<crate::ros2::facts::Ros2Facts> {
+    fn ros2_facts(&self) -> Option<crate::transport::ros2::facts::Ros2Facts> {
         None
     }
 }

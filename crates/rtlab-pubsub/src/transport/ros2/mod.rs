@@ -126,13 +126,13 @@ pub const LINK_WAIT_NS: i64 = 10_000_000_000;
 /// rmw_fastrtps_cpp leaves out an interface that is not running when its participant starts,
 /// as 2.9 does (seen here: a ros2 pong started right after a veth pair was made never
 /// answered). An interface not found here (`all`, a name of another namespace) is not waited
-/// for. The waiting itself: [`crate::dds::wait_running`].
+/// for. The waiting itself: [`crate::transport::cyclonedds::wait_running`].
 fn wait_running(interface: &str, limit_ns: i64) -> Result<i64, TransportError> {
     let addr: Option<std::net::Ipv4Addr> = interface.parse().ok();
     let names = |n: &str| {
         n == interface || addr.is_some_and(|a| rtlab_sys::net::interface_ipv4(n).contains(&a))
     };
-    crate::dds::wait_running(&names, limit_ns).map_err(|name| {
+    crate::transport::cyclonedds::wait_running(&names, limit_ns).map_err(|name| {
         bad(
             "interface",
             format!(

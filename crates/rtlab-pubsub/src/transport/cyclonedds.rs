@@ -27,8 +27,10 @@
 //! no `unsafe` here). Entities are deleted on drop (ports, then participant, then the domain
 //! when its last transport goes). Never prints.
 
-use crate::dds_common::{self, DdsPublisher, DdsSubscriber, Head, SampleReader, SampleWriter};
 use crate::ros_msg;
+use crate::transport::dds_common::{
+    self, DdsPublisher, DdsSubscriber, Head, SampleReader, SampleWriter,
+};
 use crate::transport::*;
 use rtlab_bindings::cyclone::{self, BlobReader, BlobWriter};
 use rtlab_bindings::Failed;
@@ -59,7 +61,7 @@ pub fn loopback_config() -> String {
     .to_string()
 }
 
-pub use crate::dds_common::DdsNetwork;
+pub use crate::transport::dds_common::DdsNetwork;
 
 fn bad(what: &'static str, why: String) -> TransportError {
     TransportError::Library { transport: NAME, what, why }
@@ -231,7 +233,7 @@ pub struct DdsTransport {
 }
 
 impl DdsTransport {
-    /// The participant (for built-in topic readers, [`crate::dds_graph`]).
+    /// The participant (for built-in topic readers, [`crate::observe::dds_graph`]).
     pub(crate) fn participant(&self) -> &Arc<cyclone::Participant> {
         &self.p
     }

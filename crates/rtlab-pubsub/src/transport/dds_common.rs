@@ -1,5 +1,5 @@
-//! What the two DDS transports over C libraries share (`cyclonedds`, [`crate::dds`], and
-//! `fastdds`, [`crate::fastdds`]): the publisher and subscriber of rtlab's message
+//! What the two DDS transports over C libraries share (`cyclonedds`, [`crate::transport::cyclonedds`], and
+//! `fastdds`, [`crate::transport::fastdds`]): the publisher and subscriber of rtlab's message
 //! ([`crate::ros_msg`]: a stock `sensor_msgs/msg/CompressedImage`) over each library's
 //! writer and reader of serialized samples ([`SampleWriter`], [`SampleReader`]), and the
 //! words of their network notes ([`network_note`]).
@@ -14,7 +14,7 @@ use crate::ros_msg;
 use crate::transport::{check_len, EchoState, Publisher, Received, Subscriber, TransportError};
 use std::sync::Arc;
 
-/// Which network a DDS domain uses (see `dds.rs`).
+/// Which network a DDS domain uses (see `cyclonedds.rs`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DdsNetwork {
     /// Interface name (`eth0`) or one of its addresses; None: loopback only.

@@ -1,7 +1,7 @@
 //! Which Fast DDS the transport runs on (`--fastdds-lib`): Debian's 2.9 or the ROS 2
 //! installation's, its shim loaded once per process.
 
-use crate::ros2::install::Installation;
+use crate::transport::ros2::install::Installation;
 use rtlab_bindings::fastdds as shim;
 use serde::{Deserialize, Serialize};
 
@@ -77,7 +77,8 @@ fn ros2_fast_dds(inst: &Installation) -> Result<String, String> {
 /// Load `inst`'s Fast DDS (its closure, by full path) so that the shim finds it by soname.
 fn preload_fast_dds(inst: &Installation) -> Result<(), String> {
     let m = inst.middleware.as_ref().ok_or("no middleware")?;
-    let order = crate::ros2::elf::closure(std::slice::from_ref(&m.library), &inst.lib_dirs)?;
+    let order =
+        crate::transport::ros2::elf::closure(std::slice::from_ref(&m.library), &inst.lib_dirs)?;
     for p in &order {
         crate::dl::Library::open(p, crate::dl::Bind::LazyLocal)
             .map_err(|e| format!("loading {}: {e}", p.display()))?;

@@ -10,9 +10,9 @@
 //! `idle_timeout_ns` with no message. Never prints.
 
 use crate::arrivals::Arrivals;
-use crate::dds::{DdsNetwork, DdsTransport, RawReader};
-use crate::dds_graph::{discover, Endpoint, Graph};
+use crate::transport::cyclonedds::{DdsNetwork, DdsTransport, RawReader};
 use crate::transport::{Durability, History, Qos, Reliability, TransportError};
+use dds_graph::{discover, Endpoint, Graph};
 use rtlab_core::schema::Stream;
 use rtlab_core::sink::{Recorder, RecorderConfig, Sink};
 use rtlab_sys::clock::{monotonic_ns, realtime_ns};
@@ -20,6 +20,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+pub mod dds_graph;
+pub mod ros_graph;
 
 /// What to observe.
 #[derive(Clone, Debug)]
@@ -338,7 +341,8 @@ fn measure(
 /// writers and the nominal period; no deadline.
 fn streams(cfg: &ObserveConfig, type_name: &str, writers: usize, o: &Observed) -> Vec<Stream> {
     let a = &o.arrivals;
-    let short = crate::dds_graph::ros_topic(&cfg.topic).unwrap_or_else(|| cfg.topic.clone());
+    let short =
+        crate::observe::dds_graph::ros_topic(&cfg.topic).unwrap_or_else(|| cfg.topic.clone());
     let mut labels = BTreeMap::new();
     labels.insert("topic".to_string(), cfg.topic.clone());
     labels.insert("type".to_string(), type_name.to_string());

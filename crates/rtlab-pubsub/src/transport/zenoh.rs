@@ -24,13 +24,13 @@
 //! are. Never prints.
 
 use crate::transport::*;
+use ::zenoh::handlers::{FifoChannel, FifoChannelHandler, RingChannel, RingChannelHandler};
+use ::zenoh::qos::CongestionControl;
+use ::zenoh::sample::Sample;
+use ::zenoh::Wait;
 use std::io::Read;
 use std::sync::Arc;
 use std::time::Duration;
-use zenoh::handlers::{FifoChannel, FifoChannelHandler, RingChannel, RingChannelHandler};
-use zenoh::qos::CongestionControl;
-use zenoh::sample::Sample;
-use zenoh::Wait;
 use zenoh_buffers::{ZBuf, ZSlice, ZSliceBuffer};
 
 const NAME: &str = "zenoh";
@@ -45,7 +45,7 @@ fn lib(what: &'static str) -> impl Fn(String) -> TransportError {
 
 /// One Zenoh session.
 pub struct ZenohTransport {
-    session: zenoh::Session,
+    session: ::zenoh::Session,
     mode: &'static str,
     listen: Vec<String>,
     connect: Vec<String>,
@@ -96,15 +96,15 @@ impl ZenohTransport {
                 "a zenoh client needs a connect endpoint (multicast scouting is off)".into(),
             ));
         }
-        let mut c = zenoh::Config::default();
-        let set = |c: &mut zenoh::Config, k: &str, v: String| {
+        let mut c = ::zenoh::Config::default();
+        let set = |c: &mut ::zenoh::Config, k: &str, v: String| {
             c.insert_json5(k, &v).map_err(|e| lib("configure")(format!("{k}: {e}")))
         };
         set(&mut c, "mode", format!("\"{mode}\""))?;
         set(&mut c, "listen/endpoints", serde_json::to_string(&listen).unwrap_or_default())?;
         set(&mut c, "connect/endpoints", serde_json::to_string(connect).unwrap_or_default())?;
         set(&mut c, "scouting/multicast/enabled", "false".into())?;
-        let session = zenoh::open(c).wait().map_err(|e| lib("open session")(e.to_string()))?;
+        let session = ::zenoh::open(c).wait().map_err(|e| lib("open session")(e.to_string()))?;
         Ok(ZenohTransport { session, mode, listen, connect: connect.to_vec() })
     }
 }
@@ -236,7 +236,7 @@ impl ZenohTransport {
         &self,
         topic: &str,
         qos: &Qos,
-    ) -> Result<zenoh::pubsub::Publisher<'static>, TransportError> {
+    ) -> Result<::zenoh::pubsub::Publisher<'static>, TransportError> {
         self.session
             .declare_publisher(topic.to_string())
             .congestion_control(match qos.reliability {
@@ -250,7 +250,7 @@ impl ZenohTransport {
 }
 
 struct ZenohPublisher {
-    publisher: zenoh::pubsub::Publisher<'static>,
+    publisher: ::zenoh::pubsub::Publisher<'static>,
     /// The message buffer, shared with Zenoh only while a `put` holds it.
     buf: Arc<Vec<u8>>,
 }
@@ -275,15 +275,15 @@ impl Publisher for ZenohPublisher {
         let slice = ZSlice::new(shared, 0, len)
             .map_err(|_| lib("put")(format!("message of {len} bytes beyond its buffer")))?;
         self.publisher
-            .put(zenoh::bytes::ZBytes::from(ZBuf::from(slice)))
+            .put(::zenoh::bytes::ZBytes::from(ZBuf::from(slice)))
             .wait()
             .map_err(|e| lib("put")(e.to_string()))
     }
 }
 
 enum Rx {
-    Ring(zenoh::pubsub::Subscriber<RingChannelHandler<Sample>>),
-    Fifo(zenoh::pubsub::Subscriber<FifoChannelHandler<Sample>>),
+    Ring(::zenoh::pubsub::Subscriber<RingChannelHandler<Sample>>),
+    Fifo(::zenoh::pubsub::Subscriber<FifoChannelHandler<Sample>>),
 }
 
 struct ZenohSubscriber {

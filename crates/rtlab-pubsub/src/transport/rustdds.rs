@@ -1,10 +1,10 @@
 //! `rustdds`: RustDDS 0.11.8, the pure-Rust DDS (crate `rustdds`, Atostek), no C library.
 //!
-//! ROS 2 conventions, as [`crate::dds`]: the DDS topic is `rt/<topic>`, keyless, of type
+//! ROS 2 conventions, as [`crate::transport::cyclonedds`]: the DDS topic is `rt/<topic>`, keyless, of type
 //! `sensor_msgs::msg::dds_::CompressedImage_`, and the sample is rtlab's pre-encoded
 //! [`crate::ros_msg`] CDR. RustDDS writes the 4-byte encapsulation header itself (from the
 //! serializer adapter's `output_encoding`, here CDR_LE), so rtlab hands it the bytes after
-//! that header: on the wire the sample is byte for byte what [`crate::dds`] (Cyclone) sends,
+//! that header: on the wire the sample is byte for byte what [`crate::transport::cyclonedds`] (Cyclone) sends,
 //! and what a ROS 2 node reads. The reader's deserializer adapter reads sequence, stamp and
 //! length from the first bytes of each sample (CDR/XCDR2, both byte orders) into a small
 //! value, without a copy on rtlab's side.
@@ -22,7 +22,7 @@
 //!   out of it) — run it where only the link under test is up (a network namespace) — and
 //!   refuses as well when only `lo` is up (RustDDS would reach nobody);
 //! - `interface = "all"`: the user accepts every interface (said in the notes);
-//! - `interface = X` (a name, or one of its addresses, checked as [`crate::dds`] does): X
+//! - `interface = X` (a name, or one of its addresses, checked as [`crate::transport::cyclonedds`] does): X
 //!   must be the only non-`lo` interface up here.
 //!
 //! RustDDS has no initial peers (unicast discovery): `peers` are refused; a far side is
@@ -50,7 +50,7 @@
 //! to its event loop is full, then fails ("Write operation timed out while blocking").
 //!
 //! Domains: `spec.domain` (default [`crate::default_dds_domain`]), at most
-//! [`crate::dds::MAX_DOMAIN`] (RTPS port mapping 7400 + 250 d + 11 + 2 i must fit in
+//! [`crate::transport::cyclonedds::MAX_DOMAIN`] (RTPS port mapping 7400 + 250 d + 11 + 2 i must fit in
 //! 16 bits for RustDDS's 120 participant indexes). Blocking wait: the reader is a mio 0.8
 //! event source (RustDDS's notification socket pair); `wait_take` polls it with the
 //! timeout. Busy-poll: a non-blocking take. RustDDS owns its buffers: each publish copies
@@ -60,12 +60,12 @@
 
 use crate::ros_msg;
 use crate::transport::*;
-use bytes::Bytes;
-use rustdds::no_key::{DataReader, DataWriter};
-use rustdds::{
+use ::rustdds::no_key::{DataReader, DataWriter};
+use ::rustdds::{
     policy, DomainParticipant, DomainParticipantBuilder, QosPolicies, QosPolicyBuilder,
     RepresentationIdentifier, StatusEvented, Topic, TopicKind,
 };
+use bytes::Bytes;
 
 const NAME: &str = "rustdds";
 /// Largest message offered. RustDDS 0.11 fragments every sample above 1024 bytes
@@ -89,7 +89,7 @@ fn lib(what: &'static str, why: impl std::fmt::Display) -> TransportError {
 /// getifaddrs; RustDDS 0.11 takes the IPv4 addresses of the interfaces, so one without
 /// any, like the private namespace's `rdds1`, carries nothing of it).
 pub fn non_lo_interfaces_up() -> Vec<String> {
-    crate::dds::interface_names()
+    crate::transport::cyclonedds::interface_names()
         .into_iter()
         .filter(|n| {
             let flags = rtlab_sys::net::interface_flags(n).unwrap_or(0);
@@ -135,22 +135,22 @@ fn check_network(interface: Option<&str>, peers: &[String]) -> Result<Net, Trans
             )),
         },
         Some(x) => {
-            crate::dds::check_interface(x).map_err(|e| match e {
+            crate::transport::cyclonedds::check_interface(x).map_err(|e| match e {
                 TransportError::Library { what, why, .. } => lib(what, why),
                 e => e,
             })?;
-            let named = match crate::dds::classify(x) {
-                crate::dds::Iface::Address(a) if a.is_loopback() => {
+            let named = match crate::transport::cyclonedds::classify(x) {
+                crate::transport::cyclonedds::Iface::Address(a) if a.is_loopback() => {
                     return Err(lib(
                         "interface",
                         format!("{a} is a loopback address: RustDDS 0.11 does not use lo"),
                     ));
                 }
-                crate::dds::Iface::Address(_) => None,
-                crate::dds::Iface::Name("lo") => {
+                crate::transport::cyclonedds::Iface::Address(_) => None,
+                crate::transport::cyclonedds::Iface::Name("lo") => {
                     return Err(lib("interface", "lo: RustDDS 0.11 does not use lo".to_string()));
                 }
-                crate::dds::Iface::Name(n) => Some(n.to_string()),
+                crate::transport::cyclonedds::Iface::Name(n) => Some(n.to_string()),
             };
             let ok = match (&named, up.as_slice()) {
                 (Some(n), [only]) => n == only,
@@ -308,8 +308,8 @@ fn rename_threads() {
 /// A RustDDS participant of one DDS domain.
 pub struct RustDdsTransport {
     dp: DomainParticipant,
-    publisher: rustdds::Publisher,
-    subscriber: rustdds::Subscriber,
+    publisher: ::rustdds::Publisher,
+    subscriber: ::rustdds::Subscriber,
     domain: u32,
     net: Net,
 }
@@ -321,10 +321,10 @@ impl RustDdsTransport {
         interface: Option<&str>,
         peers: &[String],
     ) -> Result<Self, TransportError> {
-        if domain > crate::dds::MAX_DOMAIN {
+        if domain > crate::transport::cyclonedds::MAX_DOMAIN {
             return Err(lib(
                 "domain",
-                format!("domain id {domain} above {}", crate::dds::MAX_DOMAIN),
+                format!("domain id {domain} above {}", crate::transport::cyclonedds::MAX_DOMAIN),
             ));
         }
         let net = check_network(interface, peers)?;
@@ -353,7 +353,7 @@ impl RustDdsTransport {
 fn native_qos(q: &Qos) -> QosPolicies {
     let reliability = match q.reliability {
         Reliability::Reliable => policy::Reliability::Reliable {
-            max_blocking_time: rustdds::Duration::from_millis(1000),
+            max_blocking_time: ::rustdds::Duration::from_millis(1000),
         },
         Reliability::BestEffort => policy::Reliability::BestEffort,
     };
@@ -383,7 +383,7 @@ impl std::fmt::Display for Never {
 }
 impl std::error::Error for Never {}
 
-impl rustdds::no_key::SerializerAdapter<RawOut> for RawSerializer {
+impl ::rustdds::no_key::SerializerAdapter<RawOut> for RawSerializer {
     type Error = Never;
     fn output_encoding() -> RepresentationIdentifier {
         RepresentationIdentifier::CDR_LE
@@ -409,7 +409,7 @@ const ENCODINGS: [RepresentationIdentifier; 4] = [
     RepresentationIdentifier::XCDR2_BE,
 ];
 
-impl rustdds::no_key::DeserializerAdapter<RawIn> for RawDeserializer {
+impl ::rustdds::no_key::DeserializerAdapter<RawIn> for RawDeserializer {
     type Error = Never;
     type Decoded = RawIn;
     fn supported_encodings() -> &'static [RepresentationIdentifier] {
@@ -420,12 +420,12 @@ impl rustdds::no_key::DeserializerAdapter<RawIn> for RawDeserializer {
     }
 }
 
-impl rustdds::no_key::DefaultDecoder<RawIn> for RawDeserializer {
+impl ::rustdds::no_key::DefaultDecoder<RawIn> for RawDeserializer {
     type Decoder = RawDecoder;
     const DECODER: RawDecoder = RawDecoder;
 }
 
-impl rustdds::no_key::Decode<RawIn> for RawDecoder {
+impl ::rustdds::no_key::Decode<RawIn> for RawDecoder {
     type Error = Never;
     fn decode_bytes(
         self,
@@ -472,7 +472,7 @@ impl Publisher for RustDdsPublisher {
     /// 4th event: a lower bound; a later event corrects it.
     fn matched(&self) -> Option<usize> {
         while let Some(e) = self.w.try_recv_status() {
-            if let rustdds::DataWriterStatus::PublicationMatched { current, .. } = e {
+            if let ::rustdds::DataWriterStatus::PublicationMatched { current, .. } = e {
                 self.matched.set(usize::try_from(current.count()).unwrap_or(0));
             }
         }
@@ -636,7 +636,7 @@ impl Transport for RustDdsTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rustdds::no_key::Decode;
+    use ::rustdds::no_key::Decode;
 
     #[test]
     fn decoder_reads_the_head_with_the_encapsulation_given_apart() {

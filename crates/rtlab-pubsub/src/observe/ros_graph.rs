@@ -14,7 +14,7 @@
 //! delimiters, which lay this type out the same) in either byte order; any input gives a
 //! value or an [`DecodeError`] naming the byte and what was wrong there — never a panic,
 //! and never an allocation larger than the input justifies. Imports nothing of this crate
-//! (the graph in [`crate::dds_graph`] uses it, not the other way). Never prints.
+//! (the graph in [`crate::observe::dds_graph`] uses it, not the other way). Never prints.
 #![forbid(unsafe_code)]
 
 /// The DDS topic every ROS 2 participant announces its nodes on.

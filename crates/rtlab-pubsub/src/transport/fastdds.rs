@@ -5,7 +5,7 @@
 //! does not link Fast DDS, and a process holds one Fast DDS at most,
 //! [`crate::dl::claim_fast_dds`]).
 //!
-//! ROS 2 conventions, exactly as [`crate::dds`]: the DDS topic is `rt/<topic>`, the type
+//! ROS 2 conventions, exactly as [`crate::transport::cyclonedds`]: the DDS topic is `rt/<topic>`, the type
 //! `sensor_msgs::msg::dds_::CompressedImage_` (keyless), the message the bytes
 //! [`crate::ros_msg`] makes. The Fast DDS type is written by hand (no fastddsgen): its
 //! serialize copies rtlab's serialized bytes, the 4-byte CDR encapsulation header included
@@ -73,10 +73,12 @@
 //! return codes. The shim's C API is called through rtlab-bindings' safe wrappers (no
 //! `unsafe` here). Ports are deleted on drop, then the participant. Never prints.
 
-use crate::dds::{check_interface, classify, DdsNetwork, Iface};
-use crate::dds_common::{self, DdsPublisher, DdsSubscriber, Head, SampleReader, SampleWriter};
-use crate::ros2::install::Installation;
 use crate::ros_msg;
+use crate::transport::cyclonedds::{check_interface, classify, DdsNetwork, Iface};
+use crate::transport::dds_common::{
+    self, DdsPublisher, DdsSubscriber, Head, SampleReader, SampleWriter,
+};
+use crate::transport::ros2::install::Installation;
 use crate::transport::*;
 use rtlab_bindings::fastdds::{self as shim, Participant};
 use rtlab_bindings::Failed;
@@ -91,8 +93,8 @@ use library::load;
 pub use library::{FastDdsLib, DEBIAN_VERSION, FAST_DDS, ROS2_BUILT_VERSION};
 
 const NAME: &str = "fastdds";
-/// The largest domain id, as `dds` ([`crate::dds::MAX_DOMAIN`]).
-pub const MAX_DOMAIN: u32 = crate::dds::MAX_DOMAIN;
+/// The largest domain id, as `dds` ([`crate::transport::cyclonedds::MAX_DOMAIN`]).
+pub const MAX_DOMAIN: u32 = crate::transport::cyclonedds::MAX_DOMAIN;
 /// Largest message offered (tested at this size).
 pub const MAX_MESSAGE: usize = 4 << 20;
 /// Participant ids whose discovery ports an initial peer without a port is sent to.
@@ -283,14 +285,14 @@ pub const LINK_WAIT_NS: i64 = 10_000_000_000;
 /// never sends a packet, for its whole life (measured here: the second end of a fresh veth
 /// pair ran 1.0 s after both were up, and a run started right after the link was made reached
 /// no one; issue 24). Cyclone DDS and RustDDS take the interface as it is. Loopback (no
-/// interface asked) is not checked. The waiting itself: [`crate::dds::wait_running`].
+/// interface asked) is not checked. The waiting itself: [`crate::transport::cyclonedds::wait_running`].
 fn wait_running(
     whitelist: &[std::net::Ipv4Addr],
     interface: &str,
     limit_ns: i64,
 ) -> Result<i64, TransportError> {
     let holds = |n: &str| rtlab_sys::net::interface_ipv4(n).iter().any(|a| whitelist.contains(a));
-    crate::dds::wait_running(&holds, limit_ns).map_err(|name| {
+    crate::transport::cyclonedds::wait_running(&holds, limit_ns).map_err(|name| {
         let name = if name.is_empty() { interface.to_string() } else { name };
         bad(
             "interface",
@@ -484,7 +486,7 @@ impl FastDdsTransport {
     /// A writer of the probe message on `rt/<topic>`.
     fn writer(&self, topic: &str, qos: &Qos) -> Result<shim::Writer, TransportError> {
         let (t, ty) = Self::names(topic)?;
-        let q = crate::dds::entity_qos(qos);
+        let q = crate::transport::cyclonedds::entity_qos(qos);
         let (w, names) =
             naming_new_threads(|| shim::Writer::create(&self.p, &t, &ty, &q, DRAIN_NS));
         self.record_threads(names);
@@ -494,7 +496,7 @@ impl FastDdsTransport {
     /// A reader of the probe message on `rt/<topic>`.
     fn reader(&self, topic: &str, qos: &Qos) -> Result<shim::Reader, TransportError> {
         let (t, ty) = Self::names(topic)?;
-        let q = crate::dds::entity_qos(qos);
+        let q = crate::transport::cyclonedds::entity_qos(qos);
         let (r, names) = naming_new_threads(|| shim::Reader::create(&self.p, &t, &ty, &q));
         self.record_threads(names);
         r.map_err(ours)
@@ -558,7 +560,7 @@ impl Transport for FastDdsTransport {
             })
         });
         let (t, ty) = Self::names(topic_in)?;
-        let q = crate::dds::entity_qos(qos);
+        let q = crate::transport::cyclonedds::entity_qos(qos);
         let (reader, names) = naming_new_threads(|| {
             shim::ListenedReader::create(&self.p, &t, &ty, &q, Box::new(on_data))
         });

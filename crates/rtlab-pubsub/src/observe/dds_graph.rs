@@ -3,7 +3,7 @@
 //! the QoS every writer offers and every reader requests. ROS 2 names are derived from the
 //! DDS names (`rt/joint_states` is `/joint_states`, `sensor_msgs::msg::dds_::JointState_` is
 //! `sensor_msgs/msg/JointState`). ROS 2's nodes come from the topic ROS 2 announces them on
-//! (`ros_discovery_info`, decoded by [`crate::ros_graph`]): each endpoint a node owns is
+//! (`ros_discovery_info`, decoded by [`crate::observe::ros_graph`]): each endpoint a node owns is
 //! named with it, and every node is listed with what it publishes, subscribes and serves,
 //! as `ros2 node list` and `ros2 node info` show it.
 //!
@@ -11,12 +11,12 @@
 //! configuration as the `dds` transport: loopback unless an interface is given), waits for
 //! discovery, reads the built-in topics and `ros_discovery_info` once, and leaves; its own
 //! participant and endpoints are left out. Nothing is written on any topic. Endpoints of a
-//! participant that announces no node (not ROS 2) have none. Like [`crate::dds`], this
+//! participant that announces no node (not ROS 2) have none. Like [`crate::transport::cyclonedds`], this
 //! module reads Cyclone through rtlab-bindings' safe wrappers ([`rtlab_bindings::cyclone`]'s
 //! built-in topic readers). Never prints.
 
-use crate::dds::{DdsNetwork, DdsTransport};
-use crate::ros_graph::{self, ParticipantEntitiesInfo, ServiceSide};
+use crate::observe::ros_graph::{self, ParticipantEntitiesInfo, ServiceSide};
+use crate::transport::cyclonedds::{DdsNetwork, DdsTransport};
 use crate::transport::{Durability, History, Qos, Reliability, TransportError};
 use rtlab_bindings::cyclone::{self, Builtin, BuiltinEndpoint, BuiltinReader, Policies};
 use rtlab_bindings::Failed;
@@ -288,7 +288,7 @@ const ROS_LATE_NS: i64 = 4_000_000_000;
 /// The `ros_discovery_info` samples a reader takes: the last of each participant (a
 /// participant writes its whole state anew at each change), and what could not be read.
 struct RosNodes {
-    reader: crate::dds::RawReader,
+    reader: crate::transport::cyclonedds::RawReader,
     buf: Vec<u8>,
     last: Vec<ParticipantEntitiesInfo>,
     failed: usize,
@@ -296,7 +296,7 @@ struct RosNodes {
 }
 
 impl RosNodes {
-    fn new(reader: crate::dds::RawReader) -> RosNodes {
+    fn new(reader: crate::transport::cyclonedds::RawReader) -> RosNodes {
         RosNodes {
             reader,
             buf: vec![0u8; MAX_ROS_SAMPLE],

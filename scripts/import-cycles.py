@@ -21,9 +21,12 @@ for d, _, fs in os.walk(root):
                 rel = rel[:-1]
             files[tuple(rel)] = p
 
+# comments and string literals, in one pass (a `//` inside a string is no comment, a path
+# inside a string or a comment is no import)
+LEXEMES = re.compile(r'r(#+)".*?"\1|//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])\'', re.S)
+
 def strip(text):
-    text = re.sub(r'//[^\n]*', '', text)
-    text = re.sub(r'/\*.*?\*/', '', text, flags=re.S)
+    text = LEXEMES.sub(lambda m: '""' if m.group(0)[:1] in 'r"' else ' ', text)
     m = re.search(r'#\[cfg\(test\)\]\s*(pub\s+)?mod\s+\w+\s*\{', text)
     if m:
         text = text[:m.start()]

@@ -8,9 +8,7 @@ pub mod cyclic;
 pub mod hold;
 pub mod netns;
 pub mod noise;
-pub mod ros_timer;
 #[cfg(test)]
 mod test_sink;
 pub mod timer;
-pub mod timer_run;
 pub mod udp;

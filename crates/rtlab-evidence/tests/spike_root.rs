@@ -36,7 +36,7 @@ fn tracefs_only(s: snapshot::Snapshot) -> snapshot::Snapshot {
 
 #[test]
 fn spike_root_a_fifo_hog_is_found_in_the_attribution() {
-    if !rtlab_sys::tune_sys::is_root() {
+    if !rtlab_sys::tasks::is_root() {
         rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }

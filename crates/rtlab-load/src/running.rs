@@ -338,7 +338,7 @@ impl RunningLoad {
 fn terminate(c: &mut Child) {
     let pgid = c.id() as i32;
     if let Ok(None) = c.try_wait() {
-        let _ = rtlab_sys::tune_sys::kill_group(pgid, 15);
+        let _ = rtlab_sys::tasks::kill_group(pgid, 15);
         let end = Instant::now() + Duration::from_secs(2);
         while Instant::now() < end {
             if let Ok(Some(_)) = c.try_wait() {
@@ -348,7 +348,7 @@ fn terminate(c: &mut Child) {
         }
     }
     // what is left of the group (workers of stress-ng) goes too
-    let _ = rtlab_sys::tune_sys::kill_group(pgid, 9);
+    let _ = rtlab_sys::tasks::kill_group(pgid, 9);
     let _ = c.kill();
     let _ = c.wait();
 }

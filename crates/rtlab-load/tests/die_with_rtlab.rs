@@ -59,7 +59,7 @@ struct Tidy(Vec<u32>);
 impl Drop for Tidy {
     fn drop(&mut self) {
         for g in &self.0 {
-            let _ = rtlab_sys::tune_sys::kill_group(*g as i32, 9);
+            let _ = rtlab_sys::tasks::kill_group(*g as i32, 9);
         }
     }
 }
@@ -184,7 +184,7 @@ fn root_kill9_of_the_parent_takes_iperf3_inside_a_netns_along() {
         });
         be_the_parent(&cfg, &f);
     }
-    if !rtlab_sys::tune_sys::is_root() {
+    if !rtlab_sys::tasks::is_root() {
         rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }

@@ -10,14 +10,15 @@ pub mod cpus;
 pub mod env;
 pub mod lock;
 pub mod memory;
+pub mod mount;
 pub mod net;
 pub mod pmqos;
 pub mod process;
 pub mod rt_access;
 pub mod sched;
 pub mod stamp;
+pub mod tasks;
 pub mod test_skip;
-pub mod tune_sys;
 pub mod usage;
 pub mod xdp;
 

@@ -211,16 +211,16 @@ impl Host for RealHost {
         &self.root
     }
     fn sched_get(&self, pid: i32) -> Result<(i32, i32), HostError> {
-        rtlab_sys::tune_sys::sched_get(pid).map_err(HostError::sys)
+        rtlab_sys::tasks::sched_get(pid).map_err(HostError::sys)
     }
     fn sched_set(&self, pid: i32, policy: i32, priority: i32) -> Result<(), HostError> {
-        rtlab_sys::tune_sys::sched_set(pid, policy, priority).map_err(HostError::sys)
+        rtlab_sys::tasks::sched_set(pid, policy, priority).map_err(HostError::sys)
     }
     fn affinity_get(&self, pid: i32) -> Result<Vec<usize>, HostError> {
-        rtlab_sys::tune_sys::affinity_get(pid).map_err(HostError::sys)
+        rtlab_sys::tasks::affinity_get(pid).map_err(HostError::sys)
     }
     fn affinity_set(&self, pid: i32, cpus: &[usize]) -> Result<(), HostError> {
-        rtlab_sys::tune_sys::affinity_set(pid, cpus).map_err(HostError::sys)
+        rtlab_sys::tasks::affinity_set(pid, cpus).map_err(HostError::sys)
     }
     fn run(&self, argv: &[String]) -> Result<String, HostError> {
         let out = std::process::Command::new(&argv[0])
@@ -237,10 +237,10 @@ impl Host for RealHost {
         }
     }
     fn mount(&self, fstype: &str, target: &str) -> Result<(), HostError> {
-        rtlab_sys::tune_sys::mount_fs(fstype, target).map_err(HostError::sys)
+        rtlab_sys::mount::mount_fs(fstype, target).map_err(HostError::sys)
     }
     fn umount(&self, target: &str) -> Result<(), HostError> {
-        rtlab_sys::tune_sys::umount_fs(target).map_err(HostError::sys)
+        rtlab_sys::mount::umount_fs(target).map_err(HostError::sys)
     }
 }
 

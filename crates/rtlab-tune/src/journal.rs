@@ -271,7 +271,7 @@ pub fn pending(path: &Path) -> Option<PendingJournal> {
 /// Whether `pid` runs and is an rtlab binary: its /proc/PID/comm is `rtlab`, or its
 /// /proc/PID/exe is a file named `rtlab` (also when replaced meanwhile: `rtlab (deleted)`).
 pub fn rtlab_alive(pid: i32) -> bool {
-    if pid <= 0 || !rtlab_sys::tune_sys::pid_alive(pid) {
+    if pid <= 0 || !rtlab_sys::tasks::pid_alive(pid) {
         return false;
     }
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
@@ -485,7 +485,7 @@ pub fn undo(host: &dyn Host, change: &Change) -> Result<String, HostError> {
         }
         Change::PmQos { holder_pid, .. } => {
             if *holder_pid != std::process::id() as i32
-                && rtlab_sys::tune_sys::pid_alive(*holder_pid)
+                && rtlab_sys::tasks::pid_alive(*holder_pid)
                 && !host.is_fake()
             {
                 return Ok(format!("still held by pid {holder_pid} until it exits"));

@@ -52,12 +52,19 @@ fn a_long_file_and_an_import_circle_are_named_and_fail() {
 #[test]
 fn the_limits_hold_on_a_repository_within_them() {
     let d = tempfile::tempdir().unwrap();
-    write(d.path(), "crates/a/src/lib.rs", "mod b;\nmod x;\npub use b::B;\n");
+    write(d.path(), "crates/a/src/lib.rs", "mod b;\nmod x;\nmod y;\npub use b::B;\n");
     write(d.path(), "crates/a/src/b.rs", "pub struct B;\npub(crate) unsafe fn g() {}\n");
     // a child naming its sibling through its parent's path is not an import of the parent
     write(d.path(), "crates/a/src/x/mod.rs", "mod p;\nmod q;\npub use p::P;\n");
     write(d.path(), "crates/a/src/x/p.rs", "use super::{q};\npub struct P(q::Q);\n");
     write(d.path(), "crates/a/src/x/q.rs", "pub struct Q;\n");
+    // a parent's child named inside a string or a comment is no import of it
+    write(
+        d.path(),
+        "crates/a/src/y/mod.rs",
+        "mod r;\npub const S: &str = \"see r::R\"; // r::R\npub struct Y;\n",
+    );
+    write(d.path(), "crates/a/src/y/r.rs", "use crate::y::Y;\npub struct R(Y);\n");
     let o = limits(&[d.path()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stdout));
     assert_eq!(

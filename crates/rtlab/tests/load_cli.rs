@@ -113,7 +113,7 @@ fn load_kill9_of_rtlab_takes_stress_ng_along() {
     }
     let l = left();
     if !l.is_empty() {
-        let _ = rtlab_sys::tune_sys::kill_group(group as i32, 9);
+        let _ = rtlab_sys::tasks::kill_group(group as i32, 9);
     }
     assert!(l.is_empty(), "still running 5 s after rtlab's kill -9: {l:?}");
 }
@@ -175,7 +175,7 @@ fn load_stop_kills_the_whole_process_group() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let pid = pid.expect("the command wrote its child's pid");
-    assert!(rtlab_sys::tune_sys::pid_alive(pid));
+    assert!(rtlab_sys::tasks::pid_alive(pid));
     drop(load); // like a panic in a probe: the guard stops it
                 // gone, or a zombie waiting for its new parent to reap it
     let dead = || {
@@ -242,7 +242,7 @@ fn load_bad_input_is_one_line_and_exit_2() {
 
 #[test]
 fn load_root_traffic_into_a_netns_peer() {
-    if !rtlab_sys::tune_sys::is_root() {
+    if !rtlab_sys::tasks::is_root() {
         rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }

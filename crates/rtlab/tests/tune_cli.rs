@@ -372,7 +372,7 @@ fn tune_user_profile_from_a_file_merges_its_base() {
 // ---------------------------------------------------------------- as root, on this machine
 
 fn is_root() -> bool {
-    rtlab_sys::tune_sys::is_root()
+    rtlab_sys::tasks::is_root()
 }
 
 /// Removes the test's namespace, kills its helper and restores a journal left behind, also
@@ -388,7 +388,7 @@ struct Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         if let Some(pid) = self.holder {
-            let _ = rtlab_sys::tune_sys::kill_pid(pid, 9);
+            let _ = rtlab_sys::tasks::kill_pid(pid, 9);
             std::thread::sleep(Duration::from_millis(100));
         }
         for c in self.children.iter_mut() {
@@ -466,7 +466,7 @@ fn tune_root_kill9_mid_hold_then_restore_leaves_the_machine_as_found() {
         std::fs::read_to_string("/sys/fs/cgroup/cpuset/rtlab-rt/tasks").unwrap().trim(),
         app
     );
-    let (pol, prio) = rtlab_sys::tune_sys::sched_get(app.parse().unwrap()).unwrap();
+    let (pol, prio) = rtlab_sys::tasks::sched_get(app.parse().unwrap()).unwrap();
     assert_eq!((pol, prio), (1, 80));
     assert!(text.contains("not available: mqprio"), "this kernel has no mqprio: {text}");
     let q = Command::new("tc").args(["-n", &ns, "qdisc", "show", "dev", "rtv0"]).output().unwrap();
@@ -476,7 +476,7 @@ fn tune_root_kill9_mid_hold_then_restore_leaves_the_machine_as_found() {
         0
     );
     let k = rtlab_tune::check::tasks(&host).into_iter().find(|(_, c)| c == "ksoftirqd/0").unwrap();
-    assert_eq!(rtlab_sys::tune_sys::sched_get(k.0).unwrap(), (1, 60));
+    assert_eq!(rtlab_sys::tasks::sched_get(k.0).unwrap(), (1, 60));
     // kill -9 in the middle of the hold
     child.kill().unwrap();
     child.wait().unwrap();
@@ -511,7 +511,7 @@ fn tune_root_ctrl_c_restores_before_exit() {
         std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap().trim(),
         "-1"
     );
-    rtlab_sys::tune_sys::kill_pid(child.id() as i32, 2).unwrap();
+    rtlab_sys::tasks::kill_pid(child.id() as i32, 2).unwrap();
     let mut tail = String::new();
     std::io::Read::read_to_string(&mut rest, &mut tail).unwrap();
     let status = child.wait().unwrap();

@@ -149,7 +149,7 @@ fn the_hogs_spike(v: &serde_json::Value) -> serde_json::Value {
 
 #[test]
 fn tune_spike_root_timer_names_a_fifo_hog() {
-    if !rtlab_sys::tune_sys::is_root() {
+    if !rtlab_sys::tasks::is_root() {
         rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
@@ -187,7 +187,7 @@ fn tune_spike_root_timer_names_a_fifo_hog() {
 
 #[test]
 fn tune_spike_root_udp_ping_names_a_fifo_hog() {
-    if !rtlab_sys::tune_sys::is_root() {
+    if !rtlab_sys::tasks::is_root() {
         rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
@@ -225,7 +225,7 @@ fn tune_spike_root_udp_ping_names_a_fifo_hog() {
 
 #[test]
 fn tune_spike_root_pubsub_roundtrip_names_a_fifo_hog() {
-    if !rtlab_sys::tune_sys::is_root() {
+    if !rtlab_sys::tasks::is_root() {
         rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }
@@ -266,7 +266,7 @@ fn tune_spike_root_pubsub_roundtrip_names_a_fifo_hog() {
 
 #[test]
 fn tune_spike_root_pubsub_subscriber_processes_leave_the_publisher_to_raise_the_flag() {
-    if !rtlab_sys::tune_sys::is_root() {
+    if !rtlab_sys::tasks::is_root() {
         rtlab_sys::test_skip::skipped(format_args!("needs root (CI runs as root)"));
         return;
     }

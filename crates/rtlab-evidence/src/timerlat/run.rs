@@ -160,7 +160,7 @@ impl TimerlatRun {
         if let Ok(Some(st)) = c.try_wait() {
             return (Some(st), false);
         }
-        let _ = rtlab_sys::tune_sys::kill_pid(c.id() as i32, 2);
+        let _ = rtlab_sys::tasks::kill_pid(c.id() as i32, 2);
         let end = Instant::now() + grace;
         while Instant::now() < end {
             if let Ok(Some(st)) = c.try_wait() {

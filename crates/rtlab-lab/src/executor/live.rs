@@ -218,7 +218,7 @@ fn test_hang(
         return None;
     }
     let how = std::env::var("RTLAB_TEST_HANG").ok()?;
-    if rtlab_sys::tune_sys::sched_get(0).is_ok_and(|(p, _)| p & 0xff == 0) {
+    if rtlab_sys::tasks::sched_get(0).is_ok_and(|(p, _)| p & 0xff == 0) {
         let _ = rtlab_sys::sched::set_current_policy(rtlab_core::rt::Policy::Fifo, 1);
     }
     loop {
@@ -226,7 +226,7 @@ fn test_hang(
         let asked = stop.load(std::sync::atomic::Ordering::Relaxed);
         // the kernel's policy of this thread (glibc's pthread_getschedparam answers what it
         // last set itself, not what the supervisor set since)
-        let other = rtlab_sys::tune_sys::sched_get(0).is_ok_and(|(p, _)| p & 0xff == 0);
+        let other = rtlab_sys::tasks::sched_get(0).is_ok_and(|(p, _)| p & 0xff == 0);
         if how == "livelock" && asked && other {
             return Some(Err(crate::error::LabError::Failed("(test) the livelock ended".into())));
         }

@@ -100,7 +100,7 @@ pub struct CaseSetup {
     /// This process's threads and their policies before the case: the case's real-time
     /// policies are its own, put back before its profile (a task moved out of a child cgroup
     /// for FIFO cannot go back while one of its threads is still real-time).
-    threads: rtlab_sys::tune_sys::OwnThreads,
+    threads: rtlab_sys::tasks::OwnThreads,
     pub load_report: Option<serde_json::Value>,
     pub profile_report: Option<serde_json::Value>,
 }
@@ -134,7 +134,7 @@ impl CaseSetup {
         planned: Duration,
     ) -> Result<CaseSetup, LabError> {
         let mut s = CaseSetup::default();
-        s.threads = rtlab_sys::tune_sys::OwnThreads::now();
+        s.threads = rtlab_sys::tasks::OwnThreads::now();
         let limit = rtlab_load::max_duration_for(planned);
         for cfg in loads {
             let mut l = RunningLoad::start(&cfg, Some(limit)).map_err(load_error)?;
@@ -184,7 +184,7 @@ impl CaseSetup {
             return;
         }
         if let Some(mut session) = self.session.take() {
-            let (_, refused) = rtlab_sys::tune_sys::restore_own_threads(&self.threads);
+            let (_, refused) = rtlab_sys::tasks::restore_own_threads(&self.threads);
             let r = session.restore();
             if let Some(p) = self.profile_report.as_mut() {
                 p["restored"] = serde_json::json!(r.is_clean());

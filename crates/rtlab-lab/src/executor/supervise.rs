@@ -21,7 +21,7 @@ use super::marks::{abandon, set_supervisor};
 use crate::runner::CaseResult;
 use crate::scenario::CaseSpec;
 use rtlab_core::run::CaseStatus;
-use rtlab_sys::tune_sys::{restore_own_threads, OwnThreads};
+use rtlab_sys::tasks::{restore_own_threads, OwnThreads};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
@@ -52,7 +52,7 @@ pub(super) fn run(
     let overrun = exec.overrun.unwrap_or_else(|| default_overrun(planned));
     let case_stop = Arc::new(AtomicBool::new(false));
     let before = OwnThreads::now();
-    set_supervisor(rtlab_sys::tune_sys::gettid());
+    set_supervisor(rtlab_sys::tasks::gettid());
     struct Unset;
     impl Drop for Unset {
         fn drop(&mut self) {
@@ -174,7 +174,7 @@ fn running_threads() -> String {
         let ticks: u64 = utime.and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
             + stime.and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
         let (policy, prio) =
-            rtlab_sys::tune_sys::sched_get(tid.parse().unwrap_or(0)).unwrap_or((0, 0));
+            rtlab_sys::tasks::sched_get(tid.parse().unwrap_or(0)).unwrap_or((0, 0));
         let policy = match policy & !0x4000_0000 {
             1 => "fifo",
             2 => "rr",
@@ -222,8 +222,8 @@ fn demote_children() {
     for (pid, _) in children() {
         for e in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
             let Ok(tid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
-            if rtlab_sys::tune_sys::sched_get(tid).is_ok_and(|(p, _)| matches!(p & 0xff, 1 | 2)) {
-                let _ = rtlab_sys::tune_sys::sched_set(tid, 0, 0);
+            if rtlab_sys::tasks::sched_get(tid).is_ok_and(|(p, _)| matches!(p & 0xff, 1 | 2)) {
+                let _ = rtlab_sys::tasks::sched_set(tid, 0, 0);
             }
         }
     }
@@ -235,9 +235,9 @@ fn put_back(pair_name: &str) -> Vec<String> {
     let mut left = Vec::new();
     for (pid, pgid) in children() {
         if pgid == Some(pid) {
-            let _ = rtlab_sys::tune_sys::kill_group(pid, 9); // SIGKILL
+            let _ = rtlab_sys::tasks::kill_group(pid, 9); // SIGKILL
         }
-        let _ = rtlab_sys::tune_sys::kill_pid(pid, 9);
+        let _ = rtlab_sys::tasks::kill_pid(pid, 9);
     }
     for journal in
         [rtlab_tune::journal::DEFAULT_JOURNAL, rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL]

@@ -107,7 +107,7 @@ fn facts() -> Facts {
         host: host_name(),
         version: super::protocol::version().into(),
         pid: std::process::id(),
-        root: rtlab_sys::tune_sys::is_root(),
+        root: rtlab_sys::tasks::is_root(),
         addresses: addresses(),
         ssh_connection: std::env::var("SSH_CONNECTION").ok(),
         environment: rtlab_sys::env::detect(std::path::Path::new("/")),

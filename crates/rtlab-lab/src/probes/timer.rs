@@ -13,8 +13,8 @@ use crate::probe::{Context, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
 use rtlab_core::warnings::Warn;
+use rtlab_engines::timer::run::{self, TimerConfig, TimerError, TimerOutcome, TimerThreadConfig};
 use rtlab_engines::timer::TimerMode;
-use rtlab_engines::timer_run::{self, TimerConfig, TimerError, TimerOutcome, TimerThreadConfig};
 use serde::{Deserialize, Serialize};
 
 /// How long it measures when neither `duration` nor `count` is given.
@@ -209,7 +209,7 @@ pub fn measure(
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let progress = &mut *ctx.progress;
     let measured =
-        timer_run::run_with_spike(&engine, ctx.stop.clone(), evidence.hook(), |done, planned| {
+        run::run_with_spike(&engine, ctx.stop.clone(), evidence.hook(), |done, planned| {
             progress(done, planned)
         });
     // finished (tracefs put back) before anything else, whatever the probe did

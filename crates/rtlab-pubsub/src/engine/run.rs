@@ -52,7 +52,7 @@ pub fn run_with(
     }
     // middleware threads are created after this, so they inherit the policy; the calling
     // thread gets its own back when the run ends
-    let _policy_back = rtlab_sys::tune_sys::PolicyBack::now();
+    let _policy_back = rtlab_sys::tasks::PolicyBack::now();
     cfg.rt.apply_policy_here().map_err(ProbeError::Rt)?;
     let mut spec = near_spec(cfg, far)?;
     let private_netns = enter_private_netns(cfg, far, &mut spec)?;

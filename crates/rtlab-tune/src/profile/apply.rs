@@ -35,7 +35,7 @@ pub fn in_force(host: &dyn Host, c: &Change) -> String {
         },
         Change::MkDir { path, .. } => if host.exists(path) { "exists" } else { "gone" }.into(),
         Change::PmQos { holder_pid, .. } => {
-            if rtlab_sys::tune_sys::pid_alive(*holder_pid) {
+            if rtlab_sys::tasks::pid_alive(*holder_pid) {
                 "held".into()
             } else {
                 "released (holder exited)".into()

@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use clap::Args;
 use rtlab_core::cyclictest::{self, ThreadFooter};
 use rtlab_core::units::{format_duration_exact, Nanos};
-use rtlab_engines::timer_run::TimerConfig;
+use rtlab_engines::timer::run::TimerConfig;
 use rtlab_lab::config::from_table;
 use rtlab_lab::probe::Context;
 use rtlab_lab::probes::timer::{self, TimerProbeConfig};

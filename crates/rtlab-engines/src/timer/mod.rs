@@ -21,8 +21,11 @@ use rtlab_core::sink::{Flow, Sink};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+pub mod ros;
+pub mod run;
+
 /// How the timer waits: rtlab's own loops (`abs`, `rel`) or a model of a ROS timer
-/// ([`crate::ros_timer`]: `oneshot`, `roscpp`, `rclcpp`).
+/// (the `ros` module below: `oneshot`, `roscpp`, `rclcpp`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TimerMode {
@@ -175,7 +178,7 @@ pub fn run_loop<C: Clock, L: Sink, J: Sink>(
         }
         match sched.mode {
             TimerMode::Abs => clock.sleep_until(slot),
-            // the ROS models have their own loops (crate::ros_timer); here they wait as `rel`
+            // the ROS models have their own loops (the `ros` module); here they wait as `rel`
             _ => {
                 let now = clock.now();
                 clock.sleep_for(slot - now);

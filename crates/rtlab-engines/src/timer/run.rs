@@ -7,7 +7,7 @@
 //! here (mlockall, cpu_dma_latency) is a guard undone on drop. Nothing here prints.
 
 use crate::clock::{MonotonicClock, RosWallClock};
-use crate::ros_timer::{
+use crate::timer::ros::{
     oneshot_test_thread, rclcpp_loop, roscpp_spin_thread, roscpp_timer_thread, RosTimerShared,
 };
 use crate::timer::{run_loop, LoopEnd, Schedule, TimerMode};

@@ -1,13 +1,13 @@
-//! System calls the tune crate needs: the policy, priority and affinity of *other* tasks,
-//! signals to a load's process group, and mounting tracefs.
+//! Other tasks: the policy, priority and affinity of any task (the journaled changes of
+//! rtlab-tune, a thread put back), signals to a task or a load's process group, whether it
+//! lives.
 //!
 //! Contract: thin, checked wrappers; errors carry the pid/path and the errno. Nothing here
 //! keeps state or undoes anything: the journal in rtlab-tune records every change made
 //! through these calls before it is made. (sched_setscheduler(2), sched_setaffinity(2),
-//! kill(2), mount(2))
+//! kill(2))
 
 use crate::SysError;
-use std::ffi::CString;
 
 fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
@@ -100,29 +100,6 @@ pub fn pid_alive(pid: i32) -> bool {
         Err(SysError::Os { source, .. }) => source.raw_os_error() == Some(libc::EPERM),
         Err(_) => false,
     }
-}
-
-/// Mount a filesystem of type `fstype` (e.g. tracefs) on `target`.
-pub fn mount_fs(fstype: &str, target: &str) -> Result<(), SysError> {
-    let src = CString::new(fstype).map_err(|_| SysError::os("mount: NUL in type", libc::EINVAL))?;
-    let tgt =
-        CString::new(target).map_err(|_| SysError::os("mount: NUL in target", libc::EINVAL))?;
-    // SAFETY: all strings are NUL-terminated and outlive the call; data is null.
-    if unsafe { libc::mount(src.as_ptr(), tgt.as_ptr(), src.as_ptr(), 0, std::ptr::null()) } < 0 {
-        return Err(SysError::os(format!("mount -t {fstype} {target}"), errno()));
-    }
-    Ok(())
-}
-
-/// Unmount `target`.
-pub fn umount_fs(target: &str) -> Result<(), SysError> {
-    let tgt =
-        CString::new(target).map_err(|_| SysError::os("umount: NUL in target", libc::EINVAL))?;
-    // SAFETY: tgt is NUL-terminated and outlives the call.
-    if unsafe { libc::umount(tgt.as_ptr()) } < 0 {
-        return Err(SysError::os(format!("umount {target}"), errno()));
-    }
-    Ok(())
 }
 
 /// The policy (raw, with SCHED_RESET_ON_FORK if set) and priority of each thread of this

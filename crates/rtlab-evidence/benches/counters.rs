@@ -3,7 +3,7 @@
 //! `cargo bench -p rtlab-evidence --bench counters`
 
 use rtlab_evidence::counters::{ksoftirqd_pids, read_counters_of};
-use rtlab_tune::host::RealHost;
+use rtlab_host::host::RealHost;
 
 fn main() {
     let host = RealHost::new();

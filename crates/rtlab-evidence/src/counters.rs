@@ -8,7 +8,7 @@
 //! (`rtlab_core::evidence`). Source: Documentation/filesystems/proc.rst (softirqs,
 //! interrupts, stat, schedstat).
 
-use rtlab_tune::host::Host;
+use rtlab_host::host::Host;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,7 +37,7 @@ fn per_cpu_row(text: &str, label: &str) -> Vec<u64> {
 
 /// The ksoftirqd/N threads, by CPU (found once: they live as long as their CPU is online).
 pub fn ksoftirqd_pids(host: &dyn Host) -> Vec<(usize, i32)> {
-    let mut k: Vec<(usize, i32)> = rtlab_tune::check::tasks(host)
+    let mut k: Vec<(usize, i32)> = rtlab_host::host::tasks(host)
         .into_iter()
         .filter_map(|(pid, c)| Some((c.strip_prefix("ksoftirqd/")?.parse().ok()?, pid)))
         .collect();
@@ -127,7 +127,7 @@ impl CounterSampler {
             .spawn(move || {
                 // never compete with the probe: a profile may have made the process FIFO
                 crate::helper::stay_off(&avoid);
-                let host = rtlab_tune::host::RealHost::new();
+                let host = rtlab_host::host::RealHost::new();
                 let pids = ksoftirqd_pids(&host);
                 let mut prev = read_counters_of(&host, &pids);
                 let t0 = rtlab_sys::clock::monotonic_ns();
@@ -182,12 +182,12 @@ mod tests {
     fn counters_are_read_and_subtracted() {
         let d = tempfile::tempdir().unwrap();
         let r = d.path();
-        rtlab_tune::testing::machine(r);
-        rtlab_tune::testing::put(r, "proc/softirqs", "                    CPU0       CPU1\n          HI:          0          0\n       TIMER:      10          20\n      NET_RX:       5          7\n");
-        rtlab_tune::testing::put(r, "proc/stat", "cpu  1 2 3 4 5 6 7 8 0 0\ncpu0 1 1 1 1 1 1 1 3 0 0\ncpu1 1 1 1 1 1 1 1 5 0 0\nctxt 1000\n");
-        rtlab_tune::testing::put(r, "proc/22/schedstat", "5000 10 2\n");
-        rtlab_tune::testing::put(r, "proc/14/schedstat", "3000 10 2\n");
-        let host = rtlab_tune::host::FakeHost::new(r);
+        rtlab_host::testing::machine(r);
+        rtlab_host::testing::put(r, "proc/softirqs", "                    CPU0       CPU1\n          HI:          0          0\n       TIMER:      10          20\n      NET_RX:       5          7\n");
+        rtlab_host::testing::put(r, "proc/stat", "cpu  1 2 3 4 5 6 7 8 0 0\ncpu0 1 1 1 1 1 1 1 3 0 0\ncpu1 1 1 1 1 1 1 1 5 0 0\nctxt 1000\n");
+        rtlab_host::testing::put(r, "proc/22/schedstat", "5000 10 2\n");
+        rtlab_host::testing::put(r, "proc/14/schedstat", "3000 10 2\n");
+        let host = rtlab_host::host::FakeHost::new(r);
         let a = read_counters(&host);
         assert_eq!(a.net_rx, vec![5, 7]);
         assert_eq!(a.timer, vec![10, 20]);
@@ -195,7 +195,7 @@ mod tests {
         assert_eq!(a.ksoftirqd_ns, vec![3000, 5000]);
         assert_eq!(a.context_switches, 1000);
         assert_eq!(a.steal_ticks, vec![3, 5]);
-        rtlab_tune::testing::put(r, "proc/softirqs", "                    CPU0       CPU1\n       TIMER:      15          20\n      NET_RX:       5          9\n");
+        rtlab_host::testing::put(r, "proc/softirqs", "                    CPU0       CPU1\n       TIMER:      15          20\n      NET_RX:       5          9\n");
         let b = read_counters(&host);
         let dd = a.delta(&b);
         assert_eq!((dd.net_rx, dd.timer), (vec![0, 2], vec![5, 0]));

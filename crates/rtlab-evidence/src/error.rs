@@ -9,7 +9,7 @@ pub enum TraceError {
     Missing(#[from] Missing),
     /// A tracefs change could not be journaled or made.
     #[error(transparent)]
-    Apply(#[from] rtlab_tune::session::ApplyError),
+    Apply(#[from] rtlab_host::session::ApplyError),
     /// A value the tracer refuses (names the value and what is accepted).
     #[error("{0}")]
     Invalid(String),

@@ -137,7 +137,7 @@ Saving trace to timerlat_trace.txt
 /// A tracefs with `available_tracers` = `tracers`, the osnoise settings rtla writes and an
 /// empty `instances/`.
 pub fn fake_tracefs(root: &Path, tracers: &str) {
-    rtlab_tune::testing::put(root, "sys/kernel/tracing/available_tracers", tracers);
+    rtlab_host::testing::put(root, "sys/kernel/tracing/available_tracers", tracers);
     for (f, v) in [
         ("cpus", "0-1\n"),
         ("timerlat_period_us", "1000\n"),
@@ -145,9 +145,9 @@ pub fn fake_tracefs(root: &Path, tracers: &str) {
         ("stop_tracing_total_us", "0\n"),
         ("print_stack", "0\n"),
     ] {
-        rtlab_tune::testing::put(root, &format!("sys/kernel/tracing/osnoise/{f}"), v);
+        rtlab_host::testing::put(root, &format!("sys/kernel/tracing/osnoise/{f}"), v);
     }
-    rtlab_tune::testing::put(
+    rtlab_host::testing::put(
         root,
         "sys/kernel/tracing/osnoise/options",
         "DEFAULTS OSNOISE_WORKLOAD NO_OSNOISE_PANIC_ON_STOP\n",

@@ -18,8 +18,8 @@
 //! one at a time. The instance's `trace` is read once, at the end.
 
 use crate::trace::parse_trace;
-use rtlab_tune::host::Host;
-use rtlab_tune::session::{Action, Session};
+use rtlab_host::host::Host;
+use rtlab_host::session::{Action, Session};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -340,9 +340,9 @@ mod tests {
 
     #[test]
     fn every_change_is_journaled_and_put_back() {
-        use rtlab_tune::testing::put;
+        use rtlab_host::testing::put;
         let d = tempfile::tempdir().unwrap();
-        let host = rtlab_tune::host::FakeHost::new(d.path());
+        let host = rtlab_host::host::FakeHost::new(d.path());
         let t = "sys/kernel/tracing";
         put(d.path(), &format!("{t}/available_tracers"), "hwlat osnoise nop\n");
         put(d.path(), &format!("{t}/current_tracer"), "nop\n");

@@ -6,7 +6,7 @@
 //! Contract: nothing here runs on a measuring thread (the probes only raise a
 //! [`rtlab_core::sink::SpikeFlag`]; the sampler and the watcher are helper threads off the
 //! probe's CPUs). Every tracefs change goes through rtlab-tune's journaled
-//! [`rtlab_tune::session::Session`] and is undone when the tracer is disarmed or dropped, or
+//! [`rtlab_host::session::Session`] and is undone when the tracer is disarmed or dropped, or
 //! by `rtlab tune restore` after a kill -9. What a result keeps (counters per window, the
 //! spikes explained) is rtlab-core's data (`rtlab_core::evidence`); gluing it to a probe's
 //! run is the lab's (`rtlab_lab::evidence`). Nothing here prints.

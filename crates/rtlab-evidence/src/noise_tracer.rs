@@ -2,8 +2,8 @@
 //! session, tracefs mounted (journaled) when it is not, everything put back after, and a
 //! restore that left changes said on the run's report.
 
-use rtlab_tune::host::Host;
-use rtlab_tune::session::{Action, Session};
+use rtlab_host::host::Host;
+use rtlab_host::session::{Action, Session};
 use std::path::Path;
 
 /// Run `body` for `--tracer NAME` in a journaled session with tracefs at `dir` (mounted

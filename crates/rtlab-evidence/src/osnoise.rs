@@ -14,8 +14,8 @@
 //! `nmi_noise`: the source, its start and its duration).
 
 use crate::trace::parse_trace;
-use rtlab_tune::host::Host;
-use rtlab_tune::session::{Action, Session};
+use rtlab_host::host::Host;
+use rtlab_host::session::{Action, Session};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -116,7 +116,7 @@ pub fn parse(text: &str) -> OsnoiseReport {
 /// The global osnoise settings written, with their values.
 fn settings(cfg: &OsnoiseConfig) -> Vec<(&'static str, String)> {
     vec![
-        ("cpus", rtlab_tune::cpu_list(&cfg.cpus)),
+        ("cpus", rtlab_host::cpu_list(&cfg.cpus)),
         ("period_us", cfg.period_us.to_string()),
         ("runtime_us", cfg.period_us.to_string()),
         ("tracing_threshold", cfg.threshold_us.max(1).to_string()),

@@ -8,10 +8,10 @@
 use rtlab_core::sink::{Recorder, RecorderConfig, Sink, SpikeFlag};
 use rtlab_evidence::counters::{read_counters, CounterSampler};
 use rtlab_evidence::tracer::{SpikeTracer, MAX_SPIKES};
+use rtlab_host::host::RealHost;
+use rtlab_host::snapshot;
 use rtlab_sys::clock::{monotonic_ns, sleep_until};
 use rtlab_sys::sched::{spawn_rt, Policy, ThreadSpec};
-use rtlab_tune::host::RealHost;
-use rtlab_tune::snapshot;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;

@@ -240,7 +240,7 @@ pub struct Cpus(pub Vec<usize>);
 
 impl Serialize for Cpus {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&rtlab_tune::cpu_list(&self.0))
+        s.serialize_str(&rtlab_host::cpu_list(&self.0))
     }
 }
 

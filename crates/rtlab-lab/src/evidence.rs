@@ -17,7 +17,7 @@ use rtlab_evidence::counters::CounterSampler;
 use rtlab_evidence::timerlat::{TimerlatConfig, TimerlatRun};
 use rtlab_evidence::tracer::{SpikeTracer, DEFAULT_TRACE_JOURNAL, MAX_SPIKES};
 use rtlab_evidence::watch::SpikeCapture;
-use rtlab_tune::host::Host;
+use rtlab_host::host::Host;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -250,7 +250,7 @@ mod tests {
     #[test]
     fn only_a_sweep_of_cases_is_said_to_start_elsewhere() {
         let run = |streams: &[Stream]| {
-            let host = rtlab_tune::host::RealHost::new();
+            let host = rtlab_host::host::RealHost::new();
             let mut o = EvidenceOptions::new(1_000, "x");
             o.counters = true;
             EvidenceRun::start(&host, &o).unwrap().finish(streams).notes

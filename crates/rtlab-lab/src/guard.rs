@@ -6,7 +6,7 @@
 //! ([`stale_journal_warning`]) by every probe, and `rtlab run` restores it first.
 
 use crate::error::LabError;
-use rtlab_tune::lock::{LockError, MachineLock};
+use rtlab_host::lock::{LockError, MachineLock};
 use std::path::{Path, PathBuf};
 
 /// The lock file (`RTLAB_LOCK` overrides it, e.g. for tests that measure in parallel on
@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 pub fn lock_path() -> PathBuf {
     std::env::var_os("RTLAB_LOCK")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(rtlab_tune::lock::DEFAULT_LOCK))
+        .unwrap_or_else(|| PathBuf::from(rtlab_host::lock::DEFAULT_LOCK))
 }
 
 /// Take the machine lock for `holder` (`rtlab run quick`); with `wait`, wait for the
@@ -43,7 +43,7 @@ pub fn lock(
 /// The journal of a dead rtlab still in force, said in one line (None: nothing pending, or
 /// its rtlab is alive).
 pub fn stale_journal_warning() -> Option<String> {
-    let p = rtlab_tune::journal::pending(Path::new(rtlab_tune::journal::DEFAULT_JOURNAL))?;
+    let p = rtlab_host::journal::pending(Path::new(rtlab_host::journal::DEFAULT_JOURNAL))?;
     if p.alive {
         return None;
     }
@@ -59,9 +59,9 @@ pub fn stale_journal_warning() -> Option<String> {
 pub fn restore_dead_journal(say: &mut dyn FnMut(&str)) -> Result<(), LabError> {
     let Some(w) = stale_journal_warning() else { return Ok(()) };
     say(&w);
-    let r = rtlab_tune::journal::restore_journal(
+    let r = rtlab_host::journal::restore_journal(
         crate::host::host(),
-        Path::new(rtlab_tune::journal::DEFAULT_JOURNAL),
+        Path::new(rtlab_host::journal::DEFAULT_JOURNAL),
     )
     .map_err(|e| {
         LabError::Failed(format!("restoring the journal first: {e} (run `rtlab tune restore`)"))
@@ -79,7 +79,7 @@ pub fn restore_dead_journal(say: &mut dyn FnMut(&str)) -> Result<(), LabError> {
 fn xdp_journal_path(n: u64) -> PathBuf {
     PathBuf::from(format!(
         "{}.xdp-{}-{n}",
-        rtlab_tune::journal::DEFAULT_JOURNAL,
+        rtlab_host::journal::DEFAULT_JOURNAL,
         std::process::id()
     ))
 }
@@ -89,8 +89,8 @@ fn xdp_journal_path(n: u64) -> PathBuf {
 /// one line per journal restored.
 pub fn restore_stale_xdp_journals() -> Vec<String> {
     let mut done = Vec::new();
-    for p in stale_xdp_journals(Path::new(rtlab_tune::journal::DEFAULT_JOURNAL)) {
-        if let Ok(r) = rtlab_tune::journal::restore_journal(crate::host::host(), &p) {
+    for p in stale_xdp_journals(Path::new(rtlab_host::journal::DEFAULT_JOURNAL)) {
+        if let Ok(r) = rtlab_host::journal::restore_journal(crate::host::host(), &p) {
             let how = if r.is_clean() { "restored" } else { "not all restored" };
             done.push(format!("{}: {how}", p.display()));
         }
@@ -109,7 +109,7 @@ pub fn stale_xdp_journals(journal: &Path) -> Vec<PathBuf> {
         let name = e.file_name().to_string_lossy().into_owned();
         let Some(rest) = name.strip_prefix(&prefix) else { continue };
         let pid: i32 = rest.split('-').next().and_then(|p| p.parse().ok()).unwrap_or(0);
-        if pid == std::process::id() as i32 || rtlab_tune::journal::rtlab_alive(pid) {
+        if pid == std::process::id() as i32 || rtlab_host::journal::rtlab_alive(pid) {
             continue;
         }
         found.push(e.path());
@@ -127,13 +127,13 @@ pub fn xdp_journal() -> rtlab_engines::udp::run::XdpJournal {
     rtlab_engines::udp::run::XdpJournal(std::sync::Arc::new(|netns: Option<&str>, dev: &str| {
         restore_stale_xdp_journals();
         let path = xdp_journal_path(N.fetch_add(1, Ordering::Relaxed));
-        let mut s = rtlab_tune::session::Session::begin(
+        let mut s = rtlab_host::session::Session::begin(
             crate::host::host(),
             &path,
             &format!("rtlab udp --xdp on {dev}"),
         )
         .map_err(|e| e.to_string())?;
-        s.record_made_by_caller(&rtlab_tune::journal::Change::XdpProgram {
+        s.record_made_by_caller(&rtlab_host::journal::Change::XdpProgram {
             netns: netns.map(String::from),
             dev: dev.to_string(),
             name: rtlab_sys::xdp::PROGRAM_NAME.to_string(),

@@ -3,7 +3,7 @@
 //!
 //! Contract: this room imports nothing of the lab.
 
-use rtlab_tune::host::RealHost;
+use rtlab_host::host::RealHost;
 
 /// The machine, for every case of the run (profiles borrow it).
 pub fn host() -> &'static RealHost {

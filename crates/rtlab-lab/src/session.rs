@@ -169,7 +169,7 @@ pub struct Session<'a> {
     plan: Plan,
     opts: Options<'a>,
     store: Store,
-    _lock: Option<rtlab_tune::lock::MachineLock>,
+    _lock: Option<rtlab_host::lock::MachineLock>,
 }
 
 /// Take the machine (waiting with `wait`, `waiting` told once what it waits for), put a

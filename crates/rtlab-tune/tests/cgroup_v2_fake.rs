@@ -6,15 +6,15 @@
 //! There is no test against a real cgroup-v2 cpuset: the development machine is cgroup v1
 //! (its cpuset controller is bound to the v1 hierarchy at /sys/fs/cgroup/cpuset, and the
 //! cgroup2 mount at /sys/fs/cgroup/unified offers no controller), so a real v2 partition
-//! cannot be made here. What the fake kernel does is described in `rtlab_tune::host`.
+//! cannot be made here. What the fake kernel does is described in `rtlab_host::host`.
 
-use rtlab_tune::host::{FakeHost, Host};
-use rtlab_tune::journal::{read_journal, restore_journal, Change};
+use rtlab_host::host::{FakeHost, Host};
+use rtlab_host::journal::{read_journal, restore_journal, Change};
+use rtlab_host::session::{Action, Session};
+use rtlab_host::testing::{cgroup2, machine, machine_v2, put, task, tree_snapshot as snapshot};
 use rtlab_tune::profile::{
     apply_profile, apply_step, builtin, in_force, plan, Report, Step, Target,
 };
-use rtlab_tune::session::{Action, Session};
-use rtlab_tune::testing::{cgroup2, machine, machine_v2, put, task, tree_snapshot as snapshot};
 use std::path::Path;
 
 const ROOT_PROCS: &str = "/sys/fs/cgroup/cgroup.procs";
@@ -247,7 +247,7 @@ fn v2_kill9_then_tune_restore_puts_the_whole_profile_back_and_later_tasks_go_to_
 }
 
 /// Apply the isolation step on a fake v2 machine whose kernel answers partition writes as
-/// `fake_partition` says (see `rtlab-fake-partition` in rtlab_tune::host), hand the outcome
+/// `fake_partition` says (see `rtlab-fake-partition` in rtlab_host::host), hand the outcome
 /// to `check`, then restore and compare the whole tree with the one before.
 fn with_partition(
     fake_partition: &str,

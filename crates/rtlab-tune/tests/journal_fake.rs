@@ -1,9 +1,9 @@
 //! The journal and the restore guard against a fake sysfs/procfs tree (no root needed).
 
-use rtlab_tune::host::{FakeHost, Host};
-use rtlab_tune::journal::{pending, read_journal, restore_journal, Change};
-use rtlab_tune::session::{Action, Session};
-use rtlab_tune::testing::{machine, put, tree_snapshot as snapshot};
+use rtlab_host::host::{FakeHost, Host};
+use rtlab_host::journal::{pending, read_journal, restore_journal, Change};
+use rtlab_host::session::{Action, Session};
+use rtlab_host::testing::{machine, put, tree_snapshot as snapshot};
 
 fn all_actions() -> Vec<Action> {
     vec![
@@ -133,7 +133,7 @@ fn a_reused_pid_is_never_touched_and_a_failed_change_is_not_pending() {
     std::mem::forget(s);
     assert_eq!(read_journal(&jpath).unwrap().pending.len(), 1);
     // pid 812 exits and the pid is reused by another program
-    rtlab_tune::testing::task(d.path(), 812, "other", 5000);
+    rtlab_host::testing::task(d.path(), 812, "other", 5000);
     host.sched_set(812, 0, 0).unwrap();
     let r = restore_journal(&host, &jpath).unwrap();
     assert_eq!(r.restored[0].1, "task gone");

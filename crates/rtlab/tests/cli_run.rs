@@ -367,7 +367,7 @@ fn root_a_run_from_a_child_cgroup_puts_every_case_back_and_leaves_nothing() {
         assert!(steps.contains("cgroup"), "{steps}");
     }
     // nothing left in force
-    assert!(!std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL).exists());
+    assert!(!std::path::Path::new(rtlab_host::journal::DEFAULT_JOURNAL).exists());
     let o = run(&["tune", "show"]);
     assert!(stdout(&o).contains("nothing applied by rtlab"), "{}", stdout(&o));
 }
@@ -394,7 +394,7 @@ fn root_run_quick_from_a_child_cgroup_completes_and_tune_show_is_empty() {
     out.push_str(&stdout(&run(&["tune", "show"])));
     // a machine without a load's tool skips its cases naming the package (CI has both)
     assert_quick_completed(&out, &["stress-ng is not installed", "iperf3 is not installed"]);
-    assert!(!std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL).exists());
+    assert!(!std::path::Path::new(rtlab_host::journal::DEFAULT_JOURNAL).exists());
 }
 
 /// A scenario of one timer case under `profile` (`p.toml#slow` makes one journaled change:
@@ -437,7 +437,7 @@ fn cases_of(db: &std::path::Path) -> (serde_json::Value, Vec<serde_json::Value>)
 }
 
 fn machine_as_found(runtime_before: &str) {
-    assert!(!std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL).exists());
+    assert!(!std::path::Path::new(rtlab_host::journal::DEFAULT_JOURNAL).exists());
     let now = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap();
     assert_eq!(now.trim(), runtime_before.trim(), "the profile's change put back");
     let o = run(&["tune", "show"]);

@@ -329,7 +329,7 @@ fn profile_runs_a_probe_under_a_profile_and_puts_it_back() {
     );
     assert!(!p["steps"].as_array().unwrap().is_empty(), "{p}");
     assert_eq!(v["config"]["threads"][0]["policy"], "fifo", "{}", v["config"]);
-    assert!(!std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL).exists());
+    assert!(!std::path::Path::new(rtlab_host::journal::DEFAULT_JOURNAL).exists());
     let o = run(&["tune", "show"]);
     assert!(stdout(&o).contains("nothing applied by rtlab"), "{}", stdout(&o));
     // --profile no-rt: the probe at SCHED_OTHER, the process where it was

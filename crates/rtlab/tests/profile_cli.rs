@@ -43,7 +43,7 @@ fn root_every_probe_command_runs_under_a_profile_and_puts_it_back() {
         assert!(out.contains("profile rt-normal: put back"), "{out}");
         let now = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap();
         assert_eq!(now, runtime, "{args:?}");
-        assert!(!std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL).exists(), "{args:?}");
+        assert!(!std::path::Path::new(rtlab_host::journal::DEFAULT_JOURNAL).exists(), "{args:?}");
     }
     // the reflector too (it answers a ping that holds the machine lock): Ctrl-C ends it and
     // its profile is put back
@@ -66,5 +66,5 @@ fn root_every_probe_command_runs_under_a_profile_and_puts_it_back() {
     assert!(r.wait().unwrap().success());
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
     assert_eq!(v["config"]["profile"]["restored"], true, "{}", v["config"]);
-    assert!(!std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL).exists());
+    assert!(!std::path::Path::new(rtlab_host::journal::DEFAULT_JOURNAL).exists());
 }

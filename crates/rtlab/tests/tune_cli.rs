@@ -4,9 +4,9 @@
 
 mod common;
 use common::ChildCgroup;
-use rtlab_tune::host::{FakeHost, Host, RealHost};
-use rtlab_tune::snapshot;
-use rtlab_tune::testing::{machine, put};
+use rtlab_host::host::{FakeHost, Host, RealHost};
+use rtlab_host::snapshot;
+use rtlab_host::testing::{machine, put};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -475,7 +475,7 @@ fn tune_root_kill9_mid_hold_then_restore_leaves_the_machine_as_found() {
         rtlab_sys::pmqos::CpuDmaLatency::current(Path::new("/dev/cpu_dma_latency")).unwrap(),
         0
     );
-    let k = rtlab_tune::check::tasks(&host).into_iter().find(|(_, c)| c == "ksoftirqd/0").unwrap();
+    let k = rtlab_host::host::tasks(&host).into_iter().find(|(_, c)| c == "ksoftirqd/0").unwrap();
     assert_eq!(rtlab_sys::tasks::sched_get(k.0).unwrap(), (1, 60));
     // kill -9 in the middle of the hold
     child.kill().unwrap();
@@ -561,7 +561,7 @@ fn tune_restore_also_puts_back_a_spike_tracer_killed_mid_trace() {
 #[test]
 fn tune_isolation_on_cgroup_v2_plans_a_partition() {
     let d = tempfile::tempdir().unwrap();
-    rtlab_tune::testing::machine_v2(d.path());
+    rtlab_host::testing::machine_v2(d.path());
     let (code, stdout, stderr) =
         out(rtlab().args(["tune", "apply", "rt-isolation", "--dry-run", "--root"]).arg(d.path()));
     assert_eq!(code, 0, "{stderr}");

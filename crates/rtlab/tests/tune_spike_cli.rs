@@ -38,8 +38,8 @@ fn tune_spike_bad_threshold_is_one_line_and_exit_2() {
 /// What the tracer may change (tracefs files and mounts), from a machine snapshot: other
 /// programs on a shared machine change the rest (qdiscs of their namespaces, IRQ affinities)
 /// while the test runs.
-fn tracefs_only(s: rtlab_tune::snapshot::Snapshot) -> rtlab_tune::snapshot::Snapshot {
-    rtlab_tune::snapshot::Snapshot {
+fn tracefs_only(s: rtlab_host::snapshot::Snapshot) -> rtlab_host::snapshot::Snapshot {
+    rtlab_host::snapshot::Snapshot {
         files: s.files.into_iter().filter(|(k, _)| k.starts_with("/sys/kernel/tracing/")).collect(),
         tracefs_mounts: s.tracefs_mounts,
         ..Default::default()
@@ -58,8 +58,8 @@ fn one_tracer() -> std::sync::MutexGuard<'static, ()> {
 /// the terminal text and the document. Checks that tracefs is back as it was found.
 fn with_a_hog(args: &[&str], cpu: usize) -> (String, serde_json::Value) {
     let _one = one_tracer();
-    let host = rtlab_tune::host::RealHost::new();
-    let before = tracefs_only(rtlab_tune::snapshot::take(&host, None));
+    let host = rtlab_host::host::RealHost::new();
+    let before = tracefs_only(rtlab_host::snapshot::take(&host, None));
     let d = tempfile::tempdir().unwrap();
     let json = d.path().join("t.json");
     let mut child = rtlab()
@@ -98,7 +98,7 @@ fn with_a_hog(args: &[&str], cpu: usize) -> (String, serde_json::Value) {
     let mut err = String::new();
     child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     assert_eq!(status.code(), Some(0), "{text}{err}");
-    let diff = before.diff(&tracefs_only(rtlab_tune::snapshot::take(&host, None)));
+    let diff = before.diff(&tracefs_only(rtlab_host::snapshot::take(&host, None)));
     assert!(diff.is_empty(), "tracefs not restored:\n{}", diff.join("\n"));
     assert!(!std::path::Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL).exists());
     let v: serde_json::Value =

@@ -2,7 +2,7 @@
 //! and its version; [`Availability::missing`] says in one sentence what is missing.
 
 use super::names::TRACEFS_DIRS;
-use rtlab_tune::host::Host;
+use rtlab_host::host::Host;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -121,14 +121,14 @@ mod tests {
     #[test]
     fn detect_on_a_fake_root_with_and_without_timerlat() {
         let d = tempfile::tempdir().unwrap();
-        let host = rtlab_tune::host::FakeHost::new(d.path());
+        let host = rtlab_host::host::FakeHost::new(d.path());
         // no tracefs at all
         let a = detect_with(&host, None, None);
         assert_eq!((a.tracer, a.tracefs.as_deref()), (false, None));
         let m = a.missing().unwrap();
         assert!(m.contains("tracefs is not mounted") && m.contains("Debian package `rtla`"), "{m}");
         // this machine's kernel: no timerlat
-        rtlab_tune::testing::put(
+        rtlab_host::testing::put(
             d.path(),
             "sys/kernel/tracing/available_tracers",
             "blk function nop\n",
@@ -156,12 +156,12 @@ mod tests {
         assert_eq!(a.missing().unwrap(), "rtla timerlat cannot run: rtla is not installed (Debian package `rtla`: apt-get install rtla)");
         // the debugfs location
         let d2 = tempfile::tempdir().unwrap();
-        rtlab_tune::testing::put(
+        rtlab_host::testing::put(
             d2.path(),
             "sys/kernel/debug/tracing/available_tracers",
             "timerlat nop\n",
         );
-        let a = detect_with(&rtlab_tune::host::FakeHost::new(d2.path()), Some("rtla".into()), None);
+        let a = detect_with(&rtlab_host::host::FakeHost::new(d2.path()), Some("rtla".into()), None);
         assert_eq!((a.tracer, a.tracefs.as_deref()), (true, Some("/sys/kernel/debug/tracing")));
     }
 

@@ -75,7 +75,7 @@ pub fn command(cfg: &TimerlatConfig) -> Vec<String> {
         v.extend(["-p".to_string(), cfg.period_us.to_string()]);
     }
     if !cfg.cpus.is_empty() {
-        v.extend(["-c".to_string(), rtlab_tune::cpu_list(&cfg.cpus)]);
+        v.extend(["-c".to_string(), rtlab_host::cpu_list(&cfg.cpus)]);
     }
     if let Some(p) = cfg.priority {
         v.extend(["-P".to_string(), format!("f:{p}")]);

@@ -2,10 +2,10 @@
 
 use super::availability::{detect_with, tracefs_dir};
 use super::names::{OSNOISE_SETTINGS, RTLA_INSTANCES};
-use rtlab_tune::host::Host;
-use rtlab_tune::session::Action;
+use rtlab_host::host::Host;
+use rtlab_host::session::Action;
 
-/// The journal entry to apply (through a [`rtlab_tune::session::Session`]) before [`super::start`]: its
+/// The journal entry to apply (through a [`rtlab_host::session::Session`]) before [`super::start`]: its
 /// `did` does nothing; its `undo` (run by the session's restore, or by `rtlab tune restore`
 /// after a kill -9) sets `nop` on and removes rtla's instances that are still there and writes
 /// back the osnoise settings read now (and the OSNOISE_WORKLOAD option where the kernel has
@@ -59,8 +59,8 @@ mod tests {
     #[test]
     fn the_leftover_action_removes_the_instances_and_writes_the_settings_back() {
         let d = tempfile::tempdir().unwrap();
-        let host = rtlab_tune::host::FakeHost::new(d.path());
-        rtlab_tune::testing::put(
+        let host = rtlab_host::host::FakeHost::new(d.path());
+        rtlab_host::testing::put(
             d.path(),
             "sys/kernel/tracing/available_tracers",
             "blk function nop\n",
@@ -82,10 +82,10 @@ mod tests {
         // journaled through a session: the restore runs the undo (the fake machine logs it)
         let journal = d.path().join("journal.trace");
         {
-            let mut s = rtlab_tune::session::Session::begin(&host, &journal, "test").unwrap();
+            let mut s = rtlab_host::session::Session::begin(&host, &journal, "test").unwrap();
             s.apply(&leftover_cleanup_action(&host).unwrap()).unwrap();
             // rtla (killed) left a changed setting behind
-            rtlab_tune::testing::put(
+            rtlab_host::testing::put(
                 d.path(),
                 "sys/kernel/tracing/osnoise/timerlat_period_us",
                 "250\n",

@@ -7,7 +7,7 @@ use super::names::{RTLA_INSTANCES, STOP_GRACE, TRACEFS_DIRS};
 use super::report::{parse_top, TimerlatReport};
 use crate::error::TraceError;
 use rtlab_core::error::Missing;
-use rtlab_tune::host::Host;
+use rtlab_host::host::Host;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -25,7 +25,7 @@ pub struct TimerlatRun {
 /// when an instance of rtla is already in tracefs, or when rtla exits at once.
 pub fn start(cfg: &TimerlatConfig) -> Result<TimerlatRun, TraceError> {
     validate(cfg)?;
-    let host = rtlab_tune::host::RealHost::new();
+    let host = rtlab_host::host::RealHost::new();
     let a = detect(&host);
     if let Some(m) = a.missing() {
         return Err(Missing {
@@ -187,7 +187,7 @@ mod tests {
 
     #[test]
     fn on_this_machine_start_names_what_is_missing() {
-        let a = detect(&rtlab_tune::host::RealHost::new());
+        let a = detect(&rtlab_host::host::RealHost::new());
         let Some(m) = a.missing() else {
             return; // the kernel has timerlat and rtla is installed: nothing missing to name
         };

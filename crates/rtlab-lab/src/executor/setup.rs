@@ -10,9 +10,9 @@
 use crate::error::LabError;
 use crate::scenario::LoadSpec;
 use rtlab_engines::netns::NetnsPair;
+use rtlab_host::session::Session;
 use rtlab_load::{Direction, LoadConfig, RunningLoad, TrafficConfig, TrafficSide};
 use rtlab_tune::profile::NamedProfile;
-use rtlab_tune::session::Session;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -146,12 +146,12 @@ impl CaseSetup {
         // the supervisor of the case (when there is one) keeps its policy and CPUs
         let keep = super::marks::supervisor_tid().into_iter().collect();
         let target = rtlab_tune::profile::Target { rt_cpu, nic: None, netns: None, pids, keep };
-        let journal = std::path::Path::new(rtlab_tune::journal::DEFAULT_JOURNAL);
+        let journal = std::path::Path::new(rtlab_host::journal::DEFAULT_JOURNAL);
         // what this rtlab's previous case could not put back (warned there) is tried again
         // now that its threads are back to their policies; what still fails refuses the case
         let own = std::process::id() as i32;
-        if rtlab_tune::journal::pending(journal).is_some_and(|p| p.pid == own) {
-            let _ = rtlab_tune::journal::restore_journal(crate::host::host(), journal);
+        if rtlab_host::journal::pending(journal).is_some_and(|p| p.pid == own) {
+            let _ = rtlab_host::journal::restore_journal(crate::host::host(), journal);
         }
         let user = BTreeMap::from([(profile.name.clone(), profile.profile.clone())]);
         let (session, outcomes) = rtlab_tune::profile::apply_profile(

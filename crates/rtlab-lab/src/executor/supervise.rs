@@ -240,10 +240,10 @@ fn put_back(pair_name: &str) -> Vec<String> {
         let _ = rtlab_sys::tasks::kill_pid(pid, 9);
     }
     for journal in
-        [rtlab_tune::journal::DEFAULT_JOURNAL, rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL]
+        [rtlab_host::journal::DEFAULT_JOURNAL, rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL]
     {
         let path = std::path::Path::new(journal);
-        match rtlab_tune::journal::restore_journal(crate::host::host(), path) {
+        match rtlab_host::journal::restore_journal(crate::host::host(), path) {
             Ok(r) if !r.is_clean() => {
                 left.push(format!("{journal}: {} changes not put back", r.failed.len()))
             }

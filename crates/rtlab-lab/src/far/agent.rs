@@ -17,7 +17,7 @@ use super::protocol::{
 };
 use rtlab_core::lines::{BoundedLines, Line};
 use rtlab_engines::udp::run::{self as udp_run, ReflectOutcome, UdpReflectConfig};
-use rtlab_tune::session::Session;
+use rtlab_host::session::Session;
 use std::io::{BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -398,11 +398,11 @@ pub fn run(deadline: Duration) -> i32 {
         out: Arc::new(Mutex::new(std::io::stdout())),
         broken: Arc::new(AtomicBool::new(false)),
     };
-    let lock = rtlab_tune::lock::MachineLock::acquire(&far_lock(), "rtlab agent", false);
+    let lock = rtlab_host::lock::MachineLock::acquire(&far_lock(), "rtlab agent", false);
     let mut refused = None;
     let mut restored = None;
     match &lock {
-        Err(rtlab_tune::lock::LockError::Busy { pid, holder }) => {
+        Err(rtlab_host::lock::LockError::Busy { pid, holder }) => {
             refused = Some(format!(
                 "another rtlab agent serves this host (pid {pid}: {holder}); one near side at a time"
             ));
@@ -412,10 +412,10 @@ pub fn run(deadline: Duration) -> i32 {
         Ok(_) => {
             // a killed agent's changes, left journaled: put back before anything else
             let j = far_journal();
-            if let Some(p) = rtlab_tune::journal::pending(&j) {
+            if let Some(p) = rtlab_host::journal::pending(&j) {
                 let what = p.describe();
                 restored =
-                    Some(match rtlab_tune::journal::restore_journal(crate::host::host(), &j) {
+                    Some(match rtlab_host::journal::restore_journal(crate::host::host(), &j) {
                         Ok(r) if r.is_clean() => {
                             format!("restored what a killed agent left: {what}")
                         }

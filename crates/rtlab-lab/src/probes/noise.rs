@@ -28,7 +28,7 @@ use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::{ResultDocument, Warning};
 use rtlab_core::warnings::Warn;
 use rtlab_engines::noise::{self, NoiseConfig, NoiseError, NoiseOutcome};
-use rtlab_tune::host::Host;
+use rtlab_host::host::Host;
 use serde::{Deserialize, Serialize};
 
 /// How long it measures when `duration` is not given.
@@ -162,9 +162,9 @@ pub fn check_tracer(host: &dyn Host, tracer: NoiseTracer) -> Result<(), LabError
         None if host.exists(dirs[0]) => {
             let journal = std::path::Path::new(rtlab_evidence::tracer::DEFAULT_TRACE_JOURNAL);
             let mut session =
-                rtlab_tune::session::Session::begin(host, journal, "rtlab noise --tracer")
+                rtlab_host::session::Session::begin(host, journal, "rtlab noise --tracer")
                     .map_err(|e| LabError::Failed(format!("--tracer {name}: {e}")))?;
-            let mount = rtlab_tune::session::Action::Mount {
+            let mount = rtlab_host::session::Action::Mount {
                 fstype: "tracefs".into(),
                 target: dirs[0].into(),
             };
@@ -714,8 +714,8 @@ mod tests {
     #[test]
     fn a_tracer_the_fake_kernel_lacks_is_one_line_naming_what_it_has() {
         let d = tempfile::tempdir().unwrap();
-        let host = rtlab_tune::host::FakeHost::new(d.path());
-        rtlab_tune::testing::put(
+        let host = rtlab_host::host::FakeHost::new(d.path());
+        rtlab_host::testing::put(
             d.path(),
             "sys/kernel/tracing/available_tracers",
             "blk function nop\n",
@@ -725,7 +725,7 @@ mod tests {
         let line = m.to_string();
         assert!(line.contains("osnoise tracer") && line.contains("has only: blk function nop"));
         assert!(line.contains("CONFIG_OSNOISE_TRACER") && !line.contains('\n'), "{line}");
-        rtlab_tune::testing::put(
+        rtlab_host::testing::put(
             d.path(),
             "sys/kernel/tracing/available_tracers",
             "hwlat osnoise timerlat function nop\n",

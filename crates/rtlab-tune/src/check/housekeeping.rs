@@ -2,8 +2,9 @@
 //! timer migration, the watchdogs, the vmstat worker, unbound workqueues, ksoftirqd and the
 //! NIC's qdiscs.
 
-use super::status::{c, read_trim, running_comms, tasks, Check, Status};
-use crate::host::Host;
+use super::status::{c, read_trim, running_comms, Check, Status};
+use rtlab_host::host::tasks;
+use rtlab_host::host::Host;
 
 /// irqbalance, which rewrites the IRQ affinities a profile sets.
 pub(super) fn irqbalance(host: &dyn Host) -> Check {
@@ -97,7 +98,10 @@ pub(super) fn watchdogs(host: &dyn Host, isolated: &[usize]) -> Check {
                     "watchdogs",
                     t,
                     Status::Pass,
-                    format!("{on_text}, not on the isolated CPUs {}", crate::cpu_list(isolated)),
+                    format!(
+                        "{on_text}, not on the isolated CPUs {}",
+                        rtlab_host::cpu_list(isolated)
+                    ),
                     "",
                 )
             } else {
@@ -105,7 +109,7 @@ pub(super) fn watchdogs(host: &dyn Host, isolated: &[usize]) -> Check {
                     "watchdogs",
                     t,
                     Status::Warn,
-                    format!("{on_text}, also on the isolated CPUs {}", crate::cpu_list(&hit)),
+                    format!("{on_text}, also on the isolated CPUs {}", rtlab_host::cpu_list(&hit)),
                     housekeeping,
                 )
             }
@@ -116,7 +120,7 @@ pub(super) fn watchdogs(host: &dyn Host, isolated: &[usize]) -> Check {
             Status::Warn,
             format!(
                 "{on_text}; watchdog_cpumask not readable: they may run on the isolated CPUs {}",
-                crate::cpu_list(isolated)
+                rtlab_host::cpu_list(isolated)
             ),
             housekeeping,
         ),
@@ -142,7 +146,7 @@ pub(super) fn vmstat(host: &dyn Host, isolated: &[usize]) -> Check {
             "vmstat",
             t,
             Status::Warn,
-            format!("{v} s, with isolated CPUs {}", crate::cpu_list(isolated)),
+            format!("{v} s, with isolated CPUs {}", rtlab_host::cpu_list(isolated)),
             remedy,
         ),
     }
@@ -161,8 +165,8 @@ pub(super) fn workqueue(host: &dyn Host, isolated: &[usize]) -> Check {
             "",
         );
     };
-    let cpus = crate::parse_cpu_mask(&mask);
-    let list = crate::cpu_list(&cpus);
+    let cpus = rtlab_host::parse_cpu_mask(&mask);
+    let list = rtlab_host::cpu_list(&cpus);
     if isolated.is_empty() {
         return c(
             "workqueue",
@@ -179,7 +183,7 @@ pub(super) fn workqueue(host: &dyn Host, isolated: &[usize]) -> Check {
             "workqueue",
             t,
             Status::Pass,
-            format!("CPUs {list}, not the isolated {}", crate::cpu_list(isolated)),
+            format!("CPUs {list}, not the isolated {}", rtlab_host::cpu_list(isolated)),
             "",
         )
     } else {
@@ -187,12 +191,15 @@ pub(super) fn workqueue(host: &dyn Host, isolated: &[usize]) -> Check {
             "workqueue",
             t,
             Status::Warn,
-            format!("CPUs {list} (mask {mask}), also the isolated CPUs {}", crate::cpu_list(&hit)),
+            format!(
+                "CPUs {list} (mask {mask}), also the isolated CPUs {}",
+                rtlab_host::cpu_list(&hit)
+            ),
             if rest.is_empty() {
                 "echo <housekeeping CPUs' mask> > /sys/devices/virtual/workqueue/cpumask"
                     .to_string()
             } else {
-                format!("echo {} > /sys/devices/virtual/workqueue/cpumask (the CPUs that are not isolated)", crate::cpu_mask(&rest))
+                format!("echo {} > /sys/devices/virtual/workqueue/cpumask (the CPUs that are not isolated)", rtlab_host::cpu_mask(&rest))
             },
         )
     }
@@ -211,7 +218,7 @@ pub(super) fn ksoftirqd(host: &dyn Host) -> Check {
     let all_rt = seen.iter().all(|(_, p, _)| *p == 1 || *p == 2);
     let found = seen
         .iter()
-        .map(|(c, p, pr)| format!("{c} {} {pr}", crate::journal::policy_name(*p)))
+        .map(|(c, p, pr)| format!("{c} {} {pr}", rtlab_host::journal::policy_name(*p)))
         .collect::<Vec<_>>()
         .join(", ");
     c(

@@ -3,7 +3,7 @@
 //! ftrace.
 
 use super::status::{c, cmdline_value, read_trim, Check, Env, Status};
-use crate::host::Host;
+use rtlab_host::host::Host;
 
 /// A PREEMPT_RT kernel, and the preemption model in force.
 pub(super) fn preemption(env: &Env) -> Vec<Check> {

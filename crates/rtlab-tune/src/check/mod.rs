@@ -18,15 +18,15 @@ mod kernel;
 mod rt;
 mod status;
 
-pub use status::{counts, running_comms, tasks, Check, Status};
+pub use status::{counts, running_comms, Check, Status};
 
-use crate::host::Host;
 use housekeeping::{irqbalance, ksoftirqd, qdiscs, timer_migration, vmstat, watchdogs, workqueue};
 use kernel::{
     cpu_dma_latency, cstates, governor, preemption, smt, swap, thp, threaded_irqs, ticks, tracing,
     virtualization,
 };
 use rt::{rt_group_sched, rt_period, rt_privilege, rt_throttling};
+use rtlab_host::host::Host;
 use status::isolated_cpus;
 
 /// Every check, in the order they are printed.
@@ -62,8 +62,8 @@ pub fn run_checks(host: &dyn Host) -> Vec<Check> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::FakeHost;
-    use crate::testing::put;
+    use rtlab_host::host::FakeHost;
+    use rtlab_host::testing::put;
     use std::path::Path;
 
     fn row(root: &Path, id: &str) -> Check {
@@ -72,7 +72,7 @@ mod tests {
 
     /// `tune check` as root in a systemd scope on an Ubuntu 24.04-like guest.
     fn ubuntu(r: &Path) {
-        crate::testing::machine_v2(r);
+        rtlab_host::testing::machine_v2(r);
         put(r, "proc/sys/kernel/osrelease", "6.8.0-45-generic\n");
         put(r, "boot/config-6.8.0-45-generic", "CONFIG_HZ=1000\nCONFIG_RT_GROUP_SCHED=y\n");
         put(r, "proc/self/status", "Uid:\t0\t0\t0\t0\nCapEff:\t000001ffffffffff\n");
@@ -159,7 +159,7 @@ mod tests {
     fn timer_migration_watchdogs_vmstat_and_workqueues_on_isolated_cpus() {
         let d = tempfile::tempdir().unwrap();
         let r = d.path();
-        crate::testing::machine(r);
+        rtlab_host::testing::machine(r);
         // nothing readable: info, not pass
         for id in ["timer-migration", "watchdogs", "vmstat", "workqueue"] {
             assert_eq!(row(r, id).status, Status::Info, "{id}");

@@ -1,7 +1,7 @@
 //! A check's verdict ([`Status`], [`Check`]) and the reads the checks share: the kernel
 //! command line, the isolated CPUs, a file trimmed, the running tasks.
 
-use crate::host::Host;
+use rtlab_host::host::Host;
 use serde::Serialize;
 
 /// The verdict of one check.
@@ -76,23 +76,7 @@ pub(super) fn read_trim(host: &dyn Host, p: &str) -> Option<String> {
 
 /// The comm of every process (from /proc/<pid>/comm under the root).
 pub fn running_comms(host: &dyn Host) -> Vec<String> {
-    tasks(host).into_iter().map(|(_, c)| c).collect()
-}
-
-/// (pid, comm) of every process under the root's /proc.
-pub fn tasks(host: &dyn Host) -> Vec<(i32, String)> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(host.path("/proc")) {
-        for e in rd.flatten() {
-            if let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) {
-                if let Ok(comm) = host.read(&format!("/proc/{pid}/comm")) {
-                    out.push((pid, comm.trim().to_string()));
-                }
-            }
-        }
-    }
-    out.sort();
-    out
+    rtlab_host::host::tasks(host).into_iter().map(|(_, c)| c).collect()
 }
 
 /// (pass, warn, fail) counts.

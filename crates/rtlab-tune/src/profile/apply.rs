@@ -4,8 +4,8 @@
 use super::catalog::{find, NamedProfile, Profile, ProfileError};
 use super::plan::plan;
 use super::step::{Step, Target};
-use crate::host::Host;
-use crate::journal::{Change, JournalError};
+use rtlab_host::host::Host;
+use rtlab_host::journal::{Change, JournalError};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,16 +20,18 @@ pub fn in_force(host: &dyn Host, c: &Change) -> String {
         },
         Change::Sched { pid, new_policy, new_priority, .. } => match host.sched_get(*pid) {
             Ok((p, pr)) if (p, pr) == (*new_policy, *new_priority) => "in force".into(),
-            Ok((p, pr)) => format!("changed since: now {} {pr}", crate::journal::policy_name(p)),
+            Ok((p, pr)) => {
+                format!("changed since: now {} {pr}", rtlab_host::journal::policy_name(p))
+            }
             Err(_) => "task gone".into(),
         },
         Change::Affinity { pid, new_cpus, .. } => match host.affinity_get(*pid) {
             Ok(c) if &c == new_cpus => "in force".into(),
-            Ok(c) => format!("changed since: now CPUs {}", crate::cpu_list(&c)),
+            Ok(c) => format!("changed since: now CPUs {}", rtlab_host::cpu_list(&c)),
             Err(_) => "task gone".into(),
         },
         Change::WriteWithUndo { path, new, .. } => match host.read(path) {
-            Ok(v) if crate::session::control_holds(&v, new) => "in force".into(),
+            Ok(v) if rtlab_host::session::control_holds(&v, new) => "in force".into(),
             Ok(v) => format!("changed since: now '{}'", v.trim()),
             Err(_) => "gone".into(),
         },
@@ -56,7 +58,7 @@ pub struct StepOutcome {
 }
 
 /// Apply one step through the session (journaled); alternatives are tried in order.
-pub fn apply_step(s: &mut crate::session::Session<'_>, step: &Step) -> StepOutcome {
+pub fn apply_step(s: &mut rtlab_host::session::Session<'_>, step: &Step) -> StepOutcome {
     let mut detail = Vec::new();
     if let Some(why) = &step.skip {
         return StepOutcome {
@@ -111,7 +113,7 @@ pub fn apply_step(s: &mut crate::session::Session<'_>, step: &Step) -> StepOutco
                     detail.push(format!(
                         "{} refused: {}",
                         errors.len(),
-                        crate::session::abbreviate(&errors, 4)
+                        rtlab_host::session::abbreviate(&errors, 4)
                     ));
                 }
                 if let Some(r) = &step.report {
@@ -133,7 +135,7 @@ pub fn apply_profile<'h>(
     user: &BTreeMap<String, Profile>,
     target: &Target,
     journal: &std::path::Path,
-) -> Result<(crate::session::Session<'h>, Vec<StepOutcome>), ProfileError> {
+) -> Result<(rtlab_host::session::Session<'h>, Vec<StepOutcome>), ProfileError> {
     let profile = find(name, user)?;
     Ok(apply_named(host, &NamedProfile { name: name.into(), profile }, target, journal)?)
 }
@@ -147,9 +149,9 @@ pub fn apply_named<'h>(
     p: &NamedProfile,
     target: &Target,
     journal: &Path,
-) -> Result<(crate::session::Session<'h>, Vec<StepOutcome>), JournalError> {
+) -> Result<(rtlab_host::session::Session<'h>, Vec<StepOutcome>), JournalError> {
     let steps = plan(&p.profile, target, host);
-    let mut s = crate::session::Session::begin(host, journal, &format!("profile {}", p.name))?;
+    let mut s = rtlab_host::session::Session::begin(host, journal, &format!("profile {}", p.name))?;
     let outcomes = steps.iter().map(|st| apply_step(&mut s, st)).collect();
     Ok((s, outcomes))
 }

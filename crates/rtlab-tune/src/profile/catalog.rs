@@ -2,9 +2,9 @@
 //! file, finding one by name or path ([`NamedProfile`]), and its errors.
 
 use super::step::resolve_cpus;
-use crate::journal::JournalError;
 use rtlab_core::error::Missing;
 use rtlab_core::rt::{Policy, RtSettings};
+use rtlab_host::journal::JournalError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -2,8 +2,8 @@
 //! processes, and the isolated CPUs (a cgroup-v2 partition, else a cgroup-v1 cpuset).
 
 use super::step::{threads_of, Report, Step, Target};
-use crate::host::Host;
-use crate::session::Action;
+use rtlab_host::host::{cgroup2_mount, mounts, Host};
+use rtlab_host::session::Action;
 use std::collections::BTreeMap;
 
 /// The processes that run real-time threads under a profile: rtlab's own (when the host's
@@ -90,7 +90,7 @@ pub fn rt_cgroup_step(host: &dyn Host, t: &Target) -> Step {
 pub(super) fn isolation(host: &dyn Host, t: &Target, iso: Vec<usize>, online: &[usize]) -> Step {
     let what = format!(
         "cpuset: CPUs {} for the application alone, every movable task off them",
-        crate::cpu_list(&iso)
+        rtlab_host::cpu_list(&iso)
     );
     let root = "/sys/fs/cgroup/cpuset";
     // a cgroup-v1 cpuset hierarchy; a cgroup-v2 child named "cpuset" would have cgroup.controllers
@@ -122,10 +122,13 @@ pub(super) fn isolation(host: &dyn Host, t: &Target, iso: Vec<usize>, online: &[
         .collect();
     let mut acts = vec![
         Action::MakeDir { path: sys.clone(), parent_tasks: root_tasks.clone() },
-        Action::WriteFile { path: format!("{sys}/cpuset.cpus"), value: crate::cpu_list(&rest) },
+        Action::WriteFile {
+            path: format!("{sys}/cpuset.cpus"),
+            value: rtlab_host::cpu_list(&rest),
+        },
         Action::WriteFile { path: format!("{sys}/cpuset.mems"), value: mems.clone() },
         Action::MakeDir { path: rtd.clone(), parent_tasks: root_tasks.clone() },
-        Action::WriteFile { path: format!("{rtd}/cpuset.cpus"), value: crate::cpu_list(&iso) },
+        Action::WriteFile { path: format!("{rtd}/cpuset.cpus"), value: rtlab_host::cpu_list(&iso) },
         Action::WriteFile { path: format!("{rtd}/cpuset.mems"), value: mems },
         Action::WriteFile { path: format!("{rtd}/cpuset.cpu_exclusive"), value: "1".into() },
     ];
@@ -144,24 +147,6 @@ pub(super) fn isolation(host: &dyn Host, t: &Target, iso: Vec<usize>, online: &[
         });
     }
     Step::act(what, acts)
-}
-
-/// The mounts of /proc/mounts: (mount point, fstype, options).
-fn mounts(host: &dyn Host) -> Vec<(String, String, String)> {
-    rtlab_sys::rt_access::parse_mounts(&host.read("/proc/mounts").unwrap_or_default())
-}
-
-/// Where the cgroup-v2 (unified) hierarchy is: /sys/fs/cgroup when it is the unified root,
-/// else the first cgroup2 mount of /proc/mounts (`/sys/fs/cgroup/unified` on a hybrid setup).
-pub fn cgroup2_mount(host: &dyn Host) -> Option<String> {
-    if host.exists("/sys/fs/cgroup/cgroup.controllers") {
-        return Some("/sys/fs/cgroup".into());
-    }
-    mounts(host)
-        .into_iter()
-        .find(|m| m.1 == "cgroup2")
-        .map(|m| m.0.trim_end_matches('/').to_string())
-        .filter(|m| host.exists(&format!("{m}/cgroup.controllers")))
 }
 
 /// Where a cgroup-v1 hierarchy with the cpuset controller is mounted, if anywhere.
@@ -261,7 +246,7 @@ fn isolation_v2(
     acts.push(Action::MakeDir { path: rtd.clone(), parent_tasks: format!("{mnt}/cgroup.procs") });
     acts.push(Action::WriteFile {
         path: format!("{rtd}/cpuset.cpus"),
-        value: crate::cpu_list(&iso),
+        value: rtlab_host::cpu_list(&iso),
     });
     acts.push(Action::WriteFile {
         path: format!("{rtd}/cpuset.mems"),
@@ -288,7 +273,7 @@ fn isolation_v2(
     });
     let mut step = Step::act(what, acts).note(format!(
         "cgroup v2 at {mnt}: {rtd} becomes an isolated partition (else root), which takes CPUs {} from every other cgroup; no rtlab-system needed",
-        crate::cpu_list(&iso)
+        rtlab_host::cpu_list(&iso)
     ));
     if rtlab_sys::rt_access::rt_group_sched(host.root()).is_on() {
         // a new cgroup-v2 group gets no real-time runtime under RT group scheduling
@@ -303,10 +288,10 @@ fn isolation_v2(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::FakeHost;
-    use crate::journal::Change;
     use crate::profile::{apply_step, builtin, plan};
-    use crate::testing::put;
+    use rtlab_host::host::FakeHost;
+    use rtlab_host::journal::Change;
+    use rtlab_host::testing::put;
     use std::path::Path;
 
     #[test]
@@ -327,10 +312,10 @@ mod tests {
     /// An Ubuntu-like fake: CONFIG_RT_GROUP_SCHED=y, cgroup v2 with cpu enabled at the root,
     /// rtlab's own process (this test's pid) and `rustc` (812) in user.slice.
     fn rt_group_machine(r: &Path) -> i32 {
-        crate::testing::machine_v2(r);
+        rtlab_host::testing::machine_v2(r);
         put(r, "boot/config-6.18.0", "CONFIG_HZ=1000\nCONFIG_RT_GROUP_SCHED=y\n");
         let me = std::process::id() as i32;
-        crate::testing::task(r, me, "rtlab", 999);
+        rtlab_host::testing::task(r, me, "rtlab", 999);
         put(r, &format!("proc/{me}/cgroup"), "0::/user.slice\n");
         let mut procs = [812, me];
         procs.sort_unstable();
@@ -345,7 +330,7 @@ mod tests {
         let r = d.path();
         let me = rt_group_machine(r);
         let host = FakeHost::new(r);
-        let before = crate::testing::tree_snapshot(r);
+        let before = rtlab_host::testing::tree_snapshot(r);
         let t = Target { rt_cpu: Some(1), pids: vec![812], ..Default::default() };
         let steps = plan(&builtin("rt-normal").unwrap(), &t, &host);
         let st = &steps[0];
@@ -362,7 +347,7 @@ mod tests {
         );
         assert!(st.note.as_deref().unwrap().contains("restore moves each back"), "{st:?}");
         let j = r.join("journal");
-        let mut s = crate::session::Session::begin(&host, &j, "profile rt-normal").unwrap();
+        let mut s = rtlab_host::session::Session::begin(&host, &j, "profile rt-normal").unwrap();
         let o = apply_step(&mut s, st);
         assert_eq!(o.status, "done", "{o:?}");
         let root_procs = host.read("/sys/fs/cgroup/cgroup.procs").unwrap();
@@ -371,12 +356,12 @@ mod tests {
             assert_eq!(host.read(&format!("/proc/{p}/cgroup")).unwrap(), "0::/");
         }
         // journaled before it was made
-        let pending = crate::journal::read_journal(&j).unwrap().pending;
+        let pending = rtlab_host::journal::read_journal(&j).unwrap().pending;
         assert!(matches!(&pending[0].1, Change::CgroupMove { tasks, .. } if tasks.len() == 2));
         let rep = s.restore();
         assert!(rep.is_clean(), "{rep:?}");
         assert_eq!(rep.restored[0].1, "2 moved back, 0 gone");
-        assert_eq!(crate::testing::tree_snapshot(r), before);
+        assert_eq!(rtlab_host::testing::tree_snapshot(r), before);
     }
 
     #[test]
@@ -388,7 +373,7 @@ mod tests {
         let t = Target { rt_cpu: Some(1), ..Default::default() };
         let st = rt_cgroup_step(&host, &t);
         let j = r.join("journal");
-        let mut s = crate::session::Session::begin(&host, &j, "profile rt-normal").unwrap();
+        let mut s = rtlab_host::session::Session::begin(&host, &j, "profile rt-normal").unwrap();
         assert_eq!(apply_step(&mut s, &st).status, "done");
         std::fs::remove_dir_all(r.join("sys/fs/cgroup/user.slice")).unwrap();
         let rep = s.restore();

@@ -1,6 +1,6 @@
 //! Real-time profiles (S1's no-rt / rt-normal / rt-affinities / rt-isolation, S3's
 //! rt-kthreads, and user profiles from a TOML file) and the plan that applies one to a
-//! machine: a list of steps, each a set of journaled [`crate::session::Action`]s or a skip with its reason.
+//! machine: a list of steps, each a set of journaled [`rtlab_host::session::Action`]s or a skip with its reason.
 //!
 //! Contract: planning only reads; what does not apply on this machine (no cpufreq, IRQs not
 //! threaded, no VLAN, no cpuset controller, a qdisc the kernel lacks) becomes a skip naming why.
@@ -20,7 +20,7 @@ mod plan;
 mod step;
 
 pub use apply::{apply_named, apply_profile, apply_step, in_force, StepOutcome};
-pub use cgroup::{cgroup2_mount, rt_cgroup_step};
+pub use cgroup::rt_cgroup_step;
 pub use plan::{default_nic, nic_irqs, plan};
 pub use step::{threads_of, Report, Step, Target};
 
@@ -31,7 +31,7 @@ mod tests {
     use super::*;
     use rtlab_core::rt::{Policy, RtSettings};
 
-    use crate::testing::put;
+    use rtlab_host::testing::put;
     use std::path::Path;
 
     /// Today's settings (rtlab's `process_settings` before the registry): no-rt SCHED_OTHER
@@ -91,7 +91,7 @@ mod tests {
                  [profile.default]\nqdisc = [\"etf\"]\n";
         put(d.path(), "p.toml", f);
         let ps = load_file(&d.path().join("p.toml")).unwrap();
-        let host = crate::host::FakeHost::new(d.path());
+        let host = rtlab_host::host::FakeHost::new(d.path());
         let t = Target { nic: Some("eth0".into()), ..Default::default() };
         let etf = |p: &Profile| {
             let steps = plan(p, &t, &host);

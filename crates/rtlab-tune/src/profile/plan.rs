@@ -4,9 +4,9 @@
 use super::catalog::Profile;
 use super::cgroup::{isolation, rt_cgroup_step};
 use super::step::{policy_raw, resolve_cpus, threads_of, Step, Target};
-use crate::host::Host;
-use crate::session::Action;
 use rtlab_core::rt::Policy;
+use rtlab_host::host::Host;
+use rtlab_host::session::Action;
 use std::collections::BTreeMap;
 
 /// The interface of the default route (/proc/net/route).
@@ -81,7 +81,7 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
     let rt = t.rt_cpu.unwrap_or_else(|| *online.last().unwrap_or(&0));
     let env = rtlab_sys::env::detect(host.root());
     let mut steps = Vec::new();
-    let tasks = crate::check::tasks(host);
+    let tasks = rtlab_host::host::tasks(host);
 
     // before any real-time policy: a cgroup that gives none refuses it (EPERM, even to root)
     if p.app_policy.is_some_and(|pol| pol.is_realtime()) {
@@ -147,7 +147,7 @@ pub fn plan(p: &Profile, t: &Target, host: &dyn Host) -> Vec<Step> {
 fn app_step(host: &dyn Host, t: &Target, pol: Policy, prio: i32, cpus: Option<Vec<usize>>) -> Step {
     let what = format!(
         "application: {pol} {prio}{}",
-        cpus.as_ref().map(|c| format!(" on CPUs {}", crate::cpu_list(c))).unwrap_or_default()
+        cpus.as_ref().map(|c| format!(" on CPUs {}", rtlab_host::cpu_list(c))).unwrap_or_default()
     );
     if t.pids.is_empty() {
         return Step::skip(
@@ -213,7 +213,7 @@ fn governor_step(host: &dyn Host, g: &str, online: &[usize]) -> Step {
     } else if acts.is_empty() {
         Step::skip(
             format!("governor {g}"),
-            format!("CPUs {} do not offer it", crate::cpu_list(&lacking)),
+            format!("CPUs {} do not offer it", rtlab_host::cpu_list(&lacking)),
         )
     } else {
         Step::act(format!("governor {g}"), acts)
@@ -234,7 +234,7 @@ fn dma_latency_step(host: &dyn Host, v: i32) -> Step {
 
 /// The NIC's queue IRQs (`irqs`) on `cpus`.
 fn nic_irqs_step(t: &Target, nic_label: &str, irqs: &[u32], cpus: &[usize]) -> Step {
-    let what = format!("{nic_label} queue IRQs on CPUs {}", crate::cpu_list(cpus));
+    let what = format!("{nic_label} queue IRQs on CPUs {}", rtlab_host::cpu_list(cpus));
     if let Some(ns) = &t.netns {
         Step::skip(
             what,
@@ -251,7 +251,7 @@ fn nic_irqs_step(t: &Target, nic_label: &str, irqs: &[u32], cpus: &[usize]) -> S
             irqs.iter()
                 .map(|i| Action::WriteFile {
                     path: format!("/proc/irq/{i}/smp_affinity"),
-                    value: crate::cpu_mask(cpus),
+                    value: rtlab_host::cpu_mask(cpus),
                 })
                 .collect(),
         )
@@ -264,19 +264,22 @@ fn other_irqs_step(host: &dyn Host, nic_irqs: &[u32], cpus: &[usize]) -> Step {
     if host.exists("/proc/irq/default_smp_affinity") {
         acts.push(Action::WriteFile {
             path: "/proc/irq/default_smp_affinity".into(),
-            value: crate::cpu_mask(cpus),
+            value: rtlab_host::cpu_mask(cpus),
         });
     }
     for i in all_irqs(host).into_iter().filter(|i| !nic_irqs.contains(i)) {
         if host.exists(&format!("/proc/irq/{i}/smp_affinity")) {
             acts.push(Action::WriteFile {
                 path: format!("/proc/irq/{i}/smp_affinity"),
-                value: crate::cpu_mask(cpus),
+                value: rtlab_host::cpu_mask(cpus),
             });
         }
     }
     Step::act(
-        format!("every other IRQ on CPUs {} (some refuse: managed IRQs)", crate::cpu_list(cpus)),
+        format!(
+            "every other IRQ on CPUs {} (some refuse: managed IRQs)",
+            rtlab_host::cpu_list(cpus)
+        ),
         acts,
     )
 }

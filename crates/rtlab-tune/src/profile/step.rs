@@ -1,9 +1,9 @@
 //! A step of a profile's plan: where the profile is applied ([`Target`]), what one step
 //! changes or why it is skipped ([`Step`]), what it reports, and the reads the steps share.
 
-use crate::host::Host;
-use crate::session::Action;
 use rtlab_core::rt::Policy;
+use rtlab_host::host::Host;
+use rtlab_host::session::Action;
 use serde::Serialize;
 
 /// Where a profile is applied.
@@ -60,12 +60,12 @@ impl Report {
                 let dir = cgroup_procs.trim_end_matches("/cgroup.procs");
                 let (read, still) = tasks_on(host, cpus, &inside);
                 if read == 0 {
-                    return format!("no /proc/PID/status could be read: cannot tell which tasks still run on CPUs {}", crate::cpu_list(cpus));
+                    return format!("no /proc/PID/status could be read: cannot tell which tasks still run on CPUs {}", rtlab_host::cpu_list(cpus));
                 }
                 if still.is_empty() {
                     return format!(
                         "no task outside {dir} can run on CPUs {} any more",
-                        crate::cpu_list(cpus)
+                        rtlab_host::cpu_list(cpus)
                     );
                 }
                 let names: Vec<String> =
@@ -73,8 +73,8 @@ impl Report {
                 format!(
                     "{} tasks outside {dir} can still run on CPUs {} (they cannot move: per-CPU kernel threads keep their CPU): {}",
                     still.len(),
-                    crate::cpu_list(cpus),
-                    crate::session::abbreviate(&names, 8)
+                    rtlab_host::cpu_list(cpus),
+                    rtlab_host::session::abbreviate(&names, 8)
                 )
             }
         }

@@ -161,7 +161,7 @@ pub fn journal_warning(quiet: bool) {
 pub fn machine_lock(
     holder: &str,
     wait: bool,
-) -> anyhow::Result<Option<rtlab_tune::lock::MachineLock>> {
+) -> anyhow::Result<Option<rtlab_host::lock::MachineLock>> {
     use std::io::IsTerminal;
     let tty = std::io::stderr().is_terminal();
     rtlab_lab::guard::lock(holder, wait, |why| {

@@ -89,7 +89,7 @@ pub fn run(a: NoiseArgs) -> anyhow::Result<u8> {
         println!(
             "rtlab noise: CPU{} {}, the kernel's {} tracer, noise above {}, {}",
             if engine.cpus.len() == 1 { "" } else { "s" },
-            rtlab_tune::cpu_list(&engine.cpus),
+            rtlab_host::cpu_list(&engine.cpus),
             cfg.tracer.map(|t| t.name()).unwrap_or_default(),
             format_duration_exact(Nanos(engine.threshold_ns)),
             format_duration_exact(Nanos(engine.duration_ns)),
@@ -98,7 +98,7 @@ pub fn run(a: NoiseArgs) -> anyhow::Result<u8> {
         println!(
             "rtlab noise: CPU{} {}, gaps above {}, {}, {} {}",
             if engine.cpus.len() == 1 { "" } else { "s" },
-            rtlab_tune::cpu_list(&engine.cpus),
+            rtlab_host::cpu_list(&engine.cpus),
             format_duration_exact(Nanos(engine.threshold_ns)),
             format_duration_exact(Nanos(engine.duration_ns)),
             engine.rt.policy,

@@ -108,8 +108,8 @@ impl TimerArgs {
         };
         let mut rt = self.rt.clone();
         match self.affinity.as_deref() {
-            _ if self.smp => rt.cpus = Some(rtlab_tune::cpu_list(&online)),
-            Some("") => rt.cpus = Some(rtlab_tune::cpu_list(&online)),
+            _ if self.smp => rt.cpus = Some(rtlab_host::cpu_list(&online)),
+            Some("") => rt.cpus = Some(rtlab_host::cpu_list(&online)),
             Some(set) => rt.cpus = Some(set.to_string()),
             None => {}
         }

@@ -3,11 +3,11 @@
 
 use super::{duration_flag, stop_flag};
 use clap::{Args, Subcommand};
+use rtlab_host::host::{FakeHost, Host, RealHost};
+use rtlab_host::journal::{pending, read_journal, restore_journal, DEFAULT_JOURNAL};
+use rtlab_host::session::Session;
 use rtlab_tune::check::{counts, run_checks, Status};
-use rtlab_tune::host::{FakeHost, Host, RealHost};
-use rtlab_tune::journal::{pending, read_journal, restore_journal, DEFAULT_JOURNAL};
 use rtlab_tune::profile::{self, Profile, Target};
-use rtlab_tune::session::Session;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;

@@ -547,6 +547,40 @@ fn walk_files(dir: &Path, name: &str) -> Vec<PathBuf> {
     out
 }
 
+/// (pid, comm) of every process under the root's /proc.
+pub fn tasks(host: &dyn Host) -> Vec<(i32, String)> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(host.path("/proc")) {
+        for e in rd.flatten() {
+            if let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) {
+                if let Ok(comm) = host.read(&format!("/proc/{pid}/comm")) {
+                    out.push((pid, comm.trim().to_string()));
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The mounts of /proc/mounts: (mount point, fstype, options).
+pub fn mounts(host: &dyn Host) -> Vec<(String, String, String)> {
+    rtlab_sys::rt_access::parse_mounts(&host.read("/proc/mounts").unwrap_or_default())
+}
+
+/// Where the cgroup-v2 (unified) hierarchy is: /sys/fs/cgroup when it is the unified root,
+/// else the first cgroup2 mount of /proc/mounts (`/sys/fs/cgroup/unified` on a hybrid setup).
+pub fn cgroup2_mount(host: &dyn Host) -> Option<String> {
+    if host.exists("/sys/fs/cgroup/cgroup.controllers") {
+        return Some("/sys/fs/cgroup".into());
+    }
+    mounts(host)
+        .into_iter()
+        .find(|m| m.1 == "cgroup2")
+        .map(|m| m.0.trim_end_matches('/').to_string())
+        .filter(|m| host.exists(&format!("{m}/cgroup.controllers")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

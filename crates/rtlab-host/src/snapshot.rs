@@ -53,7 +53,7 @@ pub fn take(host: &dyn Host, netns: Option<&str>) -> Snapshot {
     for f in ["cpuset.sched_load_balance", "cpuset.cpus", "cpuset.mems"] {
         file(format!("/sys/fs/cgroup/cpuset/{f}"));
     }
-    let v2 = crate::profile::cgroup2_mount(host);
+    let v2 = crate::host::cgroup2_mount(host);
     if let Some(m) = &v2 {
         file(format!("{m}/cgroup.subtree_control"));
     }

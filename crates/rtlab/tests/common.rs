@@ -1,7 +1,9 @@
 //! Helpers for CLI tests: run the rtlab binary and collect exit code, stdout, stderr.
 #![allow(dead_code)]
 
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 pub fn rtlab() -> Command {
     rtlab_at(std::path::Path::new(env!("CARGO_BIN_EXE_rtlab")))
@@ -180,5 +182,49 @@ pub fn assert_accounted(doc: &serde_json::Value, what: &str) {
                 ["count", "lost", "late"].map(|k| st[k].as_u64().unwrap()).iter().sum::<u64>();
             assert_eq!(got, sent, "{what}: {}: {st}", s["name"]);
         }
+    }
+}
+
+static PAIRS: AtomicU32 = AtomicU32::new(0);
+
+/// `rtlab netns up --name N`: namespaces `N-a` and `N-b` joined by the veth pair `N-a` /
+/// `N-b` (198.18.0.1 / 198.18.0.2); `rtlab netns down --name N` on drop (and `ip netns del`
+/// if that left anything). N is `PREFIX` (two letters: the test binary), this process and a
+/// count, at most 13 characters (the name prefixes interface names).
+pub struct Pair {
+    pub name: String,
+    pub ns_a: String,
+    pub ns_b: String,
+}
+
+impl Pair {
+    pub fn up(prefix: &str) -> Pair {
+        let n = PAIRS.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{prefix}{}x{n}", std::process::id() % 1_000_000);
+        let pair = Pair { ns_a: format!("{name}-a"), ns_b: format!("{name}-b"), name };
+        pair.remove();
+        let o = run(&["netns", "up", "--name", &pair.name, "--no-ipv6"]);
+        assert_eq!(o.status.code(), Some(0), "netns up {}: {}", pair.name, stderr(&o));
+        pair
+    }
+
+    fn remove(&self) {
+        let _ = rtlab()
+            .args(["netns", "down", "--name", &self.name])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        for ns in [&self.ns_a, &self.ns_b] {
+            if Path::new("/run/netns").join(ns).exists() {
+                let _ =
+                    Command::new("ip").args(["netns", "del", ns]).stderr(Stdio::null()).status();
+            }
+        }
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        self.remove();
     }
 }

@@ -13,8 +13,8 @@ use common::*;
 
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::Output;
+
 use std::sync::{Mutex, MutexGuard};
 
 /// One measuring test at a time: they share the machine's CPUs and this binary's lock.
@@ -209,49 +209,6 @@ fn role_processes_bring_their_cost_back() {
     assert!(threads.contains(&"rtlab-pub"), "{threads:?}");
 }
 
-static NEXT: AtomicU32 = AtomicU32::new(0);
-
-/// Two namespaces joined by a veth (`rtlab netns up`), removed on drop.
-struct Pair {
-    name: String,
-    ns_a: String,
-    ns_b: String,
-}
-
-impl Pair {
-    fn up() -> Pair {
-        let name = format!(
-            "co{}x{}",
-            std::process::id() % 1_000_000,
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let pair = Pair { ns_a: format!("{name}-a"), ns_b: format!("{name}-b"), name };
-        pair.remove();
-        let o = run(&["netns", "up", "--name", &pair.name, "--no-ipv6"]);
-        assert_eq!(o.status.code(), Some(0), "netns up {}: {}", pair.name, stderr(&o));
-        pair
-    }
-    fn remove(&self) {
-        let _ = rtlab()
-            .args(["netns", "down", "--name", &self.name])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        for ns in [&self.ns_a, &self.ns_b] {
-            if Path::new("/run/netns").join(ns).exists() {
-                let _ =
-                    Command::new("ip").args(["netns", "del", ns]).stderr(Stdio::null()).status();
-            }
-        }
-    }
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        self.remove();
-    }
-}
-
 /// The far side's cost arrives through the agent: the reflector's window (its thread, the
 /// agent's threads, the agent's max RSS), and a far pong process's window.
 #[test]
@@ -263,7 +220,7 @@ fn root_the_far_sides_cost_arrives_through_the_agent() {
         return;
     }
     let _g = serial();
-    let pair = Pair::up();
+    let pair = Pair::up("co");
     let d = tempfile::tempdir().unwrap();
     let journal = d.path().join("far-journal");
     let spec = format!("netns:{}", pair.ns_b);

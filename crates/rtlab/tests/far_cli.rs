@@ -22,7 +22,7 @@ use serde_json::Value;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -32,8 +32,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
-
-static NEXT: AtomicU32 = AtomicU32::new(0);
 
 fn skip_unless_root() -> bool {
     if is_root() {
@@ -50,51 +48,6 @@ fn skip_unless_sshd() -> bool {
             rtlab_sys::test_skip::skipped(format_args!("{why}"));
             true
         }
-    }
-}
-
-/// `rtlab netns up --name N`: namespaces `N-a` and `N-b` joined by the veth pair `N-a` /
-/// `N-b` (198.18.0.1 / 198.18.0.2); `rtlab netns down --name N` on drop (and `ip netns del`
-/// if that left anything).
-struct Pair {
-    name: String,
-    ns_a: String,
-    ns_b: String,
-}
-
-impl Pair {
-    fn up() -> Pair {
-        // at most 13 characters: the name prefixes interface names
-        let name = format!(
-            "fc{}x{}",
-            std::process::id() % 1_000_000,
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let pair = Pair { ns_a: format!("{name}-a"), ns_b: format!("{name}-b"), name };
-        pair.remove();
-        let o = run(&["netns", "up", "--name", &pair.name, "--no-ipv6"]);
-        assert_eq!(o.status.code(), Some(0), "netns up {}: {}", pair.name, stderr(&o));
-        pair
-    }
-
-    fn remove(&self) {
-        let _ = rtlab()
-            .args(["netns", "down", "--name", &self.name])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        for ns in [&self.ns_a, &self.ns_b] {
-            if Path::new("/run/netns").join(ns).exists() {
-                let _ =
-                    Command::new("ip").args(["netns", "del", ns]).stderr(Stdio::null()).status();
-            }
-        }
-    }
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        self.remove();
     }
 }
 
@@ -358,7 +311,7 @@ fn root_udp_ping_far_netns_reflector_accounting_and_both_hosts_counters() {
         return;
     }
     let _g = serial();
-    let pair = Pair::up();
+    let pair = Pair::up("fc");
     let (dir, journal) = scratch();
     let json = dir.path().join("udp.json");
     let spec = format!("netns:{}", pair.ns_b);
@@ -389,7 +342,7 @@ fn root_pubsub_roundtrip_far_netns_three_dds_zenoh_udp() {
         return;
     }
     let _g = serial();
-    let pair = Pair::up();
+    let pair = Pair::up("fc");
     let (dir, journal) = scratch();
     let spec = format!("netns:{}", pair.ns_b);
     // rustdds included: in the far namespace (and the near one) the veth is the only
@@ -426,7 +379,7 @@ fn root_fast_dds_2_9_and_ros2s_fast_dds_meet_across_the_pair() {
         return;
     }
     let _g = serial();
-    let pair = Pair::up();
+    let pair = Pair::up("fc");
     let (dir, journal) = scratch();
     let spec = format!("netns:{}", pair.ns_b);
     for (near, far) in [("fastdds", "ros2"), ("ros2", "fastdds")] {
@@ -456,7 +409,7 @@ fn root_sigkill_of_the_near_side_ends_the_far_agent_and_leaves_nothing() {
         return;
     }
     let _g = serial();
-    let pair = Pair::up();
+    let pair = Pair::up("fc");
     let (_dir, journal) = scratch();
     let spec = format!("netns:{}", pair.ns_b);
     let child = rtlab()
@@ -497,7 +450,7 @@ fn root_link_cut_mid_run_far_netns_counts_the_loss_and_ends() {
         return;
     }
     let _g = serial();
-    let pair = Pair::up();
+    let pair = Pair::up("fc");
     let (dir, journal) = scratch();
     let json = dir.path().join("cut.json");
     let spec = format!("netns:{}", pair.ns_b);

@@ -1,7 +1,7 @@
 //! rtlab-bindings: the C and C++ middleware libraries rtlab calls, behind small safe
 //! wrappers, and loading libraries at run time.
 //!
-//! - [`cyclone`]: Eclipse Cyclone DDS through `cyclors` (its C API): domains, participants,
+//! - [`cyclonedds`]: Eclipse Cyclone DDS through `cyclors` (its C API): domains, participants,
 //!   blob topics, writers and readers of serialized samples, the built-in topics;
 //! - [`dl`]: `dlopen` of a file or of an object embedded in the binary (memfd), resolving
 //!   symbols, and the one Fast DDS a process may hold;
@@ -17,7 +17,7 @@
 //! before their parents. What the wrappers do is what the library does (no policy: the
 //! transports in rtlab-pubsub decide names, QoS and networks). Nothing here prints.
 
-pub mod cyclone;
+pub mod cyclonedds;
 pub mod dl;
 pub mod fastdds;
 pub mod rcl;

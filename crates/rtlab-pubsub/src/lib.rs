@@ -72,7 +72,7 @@ pub fn open(spec: &engine::TransportSpec) -> Result<Arc<dyn Transport>, Transpor
                 interface: spec.interface.clone(),
                 peers: spec.peers.clone(),
             };
-            Ok(Arc::new(transport::cyclonedds::DdsTransport::with_network(
+            Ok(Arc::new(transport::cyclonedds::CycloneDdsTransport::with_network(
                 spec.domain.unwrap_or_else(default_dds_domain),
                 &net,
             )?))

@@ -6,7 +6,7 @@
 
 use rtlab_pubsub::conformance::fresh_topic;
 use rtlab_pubsub::engine::TransportKind;
-use rtlab_pubsub::transport::cyclonedds::DdsTransport;
+use rtlab_pubsub::transport::cyclonedds::CycloneDdsTransport;
 use rtlab_pubsub::transport::fastdds::FastDdsTransport;
 use rtlab_pubsub::transport::zenoh::ZenohTransport;
 use rtlab_pubsub::transport::*;
@@ -98,8 +98,8 @@ fn zenoh_answers_from_its_subscriber_callback() {
 fn cyclonedds_answers_from_its_data_available_listener() {
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let domain = rtlab_pubsub::default_dds_domain();
-    let a = DdsTransport::new(domain).unwrap();
-    let b = DdsTransport::new(domain).unwrap();
+    let a = CycloneDdsTransport::new(domain).unwrap();
+    let b = CycloneDdsTransport::new(domain).unwrap();
     let mut w = None;
     round_trips(&a, &b, 200, &mut |ping_t| {
         let topic = format!("rt/{ping_t}");

@@ -142,10 +142,12 @@ instantiate_conformance_tests!(dds, with_dds);
 fn with_dds(rule: Rule) {
     let domain = rtlab_pubsub::default_dds_domain();
     let make = || {
-        let a: Arc<dyn Transport> =
-            Arc::new(rtlab_pubsub::transport::cyclonedds::DdsTransport::new(domain).unwrap());
-        let b: Arc<dyn Transport> =
-            Arc::new(rtlab_pubsub::transport::cyclonedds::DdsTransport::new(domain).unwrap());
+        let a: Arc<dyn Transport> = Arc::new(
+            rtlab_pubsub::transport::cyclonedds::CycloneDdsTransport::new(domain).unwrap(),
+        );
+        let b: Arc<dyn Transport> = Arc::new(
+            rtlab_pubsub::transport::cyclonedds::CycloneDdsTransport::new(domain).unwrap(),
+        );
         (a, b)
     };
     let leftovers = BTreeSet::new;

@@ -2,7 +2,7 @@
 //! built-in topics, with its topic names, type name and the QoS each endpoint asked for.
 
 use rtlab_pubsub::observe::dds_graph::discover;
-use rtlab_pubsub::transport::cyclonedds::{DdsNetwork, DdsTransport};
+use rtlab_pubsub::transport::cyclonedds::{CycloneDdsTransport, DdsNetwork};
 use rtlab_pubsub::{Durability, History, Qos, Reliability, Transport};
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use std::time::Duration;
 fn a_writer_and_a_reader_are_found_with_their_qos() {
     // outside 100-199, where probes pick their domains from their pid
     let domain = 201 + std::process::id() % 14;
-    let t = DdsTransport::new(domain).unwrap();
+    let t = CycloneDdsTransport::new(domain).unwrap();
     let be = Qos {
         reliability: Reliability::BestEffort,
         history: History::KeepLast(5),

@@ -3,7 +3,7 @@
 //! Counts and order only, never a time bound.
 
 use rtlab_pubsub::conformance::{fresh_topic, warm_up};
-use rtlab_pubsub::transport::cyclonedds::DdsTransport;
+use rtlab_pubsub::transport::cyclonedds::CycloneDdsTransport;
 use rtlab_pubsub::transport::fastdds::{FastDdsTransport, Shm, MAX_MESSAGE};
 use rtlab_pubsub::transport::*;
 use std::sync::Arc;
@@ -62,7 +62,7 @@ fn send(pt: &dyn Transport, st: &dyn Transport, len: usize, n: u64) -> Vec<(u64,
 fn pair() -> (Arc<dyn Transport>, Arc<dyn Transport>) {
     let domain = rtlab_pubsub::default_dds_domain();
     let f: Arc<dyn Transport> = Arc::new(FastDdsTransport::new(domain).expect("fastdds"));
-    let c: Arc<dyn Transport> = Arc::new(DdsTransport::new(domain).expect("dds"));
+    let c: Arc<dyn Transport> = Arc::new(CycloneDdsTransport::new(domain).expect("dds"));
     (f, c)
 }
 
@@ -207,7 +207,7 @@ fn an_interface_with_unicast_peers_meets_cyclone_configured_the_same() {
         peers: vec!["127.0.0.1".into()],
     };
     let f = FastDdsTransport::with_network(domain, &net).expect("fastdds");
-    let c = DdsTransport::with_network(domain, &net).expect("dds");
+    let c = CycloneDdsTransport::with_network(domain, &net).expect("dds");
     assert!(
         f.notes()[0].contains("no multicast, unicast discovery peers 127.0.0.1"),
         "{:?}",

@@ -3,7 +3,7 @@
 //! agree, by the latency of its Header stamps. Counts only, never a latency bound.
 
 use rtlab_pubsub::observe::{observe, ObserveConfig};
-use rtlab_pubsub::transport::cyclonedds::{DdsNetwork, DdsTransport};
+use rtlab_pubsub::transport::cyclonedds::{CycloneDdsTransport, DdsNetwork};
 use rtlab_pubsub::{Durability, History, Qos, Reliability};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,7 +22,7 @@ fn header(now_ns: i64, frame: &str) -> Vec<u8> {
 #[test]
 fn a_header_topic_is_measured_with_its_stamps() {
     let domain = 201 + (std::process::id() + 5) % 14;
-    let t = DdsTransport::new(domain).unwrap();
+    let t = CycloneDdsTransport::new(domain).unwrap();
     let qos = Qos {
         reliability: Reliability::Reliable,
         history: History::KeepLast(10),

@@ -15,7 +15,7 @@ mod ip_cmd;
 use ip_cmd::ip;
 use rtlab_pubsub::conformance::{fresh_topic, warm_up};
 use rtlab_pubsub::engine::{self, Mode, PubsubConfig, TransportKind, TransportSpec};
-use rtlab_pubsub::transport::cyclonedds::{DdsNetwork, DdsTransport};
+use rtlab_pubsub::transport::cyclonedds::{CycloneDdsTransport, DdsNetwork};
 use rtlab_pubsub::transport::rustdds::{enter_private_netns, RustDdsTransport, PRIVATE_IF};
 use rtlab_pubsub::transport::*;
 use std::process::Command;
@@ -95,7 +95,7 @@ fn root_rustdds_and_cyclone_meet_both_ways() {
         // announces itself only by multicast, on 239.255.0.1, as Cyclone does by default
         let net = DdsNetwork { interface: Some(PRIVATE_IF.into()), peers: Vec::new() };
         let cyclone: Arc<dyn Transport> =
-            Arc::new(DdsTransport::with_network(domain, &net).expect("cyclone"));
+            Arc::new(CycloneDdsTransport::with_network(domain, &net).expect("cyclone"));
         let rustdds: Arc<dyn Transport> =
             Arc::new(RustDdsTransport::new(domain, Some(PRIVATE_IF), &[]).expect("rustdds"));
         let want: Vec<u64> = (0..N).collect();

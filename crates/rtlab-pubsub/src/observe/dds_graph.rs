@@ -12,13 +12,13 @@
 //! discovery, reads the built-in topics and `ros_discovery_info` once, and leaves; its own
 //! participant and endpoints are left out. Nothing is written on any topic. Endpoints of a
 //! participant that announces no node (not ROS 2) have none. Like [`crate::transport::cyclonedds`], this
-//! module reads Cyclone through rtlab-bindings' safe wrappers ([`rtlab_bindings::cyclone`]'s
+//! module reads Cyclone through rtlab-bindings' safe wrappers ([`rtlab_bindings::cyclonedds`]'s
 //! built-in topic readers). Never prints.
 
 use crate::observe::ros_graph::{self, ParticipantEntitiesInfo, ServiceSide};
-use crate::transport::cyclonedds::{DdsNetwork, DdsTransport};
+use crate::transport::cyclonedds::{CycloneDdsTransport, DdsNetwork};
 use crate::transport::{Durability, History, Qos, Reliability, TransportError};
-use rtlab_bindings::cyclone::{self, Builtin, BuiltinEndpoint, BuiltinReader, Policies};
+use rtlab_bindings::cyclonedds::{self, Builtin, BuiltinEndpoint, BuiltinReader, Policies};
 use rtlab_bindings::Failed;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -261,10 +261,10 @@ fn qos_of(p: &Policies) -> EndpointQos {
     EndpointQos {
         reliability: if p.reliable { "reliable" } else { "best-effort" }.into(),
         durability: match p.durability {
-            cyclone::Durability::TransientLocal => "transient-local",
-            cyclone::Durability::Transient => "transient",
-            cyclone::Durability::Persistent => "persistent",
-            cyclone::Durability::Volatile => "volatile",
+            cyclonedds::Durability::TransientLocal => "transient-local",
+            cyclonedds::Durability::Transient => "transient",
+            cyclonedds::Durability::Persistent => "persistent",
+            cyclonedds::Durability::Volatile => "volatile",
         }
         .into(),
         history: if p.keep_all { "keep-all".into() } else { format!("keep-last:{}", p.depth) },
@@ -354,7 +354,7 @@ impl RosNodes {
 
 /// Join `domain` on `net`, wait `wait` for discovery, and read who is there.
 pub fn discover(domain: u32, net: &DdsNetwork, wait: Duration) -> Result<Graph, TransportError> {
-    let t = DdsTransport::with_network(domain, net)?;
+    let t = CycloneDdsTransport::with_network(domain, net)?;
     let p = t.participant();
     let own = p.guid();
     let mut readers = Vec::new();

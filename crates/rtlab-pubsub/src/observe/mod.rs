@@ -10,7 +10,7 @@
 //! `idle_timeout_ns` with no message. Never prints.
 
 use crate::arrivals::Arrivals;
-use crate::transport::cyclonedds::{DdsNetwork, DdsTransport, RawReader};
+use crate::transport::cyclonedds::{CycloneDdsTransport, DdsNetwork, RawReader};
 use crate::transport::{Durability, History, Qos, Reliability, TransportError};
 use dds_graph::{discover, Endpoint, Graph};
 use rtlab_core::schema::Stream;
@@ -135,7 +135,7 @@ pub fn observe(cfg: &ObserveConfig, stop: Arc<AtomicBool>) -> Result<ObserveOutc
     // the domain is opened first and kept: Cyclone's discovery is per domain, so the reader
     // made after the graph matches the writers already found at once (a domain opened anew
     // would learn them again: seconds with a DDS that announces endpoints slowly, RustDDS)
-    let transport = DdsTransport::with_network(cfg.domain, &cfg.net)?;
+    let transport = CycloneDdsTransport::with_network(cfg.domain, &cfg.net)?;
     let g = discover(
         cfg.domain,
         &cfg.net,
@@ -230,7 +230,7 @@ fn reader_reliability(
 /// is keyed: keyless first (every ROS 2 type is), keyed when that matches no writer (e.g.
 /// ddsperf's KeyedSeq); the serialized bytes are kept either way.
 fn matched_reader(
-    transport: &DdsTransport,
+    transport: &CycloneDdsTransport,
     cfg: &ObserveConfig,
     type_name: &str,
     qos: &Qos,

@@ -23,7 +23,7 @@
 //! Blocking wait: a waitset on a read condition; busy-poll: `dds_takecdr` until data.
 //! Publishing copies the message once into Cyclone's serdata (Cyclone allocates it).
 //!
-//! The C API is called through rtlab-bindings' safe wrappers ([`rtlab_bindings::cyclone`]:
+//! The C API is called through rtlab-bindings' safe wrappers ([`rtlab_bindings::cyclonedds`]:
 //! no `unsafe` here). Entities are deleted on drop (ports, then participant, then the domain
 //! when its last transport goes). Never prints.
 
@@ -32,7 +32,7 @@ use crate::transport::dds_common::{
     self, DdsPublisher, DdsSubscriber, Head, SampleReader, SampleWriter,
 };
 use crate::transport::*;
-use rtlab_bindings::cyclone::{self, BlobReader, BlobWriter};
+use rtlab_bindings::cyclonedds::{self, BlobReader, BlobWriter};
 use rtlab_bindings::Failed;
 use std::sync::Arc;
 
@@ -227,14 +227,14 @@ pub fn config_xml(net: &DdsNetwork) -> Result<String, TransportError> {
 }
 
 /// A participant of one DDS domain (one per process is the intent; several may share it).
-pub struct DdsTransport {
-    p: Arc<cyclone::Participant>,
+pub struct CycloneDdsTransport {
+    p: Arc<cyclonedds::Participant>,
     net: DdsNetwork,
 }
 
-impl DdsTransport {
+impl CycloneDdsTransport {
     /// The participant (for built-in topic readers, [`crate::observe::dds_graph`]).
-    pub(crate) fn participant(&self) -> &Arc<cyclone::Participant> {
+    pub(crate) fn participant(&self) -> &Arc<cyclonedds::Participant> {
         &self.p
     }
 
@@ -251,23 +251,23 @@ impl DdsTransport {
             return Err(bad("domain", format!("domain id {domain} above {MAX_DOMAIN}")));
         }
         let config = config_xml(net)?;
-        let p = cyclone::Participant::create(domain, &config).map_err(lib)?;
-        Ok(DdsTransport { p: Arc::new(p), net: net.clone() })
+        let p = cyclonedds::Participant::create(domain, &config).map_err(lib)?;
+        Ok(CycloneDdsTransport { p: Arc::new(p), net: net.clone() })
     }
 
     /// The probe message's topic: ROS 2 naming (`rt/<topic>`), [`TYPE_NAME`], keyless.
-    fn topic(&self, topic: &str) -> Result<cyclone::Topic, TransportError> {
-        cyclone::Topic::blob(&self.p, &format!("rt/{topic}"), TYPE_NAME, true).map_err(lib)
+    fn topic(&self, topic: &str) -> Result<cyclonedds::Topic, TransportError> {
+        cyclonedds::Topic::blob(&self.p, &format!("rt/{topic}"), TYPE_NAME, true).map_err(lib)
     }
 
     /// A writer on topic `t` (which it takes over: deleted with it, also on an error).
-    fn writer_on(&self, t: cyclone::Topic, qos: &Qos) -> Result<BlobWriter, TransportError> {
+    fn writer_on(&self, t: cyclonedds::Topic, qos: &Qos) -> Result<BlobWriter, TransportError> {
         BlobWriter::create(&self.p, t, &entity_qos(qos), DRAIN_NS).map_err(lib)
     }
 
     /// A reader on topic `t` with a waitset on its read condition (it takes the topic over:
     /// deleted with it, also on an error).
-    fn reader_on(&self, t: cyclone::Topic, qos: &Qos) -> Result<BlobReader, TransportError> {
+    fn reader_on(&self, t: cyclonedds::Topic, qos: &Qos) -> Result<BlobReader, TransportError> {
         BlobReader::create(&self.p, t, &entity_qos(qos)).map_err(lib)
     }
 
@@ -281,7 +281,7 @@ impl DdsTransport {
         keyless: bool,
         qos: &Qos,
     ) -> Result<RawReader, TransportError> {
-        let t = cyclone::Topic::blob(&self.p, topic, type_name, keyless).map_err(lib)?;
+        let t = cyclonedds::Topic::blob(&self.p, topic, type_name, keyless).map_err(lib)?;
         Ok(RawReader { r: self.reader_on(t, qos)? })
     }
 
@@ -293,7 +293,7 @@ impl DdsTransport {
         keyless: bool,
         qos: &Qos,
     ) -> Result<RawWriter, TransportError> {
-        let t = cyclone::Topic::blob(&self.p, topic, type_name, keyless).map_err(lib)?;
+        let t = cyclonedds::Topic::blob(&self.p, topic, type_name, keyless).map_err(lib)?;
         Ok(RawWriter { w: self.writer_on(t, qos)? })
     }
 }
@@ -391,7 +391,7 @@ pub(crate) fn entity_qos(q: &Qos) -> rtlab_bindings::EntityQos {
     }
 }
 
-impl Transport for DdsTransport {
+impl Transport for CycloneDdsTransport {
     fn name(&self) -> &'static str {
         NAME
     }
@@ -441,14 +441,14 @@ impl Transport for DdsTransport {
     ) -> Result<Option<Box<dyn CallbackEcho>>, TransportError> {
         let state = Arc::new(EchoState::new(self.publisher(topic_out, qos, max_len)?));
         let tally = state.tally();
-        let on_data = dds_common::answering(NAME, state, |t: &cyclone::Taker, head| {
+        let on_data = dds_common::answering(NAME, state, |t: &cyclonedds::Taker, head| {
             Ok(match t.take_head(head).map_err(lib)? {
                 Some((size, got)) if size > 0 => Head::Data(got),
                 Some(_) => Head::NoData,
                 None => Head::Nothing,
             })
         });
-        let reader = cyclone::ListenedReader::create(
+        let reader = cyclonedds::ListenedReader::create(
             &self.p,
             self.topic(topic_in)?,
             &entity_qos(qos),
@@ -575,17 +575,18 @@ mod tests {
     #[test]
     fn same_domain_with_another_configuration_is_refused() {
         let domain = 200 + std::process::id() % 30;
-        let a = DdsTransport::new(domain).unwrap();
-        let e = DdsTransport::with_network(domain, &net(Some("lo"), &["127.0.0.2"]))
+        let a = CycloneDdsTransport::new(domain).unwrap();
+        let e = CycloneDdsTransport::with_network(domain, &net(Some("lo"), &["127.0.0.2"]))
             .err()
             .expect("another configuration must be refused")
             .to_string();
         assert!(e.contains(&format!("domain {domain}")) && e.contains("another"), "{e}");
-        let b = DdsTransport::new(domain).unwrap(); // the same configuration is shared
+        let b = CycloneDdsTransport::new(domain).unwrap(); // the same configuration is shared
         assert!(a.notes()[0].contains(&format!("domain {domain}, loopback only")));
         drop((a, b));
         // gone with its last user: now the other configuration may have it
-        let c = DdsTransport::with_network(domain, &net(Some("lo"), &["127.0.0.2"])).unwrap();
+        let c =
+            CycloneDdsTransport::with_network(domain, &net(Some("lo"), &["127.0.0.2"])).unwrap();
         assert!(
             c.notes()[0].contains("interface lo, no multicast, unicast discovery peers 127.0.0.2"),
             "{:?}",

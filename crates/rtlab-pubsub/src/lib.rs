@@ -7,7 +7,6 @@
 //!   cannot be limited to an interface, see its rule), `ros2` (rcl and the RMW); udp, zenoh,
 //!   cyclonedds, fastdds and rustdds reach another host when the spec names the network
 //!   (loopback otherwise); `dds_common` holds what cyclonedds and fastdds share;
-//! - [`conformance`]: the one generic suite every transport is checked with;
 //! - [`engine`]: the pubsub probe's engine (oneway / roundtrip, sweeps, fan-out, role
 //!   processes, a case's near side in a process of its own);
 //! - [`seqtrack`]: lost / duplicate / out-of-order counting;
@@ -21,7 +20,6 @@
 #![forbid(unsafe_code)]
 
 pub mod arrivals;
-pub mod conformance;
 pub mod engine;
 pub mod observe;
 pub mod ros_msg;

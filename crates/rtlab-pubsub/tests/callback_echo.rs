@@ -4,7 +4,11 @@
 //! once the echo is dropped nothing answers any more. The transports without a callback
 //! say so. Counts and order only, never a time bound.
 
-use rtlab_pubsub::conformance::fresh_topic;
+// the suite's helpers only (its rules are tests/conformance.rs's)
+#[path = "support/conformance.rs"]
+#[allow(dead_code, unused_macros)]
+mod conformance;
+use conformance::fresh_topic;
 use rtlab_pubsub::engine::TransportKind;
 use rtlab_pubsub::transport::cyclonedds::CycloneDdsTransport;
 use rtlab_pubsub::transport::fastdds::FastDdsTransport;

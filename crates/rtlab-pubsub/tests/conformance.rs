@@ -1,4 +1,4 @@
-//! The conformance suite (src/conformance.rs) run against every transport: one module per
+//! The conformance suite (support/conformance.rs) run against every transport: one module per
 //! transport, one test per rule (`intra::fan_out`, `fastdds::clean_shutdown`, ...), so a
 //! failure names the rule and the transport. Each transport is a harness `with_<transport>`
 //! that makes its pair of transports, keeps what it needs around one rule (a lock, a private
@@ -7,8 +7,9 @@
 //! ros2, and fastdds on ROS 2's Fast DDS, are in tests/ros2.rs: a process holds one Fast DDS,
 //! and this one holds Debian's 2.9 (rtlab's `fastdds`).
 
-use rtlab_pubsub::conformance::{self, files_under, Rule, Subject};
-use rtlab_pubsub::instantiate_conformance_tests;
+#[path = "support/conformance.rs"]
+mod conformance;
+use conformance::{files_under, instantiate_conformance_tests, Rule, Subject};
 use rtlab_pubsub::transport::Transport;
 use std::collections::BTreeSet;
 use std::sync::Arc;

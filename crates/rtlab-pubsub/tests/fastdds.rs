@@ -2,7 +2,11 @@
 //! both ways; messages at the largest size; the names given to Fast DDS's threads.
 //! Counts and order only, never a time bound.
 
-use rtlab_pubsub::conformance::{fresh_topic, warm_up};
+// the suite's helpers only (its rules are tests/conformance.rs's)
+#[path = "support/conformance.rs"]
+#[allow(dead_code, unused_macros)]
+mod conformance;
+use conformance::{fresh_topic, warm_up};
 use rtlab_pubsub::transport::cyclonedds::CycloneDdsTransport;
 use rtlab_pubsub::transport::fastdds::{FastDdsTransport, Shm, MAX_MESSAGE};
 use rtlab_pubsub::transport::*;

@@ -7,11 +7,12 @@
 //! process, which then cannot load rtlab's `fastdds` (Debian's Fast DDS 2.9) — the other
 //! test binaries do.
 //!
-//! The conformance suite runs as one test per rule (src/conformance.rs): `ros2::fan_out`,
+//! The conformance suite runs as one test per rule (support/conformance.rs): `ros2::fan_out`,
 //! `fastdds_lib_ros2::clean_shutdown`, ...
 
-use rtlab_pubsub::conformance::{self, files_under, Rule, Subject};
-use rtlab_pubsub::instantiate_conformance_tests;
+#[path = "support/conformance.rs"]
+mod conformance;
+use conformance::{files_under, instantiate_conformance_tests, Rule, Subject};
 use rtlab_pubsub::transport::fastdds::FastDdsTransport;
 use rtlab_pubsub::transport::ros2::install::{self, Env, Installation};
 use rtlab_pubsub::transport::ros2::{Ros2Network, Ros2Transport};

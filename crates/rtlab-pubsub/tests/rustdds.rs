@@ -13,7 +13,11 @@ mod pubsub_config;
 mod ip_cmd;
 
 use ip_cmd::ip;
-use rtlab_pubsub::conformance::{fresh_topic, warm_up};
+// the suite's helpers only (its rules are tests/conformance.rs's)
+#[path = "support/conformance.rs"]
+#[allow(dead_code, unused_macros)]
+mod conformance;
+use conformance::{fresh_topic, warm_up};
 use rtlab_pubsub::engine::{self, Mode, PubsubConfig, TransportKind, TransportSpec};
 use rtlab_pubsub::transport::cyclonedds::{CycloneDdsTransport, DdsNetwork};
 use rtlab_pubsub::transport::rustdds::{enter_private_netns, RustDdsTransport, PRIVATE_IF};

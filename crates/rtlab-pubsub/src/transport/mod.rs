@@ -1,7 +1,8 @@
 //! The `Transport` contract every pub/sub transport implements, the QoS it is asked for and
 //! the record of what that QoS became natively.
 //!
-//! Contract (checked for every implementation by [`crate::conformance`]):
+//! Contract (checked for every implementation by the conformance suite, which only tests
+//! reach: tests/support/conformance.rs, run by tests/conformance.rs):
 //! - A message is `len` bytes (`len >= HEADER_LEN`): bytes 0..8 the sequence number, 8..16 the
 //!   send stamp (CLOCK_MONOTONIC ns), both little endian, then payload. [`Publisher::publish`]
 //!   sends one; every [`Subscriber`] of the same topic (created before, and matched) gets it,

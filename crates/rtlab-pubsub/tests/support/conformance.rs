@@ -17,14 +17,14 @@
 //!   prints `skipped: <why>` and returns where the machine cannot run it. Tests of one binary
 //!   run in parallel: a harness whose leftovers are shared files (/dev/shm) holds the lock
 //!   every test making such files takes.
-//! - The rules are the seven of [`run_all`], in its order; a new rule is one more name in the
-//!   macro's list and is then a test of every transport and part of [`run_all`].
+//! - The rules are the names in the macro's list; a new rule is one more name there and is
+//!   then a test of every transport.
 //!
 //! `tests/conformance.rs` instantiates it for every transport, `tests/ros2.rs` for those that
 //! run through the ROS 2 installation (a process of their own: one Fast DDS per process).
 
-use crate::seqtrack::SeqTracker;
-use crate::transport::*;
+use rtlab_pubsub::seqtrack::SeqTracker;
+use rtlab_pubsub::transport::*;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -329,12 +329,6 @@ pub fn clean_shutdown(s: &Subject) {
     }
 }
 
-/// The whole suite: every rule in turn on one subject (a test per rule is
-/// [`instantiate_conformance_tests!`]).
-pub fn run_all(s: &Subject) {
-    crate::instantiate_conformance_tests!(@rules run_all[s]);
-}
-
 /// A rule of the suite, as a harness receives it.
 pub type Rule = fn(&Subject<'_>);
 
@@ -357,14 +351,13 @@ pub type Rule = fn(&Subject<'_>);
 /// ```
 ///
 /// gives the tests `udp::qos_mapping`, `udp::delivery_and_order`, ..., `udp::clean_shutdown`.
-#[macro_export]
 macro_rules! instantiate_conformance_tests {
     ($module:ident, $harness:expr $(,)?) => {
-        $crate::instantiate_conformance_tests!(@rules tests[$module, $harness]);
+        crate::conformance::instantiate_conformance_tests!(@rules tests[$module, $harness]);
     };
-    // The rules, in the order `run_all` runs them: the one list of the suite.
+    // The rules: the one list of the suite.
     (@rules $then:ident[$($args:tt)*]) => {
-        $crate::instantiate_conformance_tests!(@$then[$($args)*]
+        crate::conformance::instantiate_conformance_tests!(@$then[$($args)*]
             qos_mapping
             delivery_and_order
             lengths_may_change
@@ -382,18 +375,16 @@ macro_rules! instantiate_conformance_tests {
             $(
                 #[test]
                 fn $rule() {
-                    let rule: $crate::conformance::Rule = $crate::conformance::$rule;
+                    let rule: crate::conformance::Rule = crate::conformance::$rule;
                     ($harness)(rule)
                 }
             )*
         }
     };
-    (@run_all[$subject:expr] $($rule:ident)*) => {
-        $( $crate::conformance::$rule($subject); )*
-    };
 }
 
-pub use crate::instantiate_conformance_tests;
+#[allow(unused_imports)]
+pub(crate) use instantiate_conformance_tests;
 
 /// List the files under `dirs` (recursively, bounded) whose name contains any of `needles`
 /// (all files when `needles` is empty).

@@ -8,8 +8,14 @@
 # fuzz/artifacts/NAME/ and exits 1: add it to fuzz/corpus/NAME/ once fixed (the corpus is
 # replayed by crates/rtlab/tests/fuzz_corpus.rs).
 # Usage: bash scripts/fuzz.sh [SECONDS] [TARGET...]     KEEP=1: the new inputs go into fuzz/corpus
+#        bash scripts/fuzz.sh --build                  install cargo-fuzz and build the targets, then stop
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build_only=0
+if [ "${1:-}" = --build ]; then
+  build_only=1
+  shift
+fi
 secs=${1:-30}
 shift || true
 if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
@@ -31,6 +37,10 @@ fi
 # no sanitizer: rtlab's own code is safe Rust, and the C/C++ middleware its crates build is
 # not instrumented; coverage guidance and the limits above still apply
 cargo +nightly fuzz build -O -s none >/dev/null
+if [ "$build_only" = 1 ]; then
+  echo "fuzz: built ${#targets[@]} targets"
+  exit 0
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=()

@@ -12,6 +12,7 @@ pub mod error;
 pub mod evidence;
 pub mod fleet;
 pub mod gate;
+pub mod graph;
 pub mod histogram;
 pub mod judging;
 pub mod lines;

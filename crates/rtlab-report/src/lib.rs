@@ -18,6 +18,7 @@ pub mod cost;
 pub mod dashboard;
 pub mod evidence;
 pub mod gates;
+pub mod graph;
 pub mod html;
 pub mod junit;
 pub mod ks;

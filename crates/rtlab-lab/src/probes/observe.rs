@@ -13,6 +13,7 @@ use crate::config::{positive, ConfigError, Dur, List, Rate, RtFields, Validate};
 use crate::document::{new_document, run_warnings, RunFacts};
 use crate::error::LabError;
 use crate::probe::{Context, Plan, Probe, ProbeKind};
+use rtlab_core::graph::Graph;
 use rtlab_core::rt::{Policy, RtSettings};
 use rtlab_core::schema::ResultDocument;
 use rtlab_pubsub::observe::{self as engine, ObserveConfig, ObserveOutcome};
@@ -109,7 +110,7 @@ const HEADER_FIRST: &[&str] = &[
 
 /// Whether a DDS type name is a ROS 2 type that starts with a Header.
 pub fn starts_with_header(dds_type: &str) -> bool {
-    rtlab_pubsub::observe::dds_graph::ros_type(dds_type)
+    rtlab_core::graph::ros_type(dds_type)
         .is_some_and(|t| HEADER_FIRST.contains(&t.as_str()) || t.ends_with("Stamped"))
 }
 
@@ -179,6 +180,14 @@ fn failed(e: impl std::fmt::Display) -> LabError {
     LabError::Failed(e.to_string())
 }
 
+/// The domain's graph (`rtlab observe` without a topic): a participant of its own joins the
+/// domain for `wait`, reads DDS's built-in topics and what ROS 2 announces of its nodes, and
+/// leaves; nothing is written on any topic.
+pub fn graph(cfg: &ObserveProbeConfig) -> Result<Graph, LabError> {
+    let wait = std::time::Duration::from_nanos(cfg.wait.0 as u64);
+    rtlab_pubsub::observe::dds_graph::discover(cfg.domain, &cfg.network(), wait).map_err(failed)
+}
+
 /// Measure the topic: discovery, the writers' type and QoS, then the arrivals.
 pub fn measure(cfg: &ObserveProbeConfig, ctx: &mut Context<'_>) -> Result<Observed, LabError> {
     crate::cost::before_case();
@@ -190,16 +199,14 @@ pub fn measure(cfg: &ObserveProbeConfig, ctx: &mut Context<'_>) -> Result<Observ
     })?;
     let rt = cfg.rt.over(&ctx.rt);
     rt.check().map_err(|m| ConfigError::new("priority", m))?;
-    let net = cfg.network();
-    let wait = std::time::Duration::from_nanos(cfg.wait.0 as u64);
-    let g = rtlab_pubsub::observe::dds_graph::discover(cfg.domain, &net, wait).map_err(failed)?;
+    let g = graph(cfg)?;
     let writers = engine::writers_of(&g, &topic).map_err(failed)?;
     let header = cfg.synced_clocks
         && (cfg.header || writers.iter().all(|w| starts_with_header(&w.type_name)));
     let duration_ns = cfg.duration_ns();
     let ecfg = ObserveConfig {
         domain: cfg.domain,
-        net,
+        net: cfg.network(),
         topic: topic.clone(),
         nominal_ns: cfg.rate.as_ref().map(|r| r.period_ns),
         duration_ns,

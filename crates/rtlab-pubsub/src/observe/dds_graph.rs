@@ -20,237 +20,97 @@ use crate::transport::cyclonedds::{CycloneDdsTransport, DdsNetwork};
 use crate::transport::{Durability, History, Qos, Reliability, TransportError};
 use rtlab_bindings::cyclonedds::{self, Builtin, BuiltinEndpoint, BuiltinReader, Policies};
 use rtlab_bindings::Failed;
-use serde::{Deserialize, Serialize};
+use rtlab_core::graph::{ros_topic, ros_type, Endpoint, EndpointQos, Graph, Node, NodeTopic};
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// The QoS an endpoint offers (writer) or requests (reader), as far as rtlab reads it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EndpointQos {
-    /// `reliable` or `best-effort`.
-    pub reliability: String,
-    /// `volatile`, `transient-local`, `transient` or `persistent`.
-    pub durability: String,
-    /// `keep-last:N` or `keep-all`.
-    pub history: String,
-}
-
-/// A writer or a reader.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Endpoint {
-    /// The endpoint's GUID (hex).
-    pub guid: String,
-    /// Its participant's GUID (hex).
-    pub participant: String,
-    /// The DDS topic name (`rt/chatter`).
-    pub topic: String,
-    /// The DDS type name (`std_msgs::msg::dds_::String_`).
-    pub type_name: String,
-    pub qos: EndpointQos,
-    /// The ROS 2 node that owns it (`/talker`, `/robot1/talker`), as its participant
-    /// announces on `ros_discovery_info`; absent for an endpoint no node owns (not ROS 2,
-    /// or the participant's own `ros_discovery_info`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-}
-
-/// What a domain holds.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Graph {
-    pub domain: u32,
-    /// Participants' GUIDs (hex), this observer's own excluded.
-    pub participants: Vec<String>,
-    pub writers: Vec<Endpoint>,
-    pub readers: Vec<Endpoint>,
-    /// ROS 2's nodes, sorted by full name (empty when no participant is ROS 2).
-    #[serde(default)]
-    pub nodes: Vec<Node>,
-    /// What could not be read (a `ros_discovery_info` sample that did not decode, ...).
-    #[serde(default)]
-    pub notes: Vec<String>,
-}
-
-/// A ROS 2 node, as `ros2 node info` shows it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Node {
-    /// `/talker`, `/robot1/talker` (what `ros2 node list` prints).
-    pub full_name: String,
-    /// `/`, `/robot1`.
-    pub namespace: String,
-    pub name: String,
-    /// Its participant's GUID (hex).
-    pub participant: String,
-    /// Topics it writes, sorted by name (ROS 2 topics only, `rt/...`, as `ros2 node info`).
-    pub publishers: Vec<NodeTopic>,
-    /// Topics it reads.
-    pub subscribers: Vec<NodeTopic>,
-    /// Services it answers (it reads `rq/<name>Request`, writes `rr/<name>Reply`).
-    pub service_servers: Vec<NodeTopic>,
-    /// Services it calls.
-    pub service_clients: Vec<NodeTopic>,
-    /// Endpoints the node announces that DDS discovery has not (yet) shown: a DDS that
-    /// announces its endpoints slowly needs a longer wait.
-    pub unseen: usize,
-}
-
-/// A topic or service of a node: its ROS 2 name and type where they follow ROS 2's
-/// mapping, the DDS ones otherwise.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct NodeTopic {
-    pub name: String,
-    #[serde(rename = "type")]
-    pub type_name: String,
-}
-
-/// A topic of the graph with its writers and readers.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Topic {
-    pub topic: String,
-    /// The ROS 2 name (`/chatter`) when the DDS name follows ROS 2's mapping.
-    pub ros_name: Option<String>,
-    pub type_name: String,
-    /// The ROS 2 type (`std_msgs/msg/String`) when the type name follows ROS 2's mapping.
-    pub ros_type: Option<String>,
-    pub writers: usize,
-    pub readers: usize,
-}
-
-/// `rt/a/b` -> `/a/b` (ROS 2's topic prefix; `rq/` and `rr/` are services' requests and replies).
-pub fn ros_topic(dds: &str) -> Option<String> {
-    dds.strip_prefix("rt/").map(|t| format!("/{t}"))
-}
-
-/// `pkg::msg::dds_::Type_` -> `pkg/msg/Type`.
-pub fn ros_type(dds: &str) -> Option<String> {
-    let parts: Vec<&str> = dds.split("::").collect();
-    match parts.as_slice() {
-        [pkg, kind, "dds_", ty] if ty.ends_with('_') => {
-            Some(format!("{pkg}/{kind}/{}", &ty[..ty.len() - 1]))
+/// Name the endpoints and list the nodes from what ROS 2 participants announced (the
+/// last sample of each participant still in the graph; others are gone).
+pub fn attach_nodes(g: &mut Graph, infos: &[ParticipantEntitiesInfo]) {
+    let mut owner: HashMap<String, usize> = HashMap::new();
+    let mut nodes: Vec<(Node, Vec<String>)> = Vec::new();
+    for info in infos {
+        let participant = ros_graph::gid_hex(&info.gid);
+        if !g.participants.contains(&participant) {
+            continue;
         }
-        _ => None,
+        for n in &info.nodes {
+            let gids: Vec<String> =
+                n.writers.iter().chain(n.readers.iter()).map(ros_graph::gid_hex).collect();
+            for g in &gids {
+                owner.entry(g.clone()).or_insert(nodes.len());
+            }
+            nodes.push((
+                Node {
+                    full_name: n.full_name(),
+                    namespace: n.namespace.clone(),
+                    name: n.name.clone(),
+                    participant: participant.clone(),
+                    publishers: Vec::new(),
+                    subscribers: Vec::new(),
+                    service_servers: Vec::new(),
+                    service_clients: Vec::new(),
+                    unseen: 0,
+                },
+                gids,
+            ));
+        }
     }
-}
-
-impl Graph {
-    /// Name the endpoints and list the nodes from what ROS 2 participants announced (the
-    /// last sample of each participant still in the graph; others are gone).
-    pub fn attach_nodes(&mut self, infos: &[ParticipantEntitiesInfo]) {
-        let mut owner: HashMap<String, usize> = HashMap::new();
-        let mut nodes: Vec<(Node, Vec<String>)> = Vec::new();
-        for info in infos {
-            let participant = ros_graph::gid_hex(&info.gid);
-            if !self.participants.contains(&participant) {
-                continue;
-            }
-            for n in &info.nodes {
-                let gids: Vec<String> =
-                    n.writers.iter().chain(n.readers.iter()).map(ros_graph::gid_hex).collect();
-                for g in &gids {
-                    owner.entry(g.clone()).or_insert(nodes.len());
-                }
-                nodes.push((
-                    Node {
-                        full_name: n.full_name(),
-                        namespace: n.namespace.clone(),
-                        name: n.name.clone(),
-                        participant: participant.clone(),
-                        publishers: Vec::new(),
-                        subscribers: Vec::new(),
-                        service_servers: Vec::new(),
-                        service_clients: Vec::new(),
-                        unseen: 0,
+    let mut seen = vec![0usize; nodes.len()];
+    for (list, is_writer) in [(&mut g.writers, true), (&mut g.readers, false)] {
+        for e in list.iter_mut() {
+            let Some(&i) = owner.get(&e.guid) else { continue };
+            let node = &mut nodes[i].0;
+            e.node = Some(node.full_name.clone());
+            seen[i] += 1;
+            let (target, entry) = match ros_graph::service_of(&e.topic, is_writer) {
+                Some((name, side)) => (
+                    match side {
+                        ServiceSide::Server => &mut node.service_servers,
+                        ServiceSide::Client => &mut node.service_clients,
                     },
-                    gids,
-                ));
-            }
-        }
-        let mut seen = vec![0usize; nodes.len()];
-        for (list, is_writer) in [(&mut self.writers, true), (&mut self.readers, false)] {
-            for e in list.iter_mut() {
-                let Some(&i) = owner.get(&e.guid) else { continue };
-                let node = &mut nodes[i].0;
-                e.node = Some(node.full_name.clone());
-                seen[i] += 1;
-                let (target, entry) = match ros_graph::service_of(&e.topic, is_writer) {
-                    Some((name, side)) => (
-                        match side {
-                            ServiceSide::Server => &mut node.service_servers,
-                            ServiceSide::Client => &mut node.service_clients,
-                        },
+                    NodeTopic {
+                        name,
+                        type_name: ros_graph::service_type(&e.type_name)
+                            .unwrap_or_else(|| e.type_name.clone()),
+                    },
+                ),
+                None => {
+                    // as `ros2 node info`: a topic outside ROS 2's naming (a node's raw
+                    // DDS topic; ros2-client lists ros_discovery_info) is not listed
+                    let Some(name) = ros_topic(&e.topic) else { continue };
+                    (
+                        if is_writer { &mut node.publishers } else { &mut node.subscribers },
                         NodeTopic {
                             name,
-                            type_name: ros_graph::service_type(&e.type_name)
+                            type_name: ros_type(&e.type_name)
                                 .unwrap_or_else(|| e.type_name.clone()),
                         },
-                    ),
-                    None => {
-                        // as `ros2 node info`: a topic outside ROS 2's naming (a node's raw
-                        // DDS topic; ros2-client lists ros_discovery_info) is not listed
-                        let Some(name) = ros_topic(&e.topic) else { continue };
-                        (
-                            if is_writer { &mut node.publishers } else { &mut node.subscribers },
-                            NodeTopic {
-                                name,
-                                type_name: ros_type(&e.type_name)
-                                    .unwrap_or_else(|| e.type_name.clone()),
-                            },
-                        )
-                    }
-                };
-                if !target.contains(&entry) {
-                    target.push(entry);
-                }
-            }
-        }
-        self.nodes = nodes
-            .into_iter()
-            .zip(seen)
-            .map(|((mut n, gids), seen)| {
-                n.unseen = gids.len().saturating_sub(seen);
-                for l in [
-                    &mut n.publishers,
-                    &mut n.subscribers,
-                    &mut n.service_servers,
-                    &mut n.service_clients,
-                ] {
-                    l.sort();
-                }
-                n
-            })
-            .collect();
-        self.nodes.sort_by(|a, b| a.full_name.cmp(&b.full_name));
-    }
-
-    /// One entry per (topic, type), sorted by topic.
-    pub fn topics(&self) -> Vec<Topic> {
-        let mut out: Vec<Topic> = Vec::new();
-        for (e, is_writer) in
-            self.writers.iter().map(|e| (e, true)).chain(self.readers.iter().map(|e| (e, false)))
-        {
-            let t = match out.iter_mut().find(|t| t.topic == e.topic && t.type_name == e.type_name)
-            {
-                Some(t) => t,
-                None => {
-                    out.push(Topic {
-                        topic: e.topic.clone(),
-                        ros_name: ros_topic(&e.topic),
-                        type_name: e.type_name.clone(),
-                        ros_type: ros_type(&e.type_name),
-                        writers: 0,
-                        readers: 0,
-                    });
-                    out.last_mut().expect("pushed")
+                    )
                 }
             };
-            if is_writer {
-                t.writers += 1;
-            } else {
-                t.readers += 1;
+            if !target.contains(&entry) {
+                target.push(entry);
             }
         }
-        out.sort_by(|a, b| a.topic.cmp(&b.topic).then(a.type_name.cmp(&b.type_name)));
-        out
     }
+    g.nodes = nodes
+        .into_iter()
+        .zip(seen)
+        .map(|((mut n, gids), seen)| {
+            n.unseen = gids.len().saturating_sub(seen);
+            for l in [
+                &mut n.publishers,
+                &mut n.subscribers,
+                &mut n.service_servers,
+                &mut n.service_clients,
+            ] {
+                l.sort();
+            }
+            n
+        })
+        .collect();
+    g.nodes.sort_by(|a, b| a.full_name.cmp(&b.full_name));
 }
 
 fn hex(g: &[u8; 16]) -> String {
@@ -427,7 +287,7 @@ pub fn discover(domain: u32, net: &DdsNetwork, wait: Duration) -> Result<Graph, 
             ROS_LATE_NS / 1_000_000_000
         ));
     }
-    g.attach_nodes(&ros.last);
+    attach_nodes(&mut g, &ros.last);
     g.notes = notes;
     drop(readers);
     drop(t);
@@ -533,7 +393,7 @@ mod tests {
                 nodes: vec![node("/", "gone", vec![], vec![])],
             },
         ];
-        g.attach_nodes(&infos);
+        attach_nodes(&mut g, &infos);
         let names: Vec<&str> = g.nodes.iter().map(|n| n.full_name.as_str()).collect();
         assert_eq!(names, ["/robot1/listener", "/talker"]);
         let of = |l: &[Endpoint]| l.iter().map(|e| e.node.clone()).collect::<Vec<_>>();

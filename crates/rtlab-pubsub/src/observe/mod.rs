@@ -12,7 +12,8 @@
 use crate::arrivals::Arrivals;
 use crate::transport::cyclonedds::{CycloneDdsTransport, DdsNetwork, RawReader};
 use crate::transport::{Durability, History, Qos, Reliability, TransportError};
-use dds_graph::{discover, Endpoint, Graph};
+use dds_graph::discover;
+use rtlab_core::graph::{Endpoint, Graph};
 use rtlab_core::schema::Stream;
 use rtlab_core::sink::{Recorder, RecorderConfig, Sink};
 use rtlab_sys::clock::{monotonic_ns, realtime_ns};
@@ -341,8 +342,7 @@ fn measure(
 /// writers and the nominal period; no deadline.
 fn streams(cfg: &ObserveConfig, type_name: &str, writers: usize, o: &Observed) -> Vec<Stream> {
     let a = &o.arrivals;
-    let short =
-        crate::observe::dds_graph::ros_topic(&cfg.topic).unwrap_or_else(|| cfg.topic.clone());
+    let short = rtlab_core::graph::ros_topic(&cfg.topic).unwrap_or_else(|| cfg.topic.clone());
     let mut labels = BTreeMap::new();
     labels.insert("topic".to_string(), cfg.topic.clone());
     labels.insert("type".to_string(), type_name.to_string());

@@ -11,6 +11,17 @@ mod common;
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+/// One test at a time: the privileged test's rt-normal turns RT throttling off on the host
+/// (kernel.sched_rt_runtime_us = -1) for its run, and while it is off the kernel grants FIFO
+/// in any cgroup, so a test beside it that expects a refusal (a cgroup without real-time
+/// runtime) would see its timer run.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/container.sh")
@@ -59,6 +70,7 @@ fn root_with_podman_s_default_capabilities_each_probe_runs_or_names_what_grants_
     if !ready() {
         return;
     }
+    let _one = serial();
     // the real-time probes: refused in one line naming the container's options
     for cmd in ["rtlab timer --duration 1s", "rtlab noise --duration 1s", "rtlab cyclic --count 50"]
     {
@@ -99,6 +111,7 @@ fn root_with_only_cap_sys_nice_measures_and_a_quick_run_names_what_it_cannot() {
     if !ready() {
         return;
     }
+    let _one = serial();
     let nice = ["--cap-add", "SYS_NICE"];
     let mut opts = nice.to_vec();
     if rt_group_sched_v1() {
@@ -131,6 +144,7 @@ fn root_privileged_runs_its_real_time_probes_under_a_profile_and_puts_it_back() 
     if !ready() {
         return;
     }
+    let _one = serial();
     let p = ["--privileged"];
     if rt_group_sched_v1() {
         refused(

@@ -6,7 +6,9 @@
   crates/*/src): where two files need each other, what they share goes to a file of its
   own, or they are one job and become one file;
 - no public unsafe function (`pub unsafe fn`): unsafe stays behind safe wrappers in the two
-  crates that hold it (pub(crate) is fine).
+  crates that hold it (pub(crate) is fine);
+- a thin binary: crates/rtlab depends on rtlab-lab, rtlab-report and rtlab-core only (its
+  tests may use any crate: [dev-dependencies]).
 
 (No function over 120 lines is clippy's too_many_lines, denied in .ci/run.)
 
@@ -51,6 +53,29 @@ def public_unsafe(root):
     return out
 
 
+THIN = ("rtlab-core", "rtlab-report", "rtlab-lab")
+
+
+def thick_binary(root):
+    """Every rtlab crate the binary's [dependencies] name beyond THIN."""
+    p = os.path.join(root, "crates", "rtlab", "Cargo.toml")
+    if not os.path.exists(p):
+        return []
+    out, section = [], ""
+    with open(p, encoding="utf-8") as fh:
+        for i, line in enumerate(fh, 1):
+            t = line.split("#", 1)[0].strip()
+            if t.startswith("["):
+                section = t
+            m = re.match(r"(rtlab-[a-z0-9-]+)\s*[.=]", t)
+            if section == "[dependencies]" and m and m.group(1) not in THIN:
+                out.append(
+                    f"crates/rtlab/Cargo.toml:{i}: the binary depends on {m.group(1)} "
+                    f"(only {', '.join(THIN)})"
+                )
+    return out
+
+
 def cycles(root, checker):
     """Every import circle, as 'crate: file file ...' (the files as the check prints them)."""
     found = []
@@ -79,14 +104,15 @@ def main():
     if not os.path.isdir(os.path.join(root, "crates")):
         print(f"house-limits: {root}: no crates/ folder (give the repository)", file=sys.stderr)
         return 2
-    breaches = long_files(root) + public_unsafe(root)
+    breaches = long_files(root) + public_unsafe(root) + thick_binary(root)
     breaches += [f"import circle: {c}" for c in cycles(root, os.path.join(here, "import-cycles.py"))]
     for b in breaches:
         print(b)
     n = len(breaches)
     print(
         f"house-limits: {n} breach{'es' if n != 1 else ''} "
-        f"(files up to {MAX_LINES} lines, no import circle, no public unsafe function)"
+        f"(files up to {MAX_LINES} lines, no import circle, no public unsafe function, "
+        f"a thin binary)"
     )
     return 1 if breaches else 0
 

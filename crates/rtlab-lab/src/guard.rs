@@ -6,7 +6,8 @@
 //! ([`stale_journal_warning`]) by every probe, and `rtlab run` restores it first.
 
 use crate::error::LabError;
-use rtlab_host::lock::{LockError, MachineLock};
+use rtlab_host::lock::LockError;
+pub use rtlab_host::lock::MachineLock;
 use std::path::{Path, PathBuf};
 
 /// The lock file (`RTLAB_LOCK` overrides it, e.g. for tests that measure in parallel on

@@ -9,9 +9,11 @@
 
 #![forbid(unsafe_code)]
 
+pub mod command;
 pub mod command_profile;
 pub mod config;
 pub mod cost;
+pub mod dashboard;
 pub mod document;
 pub mod error;
 pub mod evidence;
@@ -19,10 +21,14 @@ pub mod executor;
 pub mod far;
 pub mod guard;
 pub mod host;
+pub mod load;
+pub mod netns;
 pub mod probe;
 pub mod probes;
 pub mod registry;
 pub mod runner;
 pub mod scenario;
 pub mod session;
+pub mod store;
 pub mod store_sink;
+pub mod tune;

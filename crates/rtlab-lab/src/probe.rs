@@ -116,6 +116,11 @@ pub trait Probe: std::fmt::Debug + Send + Sync {
     fn pins_process(&self) -> bool {
         true
     }
+    /// Its own checks before anything on the machine changes (a kernel tracer it needs, a
+    /// tracer running already): one line why not.
+    fn ready(&self) -> Result<(), LabError> {
+        Ok(())
+    }
     /// The real-time settings it runs with over `base`.
     fn rt(&self, base: &RtSettings) -> RtSettings;
     /// Run it.

@@ -22,6 +22,7 @@
 pub mod arrivals;
 pub mod engine;
 pub mod observe;
+pub mod ros2_facts;
 pub mod ros_msg;
 pub mod seqtrack;
 pub mod transport;

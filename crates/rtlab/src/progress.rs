@@ -76,14 +76,6 @@ impl Progress {
         }
     }
 
-    /// The probe's progress callback: (done, planned), the total taken once it is known.
-    pub fn callback(&self) -> impl FnMut(u64, u64) + '_ {
-        |done, planned| {
-            self.set_len_once(planned);
-            self.set(done);
-        }
-    }
-
     pub fn finish(&self) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();

@@ -29,23 +29,29 @@ fn a_long_file_and_an_import_circle_are_named_and_fail() {
     write(root, "crates/a/src/c.rs", "use crate::b::B;\npub struct C;\n");
     write(root, "crates/a/src/long.rs", &"// a line\n".repeat(801));
     write(root, "fuzz/fuzz_targets/ok.rs", &"// a line\n".repeat(800));
+    write(
+        root,
+        "crates/rtlab/Cargo.toml",
+        "[dependencies]\nrtlab-lab.workspace = true\nrtlab-store = { path = \"../s\" }\n\n[dev-dependencies]\nrtlab-sys.workspace = true\n",
+    );
     let o = limits(&[root]);
     let out = text(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{out}{}", text(&o.stderr));
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
-        lines[..3],
+        lines[..4],
         [
             "crates/a/src/long.rs: 801 lines (the limit is 800)",
             "crates/a/src/b.rs:3: a public unsafe function",
+            "crates/rtlab/Cargo.toml:3: the binary depends on rtlab-store (only rtlab-core, rtlab-report, rtlab-lab)",
             "import circle: a: b.rs c.rs"
         ],
         "{out}"
     );
-    assert_eq!(lines.len(), 4, "{out}");
+    assert_eq!(lines.len(), 5, "{out}");
     assert_eq!(
-        lines[3],
-        "house-limits: 3 breaches (files up to 800 lines, no import circle, no public unsafe function)"
+        lines[4],
+        "house-limits: 4 breaches (files up to 800 lines, no import circle, no public unsafe function, a thin binary)"
     );
 }
 
@@ -65,11 +71,17 @@ fn the_limits_hold_on_a_repository_within_them() {
         "mod r;\npub const S: &str = \"see r::R\"; // r::R\npub struct Y;\n",
     );
     write(d.path(), "crates/a/src/y/r.rs", "use crate::y::Y;\npub struct R(Y);\n");
+    // the binary's tests may use any crate
+    write(
+        d.path(),
+        "crates/rtlab/Cargo.toml",
+        "[dependencies]\nrtlab-lab.workspace = true\n\n[dev-dependencies]\nrtlab-store.workspace = true\n",
+    );
     let o = limits(&[d.path()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stdout));
     assert_eq!(
         text(&o.stdout),
-        "house-limits: 0 breaches (files up to 800 lines, no import circle, no public unsafe function)\n"
+        "house-limits: 0 breaches (files up to 800 lines, no import circle, no public unsafe function, a thin binary)\n"
     );
 }
 

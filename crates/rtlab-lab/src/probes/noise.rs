@@ -580,6 +580,10 @@ impl Probe for NoiseProbeConfig {
         self.duration = d;
         note
     }
+    fn ready(&self) -> Result<(), LabError> {
+        // said before anything else (measure says the same, for scenarios)
+        self.tracer.map_or(Ok(()), |t| tracer_mode(crate::host::host(), t))
+    }
     fn rt(&self, base: &RtSettings) -> RtSettings {
         self.rt.over(base)
     }

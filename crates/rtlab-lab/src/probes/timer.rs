@@ -13,9 +13,12 @@ use crate::probe::{Context, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
 use rtlab_core::warnings::Warn;
-use rtlab_engines::timer::run::{self, TimerConfig, TimerError, TimerOutcome, TimerThreadConfig};
+use rtlab_engines::timer::run::{self, TimerError, TimerOutcome, TimerThreadConfig};
 use rtlab_engines::timer::TimerMode;
 use serde::{Deserialize, Serialize};
+
+/// The timer engine's configuration, as the probe makes it (the command prints it).
+pub use rtlab_engines::timer::run::TimerConfig;
 
 /// How long it measures when neither `duration` nor `count` is given.
 pub const DEFAULT_DURATION: Dur = Dur::s(30);

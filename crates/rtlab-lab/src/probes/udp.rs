@@ -19,10 +19,13 @@ use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
 use rtlab_core::warnings::{Warn, MIN_SAMPLES_FOR_TAIL};
 use rtlab_engines::netns::NetnsPair;
-use rtlab_engines::udp::ping::PingMode;
 use rtlab_engines::udp::run::{
     self as udp_run, PingOutcome, ReflectOutcome, SocketConfig, Timestamps, UdpError,
-    UdpPingConfig, UdpReflectConfig, XdpConfig,
+};
+/// The udp engine's words the commands' flags and headlines use.
+pub use rtlab_engines::udp::{
+    ping::PingMode,
+    run::{UdpPingConfig, UdpReflectConfig, XdpConfig},
 };
 use rtlab_report::summary::udp::{PingCounts, PingSummary, ReflectorCounts, RunCounts, SocketSeen};
 use serde::{Deserialize, Serialize};

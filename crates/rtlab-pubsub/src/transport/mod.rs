@@ -553,7 +553,7 @@ pub trait Transport: Send + Sync {
     }
     /// What a `ros2` transport runs on (distribution, rcl, RMW, middleware; recorded with the
     /// results); None for every other transport.
-    fn ros2_facts(&self) -> Option<crate::transport::ros2::facts::Ros2Facts> {
+    fn ros2_facts(&self) -> Option<crate::ros2_facts::Ros2Facts> {
         None
     }
 }

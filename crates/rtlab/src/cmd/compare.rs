@@ -7,8 +7,8 @@
 
 use super::runs::{load_runs, open_store};
 use clap::{Args, ValueEnum};
+use rtlab_lab::store::DEFAULT_DB;
 use rtlab_report::compare::{compare, render, CompareConfig, Metric};
-use rtlab_store::DEFAULT_DB;
 use std::io::Write;
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,28 +77,18 @@ pub fn run(a: CompareArgs) -> anyhow::Result<u8> {
     let store = open_store(&a.db)?;
     let mut out = std::io::stdout().lock();
     let runs = if a.baseline {
-        let run =
-            load_runs(&store, &[a.run_a.clone().unwrap_or_else(|| "latest".into())])?.remove(0);
-        let (scenario, host) = (&run.info.scenario, &run.info.environment.hostname);
-        let machine = store.run_host(run.id).map_err(|e| anyhow::anyhow!("{e}"))?.machine_id;
-        let good = store
-            .last_good_run(scenario, host, machine.as_deref(), run.id)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let Some(good) = good else {
-            anyhow::bail!(
-                "--baseline: {}: no good run of scenario '{scenario}' on host '{host}' before run {} (a good run: complete, every case ok, every gate kept{})",
-                store.label(),
-                run.id,
-                machine.map(|m| format!(", of machine id {m}")).unwrap_or_default()
-            );
-        };
-        let base = store.load_run(good).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let spec = a.run_a.as_deref().unwrap_or("latest");
+        let b = rtlab_lab::store::baseline(&store, spec).map_err(super::lab_error)?;
         writeln!(
             out,
-            "baseline: run {good} (started {}), the last good run of scenario '{scenario}' on host '{host}' before run {}",
-            base.info.started_at, run.id
+            "baseline: run {} (started {}), the last good run of scenario '{}' on host '{}' before run {}",
+            b.base.id,
+            b.base.info.started_at,
+            b.run.info.scenario,
+            b.run.info.environment.hostname,
+            b.run.id
         )?;
-        vec![base, run]
+        vec![b.base, b.run]
     } else {
         let (Some(ra), Some(rb)) = (&a.run_a, &a.run_b) else {
             anyhow::bail!("compare needs RUN_A RUN_B, or --baseline [RUN]");

@@ -5,11 +5,9 @@
 use super::stop_flag;
 use crate::args::{EvidenceArgs, MeasureArgs, RtArgs};
 use crate::document::{check_writable, write_json};
-use crate::progress::Progress;
 use clap::Args;
 use rtlab_core::units::{format_duration_exact, Nanos};
 use rtlab_lab::config::{from_table, FlagTable};
-use rtlab_lab::probe::Context;
 use rtlab_lab::probes::cyclic::{self, CyclicProbeConfig};
 use rtlab_report::summary;
 use std::io::IsTerminal;
@@ -70,28 +68,26 @@ pub fn run(a: CyclicArgs) -> anyhow::Result<u8> {
     let stop = stop_flag()?;
     let quiet = a.out.is_quiet();
     let gates = a.gates.parse()?;
-    let _lock = super::machine_lock("rtlab cyclic", true)?;
-    super::journal_warning(quiet);
-    let applied = super::apply_profile(profile.as_ref(), &cfg, &base, quiet)?;
-    if !quiet {
-        println!(
-            "rtlab cyclic: {} thread{}, every {}, job {}, {} {}",
-            engine.threads,
-            if engine.threads == 1 { "" } else { "s" },
-            format_duration_exact(Nanos(engine.interval_ns)),
-            engine.work.describe(),
-            engine.rt.policy,
-            engine.rt.priority
-        );
-    }
-    let progress = Progress::new(0, "cyclic", quiet);
-    let mut on_progress = progress.callback();
-    let mut ctx = Context::new(base, stop, &mut on_progress);
-    ctx.evidence = a.evidence.options()?;
-    let measured = cyclic::measure(&cfg, &mut ctx);
-    progress.finish();
-    let (mut doc, outcome, _) = measured.map_err(super::lab_error)?;
-    super::finish_profile(applied, &mut doc, quiet);
+    let headline = format!(
+        "rtlab cyclic: {} thread{}, every {}, job {}, {} {}",
+        engine.threads,
+        if engine.threads == 1 { "" } else { "s" },
+        format_duration_exact(Nanos(engine.interval_ns)),
+        engine.work.describe(),
+        engine.rt.policy,
+        engine.rt.priority
+    );
+    let mut say = super::Say::new("cyclic", 0, quiet, |_| headline.clone());
+    let command = super::probe_command(
+        Some("rtlab cyclic"),
+        profile.as_ref(),
+        base,
+        stop,
+        a.evidence.options()?,
+    );
+    let (doc, outcome) = command
+        .run(&cfg, &mut say, |ctx| cyclic::measure(&cfg, ctx).map(|(d, o, _)| (d, o)))
+        .map_err(super::lab_error)?;
     if let Some(p) = &a.out.json {
         write_json(&doc, p)?;
     }

@@ -5,8 +5,7 @@ use super::runs::{load_runs, open_store};
 use crate::document::{check_writable, write_text};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use rtlab_store::export::{to_csv, to_json, CsvWhat};
-use rtlab_store::DEFAULT_DB;
+use rtlab_lab::store::{to_csv, to_json, CsvWhat, DEFAULT_DB};
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FormatArg {

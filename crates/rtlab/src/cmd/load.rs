@@ -5,7 +5,9 @@
 
 use super::{duration_flag, stop_flag};
 use clap::{Args, Subcommand, ValueEnum};
-use rtlab_load::{max_duration_for, Direction, LoadConfig, LoadReport, RunningLoad, TrafficConfig};
+use rtlab_lab::load::{
+    max_duration_for, Direction, LoadConfig, LoadReport, RunningLoad, TrafficConfig,
+};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 

@@ -57,19 +57,9 @@ pub fn rt_base(
     profile.map(|p| p.base()).unwrap_or(default)
 }
 
-/// Apply the profile for the probe's run (once the machine is this command's), saying its
-/// steps unless quiet; put back when the returned guard is finished or dropped.
-pub fn apply_profile(
-    profile: Option<&rtlab_lab::command_profile::CommandProfile>,
-    probe: &dyn rtlab_lab::probe::Probe,
-    base: &rtlab_core::rt::RtSettings,
-    quiet: bool,
-) -> anyhow::Result<Option<rtlab_lab::command_profile::Applied>> {
-    apply_profile_for(profile, probe.pins_process(), &probe.rt(base), quiet)
-}
-
-/// [`apply_profile`] for what is not a probe (the reflector): its process pinned or not,
-/// its threads' settings.
+/// Apply the profile for what is not a probe (the reflector: it holds no lock and is no
+/// probe): its process pinned or not, its threads' settings; said unless quiet; put back
+/// when the returned guard is finished ([`finish_profile`]) or dropped.
 pub fn apply_profile_for(
     profile: Option<&rtlab_lab::command_profile::CommandProfile>,
     pins_process: bool,
@@ -147,29 +137,112 @@ pub fn print_evidence(
     }
 }
 
-/// Warn (on stderr) when a dead rtlab's changes are still in force on this machine.
-pub fn journal_warning(quiet: bool) {
-    if let Some(w) = rtlab_lab::guard::stale_journal_warning() {
-        if !quiet {
-            eprintln!("warning: {w}");
+/// A probe command of the lab ([`rtlab_lab::command`]): the lock `holder` (None: none),
+/// the profile, the settings under the probe's, Ctrl-C, the evidence.
+pub fn probe_command<'p>(
+    holder: Option<&'static str>,
+    profile: Option<&'p rtlab_lab::command_profile::CommandProfile>,
+    base: rtlab_core::rt::RtSettings,
+    stop: Arc<AtomicBool>,
+    evidence: rtlab_lab::evidence::EvidenceOptions,
+) -> rtlab_lab::command::ProbeCommand<'p> {
+    rtlab_lab::command::ProbeCommand { holder, profile, base, stop, evidence, pair: None }
+}
+
+/// A probe command's headline, from its pair of namespaces if it made one.
+type Headline<'h> = dyn FnMut(Option<&rtlab_lab::netns::NetnsPair>) -> String + 'h;
+
+/// What a probe command says as it measures ([`rtlab_lab::command::Voice`]): what it does
+/// on stdout, a wait for another rtlab on stderr (on a terminal: a script's stderr keeps only
+/// what went wrong), warnings on stderr, the progress on stderr; with --quiet only what
+/// went wrong.
+pub struct Say<'h> {
+    quiet: bool,
+    what: &'static str,
+    planned: u64,
+    progress: Option<crate::progress::Progress>,
+    /// The headline: printed when measuring begins, or with the first progress.
+    headline: Box<Headline<'h>>,
+    at_first_progress: bool,
+}
+
+impl<'h> Say<'h> {
+    /// `what`: the progress bar's label; `planned`: its slots (0: said by the probe).
+    pub fn new(
+        what: &'static str,
+        planned: u64,
+        quiet: bool,
+        headline: impl FnMut(Option<&rtlab_lab::netns::NetnsPair>) -> String + 'h,
+    ) -> Self {
+        Say {
+            quiet,
+            what,
+            planned,
+            progress: None,
+            headline: Box::new(headline),
+            at_first_progress: false,
+        }
+    }
+
+    /// The headline waits for the first progress (the probe's checks passed by then).
+    pub fn at_first_progress(mut self) -> Self {
+        self.at_first_progress = true;
+        self
+    }
+
+    fn say_headline(&mut self, pair: Option<&rtlab_lab::netns::NetnsPair>) {
+        if self.progress.is_none() {
+            if !self.quiet {
+                println!("{}", (self.headline)(pair));
+            }
+            let p = crate::progress::Progress::new(self.planned, self.what, self.quiet);
+            self.progress = Some(p);
         }
     }
 }
 
-/// Hold the machine lock while measuring (`wait`: wait for the rtlab that holds it, said on
-/// a terminal; a script's stderr keeps only what went wrong).
-pub fn machine_lock(
-    holder: &str,
-    wait: bool,
-) -> anyhow::Result<Option<rtlab_host::lock::MachineLock>> {
-    use std::io::IsTerminal;
-    let tty = std::io::stderr().is_terminal();
-    rtlab_lab::guard::lock(holder, wait, |why| {
-        if tty {
+impl rtlab_lab::command::Voice for Say<'_> {
+    fn waiting(&mut self, why: &str) {
+        use std::io::IsTerminal;
+        if std::io::stderr().is_terminal() {
             eprintln!("rtlab: {why}")
         }
-    })
-    .map_err(lab_error)
+    }
+    fn stale_journal(&mut self, warning: &str) {
+        if !self.quiet {
+            eprintln!("warning: {warning}");
+        }
+    }
+    fn profile_applied(&mut self, name: &str, lines: &[String]) {
+        if !self.quiet {
+            println!("profile {name} (journaled, put back when the run ends):");
+            for l in lines {
+                println!("  {l}");
+            }
+        }
+    }
+    fn start(&mut self, pair: Option<&rtlab_lab::netns::NetnsPair>) {
+        if !self.at_first_progress {
+            self.say_headline(pair);
+        }
+    }
+    fn progress(&mut self, done: u64, planned: u64) {
+        self.say_headline(None);
+        if let Some(p) = &self.progress {
+            p.set_len_once(planned);
+            p.set(done);
+        }
+    }
+    fn end(&mut self) {
+        if let Some(p) = &self.progress {
+            p.finish();
+        }
+    }
+    fn profile_restored(&mut self, name: &str) {
+        if !self.quiet {
+            println!("profile {name}: put back");
+        }
+    }
 }
 
 /// The far side of a run in a few lines: where, its rtlab, the clocks, its counters in total.

@@ -4,7 +4,7 @@
 
 use clap::{Args, Subcommand, ValueEnum};
 use rtlab_core::units::parse_bitrate;
-use rtlab_engines::netns::{self, NetnsConfig, NetnsPair, PriorityPath, Shaper};
+use rtlab_lab::netns::{self, NetnsConfig, NetnsPair, PriorityPath, Shaper};
 
 #[derive(Args, Debug)]
 pub struct NetnsArgs {

@@ -5,11 +5,9 @@
 use super::stop_flag;
 use crate::args::{EvidenceArgs, RtArgs};
 use crate::document::{check_writable, write_json};
-use crate::progress::Progress;
 use clap::Args;
 use rtlab_core::units::{format_duration_exact, Nanos};
 use rtlab_lab::config::{from_table, FlagTable};
-use rtlab_lab::probe::Context;
 use rtlab_lab::probes::noise::{self, NoiseProbeConfig};
 use rtlab_report::summary;
 use std::io::IsTerminal;
@@ -78,41 +76,36 @@ pub fn run(a: NoiseArgs) -> anyhow::Result<u8> {
     let stop = stop_flag()?;
     let quiet = a.out.is_quiet();
     let gates = a.gates.parse()?;
-    let _lock = super::machine_lock("rtlab noise", true)?;
-    super::journal_warning(quiet);
-    if let Some(t) = cfg.tracer {
-        // said before anything else (measure says the same, for scenarios)
-        noise::tracer_mode(rtlab_lab::host::host(), t).map_err(super::lab_error)?;
-    }
-    let applied = super::apply_profile(profile.as_ref(), &cfg, &base, quiet)?;
-    if !quiet && cfg.tracer.is_some() {
-        println!(
+    let headline = if cfg.tracer.is_some() {
+        format!(
             "rtlab noise: CPU{} {}, the kernel's {} tracer, noise above {}, {}",
             if engine.cpus.len() == 1 { "" } else { "s" },
-            rtlab_host::cpu_list(&engine.cpus),
+            rtlab_lab::host::cpu_list(&engine.cpus),
             cfg.tracer.map(|t| t.name()).unwrap_or_default(),
             format_duration_exact(Nanos(engine.threshold_ns)),
             format_duration_exact(Nanos(engine.duration_ns)),
-        );
-    } else if !quiet {
-        println!(
+        )
+    } else {
+        format!(
             "rtlab noise: CPU{} {}, gaps above {}, {}, {} {}",
             if engine.cpus.len() == 1 { "" } else { "s" },
-            rtlab_host::cpu_list(&engine.cpus),
+            rtlab_lab::host::cpu_list(&engine.cpus),
             format_duration_exact(Nanos(engine.threshold_ns)),
             format_duration_exact(Nanos(engine.duration_ns)),
             engine.rt.policy,
             engine.rt.priority
-        );
-    }
-    let progress = Progress::new(0, "noise", quiet);
-    let mut on_progress = progress.callback();
-    let mut ctx = Context::new(base, stop, &mut on_progress);
-    ctx.evidence = a.evidence.options()?;
-    let measured = noise::measure(&cfg, &mut ctx);
-    progress.finish();
-    let (mut doc, _, _) = measured.map_err(super::lab_error)?;
-    super::finish_profile(applied, &mut doc, quiet);
+        )
+    };
+    let mut say = super::Say::new("noise", 0, quiet, |_| headline.clone());
+    let command = super::probe_command(
+        Some("rtlab noise"),
+        profile.as_ref(),
+        base,
+        stop,
+        a.evidence.options()?,
+    );
+    // the probe by kind: the document is all this command shows
+    let doc = command.measure("noise", &a.table(), &mut say).map_err(super::lab_error)?;
     if let Some(p) = &a.out.json {
         write_json(&doc, p)?;
     }

@@ -9,7 +9,6 @@
 use crate::document::{check_writable, write_text};
 use clap::Args;
 use rtlab_lab::config::{from_table, FlagTable};
-use rtlab_lab::probe::Context;
 use rtlab_lab::probes::observe::{self, ObserveProbeConfig};
 use rtlab_report::render::{stats_table, Row};
 
@@ -102,28 +101,24 @@ fn measure(a: &ObserveArgs, cfg: &ObserveProbeConfig) -> anyhow::Result<u8> {
     let profile = super::command_profile(&a.rt)?;
     let base = super::rt_base(profile.as_ref(), observe::default_rt());
     let stop = super::stop_flag()?;
+    let headline = format!(
+        "rtlab observe: {} in domain {} for {}{}",
+        cfg.dds_name().unwrap_or_default(),
+        cfg.domain,
+        format_duration_exact(Nanos(cfg.duration.unwrap_or(observe::DEFAULT_DURATION).0)),
+        cfg.rate
+            .as_ref()
+            .map(|r| format!(", nominal period {}", format_duration_exact(Nanos(r.period_ns))))
+            .unwrap_or_default()
+    );
+    let mut say = super::Say::new("observe", 0, a.quiet, |_| headline.clone());
     // no machine lock: observing listens to traffic others make (an rtlab publisher by
     // hand holds the lock while it runs); a --profile is refused by the journal while
     // another rtlab's is in force
-    let applied = super::apply_profile(profile.as_ref(), cfg, &base, a.quiet)?;
-    if !a.quiet {
-        println!(
-            "rtlab observe: {} in domain {} for {}{}",
-            cfg.dds_name().unwrap_or_default(),
-            cfg.domain,
-            format_duration_exact(Nanos(cfg.duration.unwrap_or(observe::DEFAULT_DURATION).0)),
-            cfg.rate
-                .as_ref()
-                .map(|r| format!(", nominal period {}", format_duration_exact(Nanos(r.period_ns))))
-                .unwrap_or_default()
-        );
-    }
-    let mut noop = |_: u64, _: u64| {};
-    let mut ctx = Context::new(base, stop, &mut noop);
-    ctx.evidence = a.evidence.options()?;
-    let observe::Observed { mut doc, outcome: o } =
-        observe::measure(cfg, &mut ctx).map_err(super::lab_error)?;
-    super::finish_profile(applied, &mut doc, a.quiet);
+    let command = super::probe_command(None, profile.as_ref(), base, stop, a.evidence.options()?);
+    let (doc, o) = command
+        .run(cfg, &mut say, |ctx| observe::measure(cfg, ctx).map(|m| (m.doc, m.outcome)))
+        .map_err(super::lab_error)?;
     if let Some(p) = &a.json {
         crate::document::write_json(&doc, p)?;
     }

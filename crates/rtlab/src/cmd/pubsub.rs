@@ -3,14 +3,12 @@
 
 use super::stop_flag;
 use crate::document::{check_writable, write_json};
-use crate::progress::Progress;
 use clap::{Args, ValueEnum};
 use rtlab_core::units::{format_duration_exact, Nanos};
 use rtlab_lab::config::{from_table, FlagTable};
-use rtlab_lab::probe::Context;
-use rtlab_lab::probes::pubsub::{self, PubsubProbeConfig};
-use rtlab_pubsub::engine::{self, HandRole, PubsubConfig, TransportKind};
-use rtlab_pubsub::EchoStyle;
+use rtlab_lab::probes::pubsub::{
+    self, EchoStyle, HandRole, PubsubConfig, PubsubProbeConfig, TransportKind,
+};
 use rtlab_report::summary;
 use std::io::IsTerminal;
 
@@ -197,8 +195,8 @@ impl PubsubArgs {
                 "schedule",
                 &self.schedule.map(|m| {
                     match m {
-                        ScheduleArg::Periodic => engine::Schedule::Periodic,
-                        ScheduleArg::ClosedLoop => engine::Schedule::ClosedLoop,
+                        ScheduleArg::Periodic => pubsub::Schedule::Periodic,
+                        ScheduleArg::ClosedLoop => pubsub::Schedule::ClosedLoop,
                     }
                     .name()
                     .to_string()
@@ -258,10 +256,10 @@ pub fn config_of(a: &PubsubArgs) -> anyhow::Result<PubsubProbeConfig> {
 
 pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
     if let Some(json) = &a.role_config {
-        return Ok(engine::role_main(json).clamp(0, 255) as u8);
+        return Ok(pubsub::role_main(json).clamp(0, 255) as u8);
     }
     if let Some(json) = &a.engine_config {
-        return Ok(rtlab_pubsub::engine::apart::engine_main(json).clamp(0, 255) as u8);
+        return Ok(pubsub::engine_main(json).clamp(0, 255) as u8);
     }
     let cfg = config_of(&a)?;
     let profile = super::command_profile(&a.rt)?;
@@ -279,26 +277,13 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
     // machine's lock when both run here: it must not wait for it
     let peer_by_hand = matches!(cfg.role, Some(HandRole::Pong | HandRole::Sub));
     let gates = a.gates.parse()?;
-    let _lock = if peer_by_hand { None } else { super::machine_lock("rtlab pubsub", true)? };
-    super::journal_warning(quiet);
-    let applied = super::apply_profile(profile.as_ref(), &cfg, &base, quiet)?;
-    let progress = Progress::new(0, "pubsub", quiet);
-    let mut said = false;
-    let mut on_progress = |done: u64, total: u64| {
-        // the headline once the configuration has passed the transport's checks
-        if !said && !quiet {
-            println!("{}", headline(&engine));
-            said = true;
-        }
-        progress.set_len_once(total);
-        progress.set(done);
-    };
-    let mut ctx = Context::new(base, stop, &mut on_progress);
-    ctx.evidence = a.evidence.options()?;
-    let measured = pubsub::measure(&cfg, &mut ctx);
-    progress.finish();
-    let (mut doc, outcome, engine) = measured.map_err(super::lab_error)?;
-    super::finish_profile(applied, &mut doc, quiet);
+    let holder = if peer_by_hand { None } else { Some("rtlab pubsub") };
+    // the headline once the configuration has passed the transport's checks
+    let mut say = super::Say::new("pubsub", 0, quiet, |_| headline(&engine)).at_first_progress();
+    let command = super::probe_command(holder, profile.as_ref(), base, stop, a.evidence.options()?);
+    let (doc, (outcome, engine)) = command
+        .run(&cfg, &mut say, |ctx| pubsub::measure(&cfg, ctx).map(|(d, o, e)| (d, (o, e))))
+        .map_err(super::lab_error)?;
     if let Some(path) = &a.out.json {
         write_json(&doc, path)?;
     }
@@ -323,10 +308,10 @@ pub fn run(a: PubsubArgs) -> anyhow::Result<u8> {
 fn headline(cfg: &PubsubConfig) -> String {
     let sizes: Vec<String> = cfg.payloads.iter().map(|p| format!("{p}B")).collect();
     let rates: Vec<String> = match cfg.schedule {
-        engine::Schedule::Periodic => {
-            cfg.periods_ns.iter().map(|p| engine::rate_label(*p)).collect()
+        pubsub::Schedule::Periodic => {
+            cfg.periods_ns.iter().map(|p| pubsub::rate_label(*p)).collect()
         }
-        engine::Schedule::ClosedLoop => vec![engine::Schedule::ClosedLoop.name().into()],
+        pubsub::Schedule::ClosedLoop => vec![pubsub::Schedule::ClosedLoop.name().into()],
     };
     let subs: Vec<String> = cfg.subscribers.iter().map(|s| s.to_string()).collect();
     format!(
@@ -338,7 +323,7 @@ fn headline(cfg: &PubsubConfig) -> String {
         cfg.mode.name(),
         cfg.wait.name(),
         match (cfg.mode, cfg.echo) {
-            (engine::Mode::Roundtrip, EchoStyle::Callback) => ", echo from the callback",
+            (pubsub::Mode::Roundtrip, EchoStyle::Callback) => ", echo from the callback",
             _ => "",
         },
         sizes.join(","),

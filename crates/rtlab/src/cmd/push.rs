@@ -8,9 +8,9 @@
 //! there, or still running and not pushed) and a total; errors are one line, exit 2, and
 //! name the store with its password redacted.
 
-use super::runs::{open_store, resolve};
+use super::runs::open_store;
 use clap::Args;
-use rtlab_store::{Pushed, Store, DEFAULT_DB};
+use rtlab_lab::store::{Pushed, DEFAULT_DB};
 
 #[derive(Args, Debug)]
 pub struct PushArgs {
@@ -26,41 +26,36 @@ pub struct PushArgs {
 
 pub fn run(a: PushArgs) -> anyhow::Result<u8> {
     let from = open_store(&a.db)?;
-    let ids: Vec<i64> = if a.runs.is_empty() {
-        from.runs().map_err(|e| anyhow::anyhow!("{e}"))?.iter().map(|r| r.id).collect()
-    } else {
-        a.runs.iter().map(|s| resolve(&from, s)).collect::<anyhow::Result<_>>()?
-    };
-    let to = Store::open(&a.to).map_err(|e| anyhow::anyhow!("--to {e}"))?;
+    // every RUN named is checked before the store pushed into is opened
+    for s in &a.runs {
+        rtlab_lab::store::resolve(&from, s).map_err(super::lab_error)?;
+    }
+    let to = rtlab_lab::store::open(&a.to, "--to").map_err(super::lab_error)?;
     let (mut stored, mut already, mut running) = (0, 0, 0);
-    for id in ids {
-        let pushed = from.push_run(id, &to).map_err(|e| {
-            anyhow::anyhow!("push run {id}: {e} (nothing of run {id} was stored; push again)")
-        })?;
-        match pushed {
-            Pushed::Stored { local, remote, uuid, cases } => {
-                stored += 1;
-                println!("run {local}: pushed as run {remote} ({cases} cases, uuid {uuid})");
-            }
-            Pushed::Replaced { local, remote, uuid, cases, was } => {
-                stored += 1;
-                println!(
-                    "run {local}: pushed over its {} copy, run {remote} ({cases} cases, uuid {uuid})",
-                    was.name()
-                );
-            }
-            Pushed::Already { local, remote, uuid } => {
-                already += 1;
-                println!("run {local}: already there as run {remote} (uuid {uuid})");
-            }
-            Pushed::Running { local } => {
-                running += 1;
-                println!(
+    let mut each = |pushed: &Pushed| match pushed {
+        Pushed::Stored { local, remote, uuid, cases } => {
+            stored += 1;
+            println!("run {local}: pushed as run {remote} ({cases} cases, uuid {uuid})");
+        }
+        Pushed::Replaced { local, remote, uuid, cases, was } => {
+            stored += 1;
+            println!(
+                "run {local}: pushed over its {} copy, run {remote} ({cases} cases, uuid {uuid})",
+                was.name()
+            );
+        }
+        Pushed::Already { local, remote, uuid } => {
+            already += 1;
+            println!("run {local}: already there as run {remote} (uuid {uuid})");
+        }
+        Pushed::Running { local } => {
+            running += 1;
+            println!(
                     "run {local}: still running, not pushed (finish it, or `rtlab run --resume {local}`)"
                 );
-            }
         }
-    }
+    };
+    rtlab_lab::store::push(&from, &to, &a.runs, &mut each).map_err(super::lab_error)?;
     println!(
         "{stored} pushed, {already} already there, {running} not pushed to {}; the local store {} is unchanged",
         to.label(),

@@ -5,7 +5,7 @@ use super::runs::{load_runs, open_store};
 use crate::document::{check_writable, write_text};
 use anyhow::Context;
 use clap::Args;
-use rtlab_store::DEFAULT_DB;
+use rtlab_lab::store::DEFAULT_DB;
 use std::io::{IsTerminal, Write};
 
 #[derive(Args, Debug)]

@@ -1,8 +1,8 @@
 //! `rtlab runs`: list the stored runs. Also the helpers the store commands share: open the
-//! store of `--db` (never creating one) and resolve a RUN argument (`latest` or an id).
+//! store of `--db` (never creating one) and load the runs named (`latest` or ids).
 
 use clap::Args;
-use rtlab_store::{Store, DEFAULT_DB};
+use rtlab_lab::store::{Store, DEFAULT_DB};
 use std::io::Write;
 
 #[derive(Args, Debug)]
@@ -17,28 +17,12 @@ pub struct RunsArgs {
 
 /// Open an existing store for reading; every error is one line naming the file.
 pub fn open_store(db: &str) -> anyhow::Result<Store> {
-    Store::open_existing(db).map_err(|e| anyhow::anyhow!("--db {e}"))
+    rtlab_lab::store::open_existing(db, "--db").map_err(super::lab_error)
 }
 
-/// A RUN argument: `latest` or a run id.
-pub fn resolve(store: &Store, spec: &str) -> anyhow::Result<i64> {
-    if spec == "latest" {
-        return store.latest_run().map_err(|e| anyhow::anyhow!("{e}"));
-    }
-    let id: i64 = spec.parse().map_err(|_| {
-        anyhow::anyhow!("run '{spec}': expected a run id (see `rtlab runs`) or `latest`")
-    })?;
-    Ok(id)
-}
-
-/// Load the runs named by `specs` (an unknown id is an error naming it).
+/// Load the runs named by `specs`: ids or `latest` (an unknown id is an error naming it).
 pub fn load_runs(store: &Store, specs: &[String]) -> anyhow::Result<Vec<rtlab_core::run::Run>> {
-    let mut runs = Vec::new();
-    for s in specs {
-        let id = resolve(store, s)?;
-        runs.push(store.load_run(id).map_err(|e| anyhow::anyhow!("{e}"))?);
-    }
-    Ok(runs)
+    rtlab_lab::store::load_runs(store, specs).map_err(super::lab_error)
 }
 
 pub fn run(a: RunsArgs) -> anyhow::Result<u8> {

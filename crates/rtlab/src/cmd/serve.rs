@@ -11,16 +11,15 @@
 //!   the cases, `/trend?case=NAME` a case's trend (the same filters; its newest 1000 runs,
 //!   `last=N`), `/compare?a=ID&b=ID` two runs side by side, `/hosts?a=HOST&b=HOST` two hosts
 //!   side by side (each case's newest run on each).
-//! - Reads the store through `Store`'s public methods only (one connection per worker); the
+//! - Reads the store through the lab's pages (`rtlab_lab::dashboard`) (one connection per worker); the
 //!   runs, trend and hosts pages are queries that read only the rows they show.
 //! - Bad flags (address, non-loopback without a token, missing store): one line, exit 2.
 //!   Ctrl-C stops it cleanly (exit 0); a second Ctrl-C exits at once.
 
-use super::runs::open_store;
 use clap::Args;
-use rtlab_core::fleet::RunFilter;
-use rtlab_report::dashboard::{self, Ctx};
-use rtlab_store::{Store, StoreError, DEFAULT_DB};
+use rtlab_lab::dashboard;
+use rtlab_lab::store::{Store, DEFAULT_DB};
+use rtlab_report::dashboard::Ctx;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -61,14 +60,15 @@ pub fn run(a: ServeArgs) -> anyhow::Result<u8> {
         );
     }
     // one store per worker, opened before binding: a missing store fails here
-    let stores: Vec<Store> = (0..WORKERS).map(|_| open_store(&a.db)).collect::<Result<_, _>>()?;
+    let stores: Vec<Store> =
+        (0..WORKERS).map(|_| super::runs::open_store(&a.db)).collect::<Result<_, _>>()?;
     let stop = super::stop_flag()?;
     let server =
         Arc::new(Server::http(addr).map_err(|e| anyhow::anyhow!("--listen {}: {e}", a.listen))?);
     let bound = server.server_addr().to_ip().unwrap_or(addr);
     println!(
         "serving {} on http://{bound}/ (read-only; Ctrl-C stops)",
-        rtlab_store::url::redact(&a.db)
+        rtlab_lab::store::redact(&a.db)
     );
     let token = Arc::new(a.token);
     let mut workers = Vec::new();
@@ -94,12 +94,6 @@ fn serve(server: &Server, store: &Store, stop: &AtomicBool, token: Option<&str>)
     }
 }
 
-/// A page: status and HTML.
-struct Page {
-    status: u16,
-    html: String,
-}
-
 fn answer(req: Request, store: &Store, token: Option<&str>) {
     let (path, query) = match req.url().split_once('?') {
         Some((p, q)) => (p.to_string(), parse_query(q)),
@@ -114,7 +108,7 @@ fn answer(req: Request, store: &Store, token: Option<&str>) {
         token_query: given
             .as_deref()
             .filter(|_| token.is_some())
-            .map(|t| format!("token={}", dashboard::pct_encode(t)))
+            .map(|t| format!("token={}", rtlab_report::dashboard::pct_encode(t)))
             .unwrap_or_default(),
     };
     let mut extra = None;
@@ -123,12 +117,15 @@ fn answer(req: Request, store: &Store, token: Option<&str>) {
         Some(t) => given.as_deref().is_some_and(|g| same(g, t)),
     };
     let page = if !authorized {
-        error_page(401, "a token is needed: add ?token=TOKEN or an Authorization: Bearer header")
+        dashboard::error_page(
+            401,
+            "a token is needed: add ?token=TOKEN or an Authorization: Bearer header",
+        )
     } else if *req.method() != Method::Get {
         extra = Some(header("Allow", "GET"));
-        error_page(405, "read-only: GET only")
+        dashboard::error_page(405, "read-only: GET only")
     } else {
-        route(&path, &query, store, &ctx)
+        dashboard::route(&path, &query, store, &ctx)
     };
     let mut resp = Response::from_string(page.html)
         .with_status_code(page.status)
@@ -173,107 +170,7 @@ fn parse_query(q: &str) -> Vec<(String, String)> {
         .filter(|p| !p.is_empty())
         .map(|p| {
             let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (dashboard::pct_decode(k), dashboard::pct_decode(v))
+            (rtlab_report::dashboard::pct_decode(k), rtlab_report::dashboard::pct_decode(v))
         })
         .collect()
-}
-
-fn param<'a>(q: &'a [(String, String)], k: &str) -> &'a str {
-    q.iter().find(|(n, _)| n == k).map(|(_, v)| v.trim()).unwrap_or("")
-}
-
-fn error_page(status: u16, what: &str) -> Page {
-    let ctx = Ctx::default();
-    Page {
-        status,
-        html: dashboard::page(
-            &ctx,
-            &format!("{status}"),
-            &format!("<p>{}</p>", rtlab_report::svg::esc(what)),
-        ),
-    }
-}
-
-fn ok(html: String) -> Page {
-    Page { status: 200, html }
-}
-
-fn route(path: &str, q: &[(String, String)], store: &Store, ctx: &Ctx) -> Page {
-    let filter = RunFilter {
-        host: param(q, "host").into(),
-        kernel: param(q, "kernel").into(),
-        scenario: param(q, "scenario").into(),
-        since: param(q, "since").into(),
-        until: param(q, "until").into(),
-    };
-    let result = match path {
-        "/" => match count(param(q, "offset"), 0, "offset") {
-            Ok(offset) => store
-                .runs_page(&filter, offset, dashboard::RUNS_PER_PAGE)
-                .map(|pg| ok(dashboard::runs_page(ctx, &pg, &filter))),
-            Err(p) => Ok(p),
-        },
-        "/trend" => match count(param(q, "last"), TREND_POINTS, "last") {
-            Ok(last) => trend(store, ctx, param(q, "case"), &filter, last),
-            Err(p) => Ok(p),
-        },
-        "/hosts" => hosts(store, ctx, param(q, "a"), param(q, "b")),
-        "/compare" => match (run_id(param(q, "a")), run_id(param(q, "b"))) {
-            (Some(a), Some(b)) => store.load_run(a).and_then(|ra| {
-                store.load_run(b).map(|rb| ok(dashboard::side_by_side_page(ctx, &ra, &rb)))
-            }),
-            _ => Ok(error_page(400, "compare needs two run ids: /compare?a=ID&b=ID")),
-        },
-        p => match p.strip_prefix("/run/").and_then(run_id) {
-            Some(id) => store.load_run(id).map(|r| ok(rtlab_report::render_html(&[r]))),
-            None => Ok(error_page(404, "no such page")),
-        },
-    };
-    match result {
-        Ok(p) => p,
-        Err(StoreError::UnknownRun { id, .. }) => error_page(404, &format!("no run with id {id}")),
-        Err(e) => error_page(500, &e.to_string()),
-    }
-}
-
-fn run_id(s: &str) -> Option<i64> {
-    s.parse().ok().filter(|n| *n > 0)
-}
-
-/// How many runs a trend shows by default (its newest; `last=N` asks for more).
-const TREND_POINTS: usize = 1000;
-
-/// A count parameter (`offset`, `last`): empty is `default`; anything but a number up to a
-/// million is a 400 page.
-fn count(s: &str, default: usize, name: &str) -> Result<usize, Page> {
-    if s.is_empty() {
-        return Ok(default);
-    }
-    s.parse::<usize>().ok().filter(|n| *n <= 1_000_000).ok_or_else(|| {
-        error_page(400, &format!("{name}={s}: expected a whole number up to 1000000"))
-    })
-}
-
-/// `/trend`: the cases of the runs that pass the filter, or one case's points (its newest
-/// `last` runs).
-fn trend(
-    store: &Store,
-    ctx: &Ctx,
-    case: &str,
-    f: &RunFilter,
-    last: usize,
-) -> Result<Page, StoreError> {
-    if case.is_empty() {
-        return Ok(ok(dashboard::trend_index_page(ctx, &store.case_names(f)?)));
-    }
-    let (points, measured) = store.trend(case, f, last)?;
-    Ok(ok(dashboard::trend_page(ctx, case, &points, measured)))
-}
-
-/// `/hosts?a=HOST&b=HOST`: two hosts' newest value of every case, side by side.
-fn hosts(store: &Store, ctx: &Ctx, a: &str, b: &str) -> Result<Page, StoreError> {
-    let hosts = store.hosts()?;
-    let cases = |h: &str| if h.is_empty() { Ok(Vec::new()) } else { store.latest_cases(h) };
-    let (ca, cb) = (cases(a)?, cases(b)?);
-    Ok(ok(dashboard::hosts_page(ctx, &hosts, (a, &ca), (b, &cb))))
 }

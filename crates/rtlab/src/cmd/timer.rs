@@ -3,14 +3,12 @@
 use super::stop_flag;
 use crate::args::{EvidenceArgs, MeasureArgs, RtArgs};
 use crate::document::{check_writable, write_json, write_text};
-use crate::progress::Progress;
 use anyhow::Context as _;
 use clap::Args;
 use rtlab_core::cyclictest::{self, ThreadFooter};
 use rtlab_core::units::{format_duration_exact, Nanos};
-use rtlab_engines::timer::run::TimerConfig;
 use rtlab_lab::config::from_table;
-use rtlab_lab::probe::Context;
+use rtlab_lab::probes::timer::TimerConfig;
 use rtlab_lab::probes::timer::{self, TimerProbeConfig};
 use rtlab_report::summary;
 use std::io::IsTerminal;
@@ -97,7 +95,7 @@ pub struct TimerArgs {
 impl TimerArgs {
     /// The flags given, as the probe's table (every default lives in the configuration).
     pub fn table(&self) -> anyhow::Result<toml::Table> {
-        let online = rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0;
+        let online = rtlab_lab::host::online_cpus().0;
         let threads = match self.threads.as_deref() {
             _ if self.smp => Some(online.len() as i64),
             Some("") => Some(online.len() as i64),
@@ -108,8 +106,8 @@ impl TimerArgs {
         };
         let mut rt = self.rt.clone();
         match self.affinity.as_deref() {
-            _ if self.smp => rt.cpus = Some(rtlab_host::cpu_list(&online)),
-            Some("") => rt.cpus = Some(rtlab_host::cpu_list(&online)),
+            _ if self.smp => rt.cpus = Some(rtlab_lab::host::cpu_list(&online)),
+            Some("") => rt.cpus = Some(rtlab_lab::host::cpu_list(&online)),
             Some(set) => rt.cpus = Some(set.to_string()),
             None => {}
         }
@@ -192,20 +190,17 @@ pub fn run(a: TimerArgs) -> anyhow::Result<u8> {
     let stop = stop_flag()?;
     let quiet = a.out.is_quiet();
     let gates = a.gates.parse()?;
-    let _lock = super::machine_lock("rtlab timer", true)?;
-    super::journal_warning(quiet);
-    let applied = super::apply_profile(profile.as_ref(), &cfg, &base, quiet)?;
-    if !quiet {
-        println!("{}", headline(&engine));
-    }
-    let progress = Progress::new(0, "timer", quiet);
-    let mut on_progress = progress.callback();
-    let mut ctx = Context::new(base, stop, &mut on_progress);
-    ctx.evidence = a.evidence.options()?;
-    let measured = timer::measure(&cfg, &mut ctx);
-    progress.finish();
-    let (mut doc, outcome, engine) = measured.map_err(super::lab_error)?;
-    super::finish_profile(applied, &mut doc, quiet);
+    let mut say = super::Say::new("timer", 0, quiet, |_| headline(&engine));
+    let command = super::probe_command(
+        Some("rtlab timer"),
+        profile.as_ref(),
+        base,
+        stop,
+        a.evidence.options()?,
+    );
+    let (doc, (outcome, engine)) = command
+        .run(&cfg, &mut say, |ctx| timer::measure(&cfg, ctx).map(|(d, o, e)| (d, (o, e))))
+        .map_err(super::lab_error)?;
 
     // outputs that keep what was measured come first
     if let Some(path) = &a.out.json {

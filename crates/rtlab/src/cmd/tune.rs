@@ -3,11 +3,7 @@
 
 use super::{duration_flag, stop_flag};
 use clap::{Args, Subcommand};
-use rtlab_host::host::{FakeHost, Host, RealHost};
-use rtlab_host::journal::{pending, read_journal, restore_journal, DEFAULT_JOURNAL};
-use rtlab_host::session::Session;
-use rtlab_tune::check::{counts, run_checks, Status};
-use rtlab_tune::profile::{self, Profile, Target};
+use rtlab_lab::tune::{self as lab, Status, Step, DEFAULT_JOURNAL};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -96,16 +92,8 @@ pub struct ApplyArgs {
     pub host: HostArgs,
 }
 
-pub fn host_of(h: &HostArgs) -> anyhow::Result<Box<dyn Host>> {
-    Ok(match &h.root {
-        Some(r) => {
-            if !r.is_dir() {
-                anyhow::bail!("--root {}: not a directory", r.display());
-            }
-            Box::new(FakeHost::new(r))
-        }
-        None => Box::new(RealHost::new()),
-    })
+fn host_of(h: &HostArgs) -> anyhow::Result<Box<dyn rtlab_lab::host::Host>> {
+    lab::host_of(h.root.as_deref()).map_err(super::lab_error)
 }
 
 pub fn run(a: TuneArgs) -> anyhow::Result<u8> {
@@ -125,12 +113,11 @@ fn check(json: Option<String>, noise: &str, h: &HostArgs) -> anyhow::Result<u8> 
     if let Some(p) = &json {
         crate::document::check_writable(p, "--json")?;
     }
-    let mut checks = run_checks(host.as_ref());
     // measured on this machine only (a fake tree has no CPUs to measure)
-    if noise_ns > 0 && h.root.is_none() {
-        checks.push(rtlab_lab::probes::noise_check::row(noise_ns, &stop_flag()?)?);
-    }
-    let (pass, warn, fail) = counts(&checks);
+    let noise_ns = if h.root.is_none() { noise_ns } else { 0 };
+    let stop = if noise_ns > 0 { stop_flag()? } else { Default::default() };
+    let checks = lab::check(host.as_ref(), noise_ns, &stop).map_err(super::lab_error)?;
+    let (pass, warn, fail) = lab::counts(&checks);
     if let Some(p) = &json {
         let doc = serde_json::json!({
             "schema_version": 1,
@@ -155,49 +142,10 @@ fn check(json: Option<String>, noise: &str, h: &HostArgs) -> anyhow::Result<u8> 
     Ok(0)
 }
 
-/// The profile journal and the spike tracer's journal beside it (`<journal>.trace`).
-fn journals(path: &Path) -> Vec<PathBuf> {
-    let mut trace = path.as_os_str().to_owned();
-    trace.push(".trace");
-    let mut v = vec![path.to_path_buf(), PathBuf::from(trace)];
-    // the XDP programs of dead rtlabs (the kernel detached them with their links)
-    v.extend(rtlab_lab::guard::stale_xdp_journals(path));
-    v
-}
-
 fn restore(force: bool, h: &HostArgs) -> anyhow::Result<u8> {
     let host = host_of(h)?;
     let mut failed = 0;
-    let mut any = false;
-    let paths = journals(&h.journal);
-    // refuse before anything is undone: a live rtlab's journal is its profile in use
-    for path in &paths {
-        let st = read_journal(path).map_err(|e| anyhow::anyhow!("--journal: {e}"))?;
-        if st.pending.is_empty() {
-            continue;
-        }
-        if let Some(p) = pending(path) {
-            if !force && p.alive && p.pid != std::process::id() as i32 {
-                anyhow::bail!(
-                    "{}: pid {} ({}) is still running and holds these {} changes; it restores them when it ends (Ctrl-C or kill {}); --force to restore now",
-                    path.display(),
-                    p.pid,
-                    p.what,
-                    p.changes,
-                    p.pid
-                );
-            }
-        }
-    }
-    for path in paths {
-        let st = read_journal(&path).map_err(|e| anyhow::anyhow!("--journal: {e}"))?;
-        if st.pending.is_empty() {
-            let _ = restore_journal(host.as_ref(), &path);
-            continue;
-        }
-        any = true;
-        let r =
-            restore_journal(host.as_ref(), &path).map_err(|e| anyhow::anyhow!("--journal: {e}"))?;
+    let mut each = |path: &Path, r: &lab::RestoreReport| {
         for (what, outcome) in &r.restored {
             println!("restored  {what}  [{outcome}]");
         }
@@ -208,7 +156,9 @@ fn restore(force: bool, h: &HostArgs) -> anyhow::Result<u8> {
             println!("{} changes put back; journal {} removed", r.restored.len(), path.display());
         }
         failed += r.failed.len();
-    }
+    };
+    let any =
+        lab::restore(host.as_ref(), &h.journal, force, &mut each).map_err(super::lab_error)?;
     if !any {
         println!("nothing to restore ({} holds no pending change)", h.journal.display());
     }
@@ -220,51 +170,37 @@ fn restore(force: bool, h: &HostArgs) -> anyhow::Result<u8> {
 
 fn show(h: &HostArgs) -> anyhow::Result<u8> {
     let host = host_of(h)?;
-    let mut any = false;
-    for path in journals(&h.journal) {
-        let st = read_journal(&path).map_err(|e| anyhow::anyhow!("--journal: {e}"))?;
-        if st.pending.is_empty() {
-            continue;
-        }
-        any = true;
-        let (pid, what) = st.owner.clone().unwrap_or((0, "?".into()));
-        let alive = if pending(&path).is_some_and(|p| p.alive) {
+    let (applied, dma) = lab::show(host.as_ref(), &h.journal).map_err(super::lab_error)?;
+    for a in &applied {
+        let alive = if a.alive {
             "running"
         } else {
             "no longer running: `rtlab tune restore` puts it back"
         };
         println!(
-            "applied by pid {pid} ({what}, {alive}), {} changes ({}):",
-            st.pending.len(),
-            path.display()
+            "applied by pid {} ({}, {alive}), {} changes ({}):",
+            a.pid,
+            a.what,
+            a.changes.len(),
+            a.path.display()
         );
-        for (_, c) in &st.pending {
-            println!("  {}  [{}]", c.describe(), rtlab_tune::profile::in_force(host.as_ref(), c));
+        for (change, in_force) in &a.changes {
+            println!("  {change}  [{in_force}]");
         }
     }
-    if !any {
+    if applied.is_empty() {
         println!("nothing applied by rtlab ({} holds no pending change)", h.journal.display());
     }
-    if let Ok(v) = rtlab_sys::pmqos::CpuDmaLatency::current(&host.path("/dev/cpu_dma_latency")) {
+    if let Some(v) = dma {
         println!("/dev/cpu_dma_latency now: {v} us");
     }
     Ok(0)
 }
 
-fn user_profiles(
-    file: Option<&Path>,
-) -> anyhow::Result<std::collections::BTreeMap<String, Profile>> {
-    match file {
-        Some(f) => profile::load_file(f).map_err(|e| anyhow::anyhow!("--file {e}")),
-        None => Ok(Default::default()),
-    }
-}
-
 fn list_profiles(file: Option<&Path>) -> anyhow::Result<u8> {
-    let user = user_profiles(file)?;
-    for name in profile::builtin_names() {
-        let p = profile::builtin(name).expect("built-in");
-        println!("{name:<14} {}", p.description);
+    let user = lab::user_profiles(file).map_err(super::lab_error)?;
+    for (name, description) in lab::builtins() {
+        println!("{name:<14} {description}");
     }
     for (name, p) in &user {
         println!(
@@ -277,21 +213,21 @@ fn list_profiles(file: Option<&Path>) -> anyhow::Result<u8> {
 }
 
 fn apply(a: ApplyArgs) -> anyhow::Result<u8> {
-    let user = user_profiles(a.file.as_deref())?;
-    // `tune apply ./my.toml[#NAME]` reads the file as a scenario's `profiles` entry does
-    let prof = if a.file.is_none() && profile::is_file_ref(&a.profile) {
-        profile::resolve(&a.profile, Path::new(".")).map(|p| p.profile)
-    } else {
-        profile::find(&a.profile, &user)
-    }
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let user = lab::user_profiles(a.file.as_deref()).map_err(super::lab_error)?;
+    let prof = lab::find_profile(&a.profile, &user, a.file.is_some()).map_err(super::lab_error)?;
     let host = host_of(&a.host)?;
     let hold_ns = a.hold.as_deref().map(|h| duration_flag("--hold", h)).transpose()?;
     if hold_ns.is_some_and(|n| n <= 0) {
         anyhow::bail!("--hold {}: must be above zero", a.hold.as_deref().unwrap_or(""));
     }
-    let target = target_of(&a, host.as_ref())?;
-    let steps = profile::plan(&prof, &target, host.as_ref());
+    let place = lab::Where {
+        rt_cpu: a.rt_cpu,
+        nic: a.nic.clone(),
+        netns: a.netns.clone(),
+        pids: a.pid.clone(),
+    };
+    let target = lab::target(place, host.as_ref()).map_err(super::lab_error)?;
+    let steps = lab::plan(&prof, &target, host.as_ref());
     println!("profile {}: {}", a.profile, prof.description);
     if a.dry_run {
         print_plan(&steps);
@@ -301,11 +237,11 @@ fn apply(a: ApplyArgs) -> anyhow::Result<u8> {
     // the Ctrl-C flag first: a signal during the changes must not skip the restore
     let stop = stop_flag()?;
     let what = format!("rtlab tune apply {}", a.profile);
-    let mut session = Session::begin(host.as_ref(), &a.host.journal, &what)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut applying =
+        lab::Applying::begin(host.as_ref(), &a.host.journal, &what).map_err(super::lab_error)?;
     let mut tally = std::collections::BTreeMap::<&str, usize>::new();
     for st in &steps {
-        let o = profile::apply_step(&mut session, st);
+        let o = applying.step(st);
         *tally.entry(o.status).or_default() += 1;
         println!("  {:<7} {}", o.status, o.what);
         for d in &o.detail {
@@ -331,7 +267,7 @@ fn apply(a: ApplyArgs) -> anyhow::Result<u8> {
             }
         }
     };
-    let r = session.restore();
+    let r = applying.restore();
     println!(
         "{}restored {} changes{}",
         if interrupted { "interrupted: " } else { "" },
@@ -355,41 +291,8 @@ fn apply(a: ApplyArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// The profile's target from the flags, each checked on this host (or the `--root` tree).
-fn target_of(a: &ApplyArgs, host: &dyn Host) -> anyhow::Result<Target> {
-    let (online, text) = rtlab_sys::cpus::online_cpus(host.root());
-    if let Some(c) = a.rt_cpu {
-        if !online.contains(&c) {
-            anyhow::bail!("--rt-cpu {c}: CPU {c} is not online (online: {text})");
-        }
-    }
-    for &pid in &a.pid {
-        if !host.exists(&format!("/proc/{pid}")) {
-            anyhow::bail!("--pid {pid}: no such process");
-        }
-    }
-    if a.netns.is_some() && a.nic.is_none() {
-        anyhow::bail!(
-            "--netns {}: give --nic, the interface inside that namespace",
-            a.netns.as_deref().unwrap_or("")
-        );
-    }
-    if let Some(n) = &a.nic {
-        if a.netns.is_none() && !host.exists(&format!("/sys/class/net/{n}")) {
-            anyhow::bail!("--nic {n}: no such interface");
-        }
-    }
-    Ok(Target {
-        rt_cpu: a.rt_cpu,
-        nic: a.nic.clone(),
-        netns: a.netns.clone(),
-        pids: a.pid.clone(),
-        keep: vec![],
-    })
-}
-
 /// `--dry-run`: every step, what it will do (its alternatives, the first actions) or why not.
-fn print_plan(steps: &[profile::Step]) {
+fn print_plan(steps: &[Step]) {
     for st in steps {
         match &st.skip {
             Some(why) => println!("  skip  {} ({why})", st.what),

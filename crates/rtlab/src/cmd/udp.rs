@@ -6,16 +6,14 @@
 use super::{duration_flag, stop_flag};
 use crate::args::RtArgs;
 use crate::document::{check_writable, write_json};
-use crate::progress::Progress;
 use clap::{Args, Subcommand, ValueEnum};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::units::{format_duration_exact, parse_bitrate, Nanos};
-use rtlab_engines::netns::{NetnsConfig, NetnsPair, PriorityPath, Shaper};
-use rtlab_engines::udp::ping::PingMode;
-use rtlab_engines::udp::run::{UdpPingConfig, UdpReflectConfig};
 use rtlab_lab::config::{from_table, read_table, FlagTable, RtFields};
-use rtlab_lab::probe::Context;
+use rtlab_lab::netns::{NetnsConfig, NetnsPair, PriorityPath, Shaper};
+use rtlab_lab::probes::udp::PingMode;
 use rtlab_lab::probes::udp::{self, SocketFields, UdpProbeConfig};
+use rtlab_lab::probes::udp::{UdpPingConfig, UdpReflectConfig};
 use rtlab_report::summary;
 use std::io::{IsTerminal, Write};
 
@@ -91,8 +89,8 @@ impl XdpArgs {
     }
 
     /// The engine's XDP configuration (journaled), None without --xdp.
-    pub fn engine(&self) -> Option<rtlab_engines::udp::run::XdpConfig> {
-        self.xdp.then(|| rtlab_engines::udp::run::XdpConfig {
+    pub fn engine(&self) -> Option<rtlab_lab::probes::udp::XdpConfig> {
+        self.xdp.then(|| rtlab_lab::probes::udp::XdpConfig {
             generic: matches!(self.xdp_attach, Some(XdpAttachArg::Generic)),
             journal: Some(rtlab_lab::guard::xdp_journal()),
         })
@@ -420,46 +418,34 @@ fn ping(a: PingArgs) -> anyhow::Result<u8> {
     let stop = stop_flag()?;
     let quiet = a.out.is_quiet();
     let gates = a.gates.parse()?;
-    let _lock = super::machine_lock("rtlab udp ping", true)?;
-    super::journal_warning(quiet);
-    let pair_cfg = if a.pair { Some(pair_config(&a)?) } else { None };
-    // --pair: the namespaces are a guard, removed when this function returns, however
-    let pair = pair_cfg.as_ref().map(NetnsPair::up).transpose()?;
     let engine = cfg.engine(&cfg.rt.over(&base)).map_err(|e| anyhow::anyhow!(e.cli_text()))?;
-    let applied = super::apply_profile(profile.as_ref(), &cfg, &base, quiet)?;
-    if !quiet {
-        if let Some(p) = &pair {
-            let hint =
-                p.priority_hint().map(|h| format!("; priority path: {h}")).unwrap_or_default();
-            println!(
-                "pair: {} ({}) -> {} ({}){}{}",
-                p.ns_a,
-                p.ip_a,
-                p.ns_b,
-                p.ip_b,
-                p.config.rate_bps.map(|r| format!(", bottleneck {r} bit/s")).unwrap_or_default(),
-                hint
-            );
-            println!("{}", headline_of(p, &engine));
-        } else if let Some(f) = &cfg.far {
-            let mut c = engine.clone();
-            c.to = format!("the reflector on the far side {f}");
-            println!("{}", headline(&c));
-        } else {
-            println!("{}", headline(&engine));
-        }
-    }
-    let progress = Progress::new(engine.planned(), "udp ping", quiet);
-    let mut on_progress = progress.callback();
-    let mut ctx = Context::new(base, stop, &mut on_progress);
-    ctx.evidence = evidence;
-    ctx.pair = pair.as_ref();
-    let run = udp::measure(&cfg, &mut ctx);
-    progress.finish();
-    drop(ctx);
-    drop(pair); // the namespaces go now, also when the ping failed
-    let mut run = run.map_err(super::lab_error)?;
-    super::finish_profile(applied, &mut run.doc, quiet);
+    let line = |pair: Option<&NetnsPair>| match pair {
+        Some(p) => format!(
+            "pair: {} ({}) -> {} ({}){}{}\n{}",
+            p.ns_a,
+            p.ip_a,
+            p.ns_b,
+            p.ip_b,
+            p.config.rate_bps.map(|r| format!(", bottleneck {r} bit/s")).unwrap_or_default(),
+            p.priority_hint().map(|h| format!("; priority path: {h}")).unwrap_or_default(),
+            headline_of(p, &engine)
+        ),
+        None => match &cfg.far {
+            Some(f) => {
+                let mut c = engine.clone();
+                c.to = format!("the reflector on the far side {f}");
+                headline(&c)
+            }
+            None => headline(&engine),
+        },
+    };
+    let mut say = super::Say::new("udp ping", engine.planned(), quiet, line);
+    let mut command =
+        super::probe_command(Some("rtlab udp ping"), profile.as_ref(), base, stop, evidence);
+    // --pair: the namespaces are made once the machine is this command's, and removed after
+    command.pair = if a.pair { Some(pair_config(&a)?) } else { None };
+    let run =
+        command.run(&cfg, &mut say, |ctx| udp::measure(&cfg, ctx)).map_err(super::lab_error)?;
     let doc = &run.doc;
     if let Some(p) = &a.out.json {
         write_json(doc, p)?;

@@ -12,6 +12,13 @@ mod measure;
 
 pub use config::*;
 pub use measure::{fit_evidence, measure, summary};
+/// The engine's words the command's flags and headline use, and its two process entries
+/// (a subscriber or pong process; the pubsub engine in a process of its own).
+pub use rtlab_pubsub::engine::{
+    apart::engine_main, rate_label, role_main, HandRole, Mode, PubsubConfig, Schedule,
+    TransportKind,
+};
+pub use rtlab_pubsub::EchoStyle;
 
 use crate::config::Dur;
 use crate::error::LabError;
@@ -19,7 +26,6 @@ use crate::far::FarSpec;
 use crate::probe::{Context, Plan, Probe};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
-use rtlab_pubsub::engine::TransportKind;
 
 impl Probe for PubsubProbeConfig {
     fn kind(&self) -> &'static str {

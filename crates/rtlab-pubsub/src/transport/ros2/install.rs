@@ -19,6 +19,8 @@
 //! Reads files only; loads nothing (that is [`super::load`]).
 
 use super::elf;
+pub use crate::ros2_facts::Abi;
+use crate::ros2_facts::{Ros2Facts, Ros2Network};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -29,50 +31,6 @@ pub const DEFAULT_PREFIX: &str = "/opt/rtlab/ros2";
 pub const OPT_ROS: &str = "/opt/ros";
 /// The environment variable that lets an unchecked rcl ABI be tried.
 pub const ABI_UNCHECKED_ENV: &str = "RTLAB_ROS2_ABI_UNCHECKED";
-
-/// The rcl ABIs whose structure layouts and function signatures rtlab's declarations
-/// (`super::ffi`) were checked against: the headers of each, and a test that compiles
-/// against the installed headers (tests/ros2.rs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Abi {
-    /// rcl 5.3 (Humble Hawksbill, 2022-2027).
-    Humble,
-    /// rcl 9.2 (Jazzy Jalisco, 2024-2029).
-    Jazzy,
-    /// rcl 10.x (Kilted Kaiju, 2025-2026, and Rolling after it).
-    Kilted,
-    /// Another rcl, tried because the user said so (`RTLAB_ROS2_ABI_UNCHECKED=1`).
-    Unchecked,
-}
-
-impl Abi {
-    /// The ABI of an rcl version (`5.3.7`), or None when rtlab has not checked it.
-    pub fn of_rcl(version: &str) -> Option<Abi> {
-        let mut it = version.split('.').map(|p| p.parse::<u32>().ok());
-        match (it.next().flatten(), it.next().flatten()) {
-            (Some(5), Some(_)) => Some(Abi::Humble),
-            (Some(9), Some(_)) => Some(Abi::Jazzy),
-            (Some(10), Some(_)) => Some(Abi::Kilted),
-            _ => None,
-        }
-    }
-    /// The distribution an rcl version was released in (when `ROS_DISTRO` does not say).
-    pub fn distro_of_rcl(version: &str) -> Option<&'static str> {
-        let mut it = version.split('.').map(|p| p.parse::<u32>().ok());
-        match (it.next().flatten(), it.next().flatten()) {
-            (Some(5), Some(3)) => Some("humble"),
-            (Some(6), Some(0)) => Some("iron"),
-            (Some(9), Some(2)) => Some("jazzy"),
-            (Some(10), Some(1)) => Some("kilted"),
-            _ => None,
-        }
-    }
-    /// Humble has no discovery range (`ROS_LOCALHOST_ONLY` instead) and no static peers.
-    pub fn has_discovery_range(self) -> bool {
-        self != Abi::Humble
-    }
-}
 
 /// The middleware under an RMW, from the library it links.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -485,6 +443,24 @@ fn header_version(prefixes: &[PathBuf], rel: &str, define: &str) -> Option<Strin
         let line = text.lines().find(|l| l.contains("#define") && l.contains(define))?;
         Some(line.split('"').nth(1)?.to_string())
     })
+}
+
+impl Ros2Facts {
+    /// An installation and the discovery a node of it uses.
+    pub fn of(i: &Installation, net: &Ros2Network) -> Ros2Facts {
+        Ros2Facts {
+            distro: i.distro.clone(),
+            rcl_version: i.rcl_version.clone(),
+            rmw: i.rmw.clone(),
+            rmw_version: i.rmw_version.clone(),
+            middleware: i.middleware.as_ref().map(|m| m.name.clone()),
+            middleware_version: i.middleware.as_ref().and_then(|m| m.version.clone()),
+            prefix: i.prefix.display().to_string(),
+            found_by: i.found_by.clone(),
+            abi: i.abi,
+            discovery: net.clone(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -31,17 +31,17 @@
 //! called through rtlab-bindings' safe wrappers ([`rtlab_bindings::rcl`]: no `unsafe` here).
 
 pub mod elf;
-pub mod facts;
 pub mod install;
 pub mod load;
 
 /// rcl's C API as rtlab declares it (rtlab-bindings').
-pub use facts::{Ros2Facts, Ros2Network};
+pub use crate::ros2_facts::{Ros2Facts, Ros2Network};
 pub use rtlab_bindings::rcl::ffi;
 
+use crate::ros2_facts::Abi;
 use crate::transport::*;
 use ffi::QosProfile;
-use install::{Abi, Installation};
+use install::Installation;
 use rtlab_bindings::rcl::{self, PortSpec, Taken};
 use rtlab_bindings::Failed;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -180,16 +180,7 @@ pub struct Evidence {
 mod tests {
     use super::*;
 
-    fn k(n: u64) -> KernelCounters {
-        KernelCounters {
-            net_rx: vec![n, 2 * n],
-            timer: vec![1, 1],
-            interrupts: vec![n, 0],
-            ksoftirqd_ns: vec![0, n * 1000],
-            context_switches: n,
-            steal_ticks: vec![0, 0],
-        }
-    }
+    use crate::testing::counters as k;
 
     #[test]
     fn delta_and_add_are_inverse() {

@@ -1,5 +1,5 @@
-//! Building streams for tests (no root, no probe): what the evidence is aligned with and
-//! rendered beside.
+//! Building streams and kernel counters for tests (no root, no probe): what the evidence
+//! is aligned with and rendered beside.
 
 use crate::schema::Stream;
 
@@ -24,4 +24,16 @@ pub fn stream(name: &str, max: Vec<Option<i64>>, start: Option<i64>) -> Stream {
     }
     r.origin_monotonic_ns = start;
     Stream::from_recorder(name, "rtt", "", Default::default(), &r)
+}
+
+/// Two CPUs' kernel counters made from `n` (a window's counters in tests).
+pub fn counters(n: u64) -> crate::evidence::KernelCounters {
+    crate::evidence::KernelCounters {
+        net_rx: vec![n, 2 * n],
+        timer: vec![1, 1],
+        interrupts: vec![n, 0],
+        ksoftirqd_ns: vec![0, n * 1000],
+        context_switches: n,
+        steal_ticks: vec![0, 0],
+    }
 }

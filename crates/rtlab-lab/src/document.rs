@@ -89,6 +89,68 @@ pub struct RunFacts<'a> {
     pub interrupted: bool,
 }
 
+/// What every engine says of its process: how long it ran, whether it was cut short, the
+/// memory lock and the PM QoS hold it asked for (each None: not asked).
+pub struct EngineRun<'a> {
+    pub duration_ns: i64,
+    pub interrupted: bool,
+    pub memory_lock: &'a Option<Result<(), String>>,
+    pub cpu_dma_latency: &'a Option<Result<i32, String>>,
+}
+
+impl<'a> EngineRun<'a> {
+    pub fn of(
+        duration_ns: i64,
+        interrupted: bool,
+        memory_lock: &'a Option<Result<(), String>>,
+        cpu_dma_latency: &'a Option<Result<i32, String>>,
+    ) -> Self {
+        EngineRun { duration_ns, interrupted, memory_lock, cpu_dma_latency }
+    }
+
+    /// The probe's document of this run: its configuration and streams, the environment's
+    /// memory lock and PM QoS hold as the run had them.
+    pub fn document(
+        &self,
+        probe: &str,
+        started: std::time::SystemTime,
+        env: Environment,
+        config: serde_json::Value,
+        streams: Vec<Stream>,
+    ) -> ResultDocument {
+        let mut doc = new_document(probe, started, env, config);
+        doc.duration_ns = self.duration_ns;
+        doc.interrupted = self.interrupted;
+        doc.environment.memory_locked = matches!(self.memory_lock, Some(Ok(())));
+        doc.environment.cpu_dma_latency_us =
+            self.cpu_dma_latency.as_ref().and_then(|r| r.as_ref().ok().copied());
+        doc.streams = streams;
+        doc
+    }
+
+    /// The facts [`run_warnings`] reads: this run's, and the probe's (a thread not at a
+    /// real-time policy, the memory lock turned off by the profile, the fewest samples of a
+    /// stream).
+    pub fn facts(
+        &self,
+        any_other_policy: bool,
+        mlockall_off_by_profile: bool,
+        fewest_samples: u64,
+    ) -> RunFacts<'a> {
+        RunFacts {
+            memory_lock: self.memory_lock,
+            any_other_policy,
+            mlockall_off_by_profile,
+            cpu_dma_latency_error: match self.cpu_dma_latency {
+                Some(Err(why)) => Some(why.as_str()),
+                _ => None,
+            },
+            fewest_samples,
+            interrupted: self.interrupted,
+        }
+    }
+}
+
 /// The warnings of a probe run, in one order for every probe: the process's, the PM QoS
 /// hold, a run too short for its tail, the probe's own (`extra`), the interruption.
 pub fn run_warnings(env: &Environment, f: &RunFacts<'_>, extra: Vec<Warn>) -> Vec<Warning> {

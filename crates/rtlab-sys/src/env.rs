@@ -234,13 +234,8 @@ pub fn detect(root: &Path) -> Environment {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fs;
 
-    fn put(root: &Path, rel: &str, text: &str) {
-        let p = root.join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, text).unwrap();
-    }
+    use crate::testing::put;
 
     #[test]
     fn a_fake_rt_machine() {

@@ -22,6 +22,17 @@ pub mod test_skip;
 pub mod usage;
 pub mod xdp;
 
+/// The unit tests' fake machine files.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// Write `text` at `rel` below `root`, making its folders.
+    pub fn put(root: &std::path::Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+}
+
 /// Errors of the system layer.
 #[derive(Debug, thiserror::Error)]
 pub enum SysError {

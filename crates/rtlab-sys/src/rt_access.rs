@@ -398,11 +398,7 @@ mod tests {
     use super::*;
     use std::fs;
 
-    fn put(root: &Path, rel: &str, text: &str) {
-        let p = root.join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, text).unwrap();
-    }
+    use crate::testing::put;
 
     const ROOT_STATUS: &str = "Name:\trtlab\nUid:\t0\t0\t0\t0\nCapEff:\t000001ffffffffff\n";
     const USER_STATUS: &str =

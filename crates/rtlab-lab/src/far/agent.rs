@@ -12,8 +12,7 @@
 //! anything but protocol lines on stdout (a last line on stderr when it ends abnormally).
 
 use super::protocol::{
-    line, parse, Facts, FarError, Finished, FromFar, Reflected, Request, ToFar, MAX_ERR_LINE,
-    MAX_LINE, PROTOCOL,
+    line, parse, Facts, FarError, Finished, FromFar, Reflected, Request, ToFar, MAX_LINE, PROTOCOL,
 };
 use rtlab_core::lines::{BoundedLines, Line};
 use rtlab_engines::udp::run::{self as udp_run, ReflectOutcome, UdpReflectConfig};
@@ -358,17 +357,7 @@ fn start_role(role: u64, config: &str, out: &Out) -> Result<Role, String> {
         .map_err(|e| e.to_string())?;
     let stdin = child.stdin.take();
     let stdout = child.stdout.take().expect("piped");
-    let stderr = child.stderr.take().expect("piped");
-    let last_err = Arc::new(Mutex::new(String::new()));
-    let le = last_err.clone();
-    std::thread::spawn(move || {
-        for l in BoundedLines::new(BufReader::new(stderr), MAX_ERR_LINE) {
-            let (Line::Text(l) | Line::TooLong { head: l, .. }) = l;
-            if !l.trim().is_empty() {
-                *le.lock().unwrap_or_else(|e| e.into_inner()) = l;
-            }
-        }
-    });
+    let last_err = super::protocol::last_stderr_line(child.stderr.take().expect("piped"));
     let out = out.clone();
     std::thread::spawn(move || {
         let mut ended = false;

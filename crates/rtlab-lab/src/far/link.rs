@@ -10,7 +10,7 @@
 
 use super::protocol::{
     line, parse, Facts, FarError, Finished, FromFar, Request, ToFar, KEEPALIVE_DEADLINE,
-    KEEPALIVE_EVERY, MAX_ERR_LINE, MAX_LINE, PROTOCOL,
+    KEEPALIVE_EVERY, MAX_LINE, PROTOCOL,
 };
 use super::FarSpec;
 use crate::error::LabError;
@@ -162,17 +162,7 @@ impl FarLink {
             .map_err(|e| LabError::Failed(format!("--far {spec}: starting the agent: {e}")))?;
         let writer = Arc::new(Mutex::new(child.stdin.take()));
         let stdout = child.stdout.take().expect("piped");
-        let stderr = child.stderr.take().expect("piped");
-        let last_err = Arc::new(Mutex::new(String::new()));
-        let le = last_err.clone();
-        std::thread::spawn(move || {
-            for l in BoundedLines::new(BufReader::new(stderr), MAX_ERR_LINE) {
-                let (Line::Text(l) | Line::TooLong { head: l, .. }) = l;
-                if !l.trim().is_empty() {
-                    *le.lock().unwrap_or_else(|e| e.into_inner()) = l.trim().to_string();
-                }
-            }
-        });
+        let last_err = super::protocol::last_stderr_line(child.stderr.take().expect("piped"));
         let waiting: Waiting = Arc::default();
         let roles: RoleRoutes = Arc::default();
         let ended: Arc<Mutex<Option<String>>> = Arc::default();

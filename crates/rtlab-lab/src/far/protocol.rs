@@ -27,6 +27,26 @@ pub const TAG: &str = "rtlab-far/1 ";
 pub const MAX_LINE: usize = 64 << 20;
 /// The longest line of a child's stderr that is kept (the rest of it is skipped).
 pub const MAX_ERR_LINE: usize = 64 << 10;
+
+/// The last line a child (the agent, a role process) wrote to stderr that is not blank,
+/// trimmed: kept by a thread that reads its stderr to the end, each line bounded by
+/// [`MAX_ERR_LINE`]; what is said when the child ends without a word of its own.
+pub fn last_stderr_line(
+    stderr: std::process::ChildStderr,
+) -> std::sync::Arc<std::sync::Mutex<String>> {
+    use rtlab_core::lines::{BoundedLines, Line};
+    let last = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let le = last.clone();
+    std::thread::spawn(move || {
+        for l in BoundedLines::new(std::io::BufReader::new(stderr), MAX_ERR_LINE) {
+            let (Line::Text(l) | Line::TooLong { head: l, .. }) = l;
+            if !l.trim().is_empty() {
+                *le.lock().unwrap_or_else(|e| e.into_inner()) = l.trim().to_string();
+            }
+        }
+    });
+    last
+}
 /// How often the near side proves it is alive.
 pub const KEEPALIVE_EVERY: Duration = Duration::from_secs(1);
 /// The agent's default deadline: no message for this long and the link is down.

@@ -8,7 +8,7 @@
 //! evidence around it. Added as one module and one line in [`crate::registry::PROBES`].
 
 use crate::config::{at_least_one, positive, ConfigError, Dur, RtFields, Size, Validate};
-use crate::document::{new_document, run_warnings, RunFacts};
+use crate::document::{run_warnings, EngineRun};
 use crate::error::LabError;
 use crate::probe::{Context, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
@@ -153,26 +153,12 @@ pub fn measure(
         "cyclic": engine,
         "calibration": outcome.threads.iter().map(|t| t.calibration.clone()).collect::<Vec<_>>(),
     });
-    let mut doc = new_document("cyclic", started, env, config);
-    doc.duration_ns = outcome.duration_ns;
-    doc.interrupted = outcome.interrupted;
-    doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
-    doc.environment.cpu_dma_latency_us =
-        outcome.cpu_dma_latency.as_ref().and_then(|r| r.as_ref().ok().copied());
-    doc.streams = streams;
+    let o = &outcome;
+    let run = EngineRun::of(o.duration_ns, o.interrupted, &o.memory_lock, &o.cpu_dma_latency);
+    let mut doc = run.document("cyclic", started, env, config, streams);
     doc.evidence = Some(evidence);
-    let dma_error = match &outcome.cpu_dma_latency {
-        Some(Err(why)) => Some(why.as_str()),
-        _ => None,
-    };
-    let facts = RunFacts {
-        memory_lock: &outcome.memory_lock,
-        any_other_policy: !rt.policy.is_realtime(),
-        mlockall_off_by_profile: ctx.mlockall_off_by_profile,
-        cpu_dma_latency_error: dma_error,
-        fewest_samples: outcome.threads.iter().map(|t| t.cycles()).min().unwrap_or(0),
-        interrupted: outcome.interrupted,
-    };
+    let fewest = outcome.threads.iter().map(|t| t.cycles()).min().unwrap_or(0);
+    let facts = run.facts(!rt.policy.is_realtime(), ctx.mlockall_off_by_profile, fewest);
     doc.warnings = run_warnings(&doc.environment, &facts, job_too_long(&doc.streams, &engine));
     crate::cost::attach(&mut doc);
     Ok((doc, outcome, engine))

@@ -20,7 +20,7 @@
 //! [`crate::registry::PROBES`].
 
 use crate::config::{positive, ConfigError, Dur, RtFields, Validate};
-use crate::document::{new_document, run_warnings, RunFacts};
+use crate::document::{run_warnings, EngineRun};
 use crate::error::LabError;
 use crate::probe::{Context, Plan, Probe, ProbeKind};
 use rtlab_core::error::Missing;
@@ -454,20 +454,14 @@ fn measure_tracer(
     if !settings.is_null() {
         config[name] = settings;
     }
-    let mut doc = new_document("noise", started, env, config);
-    doc.duration_ns = duration_ns;
-    doc.interrupted = ctx.stop.load(std::sync::atomic::Ordering::Relaxed);
-    doc.streams = streams;
+    // the kernel's threads measure: no memory lock or PM QoS hold of rtlab's is asked for
+    let interrupted = ctx.stop.load(std::sync::atomic::Ordering::Relaxed);
+    let run = EngineRun::of(duration_ns, interrupted, &None, &None);
+    let mut doc = run.document("noise", started, env, config, streams);
     doc.evidence = Some(evidence);
-    let facts = RunFacts {
-        memory_lock: &None,
-        any_other_policy: false,
-        // the kernel's threads measure: rtlab's memory is not in the figures
-        mlockall_off_by_profile: true,
-        cpu_dma_latency_error: None,
-        fewest_samples: doc.streams.iter().map(|s| s.stats.count).min().unwrap_or(0),
-        interrupted: doc.interrupted,
-    };
+    let fewest = doc.streams.iter().map(|s| s.stats.count).min().unwrap_or(0);
+    // rtlab's memory is not in the figures: as if the profile had turned the lock off
+    let facts = run.facts(false, true, fewest);
     doc.warnings = run_warnings(&doc.environment, &facts, Vec::new());
     Ok(doc)
 }
@@ -519,27 +513,13 @@ pub fn measure(
         Err(NoiseError::Invalid(m)) => return Err(LabError::Failed(m)),
     };
     let config = serde_json::to_value(&engine).map_err(LabError::failed)?;
-    let mut doc = new_document("noise", started, env, config);
-    doc.duration_ns = outcome.duration_ns;
-    doc.interrupted = outcome.interrupted;
-    doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
-    doc.environment.cpu_dma_latency_us =
-        outcome.cpu_dma_latency.as_ref().and_then(|r| r.as_ref().ok().copied());
-    doc.streams = streams;
+    let o = &outcome;
+    let run = EngineRun::of(o.duration_ns, o.interrupted, &o.memory_lock, &o.cpu_dma_latency);
+    let mut doc = run.document("noise", started, env, config, streams);
     doc.evidence = Some(evidence);
-    let dma_error = match &outcome.cpu_dma_latency {
-        Some(Err(why)) => Some(why.as_str()),
-        _ => None,
-    };
-    let facts = RunFacts {
-        memory_lock: &outcome.memory_lock,
-        any_other_policy: !rt.policy.is_realtime(),
-        mlockall_off_by_profile: ctx.mlockall_off_by_profile,
-        cpu_dma_latency_error: dma_error,
-        // the busy loop's samples are its clock reads (the gaps are the rare ones)
-        fewest_samples: outcome.threads.iter().map(|t| t.reads).min().unwrap_or(0),
-        interrupted: outcome.interrupted,
-    };
+    // the busy loop's samples are its clock reads (the gaps are the rare ones)
+    let fewest = outcome.threads.iter().map(|t| t.reads).min().unwrap_or(0);
+    let facts = run.facts(!rt.policy.is_realtime(), ctx.mlockall_off_by_profile, fewest);
     // a busy real-time thread meets RT throttling: its gap is this probe's to explain
     let throttling = match doc.environment.sched_rt_runtime_us {
         Some(r) if r >= 0 && rt.policy.is_realtime() => vec![Warn::RtThrottling { runtime_us: r }],

@@ -7,7 +7,7 @@
 //! the context's real-time settings with evidence around it and returns the document.
 
 use crate::config::{at_least_one, positive, ConfigError, Dur, List, RtFields, Validate};
-use crate::document::{new_document, run_warnings, RunFacts};
+use crate::document::{run_warnings, EngineRun};
 use crate::error::LabError;
 use crate::probe::{Context, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
@@ -239,26 +239,12 @@ pub fn document(
     mlockall_off_by_profile: bool,
 ) -> Result<ResultDocument, LabError> {
     let config = serde_json::to_value(cfg).map_err(LabError::failed)?;
-    let mut doc = new_document("timer", started, env, config);
-    doc.duration_ns = outcome.duration_ns;
-    doc.interrupted = outcome.interrupted;
-    doc.environment.memory_locked = matches!(outcome.memory_lock, Some(Ok(())));
-    doc.environment.cpu_dma_latency_us =
-        outcome.cpu_dma_latency.as_ref().and_then(|r| r.as_ref().ok().copied());
-    doc.streams = outcome.streams(cfg);
+    let o = outcome;
+    let run = EngineRun::of(o.duration_ns, o.interrupted, &o.memory_lock, &o.cpu_dma_latency);
+    let mut doc = run.document("timer", started, env, config, outcome.streams(cfg));
     let any_other = cfg.threads.iter().any(|t| !t.policy.is_realtime());
-    let dma_error = match &outcome.cpu_dma_latency {
-        Some(Err(why)) => Some(why.as_str()),
-        _ => None,
-    };
-    let facts = RunFacts {
-        memory_lock: &outcome.memory_lock,
-        any_other_policy: any_other,
-        mlockall_off_by_profile,
-        cpu_dma_latency_error: dma_error,
-        fewest_samples: outcome.threads.iter().map(|t| t.latency.count()).min().unwrap_or(0),
-        interrupted: outcome.interrupted,
-    };
+    let fewest = outcome.threads.iter().map(|t| t.latency.count()).min().unwrap_or(0);
+    let facts = run.facts(any_other, mlockall_off_by_profile, fewest);
     let extra = (outcome.raw_dropped > 0)
         .then_some(Warn::RawSamplesDropped { dropped: outcome.raw_dropped })
         .into_iter()

@@ -45,6 +45,25 @@ pub enum PriorityPathArg {
     Band,
 }
 
+impl From<ShaperArg> for Shaper {
+    fn from(s: ShaperArg) -> Shaper {
+        match s {
+            ShaperArg::Htb => Shaper::Htb,
+            ShaperArg::Tbf => Shaper::Tbf,
+        }
+    }
+}
+
+impl From<PriorityPathArg> for PriorityPath {
+    fn from(p: PriorityPathArg) -> PriorityPath {
+        match p {
+            PriorityPathArg::None => PriorityPath::None,
+            PriorityPathArg::Class => PriorityPath::Class,
+            PriorityPathArg::Band => PriorityPath::Band,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct UpArgs {
     /// Prefix of the namespace and interface names (NAME-a, NAME-b).
@@ -143,15 +162,8 @@ pub fn config_of(u: &UpArgs) -> anyhow::Result<NetnsConfig> {
             .as_deref()
             .map(|r| parse_bitrate(r).map_err(|e| anyhow::anyhow!("--rate: {e}")))
             .transpose()?,
-        shaper: match u.shaper {
-            ShaperArg::Htb => Shaper::Htb,
-            ShaperArg::Tbf => Shaper::Tbf,
-        },
-        priority_path: match u.priority_path {
-            PriorityPathArg::None => PriorityPath::None,
-            PriorityPathArg::Class => PriorityPath::Class,
-            PriorityPathArg::Band => PriorityPath::Band,
-        },
+        shaper: u.shaper.into(),
+        priority_path: u.priority_path.into(),
         prio_tos,
     })
 }

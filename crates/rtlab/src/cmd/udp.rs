@@ -3,6 +3,7 @@
 //! `udp ping --pair` also makes two network namespaces for the run, runs the reflector
 //! in the second one, and removes both afterwards, whatever happens.
 
+use super::netns::{PriorityPathArg, ShaperArg};
 use super::{duration_flag, stop_flag};
 use crate::args::RtArgs;
 use crate::document::{check_writable, write_json};
@@ -10,7 +11,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::units::{format_duration_exact, parse_bitrate, Nanos};
 use rtlab_lab::config::{from_table, read_table, FlagTable, RtFields};
-use rtlab_lab::netns::{NetnsConfig, NetnsPair, PriorityPath, Shaper};
+use rtlab_lab::netns::{NetnsConfig, NetnsPair};
 use rtlab_lab::probes::udp::PingMode;
 use rtlab_lab::probes::udp::{self, SocketFields, UdpProbeConfig};
 use rtlab_lab::probes::udp::{UdpPingConfig, UdpReflectConfig};
@@ -139,19 +140,6 @@ pub enum PingModeArg {
     Periodic,
     /// Closed loop at the highest rate (like sockperf ping-pong).
     Pingpong,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShaperArg {
-    Htb,
-    Tbf,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PriorityPathArg {
-    None,
-    Class,
-    Band,
 }
 
 #[derive(Args, Debug)]
@@ -390,15 +378,8 @@ fn pair_config(a: &PingArgs) -> anyhow::Result<NetnsConfig> {
             .as_deref()
             .map(|r| parse_bitrate(r).map_err(|e| anyhow::anyhow!("--rate: {e}")))
             .transpose()?,
-        shaper: match a.shaper {
-            ShaperArg::Htb => Shaper::Htb,
-            ShaperArg::Tbf => Shaper::Tbf,
-        },
-        priority_path: match a.priority_path {
-            PriorityPathArg::None => PriorityPath::None,
-            PriorityPathArg::Class => PriorityPath::Class,
-            PriorityPathArg::Band => PriorityPath::Band,
-        },
+        shaper: a.shaper.into(),
+        priority_path: a.priority_path.into(),
         ..NetnsConfig::default()
     })
 }

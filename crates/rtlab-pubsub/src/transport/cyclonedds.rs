@@ -392,11 +392,8 @@ pub(crate) fn entity_qos(q: &Qos) -> rtlab_bindings::EntityQos {
 }
 
 impl Transport for CycloneDdsTransport {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn max_message(&self) -> usize {
-        MAX_MESSAGE
+    fn about(&self) -> About {
+        About { name: NAME, max_message: MAX_MESSAGE }
     }
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
         Ok(exact_dds_mapping(
@@ -411,25 +408,13 @@ impl Transport for CycloneDdsTransport {
             },
         ))
     }
-    fn publisher(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        max_len: usize,
-    ) -> Result<Box<dyn Publisher>, TransportError> {
-        self.map_qos(qos)?;
-        check_len(NAME, MAX_MESSAGE, max_len)?;
+    fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Publisher> {
+        self.check(qos, max_len)?;
         let w = self.writer_on(self.topic(topic)?, qos)?;
         Ok(Box::new(DdsPublisher::new(w, max_len)))
     }
-    fn subscriber(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        max_len: usize,
-    ) -> Result<Box<dyn Subscriber>, TransportError> {
-        self.map_qos(qos)?;
-        check_len(NAME, MAX_MESSAGE, max_len)?;
+    fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Subscriber> {
+        self.check(qos, max_len)?;
         Ok(Box::new(DdsSubscriber::new(self.reader_on(self.topic(topic)?, qos)?)))
     }
     fn callback_echo(

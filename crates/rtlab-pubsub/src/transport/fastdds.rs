@@ -504,11 +504,8 @@ impl FastDdsTransport {
 }
 
 impl Transport for FastDdsTransport {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn max_message(&self) -> usize {
-        MAX_MESSAGE
+    fn about(&self) -> About {
+        About { name: NAME, max_message: MAX_MESSAGE }
     }
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
         Ok(exact_dds_mapping(
@@ -523,24 +520,12 @@ impl Transport for FastDdsTransport {
             },
         ))
     }
-    fn publisher(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        max_len: usize,
-    ) -> Result<Box<dyn Publisher>, TransportError> {
-        self.map_qos(qos)?;
-        check_len(NAME, MAX_MESSAGE, max_len)?;
+    fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Publisher> {
+        self.check(qos, max_len)?;
         Ok(Box::new(DdsPublisher::new(self.writer(topic, qos)?, max_len)))
     }
-    fn subscriber(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        max_len: usize,
-    ) -> Result<Box<dyn Subscriber>, TransportError> {
-        self.map_qos(qos)?;
-        check_len(NAME, MAX_MESSAGE, max_len)?;
+    fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Subscriber> {
+        self.check(qos, max_len)?;
         Ok(Box::new(DdsSubscriber::new(self.reader(topic, qos)?)))
     }
     fn callback_echo(

@@ -49,11 +49,8 @@ impl IntraTransport {
 }
 
 impl Transport for IntraTransport {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn max_message(&self) -> usize {
-        usize::MAX / 2
+    fn about(&self) -> About {
+        About { name: NAME, max_message: usize::MAX / 2 }
     }
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
         let reliability = match qos.reliability {
@@ -90,12 +87,7 @@ impl Transport for IntraTransport {
         };
         Ok(QosMapping { reliability, history, durability })
     }
-    fn publisher(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        max_len: usize,
-    ) -> Result<Box<dyn Publisher>, TransportError> {
+    fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Publisher> {
         self.map_qos(qos)?;
         check_len(NAME, self.max_message(), max_len)?;
         let depth = qos.history.depth(KEEP_ALL_DEPTH);
@@ -110,12 +102,7 @@ impl Transport for IntraTransport {
             reliable: qos.reliability == Reliability::Reliable,
         }))
     }
-    fn subscriber(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        max_len: usize,
-    ) -> Result<Box<dyn Subscriber>, TransportError> {
+    fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Subscriber> {
         self.map_qos(qos)?;
         check_len(NAME, self.max_message(), max_len)?;
         let (tx, rx) = sync_channel(qos.history.depth(KEEP_ALL_DEPTH));

@@ -507,28 +507,39 @@ impl EchoState {
     }
 }
 
+/// What a transport is: its CLI name and the largest message (header included) it carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct About {
+    pub name: &'static str,
+    pub max_message: usize,
+}
+
+/// A publisher or subscriber a transport made, or why not.
+pub type Made<T> = Result<Box<T>, TransportError>;
+
 /// A transport: one per process (it owns the library's session/node/participant).
 pub trait Transport: Send + Sync {
-    /// The CLI name (`intra`, `udp`, `shm`, `zenoh`, `dds`).
-    fn name(&self) -> &'static str;
+    /// What it is.
+    fn about(&self) -> About;
+    /// The CLI name (`intra`, `udp`, `shm`, `zenoh`, `cyclonedds` ...).
+    fn name(&self) -> &'static str {
+        self.about().name
+    }
     /// The largest message (header included) this transport carries.
-    fn max_message(&self) -> usize;
+    fn max_message(&self) -> usize {
+        self.about().max_message
+    }
     /// What `qos` becomes natively, or why it cannot be honoured.
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError>;
+    /// What a publisher or subscriber checks first: `qos` honoured, `max_len` carried.
+    fn check(&self, qos: &Qos, max_len: usize) -> Result<(), TransportError> {
+        self.map_qos(qos)?;
+        check_len(self.name(), self.max_message(), max_len)
+    }
     /// A publisher on `topic` for messages up to `max_len` bytes.
-    fn publisher(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        max_len: usize,
-    ) -> Result<Box<dyn Publisher>, TransportError>;
+    fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Publisher>;
     /// A subscriber on `topic` for messages up to `max_len` bytes.
-    fn subscriber(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        max_len: usize,
-    ) -> Result<Box<dyn Subscriber>, TransportError>;
+    fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Subscriber>;
     /// A pong that answers every message of `topic_in` on `topic_out` (same sequence, stamp
     /// and length) from the library's own delivery of it: its subscriber callback or
     /// data-available listener ([`EchoStyle::Callback`]). Ok(None) where the library has

@@ -535,11 +535,8 @@ impl Drop for RustDdsSubscriber {
 }
 
 impl Transport for RustDdsTransport {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn max_message(&self) -> usize {
-        MAX_MESSAGE
+    fn about(&self) -> About {
+        About { name: NAME, max_message: MAX_MESSAGE }
     }
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
         let mut m = exact_dds_mapping(
@@ -564,14 +561,8 @@ impl Transport for RustDdsTransport {
         }
         Ok(m)
     }
-    fn publisher(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        max_len: usize,
-    ) -> Result<Box<dyn Publisher>, TransportError> {
-        self.map_qos(qos)?;
-        check_len(NAME, MAX_MESSAGE, max_len)?;
+    fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Publisher> {
+        self.check(qos, max_len)?;
         let q = native_qos(qos);
         let t = self.topic(topic, &q)?;
         let w = self
@@ -590,14 +581,8 @@ impl Transport for RustDdsTransport {
             _dp: self.dp.clone(),
         }))
     }
-    fn subscriber(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        max_len: usize,
-    ) -> Result<Box<dyn Subscriber>, TransportError> {
-        self.map_qos(qos)?;
-        check_len(NAME, MAX_MESSAGE, max_len)?;
+    fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Subscriber> {
+        self.check(qos, max_len)?;
         let q = native_qos(qos);
         let t = self.topic(topic, &q)?;
         let mut r = self

@@ -157,11 +157,8 @@ impl ShmTransport {
 }
 
 impl Transport for ShmTransport {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn max_message(&self) -> usize {
-        MAX_MESSAGE
+    fn about(&self) -> About {
+        About { name: NAME, max_message: MAX_MESSAGE }
     }
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
         let reliability = match qos.reliability {
@@ -192,14 +189,8 @@ impl Transport for ShmTransport {
         };
         Ok(QosMapping { reliability, history, durability })
     }
-    fn publisher(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        max_len: usize,
-    ) -> Result<Box<dyn Publisher>, TransportError> {
-        self.map_qos(qos)?;
-        check_len(NAME, MAX_MESSAGE, max_len)?;
+    fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Publisher> {
+        self.check(qos, max_len)?;
         let svc = self.service(topic, qos)?;
         let publisher = svc
             .publisher_builder()
@@ -226,14 +217,8 @@ impl Transport for ShmTransport {
             _ev: ev,
         }))
     }
-    fn subscriber(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        max_len: usize,
-    ) -> Result<Box<dyn Subscriber>, TransportError> {
-        self.map_qos(qos)?;
-        check_len(NAME, MAX_MESSAGE, max_len)?;
+    fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Subscriber> {
+        self.check(qos, max_len)?;
         let svc = self.service(topic, qos)?;
         let subscriber = svc
             .subscriber_builder()

@@ -147,11 +147,8 @@ fn bind(at: SocketAddr, what: &'static str) -> Result<UdpSocket, TransportError>
 }
 
 impl Transport for UdpTransport {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn max_message(&self) -> usize {
-        MAX_DATAGRAM
+    fn about(&self) -> About {
+        About { name: NAME, max_message: MAX_DATAGRAM }
     }
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
         let reliability = match qos.reliability {
@@ -185,14 +182,8 @@ impl Transport for UdpTransport {
         };
         Ok(QosMapping { reliability, history, durability })
     }
-    fn publisher(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        max_len: usize,
-    ) -> Result<Box<dyn Publisher>, TransportError> {
-        self.map_qos(qos)?;
-        check_len(NAME, MAX_DATAGRAM, max_len)?;
+    fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Publisher> {
+        self.check(qos, max_len)?;
         let (socket, file) = match &self.net {
             Net::Loopback => {
                 let socket = UdpSocket::bind("127.0.0.1:0").map_err(io("bind publisher"))?;
@@ -230,14 +221,8 @@ impl Transport for UdpTransport {
             join_buf: [0u8; 64],
         }))
     }
-    fn subscriber(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        max_len: usize,
-    ) -> Result<Box<dyn Subscriber>, TransportError> {
-        self.map_qos(qos)?;
-        check_len(NAME, MAX_DATAGRAM, max_len)?;
+    fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Subscriber> {
+        self.check(qos, max_len)?;
         let socket = bind(SocketAddr::new(self.bind_addr(), 0), "bind subscriber")?;
         let mut joins = [None; MAX_PEERS];
         if let Net::Across { peers, .. } = &self.net {

@@ -110,11 +110,8 @@ impl ZenohTransport {
 }
 
 impl Transport for ZenohTransport {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn max_message(&self) -> usize {
-        MAX_MESSAGE
+    fn about(&self) -> About {
+        About { name: NAME, max_message: MAX_MESSAGE }
     }
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
         let reliability = match qos.reliability {
@@ -152,25 +149,13 @@ impl Transport for ZenohTransport {
         };
         Ok(QosMapping { reliability, history, durability })
     }
-    fn publisher(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        max_len: usize,
-    ) -> Result<Box<dyn Publisher>, TransportError> {
-        self.map_qos(qos)?;
-        check_len(NAME, MAX_MESSAGE, max_len)?;
+    fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Publisher> {
+        self.check(qos, max_len)?;
         let publisher = self.declare_publisher(topic, qos)?;
         Ok(Box::new(ZenohPublisher { publisher, buf: Arc::new(vec![0u8; max_len]) }))
     }
-    fn subscriber(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        max_len: usize,
-    ) -> Result<Box<dyn Subscriber>, TransportError> {
-        self.map_qos(qos)?;
-        check_len(NAME, MAX_MESSAGE, max_len)?;
+    fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Subscriber> {
+        self.check(qos, max_len)?;
         let b = self.session.declare_subscriber(topic.to_string());
         let rx = match qos.history {
             History::KeepLast(n) => Rx::Ring(
@@ -193,8 +178,7 @@ impl Transport for ZenohTransport {
         qos: &Qos,
         max_len: usize,
     ) -> Result<Option<Box<dyn CallbackEcho>>, TransportError> {
-        self.map_qos(qos)?;
-        check_len(NAME, MAX_MESSAGE, max_len)?;
+        self.check(qos, max_len)?;
         let pong = self.declare_publisher(topic_out, qos)?;
         let tally = Arc::new(EchoTally::default());
         let t2 = tally.clone();

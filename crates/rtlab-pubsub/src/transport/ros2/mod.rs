@@ -221,11 +221,8 @@ fn native_qos(q: &mut QosProfile, asked: &Qos) {
 }
 
 impl Transport for Ros2Transport {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn max_message(&self) -> usize {
-        MAX_MESSAGE
+    fn about(&self) -> About {
+        About { name: NAME, max_message: MAX_MESSAGE }
     }
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
         Ok(exact_dds_mapping(
@@ -240,23 +237,13 @@ impl Transport for Ros2Transport {
             },
         ))
     }
-    fn publisher(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        max_len: usize,
-    ) -> Result<Box<dyn Publisher>, TransportError> {
+    fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Publisher> {
         check_len(NAME, MAX_MESSAGE, max_len)?;
         let drain = (qos.reliability == Reliability::Reliable).then_some(DRAIN_NS);
         let p = rcl::Publisher::create(&self.node, Self::port(topic, qos, max_len), drain);
         Ok(Box::new(Ros2Publisher { p: p.map_err(ours)? }))
     }
-    fn subscriber(
-        &self,
-        topic: &str,
-        qos: &Qos,
-        max_len: usize,
-    ) -> Result<Box<dyn Subscriber>, TransportError> {
+    fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Subscriber> {
         check_len(NAME, MAX_MESSAGE, max_len)?;
         let s = rcl::Subscription::create(&self.node, Self::port(topic, qos, max_len));
         Ok(Box::new(Ros2Subscriber { s: s.map_err(ours)? }))

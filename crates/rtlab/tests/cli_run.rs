@@ -191,22 +191,8 @@ fn only_runs_the_matching_cases_and_resume_finishes_an_interrupted_run() {
     assert_eq!(names, ["timer/idle/no-rt/interval=2ms"]);
 
     // a run stopped by Ctrl-C during its first case, then resumed: every case once, complete
-    let mut child = rtlab()
-        .args(["run", f, "--db", db, "--wait"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    assert!(line.starts_with("rtlab run r:"), "{line}");
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let pid = child.id().to_string();
-    assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let (rest, code) = run_interrupted(&["run", f, "--db", db, "--wait"], "rtlab run r:");
+    assert_eq!(code, Some(0), "{rest}");
     let id = store().runs().unwrap().last().unwrap().id;
     assert_eq!(store().load_run(id).unwrap().status, rtlab_core::run::RunStatus::Interrupted);
     assert!(rest.contains(&format!("rtlab run --resume {id}")), "the way on is said: {rest}");

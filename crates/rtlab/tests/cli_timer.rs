@@ -234,13 +234,7 @@ fn ctrl_c_stops_cleanly_and_keeps_what_was_measured() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    // SIGINT, as Ctrl-C sends it
-    let rc = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(rc.success());
-    let o = child.wait_with_output().unwrap();
+    let o = interrupt(child);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = read_json(&json);
     assert_eq!(v["interrupted"], true);

@@ -228,3 +228,41 @@ impl Drop for Pair {
         self.remove();
     }
 }
+
+/// Sends SIGINT (the user's Ctrl-C) to `child` and waits (at most 30 s) for its output.
+pub fn interrupt(child: std::process::Child) -> std::process::Output {
+    let rc = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(rc.success());
+    let mut child = child;
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    child.wait_with_output().unwrap()
+}
+
+/// Start `rtlab ARGS`, wait for its first line on stdout (it starts with `first`), let it
+/// measure half a second, interrupt it (SIGINT, as Ctrl-C); what it wrote after the first line,
+/// and its exit code.
+pub fn run_interrupted(args: &[&str], first: &str) -> (String, Option<i32>) {
+    let mut child = rtlab()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(line.starts_with(first), "{line}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    (rest, child.wait().unwrap().code())
+}

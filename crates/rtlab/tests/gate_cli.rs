@@ -292,22 +292,8 @@ fn a_resumed_run_is_judged_again_over_all_its_cases() {
     )
     .unwrap();
     let (f, db) = (f.display().to_string(), d.path().join("rtlab.db").display().to_string());
-    let mut child = rtlab()
-        .args(["run", &f, "--db", &db, "--wait"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    assert!(line.starts_with("rtlab run r:"), "{line}");
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let pid = child.id().to_string();
-    assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    assert_eq!(child.wait().unwrap().code(), Some(0), "{rest}");
+    let (rest, code) = run_interrupted(&["run", &f, "--db", &db, "--wait"], "rtlab run r:");
+    assert_eq!(code, Some(0), "{rest}");
     assert!(rest.contains("gates passed: 2 skipped"), "{rest}");
     let store = || rtlab_store::Store::open(&db).unwrap();
     let id = store().latest_run().unwrap();

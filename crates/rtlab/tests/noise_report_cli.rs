@@ -74,21 +74,6 @@ fn tripled(s: &mut Stream) {
 
 /// A script this test adds to a copy of the report (the report has none): the rendered
 /// text of each row of the pivot, its right edge and the page's width.
-const LAYOUT: &str = r#"<script>
-(function () {
-  var t = document.querySelector('table.noisepivot');
-  var p = document.createElement('pre');
-  p.id = 'layout';
-  var rows = Array.prototype.map.call(t.querySelectorAll('tr'), function (r) {
-    return 'ROW ' + r.innerText.replace(/\s+/g, ' ').trim();
-  });
-  p.textContent = 'LAYOUT table_right=' + Math.ceil(t.getBoundingClientRect().right)
-    + ' client_width=' + document.documentElement.clientWidth
-    + ' scroll_width=' + document.documentElement.scrollWidth + '\n' + rows.join('\n') + '\nEND';
-  document.body.appendChild(p);
-})();
-</script></body>"#;
-
 #[test]
 fn root_two_profiles_side_by_side_in_both_reports_and_compared_per_cpu() {
     if !common::is_root() {
@@ -151,29 +136,14 @@ fn root_two_profiles_side_by_side_in_both_reports_and_compared_per_cpu() {
     }
     let cells: String = want[1..].iter().map(|v| format!("<td class=\"n\">{v}</td>")).collect();
     assert!(h.contains(&format!("<tr><td>{cpu}</td>{cells}</tr>")), "{h}");
-    let probe = dir.path().join("layout.html");
-    assert_eq!(h.matches("</body>").count(), 1);
-    std::fs::write(&probe, h.replace("</body>", LAYOUT)).unwrap();
-    let dom = browser::dump_dom(dir.path(), &probe);
-    assert!(dom.contains("<pre id=\"layout\">LAYOUT "), "the layout script did not run: {dom}");
-    let layout = dom.rsplit("LAYOUT ").next().and_then(|l| l.split("\nEND").next()).unwrap_or("");
-    eprintln!("{layout}");
-    let rendered: Vec<&str> = layout.lines().filter_map(|l| l.strip_prefix("ROW ")).collect();
-    assert_eq!(rendered[0], "cpu no-rt rt-normal", "{layout}");
-    assert_eq!(rendered[2], want.join(" "), "{layout}");
-    let get = |k: &str| -> i64 {
-        layout
-            .lines()
-            .next()
-            .unwrap_or("")
-            .split_whitespace()
-            .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("{k} missing in '{layout}'"))
-    };
+    let layout = browser::table_layout(dir.path(), &h, "noisepivot");
+    let rendered = layout.rows();
+    assert_eq!(rendered[0], "cpu no-rt rt-normal", "{}", layout.0);
+    assert_eq!(rendered[2], want.join(" "), "{}", layout.0);
+    let get = |k: &str| layout.get(k);
     assert_eq!(get("client_width"), 1400);
-    assert!(get("table_right") <= 1400, "the pivot is wider than the page: {layout}");
-    assert!(get("scroll_width") <= 1400, "the page scrolls sideways: {layout}");
+    assert!(get("table_right") <= 1400, "the pivot is wider than the page: {}", layout.0);
+    assert!(get("scroll_width") <= 1400, "the page scrolls sideways: {}", layout.0);
 
     // compare, two real runs: a row per case and CPU with A's and B's figures, not judged
     // without --threshold (whatever the noise did between the runs)

@@ -3,7 +3,7 @@
 //! subscribers in separate processes (the binary re-executing itself as `pubsub --role-config`), and roles by hand.
 
 mod common;
-use common::{assert_error, rtlab, run, stderr, stdout};
+use common::{assert_error, interrupt, rtlab, run, stderr, stdout};
 use serde_json::Value;
 
 #[test]
@@ -265,12 +265,7 @@ fn ctrl_c_stops_cleanly_and_keeps_what_subscriber_processes_measured() {
         .unwrap();
     // set-up (2 processes, udp join) takes ~0.1 s idle; leave room for a loaded CI machine
     std::thread::sleep(std::time::Duration::from_millis(4000));
-    let rc = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(rc.success());
-    let o = child.wait_with_output().unwrap();
+    let o = interrupt(child);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["interrupted"], true);
@@ -330,22 +325,6 @@ fn ping_and_pong_by_hand() {
         &["pubsub", "--transport", "udp", "--role", "pub", "--mode", "roundtrip", "--count", "5"],
         &["--role"],
     );
-}
-
-/// Sends SIGINT (the user's Ctrl-C) to `child` and waits (at most 30 s) for its output.
-fn interrupt(child: std::process::Child) -> std::process::Output {
-    let rc = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(rc.success());
-    let mut child = child;
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < end {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    child.wait_with_output().unwrap()
 }
 
 /// The line of `table` that starts with `label` followed by a space, split into cells.

@@ -15,7 +15,6 @@
 mod browser;
 mod common;
 
-use browser::dump_dom;
 use common::{run, stderr, stdout};
 use rtlab_core::run::Run;
 use rtlab_core::schema::Stream;
@@ -85,21 +84,6 @@ fn row<'t>(text: &'t str, side: &str) -> Vec<&'t str> {
 
 /// A script this test adds to a copy of the report (the report has none): the rendered
 /// text of each row of the ROS 2 layer table, its right edge and the page's width.
-const LAYOUT: &str = r#"<script>
-(function () {
-  var t = document.querySelector('table.ros2layer');
-  var p = document.createElement('pre');
-  p.id = 'layout';
-  var rows = Array.prototype.map.call(t.querySelectorAll('tr'), function (r) {
-    return 'ROW ' + r.innerText.replace(/\s+/g, ' ').trim();
-  });
-  p.textContent = 'LAYOUT table_right=' + Math.ceil(t.getBoundingClientRect().right)
-    + ' client_width=' + document.documentElement.clientWidth
-    + ' scroll_width=' + document.documentElement.scrollWidth + '\n' + rows.join('\n') + '\nEND';
-  document.body.appendChild(p);
-})();
-</script></body>"#;
-
 #[test]
 fn report_shows_the_ros2_layer_of_a_case_measured_through_ros2_and_fastdds() {
     let dir = tempfile::tempdir().unwrap();
@@ -192,14 +176,8 @@ fn report_shows_the_ros2_layer_of_a_case_measured_through_ros2_and_fastdds() {
     assert!(!h.contains("<script"), "the report has no script");
 
     // ... rendered by a browser: every row's text, the table inside the 1400 px page
-    let probe = dir.path().join("layout.html");
-    assert_eq!(h.matches("</body>").count(), 1);
-    std::fs::write(&probe, h.replace("</body>", LAYOUT)).unwrap();
-    let dom = dump_dom(dir.path(), &probe);
-    let layout = dom.rsplit("LAYOUT ").next().and_then(|l| l.split("\nEND").next()).unwrap_or("");
-    assert!(dom.contains("<pre id=\"layout\">LAYOUT "), "the layout script did not run: {dom}");
-    eprintln!("{layout}");
-    let rendered: Vec<&str> = layout.lines().filter_map(|l| l.strip_prefix("ROW ")).collect();
+    let laid = browser::table_layout(dir.path(), &h, "ros2layer");
+    let (layout, rendered) = (&laid.0, laid.rows());
     let want = |name: &str, place: &str, f: &[String]| format!("{name} ({place}) {}", f.join(" "));
     assert!(rendered.contains(&label), "{layout}");
     assert!(
@@ -211,16 +189,7 @@ fn report_shows_the_ros2_layer_of_a_case_measured_through_ros2_and_fastdds() {
         "{layout}"
     );
     assert!(rendered.contains(&format!("ros2 - fastdds {}", diffs.join(" ")).as_str()), "{layout}");
-    let get = |k: &str| -> i64 {
-        layout
-            .lines()
-            .next()
-            .unwrap_or("")
-            .split_whitespace()
-            .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("{k} missing in '{layout}'"))
-    };
+    let get = |k: &str| laid.get(k);
     assert_eq!(get("client_width"), 1400);
     assert!(get("table_right") <= 1400, "the ROS 2 layer table is wider than the page: {layout}");
     assert!(get("scroll_width") <= 1400, "the page scrolls sideways: {layout}");

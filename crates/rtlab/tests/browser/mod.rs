@@ -64,3 +64,51 @@ pub fn dump_dom(dir: &Path, html: &Path) -> String {
     );
     std::fs::read_to_string(&out).unwrap()
 }
+
+/// A report's table as Chromium lays it out at 1400 px: each row's text, the table's right
+/// edge and the page's widths (`table_right`, `client_width`, `scroll_width`).
+pub struct Layout(pub String);
+
+impl Layout {
+    /// Each row's text, its white space folded.
+    pub fn rows(&self) -> Vec<&str> {
+        self.0.lines().filter_map(|l| l.strip_prefix("ROW ")).collect()
+    }
+
+    /// A width of the first line (`client_width` ...).
+    pub fn get(&self, k: &str) -> i64 {
+        let first = self.0.lines().next().unwrap_or("");
+        first
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{k} missing in '{}'", self.0))
+    }
+}
+
+/// Load `html` (a report: one `</body>`, no script of its own) into Chromium with a script
+/// that writes the layout of its first `table.CLASS`, and read that layout back.
+pub fn table_layout(dir: &Path, html: &str, class: &str) -> Layout {
+    const SCRIPT: &str = r#"<script>
+(function () {
+  var t = document.querySelector('table.CLASS');
+  var p = document.createElement('pre');
+  p.id = 'layout';
+  var rows = Array.prototype.map.call(t.querySelectorAll('tr'), function (r) {
+    return 'ROW ' + r.innerText.replace(/\s+/g, ' ').trim();
+  });
+  p.textContent = 'LAYOUT table_right=' + Math.ceil(t.getBoundingClientRect().right)
+    + ' client_width=' + document.documentElement.clientWidth
+    + ' scroll_width=' + document.documentElement.scrollWidth + '\n' + rows.join('\n') + '\nEND';
+  document.body.appendChild(p);
+})();
+</script></body>"#;
+    assert_eq!(html.matches("</body>").count(), 1);
+    let probe = dir.join("layout.html");
+    std::fs::write(&probe, html.replace("</body>", &SCRIPT.replace("CLASS", class))).unwrap();
+    let dom = dump_dom(dir, &probe);
+    assert!(dom.contains("<pre id=\"layout\">LAYOUT "), "the layout script did not run: {dom}");
+    let layout = dom.rsplit("LAYOUT ").next().and_then(|l| l.split("\nEND").next()).unwrap_or("");
+    eprintln!("{layout}");
+    Layout(layout.to_string())
+}

@@ -8,7 +8,8 @@
 //! - `link`: the real link (UDP socket, poll, absolute timerfd).
 //! - `reflect`: the reflector's decision per datagram and what it saw.
 //! - `config`: the ping's and reflector's configurations and their checks.
-//! - `open`: the link's opening (socket, namespace, XDP, pre-flight).
+//! - `open`: the link's opening (socket, namespace, pre-flight, the stamping device).
+//! - `xdp`: the XDP path (frames, its link, its opening and pre-flight, its reflector loop).
 //! - `run`: the measuring threads, outcomes and result streams.
 //!
 //! The definitions are in `docs/udp.md`.

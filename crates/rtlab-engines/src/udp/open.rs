@@ -1,20 +1,18 @@
 //! Opening the UDP probe's link: the socket (in a network namespace when asked, its options
-//! applied or refused), the XDP path (steering, AF_XDP socket), the pre-flight hellos that
-//! prove a reflector answers, and the stamping device's checks.
+//! applied or refused), the pre-flight hellos that prove a reflector answers, and the
+//! stamping device's checks (the XDP path opens in `xdp/open.rs`).
 
-use super::config::{
-    SocketConfig, SocketReport, Timestamps, UdpError, XdpConfig, XdpReport, RX_BYTES,
-};
+use super::config::{SocketConfig, SocketReport, Timestamps, UdpError, XdpReport, RX_BYTES};
 use super::link::UdpLink;
 use super::ping::{Link, Recv};
 use super::wire::{self, Kind};
 use super::xdp::XdpLink;
 use rtlab_sys::net::{self as sysnet, Buffer};
 use rtlab_sys::SysError;
-use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 
-fn in_netns<T: Send + 'static>(
+pub(super) fn in_netns<T: Send + 'static>(
     netns: Option<&str>,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, UdpError> {
@@ -29,69 +27,6 @@ fn in_netns<T: Send + 'static>(
                 .map_err(|e| UdpError::Invalid(format!("--netns {ns}: {e}")))
         }
     }
-}
-
-/// The XDP side of a run: the socket, the steering program, the device.
-pub(super) struct XdpSide {
-    pub(super) xsk: rtlab_sys::xdp::Xsk,
-    pub(super) steering: rtlab_sys::xdp::Steering,
-    pub(super) mac: [u8; 6],
-    pub(super) report: XdpReport,
-    /// The journal's guard: dropped after `steering`.
-    pub(super) journaled: Option<Box<dyn std::any::Any>>,
-}
-
-/// Find the device holding `local`, journal, attach the steering program for `local` and
-/// open the XDP socket on its queue 0; check that `payload` fits one frame.
-pub(super) fn open_xdp(
-    netns: Option<&str>,
-    local: SocketAddrV4,
-    x: &XdpConfig,
-    socket: &SocketConfig,
-    payload: usize,
-) -> Result<XdpSide, UdpError> {
-    let (so_priority, busy_poll_us) = (socket.so_priority, socket.busy_poll_us);
-    use rtlab_sys::xdp::{self as sx, AttachMode, Steer, Xsk};
-    let ip = *local.ip();
-    let (dev, ifindex, mac, mtu) = in_netns(netns, move || sx::device_of(ip))?
-        .map_err(|e| UdpError::Invalid(format!("--xdp: {e}")))?;
-    if payload + 28 > mtu as usize {
-        return Err(UdpError::Invalid(format!("--payload {payload} with --xdp: above what one frame of {dev} carries (MTU {mtu}: at most {} bytes; the XDP path does not fragment)", (mtu as usize).saturating_sub(28))));
-    }
-    let journaled = match &x.journal {
-        Some(j) => Some((j.0)(netns, &dev).map_err(|e| {
-            UdpError::Invalid(format!("--xdp: journaling the XDP program on {dev}: {e}"))
-        })?),
-        None => None,
-    };
-    let generic = x.generic;
-    let port = local.port();
-    let (steering, xsk) = in_netns(netns, move || -> Result<_, SysError> {
-        let s = sx::attach_steering(ifindex, Steer { ip, port }, generic)?;
-        let xsk = Xsk::open(ifindex, 0, s.mode == AttachMode::Generic)?;
-        s.insert(0, &xsk)?;
-        Ok((s, xsk))
-    })?
-    .map_err(|e| UdpError::Invalid(format!("--xdp on {dev}: {e}")))?;
-    if let Some(p) = so_priority {
-        let p = i32::try_from(p)
-            .map_err(|_| UdpError::Invalid(format!("--so-priority {p}: too large")))?;
-        sysnet::set_priority(xsk.fd(), p)
-            .map_err(|e| UdpError::Invalid(format!("--so-priority with --xdp: {e}")))?;
-    }
-    if let Some(us) = busy_poll_us {
-        sx::set_busy_poll(&xsk, us)
-            .map_err(|e| UdpError::Invalid(format!("--busy-poll {us} with --xdp: {e}")))?;
-    }
-    let report = XdpReport {
-        dev,
-        attach: steering.mode.name(),
-        copy: xsk.mode.name(),
-        queue: xsk.queue,
-        rx_dropped: 0,
-        malformed_frames: 0,
-    };
-    Ok(XdpSide { xsk, steering, mac, report, journaled })
 }
 
 fn io_why(e: &std::io::Error, addr: &SocketAddr) -> String {
@@ -240,59 +175,11 @@ pub(super) fn preflight(
     })
 }
 
-/// The pre-flight check of the XDP path: hellos go out through the kernel socket, the answer
-/// comes back through the XDP socket; its source MAC is where the requests go.
-pub(super) fn preflight_xdp(
-    s: &UdpSocket,
-    xsk: &mut rtlab_sys::xdp::Xsk,
-    run_id: u64,
-    payload: usize,
-    to: SocketAddr,
-    wait_ns: i64,
-) -> Result<[u8; 6], UdpError> {
-    let now = rtlab_sys::clock::monotonic_ns;
-    let start = now();
-    let mut tx = vec![0u8; payload];
-    let mut rx = vec![0u8; RX_BYTES];
-    let mut refused = false;
-    let mut attempt = 0u64;
-    while now() - start < wait_ns {
-        wire::write(&mut tx, Kind::Hello, run_id, attempt, now());
-        attempt += 1;
-        if let Err(e) = s.send(&tx) {
-            refused |= e.raw_os_error() == Some(libc::ECONNREFUSED);
-        }
-        let until = now() + 200_000_000;
-        while now() < until {
-            // what reaches the kernel socket: ICMP errors (and answers the program let by)
-            if let Err(e) = sysnet::recv_dontwait(s.as_raw_fd(), &mut rx) {
-                refused |= e.raw_os_error() == Some(libc::ECONNREFUSED);
-            }
-            xsk.reap();
-            if let Some(fr) = xsk.rx() {
-                let f = xsk.frame(fr.addr);
-                let f = &f[..(fr.len as usize).min(f.len())];
-                let mac = super::xdp::parse(f).and_then(|u| {
-                    let h = wire::parse(&f[u.payload.clone()]).ok()?;
-                    (h.kind == Kind::HelloReply && h.is_run(run_id)).then_some(u.src_mac)
-                });
-                xsk.release(fr.addr);
-                if let Some(m) = mac {
-                    return Ok(m);
-                }
-                continue;
-            }
-            let left = ((until - now()) / 1_000_000).clamp(1, 50) as i32;
-            sysnet::wait2(xsk.fd(), s.as_raw_fd(), left);
-        }
-    }
-    Err(UdpError::NoReflector {
-        addr: to.to_string(),
-        waited_ms: wait_ns / 1_000_000,
-        launched_late: None,
-        refused,
-    })
-}
+/// What a ping's link is when opened: the socket's settings as the kernel has them, the
+/// local address, the link, the XDP steering held (to detach after), the XDP path's report
+/// and the device whose stamps are read (with what it offers).
+pub(super) type OpenedPing =
+    (SocketReport, String, AnyLink, Option<Held>, Option<XdpReport>, Option<(String, String)>);
 
 /// Drop the steering program (the kernel detaches it with its link), then its journal
 /// guard (which restores the journal: the program is gone by then).

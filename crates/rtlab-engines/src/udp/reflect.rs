@@ -15,6 +15,7 @@
 
 use super::wire::{self, Kind};
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 /// What the reflector should do with a datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,6 +203,17 @@ impl Reflector {
     pub fn forward_lost(&self) -> u64 {
         self.counts.runs.iter().map(|r| r.forward_lost()).sum()
     }
+}
+
+/// What a reflector loop reads each round (the socket path's and the XDP path's; `busy`:
+/// the XDP path's busy polling).
+pub(super) struct ReflectLoop<'a> {
+    pub(super) start: i64,
+    pub(super) duration: Option<i64>,
+    pub(super) count: Option<u64>,
+    pub(super) busy: bool,
+    pub(super) stop: &'a AtomicBool,
+    pub(super) progress: &'a AtomicU64,
 }
 
 #[cfg(test)]

@@ -12,10 +12,9 @@
 
 use super::link::UdpLink;
 use super::ping::{PingMode, PingPlan, Pinger};
-use super::reflect::{Action, ReflectCounts, Reflector};
+use super::reflect::{Action, ReflectCounts, ReflectLoop, Reflector};
 use super::track::{Counts, Tracker};
 use super::wire::{self, Kind};
-use super::xdp::XdpLink;
 use crate::timer::LoopEnd;
 use rtlab_core::schema::Stream;
 use rtlab_core::sink::{Recorder, RecorderConfig, Sink};
@@ -30,8 +29,7 @@ use std::sync::Arc;
 
 pub use super::config::*;
 use super::open::{
-    apply_socket, check_etf, detach, open_socket, open_xdp, preflight, preflight_xdp, stamp_device,
-    AnyLink, Held,
+    apply_socket, check_etf, detach, open_socket, preflight, stamp_device, AnyLink, OpenedPing,
 };
 
 /// What a ping run measured.
@@ -69,12 +67,6 @@ fn recorder(deadline_ns: i64, window_ns: i64, planned_span_ns: i64) -> Recorder 
         None,
     )
 }
-
-/// What a ping's link is when opened: the socket's settings as the kernel has them, the
-/// local address, the link, the XDP steering held (to detach after), the XDP path's report
-/// and the device whose stamps are read (with what it offers).
-type OpenedPing =
-    (SocketReport, String, AnyLink, Option<Held>, Option<XdpReport>, Option<(String, String)>);
 
 /// The socket path of a ping: its settings, the kernel's stamps and launch times where
 /// asked for, the preflight.
@@ -127,43 +119,6 @@ fn open_ping_socket(
     Ok((socket, local_addr, AnyLink::Socket(link), None, None, stamps))
 }
 
-/// The XDP path of a ping: an AF_XDP socket on the device holding the local address, the
-/// peer's MAC found by the preflight, the frames' header.
-fn open_ping_xdp(
-    cfg: &UdpPingConfig,
-    x: &XdpConfig,
-    sock: UdpSocket,
-    to: SocketAddr,
-    run_id: u64,
-    timer: AbsTimer,
-) -> Result<OpenedPing, UdpError> {
-    let (SocketAddr::V4(l4), SocketAddr::V4(to4)) =
-        (sock.local_addr().map_err(|e| UdpError::Invalid(format!("--to {to}: {e}")))?, to)
-    else {
-        return Err(UdpError::Invalid(format!("--to {to}: --xdp builds IPv4 frames only")));
-    };
-    let mut side = open_xdp(cfg.netns.as_deref(), l4, x, &cfg.socket, cfg.payload)?;
-    let dst_mac = preflight_xdp(&sock, &mut side.xsk, run_id, cfg.payload, to, cfg.preflight_ns)?;
-    let tos = cfg.socket.tos.unwrap_or(0);
-    let header = super::xdp::header(side.mac, dst_mac, l4, to4, tos, cfg.payload);
-    let socket = SocketReport {
-        so_priority: sysnet::priority(side.xsk.fd()),
-        tos: Some(tos as i32),
-        busy_poll_us: cfg.socket.busy_poll_us.map(|u| u as i32),
-        ..Default::default()
-    };
-    let link = XdpLink {
-        xsk: side.xsk,
-        timer,
-        header,
-        busy: cfg.socket.busy_poll_us.is_some(),
-        malformed_frames: 0,
-        _sock: sock,
-    };
-    let held = (side.steering, side.journaled);
-    Ok((socket, l4.to_string(), AnyLink::Xdp(Box::new(link)), Some(held), Some(side.report), None))
-}
-
 /// A ping's recorders, sized for its span: the round trips (held to the deadline) and the
 /// send lateness; with the kernel's stamps, the link's stage recorders too.
 fn ping_recorders(
@@ -213,7 +168,7 @@ pub fn ping(
     let timer = AbsTimer::new()?;
     let (socket, local_addr, mut link, steering, xdp_report, stamp_dev) = match &cfg.xdp {
         None => open_ping_socket(cfg, sock, to, run_id, timer)?,
-        Some(x) => open_ping_xdp(cfg, x, sock, to, run_id, timer)?,
+        Some(x) => super::xdp::open::open_ping(cfg, x, sock, to, run_id, timer)?,
     };
     let (lock_guard, memory_lock) = crate::hold::lock_memory(cfg.rt.mlockall);
 
@@ -335,19 +290,6 @@ fn socket_labels(labels: &mut BTreeMap<String, String>, s: &SocketReport) {
     put("sndbuf", s.sndbuf);
 }
 
-/// `path` (socket / xdp) and, on the XDP path, what it had.
-fn path_labels(labels: &mut BTreeMap<String, String>, x: Option<&XdpReport>) {
-    labels.insert("path".into(), if x.is_some() { "xdp" } else { "socket" }.into());
-    if let Some(x) = x {
-        labels.insert("xdp_dev".into(), x.dev.clone());
-        labels.insert("xdp_attach".into(), x.attach.into());
-        labels.insert("xdp_copy".into(), x.copy.into());
-        labels.insert("xdp_queue".into(), x.queue.to_string());
-        labels.insert("xdp_rx_dropped".into(), x.rx_dropped.to_string());
-        labels.insert("xdp_malformed_frames".into(), x.malformed_frames.to_string());
-    }
-}
-
 fn rt_labels(
     labels: &mut BTreeMap<String, String>,
     rt: &RtConfig,
@@ -396,7 +338,7 @@ impl PingOutcome {
         labels.insert("ring".into(), self.ring_capacity.to_string());
         rt_labels(&mut labels, &cfg.rt, &self.policy_seen, &self.cpus_seen);
         socket_labels(&mut labels, &self.socket);
-        path_labels(&mut labels, self.xdp.as_ref());
+        super::xdp::path_labels(&mut labels, self.xdp.as_ref());
         let mut s = Stream::from_recorder("ping", "rtt", RTT_DEFINITION, labels.clone(), &self.rtt);
         s.stats.lost = Some(c.lost);
         s.stats.late = Some(c.late);
@@ -477,17 +419,6 @@ pub struct ReflectOutcome {
     pub xdp: Option<XdpReport>,
 }
 
-/// What a reflector loop reads each round (the socket path's and the XDP path's; `busy`:
-/// the XDP path's busy polling).
-struct XdpLoop<'a> {
-    start: i64,
-    duration: Option<i64>,
-    count: Option<u64>,
-    busy: bool,
-    stop: &'a AtomicBool,
-    progress: &'a AtomicU64,
-}
-
 /// The reflector on the socket path: answer each request as it comes (non-blocking
 /// receives, a poll of at most 100 ms between them to see the stop flag and the duration).
 fn reflect_socket(
@@ -495,7 +426,7 @@ fn reflect_socket(
     reflector: &mut Reflector,
     turnaround: &mut Recorder,
     buf: &mut [u8],
-    l: &XdpLoop,
+    l: &ReflectLoop,
 ) -> LoopEnd {
     let fd = sock.as_raw_fd();
     let mut index = 0u64;
@@ -539,89 +470,6 @@ fn reflect_socket(
     }
 }
 
-/// The reflector on the XDP path: take a frame, answer it in place and put it on the tx
-/// ring, or give it back. The turnaround is stamped as on the socket path: from the frame
-/// taken to the kick that sends the answer returned.
-fn reflect_xdp(
-    xsk: &mut rtlab_sys::xdp::Xsk,
-    reflector: &mut Reflector,
-    turnaround: &mut Recorder,
-    l: &XdpLoop,
-    malformed_frames: &mut u64,
-) -> LoopEnd {
-    use rtlab_sys::xdp::Frame;
-    let now = rtlab_sys::clock::monotonic_ns;
-    let mut index = 0u64;
-    let mut polls = 0u32;
-    loop {
-        if l.stop.load(Ordering::Relaxed) {
-            return LoopEnd::Interrupted;
-        }
-        if matches!(l.count, Some(c) if reflector.counts.received >= c) {
-            return LoopEnd::Count;
-        }
-        xsk.reap();
-        let Some(fr) = xsk.rx() else {
-            if l.busy {
-                xsk.poke_rx();
-                polls += 1;
-                if polls.is_multiple_of(1024)
-                    && matches!(l.duration, Some(d) if now() - l.start >= d)
-                {
-                    return LoopEnd::Duration;
-                }
-                std::hint::spin_loop();
-            } else {
-                let t = now();
-                if matches!(l.duration, Some(d) if t - l.start >= d) {
-                    return LoopEnd::Duration;
-                }
-                // wake at least every 100 ms to see the stop flag and the duration
-                let left = l
-                    .duration
-                    .map(|d| ((l.start + d - t) / 1_000_000 + 1).clamp(1, 100) as i32)
-                    .unwrap_or(100);
-                sysnet::wait2(xsk.fd(), -1, left);
-            }
-            continue;
-        };
-        let t_recv = now();
-        let f = xsk.frame(fr.addr);
-        let len = (fr.len as usize).min(f.len());
-        let answered = match super::xdp::parse(&f[..len]) {
-            Some(u) => {
-                let n = u.payload.len();
-                match reflector.handle(&mut f[u.payload.clone()], n) {
-                    Action::Answer(_) => {
-                        super::xdp::answer_in_place(&mut f[..len], &u);
-                        true
-                    }
-                    Action::Ignore => false,
-                }
-            }
-            None => {
-                reflector.counts.received += 1;
-                reflector.counts.malformed += 1;
-                *malformed_frames += 1;
-                false
-            }
-        };
-        if answered {
-            if !xsk.tx(Frame { addr: fr.addr, len: len as u32 }) {
-                reflector.counts.send_errors += 1;
-                xsk.release(fr.addr);
-            } else if xsk.kick().is_err() {
-                reflector.counts.send_errors += 1;
-            }
-            turnaround.record(index, t_recv - l.start, now() - t_recv);
-            index += 1;
-        } else {
-            xsk.release(fr.addr);
-        }
-        l.progress.store(reflector.counts.received, Ordering::Relaxed);
-    }
-}
-
 /// Run `udp reflect` until the stop flag, the duration or the count. `on_ready(addr)` is
 /// called once the socket is bound (before any datagram is taken); `on_progress(received)`
 /// about every 100 ms, from the calling thread.
@@ -641,7 +489,7 @@ pub fn reflect(
         (None, _) => (apply_socket(&sock, bind.is_ipv6(), &cfg.socket)?, None),
         (Some(x), SocketAddr::V4(l4)) => {
             // the largest payload one frame of the device carries is checked per frame
-            let side = open_xdp(cfg.netns.as_deref(), l4, x, &cfg.socket, 16)?;
+            let side = super::xdp::open::open(cfg.netns.as_deref(), l4, x, &cfg.socket, 16)?;
             let report = SocketReport {
                 so_priority: sysnet::priority(side.xsk.fd()),
                 busy_poll_us: cfg.socket.busy_poll_us.map(|u| u as i32),
@@ -686,18 +534,31 @@ pub fn reflect(
         let mut xdp_seen = None;
         let end = if let Some(xsk) = xsk.as_mut() {
             let mut malformed_frames = 0u64;
-            let end = reflect_xdp(
+            let end = super::xdp::reflect::reflect(
                 xsk,
                 &mut reflector,
                 &mut turnaround,
-                &XdpLoop { start, duration, count, busy, stop: &stop_in, progress: &progress_in },
+                &ReflectLoop {
+                    start,
+                    duration,
+                    count,
+                    busy,
+                    stop: &stop_in,
+                    progress: &progress_in,
+                },
                 &mut malformed_frames,
             );
             xdp_seen = Some((xsk.stats().rx_dropped, malformed_frames));
             end
         } else {
-            let l =
-                XdpLoop { start, duration, count, busy, stop: &stop_in, progress: &progress_in };
+            let l = ReflectLoop {
+                start,
+                duration,
+                count,
+                busy,
+                stop: &stop_in,
+                progress: &progress_in,
+            };
             reflect_socket(&sock, &mut reflector, &mut turnaround, &mut buf, &l)
         };
         drop(xsk);
@@ -765,7 +626,7 @@ impl ReflectOutcome {
         }
         rt_labels(&mut labels, &cfg.rt, &self.policy_seen, &self.cpus_seen);
         socket_labels(&mut labels, &self.socket);
-        path_labels(&mut labels, self.xdp.as_ref());
+        super::xdp::path_labels(&mut labels, self.xdp.as_ref());
         let mut s = Stream::from_recorder(
             "reflector",
             "turnaround",

@@ -10,6 +10,13 @@
 //! socket on the same address and port stays open for the whole run: it holds the port,
 //! carries the pinger's pre-flight hellos, and takes what the program leaves to the
 //! kernel. [`parse`] never panics on any input; nothing on the hot path allocates.
+//!
+//! Here: the frames and the pinger's link (this file), the opening of the path (`open`:
+//! device, steering, socket, pre-flight), the reflector's loop (`reflect`), the streams'
+//! labels of the path ([`path_labels`]).
+
+pub(in crate::udp) mod open;
+pub(in crate::udp) mod reflect;
 
 use super::ping::{Link, Recv};
 use rtlab_sys::net::{wait2, AbsTimer};
@@ -220,6 +227,22 @@ impl Link for XdpLink {
                 self.timer.clear();
             }
         }
+    }
+}
+
+/// `path` (socket / xdp) and, on the XDP path, what it had.
+pub(in crate::udp) fn path_labels(
+    labels: &mut std::collections::BTreeMap<String, String>,
+    x: Option<&super::config::XdpReport>,
+) {
+    labels.insert("path".into(), if x.is_some() { "xdp" } else { "socket" }.into());
+    if let Some(x) = x {
+        labels.insert("xdp_dev".into(), x.dev.clone());
+        labels.insert("xdp_attach".into(), x.attach.into());
+        labels.insert("xdp_copy".into(), x.copy.into());
+        labels.insert("xdp_queue".into(), x.queue.to_string());
+        labels.insert("xdp_rx_dropped".into(), x.rx_dropped.to_string());
+        labels.insert("xdp_malformed_frames".into(), x.malformed_frames.to_string());
     }
 }
 

@@ -36,7 +36,7 @@ pub fn check(
 ) -> Result<Vec<Check>, LabError> {
     let mut checks = rtlab_tune::check::run_checks(host);
     if noise_ns > 0 {
-        checks.push(crate::probes::noise_check::row(noise_ns, stop)?);
+        checks.push(crate::probes::noise::check::row(noise_ns, stop)?);
     }
     Ok(checks)
 }

@@ -2,7 +2,6 @@
 
 pub mod cyclic;
 pub mod noise;
-pub mod noise_check;
 pub mod observe;
 pub mod pubsub;
 pub mod timer;

@@ -26,6 +26,8 @@
 //! real-time regression, and gaps that do steal show in stolen %. A figure that was 0 in A
 //! has no growth in percent and is not judged (as latency's).
 
+pub mod summary;
+
 use crate::ks::{ks_histograms, verdict, CompareConfig, Ks, Verdict};
 use crate::model::params_text;
 use crate::summary::noise::{rows, NoiseRow, GAP_METRIC};

@@ -19,6 +19,8 @@
 //! refused in one line when hwlat runs already). Added as one module and one line in
 //! [`crate::registry::PROBES`].
 
+pub mod check;
+
 use crate::config::{positive, ConfigError, Dur, RtFields, Validate};
 use crate::document::{run_warnings, EngineRun};
 use crate::error::LabError;

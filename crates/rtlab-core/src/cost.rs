@@ -69,6 +69,9 @@ pub struct MeasuringThread {
     pub thread: String,
     /// Its scheduling policy in the window (`fifo`, `rr`, `other`...).
     pub policy: String,
+    /// Its real-time priority (0 at a normal policy).
+    #[serde(default)]
+    pub priority: i32,
     /// Its window: from right before its loop to right after it, ns.
     pub window_ns: i64,
     /// What it used in the window.
@@ -77,6 +80,37 @@ pub struct MeasuringThread {
 
 impl MeasuringThread {
     /// A real-time policy (FIFO or RR): its page faults and involuntary switches are warnings.
+    pub fn realtime(&self) -> bool {
+        matches!(self.policy.as_str(), "fifo" | "rr")
+    }
+
+    /// `fifo 80`, `other`.
+    pub fn sched(&self) -> String {
+        sched_label(&self.policy, self.priority)
+    }
+}
+
+/// A policy and priority as the reports say them: `fifo 80`, `other`.
+pub fn sched_label(policy: &str, priority: i32) -> String {
+    if matches!(policy, "fifo" | "rr") || priority != 0 {
+        format!("{policy} {priority}")
+    } else {
+        policy.to_string()
+    }
+}
+
+/// Threads of a group at one policy and priority, as the window's end found them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchedShare {
+    /// `fifo`, `rr`, `other`, `batch`, `idle`, `deadline`.
+    pub policy: String,
+    /// The real-time priority (0 at a normal policy).
+    pub priority: i32,
+    pub threads: u32,
+}
+
+impl SchedShare {
+    /// A real-time policy (FIFO or RR).
     pub fn realtime(&self) -> bool {
         matches!(self.policy.as_str(), "fifo" | "rr")
     }
@@ -100,12 +134,42 @@ pub struct ThreadGroup {
     pub system_ns: i64,
     pub minor_faults: u64,
     pub major_faults: u64,
+    /// Its threads by policy and priority at the window's end, most threads first (empty:
+    /// not read).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sched: Vec<SchedShare>,
 }
 
 impl ThreadGroup {
     /// User + system, ns.
     pub fn cpu_ns(&self) -> i64 {
         self.user_ns + self.system_ns
+    }
+
+    /// Its threads' policies: `fifo 75`, or `fifo 75 x2; other x2` when they differ (empty:
+    /// not read).
+    pub fn sched_text(&self) -> String {
+        match self.sched.as_slice() {
+            [one] => sched_label(&one.policy, one.priority),
+            many => many
+                .iter()
+                .map(|s| format!("{} x{}", sched_label(&s.policy, s.priority), s.threads))
+                .collect::<Vec<_>>()
+                .join("; "),
+        }
+    }
+
+    fn count_sched(&mut self, policy: &str, priority: i32, threads: u32) {
+        match self.sched.iter_mut().find(|s| s.policy == policy && s.priority == priority) {
+            Some(s) => s.threads += threads,
+            None => self.sched.push(SchedShare { policy: policy.into(), priority, threads }),
+        }
+        self.sched.sort_by(|a, b| {
+            b.threads
+                .cmp(&a.threads)
+                .then(b.priority.cmp(&a.priority))
+                .then(a.policy.cmp(&b.policy))
+        });
     }
 }
 
@@ -264,6 +328,7 @@ impl CostWindow {
         if self.measuring.len() > FAR_LIMITS.1
             || self.groups.len() > FAR_LIMITS.1
             || self.processes.len() > FAR_LIMITS.1
+            || self.groups.iter().any(|g| g.sched.len() > g.threads.max(1) as usize)
         {
             return bad("more threads, groups or processes than any case has");
         }
@@ -342,6 +407,40 @@ impl Cost {
     }
 }
 
+/// The middleware's receive threads by group name, and whose they are: Fast DDS's
+/// `dds.udp.<port>` and `dds.shm.<port>`, Cyclone DDS's `recv`, `recvUC`, `recvMC`.
+pub fn receive_threads_of(group: &str) -> Option<&'static str> {
+    if group.starts_with("dds.udp.") || group.starts_with("dds.shm.") {
+        Some("Fast DDS")
+    } else if group.starts_with("recv") {
+        Some("Cyclone DDS")
+    } else {
+        None
+    }
+}
+
+impl Cost {
+    /// The middleware's receive threads that ran at a normal policy in a case whose
+    /// measuring threads are real-time (what the case's profile promised), each group once
+    /// (near and far side): (`process:group`, threads at a normal policy, threads, whose).
+    pub fn receive_threads_not_realtime(&self) -> Vec<(String, u32, u32, &'static str)> {
+        let windows: Vec<&CostWindow> = self.windows.iter().chain(&self.far).collect();
+        if !windows.iter().any(|w| w.measuring.iter().any(|t| t.realtime())) {
+            return Vec::new();
+        }
+        let mut v: Vec<(String, u32, u32, &'static str)> = Vec::new();
+        for g in windows.iter().flat_map(|w| &w.groups) {
+            let Some(whose) = receive_threads_of(&g.group) else { continue };
+            let normal: u32 = g.sched.iter().filter(|s| !s.realtime()).map(|s| s.threads).sum();
+            let who = format!("{}:{}", g.process, g.group);
+            if normal > 0 && !v.iter().any(|(w, ..)| *w == who) {
+                v.push((who, normal, g.threads, whose));
+            }
+        }
+        v
+    }
+}
+
 /// The group of a thread name: up to its second dotted part, with a third part or a trailing
 /// number as `*` (`dds.udp.7400` -> `dds.udp.*`, `rtlab-timer0` -> `rtlab-timer*`,
 /// `rx-3` -> `rx-*`, `dq.builtins` and `recv` kept).
@@ -368,6 +467,9 @@ pub struct TaskSnapshot {
     pub tid: i32,
     pub comm: String,
     pub usage: Usage,
+    /// Its policy and real-time priority (empty policy: not read).
+    pub policy: String,
+    pub priority: i32,
 }
 
 /// A process's threads by group over a window, from its snapshots at the start and the end:
@@ -397,6 +499,9 @@ pub fn groups_between(
         g.system_ns += u.system_ns;
         g.minor_faults += u.minor_faults;
         g.major_faults += u.major_faults;
+        if !e.policy.is_empty() {
+            g.count_sched(&e.policy, e.priority, 1);
+        }
     }
     let mut v: Vec<ThreadGroup> = by.into_values().collect();
     v.sort_by(|a, b| b.cpu_ns().cmp(&a.cpu_ns()).then(a.group.cmp(&b.group)));
@@ -411,6 +516,9 @@ pub fn groups_between(
             o.system_ns += g.system_ns;
             o.minor_faults += g.minor_faults;
             o.major_faults += g.major_faults;
+            for s in &g.sched {
+                o.count_sched(&s.policy, s.priority, s.threads);
+            }
         }
         v.push(o);
     }
@@ -439,7 +547,36 @@ mod tests {
             tid,
             comm: comm.into(),
             usage: Usage { user_ns: user_ms * 1_000_000, ..Default::default() },
+            policy: "other".into(),
+            priority: 0,
         }
+    }
+
+    #[test]
+    fn a_group_says_its_threads_policies_at_the_end() {
+        let at = |tid, comm: &str, policy: &str, priority| TaskSnapshot {
+            policy: policy.into(),
+            priority,
+            ..snap(tid, comm, 1)
+        };
+        let end = vec![
+            at(1, "dds.udp.7400", "fifo", 75),
+            at(2, "dds.udp.7401", "other", 0),
+            at(3, "dds.udp.7410", "fifo", 75),
+            at(4, "rtlab-pub", "fifo", 80),
+            TaskSnapshot { policy: String::new(), ..snap(5, "gc", 1) },
+        ];
+        let g = groups_between("rtlab", &[], &end);
+        let by = |n: &str| g.iter().find(|g| g.group == n).unwrap();
+        assert_eq!(by("dds.udp.*").sched_text(), "fifo 75 x2; other x1");
+        assert_eq!(by("rtlab-pub").sched_text(), "fifo 80");
+        assert_eq!(by("gc").sched_text(), "", "not read: nothing said");
+        assert!(by("gc").sched.is_empty());
+        // stored without the field when it was not read, and read back from older documents
+        let j = serde_json::to_value(by("gc")).unwrap();
+        assert!(j.get("sched").is_none(), "{j}");
+        let back: ThreadGroup = serde_json::from_value(j).unwrap();
+        assert_eq!(&back, by("gc"));
     }
 
     #[test]
@@ -477,6 +614,12 @@ mod tests {
         assert!(bad(&|w| w.name.clear()).contains("no name"));
         assert!(bad(&|w| w.window_ns = -1).contains("negative window"));
         assert!(bad(&|w| w.groups = vec![ThreadGroup::default(); 257]).contains("more threads"));
+        let many =
+            ThreadGroup { threads: 1, sched: vec![SchedShare::default(); 2], ..Default::default() };
+        assert!(
+            bad(&|w| w.groups = vec![many.clone()]).contains("more threads"),
+            "more policies than threads"
+        );
         let e = bad(&|w| {
             w.measuring = vec![MeasuringThread {
                 usage: Usage { user_ns: -5, ..Default::default() },
@@ -496,6 +639,7 @@ mod tests {
                 process: "rtlab".into(),
                 thread: "rtlab-pub".into(),
                 policy: "fifo".into(),
+                priority: 80,
                 window_ns: 1_000_000_000,
                 usage: Usage {
                     user_ns: 10_000_000,

@@ -116,6 +116,14 @@ pub enum Warn {
         thread: String,
         switches: u64,
     },
+    /// The middleware's receive threads ran at a normal policy while the measuring threads
+    /// were real-time (cost).
+    ReceiveThreadsNotRealtime {
+        group: String,
+        normal: u32,
+        threads: u32,
+        middleware: String,
+    },
 }
 
 impl Warn {
@@ -147,6 +155,7 @@ impl Warn {
             Warn::JobLongerThanPeriod { .. } => "job-longer-than-period",
             Warn::RtThreadPageFaults { .. } => "rt-thread-page-faults",
             Warn::RtThreadPreempted { .. } => "rt-thread-preempted",
+            Warn::ReceiveThreadsNotRealtime { .. } => "receive-threads-not-realtime",
         }
     }
 
@@ -235,6 +244,9 @@ impl Warn {
             Warn::RtThreadPreempted { thread, switches } => format!(
                 "the real-time thread {thread} was preempted {switches} times in its measured window (involuntary context switches, cost): a thread of higher or equal priority, an IRQ thread or the hypervisor took its CPU; isolate its CPU (profile rt-isolation)"
             ),
+            Warn::ReceiveThreadsNotRealtime { group, normal, threads, middleware } => format!(
+                "{middleware}'s receive threads {group} ({normal} of {threads}) ran at a normal policy while rtlab's measuring threads were real-time: under CPU load a message waits for them behind every busy thread, late or lost; give them a real-time priority (pubsub --thread-priority, docs/ros2.md \"Threads and priorities\")"
+            ),
         }
     }
 
@@ -302,6 +314,10 @@ pub fn cost_warnings(cost: &crate::cost::Cost) -> Vec<Warn> {
             w.push(Warn::RtThreadPreempted { thread, switches });
         }
     }
+    for (group, normal, threads, middleware) in cost.receive_threads_not_realtime() {
+        let middleware = middleware.to_string();
+        w.push(Warn::ReceiveThreadsNotRealtime { group, normal, threads, middleware });
+    }
     w
 }
 
@@ -349,6 +365,7 @@ mod tests {
             process: "rtlab".into(),
             thread: format!("rtlab-{policy}"),
             policy: policy.into(),
+            priority: 0,
             window_ns: 1,
             usage: Usage { minor_faults: minor, involuntary_switches: invol, ..Default::default() },
         };
@@ -370,5 +387,65 @@ mod tests {
         );
         assert_eq!(w[0].code(), "rt-thread-page-faults");
         assert!(w[1].message().contains("preempted 2 times"), "{}", w[1].message());
+    }
+
+    #[test]
+    fn receive_threads_at_a_normal_policy_beside_realtime_measuring_threads_are_warned_of() {
+        use crate::cost::{Cost, CostWindow, MeasuringThread, SchedShare, ThreadGroup};
+        let share = |policy: &str, priority, threads| SchedShare {
+            policy: policy.into(),
+            priority,
+            threads,
+        };
+        let group = |process: &str, name: &str, sched: Vec<SchedShare>| ThreadGroup {
+            process: process.into(),
+            group: name.into(),
+            threads: sched.iter().map(|s| s.threads).sum(),
+            sched,
+            ..Default::default()
+        };
+        let window = |policy: &str| CostWindow {
+            name: "p500".into(),
+            measuring: vec![MeasuringThread { policy: policy.into(), ..Default::default() }],
+            groups: vec![
+                group("rtlab", "dds.udp.*", vec![share("other", 0, 3), share("fifo", 75, 1)]),
+                group("rtlab", "dds.ev.*", vec![share("other", 0, 2)]),
+                group("pong0", "recv", vec![share("fifo", 75, 1)]),
+            ],
+            ..Default::default()
+        };
+        let rt = Cost { windows: vec![window("fifo"), window("fifo")], ..Default::default() };
+        let w = cost_warnings(&rt);
+        // the receive threads only (not the event threads), once for both windows
+        assert_eq!(
+            w,
+            vec![Warn::ReceiveThreadsNotRealtime {
+                group: "rtlab:dds.udp.*".into(),
+                normal: 3,
+                threads: 4,
+                middleware: "Fast DDS".into(),
+            }]
+        );
+        assert_eq!(w[0].code(), "receive-threads-not-realtime");
+        assert!(
+            w[0].message().starts_with(
+                "Fast DDS's receive threads rtlab:dds.udp.* (3 of 4) ran at a normal policy"
+            ),
+            "{}",
+            w[0].message()
+        );
+        // no-rt: nothing was promised
+        let normal = Cost { windows: vec![window("other")], ..Default::default() };
+        assert!(cost_warnings(&normal).is_empty());
+        // the far side's receive threads count too
+        let far = Cost {
+            windows: vec![window("fifo")],
+            far: vec![CostWindow {
+                groups: vec![group("agent", "recvUC", vec![share("other", 0, 1)])],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert_eq!(cost_warnings(&far).len(), 2);
     }
 }

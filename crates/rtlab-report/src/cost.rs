@@ -102,7 +102,8 @@ pub fn cost_table(run: &Run) -> String {
     out
 }
 
-/// The busiest groups of a window (by CPU), as `recv 12.0+3.1ms, dds.udp.* (2) 4.0+0.0ms`.
+/// The busiest groups of a window (by CPU), as `recv [fifo 80] 12.0+3.1ms, dds.udp.* (2)
+/// [fifo 75 x1; other x1] 4.0+0.0ms`: each group's policies and priorities at the window's end.
 pub fn busiest_groups(w: &CostWindow, n: usize) -> String {
     let mut g: Vec<_> = w.groups.iter().collect();
     g.sort_by_key(|g| std::cmp::Reverse(g.cpu_ns()));
@@ -115,7 +116,9 @@ pub fn busiest_groups(w: &CostWindow, n: usize) -> String {
                 format!("{}:{}", g.process, g.group)
             };
             let count = if g.threads > 1 { format!(" ({})", g.threads) } else { String::new() };
-            format!("{who}{count} {}+{}ms", ms(g.user_ns), ms(g.system_ns))
+            let sched = g.sched_text();
+            let sched = if sched.is_empty() { sched } else { format!(" [{sched}]") };
+            format!("{who}{count}{sched} {}+{}ms", ms(g.user_ns), ms(g.system_ns))
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -152,7 +155,7 @@ pub fn cost_lines(c: &Cost) -> Vec<String> {
             v.push(format!(
                 "  {} ({}): {}+{} ms user+sys, faults {} minor {} major, switches {} voluntary {} involuntary",
                 who,
-                t.policy,
+                t.sched(),
                 ms(x.user_ns),
                 ms(x.system_ns),
                 x.minor_faults,
@@ -288,6 +291,7 @@ mod tests {
                     process: "rtlab".into(),
                     thread: "rtlab-timer0".into(),
                     policy: "fifo".into(),
+                    priority: 80,
                     window_ns: 1_000_000_000,
                     usage: Usage {
                         user_ns: cpu_ms * 1_000_000,
@@ -300,6 +304,11 @@ mod tests {
                     group: "rtlab-timer*".into(),
                     threads: 1,
                     user_ns: cpu_ms * 1_000_000,
+                    sched: vec![rtlab_core::cost::SchedShare {
+                        policy: "fifo".into(),
+                        priority: 80,
+                        threads: 1,
+                    }],
                     ..Default::default()
                 }],
                 processes: Vec::new(),
@@ -331,7 +340,8 @@ mod tests {
             .contains("high-water RSS since it started (VmHWM, earlier cases included) 2.0 MiB"));
         assert!(cost_rows(None)[0].iter().all(|c| c == "-"));
         let lines = cost_lines(&cost(500, 3)).join("\n");
-        assert!(lines.contains("rtlab-timer0 (fifo): 500.0+0.0 ms"), "{lines}");
+        assert!(lines.contains("rtlab-timer0 (fifo 80): 500.0+0.0 ms"), "{lines}");
+        assert!(lines.contains("threads by group: rtlab-timer* [fifo 80] 500.0+0.0ms"), "{lines}");
         assert!(lines.contains("500.0 us cpu/msg over 1000 messages"), "{lines}");
     }
 

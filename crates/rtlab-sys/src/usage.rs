@@ -60,6 +60,23 @@ pub fn parse_stat(line: &str, tick_ns: i64) -> Option<(String, Usage)> {
     ))
 }
 
+/// A `/proc/PID/task/TID/stat` line's policy and real-time priority (fields 41 and 40 of
+/// proc(5)): (`fifo`, 75), (`other`, 0); None when the line is cut short.
+pub fn parse_sched(line: &str) -> Option<(&'static str, i32)> {
+    let rest: Vec<&str> = line.get(line.rfind(')')? + 1..)?.split_whitespace().collect();
+    let f = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<i64>().ok());
+    let policy = match f(41)? {
+        0 => "other",
+        1 => "fifo",
+        2 => "rr",
+        3 => "batch",
+        5 => "idle",
+        6 => "deadline",
+        _ => "unknown",
+    };
+    Some((policy, f(40)? as i32))
+}
+
 /// Every thread of process `pid` now (None: its /proc/PID/task is not readable).
 pub fn process_threads(pid: u32) -> Option<Vec<TaskSnapshot>> {
     let tick = ticks_ns();
@@ -69,6 +86,7 @@ pub fn process_threads(pid: u32) -> Option<Vec<TaskSnapshot>> {
         let Ok(tid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
         let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
         let Some((comm, mut usage)) = parse_stat(&stat, tick) else { continue };
+        let (policy, priority) = parse_sched(&stat).unwrap_or(("", 0));
         if let Some(ns) = std::fs::read_to_string(e.path().join("schedstat"))
             .ok()
             .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse::<i64>().ok()))
@@ -81,7 +99,7 @@ pub fn process_threads(pid: u32) -> Option<Vec<TaskSnapshot>> {
             usage.involuntary_switches =
                 status_field(&status, "nonvoluntary_ctxt_switches:").unwrap_or(0);
         }
-        v.push(TaskSnapshot { tid, comm, usage });
+        v.push(TaskSnapshot { tid, comm, usage, policy: policy.into(), priority });
     }
     Some(v)
 }
@@ -154,6 +172,7 @@ pub struct Measuring {
     window: String,
     thread: String,
     policy: String,
+    priority: i32,
     start_ns: i64,
     start: Option<Usage>,
 }
@@ -179,11 +198,12 @@ pub fn begin(window: &str) -> Measuring {
             }),
         }
     }
-    let policy = crate::sched::current_policy().0.map(|p| p.name()).unwrap_or("unknown");
+    let (policy, priority) = crate::sched::current_policy();
     Measuring {
         window: window.into(),
         thread: own_comm(),
-        policy: policy.into(),
+        policy: policy.map(|p| p.name()).unwrap_or("unknown").into(),
+        priority,
         start_ns: crate::clock::monotonic_ns(),
         start: thread_usage(),
     }
@@ -209,6 +229,7 @@ impl Measuring {
                 process: String::new(),
                 thread: self.thread,
                 policy: self.policy,
+                priority: self.priority,
                 window_ns: now - self.start_ns,
                 usage: b.since(&a),
             });
@@ -284,6 +305,24 @@ mod tests {
         assert_eq!((u.minor_faults, u.major_faults), (70, 3));
         assert_eq!((u.user_ns, u.system_ns), (2_500_000_000, 120_000_000));
         assert!(parse_stat("garbage", 1).is_none());
+    }
+
+    #[test]
+    fn a_stat_line_says_its_policy_and_priority() {
+        // fields 3 (state) to 52 after the name; 40: rt_priority, 41: policy (1: SCHED_FIFO)
+        let mut f: Vec<String> = (3..=52).map(|_| "0".to_string()).collect();
+        f[0] = "S".into();
+        f[40 - 3] = "75".into();
+        f[41 - 3] = "1".into();
+        let line = format!("4242 (dds.udp (7400)) {}", f.join(" "));
+        assert_eq!(parse_sched(&line), Some(("fifo", 75)));
+        f[41 - 3] = "0".into();
+        f[40 - 3] = "0".into();
+        assert_eq!(parse_sched(&format!("1 (x) {}", f.join(" "))), Some(("other", 0)));
+        assert_eq!(parse_sched("1 (x) S 0 0"), None, "cut short: not read");
+        // this process's threads, as /proc has them
+        let mine = process_threads(std::process::id()).unwrap();
+        assert!(mine.iter().all(|t| !t.policy.is_empty()), "{mine:?}");
     }
 
     #[test]

@@ -305,6 +305,8 @@ fn every_output_path_shows_the_cost() {
     assert!(t.contains("cost timer:"), "{t}");
     assert!(t.contains("cost intra.oneway.64B.1khz.n1:"), "{t}");
     assert!(t.contains("rtlab-timer0 (other):"), "{t}");
+    // each group with its threads' policy at the window's end (no-rt: every thread at other)
+    assert!(t.contains("threads by group: rtlab-timer0 [other] "), "{t}");
     // HTML
     let html = d.path().join("r.html");
     ok(run(&["report", "2", "--db", db, "--html", html.to_str().unwrap()]), "report --html");
@@ -323,6 +325,10 @@ fn every_output_path_shows_the_cost() {
         assert!(rows.len() >= 2, "{kind} rows of both cases:\n{csv}");
     }
     assert!(csv.lines().skip(1).all(|l| l.split(',').count() == cols), "{csv}");
+    let policy = head.split(',').position(|c| c == "policy").unwrap();
+    for l in csv.lines().filter(|l| l.contains(",group,") || l.contains(",measuring,")) {
+        assert_eq!(l.split(',').nth(policy), Some("other"), "no-rt: {l}");
+    }
     let pub_window = csv
         .lines()
         .find(|l| l.contains(",window,intra.oneway.64B.1khz.n1,"))

@@ -45,7 +45,13 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_error(&["pubsub", "--rate", "fast"], &["--rate"]);
     assert_error(&["pubsub", "--policy", "fifo", "--priority", "120"], &["--priority"]);
     assert_error(&["pubsub", "--thread-priority", "recv"], &["--thread-priority", "NAME=PRIORITY"]);
-    assert_error(&["pubsub", "--thread-priority", "recv=0"], &["--thread-priority"]);
+    assert_error(&["pubsub", "--thread-priority", "recv=100"], &["--thread-priority"]);
+    assert_error(&["pubsub", "--thread-priority", "recv=-99"], &["--thread-priority", "dds.=-5"]);
+    // relative to the measuring threads: below 1 is refused before anything runs
+    assert_error(
+        &["pubsub", "--policy", "fifo", "--priority", "3", "--thread-priority", "recv=-5"],
+        &["--thread-priority recv=-5", "below 1"],
+    );
     assert_error(
         &["pubsub", "--transport", "dds", "--thread-priority", "nosuch=70", "--count", "5"],
         &["nosuch", "threads:"],
@@ -56,6 +62,53 @@ fn bad_input_is_one_line_and_exit_2() {
         &["--far-transport", "zenoh", "only DDS implementations", "cyclonedds"],
     );
     assert_error(&["pubsub", "--far-transport", "nosuch"], &["--far-transport", "nosuch"]);
+    assert_error(&["pubsub", "--middleware-priority", "5"], &["--middleware-priority", "0 to -98"]);
+    assert_error(
+        &["pubsub", "--policy", "fifo", "--priority", "3", "--middleware-priority", "-5"],
+        &["--middleware-priority -5", "below 1"],
+    );
+}
+
+/// `--middleware-priority -5`: every thread of the middleware 5 under rtlab's real-time
+/// threads, in the publisher's process and the pong's; the cost's groups say so.
+#[test]
+fn root_the_middlewares_threads_run_under_rtlabs() {
+    if !common::is_root() {
+        rtlab_sys::test_skip::skipped(format_args!("SCHED_FIFO needs root (CI runs as root)"));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rt = ["--policy", "fifo", "--priority", "80", "--middleware-priority", "-5"];
+    let doc = short_run(
+        dir.path(),
+        &[&["--transport", "cyclonedds", "--mode", "roundtrip"][..], &rt[..]].concat(),
+    );
+    let groups = doc["cost"]["windows"][0]["groups"].as_array().unwrap();
+    let recv: Vec<(&str, &Value)> = groups
+        .iter()
+        .filter(|g| g["group"] == "recv")
+        .map(|g| (g["process"].as_str().unwrap(), &g["sched"][0]))
+        .collect();
+    assert_eq!(recv.len(), 2, "the publisher's process and the pong's: {groups:?}");
+    for (process, s) in recv {
+        assert_eq!(
+            (s["policy"].as_str(), s["priority"].as_i64()),
+            (Some("fifo"), Some(75)),
+            "{process}"
+        );
+    }
+    let notes: Vec<&str> =
+        doc["config"]["notes"].as_array().unwrap().iter().filter_map(|n| n.as_str()).collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with(
+            "--middleware-priority -5: every thread of cyclonedds's middleware (recv tev dq. gc)"
+        )),
+        "{notes:?}"
+    );
+    // a transport whose threads rtlab does not know: said, nothing given
+    let doc = short_run(dir.path(), &[&["--transport", "udp"][..], &rt[..]].concat());
+    let notes = doc["config"]["notes"].to_string();
+    assert!(notes.contains("rtlab knows no thread names of udp's middleware"), "{notes}");
 }
 
 fn short_run(dir: &std::path::Path, args: &[&str]) -> Value {

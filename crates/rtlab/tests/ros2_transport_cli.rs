@@ -262,6 +262,66 @@ fn root_thread_priority_reaches_the_rmws_own_threads() {
         "{out}"
     );
     assert!(out.contains("subscriber processes: the same --thread-priority rules"), "{out}");
+
+    // the same under the measuring threads' priority (dds.=-5: 75 under 80), and the cost's
+    // thread groups say what the RMW's threads ran at, the pong process's too
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let relative = |policy: &str, priority: &str| {
+        run(&[
+            "pubsub",
+            "--transport",
+            "ros2",
+            "--mode",
+            "roundtrip",
+            "--count",
+            "100",
+            "--rate",
+            "100hz",
+            "--policy",
+            policy,
+            "--priority",
+            priority,
+            "--thread-priority",
+            "dds.=-5",
+            "--no-mlockall",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+    };
+    // the receive threads' policy and priority at the window's end, per process
+    let receive_sched = || -> Vec<(String, String)> {
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let groups = doc["cost"]["windows"][0]["groups"].as_array().unwrap().clone();
+        let mut v: Vec<(String, String)> = groups
+            .iter()
+            .filter(|g| g["group"] == "dds.udp.*")
+            .map(|g| {
+                let s = &g["sched"][0];
+                let sched = format!("{} {}", s["policy"].as_str().unwrap(), s["priority"]);
+                (g["process"].as_str().unwrap().to_string(), sched)
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let o = relative("fifo", "80");
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(
+        out.contains("note: publisher process: thread dds.") && out.contains("-> fifo 75"),
+        "{out}"
+    );
+    let both = |s: &str| vec![("pong0".to_string(), s.to_string()), ("rtlab".into(), s.into())];
+    assert_eq!(receive_sched(), both("fifo 75"), "{out}");
+    assert!(!stderr(&o).contains("receive threads"), "{}", stderr(&o));
+    // at a normal policy a relative rule gives nothing, and says so
+    let o = relative("other", "0");
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(out.contains("--thread-priority dds.=-5: the measuring threads run at other"), "{out}");
+    assert!(!out.contains("[fifo"), "nothing real-time: {out}");
+    assert_eq!(receive_sched(), both("other 0"), "{out}");
 }
 
 #[test]

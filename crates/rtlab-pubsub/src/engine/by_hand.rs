@@ -81,6 +81,7 @@ fn peer_role_config(cfg: &PubsubConfig, h: &ByHand, len: usize, period: i64) -> 
         rt: cfg.rt.clone(),
         mlockall: false,
         thread_priorities: cfg.thread_priorities.clone(),
+        middleware_priority: cfg.middleware_priority,
         stamp_clock: if kind == RoleKind::Subscriber {
             cfg.stamp_clock
         } else {

@@ -18,7 +18,7 @@ use super::outcome::{CaseResult, MatchedSubscribers, ProbeError};
 use super::placement::{start_role, FarPlacement, Launcher, Roles};
 use super::role::{ReceiverReport, RoleConfig, RoleEvent, RoleKind};
 use super::spec::TransportSpec;
-use super::threads::{apply_thread_priorities, JoinOnDrop, RtUse};
+use super::threads::{apply_thread_priorities, with_middleware, JoinOnDrop, RtUse};
 use crate::transport::{Publisher, Reliability, Subscriber, Transport, WARMUP_BIT};
 use rtlab_core::sink::{Recorder, RecorderConfig};
 use rtlab_sys::clock::monotonic_ns;
@@ -132,8 +132,11 @@ impl CaseSetup<'_> {
         // roundtrip: the pong receivers live here, one thread each, started before the echoes
         let mut pongs = self.start_pongs(&b, &tx)?;
         // middleware threads exist once ports do (Cyclone starts `recv` lazily)
-        let thread_priorities_set =
-            apply_thread_priorities(&cfg.thread_priorities).map_err(ProbeError::Invalid)?;
+        let thread_priorities_set = apply_thread_priorities(
+            &with_middleware(&cfg.thread_priorities, cfg.middleware_priority, &*self.transport),
+            &cfg.rt,
+        )
+        .map_err(ProbeError::Invalid)?;
         let mut roles = self.start_roles(&b, &tx, launcher)?;
         drop(tx);
         let mut reports: Vec<Option<ReceiverReport>> = vec![None; self.n];
@@ -227,6 +230,7 @@ impl CaseSetup<'_> {
             rt: cfg.rt.clone(),
             mlockall: cfg.rt.mlockall,
             thread_priorities: cfg.thread_priorities.clone(),
+            middleware_priority: cfg.middleware_priority,
             stamp_clock: cfg.oneway_clock(),
             cost_window: self.cost_window(),
             spike: cfg.spike.clone(),

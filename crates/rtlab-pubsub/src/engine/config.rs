@@ -149,6 +149,11 @@ pub struct PubsubConfig {
     /// Middleware threads (by name) given their own SCHED_FIFO priority (S3: DDS 70-80).
     #[serde(default)]
     pub thread_priorities: Vec<ThreadPriority>,
+    /// Every thread of the middleware (the transport's [`crate::transport::Transport::thread_names`])
+    /// this many steps (0 or below) under the measuring threads' priority, where those are
+    /// real-time (S3's DDS threads under its executor).
+    #[serde(default)]
+    pub middleware_priority: Option<i32>,
     /// Raise this flag on the first sample above its threshold (`--trace-on-spike`):
     /// receivers in this process only (roundtrip pong receivers, `--in-process` subscribers).
     #[serde(skip)]
@@ -199,11 +204,42 @@ impl HandRole {
 }
 
 /// A middleware thread, named as in `/proc/<pid>/task/<tid>/comm` (prefix match, e.g. `recv`,
-/// `tev`, `dq.user` for Cyclone DDS), and the SCHED_FIFO priority to give it.
+/// `tev`, `dq.user` for Cyclone DDS), and the SCHED_FIFO priority to give it: 1-99, or 0 and
+/// below for that many steps under the measuring threads' priority (`dds.=-5`: 75 under
+/// FIFO 80), given only where those run at a real-time policy.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThreadPriority {
     pub name: String,
     pub priority: i32,
+    /// A name from the middleware's own list (`middleware_priority`): skipped where no
+    /// thread has it (yet), not an error.
+    #[serde(default)]
+    pub optional: bool,
+}
+
+impl ThreadPriority {
+    /// The priority its threads get beside measuring threads at `rt`: None where it is
+    /// relative and those run at a normal policy (nothing real-time to be under).
+    pub fn resolve(&self, rt: &RtSpec) -> Result<Option<i32>, String> {
+        if self.priority > 0 {
+            return Ok(Some(self.priority));
+        }
+        if !rt.policy.is_realtime() {
+            return Ok(None);
+        }
+        let p = rt.priority + self.priority;
+        if p < 1 {
+            return Err(format!(
+                "{}={}: {} under the measuring threads' {} {} is below 1",
+                self.name,
+                self.priority,
+                -self.priority,
+                rt.policy.name(),
+                rt.priority
+            ));
+        }
+        Ok(Some(p))
+    }
 }
 
 impl PubsubConfig {

@@ -12,7 +12,7 @@ use super::loops::{echo_loop, receive_loop};
 use super::outcome::ProbeError;
 use super::role::{event_line, parse_event, RoleConfig, RoleEvent, RoleKind};
 use super::spec::open_transport;
-use super::threads::{apply_thread_priorities, RtUse};
+use super::threads::{apply_thread_priorities, with_middleware, RtUse};
 use crate::transport::{EchoStyle, Transport};
 use rtlab_core::lines::{BoundedLines, Line};
 use rtlab_sys::sched::{set_current_affinity, spawn_rt};
@@ -234,7 +234,10 @@ pub fn run_role(
         Err(e) => return emit(RoleEvent::Failed(e.to_string())),
     };
     // middleware threads exist once ports do (Cyclone starts `recv` lazily)
-    if let Err(e) = apply_thread_priorities(&rc.thread_priorities) {
+    if let Err(e) = apply_thread_priorities(
+        &with_middleware(&rc.thread_priorities, rc.middleware_priority, &*transport),
+        &rc.rt,
+    ) {
         return emit(RoleEvent::Failed(e));
     }
     match rc.kind {
@@ -283,7 +286,10 @@ fn run_callback_echo(
         }
         Err(e) => return emit(RoleEvent::Failed(e.to_string())),
     };
-    if let Err(e) = apply_thread_priorities(&rc.thread_priorities) {
+    if let Err(e) = apply_thread_priorities(
+        &with_middleware(&rc.thread_priorities, rc.middleware_priority, transport),
+        &rc.rt,
+    ) {
         return emit(RoleEvent::Failed(e));
     }
     emit(RoleEvent::Ready);

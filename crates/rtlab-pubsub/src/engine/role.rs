@@ -47,6 +47,9 @@ pub struct RoleConfig {
     pub mlockall: bool,
     #[serde(default)]
     pub thread_priorities: Vec<ThreadPriority>,
+    /// The middleware's threads under the measuring threads (see PubsubConfig).
+    #[serde(default)]
+    pub middleware_priority: Option<i32>,
     /// The clock of the stamps a subscriber compares (one-way); round trips: monotonic.
     #[serde(default)]
     pub stamp_clock: StampClock,

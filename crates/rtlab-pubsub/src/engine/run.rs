@@ -235,6 +235,14 @@ fn run_notes(
     if !cfg.thread_priorities.is_empty() && !in_process {
         notes.push("subscriber processes: the same --thread-priority rules applied to their middleware threads".into());
     }
+    if let Some(s) = cfg.middleware_priority {
+        let names = transport.thread_names();
+        notes.push(if names.is_empty() {
+            format!("--middleware-priority {s}: rtlab knows no thread names of {}'s middleware: its threads keep the policy they inherited", transport.name())
+        } else {
+            format!("--middleware-priority {s}: every thread of {}'s middleware ({}) {} under the measuring threads' priority where those are real-time, in every process of the case", transport.name(), names.join(" "), -s)
+        });
+    }
     if cfg.mode == Mode::Roundtrip && cfg.echo == EchoStyle::Callback {
         if let Some(how) = cfg.far_kind().callback_echo() {
             notes.push(format!("echo callback: {how}"));

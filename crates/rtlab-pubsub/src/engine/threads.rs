@@ -41,12 +41,50 @@ impl RtUse for RtSpec {
     }
 }
 
+/// `rules`, and with `steps` (0 or below) a rule for each of `transport`'s own thread names
+/// that far under the measuring threads' priority (optional: a name no thread has is
+/// skipped).
+pub fn with_middleware(
+    rules: &[ThreadPriority],
+    steps: Option<i32>,
+    transport: &dyn crate::transport::Transport,
+) -> Vec<ThreadPriority> {
+    let mut v = rules.to_vec();
+    if let Some(s) = steps {
+        v.extend(transport.thread_names().iter().map(|n| ThreadPriority {
+            name: n.to_string(),
+            priority: s,
+            optional: true,
+        }));
+    }
+    v
+}
+
 /// Give this process's threads named by `rules` their SCHED_FIFO priority (through
-/// util-linux `chrt -f -p`, once, before measuring). Returns what was done, one line per
-/// thread; a rule that names no thread is an error listing the threads there are.
-pub fn apply_thread_priorities(rules: &[ThreadPriority]) -> Result<Vec<String>, String> {
+/// util-linux `chrt -f -p`, once, before measuring), a relative rule under the measuring
+/// threads' `rt` ([`ThreadPriority::resolve`]). Returns what was done, one line per thread
+/// (and per relative rule left out at a normal policy); a rule that names no thread is an
+/// error listing the threads there are.
+pub fn apply_thread_priorities(
+    rules: &[ThreadPriority],
+    rt: &RtSpec,
+) -> Result<Vec<String>, String> {
+    let mut done = Vec::new();
+    let mut resolved = Vec::new();
+    for r in rules {
+        match r.resolve(rt).map_err(|m| format!("--thread-priority {m}"))? {
+            Some(priority) => resolved.push(ThreadPriority { priority, ..r.clone() }),
+            None => done.push(format!(
+                "--thread-priority {}={}: the measuring threads run at {}: the middleware's threads keep their policy",
+                r.name,
+                r.priority,
+                rt.policy.name()
+            )),
+        }
+    }
+    let rules = resolved.as_slice();
     if rules.is_empty() {
-        return Ok(Vec::new());
+        return Ok(done);
     }
     let list = || -> Result<Vec<(String, String)>, String> {
         let mut threads = Vec::new();
@@ -64,16 +102,18 @@ pub fn apply_thread_priorities(rules: &[ThreadPriority]) -> Result<Vec<String>, 
     // libraries start some threads lazily (Cyclone's `recv` once discovery runs): give them 2 s
     let end = monotonic_ns() + 2_000_000_000;
     let mut threads = list()?;
-    while !rules.iter().all(|r| threads.iter().any(|(_, c)| c.starts_with(&r.name)))
+    while !rules.iter().all(|r| r.optional || threads.iter().any(|(_, c)| c.starts_with(&r.name)))
         && monotonic_ns() < end
     {
         std::thread::sleep(std::time::Duration::from_millis(20));
         threads = list()?;
     }
-    let mut done = Vec::new();
     for r in rules {
         let matched: Vec<&(String, String)> =
             threads.iter().filter(|(_, c)| c.starts_with(&r.name)).collect();
+        if matched.is_empty() && r.optional {
+            continue;
+        }
         if matched.is_empty() {
             let mut names: Vec<&str> = threads.iter().map(|(_, c)| c.as_str()).collect();
             names.sort();

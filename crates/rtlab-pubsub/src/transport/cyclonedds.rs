@@ -45,6 +45,10 @@ pub const TYPE_NAME: &str = crate::ros_msg::TYPE_NAME;
 /// Largest message offered (Cyclone fragments large samples).
 pub const MAX_MESSAGE: usize = 64 << 20;
 
+/// Cyclone DDS's threads: `recv`, `recvUC`, `recvMC` (receive), `tev` (timed events),
+/// `dq.builtins`, `dq.user` (delivery queues), `gc`.
+pub const THREADS: &[&str] = &["recv", "tev", "dq.", "gc"];
+
 /// A failed Cyclone call, said as this transport's.
 fn lib(e: Failed) -> TransportError {
     TransportError::Library { transport: NAME, what: e.what, why: e.why }
@@ -394,6 +398,9 @@ pub(crate) fn entity_qos(q: &Qos) -> rtlab_bindings::EntityQos {
 impl Transport for CycloneDdsTransport {
     fn about(&self) -> About {
         About { name: NAME, max_message: MAX_MESSAGE }
+    }
+    fn thread_names(&self) -> &'static [&'static str] {
+        THREADS
     }
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
         Ok(exact_dds_mapping(

@@ -97,6 +97,14 @@ const NAME: &str = "fastdds";
 pub const MAX_DOMAIN: u32 = crate::transport::cyclonedds::MAX_DOMAIN;
 /// Largest message offered (tested at this size).
 pub const MAX_MESSAGE: usize = 4 << 20;
+
+/// Fast DDS 3 names every thread of its `dds.*`: `dds.udp.<port>` and `dds.shm.<port>`
+/// (receive), `dds.ev.<n>` (events), `dds.asyn.<n>` (the asynchronous writer), `dds.tls.*`,
+/// `dds.shm.wdog`.
+pub const THREADS: &[&str] = &["dds."];
+
+/// Fast DDS 2.9's threads, as rtlab names them (`fdds.N`: see the module doc).
+pub const THREADS_2: &[&str] = &["fdds."];
 /// Participant ids whose discovery ports an initial peer without a port is sent to.
 pub const MAX_INITIAL_PEERS: u32 = 100;
 /// UDP socket buffers asked for (bytes). Measured here: with the system default receive
@@ -551,6 +559,13 @@ impl Transport for FastDdsTransport {
         });
         self.record_threads(names);
         Ok(Some(Box::new(Answering { _ports: reader.map_err(ours)?, tally })))
+    }
+    fn thread_names(&self) -> &'static [&'static str] {
+        if self.version.starts_with("2.") {
+            THREADS_2
+        } else {
+            THREADS
+        }
     }
     fn labels(&self) -> Vec<(&'static str, String)> {
         vec![("fastdds_version", self.version.clone())]

@@ -553,6 +553,11 @@ pub trait Transport: Send + Sync {
     ) -> Result<Option<Box<dyn CallbackEcho>>, TransportError> {
         Ok(None)
     }
+    /// The names its middleware gives its own threads (prefixes of `/proc/.../comm`), for
+    /// `middleware_priority`; empty where rtlab knows none.
+    fn thread_names(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// Facts about this transport that a reader of the results needs (recorded).
     fn notes(&self) -> Vec<String> {
         Vec::new()

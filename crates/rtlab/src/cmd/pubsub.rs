@@ -121,6 +121,16 @@ pub struct PubsubArgs {
         value_name = "NAME=PRIO"
     )]
     pub thread_priority: Vec<String>,
+    /// Every thread of the middleware STEPS under the measuring threads' priority where those
+    /// are real-time: -5 gives Fast DDS's dds.* (or Cyclone DDS's recv, tev, dq.*, gc) FIFO 75
+    /// under 80 (S3's DDS threads under its executor).
+    #[arg(
+        help_heading = "Real-time settings",
+        long,
+        value_name = "STEPS",
+        allow_negative_numbers = true
+    )]
+    pub middleware_priority: Option<i64>,
     #[command(flatten, next_help_heading = "Real-time settings")]
     pub rt: crate::args::RtArgs,
     /// Width of a max-over-time window [1s].
@@ -230,6 +240,7 @@ impl PubsubArgs {
             .str("deadline", &self.deadline)
             .int("cpu_dma_latency", self.cpu_dma_latency)
             .list("thread_priority", &self.thread_priority)
+            .int("middleware_priority", self.middleware_priority)
             .str("window", &self.window)
             .str("far", &self.far)
             .str("netns", &self.netns)

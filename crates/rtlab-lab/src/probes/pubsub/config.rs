@@ -105,8 +105,15 @@ pub struct PubsubProbeConfig {
     pub deadline: Option<Dur>,
     /// Hold /dev/cpu_dma_latency at this many µs during the run.
     pub cpu_dma_latency: Option<u32>,
-    /// Middleware threads at their own SCHED_FIFO priority, by thread name: `recv=75`.
+    /// Middleware threads at their own SCHED_FIFO priority, by thread name: `recv=75`, or
+    /// under the measuring threads' (`dds.=-5`: given only where those are real-time).
     pub thread_priority: List<String>,
+    /// Every thread of the middleware this many steps (0 or below) under the measuring
+    /// threads' priority, where those are real-time: `-5` gives Fast DDS's `dds.*` (or
+    /// Cyclone DDS's `recv`, `tev`, `dq.*`, `gc`) FIFO 75 under rtlab's 80 (S3's DDS threads
+    /// under its executor); a transport whose threads rtlab does not know keeps them as
+    /// they are (said in the notes).
+    pub middleware_priority: Option<i32>,
     pub window: Dur,
     /// The subscribers (oneway) or the pong (roundtrip) on a far side: `ssh:[USER@]HOST[:PORT]`
     /// or `netns:NAME`.
@@ -209,6 +216,7 @@ impl Default for PubsubProbeConfig {
             deadline: None,
             cpu_dma_latency: None,
             thread_priority: List(Vec::new()),
+            middleware_priority: None,
             window: Dur::s(1),
             far: None,
             netns: None,
@@ -311,6 +319,12 @@ impl PubsubProbeConfig {
         positive("window", Some(self.window))?;
         at_least_one("count", self.count)?;
         self.thread_priorities()?;
+        if self.middleware_priority.is_some_and(|s| !(-98..=0).contains(&s)) {
+            return Err(ConfigError::new(
+                "middleware_priority",
+                "expected steps under the measuring threads' priority, 0 to -98 (e.g. -5: 75 under 80)",
+            ));
+        }
         Ok(())
     }
 
@@ -471,15 +485,19 @@ impl PubsubProbeConfig {
             let bad = || {
                 ConfigError::new(
                     "thread_priority",
-                    format!("'{r}': expected NAME=PRIORITY with a SCHED_FIFO priority 1-99, e.g. recv=75"),
+                    format!("'{r}': expected NAME=PRIORITY with a SCHED_FIFO priority 1-99, e.g. recv=75, or NAME=-STEPS under the measuring threads' priority (0-98), e.g. dds.=-5"),
                 )
             };
             let (name, p) = r.split_once('=').ok_or_else(bad)?;
             let priority: i32 = p.trim().parse().map_err(|_| bad())?;
-            if name.trim().is_empty() || !(1..=99).contains(&priority) {
+            if name.trim().is_empty() || !(-98..=99).contains(&priority) {
                 return Err(bad());
             }
-            out.push(engine::ThreadPriority { name: name.trim().into(), priority });
+            out.push(engine::ThreadPriority {
+                name: name.trim().into(),
+                priority,
+                optional: false,
+            });
         }
         Ok(out)
     }
@@ -506,6 +524,23 @@ impl PubsubProbeConfig {
     /// The engine's configuration under `rt`.
     pub fn engine(&self, rt: &RtSettings) -> Result<PubsubConfig, ConfigError> {
         rt.check().map_err(|m| ConfigError::new("priority", m))?;
+        let thread_priorities = self.thread_priorities()?;
+        for t in &thread_priorities {
+            t.resolve(rt).map_err(|m| ConfigError::new("thread_priority", m))?;
+        }
+        if let Some(s) =
+            self.middleware_priority.filter(|s| rt.policy.is_realtime() && rt.priority + s < 1)
+        {
+            return Err(ConfigError::new(
+                "middleware_priority",
+                format!(
+                    "{s}: {} under the measuring threads' {} {} is below 1",
+                    -s,
+                    rt.policy.name(),
+                    rt.priority
+                ),
+            ));
+        }
         let mut transport = TransportSpec::new(self.transport);
         transport.domain = self.domain;
         transport.interface = self.interface.clone();
@@ -545,7 +580,8 @@ impl PubsubProbeConfig {
             in_process: self.in_process,
             rt: rt.clone(),
             window_ns: self.window.0,
-            thread_priorities: self.thread_priorities()?,
+            thread_priorities,
+            middleware_priority: self.middleware_priority,
             spike: None,
             by_hand: self.by_hand(),
             stamp_clock: self.stamp_clock(),

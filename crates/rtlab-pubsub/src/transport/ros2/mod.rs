@@ -287,6 +287,14 @@ impl Transport for Ros2Transport {
     fn ros2_facts(&self) -> Option<Ros2Facts> {
         Some(self.facts())
     }
+    /// The threads of the middleware under the RMW (Fast DDS's, Cyclone DDS's).
+    fn thread_names(&self) -> &'static [&'static str] {
+        match self.loaded.installation.middleware.as_ref().map(|m| m.name.as_str()) {
+            Some("Fast DDS") => crate::transport::fastdds::THREADS,
+            Some("Cyclone DDS") => crate::transport::cyclonedds::THREADS,
+            _ => &[],
+        }
+    }
 }
 
 struct Ros2Publisher {

@@ -211,7 +211,8 @@ fn dds_middleware_thread_priorities_needs_root() {
     // S3: the DDS receive thread at its own SCHED_FIFO priority (chrt needs root/CAP_SYS_NICE)
     let mut cfg = config(TransportKind::CycloneDds, Mode::Oneway, vec![1], false);
     cfg.payloads = vec![64];
-    cfg.thread_priorities = vec![engine::ThreadPriority { name: "recv".into(), priority: 71 }];
+    cfg.thread_priorities =
+        vec![engine::ThreadPriority { name: "recv".into(), priority: 71, optional: false }];
     let out = run(&cfg);
     check_case(&out.cases[0], "one_way_latency");
     assert!(
@@ -220,8 +221,11 @@ fn dds_middleware_thread_priorities_needs_root() {
         out.notes
     );
     // a thread that does not exist is refused as bad input, naming the threads there are
-    cfg.thread_priorities =
-        vec![engine::ThreadPriority { name: "no-such-thread".into(), priority: 70 }];
+    cfg.thread_priorities = vec![engine::ThreadPriority {
+        name: "no-such-thread".into(),
+        priority: 70,
+        optional: false,
+    }];
     let e =
         engine::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
     assert!(
@@ -266,7 +270,8 @@ fn fastdds_middleware_thread_priorities_needs_root() {
     // Fast DDS 2.9 names no thread: rtlab names them fdds.N, and a rule finds them
     let mut cfg = config(TransportKind::FastDds, Mode::Oneway, vec![1], false);
     cfg.payloads = vec![64];
-    cfg.thread_priorities = vec![engine::ThreadPriority { name: "fdds.".into(), priority: 71 }];
+    cfg.thread_priorities =
+        vec![engine::ThreadPriority { name: "fdds.".into(), priority: 71, optional: false }];
     let out = run(&cfg);
     check_case(&out.cases[0], "one_way_latency");
     assert!(

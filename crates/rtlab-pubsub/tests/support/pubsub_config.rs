@@ -29,6 +29,7 @@ pub fn config(
         rt: RtSpec::normal(),
         window_ns: 1_000_000_000,
         thread_priorities: Vec::new(),
+        middleware_priority: None,
         spike: None,
         by_hand: None,
         stamp_clock: Default::default(),

@@ -124,15 +124,7 @@ fn short(s: &str) -> String {
 /// The name of a raw scheduling policy.
 pub fn policy_name(raw: i32) -> String {
     let flag = if raw & 0x4000_0000 != 0 { "|reset-on-fork" } else { "" };
-    let base = match raw & !0x4000_0000 {
-        0 => "other",
-        1 => "fifo",
-        2 => "rr",
-        3 => "batch",
-        5 => "idle",
-        6 => "deadline",
-        _ => "policy?",
-    };
+    let base = rtlab_sys::sched::policy_word((raw & !0x4000_0000).into()).unwrap_or("policy?");
     format!("{base}{flag}")
 }
 

@@ -183,6 +183,20 @@ pub fn set_current_policy(policy: Policy, priority: i32) -> Result<(), SysError>
     }
 }
 
+/// The kernel's word for a raw scheduling policy (`SCHED_FIFO` = 1: `fifo`); None for one
+/// it does not have.
+pub fn policy_word(raw: i64) -> Option<&'static str> {
+    Some(match raw {
+        0 => "other",
+        1 => "fifo",
+        2 => "rr",
+        3 => "batch",
+        5 => "idle",
+        6 => "deadline",
+        _ => return None,
+    })
+}
+
 /// The calling thread's policy and priority.
 pub fn current_policy() -> (Option<Policy>, i32) {
     let mut policy: libc::c_int = 0;

@@ -65,15 +65,7 @@ pub fn parse_stat(line: &str, tick_ns: i64) -> Option<(String, Usage)> {
 pub fn parse_sched(line: &str) -> Option<(&'static str, i32)> {
     let rest: Vec<&str> = line.get(line.rfind(')')? + 1..)?.split_whitespace().collect();
     let f = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<i64>().ok());
-    let policy = match f(41)? {
-        0 => "other",
-        1 => "fifo",
-        2 => "rr",
-        3 => "batch",
-        5 => "idle",
-        6 => "deadline",
-        _ => "unknown",
-    };
+    let policy = crate::sched::policy_word(f(41)?).unwrap_or("unknown");
     Some((policy, f(40)? as i32))
 }
 

@@ -228,27 +228,34 @@ fn root_thread_priority_reaches_the_rmws_own_threads() {
         rtlab_sys::test_skip::skipped(format_args!("SCHED_FIFO needs root"));
         return;
     }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let with = |policy: &str, priority: &str, rule: &str| {
+        run(&[
+            "pubsub",
+            "--transport",
+            "ros2",
+            "--mode",
+            "roundtrip",
+            "--count",
+            "100",
+            "--rate",
+            "100hz",
+            "--policy",
+            policy,
+            "--priority",
+            priority,
+            "--thread-priority",
+            rule,
+            "--no-mlockall",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+    };
     // Fast DDS 3 names its threads dds.udp.PORT, dds.ev.N, dds.shm.*, dds.asyn.*: all of
     // them below the app's 80 (lowering only some of them under the asynchronous writer,
     // which inherits 80, livelocked here: docs/ros2.md)
-    let o = run(&[
-        "pubsub",
-        "--transport",
-        "ros2",
-        "--mode",
-        "roundtrip",
-        "--count",
-        "100",
-        "--rate",
-        "100hz",
-        "--policy",
-        "fifo",
-        "--priority",
-        "80",
-        "--thread-priority",
-        "dds.=75",
-        "--no-mlockall",
-    ]);
+    let o = with("fifo", "80", "dds.=75");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     if !out.contains("rmw_fastrtps") {
@@ -265,30 +272,7 @@ fn root_thread_priority_reaches_the_rmws_own_threads() {
 
     // the same under the measuring threads' priority (dds.=-5: 75 under 80), and the cost's
     // thread groups say what the RMW's threads ran at, the pong process's too
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let relative = |policy: &str, priority: &str| {
-        run(&[
-            "pubsub",
-            "--transport",
-            "ros2",
-            "--mode",
-            "roundtrip",
-            "--count",
-            "100",
-            "--rate",
-            "100hz",
-            "--policy",
-            policy,
-            "--priority",
-            priority,
-            "--thread-priority",
-            "dds.=-5",
-            "--no-mlockall",
-            "--json",
-            json.to_str().unwrap(),
-        ])
-    };
+    let relative = |policy: &str, priority: &str| with(policy, priority, "dds.=-5");
     // the receive threads' policy and priority at the window's end, per process
     let receive_sched = || -> Vec<(String, String)> {
         let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();

@@ -107,15 +107,9 @@ impl ProbeCommand<'_> {
         drop(pair); // the namespaces go now, also when the probe failed
         let mut measured = measured?;
         if let Some((name, a)) = applied {
-            let (report, warning) = a.finish();
-            let doc = measured.document();
-            if warning.is_none() {
+            if a.finish_into(measured.document()) {
                 voice.profile_restored(&name);
             }
-            if let Some(obj) = doc.config.as_object_mut() {
-                obj.insert("profile".into(), report);
-            }
-            doc.warnings.extend(warning);
         }
         Ok(measured)
     }

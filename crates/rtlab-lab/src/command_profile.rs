@@ -90,4 +90,16 @@ impl Applied {
         let w = self.setup.restore_warning();
         (self.setup.profile_report.take().unwrap_or_default(), w)
     }
+
+    /// [`Self::finish`] into the measured document: the report as `config.profile`, the
+    /// warning with the others. True when everything was put back.
+    pub fn finish_into(self, doc: &mut rtlab_core::schema::ResultDocument) -> bool {
+        let (report, warning) = self.finish();
+        if let Some(obj) = doc.config.as_object_mut() {
+            obj.insert("profile".into(), report);
+        }
+        let clean = warning.is_none();
+        doc.warnings.extend(warning);
+        clean
+    }
 }

@@ -532,33 +532,20 @@ pub fn reflect(
         let start = rtlab_sys::clock::monotonic_ns();
         turnaround.origin_monotonic_ns = Some(start);
         let mut xdp_seen = None;
+        let l =
+            ReflectLoop { start, duration, count, busy, stop: &stop_in, progress: &progress_in };
         let end = if let Some(xsk) = xsk.as_mut() {
             let mut malformed_frames = 0u64;
             let end = super::xdp::reflect::reflect(
                 xsk,
                 &mut reflector,
                 &mut turnaround,
-                &ReflectLoop {
-                    start,
-                    duration,
-                    count,
-                    busy,
-                    stop: &stop_in,
-                    progress: &progress_in,
-                },
+                &l,
                 &mut malformed_frames,
             );
             xdp_seen = Some((xsk.stats().rx_dropped, malformed_frames));
             end
         } else {
-            let l = ReflectLoop {
-                start,
-                duration,
-                count,
-                busy,
-                stop: &stop_in,
-                progress: &progress_in,
-            };
             reflect_socket(&sock, &mut reflector, &mut turnaround, &mut buf, &l)
         };
         drop(xsk);

@@ -65,34 +65,41 @@ pub fn apply_profile_for(
     pins_process: bool,
     rt: &rtlab_core::rt::RtSettings,
     quiet: bool,
-) -> anyhow::Result<Option<rtlab_lab::command_profile::Applied>> {
+) -> anyhow::Result<Option<(String, rtlab_lab::command_profile::Applied)>> {
     let Some(p) = profile else { return Ok(None) };
     let applied = p.apply(pins_process, rt).map_err(lab_error)?;
-    if !quiet {
-        println!("profile {} (journaled, put back when the run ends):", p.name());
-        for l in applied.lines() {
-            println!("  {l}");
-        }
-    }
-    Ok(Some(applied))
+    say_applied(p.name(), &applied.lines(), quiet);
+    Ok(Some((p.name().to_string(), applied)))
 }
 
 /// Put the profile back: what it did goes into the document (`config.profile`), and a
 /// warning when something could not be put back.
 pub fn finish_profile(
-    applied: Option<rtlab_lab::command_profile::Applied>,
+    applied: Option<(String, rtlab_lab::command_profile::Applied)>,
     doc: &mut rtlab_core::schema::ResultDocument,
     quiet: bool,
 ) {
-    let Some(a) = applied else { return };
-    let (report, warning) = a.finish();
-    if !quiet && warning.is_none() {
-        println!("profile {}: put back", report["profile"].as_str().unwrap_or("?"));
+    let Some((name, a)) = applied else { return };
+    if a.finish_into(doc) {
+        say_restored(&name, quiet);
     }
-    if let Some(obj) = doc.config.as_object_mut() {
-        obj.insert("profile".into(), report);
+}
+
+/// A profile applied, said with its steps (nothing with --quiet).
+fn say_applied(name: &str, lines: &[String], quiet: bool) {
+    if !quiet {
+        println!("profile {name} (journaled, put back when the run ends):");
+        for l in lines {
+            println!("  {l}");
+        }
     }
-    doc.warnings.extend(warning);
+}
+
+/// A profile put back cleanly, said (nothing with --quiet).
+fn say_restored(name: &str, quiet: bool) {
+    if !quiet {
+        println!("profile {name}: put back");
+    }
 }
 
 /// A lab error as the CLI says it (a field named as its flag).
@@ -214,12 +221,7 @@ impl rtlab_lab::command::Voice for Say<'_> {
         }
     }
     fn profile_applied(&mut self, name: &str, lines: &[String]) {
-        if !self.quiet {
-            println!("profile {name} (journaled, put back when the run ends):");
-            for l in lines {
-                println!("  {l}");
-            }
-        }
+        say_applied(name, lines, self.quiet);
     }
     fn start(&mut self, pair: Option<&rtlab_lab::netns::NetnsPair>) {
         if !self.at_first_progress {
@@ -239,9 +241,7 @@ impl rtlab_lab::command::Voice for Say<'_> {
         }
     }
     fn profile_restored(&mut self, name: &str) {
-        if !self.quiet {
-            println!("profile {name}: put back");
-        }
+        say_restored(name, self.quiet);
     }
 }
 

@@ -24,7 +24,7 @@ impl CommandProfile {
         let here = std::env::current_dir().unwrap_or_else(|_| "/".into());
         let named = rtlab_tune::profile::resolve(name, &here)
             .map_err(|e| LabError::Failed(format!("--profile {name}: {e}")))?;
-        let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
+        let (online, _) = crate::host::online_cpus();
         Ok(CommandProfile { named, online })
     }
 

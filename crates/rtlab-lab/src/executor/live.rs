@@ -38,7 +38,7 @@ pub struct LiveExecutor {
 
 impl LiveExecutor {
     pub fn new(trace_dir: std::path::PathBuf) -> LiveExecutor {
-        let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
+        let (online, _) = crate::host::online_cpus();
         LiveExecutor { online, trace_dir, on_progress: None, overrun: None, pairs: 0 }
     }
 }

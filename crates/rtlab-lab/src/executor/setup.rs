@@ -121,7 +121,7 @@ impl CaseSetup {
         pids: Vec<i32>,
         planned: Duration,
     ) -> Result<CaseSetup, LabError> {
-        let online = rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0.len();
+        let online = crate::host::online_cpus().0.len();
         Self::start_loads(load_configs(spec, pair, online), profile, rt_cpu, pids, planned)
     }
 

@@ -319,7 +319,7 @@ pub fn measure(cfg: &UdpProbeConfig, ctx: &mut Context<'_>) -> Result<PingRun, L
     } else if engine.to.is_empty() {
         return Err(ConfigError::new("to", "no reflector given (IP:PORT)").into());
     }
-    let online = rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0;
+    let online = crate::host::online_cpus().0;
     engine.validate(&online).map_err(udp_error)?;
     let mut ev = ctx.evidence.clone();
     ev.window_ns = engine.window_ns;

@@ -32,7 +32,7 @@ pub fn row(duration_ns: i64, stop: &Arc<AtomicBool>) -> Result<Check, LabError> 
         ));
     };
     let env = env::detect(Path::new("/"));
-    let (online, _) = cpus::online_cpus(Path::new("/"));
+    let (online, _) = crate::host::online_cpus();
     let mut cpus = cpus::parse_cpu_list(&env.isolcpus).unwrap_or_default();
     cpus.retain(|c| online.contains(c));
     let which = if cpus.is_empty() {

@@ -122,7 +122,7 @@ impl NoiseProbeConfig {
         rt.check().map_err(|m| ConfigError::new("priority", m))?;
         let cpus = match &rt.cpus {
             Some(c) if !c.is_empty() => c.clone(),
-            _ => rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0,
+            _ => crate::host::online_cpus().0,
         };
         let mut seen = Vec::new();
         for c in &cpus {
@@ -530,7 +530,7 @@ pub fn measure(
     doc.warnings = run_warnings(&doc.environment, &facts, throttling);
     doc.warnings
         .extend(outcome.threads.iter().filter_map(|t| threshold_warning(engine.threshold_ns, t)));
-    let (online, _) = rtlab_sys::cpus::online_cpus(std::path::Path::new("/"));
+    let (online, _) = crate::host::online_cpus();
     if rt.policy.is_realtime() && online.iter().all(|c| engine.cpus.contains(c)) {
         doc.warnings.push(Warning {
             code: "noise-every-cpu-busy".into(),
@@ -607,7 +607,7 @@ mod tests {
         let c = NoiseProbeConfig::default();
         let profile = RtSettings { cpus: Some(vec![0]), ..RtSettings::normal() };
         assert_eq!(c.engine(&c.rt.over(&profile)).unwrap().cpus, vec![0]);
-        let online = rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0;
+        let online = crate::host::online_cpus().0;
         assert_eq!(c.engine(&RtSettings::fifo80()).unwrap().cpus, online);
         let twice = RtSettings { cpus: Some(vec![0, 0]), ..RtSettings::fifo80() };
         assert_eq!(c.engine(&twice).unwrap_err().field, "cpus");

@@ -221,7 +221,7 @@ fn warnings(
     if doc.far.is_none() {
         let cpus = match &engine.rt.cpus {
             Some(c) => c.len(),
-            None => rtlab_sys::cpus::online_cpus(std::path::Path::new("/")).0.len(),
+            None => crate::host::online_cpus().0.len(),
         };
         warnings.extend(spinners_warning(engine, cpus));
     }

@@ -11,6 +11,10 @@
 //!   differs by rcl, the RMW and the type support alone. Without such an installation an
 //!   empty file stands in and `--fastdds-lib ros2` says this rtlab was built without it.
 //!
+//! - `librtlab_trace.so`, rtlab's tracepoint interposer (trace/interpose.c): `rtlab trace`
+//!   writes it beside its rings and preloads it into the application (`trace::INTERPOSER`).
+//!   It links libc alone.
+//!
 //! So the rtlab binary links no Fast DDS: a process that never opens `fastdds` never maps one,
 //! and one that runs ROS 2 never has two Fast DDS versions mixing their symbols.
 
@@ -21,6 +25,7 @@ fn main() {
     println!("cargo:rerun-if-changed=fastdds/shim.h");
     println!("cargo:rerun-if-env-changed=RTLAB_ROS2_PREFIX");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    interposer(&out);
 
     let so = out.join("librtlab_fastdds29.so");
     shim(&out.join("v29"), &so, "librtlab_fastdds29.so", &[], &[], &["fastrtps", "fastcdr"]);
@@ -82,6 +87,32 @@ fn main() {
     }
     println!("cargo:rustc-env=RTLAB_FASTDDS3_SHIM={}", so3.display());
     println!("cargo:rustc-env=RTLAB_FASTDDS3_VERSION={}", v3.unwrap_or_default());
+}
+
+/// Compile trace/interpose.c into `librtlab_trace.so` (C11, hidden but for the tracepoints).
+fn interposer(out: &Path) {
+    println!("cargo:rerun-if-changed=trace/interpose.c");
+    println!("cargo:rerun-if-changed=trace/ring.h");
+    let objdir = out.join("trace");
+    std::fs::create_dir_all(&objdir).expect("object directory");
+    let so = out.join("librtlab_trace.so");
+    let mut build = cc::Build::new();
+    build
+        .std("c11")
+        .pic(true)
+        .opt_level(2)
+        .file("trace/interpose.c")
+        .flag("-fvisibility=hidden")
+        .warnings(true)
+        .extra_warnings(true)
+        .out_dir(&objdir);
+    let objects = build.compile_intermediates();
+    let mut link = build.get_compiler().to_command();
+    link.arg("-shared").arg("-o").arg(&so).args(&objects);
+    link.arg("-Wl,-soname,librtlab_trace.so").arg("-Wl,-z,defs").arg("-ldl");
+    let status = link.status().unwrap_or_else(|e| panic!("linking librtlab_trace.so: {e}"));
+    assert!(status.success(), "linking librtlab_trace.so: {link:?} failed with {status}");
+    println!("cargo:rustc-env=RTLAB_TRACE_INTERPOSER={}", so.display());
 }
 
 /// Compile fastdds/shim.cpp into the shared object `so` (objects under `objdir`).

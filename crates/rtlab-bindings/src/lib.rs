@@ -10,6 +10,7 @@
 //!   reader, write, take, wait;
 //! - [`rcl`]: ROS 2's C API (rcl, rcutils, rmw, rosidl) declared by hand and resolved from an
 //!   installation's libraries: node, publisher, subscription, publish, take, wait.
+//! - [`trace`]: the tracepoint interposer `rtlab trace` preloads, and the reader of its rings.
 //!
 //! Contract: this crate and rtlab-sys are the only ones with `unsafe`; every other crate
 //! forbids it. Every `unsafe` block here says why it holds (`// SAFETY:`), and every type
@@ -21,6 +22,7 @@ pub mod cyclonedds;
 pub mod dl;
 pub mod fastdds;
 pub mod rcl;
+pub mod trace;
 
 /// A library call that failed: what was being done, and the library's words for why.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -13,6 +13,7 @@ pub const PROBES: &[ProbeKind] = &[
     crate::probes::observe::KIND,
     crate::probes::cyclic::KIND,
     crate::probes::noise::KIND,
+    crate::probes::trace::KIND,
 ];
 
 /// A probe kind by name.

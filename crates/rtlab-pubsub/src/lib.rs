@@ -25,6 +25,7 @@ pub mod observe;
 pub mod ros2_facts;
 pub mod ros_msg;
 pub mod seqtrack;
+pub mod trace;
 pub mod transport;
 
 pub use engine::{Mode, PubsubConfig, PubsubOutcome, RtSpec, TransportKind, TransportSpec};

@@ -30,6 +30,7 @@ pub mod summary;
 pub mod svg;
 pub mod table;
 pub mod terminal;
+pub mod trace;
 pub mod verdict;
 
 pub use html::render_html;

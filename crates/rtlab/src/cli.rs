@@ -59,6 +59,9 @@ pub enum Command {
     /// The graph of a live DDS / ROS 2 domain: participants, topics, types, QoS.
     #[command(after_help = crate::examples::OBSERVE)]
     Observe(crate::cmd::observe::ObserveArgs),
+    /// A ROS 2 application's own messages, without rebuilding it: graph, edges, chains.
+    #[command(after_help = crate::examples::TRACE)]
+    Trace(crate::cmd::trace::TraceArgs),
     /// The far side of a run, over ssh or in a network namespace (started by `--far`; not
     /// for a person to type, so not listed).
     #[command(hide = true)]
@@ -88,6 +91,7 @@ mod tests {
             Command::Noise(a) => a.table(),
             Command::Pubsub(a) => a.table(),
             Command::Observe(a) => a.table(),
+            Command::Trace(a) => a.table(),
             Command::Udp(u) => match u.command {
                 crate::cmd::udp::UdpCommand::Ping(p) => p.table(),
                 other => panic!("{other:?}"),
@@ -120,11 +124,15 @@ mod tests {
                 "udp" => &["udp", "ping", "--pair", "--count", "100"],
                 "observe" => &["observe", "--topic", "/x", "--duration", "10s"],
                 "noise" => &["noise", "--duration", "10s"],
+                "trace" => &["trace", "--duration", "10s", "--", "true"],
                 other => panic!("a new probe ({other}): add its flags here"),
             };
             let from_flags = (kind.parse)(&table_of(cli)).unwrap().config();
             let text = if kind.kind == "noise" {
                 "name = \"d\"\nduration = \"10s\"\n[[probe]]\nkind = \"noise\"\n".to_string()
+            } else if kind.kind == "trace" {
+                "name = \"d\"\nduration = \"10s\"\n[[probe]]\nkind = \"trace\"\ncommand = \"true\"\n"
+                    .to_string()
             } else if kind.kind == "observe" {
                 "name = \"d\"\nduration = \"10s\"\n[[probe]]\nkind = \"observe\"\ntopic = \"/x\"\n"
                     .to_string()

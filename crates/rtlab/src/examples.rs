@@ -74,6 +74,10 @@ pub const OBSERVE: &str = "Examples:
   rtlab observe                                   # the live ROS 2 / DDS graph of domain 0
   rtlab observe --topic /joint_states --rate 100hz -D 30s   # arrivals of a live topic";
 
+pub const TRACE: &str = "Examples:
+  rtlab trace -D 30s -- ros2 launch my_robot bringup.launch.py   # every process it starts
+  rtlab trace --chain /scan,/filtered,/cmd_vel --deadline /scan,/cmd_vel=50ms -- ./start.sh";
+
 pub const MAN: &str = "Examples:
   rtlab man > rtlab.1 && man ./rtlab.1";
 

@@ -5,4 +5,5 @@ pub mod noise;
 pub mod observe;
 pub mod pubsub;
 pub mod timer;
+pub mod trace;
 pub mod udp;

@@ -19,6 +19,7 @@ pub mod run;
 pub mod runs;
 pub mod serve;
 pub mod timer;
+pub mod trace;
 pub mod tune;
 pub mod udp;
 

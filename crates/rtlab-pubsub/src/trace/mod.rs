@@ -1,0 +1,12 @@
+//! `rtlab trace`'s engine: a ROS 2 application's own messages, read from the rings rtlab's
+//! interposer fills in each of its processes (rtlab-bindings `trace`), joined into its graph,
+//! its edges' latencies and losses, and its chains.
+//!
+//! - [`event`]: a ring's records as events;
+//! - [`analysis`]: the graph, the joins, the chains (pure);
+//! - [`run`]: starting the application with the interposer preloaded, reading the rings while
+//!   it runs, stopping it.
+
+pub mod analysis;
+pub mod event;
+pub mod run;

@@ -1,0 +1,148 @@
+//! `rtlab trace` against a real ROS 2 application: a three-node rclpy pipeline (rcl,
+//! rmw_fastrtps_cpp, Fast DDS 3.2 from the venv scripts/setup.sh installs in /opt/rtlab/ros2;
+//! tests/support/rclpy_pipeline.py), its source in namespace `a` and its relay and sink in
+//! namespace `b` (a veth between them), started by a shell script that rtlab traces.
+//!
+//! Asserted: every published message found at every take (per edge: taken = published,
+//! nothing lost), the chain found by itself with every message along it, its hops adding up
+//! to its end-to-end, and against the stamps the nodes write themselves (the Header stamp
+//! before the source's publish, the sink's clock in its callback) each message's traced
+//! latency inside them; the terminal's tables; bad input as one line. Never a latency bound.
+//! Needs root (namespaces): skipped with a reason otherwise; the ROS 2 venv is a dependency.
+
+mod common;
+#[path = "support/ros2_node.rs"]
+mod ros2_node;
+
+use common::*;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static DOMAIN: AtomicU32 = AtomicU32::new(0);
+
+fn domain() -> u32 {
+    // a domain of this test process's own (tests run side by side)
+    150 + (std::process::id() % 40) * 2 + DOMAIN.fetch_add(1, Ordering::Relaxed) % 2
+}
+
+fn script(dir: &std::path::Path, pair: &Pair, domain: u32, count: u32) -> PathBuf {
+    let py = ros2_node::PYTHON;
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/rclpy_pipeline.py");
+    let p = p.display();
+    let sink = dir.join("sink.json");
+    let text = format!(
+        "#!/bin/sh\nexport ROS_DOMAIN_ID={domain}\n\
+         ip netns exec {b} {py} {p} sink --input /filtered --count {count} --seconds 40 > {sink} &\n\
+         ip netns exec {b} {py} {p} relay --input /scan --output /filtered --seconds 40 > /dev/null &\n\
+         sleep 3\n\
+         ip netns exec {a} {py} {p} source --rate 100 --count {count} > /dev/null\n\
+         wait %1\nkill %2\nwait\n",
+        a = pair.ns_a,
+        b = pair.ns_b,
+        sink = sink.display()
+    );
+    let s = dir.join("pipeline.sh");
+    std::fs::write(&s, text).unwrap();
+    s
+}
+
+#[test]
+fn trace_accounts_for_every_message_of_an_rclpy_pipeline_across_two_namespaces() {
+    if ros2_node::skip() {
+        return;
+    }
+    let pair = Pair::up("tr");
+    let dir = std::env::temp_dir().join(format!("rtlab-trace-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let count = 200;
+    let s = script(&dir, &pair, domain(), count);
+    let json = dir.join("trace.json");
+    let o = rtlab()
+        .args(["trace", "--json", json.to_str().unwrap(), "--", "sh", s.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let out = ran(&o, "rtlab trace");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let t = &doc["config"]["trace"];
+    assert_eq!(t["ended"]["by"], "exit", "{t}");
+    let procs = t["processes"].as_array().unwrap();
+    assert_eq!(procs.len(), 3, "the three nodes' processes (not sh, not ip): {procs:?}");
+    assert!(procs.iter().all(|p| p["dropped"] == 0 && p["abandoned"] == 0), "{procs:?}");
+    // every published message found at every take
+    let edges = t["edges"].as_array().unwrap();
+    assert_eq!(edges.len(), 2, "{edges:?}");
+    for e in edges {
+        assert_eq!(e["taken"], count, "{e}");
+        assert_eq!(e["lost"], 0, "{e}");
+        assert_eq!(e["before_first"], 0, "{e}");
+    }
+    assert_eq!(t["unjoined_takes"], 0);
+    assert_eq!(t["publishes"], 2 * count);
+    // the chain, found from the graph and the timing
+    let chains = t["chains"].as_array().unwrap();
+    assert_eq!(chains.len(), 1, "{chains:?}");
+    let c = &chains[0];
+    assert_eq!(c["topics"], serde_json::json!(["/scan", "/filtered"]));
+    assert_eq!(c["messages"], count);
+    assert_eq!(c["incomplete"], 0);
+    for w in c["worst"].as_array().unwrap() {
+        let hops: i64 = w["hops_ns"].as_array().unwrap().iter().map(|h| h.as_i64().unwrap()).sum();
+        assert_eq!(hops, w["end_to_end_ns"].as_i64().unwrap(), "the hops add up: {w}");
+    }
+    // the nodes' own stamps bracket each traced message: the sum of the traced end-to-end
+    // latencies is at most the sum of the sink's (stamp before publish, clock in callback)
+    let sink: Value = std::fs::read_to_string(dir.join("sink.json"))
+        .unwrap()
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .expect("the sink's summary");
+    assert_eq!(sink["received"], count);
+    let nodes_sum: i64 =
+        sink["e2e_ns"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).sum();
+    let stream = doc["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["metric"] == "chain_latency")
+        .expect("the chain's stream");
+    let traced_sum = stream["stats"]["mean_ns"].as_i64().unwrap() * i64::from(count);
+    assert!(
+        traced_sum <= nodes_sum + i64::from(count),
+        "traced {traced_sum} > the nodes' {nodes_sum}"
+    );
+    assert_eq!(stream["stats"]["count"], count);
+    // the terminal
+    for needle in [
+        "processes traced: 3",
+        "/scan      /pipeline_source -> /pipeline_relay_filtered",
+        "chain /scan -> /filtered: 200 messages, 0 incomplete",
+        "/pipeline_relay_filtered (node)",
+        "worst at",
+        "note: no callbacks",
+    ] {
+        assert!(out.contains(needle), "'{needle}' not in:\n{out}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_input_is_one_line() {
+    assert_error(&["trace"], &["command", "none given"]);
+    assert_error(&["trace", "--", "/nonexistent/rtlab-app"], &["/nonexistent/rtlab-app"]);
+    assert_error(&["trace", "--chain", "/a", "--", "true"], &["chain", "two topics"]);
+    assert_error(&["trace", "--deadline", "/a", "--", "true"], &["deadline", "TOPIC=DURATION"]);
+    assert_error(&["trace", "--slots", "1000", "--", "true"], &["slots", "power of two"]);
+}
+
+#[test]
+fn a_command_that_starts_no_ros_2_is_said_so() {
+    let o = rtlab().args(["trace", "--", "sh", "-c", "echo $((40 + 2))-app"]).output().unwrap();
+    let out = ran(&o, "rtlab trace");
+    let err = stderr(&o);
+    assert!(out.contains("processes traced: 0"), "{out}");
+    assert!(err.contains("no process of the command started ROS 2"), "{err}");
+    // the application's output goes to rtlab's stderr, rtlab's stdout stays its own
+    assert!(err.contains("42-app") && !out.contains("42-app"), "{out}\n{err}");
+}

@@ -33,11 +33,11 @@ fn script(dir: &std::path::Path, pair: &Pair, domain: u32, count: u32) -> PathBu
     let sink = dir.join("sink.json");
     let text = format!(
         "#!/bin/sh\nexport ROS_DOMAIN_ID={domain}\n\
-         ip netns exec {b} {py} {p} sink --input /filtered --count {count} --seconds 40 > {sink} &\n\
-         ip netns exec {b} {py} {p} relay --input /scan --output /filtered --seconds 40 > /dev/null &\n\
+         ip netns exec {b} {py} {p} sink --input /filtered --count {count} --seconds 40 > {sink} & S=$!\n\
+         ip netns exec {b} {py} {p} relay --input /scan --output /filtered --seconds 40 > /dev/null & R=$!\n\
          sleep 3\n\
          ip netns exec {a} {py} {p} source --rate 100 --count {count} > /dev/null\n\
-         wait %1\nkill %2\nwait\n",
+         wait $S\nkill -INT $R\nwait\n",
         a = pair.ns_a,
         b = pair.ns_b,
         sink = sink.display()

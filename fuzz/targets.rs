@@ -26,6 +26,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("scenario", scenario),
     ("store_url", store_url),
     ("run_report", run_report),
+    ("trace_ring", trace_ring),
 ];
 
 /// A datagram at the UDP probe's parser: a header that parses writes back the same bytes.
@@ -216,4 +217,46 @@ pub fn run_report(data: &[u8]) {
         CompareConfig { metric: Metric::P99, threshold_pct: Some(1.0), alpha: 0.01 },
     );
     assert_eq!(c.regressions(), 0, "a run compared with itself");
+}
+
+/// A trace ring as a traced process leaves it (any process of the application writes its
+/// own): opened, read to its end and decoded, never a panic and never a read outside the
+/// ring. The first byte's low bit chooses: the bytes as the whole file's start (the header's
+/// checks), or a valid header with the bytes as head and tail (8 bytes each) and slots.
+pub fn trace_ring(data: &[u8]) {
+    use rtlab_pubsub::trace::ring::{Ring, HEADER, MAGIC, MIN_SLOTS, SLOT, VERSION};
+    let mut b = vec![0u8; HEADER + MIN_SLOTS as usize * SLOT];
+    match data.split_first() {
+        Some((f, rest)) if f & 1 == 1 => {
+            b[..8].copy_from_slice(MAGIC);
+            b[8..12].copy_from_slice(&VERSION.to_ne_bytes());
+            b[12..16].copy_from_slice(&(SLOT as u32).to_ne_bytes());
+            b[16..24].copy_from_slice(&MIN_SLOTS.to_ne_bytes());
+            let (head, rest) = rest.split_at(rest.len().min(8));
+            b[64..64 + head.len()].copy_from_slice(head);
+            let (tail, rest) = rest.split_at(rest.len().min(8));
+            b[128..128 + tail.len()].copy_from_slice(tail);
+            let n = rest.len().min(b.len() - HEADER);
+            b[HEADER..HEADER + n].copy_from_slice(&rest[..n]);
+        }
+        _ => {
+            let n = data.len().min(b.len());
+            b[..n].copy_from_slice(&data[..n]);
+        }
+    }
+    let path = std::env::temp_dir().join(format!("rtlab-fuzz-ring-{}", std::process::id()));
+    std::fs::write(&path, &b).expect("a temporary file");
+    if let Ok(mut ring) = Ring::open(&path) {
+        let mut out = Vec::new();
+        for _ in 0..4 {
+            match ring.read(&mut out, 1 << 20) {
+                Ok(got) => assert!(got.records <= MIN_SLOTS, "more records than slots"),
+                Err(_) => break,
+            }
+        }
+        for r in &out {
+            let _ = rtlab_pubsub::trace::event::decode(r);
+        }
+    }
+    let _ = std::fs::remove_file(&path);
 }

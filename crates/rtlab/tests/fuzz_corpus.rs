@@ -136,6 +136,26 @@ fn real_inputs() -> Vec<(&'static str, String, Vec<u8>)> {
     {
         add("store_url", &format!("url-{i}"), u.as_bytes().to_vec());
     }
+    // a ring with a node's name and two publishes, as the interposer writes them: after the
+    // first byte (1: a valid header), head 4, tail 0, then the slots
+    let mut ring = vec![1u8];
+    ring.extend_from_slice(&4u64.to_ne_bytes());
+    ring.extend_from_slice(&0u64.to_ne_bytes());
+    let slot = |seq: u64, kind: u64, span: u64, args: [u64; 4]| {
+        let mut s = Vec::new();
+        for w in [seq, kind | span << 16, 7, 1_000 * seq, args[0], args[1], args[2], args[3]] {
+            s.extend_from_slice(&w.to_ne_bytes());
+        }
+        s
+    };
+    ring.extend(slot(1, 2, 2, [16, 0, 0, 0]));
+    let mut names = 2u64.to_ne_bytes().to_vec();
+    names.extend_from_slice(b"talker\0/\0");
+    names.resize(64, 0);
+    ring.extend(names);
+    ring.extend(slot(3, 7, 1, [32, 48, 0, 0]));
+    ring.extend(slot(4, 8, 1, [64, 48, 99, 0]));
+    add("trace_ring", "two-publishes", ring);
     let mut run = fixture::run();
     run.info.environment.hostname = "<script>alert(1)</script>".into();
     add("run_report", "fixture-run", serde_json::to_vec(&run).unwrap());

@@ -146,3 +146,133 @@ fn a_command_that_starts_no_ros_2_is_said_so() {
     // the application's output goes to rtlab's stderr, rtlab's stdout stays its own
     assert!(err.contains("42-app") && !out.contains("42-app"), "{out}\n{err}");
 }
+
+/// tests/support/tracepoints.c built once per test binary (gcc, as build.rs's C): a
+/// stand-in application that calls the tracepoints as rcl and the RMW do, as fast as it can.
+fn stand_in() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/tracepoints.c");
+            let out =
+                std::env::temp_dir().join(format!("rtlab-tracepoints-{}", std::process::id()));
+            let s = std::process::Command::new("cc")
+                .args(["-O2", "-o", out.to_str().unwrap(), src.to_str().unwrap(), "-ldl"])
+                .status()
+                .expect("cc (gcc) builds the stand-in");
+            assert!(s.success(), "cc {}", src.display());
+            out
+        })
+        .clone()
+}
+
+fn said(out: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(out).unwrap_or_default().split_whitespace().map(String::from).collect()
+}
+
+#[test]
+fn a_full_ring_drops_and_counts_and_the_application_goes_on() {
+    let app = stand_in();
+    let dir = tempfile::tempdir().unwrap();
+    let (json, out) = (dir.path().join("t.json"), dir.path().join("app.out"));
+    let calls = 2_000_000u64;
+    let o = rtlab()
+        .args(["trace", "--slots", "1024", "--json", json.to_str().unwrap(), "--"])
+        .args([app.to_str().unwrap(), &calls.to_string(), out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    ran(&o, "rtlab trace of the stand-in");
+    // the application made every call and ended by itself
+    assert_eq!(said(&out)[..2], ["calls".to_string(), calls.to_string()]);
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let t = &doc["config"]["trace"];
+    assert_eq!(t["ended"]["status"], "exit 0");
+    let p = &t["processes"][0];
+    let (events, dropped) = (p["events"].as_u64().unwrap(), p["dropped"].as_u64().unwrap());
+    assert!(dropped > 0, "a ring of 1024 slots keeps up with {calls} calls back to back? {p}");
+    // every call is either read or counted as dropped: init, node, publisher, 2 per call
+    assert_eq!(events + dropped, 3 + 2 * calls, "{p}");
+    let codes: Vec<&str> =
+        doc["warnings"].as_array().unwrap().iter().filter_map(|w| w["code"].as_str()).collect();
+    assert!(codes.contains(&"trace-dropped"), "{codes:?}");
+    assert!(stderr(&o).contains("did not fit their process's ring"), "{}", stderr(&o));
+}
+
+#[test]
+fn the_application_goes_on_when_rtlab_dies_and_the_next_rtlab_removes_what_it_left() {
+    let app = stand_in();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("app.out");
+    // 2000 calls over 3 s
+    let mut child = rtlab()
+        .args(["trace", "--", app.to_str().unwrap(), "2000", out.to_str().unwrap(), "3"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let prefix = format!("rtlab-trace-{}-", child.id());
+    let rings = || {
+        std::fs::read_dir("/dev/shm")
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .map(|e| e.path())
+            .collect::<Vec<_>>()
+    };
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !rings().first().is_some_and(|d| {
+        std::fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .any(|e| e.path().extension().is_some_and(|x| x == "ring"))
+    }) {
+        assert!(std::time::Instant::now() < end, "no ring appeared");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL: no Drop, no handler
+    child.wait().unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while said(&out).len() < 2 {
+        assert!(std::time::Instant::now() < end, "the application did not end after rtlab died");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(said(&out)[..2], ["calls".to_string(), "2000".to_string()]);
+    // the dead rtlab's directory goes at the next rtlab trace's start (this one's, or one of
+    // the tests beside it)
+    let o = rtlab().args(["trace", "--", "true"]).output().unwrap();
+    ran(&o, "the next rtlab trace");
+    assert_eq!(rings(), Vec::<PathBuf>::new(), "the dead rtlab's directory was not removed");
+}
+
+#[test]
+fn a_killed_process_is_kept_with_what_it_said() {
+    let app = stand_in();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("t.json");
+    let line = format!("{} 100000 /dev/null 10 & sleep 1; kill -9 $!; wait; exit 0", app.display());
+    let o = rtlab()
+        .args(["trace", "--json", json.to_str().unwrap(), "--", "sh", "-c", &line])
+        .output()
+        .unwrap();
+    ran(&o, "rtlab trace");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let p = &doc["config"]["trace"]["processes"][0];
+    let events = p["events"].as_u64().unwrap();
+    assert!(events > 3 && events < 3 + 200_000, "killed after 1 s of 10: {p}");
+    assert_eq!(doc["config"]["trace"]["nodes"][0]["name"], "/stand_in");
+}
+
+#[test]
+fn a_trace_inside_a_trace_is_refused() {
+    let bin = env!("CARGO_BIN_EXE_rtlab");
+    let dir = tempfile::tempdir().unwrap();
+    let err = dir.path().join("inner.err");
+    let line = format!("{bin} trace -- true 2> {}; echo $? >> {}", err.display(), err.display());
+    let o = rtlab().args(["trace", "--", "sh", "-c", &line]).output().unwrap();
+    ran(&o, "the outer rtlab trace");
+    let inner = std::fs::read_to_string(&err).unwrap();
+    let lines: Vec<&str> = inner.lines().collect();
+    assert_eq!(lines.len(), 2, "one line, then the exit status: {inner}");
+    assert!(lines[0].contains("runs under `rtlab trace` already"), "{inner}");
+    assert_eq!(lines[1], "2");
+}

@@ -343,6 +343,15 @@ fn warnings(o: &TraceOutcome) -> Vec<Warning> {
     w
 }
 
+/// A trace inside a trace (this rtlab started by `rtlab trace`) is refused, before the
+/// machine lock (the outer rtlab holds it).
+pub fn refuse_nested() -> Result<(), LabError> {
+    match rtlab_pubsub::trace::run::nested() {
+        Some(why) => Err(LabError::Config(ConfigError::new("command", why))),
+        None => Ok(()),
+    }
+}
+
 /// Run the application and analyse it.
 pub fn measure(cfg: &TraceProbeConfig, ctx: &mut Context<'_>) -> Result<ResultDocument, LabError> {
     let mut tr = TraceRun::new(cfg.argv());
@@ -418,6 +427,9 @@ impl Probe for TraceProbeConfig {
     }
     fn pins_process(&self) -> bool {
         false
+    }
+    fn ready(&self) -> Result<(), LabError> {
+        refuse_nested()
     }
     fn rt(&self, base: &RtSettings) -> RtSettings {
         base.clone()

@@ -7,6 +7,9 @@
 //! - [`run`]: starting the application with the interposer preloaded, reading the rings while
 //!   it runs, stopping it.
 
+/// The rings' reader and format (rtlab-bindings).
+pub use rtlab_bindings::trace as ring;
+
 pub mod analysis;
 pub mod event;
 pub mod run;

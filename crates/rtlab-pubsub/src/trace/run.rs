@@ -9,7 +9,8 @@
 //! to rtlab's stderr (rtlab's stdout stays its own). A ring that is not one (or stops being
 //! one) is set aside with one line why; what a full ring refused is counted per process;
 //! events beyond `max_events` are counted, not kept. Directories a dead rtlab left are
-//! removed at the next start.
+//! removed at the next start. An rtlab started under a trace (`RTLAB_TRACE_DIR` set) refuses
+//! to trace.
 
 use super::analysis::ProcessEvents;
 use super::event::decode;
@@ -218,6 +219,16 @@ fn signal_group(pgid: i32, sig: i32) {
     let _ = rtlab_sys::tasks::kill_group(pgid, sig);
 }
 
+/// Why this process may not trace: it runs under `rtlab trace` already (None: it may).
+pub fn nested() -> Option<String> {
+    std::env::var_os("RTLAB_TRACE_DIR").map(|d| {
+        format!(
+            "this rtlab runs under `rtlab trace` already (RTLAB_TRACE_DIR={}): a trace inside a trace is refused",
+            d.to_string_lossy()
+        )
+    })
+}
+
 /// Run the application and read its rings (see the module's contract).
 pub fn run(cfg: &TraceRun, stop: &AtomicBool) -> Result<TraceOutcome, TraceError> {
     use std::os::unix::fs::DirBuilderExt;
@@ -225,6 +236,9 @@ pub fn run(cfg: &TraceRun, stop: &AtomicBool) -> Result<TraceOutcome, TraceError
     let program = cfg.command.first().ok_or_else(|| {
         TraceError::Command("no command given (rtlab trace -- COMMAND...)".into())
     })?;
+    if let Some(why) = nested() {
+        return Err(TraceError::Command(why));
+    }
     remove_stale(&cfg.parent);
     let stamp = rtlab_sys::clock::monotonic_ns();
     let dir = cfg.parent.join(format!("{PREFIX}{}-{stamp}", std::process::id()));

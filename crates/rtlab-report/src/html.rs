@@ -744,6 +744,7 @@ pub fn render_html(runs: &[Run]) -> String {
         o.push_str(&crate::gates::gates_html(run));
         o.push_str(&warnings_html(run));
         o.push_str(&noise_html(run));
+        o.push_str(&crate::trace::html::html(run));
         o.push_str(&sweeps_html(run));
         o.push_str(&ros2_layer_html(&layer.of_run(run.id)));
         o.push_str("<h2>Percentiles</h2>");

@@ -387,6 +387,7 @@ pub fn render_terminal(runs: &[Run], color: bool) -> String {
                 let _ = writeln!(out, "noise per CPU:");
                 out.push_str(&crate::summary::noise::table(&noise));
             }
+            out.push_str(&crate::trace::sections(d));
             let diff = env_diff(&i.environment, &d.environment);
             if diff.is_empty() {
                 let _ = writeln!(out, "environment: as the run's");

@@ -27,6 +27,11 @@ fn domain() -> u32 {
 }
 
 fn script(dir: &std::path::Path, pair: &Pair, domain: u32, count: u32) -> PathBuf {
+    script_in(dir, (&pair.ns_a, &pair.ns_b), domain, count)
+}
+
+/// The pipeline's script: its source in namespace `ns.0`, its relay and sink in `ns.1`.
+fn script_in(dir: &std::path::Path, ns: (&str, &str), domain: u32, count: u32) -> PathBuf {
     let py = ros2_node::PYTHON;
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/rclpy_pipeline.py");
     let p = p.display();
@@ -38,8 +43,8 @@ fn script(dir: &std::path::Path, pair: &Pair, domain: u32, count: u32) -> PathBu
          sleep 3\n\
          ip netns exec {a} {py} {p} source --rate 100 --count {count} > /dev/null\n\
          wait $S\nkill -INT $R\nwait\n",
-        a = pair.ns_a,
-        b = pair.ns_b,
+        a = ns.0,
+        b = ns.1,
         sink = sink.display()
     );
     let s = dir.join("pipeline.sh");
@@ -275,4 +280,60 @@ fn a_trace_inside_a_trace_is_refused() {
     assert_eq!(lines.len(), 2, "one line, then the exit status: {inner}");
     assert!(lines[0].contains("runs under `rtlab trace` already"), "{inner}");
     assert_eq!(lines[1], "2");
+}
+
+#[test]
+fn a_scenarios_trace_is_stored_reported_gated_by_its_chain_and_compared() {
+    if ros2_node::skip() {
+        return;
+    }
+    let pair = Pair::up("ts");
+    let dir = tempfile::tempdir().unwrap();
+    let s = script_in(dir.path(), (&pair.ns_a, &pair.ns_a), domain(), 100);
+    let scenario = dir.path().join("trace.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"trace-pipeline\"\nduration = \"60s\"\n\n[[probe]]\nkind = \"trace\"\ncommand = \"sh {}\"\n\n[[gate]]\nchain = \"/scan,/filtered\"\nlost = 0\nmax = \"10s\"\n",
+            s.display()
+        ),
+    )
+    .unwrap();
+    let db = dir.path().join("r.db");
+    let html = dir.path().join("r.html");
+    let (db, html) = (db.to_str().unwrap(), html.to_str().unwrap());
+    for _ in 0..2 {
+        // a lock of its own: the tests beside it trace at the same time on purpose
+        let o = rtlab()
+            .env("RTLAB_LOCK", dir.path().join("lock"))
+            .args(["run", scenario.to_str().unwrap(), "--db", db, "--html", html])
+            .output()
+            .unwrap();
+        let out = ran(&o, "rtlab run of a trace scenario");
+        assert!(out.contains("gates passed: 2 kept"), "{out}");
+    }
+    let o = rtlab().args(["report", "--db", db]).output().unwrap();
+    let out = ran(&o, "rtlab report");
+    for needle in [
+        "processes traced: 3",
+        "chain /scan -> /filtered: 100 messages, 0 incomplete",
+        "/pipeline_relay_filtered (node)",
+    ] {
+        assert!(out.contains(needle), "'{needle}' not in:\n{out}");
+    }
+    let page = std::fs::read_to_string(html).unwrap();
+    for needle in [
+        "<h2>Trace</h2>",
+        "<svg class=\"tracegraph\"",
+        "/pipeline_source",
+        "<table class=\"tracechain\">",
+    ] {
+        assert!(page.contains(needle), "'{needle}' not in the HTML report");
+    }
+    let o = rtlab().args(["compare", "1", "2", "--db", db]).output().unwrap();
+    let out = ran(&o, "rtlab compare");
+    assert!(out.contains("chain /scan -> /filtered"), "{out}");
+    // a gate's chain that is not one is refused in one line
+    std::fs::write(&scenario, "name = \"t\"\nduration = \"1s\"\n[[probe]]\nkind = \"trace\"\ncommand = \"true\"\n[[gate]]\nchain = \"/scan\"\nmax = \"1ms\"\n").unwrap();
+    assert_error(&["run", scenario.to_str().unwrap(), "--db", db], &["gate[0].chain", "topics"]);
 }

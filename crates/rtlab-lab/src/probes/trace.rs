@@ -213,7 +213,7 @@ fn chain_stream(c: &Chain, deadline_ns: i64, origin: i64, window_ns: i64, dur: i
     }
     let labels = BTreeMap::from([("chain".to_string(), c.topics.join(","))]);
     let mut st = Stream::from_recorder(
-        format!("chain {}", c.topics.join(" -> ")),
+        chain_stream_name(&c.topics),
         "chain_latency",
         "rmw_take of the last topic - rcl_publish of the first, along one message's way (its hops: middleware, node, ...)",
         labels,
@@ -221,6 +221,12 @@ fn chain_stream(c: &Chain, deadline_ns: i64, origin: i64, window_ns: i64, dur: i
     );
     st.stats.lost = Some(c.incomplete);
     st
+}
+
+/// A chain's stream: `chain /scan -> /cmd_vel` (a gate's `chain = "/scan,/cmd_vel"`).
+pub fn chain_stream_name<S: AsRef<str>>(topics: &[S]) -> String {
+    let t: Vec<&str> = topics.iter().map(AsRef::as_ref).collect();
+    format!("chain {}", t.join(" -> "))
 }
 
 /// The chain's facts: its hops' summaries and its worst messages with where they ran.
@@ -374,11 +380,7 @@ pub fn measure(cfg: &TraceProbeConfig, ctx: &mut Context<'_>) -> Result<ResultDo
     let duration_ns = o.end_monotonic_ns - o.start_monotonic_ns;
     let periods = periods(&a);
     let mut streams = Vec::new();
-    for e in &a.edges {
-        let topic = &a.publishers[e.publisher].topic;
-        let d = deadlines.get(topic).copied().or(periods.get(&e.publisher).copied());
-        streams.push(edge_stream(&a, e, d.unwrap_or(i64::MAX), origin, cfg.window.0, duration_ns));
-    }
+    // the chains first: the headline (a run's line, compare) is the answer end to end
     for c in &a.chains {
         let first = a.publishers.iter().position(|p| Some(&p.topic) == c.topics.first());
         let d = deadlines
@@ -386,6 +388,11 @@ pub fn measure(cfg: &TraceProbeConfig, ctx: &mut Context<'_>) -> Result<ResultDo
             .copied()
             .or(first.and_then(|f| periods.get(&f).copied()));
         streams.push(chain_stream(c, d.unwrap_or(i64::MAX), origin, cfg.window.0, duration_ns));
+    }
+    for e in &a.edges {
+        let topic = &a.publishers[e.publisher].topic;
+        let d = deadlines.get(topic).copied().or(periods.get(&e.publisher).copied());
+        streams.push(edge_stream(&a, e, d.unwrap_or(i64::MAX), origin, cfg.window.0, duration_ns));
     }
     let evidence = evidence.finish(&streams);
     let mut doc = new_document("trace", started, env, facts(cfg, &o, &a, origin));

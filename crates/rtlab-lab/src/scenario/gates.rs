@@ -10,6 +10,8 @@
 //! missed = 0              # a count, or a percentage of the samples: "0.1%"
 //! lost = "1%"             # of the samples sent (count + lost)
 //! ```
+//! A trace's chain is named by its topics instead of a stream: `chain = "/scan,/cmd_vel"`
+//! (the stream `chain /scan -> /cmd_vel`).
 //!
 //! Contract: every error is one [`ScenarioError`] naming the file, line, `gate[N].KEY`; a
 //! gate whose case matches no case of the scenario is an error (a typo must not pass).
@@ -30,11 +32,12 @@ pub(super) fn read_gates(
         let field = |k: &str| format!("gate[{i}].{k}");
         let map = t.get_ref();
         for (k, v) in map {
-            if !["case", "stream"].contains(&k.as_str()) && GateMetric::parse(k).is_none() {
+            if !["case", "stream", "chain"].contains(&k.as_str()) && GateMetric::parse(k).is_none()
+            {
                 return Err(ctx.err(
                     v.span(),
                     field(k),
-                    format!("not a key of a gate (accepted: case, stream, {METRIC_NAMES})"),
+                    format!("not a key of a gate (accepted: case, stream, chain, {METRIC_NAMES})"),
                 ));
             }
         }
@@ -51,7 +54,24 @@ pub(super) fn read_gates(
                 },
             }
         };
-        let (case, stream) = (pattern("case")?, pattern("stream")?);
+        let (case, mut stream) = (pattern("case")?, pattern("stream")?);
+        if let Some(v) = map.get("chain") {
+            let topics: Vec<&str> = match v.get_ref() {
+                toml::Value::String(s) => s.split(',').map(str::trim).collect(),
+                _ => Vec::new(),
+            };
+            if map.contains_key("stream")
+                || topics.len() < 2
+                || topics.iter().any(|t| !t.starts_with('/'))
+            {
+                return Err(ctx.err(
+                    v.span(),
+                    field("chain"),
+                    "a trace's chain by its topics (\"/scan,/cmd_vel\"), instead of a stream",
+                ));
+            }
+            stream = crate::probes::trace::chain_stream_name(&topics);
+        }
         let mut limits = 0;
         for metric in [GateMetric::P99_9, GateMetric::Max, GateMetric::Missed, GateMetric::Lost] {
             let Some(v) = map.get(metric.name()) else { continue };

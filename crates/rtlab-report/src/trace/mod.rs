@@ -1,9 +1,12 @@
-//! A trace run for the terminal (`rtlab trace`, `rtlab report` of a trace case): the
-//! processes traced, the graph's edges with their latency and losses, each chain with its
-//! hops, its worst messages and where they ran, the callbacks, the notes.
+//! A trace run (`rtlab trace`, `rtlab report` of a trace case): the processes traced, the
+//! graph's edges with their latency and losses, each chain with its hops, its worst
+//! messages and where they ran, the callbacks, the notes; for the terminal here, for the HTML
+//! report in [`html`] (with the graph drawn).
 //!
 //! Contract: reads the document alone (its streams and `config.trace`, as the trace probe
 //! writes them); a figure the document lacks is `-`, never invented.
+
+pub mod html;
 
 use crate::render::{stats_table, Row};
 use crate::table::align_left;
@@ -12,7 +15,7 @@ use serde_json::Value;
 use std::fmt::Write as _;
 
 /// A duration as the stats tables say it: us below a millisecond, ms below a second.
-fn ns(v: &Value) -> String {
+pub(crate) fn ns(v: &Value) -> String {
     match v.as_i64() {
         None => "-".into(),
         Some(n) if n.abs() < 1_000_000 => format!("{:.1} us", n as f64 / 1e3),
@@ -21,11 +24,11 @@ fn ns(v: &Value) -> String {
     }
 }
 
-fn num(v: &Value) -> String {
+pub(crate) fn num(v: &Value) -> String {
     v.as_u64().map(|n| n.to_string()).unwrap_or_else(|| "-".into())
 }
 
-fn text(v: &Value) -> &str {
+pub(crate) fn text(v: &Value) -> &str {
     v.as_str().unwrap_or("-")
 }
 
@@ -162,6 +165,21 @@ fn chains(t: &Value, out: &mut String) {
 
 /// The trace document for the terminal.
 pub fn render(doc: &ResultDocument, color: bool) -> String {
+    let rows: Vec<Row> =
+        doc.streams.iter().map(|s| Row { label: s.name.clone(), summary: &s.stats }).collect();
+    let table = if rows.is_empty() { String::new() } else { stats_table(&rows, color) };
+    body(doc, &table)
+}
+
+/// A trace case's own sections in `rtlab report` (its streams' table is the report's).
+pub fn sections(doc: &ResultDocument) -> String {
+    if doc.probe != "trace" {
+        return String::new();
+    }
+    body(doc, "")
+}
+
+fn body(doc: &ResultDocument, table: &str) -> String {
     let t = &doc.config["trace"];
     let mut out = String::new();
     let ended = &t["ended"];
@@ -181,11 +199,7 @@ pub fn render(doc: &ResultDocument, color: bool) -> String {
     );
     processes(t, &mut out);
     edges(t, &mut out);
-    let rows: Vec<Row> =
-        doc.streams.iter().map(|s| Row { label: s.name.clone(), summary: &s.stats }).collect();
-    if !rows.is_empty() {
-        out.push_str(&stats_table(&rows, color));
-    }
+    out.push_str(table);
     chains(t, &mut out);
     let callbacks = t["callbacks"].as_array().map(Vec::as_slice).unwrap_or_default();
     for c in callbacks {

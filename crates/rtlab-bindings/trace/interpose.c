@@ -81,7 +81,8 @@ static void open_ring(void) {
         unlink(path);
         return;
     }
-    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* populated now, at rcl_init: no page fault on the application's path later */
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED) {
         unlink(path);
@@ -107,6 +108,7 @@ static void open_ring(void) {
 /* A child of a traced process gets a ring of its own (the parent's stays the parent's). */
 static void after_fork(void) {
     my_tid = 0;
+    tail_seen = 0;
     if (hdr)
         open_ring();
 }
@@ -126,10 +128,18 @@ static void open_once(void) {
         open_ring();
 }
 
+/* The reader's tail as last read: the reader's cache line is read again only when the ring
+ * looks full by it (the tail only moves forward, so an old value errs on the side of full). */
+static uint64_t tail_seen;
+
 static uint64_t reserve(struct rtlab_ring_header *h, uint32_t n) {
     uint64_t head = __atomic_load_n(&h->head, __ATOMIC_RELAXED);
     for (;;) {
-        uint64_t tail = __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE);
+        uint64_t tail = __atomic_load_n(&tail_seen, __ATOMIC_ACQUIRE);
+        if (head + n - tail > nslots) {
+            tail = __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE);
+            __atomic_store_n(&tail_seen, tail, __ATOMIC_RELEASE);
+        }
         if (head + n - tail > nslots) {
             __atomic_fetch_add(&h->dropped, 1, __ATOMIC_RELAXED);
             return UINT64_MAX;

@@ -5,8 +5,9 @@
  *     tracepoints CALLS [OUT] [SECONDS]
  *
  * Calls rcl_init, a node, a publisher, then CALLS x (rcl_publish + rmw_publish) (SECONDS:
- * spread over that long, else back to back) and writes `calls N ns_per_call X` to OUT (or
- * stdout). Exit 0 once every call returned. */
+ * spread evenly over that long, each pair at its due time (a spin on the clock), else back to
+ * back) and writes `calls N ns_per_call X` to OUT (or stdout; X: back to back only, else 0).
+ * Exit 0 once every call returned. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
@@ -52,14 +53,13 @@ int main(int argc, char **argv) {
     int64_t start = now();
     int64_t step = calls > 0 && seconds > 0 ? (int64_t)(seconds * 1e9 / (double)calls) : 0;
     for (long long i = 0; i < calls; i++) {
+        if (step)
+            while (now() < start + i * step)
+                ;
         rcl_publish(&p, &msg);
         rmw_publish(&rp, &msg, i);
-        if (step) {
-            struct timespec t = {0, step};
-            nanosleep(&t, NULL);
-        }
     }
-    double per = calls > 0 ? (double)(now() - start) / (double)(2 * calls) : 0;
+    double per = calls > 0 && !step ? (double)(now() - start) / (double)(2 * calls) : 0;
     FILE *out = argc > 2 ? fopen(argv[2], "w") : stdout;
     if (!out)
         return 1;

@@ -44,6 +44,10 @@ static struct rtlab_ring_header *hdr;
 static struct rtlab_ring_slot *slots;
 static uint64_t nslots;
 static __thread uint32_t my_tid;
+/* The reader's tail as last read: the reader's cache line is read again only when the ring
+ * looks full by it (the tail only moves forward, so an old value errs on the side of full). */
+static uint64_t tail_seen;
+
 
 static int64_t now(clockid_t c) {
     struct timespec t;
@@ -127,10 +131,6 @@ static void open_once(void) {
                                     __ATOMIC_ACQUIRE))
         open_ring();
 }
-
-/* The reader's tail as last read: the reader's cache line is read again only when the ring
- * looks full by it (the tail only moves forward, so an old value errs on the side of full). */
-static uint64_t tail_seen;
 
 static uint64_t reserve(struct rtlab_ring_header *h, uint32_t n) {
     uint64_t head = __atomic_load_n(&h->head, __ATOMIC_RELAXED);

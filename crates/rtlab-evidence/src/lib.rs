@@ -27,4 +27,5 @@ pub mod sampled;
 pub mod timerlat;
 pub mod trace;
 pub mod tracer;
+pub mod uprobe;
 pub mod watch;

@@ -121,8 +121,12 @@ pub struct Analysis {
     pub caused: HashMap<usize, Vec<usize>>,
 }
 
-/// A node's full name: `/ns/name`.
+/// A node's full name: `/ns/name` (a namespace of "": the name alone, as a probed process's
+/// stand-in node `pid N`).
 fn full_name(name: &str, ns: &str) -> String {
+    if ns.is_empty() {
+        return name.to_string();
+    }
     let ns = ns.trim_end_matches('/');
     format!("{ns}/{name}")
 }

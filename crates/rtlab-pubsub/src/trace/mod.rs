@@ -5,7 +5,9 @@
 //! - [`event`]: a ring's records as events;
 //! - [`analysis`]: the graph, the joins, the chains (pure);
 //! - [`run`]: starting the application with the interposer preloaded, reading the rings while
-//!   it runs, stopping it.
+//!   it runs, stopping it;
+//! - [`uprobe`]: a running process's tracepoints, from rtlab's uprobes (rtlab-evidence), as
+//!   events.
 
 /// The rings' reader and format (rtlab-bindings).
 pub use rtlab_bindings::trace as ring;
@@ -13,3 +15,4 @@ pub use rtlab_bindings::trace as ring;
 pub mod analysis;
 pub mod event;
 pub mod run;
+pub mod uprobe;

@@ -41,12 +41,15 @@ pub fn check(
     Ok(checks)
 }
 
-/// The profile journal and the spike tracer's journal beside it (`<journal>.trace`), and the
+/// The profile journal, the spike tracer's journal beside it (`<journal>.trace`), `rtlab
+/// trace --pid`'s uprobes' (`<journal>.uprobe`), and the
 /// journals of dead rtlabs' XDP programs.
 pub fn journals(path: &Path) -> Vec<PathBuf> {
     let mut trace = path.as_os_str().to_owned();
     trace.push(".trace");
-    let mut v = vec![path.to_path_buf(), PathBuf::from(trace)];
+    let mut uprobe = path.as_os_str().to_owned();
+    uprobe.push(".uprobe");
+    let mut v = vec![path.to_path_buf(), PathBuf::from(trace), PathBuf::from(uprobe)];
     // the XDP programs of dead rtlabs (the kernel detached them with their links)
     v.extend(crate::guard::stale_xdp_journals(path));
     v

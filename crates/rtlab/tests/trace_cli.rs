@@ -337,3 +337,118 @@ fn a_scenarios_trace_is_stored_reported_gated_by_its_chain_and_compared() {
     std::fs::write(&scenario, "name = \"t\"\nduration = \"1s\"\n[[probe]]\nkind = \"trace\"\ncommand = \"true\"\n[[gate]]\nchain = \"/scan\"\nmax = \"1ms\"\n").unwrap();
     assert_error(&["run", scenario.to_str().unwrap(), "--db", db], &["gate[0].chain", "topics"]);
 }
+
+/// rtlab's uprobes and their instance, as tracefs lists them (nothing of rtlab's once a trace
+/// ended).
+fn uprobes_left() -> Vec<String> {
+    let t = "/sys/kernel/tracing";
+    let mut v: Vec<String> = std::fs::read_to_string(format!("{t}/uprobe_events"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("rtlab_"))
+        .map(String::from)
+        .collect();
+    for e in std::fs::read_dir(format!("{t}/instances")).into_iter().flatten().flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.starts_with("rtlab_") {
+            v.push(format!("instance {n}"));
+        }
+    }
+    v
+}
+
+#[test]
+fn a_running_pipeline_is_traced_by_pid_through_uprobes_and_nothing_is_left() {
+    if ros2_node::skip() {
+        return;
+    }
+    let pair = Pair::up("tp");
+    let d = domain().to_string();
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/rclpy_pipeline.py");
+    let p = p.to_str().unwrap();
+    let with_domain = |args: &[&str]| {
+        let mut c = std::process::Command::new("ip");
+        c.args(["netns", "exec", &pair.ns_a, ros2_node::PYTHON, p]).args(args);
+        c.env("ROS_DOMAIN_ID", &d).stdout(std::process::Stdio::piped());
+        c
+    };
+    let ready = |mut c: std::process::Command| {
+        use std::io::BufRead;
+        let mut child = c.spawn().unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert!(line.contains("ready"), "{line}");
+        (child, out)
+    };
+    let (mut sink, _s) = ready(with_domain(&[
+        "sink",
+        "--input",
+        "/filtered",
+        "--count",
+        "100000",
+        "--seconds",
+        "40",
+    ]));
+    let (mut relay, _r) = ready(with_domain(&[
+        "relay",
+        "--input",
+        "/scan",
+        "--output",
+        "/filtered",
+        "--seconds",
+        "40",
+    ]));
+    let (mut source, _o) = ready(with_domain(&["source", "--rate", "100", "--count", "1500"]));
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("t.json");
+    let pids: Vec<String> = [&sink, &relay, &source].iter().map(|c| c.id().to_string()).collect();
+    let mut args = vec!["trace", "-D", "4s", "--json", json.to_str().unwrap()];
+    for p in &pids {
+        args.extend(["--pid", p]);
+    }
+    let o = rtlab().args(&args).output().unwrap();
+    for c in [&mut sink, &mut relay, &mut source] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let out = ran(&o, "rtlab trace --pid");
+    assert_eq!(uprobes_left(), Vec::<String>::new(), "uprobes left behind");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let t = &doc["config"]["trace"];
+    assert_eq!(t["ended"]["by"], "duration");
+    let edges = t["edges"].as_array().unwrap();
+    assert_eq!(edges.len(), 2, "{t}");
+    for e in edges {
+        assert!(e["taken"].as_u64().unwrap() > 50, "{e}");
+        assert_eq!(e["lost"], 0, "{e}");
+    }
+    // at the edges of the window: takes of messages published before the probes were armed,
+    // messages whose take came after they were removed (two a hop at 100 Hz, or so)
+    assert!(t["unjoined_takes"].as_u64().unwrap() < 10, "{t}");
+    assert_eq!(t["chains"][0]["topics"], serde_json::json!(["/scan", "/filtered"]));
+    assert!(t["chains"][0]["incomplete"].as_u64().unwrap() < 10, "{t}");
+    assert!(t["chains"][0]["messages"].as_u64().unwrap() > 50, "{t}");
+    assert!(out.contains("(uprobes)") && out.contains("note: read through uprobes"), "{out}");
+    assert!(out.contains(&format!("pid {}", pids[1])), "{out}");
+}
+
+#[test]
+fn a_pid_that_runs_no_ros_2_is_one_line() {
+    if !is_root() {
+        rtlab_sys::test_skip::skipped(format_args!("uprobes need root"));
+        return;
+    }
+    let mut sleeper = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    assert_error(
+        &["trace", "--pid", &pid, "-D", "1s"],
+        &["--pid", &pid, "maps no libtracetools.so"],
+    );
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert_error(&["trace", "--pid", "0"], &["--pid", "above 0"]);
+    assert_error(&["trace", "--pid", &pid, "-D", "1s"], &["no such process"]);
+    assert_error(&["trace", "--pid", "1", "--", "true"], &["--pid", "cannot be used with"]);
+    assert_eq!(uprobes_left(), Vec::<String>::new());
+}

@@ -52,19 +52,24 @@ fn registers() -> Result<[&'static str; 4], TraceError> {
 
 /// The libtracetools process `pid` maps.
 pub fn find_lib(host: &dyn Host, pid: i32) -> Result<PathBuf, String> {
-    let maps = std::fs::read_to_string(host.path(&format!("/proc/{pid}/maps")))
-        .map_err(|e| format!("pid {pid}: {e} (no such process?)"))?;
+    let path = format!("/proc/{pid}/maps");
+    let maps = std::fs::read_to_string(host.path(&path)).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("{pid}: no such process"),
+        _ => format!("{path}: {e}"),
+    })?;
     maps.lines()
         .filter_map(|l| l.split_whitespace().nth(5))
         .find(|p| p.rsplit('/').next().is_some_and(|f| f.starts_with("libtracetools.so")))
         .map(PathBuf::from)
-        .ok_or_else(|| format!("pid {pid} maps no libtracetools.so: it does not run ROS 2's rcl (or an rcl built without tracepoints)"))
+        .ok_or_else(|| format!("{pid} maps no libtracetools.so: it does not run ROS 2's rcl (or an rcl built without tracepoints)"))
 }
 
 /// Probes armed in a tracefs instance; dropping it removes them.
 pub struct Uprobes<'h> {
-    session: Session<'h>,
+    // dropped in this order: the pipe first (an instance with its trace_pipe open cannot be
+    // removed), then the session, which restores
     pipe: std::fs::File,
+    session: Session<'h>,
     partial: Vec<u8>,
     /// The probes' group (`rtlab_<pid of this rtlab>`).
     pub group: String,
@@ -152,6 +157,24 @@ pub fn attach<'h>(
 }
 
 impl Uprobes<'_> {
+    /// Events the instance's buffer lost (its per-CPU `overrun` counts): lines never read.
+    pub fn overruns(&self, host: &dyn Host) -> u64 {
+        let inst = format!("{}/instances/{}", crate::timerlat::TRACEFS_DIRS[0], self.group);
+        let mut n = 0;
+        let (cpus, _) = rtlab_sys::cpus::online_cpus(&host.path("/"));
+        for cpu in cpus {
+            let stats =
+                std::fs::read_to_string(host.path(&format!("{inst}/per_cpu/cpu{cpu}/stats")));
+            n += stats
+                .unwrap_or_default()
+                .lines()
+                .find_map(|l| l.strip_prefix("overrun:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+        n
+    }
+
     /// The whole lines the instance holds now (never waits).
     pub fn read(&mut self, out: &mut Vec<String>) {
         let mut buf = [0u8; 65536];
@@ -168,7 +191,10 @@ impl Uprobes<'_> {
     }
 
     /// Remove the probes and put tracefs back (also done on drop).
-    pub fn detach(mut self) -> RestoreReport {
-        self.session.restore()
+    pub fn detach(self) -> RestoreReport {
+        // the instance cannot be removed while its trace_pipe is open
+        let Uprobes { mut session, pipe, .. } = self;
+        drop(pipe);
+        session.restore()
     }
 }

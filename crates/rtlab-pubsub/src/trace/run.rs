@@ -86,6 +86,8 @@ pub struct TraceOutcome {
     pub not_kept: u64,
     pub start_monotonic_ns: i64,
     pub end_monotonic_ns: i64,
+    /// What the way it was read adds (a uprobe buffer's overruns).
+    pub notes: Vec<String>,
 }
 
 /// Why a trace did not run.
@@ -322,7 +324,15 @@ pub fn run(cfg: &TraceRun, stop: &AtomicBool) -> Result<TraceOutcome, TraceError
         Some((_, true)) => Ended::Duration(words),
         Some((_, false)) => Ended::Stopped(words),
     };
-    Ok(TraceOutcome { processes, events, ended, not_kept, start_monotonic_ns, end_monotonic_ns })
+    Ok(TraceOutcome {
+        processes,
+        events,
+        ended,
+        not_kept,
+        start_monotonic_ns,
+        end_monotonic_ns,
+        notes: Vec::new(),
+    })
 }
 
 /// The ring directory, removed however the run ends.

@@ -185,7 +185,7 @@ fn body(doc: &ResultDocument, table: &str) -> String {
     let ended = &t["ended"];
     let _ = writeln!(
         out,
-        "the application ended {} ({}); {} publishes, {} takes, {} takes without their publish",
+        "the trace ended {} ({}); {} publishes, {} takes, {} takes without their publish",
         match text(&ended["by"]) {
             "exit" => "by itself",
             "duration" => "when the duration passed",

@@ -20,6 +20,10 @@ pub struct TraceArgs {
     /// [the publisher's median period].
     #[arg(long, value_name = "TOPIC=DURATION")]
     pub deadline: Vec<String>,
+    /// Trace a process that runs already, by its pid (repeatable): its tracepoints through
+    /// uprobes (root), instead of a COMMAND.
+    #[arg(long, value_name = "PID", conflicts_with = "command")]
+    pub pid: Vec<i64>,
     /// Each process's ring, in 64-byte slots (a power of two) [65536].
     #[arg(long)]
     pub slots: Option<u64>,
@@ -44,8 +48,12 @@ impl TraceArgs {
     /// The flags given, as the probe's table (every default lives in the configuration).
     pub fn table(&self) -> toml::Table {
         let mut t = FlagTable::default();
-        t.list("command", &self.command)
-            .str("duration", &self.duration)
+        t.list("command", &self.command);
+        if !self.pid.is_empty() {
+            let pids = self.pid.iter().map(|&p| toml::Value::Integer(p)).collect();
+            t.0.insert("pid".into(), toml::Value::Array(pids));
+        }
+        t.str("duration", &self.duration)
             .list("chain", &self.chain)
             .list("deadline", &self.deadline)
             .int("slots", self.slots.map(|s| s.min(i64::MAX as u64) as i64))
@@ -64,7 +72,12 @@ pub fn run(a: TraceArgs) -> anyhow::Result<u8> {
     let stop = super::stop_flag()?;
     let headline = format!(
         "rtlab trace: {}{}",
-        cfg.argv().join(" "),
+        if cfg.pid.0.is_empty() {
+            cfg.argv().join(" ")
+        } else {
+            let p: Vec<String> = cfg.pid.0.iter().map(|p| format!("pid {p}")).collect();
+            format!("{} (uprobes)", p.join(", "))
+        },
         cfg.duration
             .map(|d| format!(
                 " for {}",

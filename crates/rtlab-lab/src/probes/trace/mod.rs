@@ -21,6 +21,8 @@ use rtlab_core::stats::Summary;
 use rtlab_pubsub::trace::analysis::{analyse, Analysis, Chain, Edge};
 use rtlab_pubsub::trace::run::{run, Ended, TraceError, TraceOutcome, TraceRun};
 use serde::{Deserialize, Serialize};
+
+mod pids;
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -37,6 +39,8 @@ pub struct TraceProbeConfig {
     /// The application: a program and its arguments; one string with spaces is a shell
     /// command line (`sh -c`), as a scenario writes it (`command = "ros2 launch pkg x.py"`).
     pub command: List<String>,
+    /// Or processes that run already, by pid: their tracepoints through uprobes.
+    pub pid: List<i64>,
     /// Stop it after this long (default: when it ends).
     pub duration: Option<Dur>,
     /// Chains to follow (`/scan,/filtered,/cmd_vel`); none: every chain the graph implies.
@@ -52,6 +56,7 @@ impl Default for TraceProbeConfig {
     fn default() -> Self {
         TraceProbeConfig {
             command: List(Vec::new()),
+            pid: List(Vec::new()),
             duration: None,
             chain: List(Vec::new()),
             deadline: List(Vec::new()),
@@ -67,8 +72,21 @@ fn rtlab_bindings_slots() -> u64 {
 
 impl Validate for TraceProbeConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        if self.command.0.is_empty() || self.command.0[0].trim().is_empty() {
-            return Err(ConfigError::new("command", "none given (rtlab trace -- COMMAND...)"));
+        let no_command = self.command.0.is_empty() || self.command.0[0].trim().is_empty();
+        match (no_command, self.pid.0.is_empty()) {
+            (true, true) => {
+                return Err(ConfigError::new(
+                    "command",
+                    "none given (rtlab trace -- COMMAND..., or --pid PID of a running process)",
+                ))
+            }
+            (false, false) => {
+                return Err(ConfigError::new("pid", "and a command: trace one or the other"))
+            }
+            _ => {}
+        }
+        if let Some(p) = self.pid.0.iter().find(|&&p| p <= 0 || p > i64::from(i32::MAX)) {
+            return Err(ConfigError::new("pid", format!("{p}: a process id is above 0")));
         }
         for c in &self.chain.0 {
             let topics = chain_topics(c);
@@ -287,7 +305,7 @@ fn facts(cfg: &TraceProbeConfig, o: &TraceOutcome, a: &Analysis, origin: i64) ->
         Ended::Duration(w) => json!({"by": "duration", "status": w}),
         Ended::Stopped(w) => json!({"by": "stop", "status": w}),
     };
-    let mut notes = Vec::new();
+    let mut notes = o.notes.clone();
     if a.callbacks.is_empty() && !a.nodes.is_empty() {
         notes.push("no callbacks: the client library reported none (rclpy has no tracepoints; rclcpp reports callback_start/end): a hop inside a node is from its take to its publish".to_string());
     }
@@ -358,7 +376,7 @@ pub fn refuse_nested() -> Result<(), LabError> {
     }
 }
 
-/// Run the application and analyse it.
+/// Run the application (or probe the processes) and analyse it.
 pub fn measure(cfg: &TraceProbeConfig, ctx: &mut Context<'_>) -> Result<ResultDocument, LabError> {
     let mut tr = TraceRun::new(cfg.argv());
     tr.duration = cfg.duration.map(|d| std::time::Duration::from_nanos(d.0 as u64));
@@ -370,10 +388,15 @@ pub fn measure(cfg: &TraceProbeConfig, ctx: &mut Context<'_>) -> Result<ResultDo
     let evidence = crate::evidence::EvidenceRun::start(crate::host::host(), &ev)?;
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let started = std::time::SystemTime::now();
-    let o = run(&tr, &ctx.stop).map_err(|e| match e {
-        TraceError::Command(m) => LabError::Config(ConfigError::new("command", m)),
-        TraceError::Setup(m) => LabError::Failed(m),
-    })?;
+    let o = if cfg.pid.0.is_empty() {
+        run(&tr, &ctx.stop).map_err(|e| match e {
+            TraceError::Command(m) => LabError::Config(ConfigError::new("command", m)),
+            TraceError::Setup(m) => LabError::Failed(m),
+        })?
+    } else {
+        let pids: Vec<i32> = cfg.pid.0.iter().map(|&p| p as i32).collect();
+        pids::probe(&pids, tr.duration, &ctx.stop)?
+    };
     let chains: Vec<Vec<String>> = cfg.chain.0.iter().map(|c| chain_topics(c)).collect();
     let a = analyse(&o.events, &chains);
     let origin = o.start_monotonic_ns;

@@ -76,7 +76,8 @@ pub const OBSERVE: &str = "Examples:
 
 pub const TRACE: &str = "Examples:
   rtlab trace -D 30s -- ros2 launch my_robot bringup.launch.py   # every process it starts
-  rtlab trace --chain /scan,/filtered,/cmd_vel --deadline /scan,/cmd_vel=50ms -- ./start.sh";
+  rtlab trace --chain /scan,/filtered,/cmd_vel --deadline /scan,/cmd_vel=50ms -- ./start.sh
+  rtlab trace --pid 4242 --pid 4243 -D 30s        # processes that run already (uprobes)";
 
 pub const MAN: &str = "Examples:
   rtlab man > rtlab.1 && man ./rtlab.1";

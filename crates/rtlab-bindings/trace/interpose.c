@@ -63,7 +63,7 @@ static uint64_t slots_wanted(void) {
     return n;
 }
 
-/* Make this process's ring: $RTLAB_TRACE_DIR/<pid>.ring. */
+/* Make this process's ring: $RTLAB_TRACE_DIR/<pid>-<CLOCK_MONOTONIC ns>.ring. */
 static void open_ring(void) {
     hdr = NULL;
     slots = NULL;
@@ -72,7 +72,10 @@ static void open_ring(void) {
         return;
     char path[4096];
     pid_t pid = getpid();
-    int n = snprintf(path, sizeof path, "%s/%d.ring", dir, (int)pid);
+    /* named by the process and the instant: a child that forked (and got a ring) and then
+     * exec'd makes a second ring under the same pid */
+    int n = snprintf(path, sizeof path, "%s/%d-%lld.ring", dir, (int)pid,
+                     (long long)now(CLOCK_MONOTONIC));
     if (n <= 0 || (size_t)n >= sizeof path)
         return;
     uint64_t count = slots_wanted();

@@ -1,6 +1,7 @@
 /* The trace ring: what rtlab's interposer (interpose.c) writes and `rtlab trace` reads
- * (crates/rtlab-bindings/src/trace.rs). One file per traced process,
- * $RTLAB_TRACE_DIR/<pid>.ring, mapped shared by both.
+ * (crates/rtlab-bindings/src/trace.rs). One file per traced process image,
+ * $RTLAB_TRACE_DIR/<pid>-<CLOCK_MONOTONIC ns>.ring, mapped shared by both (a child that
+ * forked, then exec'd, has two).
  *
  * Layout: a header of one page, then `slots` slots of 64 bytes. Writers (any thread of the
  * traced process) reserve slots by moving `head` forward with a compare-and-swap, fill

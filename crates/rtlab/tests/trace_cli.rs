@@ -452,3 +452,42 @@ fn a_pid_that_runs_no_ros_2_is_one_line() {
     assert_error(&["trace", "--pid", "1", "--", "true"], &["--pid", "cannot be used with"]);
     assert_eq!(uprobes_left(), Vec::<String>::new());
 }
+
+#[test]
+fn rtlabs_own_ros2_nodes_are_traced_message_by_message() {
+    if ros2_node::skip() {
+        return;
+    }
+    // rtlab pubsub through rcl, its subscriber a process of its own (forked, then exec'd:
+    // a second ring under the same pid), traced by an rtlab outside it
+    let dir = tempfile::tempdir().unwrap();
+    let (t, p) = (dir.path().join("t.json"), dir.path().join("p.json"));
+    let bin = env!("CARGO_BIN_EXE_rtlab");
+    let o = rtlab()
+        .args(["trace", "--json", t.to_str().unwrap(), "--", bin, "pubsub", "--transport", "ros2"])
+        .args(["--count", "200", "--rate", "200hz", "--reliability", "reliable"])
+        .args(["--history", "keep-last:100", "--no-mlockall", "--json", p.to_str().unwrap()])
+        .output()
+        .unwrap();
+    ran(&o, "rtlab trace -- rtlab pubsub --transport ros2");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&t).unwrap()).unwrap();
+    let pubsub: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    let tr = &doc["config"]["trace"];
+    let procs = tr["processes"].as_array().unwrap();
+    assert_eq!(procs.len(), 2, "rtlab and its subscriber's process: {procs:?}");
+    assert!(procs.iter().all(|p| p["events"].as_u64().unwrap() > 0), "{procs:?}");
+    let edges = tr["edges"].as_array().unwrap();
+    assert_eq!(edges.len(), 1, "{edges:?}");
+    let e = &edges[0];
+    assert!(e["topic"].as_str().unwrap().starts_with("/rtlab_"), "{e}");
+    assert_ne!(e["publisher_pid"], e["subscription_pid"], "across processes: {e}");
+    // every message rtlab published (its 200 and its warm-up) taken, none lost
+    let measured = pubsub["streams"][0]["stats"]["count"].as_u64().unwrap();
+    assert_eq!(measured, 200);
+    assert!(e["taken"].as_u64().unwrap() >= measured, "{e}");
+    // warm-up messages sent before the subscription matched are not lost: before its first
+    let (taken, before) = (e["taken"].as_u64().unwrap(), e["before_first"].as_u64().unwrap());
+    assert_eq!(tr["publishes"].as_u64(), Some(taken + before), "{tr}");
+    assert_eq!(tr["takes"].as_u64(), Some(taken), "{tr}");
+    assert_eq!((e["lost"].as_u64(), e["after_last"].as_u64()), (Some(0), Some(0)), "{e}");
+}

@@ -118,7 +118,7 @@ pub fn remove_stale(parent: &Path) -> Vec<PathBuf> {
 }
 
 struct Reader {
-    rings: BTreeMap<i32, (Ring, Traced)>,
+    rings: BTreeMap<PathBuf, (Ring, Traced)>,
     set_aside: BTreeMap<PathBuf, Traced>,
     events: BTreeMap<i32, Vec<super::event::Event>>,
     buf: Vec<RawRecord>,
@@ -135,18 +135,19 @@ impl Reader {
                 .file_name()
                 .and_then(|n| n.to_str())
                 .and_then(|n| n.strip_suffix(".ring"))
+                .and_then(|n| n.split('-').next())
                 .and_then(|p| p.parse::<i32>().ok())
             else {
                 continue;
             };
-            if self.rings.contains_key(&pid) || self.set_aside.contains_key(&path) {
+            if self.rings.contains_key(&path) || self.set_aside.contains_key(&path) {
                 continue;
             }
             match Ring::open(&path) {
                 Ok(r) => {
                     let i = r.info();
                     let t = Traced { pid, ppid: i.ppid, comm: i.comm.clone(), ..Traced::default() };
-                    self.rings.insert(pid, (r, t));
+                    self.rings.insert(path, (r, t));
                 }
                 Err(RingError::NotReady) => {}
                 Err(RingError::Malformed(why)) => {
@@ -158,7 +159,8 @@ impl Reader {
     }
 
     fn drain(&mut self) {
-        for (&pid, (ring, traced)) in self.rings.iter_mut() {
+        for (ring, traced) in self.rings.values_mut() {
+            let pid = traced.pid;
             if traced.malformed.is_some() {
                 continue;
             }
@@ -193,13 +195,30 @@ impl Reader {
 
     fn finish(mut self) -> (Vec<Traced>, Vec<ProcessEvents>, u64) {
         self.drain();
-        let mut traced = Vec::new();
+        // a process's rings (one before an exec, one after) as one process: its last name
+        let mut by_pid: BTreeMap<i32, Traced> = BTreeMap::new();
         for (_, (mut ring, mut t)) in std::mem::take(&mut self.rings) {
             if t.malformed.is_none() {
                 t.abandoned = ring.abandon();
             }
-            traced.push(t);
+            match by_pid.get_mut(&t.pid) {
+                None => {
+                    by_pid.insert(t.pid, t);
+                }
+                Some(p) => {
+                    p.events += t.events;
+                    p.dropped += t.dropped;
+                    p.abandoned += t.abandoned;
+                    p.unknown += t.unknown;
+                    if t.events > 0 {
+                        p.comm = t.comm;
+                        p.ppid = t.ppid;
+                    }
+                    p.malformed = p.malformed.take().or(t.malformed);
+                }
+            }
         }
+        let mut traced: Vec<Traced> = by_pid.into_values().collect();
         traced.extend(self.set_aside.into_values());
         let events =
             self.events.into_iter().map(|(pid, events)| ProcessEvents { pid, events }).collect();

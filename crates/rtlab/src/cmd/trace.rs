@@ -86,8 +86,11 @@ pub fn run(a: TraceArgs) -> anyhow::Result<u8> {
             .unwrap_or_default()
     );
     let mut say = super::Say::new("trace", 0, a.quiet, |_| headline.clone());
+    // no machine lock: a trace changes nothing the lock guards (its rings are its own, and
+    // --pid's uprobes are journaled in a journal of their own, which refuses a second live
+    // user), and the application it traces may be an rtlab that takes the lock itself
     let command = super::probe_command(
-        Some("rtlab trace"),
+        None,
         None,
         rtlab_core::rt::RtSettings::normal(),
         stop,

@@ -118,7 +118,17 @@ fn trace_accounts_for_every_message_of_an_rclpy_pipeline_across_two_namespaces()
         "traced {traced_sum} > the nodes' {nodes_sum}"
     );
     assert_eq!(stream["stats"]["count"], count);
-    // the terminal
+    // the terminal: the relay's row of the nodes' table, then the rest
+    let relay: Vec<&str> = out
+        .lines()
+        .find(|l| l.starts_with("/pipeline_relay_filtered "))
+        .map(|l| l.split_whitespace().collect())
+        .unwrap_or_default();
+    assert_eq!(
+        relay.get(..5),
+        Some(&["/pipeline_relay_filtered", "/scan", "/filtered", "200", "200"][..]),
+        "{out}"
+    );
     for needle in [
         "processes traced: 3",
         "/scan      /pipeline_source -> /pipeline_relay_filtered",
@@ -139,6 +149,10 @@ fn bad_input_is_one_line() {
     assert_error(&["trace", "--chain", "/a", "--", "true"], &["chain", "two topics"]);
     assert_error(&["trace", "--deadline", "/a", "--", "true"], &["deadline", "TOPIC=DURATION"]);
     assert_error(&["trace", "--slots", "1000", "--", "true"], &["slots", "power of two"]);
+    assert_error(
+        &["trace", "--trace-on-spike", "1ms", "--", "true"],
+        &["--trace-on-spike", "not with rtlab trace yet"],
+    );
 }
 
 #[test]
@@ -327,6 +341,7 @@ fn a_scenarios_trace_is_stored_reported_gated_by_its_chain_and_compared() {
         "<svg class=\"tracegraph\"",
         "/pipeline_source",
         "<table class=\"tracechain\">",
+        "<table class=\"tracenodes\">",
     ] {
         assert!(page.contains(needle), "'{needle}' not in the HTML report");
     }

@@ -121,6 +121,69 @@ pub struct Analysis {
     pub caused: HashMap<usize, Vec<usize>>,
 }
 
+/// One node: what it took and published, and how long it held a message (its take to the
+/// publish that followed it on the same thread).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeStats {
+    pub pid: i32,
+    pub name: String,
+    pub inputs: Vec<String>,
+    pub outputs: Vec<String>,
+    pub taken: u64,
+    pub published: u64,
+    /// take -> the publish it caused, per link.
+    pub inside: Vec<i64>,
+}
+
+/// Every node with its inputs, outputs, counts and time inside, in the order they started.
+pub fn nodes(a: &Analysis) -> Vec<NodeStats> {
+    let mut out: Vec<NodeStats> = a
+        .nodes
+        .iter()
+        .map(|(pid, name)| NodeStats { pid: *pid, name: name.clone(), ..NodeStats::default() })
+        .collect();
+    let at = |out: &[NodeStats], pid: i32, name: &str| {
+        out.iter().position(|n| n.pid == pid && n.name == name)
+    };
+    for s in &a.subscriptions {
+        if let Some(i) = at(&out, s.pid, &s.node) {
+            if !out[i].inputs.contains(&s.topic) {
+                out[i].inputs.push(s.topic.clone());
+            }
+        }
+    }
+    for p in &a.publishers {
+        if let Some(i) = at(&out, p.pid, &p.node) {
+            if !out[i].outputs.contains(&p.topic) {
+                out[i].outputs.push(p.topic.clone());
+            }
+        }
+    }
+    for t in &a.takes {
+        let s = &a.subscriptions[t.subscription];
+        if let Some(i) = at(&out, s.pid, &s.node) {
+            out[i].taken += 1;
+        }
+    }
+    for p in &a.publishes {
+        let e = &a.publishers[p.publisher];
+        if let Some(i) = at(&out, e.pid, &e.node) {
+            out[i].published += 1;
+        }
+    }
+    let mut links: Vec<(&usize, &Vec<usize>)> = a.caused.iter().collect();
+    links.sort();
+    for (&t, pubs) in links {
+        let s = &a.subscriptions[a.takes[t].subscription];
+        if let Some(i) = at(&out, s.pid, &s.node) {
+            for &p in pubs {
+                out[i].inside.push(a.publishes[p].time_ns - a.takes[t].time_ns);
+            }
+        }
+    }
+    out
+}
+
 /// A node's full name: `/ns/name` (a namespace of "": the name alone, as a probed process's
 /// stand-in node `pid N`).
 fn full_name(name: &str, ns: &str) -> String {

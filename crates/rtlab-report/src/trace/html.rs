@@ -81,6 +81,26 @@ fn row(cells: &[String]) -> String {
     o
 }
 
+fn nodes_table(t: &Value) -> String {
+    let mut o = String::from("<table class=\"tracenodes\"><tr><th>node</th><th>pid</th><th>in</th><th>out</th><th>taken</th><th>published</th><th>inside p50</th><th>inside max</th></tr>");
+    let topics =
+        |v: &Value| v.as_array().into_iter().flatten().map(text).collect::<Vec<_>>().join(" ");
+    for n in t["nodes"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        o.push_str(&row(&[
+            text(&n["name"]).into(),
+            num(&n["pid"]),
+            topics(&n["inputs"]),
+            topics(&n["outputs"]),
+            num(&n["taken"]),
+            num(&n["published"]),
+            ns(&n["inside"]["p50_ns"]),
+            ns(&n["inside"]["max_ns"]),
+        ]));
+    }
+    o.push_str("</table>");
+    o
+}
+
 fn edges_table(t: &Value) -> String {
     let mut o = String::from("<table class=\"traceedges\"><tr><th>topic</th><th>publisher</th><th>subscription</th><th>taken</th><th>lost</th><th>before first</th><th>after last</th><th>p50</th><th>p99</th><th>max</th></tr>");
     for e in t["edges"].as_array().map(Vec::as_slice).unwrap_or_default() {
@@ -167,6 +187,7 @@ pub fn html(run: &Run) -> String {
             num(&t["unjoined_takes"])
         );
         o.push_str(&graph_svg(t));
+        o.push_str(&nodes_table(t));
         o.push_str(&edges_table(t));
         o.push_str(&chains_html(t));
         for n in t["notes"].as_array().map(Vec::as_slice).unwrap_or_default() {

@@ -69,6 +69,47 @@ fn processes(t: &Value, out: &mut String) {
     out.push_str(&align_left(&rows, &[1, 2]));
 }
 
+fn nodes(t: &Value, out: &mut String) {
+    let list = t["nodes"].as_array().map(Vec::as_slice).unwrap_or_default();
+    if list.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "nodes: {} (inside: from a take to the publish that followed it)",
+        list.len()
+    );
+    let mut rows = vec![vec![
+        "node".to_string(),
+        "in".into(),
+        "out".into(),
+        "taken".into(),
+        "published".into(),
+        "inside p50".into(),
+        "inside max".into(),
+    ]];
+    let topics = |v: &Value| {
+        let t: Vec<&str> = v.as_array().into_iter().flatten().map(text).collect();
+        if t.is_empty() {
+            "-".to_string()
+        } else {
+            t.join(" ")
+        }
+    };
+    for n in list {
+        rows.push(vec![
+            text(&n["name"]).to_string(),
+            topics(&n["inputs"]),
+            topics(&n["outputs"]),
+            num(&n["taken"]),
+            num(&n["published"]),
+            ns(&n["inside"]["p50_ns"]),
+            ns(&n["inside"]["max_ns"]),
+        ]);
+    }
+    out.push_str(&align_left(&rows, &[0, 1, 2]));
+}
+
 fn edges(t: &Value, out: &mut String) {
     let list = t["edges"].as_array().map(Vec::as_slice).unwrap_or_default();
     let _ = writeln!(out, "graph: {} edges (publisher -> subscription)", list.len());
@@ -198,6 +239,7 @@ fn body(doc: &ResultDocument, table: &str) -> String {
         num(&t["unjoined_takes"])
     );
     processes(t, &mut out);
+    nodes(t, &mut out);
     edges(t, &mut out);
     out.push_str(table);
     chains(t, &mut out);

@@ -136,3 +136,17 @@ fn callbacks_are_timed_and_named_where_the_client_library_says() {
     assert_eq!(a.callbacks[0].symbol.as_deref(), Some("relay_cb"));
     assert_eq!(a.callbacks[0].durations, [40]);
 }
+
+#[test]
+fn each_node_says_what_it_took_published_and_held() {
+    let a = analyse(&pipeline(), &[]);
+    let n = nodes(&a);
+    assert_eq!(n.len(), 3);
+    assert_eq!((n[0].name.as_str(), n[0].taken, n[0].published), ("/source", 0, 4));
+    let relay = &n[1];
+    assert_eq!(relay.inputs, ["/scan"]);
+    assert_eq!(relay.outputs, ["/filtered"]);
+    assert_eq!((relay.taken, relay.published), (3, 3));
+    assert_eq!(relay.inside, [30, 30, 30]);
+    assert_eq!((n[2].taken, n[2].published, n[2].inside.len()), (3, 0, 0));
+}

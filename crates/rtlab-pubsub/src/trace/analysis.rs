@@ -101,6 +101,11 @@ pub struct Callback {
     pub handle: u64,
     pub symbol: Option<String>,
     pub durations: Vec<i64>,
+    /// (thread, start) of each run.
+    pub starts: Vec<(u32, i64)>,
+    /// From the take a run handled (the last take on its thread before it, after the run
+    /// before it) to its start: the executor's share, per run that had one.
+    pub dispatch: Vec<i64>,
 }
 
 /// Everything the events say.
@@ -270,34 +275,22 @@ pub fn analyse(processes: &[ProcessEvents], chains: &[Vec<String>]) -> Analysis 
                     let stack = open_callbacks.entry((p.pid, e.tid)).or_default();
                     if let Some(i) = stack.iter().rposition(|&(cb, _)| cb == x) {
                         let (_, start) = stack.remove(i);
-                        callbacks
-                            .entry((p.pid, x))
-                            .or_insert_with(|| Callback {
-                                pid: p.pid,
-                                handle: x,
-                                symbol: None,
-                                durations: Vec::new(),
-                            })
-                            .durations
-                            .push(e.time_ns - start);
+                        callbacks.entry((p.pid, x)).or_insert_with(|| Callback::new(p.pid, x));
+                        let c = callbacks.get_mut(&(p.pid, x)).expect("just made");
+                        c.durations.push(e.time_ns - start);
+                        c.starts.push((e.tid, start));
                     }
                 }
                 Kind::RclcppCallbackRegister => {
-                    callbacks
-                        .entry((p.pid, x))
-                        .or_insert_with(|| Callback {
-                            pid: p.pid,
-                            handle: x,
-                            symbol: None,
-                            durations: Vec::new(),
-                        })
-                        .symbol = e.names.first().cloned();
+                    callbacks.entry((p.pid, x)).or_insert_with(|| Callback::new(p.pid, x)).symbol =
+                        e.names.first().cloned();
                 }
                 _ => {}
             }
         }
     }
     a.callbacks = callbacks.into_values().filter(|c| !c.durations.is_empty()).collect();
+    dispatch(&mut a);
     join(&mut a);
     link(&mut a);
     a.edges = edges(&a);
@@ -305,6 +298,49 @@ pub fn analyse(processes: &[ProcessEvents], chains: &[Vec<String>]) -> Analysis 
         if chains.is_empty() { found_chains(&a) } else { chains.to_vec() };
     a.chains = asked.iter().map(|t| chain(&a, t)).collect();
     a
+}
+
+impl Callback {
+    fn new(pid: i32, handle: u64) -> Callback {
+        Callback {
+            pid,
+            handle,
+            symbol: None,
+            durations: Vec::new(),
+            starts: Vec::new(),
+            dispatch: Vec::new(),
+        }
+    }
+}
+
+/// Each callback run's dispatch: from the last take on its thread before it (and after the
+/// run before it on that thread) to its start.
+fn dispatch(a: &mut Analysis) {
+    let mut takes: HashMap<(i32, u32), Vec<i64>> = HashMap::new();
+    for t in &a.takes {
+        takes.entry((a.subscriptions[t.subscription].pid, t.tid)).or_default().push(t.time_ns);
+    }
+    let mut runs: HashMap<(i32, u32), Vec<i64>> = HashMap::new();
+    for c in &a.callbacks {
+        for &(tid, start) in &c.starts {
+            runs.entry((c.pid, tid)).or_default().push(start);
+        }
+    }
+    for v in takes.values_mut().chain(runs.values_mut()) {
+        v.sort_unstable();
+    }
+    for c in a.callbacks.iter_mut() {
+        for &(tid, start) in &c.starts {
+            let on = runs.get(&(c.pid, tid)).map(Vec::as_slice).unwrap_or_default();
+            let before = on.partition_point(|&s| s < start);
+            let after = if before == 0 { i64::MIN } else { on[before - 1] };
+            let t = takes.get(&(c.pid, tid)).map(Vec::as_slice).unwrap_or_default();
+            let last = t.partition_point(|&x| x <= start);
+            if last > 0 && t[last - 1] > after {
+                c.dispatch.push(start - t[last - 1]);
+            }
+        }
+    }
 }
 
 /// Join each take to its publish: same topic, same source timestamp.

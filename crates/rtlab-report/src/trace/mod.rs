@@ -248,12 +248,15 @@ fn body(doc: &ResultDocument, table: &str) -> String {
         let d = &c["duration"];
         let _ = writeln!(
             out,
-            "callback {} (pid {}): {} runs, p50 {}, max {}",
+            "callback {} (pid {}): {} runs, p50 {}, max {}; from its take (the executor): {} runs, p50 {}, max {}",
             c["symbol"].as_str().unwrap_or("(unnamed)"),
             num(&c["pid"]),
             num(&d["count"]),
             ns(&d["p50_ns"]),
-            ns(&d["max_ns"])
+            ns(&d["max_ns"]),
+            num(&c["dispatch"]["count"]),
+            ns(&c["dispatch"]["p50_ns"]),
+            ns(&c["dispatch"]["max_ns"])
         );
     }
     for n in t["notes"].as_array().map(Vec::as_slice).unwrap_or_default() {

@@ -13,8 +13,8 @@ callback's first line. Prints `{"ready": ROLE}` once its endpoints exist; then o
 source `{"published": N}`, relay `{"relayed": N}`, sink `{"received": N, "first_stamp_ns":
 .., "e2e_ns": [..]}` (e2e: the sink's stamp - the header's, per message in arrival order,
 with `"seqs": [..]`). A source first waits (20 s at most) for a matched subscription and
-sends nothing before it. SIGINT ends any role early with its summary. Reliable, keep-last 100,
-volatile; each node spins a SingleThreadedExecutor.
+sends nothing before it. SIGINT ends any role early with its summary. Reliable, keep-last 1000
+(10 s at 100 Hz: a node starved on a loaded machine loses nothing), volatile; each node spins a SingleThreadedExecutor.
 """
 
 import argparse
@@ -44,7 +44,7 @@ def main():
     qos = QoSProfile(
         reliability=ReliabilityPolicy.RELIABLE,
         history=HistoryPolicy.KEEP_LAST,
-        depth=100,
+        depth=1000,
         durability=DurabilityPolicy.VOLATILE,
     )
     rclpy.init()

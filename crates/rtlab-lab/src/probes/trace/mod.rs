@@ -298,7 +298,7 @@ fn facts(cfg: &TraceProbeConfig, o: &TraceOutcome, a: &Analysis, origin: i64) ->
     let callbacks: Vec<_> = a
         .callbacks
         .iter()
-        .map(|c| json!({"pid": c.pid, "symbol": c.symbol, "duration": short(&summary_of(c.durations.iter().copied()))}))
+        .map(|c| json!({"pid": c.pid, "symbol": c.symbol, "duration": short(&summary_of(c.durations.iter().copied())), "dispatch": short(&summary_of(c.dispatch.iter().copied()))}))
         .collect();
     let ended = match &o.ended {
         Ended::Exited(w) => json!({"by": "exit", "status": w}),

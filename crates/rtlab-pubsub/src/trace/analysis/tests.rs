@@ -135,6 +135,8 @@ fn callbacks_are_timed_and_named_where_the_client_library_says() {
     assert_eq!(a.callbacks.len(), 1);
     assert_eq!(a.callbacks[0].symbol.as_deref(), Some("relay_cb"));
     assert_eq!(a.callbacks[0].durations, [40]);
+    // the relay's take of the first message at 1100, its callback at 1105
+    assert_eq!(a.callbacks[0].dispatch, [5]);
 }
 
 #[test]

@@ -104,7 +104,8 @@ pub struct Callback {
     /// (thread, start) of each run.
     pub starts: Vec<(u32, i64)>,
     /// From the take a run handled (the last take on its thread before it, after the run
-    /// before it) to its start: the executor's share, per run that had one.
+    /// before it) to its start, per run that had one (the wait before the take is not seen:
+    /// the RMW has no tracepoint at a message's arrival).
     pub dispatch: Vec<i64>,
 }
 

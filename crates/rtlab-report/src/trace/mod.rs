@@ -248,7 +248,7 @@ fn body(doc: &ResultDocument, table: &str) -> String {
         let d = &c["duration"];
         let _ = writeln!(
             out,
-            "callback {} (pid {}): {} runs, p50 {}, max {}; from its take (the executor): {} runs, p50 {}, max {}",
+            "callback {} (pid {}): {} runs, p50 {}, max {}; from its take: {} runs, p50 {}, max {}",
             c["symbol"].as_str().unwrap_or("(unnamed)"),
             num(&c["pid"]),
             num(&d["count"]),

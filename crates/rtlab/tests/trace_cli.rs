@@ -523,7 +523,7 @@ fn rtlabs_own_ros2_nodes_are_traced_message_by_message() {
 }
 
 #[test]
-fn callbacks_are_named_timed_and_split_from_the_executors_share() {
+fn callbacks_are_named_timed_and_their_dispatch_measured() {
     // the stand-in takes each message back and hands it to a callback, as rclcpp does
     let app = stand_in();
     let dir = tempfile::tempdir().unwrap();
@@ -543,4 +543,26 @@ fn callbacks_are_named_timed_and_split_from_the_executors_share() {
     assert_eq!(t["edges"][0]["taken"], 300);
     assert!(out.contains("callback stand_in_cb (pid "), "{out}");
     assert!(!out.contains("note: no callbacks"), "{out}");
+}
+
+#[test]
+fn what_the_command_leaves_running_is_stopped_with_it() {
+    // the shell ends at once; the stand-in it started in the background (30 s of calls)
+    // goes with it: SIGINT, the trace keeps what it recorded
+    let app = stand_in();
+    let dir = tempfile::tempdir().unwrap();
+    let (json, out) = (dir.path().join("t.json"), dir.path().join("app.out"));
+    let line = format!("{} 300000 {} 30 & sleep 1; exit 0", app.display(), out.display());
+    let began = std::time::Instant::now();
+    let o = rtlab()
+        .args(["trace", "--json", json.to_str().unwrap(), "--", "sh", "-c", &line])
+        .output()
+        .unwrap();
+    ran(&o, "rtlab trace");
+    assert!(began.elapsed() < std::time::Duration::from_secs(25), "the stand-in was left to run");
+    assert!(!out.exists(), "the stand-in ran to its end");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let t = &doc["config"]["trace"];
+    assert_eq!(t["ended"]["status"], "exit 0", "{t}");
+    assert!(t["processes"][0]["events"].as_u64().unwrap() > 3, "{t}");
 }

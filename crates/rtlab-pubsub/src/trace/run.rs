@@ -4,8 +4,9 @@
 //! interposer there, starts the command in a process group of its own with the interposer
 //! preloaded (after any `LD_PRELOAD` it had) and `RTLAB_TRACE_DIR` naming the directory, and
 //! reads every ring that appears there every 10 ms until the command ends, the duration
-//! passes or `stop` is raised. Then the process group gets SIGINT, 5 s later SIGKILL; the
-//! rings are read one last time and the directory is removed. The application's output goes
+//! passes or `stop` is raised. Then the process group gets SIGINT, 5 s later SIGKILL (also
+//! what the command left running when it ended by itself); the rings are read one last time
+//! and the directory is removed. The application's output goes
 //! to rtlab's stderr (rtlab's stdout stays its own). A ring that is not one (or stops being
 //! one) is set aside with one line why; what a full ring refused is counted per process;
 //! events beyond `max_events` are counted, not kept. Directories a dead rtlab left are
@@ -235,6 +236,11 @@ fn exit_words(s: std::process::ExitStatus) -> String {
     }
 }
 
+/// Whether any process of the group is left (signal 0 reaches one).
+fn group_alive(pgid: i32) -> bool {
+    rtlab_sys::tasks::kill_group(pgid, 0).is_ok()
+}
+
 fn signal_group(pgid: i32, sig: i32) {
     // a group that is gone already has nothing to stop
     let _ = rtlab_sys::tasks::kill_group(pgid, sig);
@@ -331,8 +337,18 @@ pub fn run(cfg: &TraceRun, stop: &AtomicBool) -> Result<TraceOutcome, TraceError
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    // what the application started and left behind goes with it
-    signal_group(pgid, libc::SIGKILL);
+    // what the application started and left behind goes with it: SIGINT (a node shuts down
+    // and its middleware removes its shared memory), SIGKILL 5 s later
+    if group_alive(pgid) {
+        signal_group(pgid, libc::SIGINT);
+        let end = Instant::now() + Duration::from_secs(5);
+        while group_alive(pgid) && Instant::now() < end {
+            reader.scan(&dir);
+            reader.drain();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        signal_group(pgid, libc::SIGKILL);
+    }
     let end_monotonic_ns = rtlab_sys::clock::monotonic_ns();
     reader.scan(&dir);
     let (processes, events, not_kept) = reader.finish();

@@ -296,7 +296,9 @@ max_us = 464.0
         );
         for (gate, says) in [
             ("[[gate]]\ncase = \"timer/*\"\nmax = \"fast\"\n", "s.toml:8: gate[0].max: invalid duration 'fast'"),
-            ("[[gate]]\np99 = \"1ms\"\n", "s.toml:7: gate[0].p99: not a key of a gate (accepted: case, stream, p99_9, max, missed, lost)"),
+            ("[[gate]]\np99 = \"1ms\"\n", "s.toml:7: gate[0].p99: not a key of a gate (accepted: case, stream, chain, p99_9, max, missed, lost)"),
+            ("[[gate]]\nchain = \"/scan\"\nmax = \"1ms\"\n", "s.toml:7: gate[0].chain: a trace's chain by its topics"),
+            ("[[gate]]\nchain = \"/a,/b\"\nstream = \"x\"\nmax = \"1ms\"\n", "s.toml:7: gate[0].chain: a trace's chain by its topics"),
             ("[[gate]]\nmissed = \"many\"\n", "s.toml:7: gate[0].missed: 'many' is not a count or a percentage"),
             ("[[gate]]\nlost = -1\n", "s.toml:7: gate[0].lost: '-1' is not a count"),
             ("[[gate]]\ncase = \"timer/*\"\n", "s.toml:6: gate[0]: no limit: give at least one of p99_9, max, missed, lost"),

@@ -118,18 +118,12 @@ pub fn attach<'h>(
                 args = args.replace(&format!("ARG{i}"), r);
             }
             let def = format!("p:{group}/{name}_{k} {}:{off:#x} {args}", lib.display());
-            let undo = format!("-:{group}/{name}_{k}");
-            session.apply(&Action::Command {
-                did: vec![
-                    "sh".into(),
-                    "-c".into(),
-                    format!("echo '{def}' >> {}", host.path(&events).display()),
-                ],
-                undo: vec![
-                    "sh".into(),
-                    "-c".into(),
-                    format!("echo '{undo}' >> {}", host.path(&events).display()),
-                ],
+            // uprobe_events takes a probe's definition and lists it in another form: written
+            // (never truncated: that would remove every probe), undone by its removal
+            session.apply(&Action::WriteWithUndo {
+                path: events.clone(),
+                value: def,
+                undo: format!("-:{group}/{name}_{k}"),
             })?;
         }
     }

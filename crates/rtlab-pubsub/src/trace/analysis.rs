@@ -123,6 +123,8 @@ pub struct Analysis {
     pub nodes: Vec<(i32, String)>,
     /// Takes whose publish was not in the trace.
     pub unjoined_takes: u64,
+    /// publish -> the takes that joined it.
+    pub takes_of: HashMap<usize, Vec<usize>>,
     /// take -> the publishes its node made from it.
     pub caused: HashMap<usize, Vec<usize>>,
 }
@@ -148,40 +150,38 @@ pub fn nodes(a: &Analysis) -> Vec<NodeStats> {
         .iter()
         .map(|(pid, name)| NodeStats { pid: *pid, name: name.clone(), ..NodeStats::default() })
         .collect();
-    let at = |out: &[NodeStats], pid: i32, name: &str| {
-        out.iter().position(|n| n.pid == pid && n.name == name)
-    };
-    for s in &a.subscriptions {
-        if let Some(i) = at(&out, s.pid, &s.node) {
+    // each publisher's and subscription's node, found once
+    let node_of = |e: &Endpoint| out.iter().position(|n| n.pid == e.pid && n.name == e.node);
+    let sub_node: Vec<Option<usize>> = a.subscriptions.iter().map(node_of).collect();
+    let pub_node: Vec<Option<usize>> = a.publishers.iter().map(node_of).collect();
+    for (s, n) in a.subscriptions.iter().zip(&sub_node) {
+        if let Some(&i) = n.as_ref() {
             if !out[i].inputs.contains(&s.topic) {
                 out[i].inputs.push(s.topic.clone());
             }
         }
     }
-    for p in &a.publishers {
-        if let Some(i) = at(&out, p.pid, &p.node) {
+    for (p, n) in a.publishers.iter().zip(&pub_node) {
+        if let Some(&i) = n.as_ref() {
             if !out[i].outputs.contains(&p.topic) {
                 out[i].outputs.push(p.topic.clone());
             }
         }
     }
     for t in &a.takes {
-        let s = &a.subscriptions[t.subscription];
-        if let Some(i) = at(&out, s.pid, &s.node) {
+        if let Some(i) = sub_node[t.subscription] {
             out[i].taken += 1;
         }
     }
     for p in &a.publishes {
-        let e = &a.publishers[p.publisher];
-        if let Some(i) = at(&out, e.pid, &e.node) {
+        if let Some(i) = pub_node[p.publisher] {
             out[i].published += 1;
         }
     }
     let mut links: Vec<(&usize, &Vec<usize>)> = a.caused.iter().collect();
     links.sort();
     for (&t, pubs) in links {
-        let s = &a.subscriptions[a.takes[t].subscription];
-        if let Some(i) = at(&out, s.pid, &s.node) {
+        if let Some(i) = sub_node[a.takes[t].subscription] {
             for &p in pubs {
                 out[i].inside.push(a.publishes[p].time_ns - a.takes[t].time_ns);
             }
@@ -276,8 +276,8 @@ pub fn analyse(processes: &[ProcessEvents], chains: &[Vec<String>]) -> Analysis 
                     let stack = open_callbacks.entry((p.pid, e.tid)).or_default();
                     if let Some(i) = stack.iter().rposition(|&(cb, _)| cb == x) {
                         let (_, start) = stack.remove(i);
-                        callbacks.entry((p.pid, x)).or_insert_with(|| Callback::new(p.pid, x));
-                        let c = callbacks.get_mut(&(p.pid, x)).expect("just made");
+                        let c =
+                            callbacks.entry((p.pid, x)).or_insert_with(|| Callback::new(p.pid, x));
                         c.durations.push(e.time_ns - start);
                         c.starts.push((e.tid, start));
                     }
@@ -351,11 +351,16 @@ fn join(a: &mut Analysis) {
         by_key.insert((a.publishers[p.publisher].topic.as_str(), p.stamp), i);
     }
     let mut unjoined = 0;
-    for t in a.takes.iter_mut() {
+    let mut takes_of: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (i, t) in a.takes.iter_mut().enumerate() {
         t.publish = by_key.get(&(a.subscriptions[t.subscription].topic.as_str(), t.stamp)).copied();
-        unjoined += u64::from(t.publish.is_none());
+        match t.publish {
+            Some(p) => takes_of.entry(p).or_default().push(i),
+            None => unjoined += 1,
+        }
     }
     a.unjoined_takes = unjoined;
+    a.takes_of = takes_of;
 }
 
 /// On one thread: (time, a take (else a publish), its index).
@@ -496,12 +501,6 @@ fn found_chains(a: &Analysis) -> Vec<Vec<String>> {
 
 /// One chain's messages: every way a message of the first topic took to the last.
 fn chain(a: &Analysis, topics: &[String]) -> Chain {
-    let mut takes_of: HashMap<usize, Vec<usize>> = HashMap::new();
-    for (i, t) in a.takes.iter().enumerate() {
-        if let Some(p) = t.publish {
-            takes_of.entry(p).or_default().push(i);
-        }
-    }
     let topic_of_take = |t: usize| &a.subscriptions[a.takes[t].subscription].topic;
     let mut hop_names = Vec::new();
     for (i, t) in topics.iter().enumerate() {
@@ -528,7 +527,7 @@ fn chain(a: &Analysis, topics: &[String]) -> Chain {
         for (level, topic) in topics.iter().enumerate() {
             let mut next = Vec::new();
             for (p, path) in frontier {
-                for &t in takes_of.get(&p).into_iter().flatten() {
+                for &t in a.takes_of.get(&p).into_iter().flatten() {
                     if topic_of_take(t) != topic {
                         continue;
                     }

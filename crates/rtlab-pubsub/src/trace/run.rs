@@ -22,6 +22,10 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+/// Events kept at most by one trace (the rest counted, not analysed): memory for hours of
+/// a robot's topics, not days.
+pub const MAX_EVENTS: usize = 4_000_000;
+
 /// What to run and how.
 #[derive(Clone, Debug)]
 pub struct TraceRun {
@@ -44,7 +48,7 @@ impl TraceRun {
             duration: None,
             slots: rtlab_bindings::trace::DEFAULT_SLOTS,
             parent: PathBuf::from("/dev/shm"),
-            max_events: 4_000_000,
+            max_events: MAX_EVENTS,
         }
     }
 }

@@ -68,7 +68,6 @@ pub fn run(a: TraceArgs) -> anyhow::Result<u8> {
     if let Some(p) = &a.json {
         crate::document::check_writable(p, "--json")?;
     }
-    trace::refuse_nested().map_err(super::lab_error)?;
     let stop = super::stop_flag()?;
     let headline = format!(
         "rtlab trace: {}{}",

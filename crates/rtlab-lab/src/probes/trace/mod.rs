@@ -19,12 +19,13 @@ use rtlab_core::schema::{ResultDocument, Stream, Warning};
 use rtlab_core::sink::{Recorder, RecorderConfig, Sink};
 use rtlab_core::stats::Summary;
 use rtlab_pubsub::trace::analysis::{analyse, Analysis, Chain, Edge};
+use rtlab_pubsub::trace::ring::{DEFAULT_SLOTS, MAX_SLOTS, MIN_SLOTS};
 use rtlab_pubsub::trace::run::{run, Ended, TraceError, TraceOutcome, TraceRun};
 use serde::{Deserialize, Serialize};
-
-mod pids;
 use serde_json::json;
 use std::collections::BTreeMap;
+
+mod pids;
 
 pub const KIND: ProbeKind = ProbeKind {
     kind: "trace",
@@ -60,14 +61,10 @@ impl Default for TraceProbeConfig {
             duration: None,
             chain: List(Vec::new()),
             deadline: List(Vec::new()),
-            slots: rtlab_bindings_slots(),
+            slots: DEFAULT_SLOTS,
             window: Dur::s(1),
         }
     }
-}
-
-fn rtlab_bindings_slots() -> u64 {
-    rtlab_pubsub::trace::run::TraceRun::new(Vec::new()).slots
 }
 
 impl Validate for TraceProbeConfig {
@@ -98,11 +95,10 @@ impl Validate for TraceProbeConfig {
             }
         }
         self.deadlines()?;
-        let (lo, hi) = (1024u64, 1u64 << 24);
-        if !(lo..=hi).contains(&self.slots) || !self.slots.is_power_of_two() {
+        if !(MIN_SLOTS..=MAX_SLOTS).contains(&self.slots) || !self.slots.is_power_of_two() {
             return Err(ConfigError::new(
                 "slots",
-                format!("{}: a power of two from {lo} to {hi}", self.slots),
+                format!("{}: a power of two from {MIN_SLOTS} to {MAX_SLOTS}", self.slots),
             ));
         }
         positive("duration", self.duration)?;
@@ -159,7 +155,7 @@ fn recorder_config(deadline_ns: i64, window_ns: i64, duration_ns: i64) -> Record
     RecorderConfig {
         deadline_ns,
         window_ns,
-        window_capacity: ((duration_ns / window_ns.max(1)) as usize + 4).clamp(16, 1 << 16),
+        window_capacity: rtlab_engines::hold::window_capacity(duration_ns, window_ns),
         max_samples: None,
         us_histogram_buckets: None,
         spike_threshold_ns: None,
@@ -371,9 +367,9 @@ fn warnings(o: &TraceOutcome) -> Vec<Warning> {
     w
 }
 
-/// A trace inside a trace (this rtlab started by `rtlab trace`) is refused, before the
-/// machine lock (the outer rtlab holds it).
-pub fn refuse_nested() -> Result<(), LabError> {
+/// A trace inside a trace (this rtlab started by `rtlab trace`) is refused (the probe's
+/// `ready`, before anything runs).
+fn refuse_nested() -> Result<(), LabError> {
     match rtlab_pubsub::trace::run::nested() {
         Some(why) => Err(LabError::Config(ConfigError::new("command", why))),
         None => Ok(()),

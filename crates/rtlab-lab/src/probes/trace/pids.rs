@@ -5,15 +5,12 @@
 use crate::config::ConfigError;
 use crate::error::LabError;
 use rtlab_evidence::uprobe;
-use rtlab_pubsub::trace::run::{Ended, TraceOutcome, Traced};
+use rtlab_pubsub::trace::run::{Ended, TraceOutcome, Traced, MAX_EVENTS};
 use rtlab_pubsub::trace::uprobe::{events, parse, Hit};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-
-/// Events kept at most (the rest counted), as for a command.
-const MAX_HITS: usize = 4_000_000;
 
 fn tgid_of(tid: i32) -> Option<i32> {
     let s = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
@@ -22,12 +19,6 @@ fn tgid_of(tid: i32) -> Option<i32> {
 
 fn comm(pid: i32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_string()
-}
-
-fn journal() -> PathBuf {
-    let mut p = std::path::PathBuf::from(rtlab_host::journal::DEFAULT_JOURNAL).into_os_string();
-    p.push(".uprobe");
-    PathBuf::from(p)
 }
 
 /// Probe the processes `pids` for `duration` (None: until stopped or they all end).
@@ -46,10 +37,13 @@ pub fn probe(
         }
     }
     let comms: HashMap<i32, String> = pids.iter().map(|&p| (p, comm(p))).collect();
-    let mut probes = uprobe::attach(host, &journal(), &libs).map_err(|e| match e.missing() {
-        Some(m) => LabError::Missing(m.clone()),
-        None => LabError::Failed(format!("uprobes: {e}")),
-    })?;
+    let mut probes =
+        uprobe::attach(host, std::path::Path::new(uprobe::DEFAULT_UPROBE_JOURNAL), &libs).map_err(
+            |e| match e.missing() {
+                Some(m) => LabError::Missing(m.clone()),
+                None => LabError::Failed(format!("uprobes: {e}")),
+            },
+        )?;
     let start_monotonic_ns = rtlab_sys::clock::monotonic_ns();
     let began = Instant::now();
     let (mut lines, mut hits): (Vec<String>, Vec<Hit>) = (Vec::new(), Vec::new());
@@ -58,7 +52,7 @@ pub fn probe(
         probes.read(&mut lines);
         for l in lines.drain(..) {
             match parse(&l) {
-                Some(h) if hits.len() < MAX_HITS => hits.push(h),
+                Some(h) if hits.len() < MAX_EVENTS => hits.push(h),
                 Some(_) => not_kept += 1,
                 None => {}
             }

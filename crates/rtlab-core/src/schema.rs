@@ -61,7 +61,9 @@ pub struct FarSide {
     pub near_address: String,
     pub far_address: String,
     /// `one-host` (a namespace of this machine: one clock), `stated-synchronised`
-    /// (`--synced-clocks`) or `round-trips-only` (two clocks: one-way figures refused).
+    /// (`--synced-clocks`), `round-trips-only` (two clocks: one-way figures refused) or
+    /// `measured-offset` (two clocks, the far one's offset measured over the link: `rtlab
+    /// trace --far`).
     pub clocks: String,
     pub environment: Environment,
     /// The far host's kernel counters per window (its own windows, from its sampling start).

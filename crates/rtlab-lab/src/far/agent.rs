@@ -5,7 +5,7 @@
 //! machine lock: a second agent says who holds it and ends). At its start it restores what a
 //! killed agent left journaled on this host (`/var/lib/rtlab/far-journal`). It runs what it
 //! is asked — a profile (journaled here before any change), loads, a UDP reflector, pub/sub
-//! role processes, a kernel-counter sampler — and ends, stopping them all and restoring the
+//! role processes, a kernel-counter sampler, a trace of an application there — and ends, stopping them all and restoring the
 //! profile, on `bye`, when its stdin closes (the near side died, ssh dropped), or when no
 //! message came within the keep-alive deadline (the link is down). Role processes die with
 //! the agent (PR_SET_PDEATHSIG). It never measures in its own main thread and never prints
@@ -73,6 +73,7 @@ struct State {
     reflector: Option<Reflector>,
     roles: Vec<(u64, Role)>,
     sampler: Option<(rtlab_evidence::counters::CounterSampler, i64)>,
+    tracer: super::tracer::Tracer,
 }
 
 fn host_name() -> String {
@@ -192,6 +193,14 @@ impl State {
                 }
                 Ok(serde_json::Value::Null)
             }
+            Request::Clock => Ok(json(&super::protocol::FarClock {
+                monotonic_ns: rtlab_sys::clock::monotonic_ns(),
+            })),
+            Request::Trace { trace } => self.tracer.start(trace),
+            Request::StopTrace => self.tracer.stop().map(|t| json(&t)),
+            Request::TraceEvents { process, from } => {
+                self.tracer.page(process, from).map(|p| json(&p))
+            }
             Request::Finish => Ok(json(&self.finish())),
         }
     }
@@ -297,6 +306,8 @@ impl State {
     /// sampler, profile, loads: the profile treated the loads as "other tasks").
     fn finish(&mut self) -> Finished {
         let mut f = Finished::default();
+        // a trace still running: its application stopped (SIGINT, SIGKILL 5 s later)
+        drop(std::mem::take(&mut self.tracer));
         for (_, mut r) in self.roles.drain(..) {
             drop(r.stdin.take());
             if !rtlab_sys::process::wait_or_kill(&mut r.child, Duration::from_secs(5)) {

@@ -466,6 +466,10 @@ fn request_name(r: &Request) -> &'static str {
         Request::StopReflect => "stop reflect",
         Request::Role { .. } => "role",
         Request::StopRole { .. } => "stop role",
+        Request::Clock => "clock",
+        Request::Trace { .. } => "trace",
+        Request::StopTrace => "stop trace",
+        Request::TraceEvents { .. } => "trace events",
         Request::Finish => "finish",
     }
 }

@@ -15,10 +15,12 @@
 //! hosts only round trips are valid: [`FarSpec::same_clock`] says when one-way latencies are.
 
 pub mod agent;
+pub mod clock;
 pub mod link;
 pub mod protocol;
 pub mod roles;
 pub mod run;
+pub mod tracer;
 
 use serde::{Deserialize, Serialize};
 
@@ -133,6 +135,9 @@ pub enum Clocks {
     StatedSynchronised,
     /// Two hosts, clocks not known to agree: round trips only.
     RoundTripsOnly,
+    /// Two hosts, the far clock's offset measured over the link (`rtlab trace --far`):
+    /// one-way figures across them carry its uncertainty.
+    MeasuredOffset,
 }
 
 impl Clocks {

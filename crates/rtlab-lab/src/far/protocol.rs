@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Bumped whenever a message changes meaning; both sides must agree. 2: a relayed role
-/// event `warm` carries the warm-up message's number.
-pub const PROTOCOL: u32 = 2;
+/// event `warm` carries the warm-up message's number. 3: the clock and the trace requests.
+pub const PROTOCOL: u32 = 3;
 /// Every message line starts with this.
 pub const TAG: &str = "rtlab-far/1 ";
 /// The longest line either side reads from the other (a message with a whole case's
@@ -100,8 +100,59 @@ pub enum Request {
     Role { role: u64, config: String },
     /// Stop a role (its stdin closed: it reports and ends).
     StopRole { role: u64 },
+    /// The far host's CLOCK_MONOTONIC now ([`FarClock`]): one exchange of a clock offset's
+    /// measurement.
+    Clock,
+    /// Start tracing there (`rtlab trace --far`): a command under the interposer, or running
+    /// processes through uprobes, until [`Request::StopTrace`].
+    Trace { trace: FarTrace },
+    /// Stop the trace; the reply is [`FarTraced`] (its events then come in pages).
+    StopTrace,
+    /// The stopped trace's events of its `process`-th process from its `from`-th event
+    /// ([`EventPage`]: at most [`PAGE_EVENTS`]).
+    TraceEvents { process: usize, from: usize },
     /// Stop everything started, restore the profile; the reply is [`Finished`].
     Finish,
+}
+
+/// The far side's clock, read by the agent as it answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FarClock {
+    pub monotonic_ns: i64,
+}
+
+/// What the far side traces: a command (a program and its arguments) or running processes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FarTrace {
+    pub command: Vec<String>,
+    pub pid: Vec<i32>,
+    pub duration_ns: Option<i64>,
+    /// Each process's ring, in slots.
+    pub slots: u64,
+}
+
+/// A stopped far trace, all but its events; `events` counts each process's (in the order of
+/// `TraceEvents`' `process`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FarTraced {
+    pub processes: Vec<rtlab_pubsub::trace::run::Traced>,
+    pub ended: rtlab_pubsub::trace::run::Ended,
+    pub not_kept: u64,
+    pub start_monotonic_ns: i64,
+    pub end_monotonic_ns: i64,
+    pub notes: Vec<String>,
+    /// (pid, events) per process that has events.
+    pub events: Vec<(i32, usize)>,
+}
+
+/// Events per page of `TraceEvents` (a page's line stays a few MB).
+pub const PAGE_EVENTS: usize = 20_000;
+
+/// A page of a far process's events.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventPage {
+    pub pid: i32,
+    pub events: Vec<rtlab_pubsub::trace::event::Event>,
 }
 
 /// Far to near.

@@ -76,6 +76,42 @@ impl<'a> FarRun<'a> {
             },
             REQUEST_TIMEOUT,
         )?;
+        let clocks = Clocks::of(spec, synced_clocks);
+        FarRun::begin(link, facts, (near, far), clocks, counters_window_ns)
+    }
+
+    /// A far side that needs no address on a link (`rtlab trace --far`: the application
+    /// finds its peers itself): the case's link or its own to `spec`, the far counters
+    /// sampled per window when given; the addresses are said as `-`.
+    pub fn start_unaddressed(
+        ctx_link: Option<&'a FarLink>,
+        spec: &FarSpec,
+        clocks: Clocks,
+        counters_window_ns: Option<i64>,
+    ) -> Result<FarRun<'a>, LabError> {
+        let link = match ctx_link {
+            Some(l) => Link::Borrowed(l),
+            None => Link::Own(Box::new(FarLink::open(spec)?)),
+        };
+        let facts = match &link {
+            Link::Own(l) => l.facts()?,
+            Link::Borrowed(l) => l.facts()?,
+        };
+        let addresses = facts.ssh_addresses().unwrap_or_else(|| ("-".into(), "-".into()));
+        FarRun::begin(link, facts, addresses, clocks, counters_window_ns)
+    }
+
+    fn begin(
+        link: Link<'a>,
+        facts: Facts,
+        (near, far): (String, String),
+        clocks: Clocks,
+        counters_window_ns: Option<i64>,
+    ) -> Result<FarRun<'a>, LabError> {
+        let l = match &link {
+            Link::Own(l) => l.as_ref(),
+            Link::Borrowed(l) => l,
+        };
         let mut notes = Vec::new();
         if facts.version != super::protocol::version() {
             notes.push(format!(
@@ -94,16 +130,7 @@ impl<'a> FarRun<'a> {
             }
             None => false,
         };
-        Ok(FarRun {
-            clocks: Clocks::of(spec, synced_clocks),
-            link,
-            facts,
-            near,
-            far,
-            sampling,
-            notes,
-            lost: None,
-        })
+        Ok(FarRun { clocks, link, facts, near, far, sampling, notes, lost: None })
     }
 
     pub fn link(&self) -> &FarLink {

@@ -16,12 +16,25 @@
 use super::event::{Event, Kind};
 use std::collections::{BTreeMap, HashMap};
 
+/// The key of a far host's process `pid` (`rtlab trace --far`): its pid negated, so it never
+/// meets a pid of this host's; [`host_pid`] gives back (far, pid).
+pub fn far_key(pid: i32) -> i32 {
+    -pid
+}
+
+/// A process key's host (true: the far one) and pid.
+pub fn host_pid(key: i32) -> (bool, i32) {
+    (key < 0, key.abs())
+}
+
 /// rcl's own topics: not the application's.
 pub const RCL_TOPICS: &[&str] = &["/rosout", "/parameter_events"];
 
 /// One traced process's events, in the order its ring held them.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct ProcessEvents {
+    /// Its pid: the key of its endpoints, nodes and callbacks (a far host's processes are
+    /// keyed by their pid negated, [`far_key`]: two hosts, one key space).
     pub pid: i32,
     pub events: Vec<Event>,
 }

@@ -7,7 +7,8 @@
 use rtlab_bindings::trace::RawRecord;
 
 /// Which tracepoint an event records (ring.h `enum rtlab_event`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Kind {
     RclInit,
     NodeInit,
@@ -60,8 +61,8 @@ impl Kind {
     }
 }
 
-/// One tracepoint hit in one process.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One tracepoint hit in one process (as the far side sends it too).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Event {
     pub kind: Kind,
     /// The CPU it ran on (None: not known).

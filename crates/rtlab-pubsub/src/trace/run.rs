@@ -54,9 +54,12 @@ impl TraceRun {
 }
 
 /// One process that made a ring.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Traced {
     pub pid: i32,
+    /// The far host it ran on (`rtlab trace --far`); None: this one.
+    #[serde(default)]
+    pub host: Option<String>,
     pub ppid: i32,
     pub comm: String,
     pub events: u64,
@@ -71,7 +74,8 @@ pub struct Traced {
 }
 
 /// How the application's run ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Ended {
     /// It ended by itself: its exit (`exit 0`, `signal 9`).
     Exited(String),

@@ -88,7 +88,10 @@ fn nodes_table(t: &Value) -> String {
     for n in t["nodes"].as_array().map(Vec::as_slice).unwrap_or_default() {
         o.push_str(&row(&[
             text(&n["name"]).into(),
-            num(&n["pid"]),
+            match n["host"].as_str() {
+                Some(h) => format!("{} on {h}", num(&n["pid"])),
+                None => num(&n["pid"]),
+            },
             topics(&n["inputs"]),
             topics(&n["outputs"]),
             num(&n["taken"]),

@@ -49,13 +49,15 @@ fn processes(t: &Value, out: &mut String) {
     }
     for p in list {
         let pid = p["pid"].as_i64().unwrap_or_default();
+        // a far side's process (rtlab trace --far) is said with its host
+        let host = p["host"].as_str();
         let names: Vec<&str> = nodes
             .iter()
-            .filter(|n| n["pid"].as_i64() == Some(pid))
+            .filter(|n| n["pid"].as_i64() == Some(pid) && n["host"].as_str() == host)
             .map(|n| text(&n["name"]))
             .collect();
         rows.push(vec![
-            pid.to_string(),
+            host.map_or_else(|| pid.to_string(), |h| format!("{pid} on {h}")),
             text(&p["comm"]).to_string(),
             if names.is_empty() { "-".into() } else { names.join(" ") },
             num(&p["events"]),
@@ -128,9 +130,16 @@ fn edges(t: &Value, out: &mut String) {
         return;
     }
     for e in list {
+        // across two hosts' clocks: the measured offset's uncertainty said with it
+        let u = e["clock_uncertainty_ns"].as_i64().filter(|&u| u > 0);
         rows.push(vec![
             text(&e["topic"]).to_string(),
-            format!("{} -> {}", text(&e["publisher"]), text(&e["subscription"])),
+            format!(
+                "{} -> {}{}",
+                text(&e["publisher"]),
+                text(&e["subscription"]),
+                u.map(|u| format!(" (± {})", ns(&Value::from(u)))).unwrap_or_default()
+            ),
             num(&e["taken"]),
             num(&e["lost"]),
             num(&e["before_first"]),
@@ -184,8 +193,9 @@ fn chains(t: &Value, out: &mut String) {
                 .map(|k| {
                     let cpu =
                         k["cpu"].as_u64().map(|c| c.to_string()).unwrap_or_else(|| "?".into());
+                    let host = k["host"].as_str().map(|h| format!(" of {h}")).unwrap_or_default();
                     format!(
-                        "{} took {} on cpu {cpu} (tid {})",
+                        "{} took {} on cpu {cpu}{host} (tid {})",
                         text(&k["node"]),
                         text(&k["topic"]),
                         num(&k["tid"])
@@ -201,6 +211,34 @@ fn chains(t: &Value, out: &mut String) {
                 wheres.join(", ")
             );
         }
+    }
+}
+
+/// The far side's clock (`rtlab trace --far`): one with this host's, or its offset measured
+/// over the link before and after the trace.
+fn clock(t: &Value, out: &mut String) {
+    let c = &t["clock"];
+    if c.is_null() {
+        return;
+    }
+    let (b, a) = (&c["before"], &c["after"]);
+    let measured = |m: &Value| format!("{} ± {}", ns(&m["offset_ns"]), ns(&m["uncertainty_ns"]));
+    if c["clocks"] == "one-host" {
+        let _ = writeln!(
+            out,
+            "clocks: one (the far side is a namespace of this host); as a check, its offset measured over the link: {}, then {}",
+            measured(b),
+            measured(a)
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "clocks: two; the far one's offset measured over the link: {} before, {} after (drift {}): a latency across them is ± {}",
+            measured(b),
+            measured(a),
+            ns(&c["drift_ns"]),
+            ns(&c["uncertainty_ns"])
+        );
     }
 }
 
@@ -239,6 +277,7 @@ fn body(doc: &ResultDocument, table: &str) -> String {
         num(&t["unjoined_takes"])
     );
     processes(t, &mut out);
+    clock(t, &mut out);
     nodes(t, &mut out);
     edges(t, &mut out);
     out.push_str(table);
@@ -248,9 +287,10 @@ fn body(doc: &ResultDocument, table: &str) -> String {
         let d = &c["duration"];
         let _ = writeln!(
             out,
-            "callback {} (pid {}): {} runs, p50 {}, max {}; from its take: {} runs, p50 {}, max {}",
+            "callback {} (pid {}{}): {} runs, p50 {}, max {}; from its take: {} runs, p50 {}, max {}",
             c["symbol"].as_str().unwrap_or("(unnamed)"),
             num(&c["pid"]),
+            c["host"].as_str().map(|h| format!(" on {h}")).unwrap_or_default(),
             num(&d["count"]),
             ns(&d["p50_ns"]),
             ns(&d["max_ns"]),

@@ -24,6 +24,16 @@ pub struct TraceArgs {
     /// uprobes (root), instead of a COMMAND.
     #[arg(long, value_name = "PID", conflicts_with = "command")]
     pub pid: Vec<i64>,
+    /// Trace a far side's application too, by the agent there, joined through the clock
+    /// offset measured over the link: ssh:[USER@]HOST[:PORT] (rtlab there) or netns:NAME.
+    #[arg(long, value_name = "SPEC")]
+    pub far: Option<String>,
+    /// The far side's application, one command line run there (with --far).
+    #[arg(long, value_name = "COMMAND", requires = "far")]
+    pub far_command: Option<String>,
+    /// A process that runs on the far side already, by its pid there (repeatable; with --far).
+    #[arg(long, value_name = "PID", requires = "far", conflicts_with = "far_command")]
+    pub far_pid: Vec<i64>,
     /// Each process's ring, in 64-byte slots (a power of two) [65536].
     #[arg(long)]
     pub slots: Option<u64>,
@@ -49,10 +59,13 @@ impl TraceArgs {
     pub fn table(&self) -> toml::Table {
         let mut t = FlagTable::default();
         t.list("command", &self.command);
-        if !self.pid.is_empty() {
-            let pids = self.pid.iter().map(|&p| toml::Value::Integer(p)).collect();
-            t.0.insert("pid".into(), toml::Value::Array(pids));
+        for (key, pids) in [("pid", &self.pid), ("far_pid", &self.far_pid)] {
+            if !pids.is_empty() {
+                let pids = pids.iter().map(|&p| toml::Value::Integer(p)).collect();
+                t.0.insert(key.into(), toml::Value::Array(pids));
+            }
         }
+        t.str("far", &self.far).str("far_command", &self.far_command);
         t.str("duration", &self.duration)
             .list("chain", &self.chain)
             .list("deadline", &self.deadline)
@@ -69,14 +82,26 @@ pub fn run(a: TraceArgs) -> anyhow::Result<u8> {
         crate::document::check_writable(p, "--json")?;
     }
     let stop = super::stop_flag()?;
+    let here = if !cfg.traces_here() {
+        "nothing here".to_string()
+    } else if cfg.pid.0.is_empty() {
+        cfg.argv().join(" ")
+    } else {
+        let p: Vec<String> = cfg.pid.0.iter().map(|p| format!("pid {p}")).collect();
+        format!("{} (uprobes)", p.join(", "))
+    };
+    let there = match &cfg.far {
+        Some(f) if cfg.far_pid.0.is_empty() => {
+            format!("; far side {f}: {}", cfg.far_argv().join(" "))
+        }
+        Some(f) => {
+            let p: Vec<String> = cfg.far_pid.0.iter().map(|p| format!("pid {p}")).collect();
+            format!("; far side {f}: {} (uprobes)", p.join(", "))
+        }
+        None => String::new(),
+    };
     let headline = format!(
-        "rtlab trace: {}{}",
-        if cfg.pid.0.is_empty() {
-            cfg.argv().join(" ")
-        } else {
-            let p: Vec<String> = cfg.pid.0.iter().map(|p| format!("pid {p}")).collect();
-            format!("{} (uprobes)", p.join(", "))
-        },
+        "rtlab trace: {here}{there}{}",
         cfg.duration
             .map(|d| format!(
                 " for {}",
@@ -108,6 +133,9 @@ pub fn run(a: TraceArgs) -> anyhow::Result<u8> {
         for w in &doc.warnings {
             eprintln!("warning: {}", w.message);
         }
+    }
+    if !a.quiet && doc.far.is_some() && a.json.as_deref() != Some("-") {
+        print!("\n{}", super::far_lines(&doc));
     }
     super::print_evidence(doc.evidence.as_ref(), &doc.streams, a.quiet);
     Ok(0)

@@ -13,19 +13,21 @@
 use crate::config::{positive, ConfigError, Dur, List, Validate};
 use crate::document::{new_document, run_warnings, RunFacts};
 use crate::error::LabError;
+use crate::far::FarSpec;
 use crate::probe::{Context, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::{ResultDocument, Stream, Warning};
 use rtlab_core::sink::{Recorder, RecorderConfig, Sink};
 use rtlab_core::stats::Summary;
-use rtlab_pubsub::trace::analysis::{analyse, Analysis, Chain, Edge};
+use rtlab_pubsub::trace::analysis::{analyse, host_pid, Analysis, Chain, Edge};
 use rtlab_pubsub::trace::ring::{DEFAULT_SLOTS, MAX_SLOTS, MIN_SLOTS};
 use rtlab_pubsub::trace::run::{run, Ended, TraceError, TraceOutcome, TraceRun};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
 
-mod pids;
+mod far;
+pub(crate) mod pids;
 
 pub const KIND: ProbeKind = ProbeKind {
     kind: "trace",
@@ -42,6 +44,14 @@ pub struct TraceProbeConfig {
     pub command: List<String>,
     /// Or processes that run already, by pid: their tracepoints through uprobes.
     pub pid: List<i64>,
+    /// A far side whose application is traced too, by the agent there, and joined with this
+    /// host's through the clock offset measured over the link: ssh:[USER@]HOST[:PORT],
+    /// netns:NAME or pair.
+    pub far: Option<FarSpec>,
+    /// The far side's application (as `command`, run there).
+    pub far_command: List<String>,
+    /// Or processes that run there already, by pid.
+    pub far_pid: List<i64>,
     /// Stop it after this long (default: when it ends).
     pub duration: Option<Dur>,
     /// Chains to follow (`/scan,/filtered,/cmd_vel`); none: every chain the graph implies.
@@ -58,6 +68,9 @@ impl Default for TraceProbeConfig {
         TraceProbeConfig {
             command: List(Vec::new()),
             pid: List(Vec::new()),
+            far: None,
+            far_command: List(Vec::new()),
+            far_pid: List(Vec::new()),
             duration: None,
             chain: List(Vec::new()),
             deadline: List(Vec::new()),
@@ -70,11 +83,20 @@ impl Default for TraceProbeConfig {
 impl Validate for TraceProbeConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         let no_command = self.command.0.is_empty() || self.command.0[0].trim().is_empty();
+        let no_far_command =
+            self.far_command.0.is_empty() || self.far_command.0[0].trim().is_empty();
+        let far_traced = !no_far_command || !self.far_pid.0.is_empty();
         match (no_command, self.pid.0.is_empty()) {
-            (true, true) => {
+            (true, true) if !far_traced => {
                 return Err(ConfigError::new(
                     "command",
                     "none given (rtlab trace -- COMMAND..., or --pid PID of a running process)",
+                ))
+            }
+            (true, true) if self.duration.is_none() => {
+                return Err(ConfigError::new(
+                    "duration",
+                    "none given: with nothing traced on this host, the far side is traced for a duration (-D)",
                 ))
             }
             (false, false) => {
@@ -82,8 +104,32 @@ impl Validate for TraceProbeConfig {
             }
             _ => {}
         }
-        if let Some(p) = self.pid.0.iter().find(|&&p| p <= 0 || p > i64::from(i32::MAX)) {
-            return Err(ConfigError::new("pid", format!("{p}: a process id is above 0")));
+        match (&self.far, far_traced) {
+            (None, true) => {
+                let key = if no_far_command { "far_pid" } else { "far_command" };
+                return Err(ConfigError::new(
+                    key,
+                    "needs a far side (far = ssh:HOST, netns:NAME or pair)",
+                ));
+            }
+            (Some(_), false) => {
+                return Err(ConfigError::new(
+                    "far",
+                    "and nothing to trace there (far_command, or far_pid of a process there)",
+                ))
+            }
+            _ if !no_far_command && !self.far_pid.0.is_empty() => {
+                return Err(ConfigError::new(
+                    "far_pid",
+                    "and a far_command: trace one or the other",
+                ))
+            }
+            _ => {}
+        }
+        for (key, pids) in [("pid", &self.pid), ("far_pid", &self.far_pid)] {
+            if let Some(p) = pids.0.iter().find(|&&p| p <= 0 || p > i64::from(i32::MAX)) {
+                return Err(ConfigError::new(key, format!("{p}: a process id is above 0")));
+            }
         }
         for c in &self.chain.0 {
             let topics = chain_topics(c);
@@ -107,6 +153,15 @@ impl Validate for TraceProbeConfig {
     }
 }
 
+/// A command as a program and its arguments: one string with spaces is a shell command line.
+fn argv(command: &List<String>) -> Vec<String> {
+    match command.0.as_slice() {
+        [one] if one.trim().is_empty() => Vec::new(),
+        [one] if one.contains(char::is_whitespace) => vec!["sh".into(), "-c".into(), one.clone()],
+        all => all.to_vec(),
+    }
+}
+
 fn chain_topics(spec: &str) -> Vec<String> {
     spec.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect()
 }
@@ -114,12 +169,17 @@ fn chain_topics(spec: &str) -> Vec<String> {
 impl TraceProbeConfig {
     /// The program and its arguments to start.
     pub fn argv(&self) -> Vec<String> {
-        match self.command.0.as_slice() {
-            [one] if one.contains(char::is_whitespace) => {
-                vec!["sh".into(), "-c".into(), one.clone()]
-            }
-            all => all.to_vec(),
-        }
+        argv(&self.command)
+    }
+
+    /// The far side's program and its arguments.
+    pub fn far_argv(&self) -> Vec<String> {
+        argv(&self.far_command)
+    }
+
+    /// Whether anything is traced on this host (else only the far side is).
+    pub fn traces_here(&self) -> bool {
+        !self.argv().is_empty() || !self.pid.0.is_empty()
     }
 
     /// `deadline` as (topic or chain, ns).
@@ -136,6 +196,32 @@ impl TraceProbeConfig {
             m.insert(chain_topics(what).join(","), ns);
         }
         Ok(m)
+    }
+}
+
+/// Who a process key is: this host's pid, or a far host's (`analysis::far_key`).
+#[derive(Clone, Debug, Default)]
+pub struct Hosts {
+    /// The far host's name (`--far`).
+    pub far: Option<String>,
+    /// The uncertainty of a latency across the two hosts' clocks (0: one clock).
+    pub uncertainty_ns: i64,
+}
+
+impl Hosts {
+    fn pid(&self, key: i32) -> i32 {
+        host_pid(key).1
+    }
+    /// The far host's name for a far key (None: this host).
+    fn host(&self, key: i32) -> Option<&str> {
+        host_pid(key).0.then(|| self.far.as_deref().unwrap_or("far"))
+    }
+    /// `pid N`, or `pid N on HOST` for a far process.
+    fn label(&self, key: i32) -> String {
+        match self.host(key) {
+            Some(h) => format!("pid {} on {h}", self.pid(key)),
+            None => format!("pid {}", self.pid(key)),
+        }
     }
 }
 
@@ -190,6 +276,7 @@ fn short(s: &Summary) -> serde_json::Value {
 
 fn edge_stream(
     a: &Analysis,
+    hosts: &Hosts,
     e: &Edge,
     deadline_ns: i64,
     origin: i64,
@@ -205,13 +292,19 @@ fn edge_stream(
     }
     let labels = BTreeMap::from([
         ("topic".to_string(), p.topic.clone()),
-        ("publisher".to_string(), format!("{} (pid {})", p.node, p.pid)),
-        ("subscription".to_string(), format!("{} (pid {})", s.node, s.pid)),
+        ("publisher".to_string(), format!("{} ({})", p.node, hosts.label(p.pid))),
+        ("subscription".to_string(), format!("{} ({})", s.node, hosts.label(s.pid))),
     ]);
+    let across = (p.pid < 0) != (s.pid < 0);
+    let definition = if across && hosts.uncertainty_ns > 0 {
+        format!("rmw_take in the subscription's process - rcl_publish in the publisher's, on two hosts: the far one's times through the clock offset measured over the link (± {} ns)", hosts.uncertainty_ns)
+    } else {
+        "rmw_take in the subscription's process - rcl_publish in the publisher's (one CLOCK_MONOTONIC)".to_string()
+    };
     let mut st = Stream::from_recorder(
         format!("{} {} -> {}", p.topic, p.node, s.node),
         "message_latency",
-        "rmw_take in the subscription's process - rcl_publish in the publisher's (one CLOCK_MONOTONIC)",
+        &definition,
         labels,
         &r,
     );
@@ -219,17 +312,36 @@ fn edge_stream(
     st
 }
 
-fn chain_stream(c: &Chain, deadline_ns: i64, origin: i64, window_ns: i64, dur: i64) -> Stream {
+/// Whether a chain's messages cross the two hosts (its first publish on one, a take on the
+/// other).
+fn chain_across(a: &Analysis, c: &Chain) -> bool {
+    let Some(m) = c.messages.first() else { return false };
+    let first = m.takes.first().and_then(|&t| a.takes[t].publish);
+    let Some(p) = first.map(|p| a.publishers[a.publishes[p].publisher].pid) else { return false };
+    m.takes.iter().any(|&t| (a.subscriptions[a.takes[t].subscription].pid < 0) != (p < 0))
+}
+
+fn chain_stream(
+    a: &Analysis,
+    hosts: &Hosts,
+    c: &Chain,
+    deadline_ns: i64,
+    (origin, window_ns, dur): (i64, i64, i64),
+) -> Stream {
     let mut r = Recorder::new(&recorder_config(deadline_ns, window_ns, dur), None);
     r.origin_monotonic_ns = Some(origin);
     for (i, m) in c.messages.iter().enumerate() {
         r.record(i as u64, m.start_ns - origin, m.end_to_end_ns);
     }
     let labels = BTreeMap::from([("chain".to_string(), c.topics.join(","))]);
+    let mut definition = "rmw_take of the last topic - rcl_publish of the first, along one message's way (its hops: middleware, node, ...)".to_string();
+    if hosts.uncertainty_ns > 0 && chain_across(a, c) {
+        definition.push_str(&format!(", across two hosts: the far one's times through the clock offset measured over the link (± {} ns)", hosts.uncertainty_ns));
+    }
     let mut st = Stream::from_recorder(
         chain_stream_name(&c.topics),
         "chain_latency",
-        "rmw_take of the last topic - rcl_publish of the first, along one message's way (its hops: middleware, node, ...)",
+        &definition,
         labels,
         &r,
     );
@@ -244,7 +356,7 @@ pub fn chain_stream_name<S: AsRef<str>>(topics: &[S]) -> String {
 }
 
 /// The chain's facts: its hops' summaries and its worst messages with where they ran.
-fn chain_facts(a: &Analysis, c: &Chain, origin: i64) -> serde_json::Value {
+fn chain_facts(a: &Analysis, hosts: &Hosts, c: &Chain, origin: i64) -> serde_json::Value {
     let hops: Vec<_> = c
         .hop_names
         .iter()
@@ -266,26 +378,39 @@ fn chain_facts(a: &Analysis, c: &Chain, origin: i64) -> serde_json::Value {
                 .map(|&t| {
                     let tk = &a.takes[t];
                     let s = &a.subscriptions[tk.subscription];
-                    json!({"topic": s.topic, "node": s.node, "pid": s.pid, "tid": tk.tid, "cpu": tk.cpu})
+                    json!({"topic": s.topic, "node": s.node, "pid": hosts.pid(s.pid), "host": hosts.host(s.pid), "tid": tk.tid, "cpu": tk.cpu})
                 })
                 .collect();
             json!({"at_ns": m.start_ns - origin, "end_to_end_ns": m.end_to_end_ns, "hops_ns": m.hops, "takes": takes})
         })
         .collect();
+    let across = chain_across(a, c);
     json!({"topics": c.topics, "messages": c.messages.len(), "incomplete": c.incomplete,
+           "across_hosts": across,
+           "clock_uncertainty_ns": if across { hosts.uncertainty_ns } else { 0 },
            "end_to_end": short(&summary_of(c.messages.iter().map(|m| m.end_to_end_ns))),
            "hops": hops, "worst": worst})
 }
 
-fn facts(cfg: &TraceProbeConfig, o: &TraceOutcome, a: &Analysis, origin: i64) -> serde_json::Value {
+fn facts(
+    cfg: &TraceProbeConfig,
+    o: &TraceOutcome,
+    a: &Analysis,
+    hosts: &Hosts,
+    origin: i64,
+) -> serde_json::Value {
     let edges: Vec<_> = a
         .edges
         .iter()
         .map(|e| {
             let p = &a.publishers[e.publisher];
             let s = &a.subscriptions[e.subscription];
-            json!({"topic": p.topic, "publisher": p.node, "publisher_pid": p.pid,
-                   "subscription": s.node, "subscription_pid": s.pid,
+            let across = (p.pid < 0) != (s.pid < 0);
+            json!({"topic": p.topic, "publisher": p.node, "publisher_pid": hosts.pid(p.pid),
+                   "publisher_host": hosts.host(p.pid),
+                   "subscription": s.node, "subscription_pid": hosts.pid(s.pid),
+                   "subscription_host": hosts.host(s.pid), "across_hosts": across,
+                   "clock_uncertainty_ns": if across { hosts.uncertainty_ns } else { 0 },
                    "taken": e.latencies.len(), "lost": e.lost, "before_first": e.before_first,
                    "after_last": e.after_last,
                    "latency": short(&summary_of(e.latencies.iter().map(|l| l.1)))})
@@ -294,7 +419,7 @@ fn facts(cfg: &TraceProbeConfig, o: &TraceOutcome, a: &Analysis, origin: i64) ->
     let callbacks: Vec<_> = a
         .callbacks
         .iter()
-        .map(|c| json!({"pid": c.pid, "symbol": c.symbol, "duration": short(&summary_of(c.durations.iter().copied())), "dispatch": short(&summary_of(c.dispatch.iter().copied()))}))
+        .map(|c| json!({"pid": hosts.pid(c.pid), "host": hosts.host(c.pid), "symbol": c.symbol, "duration": short(&summary_of(c.durations.iter().copied())), "dispatch": short(&summary_of(c.dispatch.iter().copied()))}))
         .collect();
     let ended = match &o.ended {
         Ended::Exited(w) => json!({"by": "exit", "status": w}),
@@ -319,11 +444,11 @@ fn facts(cfg: &TraceProbeConfig, o: &TraceOutcome, a: &Analysis, origin: i64) ->
         "probe": serde_json::to_value(cfg).unwrap_or_default(),
         "trace": {
             "ended": ended,
-            "processes": o.processes.iter().map(|p| json!({"pid": p.pid, "ppid": p.ppid, "comm": p.comm,
+            "processes": o.processes.iter().map(|p| json!({"pid": p.pid, "host": p.host, "ppid": p.ppid, "comm": p.comm,
                 "events": p.events, "dropped": p.dropped, "abandoned": p.abandoned,
                 "unknown": p.unknown, "malformed": p.malformed})).collect::<Vec<_>>(),
             "nodes": rtlab_pubsub::trace::analysis::nodes(a).iter().map(|n| json!({
-                "pid": n.pid, "name": n.name, "inputs": n.inputs, "outputs": n.outputs,
+                "pid": hosts.pid(n.pid), "host": hosts.host(n.pid), "name": n.name, "inputs": n.inputs, "outputs": n.outputs,
                 "taken": n.taken, "published": n.published,
                 "inside": short(&summary_of(n.inside.iter().copied())),
             })).collect::<Vec<_>>(),
@@ -331,7 +456,7 @@ fn facts(cfg: &TraceProbeConfig, o: &TraceOutcome, a: &Analysis, origin: i64) ->
             "takes": a.takes.len(),
             "unjoined_takes": a.unjoined_takes,
             "edges": edges,
-            "chains": a.chains.iter().map(|c| chain_facts(a, c, origin)).collect::<Vec<_>>(),
+            "chains": a.chains.iter().map(|c| chain_facts(a, hosts, c, origin)).collect::<Vec<_>>(),
             "callbacks": callbacks,
             "not_kept": o.not_kept,
             "notes": notes,
@@ -352,8 +477,9 @@ fn warnings(o: &TraceOutcome) -> Vec<Warning> {
         w.push(Warning {
             code: "trace-ring-refused".into(),
             message: format!(
-                "the ring of pid {} was set aside: {}",
+                "the ring of pid {}{} was set aside: {}",
                 p.pid,
+                p.host.as_deref().map(|h| format!(" on {h}")).unwrap_or_default(),
                 p.malformed.as_deref().unwrap_or("")
             ),
         });
@@ -376,6 +502,69 @@ fn refuse_nested() -> Result<(), LabError> {
     }
 }
 
+/// This host's trace: its command run, or its processes probed, or (nothing traced here)
+/// the duration waited.
+fn trace_here(
+    cfg: &TraceProbeConfig,
+    tr: &TraceRun,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<Option<TraceOutcome>, LabError> {
+    if !cfg.traces_here() {
+        let began = std::time::Instant::now();
+        let d = tr.duration.unwrap_or_default();
+        while began.elapsed() < d && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        return Ok(None);
+    }
+    if cfg.pid.0.is_empty() {
+        return run(tr, stop).map(Some).map_err(|e| match e {
+            TraceError::Command(m) => LabError::Config(ConfigError::new("command", m)),
+            TraceError::Setup(m) => LabError::Failed(m),
+        });
+    }
+    let pids: Vec<i32> = cfg.pid.0.iter().map(|&p| p as i32).collect();
+    pids::probe(&pids, tr.duration, stop).map(Some)
+}
+
+/// What was traced here and on the far side, as one outcome on this host's clock; the far
+/// side's section and clock.
+fn trace_all(
+    cfg: &TraceProbeConfig,
+    tr: &TraceRun,
+    ctx: &Context<'_>,
+) -> Result<(TraceOutcome, Option<far::FarOutcome>), LabError> {
+    let Some(spec) = &cfg.far else {
+        let o = trace_here(cfg, tr, &ctx.stop)?.expect("a command or pids here");
+        return Ok((o, None));
+    };
+    let ft = far_trace(cfg, tr);
+    let window = ctx.evidence.counters.then_some(cfg.window.0);
+    let tracing = far::start(ctx.far, spec, ft, window).map_err(|e| match e {
+        // the far side could not start its trace: that side's bad input, said as its flag's
+        LabError::Failed(m) if m.contains("): trace: ") => {
+            let (side, why) = m.split_once("): trace: ").unwrap_or_default();
+            let key = if cfg.far_pid.0.is_empty() { "far_command" } else { "far_pid" };
+            LabError::Config(ConfigError::new(key, format!("{why} ({side})")))
+        }
+        e => e,
+    })?;
+    let here = trace_here(cfg, tr, &ctx.stop);
+    let mut f = tracing.finish();
+    let here = here?;
+    let there = std::mem::replace(&mut f.traced, Err(LabError::Failed(String::new())))?;
+    Ok((far::merge(here, there), Some(f)))
+}
+
+fn far_trace(cfg: &TraceProbeConfig, tr: &TraceRun) -> crate::far::protocol::FarTrace {
+    crate::far::protocol::FarTrace {
+        command: cfg.far_argv(),
+        pid: cfg.far_pid.0.iter().map(|&p| p as i32).collect(),
+        duration_ns: tr.duration.map(|d| d.as_nanos().min(i64::MAX as u128) as i64),
+        slots: cfg.slots,
+    }
+}
+
 /// Run the application (or probe the processes) and analyse it.
 pub fn measure(cfg: &TraceProbeConfig, ctx: &mut Context<'_>) -> Result<ResultDocument, LabError> {
     let mut tr = TraceRun::new(cfg.argv());
@@ -394,14 +583,10 @@ pub fn measure(cfg: &TraceProbeConfig, ctx: &mut Context<'_>) -> Result<ResultDo
     let evidence = crate::evidence::EvidenceRun::start(crate::host::host(), &ev)?;
     let env = rtlab_sys::env::detect(std::path::Path::new("/"));
     let started = std::time::SystemTime::now();
-    let o = if cfg.pid.0.is_empty() {
-        run(&tr, &ctx.stop).map_err(|e| match e {
-            TraceError::Command(m) => LabError::Config(ConfigError::new("command", m)),
-            TraceError::Setup(m) => LabError::Failed(m),
-        })?
-    } else {
-        let pids: Vec<i32> = cfg.pid.0.iter().map(|&p| p as i32).collect();
-        pids::probe(&pids, tr.duration, &ctx.stop)?
+    let (o, far) = trace_all(cfg, &tr, ctx)?;
+    let hosts = Hosts {
+        far: far.as_ref().map(|f| f.side.host.clone()),
+        uncertainty_ns: far.as_ref().map_or(0, |f| f.uncertainty_ns),
     };
     let chains: Vec<Vec<String>> = cfg.chain.0.iter().map(|c| chain_topics(c)).collect();
     let a = analyse(&o.events, &chains);
@@ -416,15 +601,21 @@ pub fn measure(cfg: &TraceProbeConfig, ctx: &mut Context<'_>) -> Result<ResultDo
             .get(&c.topics.join(","))
             .copied()
             .or(first.and_then(|f| periods.get(&f).copied()));
-        streams.push(chain_stream(c, d.unwrap_or(i64::MAX), origin, cfg.window.0, duration_ns));
+        let d = d.unwrap_or(i64::MAX);
+        streams.push(chain_stream(&a, &hosts, c, d, (origin, cfg.window.0, duration_ns)));
     }
     for e in &a.edges {
         let topic = &a.publishers[e.publisher].topic;
         let d = deadlines.get(topic).copied().or(periods.get(&e.publisher).copied());
-        streams.push(edge_stream(&a, e, d.unwrap_or(i64::MAX), origin, cfg.window.0, duration_ns));
+        let d = d.unwrap_or(i64::MAX);
+        streams.push(edge_stream(&a, &hosts, e, d, origin, cfg.window.0, duration_ns));
     }
     let evidence = evidence.finish(&streams);
-    let mut doc = new_document("trace", started, env, facts(cfg, &o, &a, origin));
+    let mut doc = new_document("trace", started, env, facts(cfg, &o, &a, &hosts, origin));
+    if let Some(f) = far {
+        doc.config["trace"]["clock"] = f.clock;
+        doc.far = Some(f.side);
+    }
     doc.duration_ns = duration_ns;
     doc.interrupted = matches!(o.ended, Ended::Stopped(_));
     doc.streams = streams;
@@ -466,6 +657,12 @@ impl Probe for TraceProbeConfig {
     }
     fn ready(&self) -> Result<(), LabError> {
         refuse_nested()
+    }
+    fn needs_pair(&self) -> bool {
+        self.far == Some(FarSpec::Pair)
+    }
+    fn far(&self) -> Option<&FarSpec> {
+        self.far.as_ref()
     }
     fn rt(&self, base: &RtSettings) -> RtSettings {
         base.clone()

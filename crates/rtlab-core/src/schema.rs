@@ -84,14 +84,18 @@ impl FarSide {
     /// total and in its busiest window (by interrupts), its notes.
     pub fn summary(&self) -> Vec<String> {
         let arch = self.environment.arch_said();
+        // no addresses (`rtlab trace --far`: the application finds its peers itself): "-"
+        let link = if self.near_address == "-" && self.far_address == "-" {
+            String::new()
+        } else {
+            format!("{} -> {}, ", self.near_address, self.far_address)
+        };
         let mut v = vec![format!(
-            "far side {} (host {}, rtlab {}{}): {} -> {}, clocks: {}",
+            "far side {} (host {}, rtlab {}{}): {link}clocks: {}",
             self.link,
             self.host,
             self.version,
             if arch.is_empty() { String::new() } else { format!(", {arch}") },
-            self.near_address,
-            self.far_address,
             self.clocks
         )];
         if let Some(c) = &self.counters {

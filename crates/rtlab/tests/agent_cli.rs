@@ -55,7 +55,7 @@ impl Agent {
     fn hello(&mut self) -> Value {
         let h = self.next();
         assert_eq!(h["type"], "hello", "{h}");
-        self.send(json!({"type": "hello", "protocol": 2, "version": h["version"]}));
+        self.send(json!({"type": "hello", "protocol": 3, "version": h["version"]}));
         h
     }
     fn request(&mut self, id: u64, request: Value) -> Value {
@@ -86,7 +86,7 @@ fn it_speaks_first_and_answers_facts() {
     let dir = tempfile::tempdir().unwrap();
     let mut a = agent(dir.path(), "10s");
     let h = a.hello();
-    assert_eq!(h["protocol"], 2);
+    assert_eq!(h["protocol"], 3);
     assert!(h["host"].as_str().is_some_and(|s| !s.is_empty()));
     assert!(h["refused"].is_null());
     let f = a.request(1, json!({"kind": "facts"}));
@@ -104,6 +104,56 @@ fn it_speaks_first_and_answers_facts() {
     assert_eq!(code, Some(0));
 }
 
+fn monotonic_ns() -> i64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid timespec to fill
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+#[test]
+fn it_reads_its_clock_and_traces_a_command_for_rtlab_trace_far() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = agent(dir.path(), "10s");
+    a.hello();
+    // one machine: the agent's clock reading lies between this process's two
+    let before = monotonic_ns();
+    let c = a.request(1, json!({"kind": "clock"}));
+    let after = monotonic_ns();
+    let t = c["Ok"]["monotonic_ns"].as_i64().unwrap();
+    assert!(before <= t && t <= after, "{before} <= {t} <= {after}");
+    // nothing to stop, a trace asked of nothing, a command that is not there
+    let r = a.request(2, json!({"kind": "stop_trace"}));
+    assert_eq!(r["Err"]["message"], "no trace ran there", "{r}");
+    let none = json!({"command": [], "pid": [], "duration_ns": null, "slots": 65536});
+    let r = a.request(3, json!({"kind": "trace", "trace": none}));
+    assert!(r["Err"]["message"].as_str().unwrap().contains("a command or pids"), "{r}");
+    let bad = json!({"command": ["/nonexistent/rtlab-app"], "pid": [], "duration_ns": null, "slots": 65536});
+    let r = a.request(4, json!({"kind": "trace", "trace": bad}));
+    assert!(r["Err"]["message"].as_str().unwrap().contains("/nonexistent/rtlab-app"), "{r}");
+    // a command that ends by itself at once: its end kept for the stop
+    let quick =
+        json!({"command": ["sh", "-c", "exit 3"], "pid": [], "duration_ns": null, "slots": 65536});
+    assert_eq!(a.request(5, json!({"kind": "trace", "trace": quick})), json!({"Ok": null}));
+    let r = a.request(6, json!({"kind": "stop_trace"}));
+    assert_eq!(r["Ok"]["ended"], json!({"exited": "exit 3"}), "{r}");
+    assert_eq!(r["Ok"]["processes"], json!([]), "{r}");
+    let r = a.request(7, json!({"kind": "trace_events", "process": 0, "from": 0}));
+    assert!(r["Err"]["message"].as_str().unwrap().contains("no process 0"), "{r}");
+    // a command still running at finish is stopped with the agent's other work
+    let long = json!({"command": ["sleep", "30"], "pid": [], "duration_ns": null, "slots": 65536});
+    assert_eq!(a.request(8, json!({"kind": "trace", "trace": long})), json!({"Ok": null}));
+    let r = a.request(9, json!({"kind": "trace", "trace": long}));
+    assert_eq!(r["Err"]["message"], "a trace runs there already", "{r}");
+    let began = Instant::now();
+    let f = a.request(10, json!({"kind": "finish"}));
+    assert!(f["Ok"].is_object(), "{f}");
+    assert!(began.elapsed() < Duration::from_secs(20), "finish waited for sleep 30");
+    a.send(json!({"type": "bye"}));
+    let (code, _) = a.end(Duration::from_secs(10));
+    assert_eq!(code, Some(0));
+}
+
 #[test]
 fn another_protocol_is_refused_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -113,7 +163,7 @@ fn another_protocol_is_refused_in_one_line() {
     let (code, err) = a.end(Duration::from_secs(10));
     assert_eq!(code, Some(2));
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(err.contains("protocol 99") && err.contains("protocol 2"), "{err}");
+    assert!(err.contains("protocol 99") && err.contains("protocol 3"), "{err}");
 }
 
 #[test]

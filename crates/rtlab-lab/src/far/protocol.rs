@@ -266,6 +266,32 @@ mod tests {
         let r = FromFar::Reply { id: 7, result: Err(FarError::new("no")) };
         assert_eq!(parse::<FromFar>(&format!("banner {}\n", line(&r))), Some(r));
         assert_eq!(parse::<FromFar>("Welcome to robot2"), None);
+        let t = ToFar::Request {
+            id: 8,
+            request: Box::new(Request::Trace {
+                trace: FarTrace {
+                    command: vec!["ros2".into(), "launch".into()],
+                    pid: vec![],
+                    duration_ns: Some(5),
+                    slots: 1024,
+                },
+            }),
+        };
+        assert_eq!(parse::<ToFar>(&line(&t)), Some(t));
+        let page = EventPage {
+            pid: 9,
+            events: vec![rtlab_pubsub::trace::event::Event {
+                kind: rtlab_pubsub::trace::event::Kind::RmwTake,
+                cpu: Some(1),
+                flags: 1,
+                tid: 9,
+                time_ns: -3,
+                args: [u64::MAX, 0, 1, 2],
+                names: vec!["/scan".into()],
+            }],
+        };
+        let back: EventPage = serde_json::from_str(&serde_json::to_string(&page).unwrap()).unwrap();
+        assert_eq!(back, page, "a page's events cross the link unchanged (u64 arguments too)");
         assert_eq!(parse::<FromFar>("rtlab-far/1 {not json"), None);
     }
 

@@ -706,4 +706,50 @@ mod tests {
         assert_eq!(d["/a,/b"], 30_000_000);
         assert_eq!(chain_topics(&c.chain.0[0]), ["/a", "/b"]);
     }
+
+    #[test]
+    fn a_far_side_needs_something_to_trace_there_and_its_keys_need_a_far_side() {
+        let field = |toml: &str| {
+            let t: toml::Table = toml.parse().unwrap();
+            crate::config::from_table::<TraceProbeConfig>(&t).err().map(|e| e.field)
+        };
+        assert_eq!(
+            field("far = 'netns:b'\nfar_command = 'ros2 launch x y'\nduration = '5s'"),
+            None
+        );
+        assert_eq!(field("far = 'netns:b'\nfar_command = 'x'\ncommand = 'y'"), None);
+        assert_eq!(field("far = 'pair'\nfar_pid = [7]\npid = [8]"), None);
+        assert_eq!(field("far_command = 'x'\ncommand = 'y'").as_deref(), Some("far_command"));
+        assert_eq!(field("far_pid = [7]\ncommand = 'y'").as_deref(), Some("far_pid"));
+        assert_eq!(field("far = 'netns:b'\ncommand = 'y'").as_deref(), Some("far"));
+        assert_eq!(
+            field("far = 'netns:b'\nfar_command = 'x'\nfar_pid = [7]\ncommand = 'y'").as_deref(),
+            Some("far_pid")
+        );
+        assert_eq!(field("far = 'netns:b'\nfar_command = 'x'").as_deref(), Some("duration"));
+        assert_eq!(
+            field("far = 'netns:b'\nfar_pid = [-1]\ncommand = 'y'").as_deref(),
+            Some("far_pid")
+        );
+        assert_eq!(
+            field("far = 'robot2'\nfar_command = 'x'\ncommand = 'y'").as_deref(),
+            Some("far")
+        );
+        let t: toml::Table = "far = 'pair'\nfar_command = 'a b'\ncommand = 'y'".parse().unwrap();
+        let c = crate::config::from_table::<TraceProbeConfig>(&t).unwrap();
+        assert_eq!(c.far_argv(), ["sh", "-c", "a b"]);
+        assert!(c.needs_pair() && c.traces_here());
+        assert_eq!(Probe::far(&c), Some(&FarSpec::Pair));
+    }
+
+    #[test]
+    fn far_keys_are_named_with_their_host() {
+        let h = Hosts { far: Some("robot2".into()), uncertainty_ns: 5 };
+        let k = rtlab_pubsub::trace::analysis::far_key(42);
+        assert_eq!(
+            (h.pid(k), h.host(k), h.label(k)),
+            (42, Some("robot2"), "pid 42 on robot2".into())
+        );
+        assert_eq!((h.pid(42), h.host(42), h.label(42)), (42, None, "pid 42".into()));
+    }
 }

@@ -36,6 +36,7 @@ PACKAGES=(
   chromium                                        # HTML report test (headless screenshot)
   openssh-server openssh-client                   # the far side over ssh (tests start a throw-away sshd)
   postgresql                                      # the team store (tests start a throw-away server: initdb + pg_ctl)
+  prometheus                                      # rtlab monitor's /metrics scraped by a real Prometheus (tests start one)
   python3 python3-venv libpython3.11              # ROS 2 from the package registry (below): its venv, and the
                                                   # libpython its wheels' libraries name
 )

@@ -22,6 +22,7 @@ pub mod far;
 pub mod guard;
 pub mod host;
 pub mod load;
+pub mod monitor;
 pub mod netns;
 pub mod probe;
 pub mod probes;

@@ -62,6 +62,9 @@ pub enum Command {
     /// A ROS 2 application's own messages, without rebuilding it: graph, edges, chains.
     #[command(after_help = crate::examples::TRACE)]
     Trace(crate::cmd::trace::TraceArgs),
+    /// Always on: a timer canary, the topics' verdicts, each new worst case explained, OpenMetrics at /metrics.
+    #[command(after_help = crate::examples::MONITOR)]
+    Monitor(crate::cmd::monitor::MonitorArgs),
     /// The far side of a run, over ssh or in a network namespace (started by `--far`; not
     /// for a person to type, so not listed).
     #[command(hide = true)]

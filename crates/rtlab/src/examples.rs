@@ -55,6 +55,10 @@ pub const SERVE: &str = "Examples:
   rtlab serve                                     # http://127.0.0.1:8080 over results/rtlab.db
   rtlab serve --db postgres://lab@db.example/rtlab --listen 0.0.0.0:8080 --token SECRET";
 
+pub const MONITOR: &str = "Examples:
+  rtlab monitor --config /etc/rtlab/monitor.toml  # curl http://127.0.0.1:9464/metrics
+  rtlab monitor --config monitor.toml --check     # is the file good?";
+
 pub const EXPORT: &str = "Examples:
   rtlab export latest --format csv -o run.csv
   rtlab export 12 --format json -o -";

@@ -108,6 +108,7 @@ fn dispatch(cli: cli::Cli) -> anyhow::Result<u8> {
         cli::Command::Agent(a) => cmd::agent::run(a),
         cli::Command::Observe(a) => cmd::observe::run(a),
         cli::Command::Trace(a) => cmd::trace::run(a),
+        cli::Command::Monitor(a) => cmd::monitor::run(a),
         cli::Command::Completions(a) => cmd::gen::completions(a, cli::Cli::command()),
         cli::Command::Man(a) => cmd::gen::man(a, cli::Cli::command()),
     }

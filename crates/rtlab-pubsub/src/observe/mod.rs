@@ -132,7 +132,36 @@ pub fn writers_of(g: &Graph, topic: &str) -> Result<Vec<Endpoint>, ObserveError>
 }
 
 /// Observe until the duration or `stop`.
-pub fn observe(cfg: &ObserveConfig, stop: Arc<AtomicBool>) -> Result<ObserveOutcome, ObserveError> {
+/// The std_msgs/Header stamp a sample starts with (ns since the epoch), in the sample's own
+/// byte order; None when the sample is too short to hold one.
+pub fn header_stamp_ns(s: &crate::transport::cyclonedds::RawSample) -> Option<i64> {
+    if s.head_len < 8 {
+        return None;
+    }
+    let b = &s.head;
+    let (sec, nsec) = if s.encapsulation & 1 == 1 {
+        (i32::from_le_bytes([b[0], b[1], b[2], b[3]]), u32::from_le_bytes([b[4], b[5], b[6], b[7]]))
+    } else {
+        (i32::from_be_bytes([b[0], b[1], b[2], b[3]]), u32::from_be_bytes([b[4], b[5], b[6], b[7]]))
+    };
+    Some(sec as i64 * 1_000_000_000 + nsec as i64)
+}
+
+/// A reader of a live topic, matched with its writers (what [`observe`] and the monitor read).
+pub struct LiveReader {
+    /// The domain the reader lives in (kept: the reader lives as long as it).
+    pub transport: CycloneDdsTransport,
+    pub reader: RawReader,
+    pub type_name: String,
+    pub writers: Vec<Endpoint>,
+    /// The reader's reliability, its QoS said in one line.
+    pub reliability: Reliability,
+    pub note: String,
+}
+
+/// Find the topic's writers and open a reader matched with them (see the module's contract:
+/// each failure is one line).
+pub fn open_reader(cfg: &ObserveConfig) -> Result<LiveReader, ObserveError> {
     // the domain is opened first and kept: Cyclone's discovery is per domain, so the reader
     // made after the graph matches the writers already found at once (a domain opened anew
     // would learn them again: seconds with a DDS that announces endpoints slowly, RustDDS)
@@ -148,15 +177,22 @@ pub fn observe(cfg: &ObserveConfig, stop: Arc<AtomicBool>) -> Result<ObserveOutc
     let qos =
         Qos { reliability, history: History::KeepLast(100), durability: Durability::Volatile };
     let (reader, keyed) = matched_reader(&transport, cfg, &type_name, &qos, &writers)?;
-    let mut notes = vec![format!(
+    let note = format!(
         "reader: {} (every writer offers {}), keep-last:100, volatile; type {type_name} ({}) taken as serialized bytes",
         reliability_name(reliability),
         writers.iter().map(|w| w.qos.reliability.as_str()).collect::<Vec<_>>().join("/"),
         if keyed { "keyed" } else { "keyless" }
-    )];
+    );
+    Ok(LiveReader { transport, reader, type_name, writers, reliability, note })
+}
+
+pub fn observe(cfg: &ObserveConfig, stop: Arc<AtomicBool>) -> Result<ObserveOutcome, ObserveError> {
+    let LiveReader { transport, reader, type_name, writers, reliability, note } = open_reader(cfg)?;
+    let mut notes = vec![note];
     let started = monotonic_ns();
     let o = measure(cfg, reader, stop)?;
     let duration_ns = monotonic_ns() - started;
+    drop(transport);
     if o.errors > 0 {
         notes.push(format!("{} takes failed", o.errors));
     }
@@ -306,21 +342,7 @@ fn measure(
                         latency.origin_monotonic_ns = Some(o);
                     }
                     a.arrive(now, s.size, &mut period, &mut deviation);
-                    if header && s.head_len >= 8 {
-                        let b = &s.head;
-                        let le = s.encapsulation & 1 == 1;
-                        let (sec, nsec) = if le {
-                            (
-                                i32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-                                u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
-                            )
-                        } else {
-                            (
-                                i32::from_be_bytes([b[0], b[1], b[2], b[3]]),
-                                u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
-                            )
-                        };
-                        let stamp = sec as i64 * 1_000_000_000 + nsec as i64;
+                    if let Some(stamp) = header.then(|| header_stamp_ns(&s)).flatten() {
                         latency.record(a.received - 1, now - o, wall - stamp);
                     }
                 }

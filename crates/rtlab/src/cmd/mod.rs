@@ -9,6 +9,7 @@ pub mod cyclic;
 pub mod export;
 pub mod gen;
 pub mod load;
+pub mod monitor;
 pub mod netns;
 pub mod noise;
 pub mod observe;

@@ -147,7 +147,7 @@ fn header(k: &str, v: &str) -> Header {
 }
 
 /// The token of `Authorization: Bearer T` or `X-Rtlab-Token: T`.
-fn header_token(req: &Request) -> Option<String> {
+pub(crate) fn header_token(req: &Request) -> Option<String> {
     req.headers().iter().find_map(|h| {
         let v = h.value.as_str().trim();
         if h.field.equiv("Authorization") {
@@ -161,11 +161,11 @@ fn header_token(req: &Request) -> Option<String> {
 }
 
 /// Compare tokens in time independent of where they differ.
-fn same(a: &str, b: &str) -> bool {
+pub(crate) fn same(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn parse_query(q: &str) -> Vec<(String, String)> {
+pub(crate) fn parse_query(q: &str) -> Vec<(String, String)> {
     q.split('&')
         .filter(|p| !p.is_empty())
         .map(|p| {

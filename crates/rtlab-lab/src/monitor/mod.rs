@@ -1,0 +1,506 @@
+//! `rtlab monitor`: a long-running service that watches a robot while it works: a timer
+//! canary at the application's priority on its CPU, the chosen ROS 2 / DDS topics with a
+//! verdict each (ok / late / stale / lost), and the kernel's evidence of every interval,
+//! kept for each new worst case; all of it as OpenMetrics for Prometheus.
+//!
+//! Contract: [`Monitor::start`] reads the configuration ([`config`]) and starts the canary
+//! and one watcher per topic; [`Monitor::interval`] closes an interval (verdicts, maxima,
+//! the worst case when the canary's maximum is the day's highest or above `limit`, written
+//! to `STATE/worst.jsonl`, the newest [`KEEP_WORST`] kept) and is called by the service's
+//! loop; [`Monitor::reload`] reads the file again and, when it is good, restarts the
+//! watching with it (else the running configuration stays, and the line why is returned).
+//! [`render`] writes the exposition from the view the HTTP thread shares ([`View`]). The
+//! monitor changes nothing on the machine (its threads' own policy aside): SIGTERM has
+//! nothing to restore.
+
+pub mod canary;
+pub mod config;
+pub mod openmetrics;
+pub mod stats;
+pub mod topics;
+pub mod verdict;
+pub mod worst;
+
+use config::MonitorConfig;
+use openmetrics::{Exposition, Type};
+use stats::{CanaryStats, TopicStats};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use verdict::{Expect, Seen, Verdict};
+
+/// Worst cases kept in `worst.jsonl`.
+pub const KEEP_WORST: usize = 1000;
+
+/// A topic's last verdict and figures.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopicView {
+    pub verdict: Verdict,
+    pub rate_hz: f64,
+    pub max_period_ns: Option<i64>,
+    pub max_delay_ns: Option<i64>,
+    pub writers: u64,
+}
+
+/// What /metrics reads: the running configuration's counters and the last interval's end.
+#[derive(Default)]
+pub struct View {
+    pub canary: Option<(config::CanaryConfig, Arc<CanaryStats>)>,
+    pub topics: Vec<(config::TopicConfig, Arc<TopicStats>, Option<TopicView>)>,
+    pub intervals: u64,
+    pub canary_max_ns: Option<i64>,
+    pub day_max_ns: Option<i64>,
+    pub worst_cases: u64,
+    pub reloads: u64,
+    pub reload_failures: u64,
+    pub cpu_seconds: f64,
+    pub rss_bytes: u64,
+    pub canary_cpu_seconds: f64,
+}
+
+/// The service's state.
+pub struct Monitor {
+    pub path: PathBuf,
+    pub cfg: MonitorConfig,
+    pub view: Arc<Mutex<View>>,
+    canary: Option<(Arc<AtomicBool>, rtlab_sys::sched::RtThread<()>)>,
+    watches: Vec<topics::Watch>,
+    evidence: worst::Evidence,
+    day: String,
+    last_misses: u64,
+    last_interval_ns: i64,
+    next_ns: i64,
+}
+
+fn lock(v: &Mutex<View>) -> std::sync::MutexGuard<'_, View> {
+    v.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn today() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()[..10].to_string()
+}
+
+/// This process's CPU time (s) and resident memory (bytes).
+fn own_cost() -> (f64, u64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let f: Vec<&str> =
+        stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
+    // utime and stime are fields 14 and 15 (f[0] is field 3), in clock ticks
+    let ticks: f64 = [11, 12].iter().filter_map(|&i| f.get(i)?.parse::<f64>().ok()).sum();
+    let rss = rtlab_sys::usage::rss_kib(std::process::id()).unwrap_or(0) * 1024;
+    (ticks / 100.0, rss)
+}
+
+fn thread_cpu_seconds(tid: i32) -> f64 {
+    let p = format!("/proc/self/task/{tid}/schedstat");
+    let s = std::fs::read_to_string(p).unwrap_or_default();
+    s.split_whitespace().next().and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0) / 1e9
+}
+
+impl Monitor {
+    /// Read the configuration and start watching; one line why not.
+    pub fn start(path: &Path) -> Result<Monitor, String> {
+        let cfg = MonitorConfig::load(path)?;
+        let mut m = Monitor {
+            path: path.to_path_buf(),
+            cfg,
+            view: Arc::new(Mutex::new(View::default())),
+            canary: None,
+            watches: Vec::new(),
+            evidence: worst::Evidence::default(),
+            day: today(),
+            last_misses: 0,
+            last_interval_ns: rtlab_sys::clock::monotonic_ns(),
+            next_ns: 0,
+        };
+        m.next_ns = m.last_interval_ns + m.cfg.interval.0;
+        std::fs::create_dir_all(&m.cfg.state)
+            .map_err(|e| format!("{}: state {}: {e}", path.display(), m.cfg.state))?;
+        m.watch()?;
+        // the first interval's evidence starts now
+        let _ = m.evidence.interval(m.cfg.canary.cpu, &[], 0);
+        Ok(m)
+    }
+
+    fn watch(&mut self) -> Result<(), String> {
+        let net = rtlab_pubsub::transport::cyclonedds::DdsNetwork {
+            interface: self.cfg.interface.clone(),
+            peers: self.cfg.peer.clone(),
+        };
+        let mut v = View::default();
+        if self.cfg.canary.enabled {
+            let stats = Arc::new(CanaryStats::default());
+            let stop = Arc::new(AtomicBool::new(false));
+            let t = canary::start(&self.cfg.canary, stats.clone(), stop.clone())?;
+            self.canary = Some((stop, t));
+            v.canary = Some((self.cfg.canary.clone(), stats));
+        }
+        for t in &self.cfg.topics {
+            let w = topics::Watch::start(t, self.cfg.domain, &net);
+            v.topics.push((t.clone(), w.stats.clone(), None));
+            self.watches.push(w);
+        }
+        let mut view = lock(&self.view);
+        v.intervals = view.intervals;
+        v.worst_cases = view.worst_cases;
+        v.reloads = view.reloads;
+        v.reload_failures = view.reload_failures;
+        v.day_max_ns = view.day_max_ns;
+        *view = v;
+        Ok(())
+    }
+
+    fn unwatch(&mut self) {
+        if let Some((stop, t)) = self.canary.take() {
+            stop.store(true, Ordering::Relaxed);
+            let _ = t.join();
+        }
+        self.watches.clear();
+    }
+
+    /// Read the file again: the new configuration in force, or the line why not (the running
+    /// one stays).
+    pub fn reload(&mut self) -> Result<Vec<String>, String> {
+        let cfg = match MonitorConfig::load(&self.path) {
+            Ok(c) => c,
+            Err(e) => {
+                lock(&self.view).reload_failures += 1;
+                return Err(e);
+            }
+        };
+        let mut said = Vec::new();
+        if cfg.listen != self.cfg.listen || cfg.token != self.cfg.token {
+            said.push("listen and token take effect at the next start".to_string());
+        }
+        let old = std::mem::replace(&mut self.cfg, cfg);
+        self.unwatch();
+        if let Err(e) = self.watch() {
+            // the new file cannot run here (its canary's priority is refused): back to the old
+            self.unwatch();
+            self.cfg = old;
+            self.watch()?;
+            lock(&self.view).reload_failures += 1;
+            return Err(e);
+        }
+        lock(&self.view).reloads += 1;
+        Ok(said)
+    }
+
+    /// Close the interval when it is over (the service's loop calls this often): what
+    /// [`Monitor::interval`] says, or nothing.
+    pub fn tick(&mut self) -> Vec<String> {
+        let now = rtlab_sys::clock::monotonic_ns();
+        if now < self.next_ns {
+            return Vec::new();
+        }
+        let every = self.cfg.interval.0;
+        self.next_ns += every * ((now - self.next_ns) / every + 1);
+        self.interval()
+    }
+
+    /// Close an interval: verdicts, maxima, the worst case; the lines to log (a verdict that
+    /// changed, a worst case kept).
+    pub fn interval(&mut self) -> Vec<String> {
+        let now = rtlab_sys::clock::monotonic_ns();
+        let interval_ns = (now - self.last_interval_ns).max(1);
+        self.last_interval_ns = now;
+        let mut said = Vec::new();
+        // the canary itself is not a suspect
+        let canary_tid = lock(&self.view).canary.as_ref().map(|c| c.1.tid.load(Ordering::Relaxed));
+        let evidence = self.evidence.interval(
+            self.cfg.canary.cpu,
+            &canary_tid.into_iter().collect::<Vec<_>>(),
+            8,
+        );
+        let (cpu_seconds, rss_bytes) = own_cost();
+        let mut v = lock(&self.view);
+        v.intervals += 1;
+        v.cpu_seconds = cpu_seconds;
+        v.rss_bytes = rss_bytes;
+        for (t, s, last) in v.topics.iter_mut() {
+            let e = Expect {
+                rate_hz: 1e9 / t.rate.period_ns as f64,
+                tolerance: t.tolerance,
+                stale_ns: t.stale_ns(),
+                max_delay_ns: t.header_delay.map(|d| d.0),
+            };
+            let last_ns = s.last_ns.load(Ordering::Relaxed);
+            let seen = Seen {
+                interval_ns,
+                messages: s.interval_messages.swap(0, Ordering::Relaxed),
+                last_ns: (last_ns > 0).then_some(last_ns),
+                now_ns: now,
+                writers: s.writers.load(Ordering::Relaxed),
+                max_delay_ns: s.max_delay.take(),
+            };
+            let tv = TopicView {
+                verdict: verdict::verdict(&e, &seen),
+                rate_hz: verdict::rate_hz(&seen),
+                max_period_ns: s.max_period.take(),
+                max_delay_ns: seen.max_delay_ns,
+                writers: seen.writers,
+            };
+            if last.as_ref().map(|l| l.verdict) != Some(tv.verdict) {
+                said.push(format!(
+                    "topic {}: {} ({:.1} Hz, expected {})",
+                    t.name,
+                    tv.verdict.name(),
+                    tv.rate_hz,
+                    t.rate.text
+                ));
+            }
+            *last = Some(tv);
+        }
+        let Some((c, stats)) = v.canary.clone() else { return said };
+        v.canary_cpu_seconds = thread_cpu_seconds(stats.tid.load(Ordering::Relaxed));
+        let max = stats.max.take();
+        v.canary_max_ns = max;
+        let misses = stats.misses.load(Ordering::Relaxed);
+        let new_misses = misses - self.last_misses.min(misses);
+        self.last_misses = misses;
+        let day = today();
+        if day != self.day {
+            self.day = day;
+            v.day_max_ns = None;
+        }
+        let Some(max) = max else { return said };
+        let highest = v.day_max_ns.is_none_or_below(max);
+        let above = self.cfg.limit.is_some_and(|l| max > l.0);
+        if highest {
+            v.day_max_ns = Some(max);
+        }
+        if !(highest || above) {
+            return said;
+        }
+        v.worst_cases += 1;
+        drop(v);
+        let why = if highest { "the day's highest" } else { "above the limit" };
+        let record = serde_json::json!({
+            "at": humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            "monotonic_ns": now,
+            "interval_ns": interval_ns,
+            "why": why,
+            "canary_max_ns": max,
+            "canary_cpu": c.cpu,
+            "canary_priority": c.priority,
+            "misses": new_misses,
+            "counters": evidence.counters,
+            "threads": evidence.threads,
+            "note": "threads by the CPU time they took on the canary's CPU in the interval (every CPU when the canary has none); a thread that ended within the interval is not seen",
+        });
+        let top = evidence.threads.first().map(|r| {
+            format!(
+                " (busiest there: {} pid {} tid {}, {} us)",
+                r.comm,
+                r.pid,
+                r.tid,
+                r.ran_ns / 1000
+            )
+        });
+        said.push(format!(
+            "worst case ({why}): canary {} us late{}",
+            max / 1000,
+            top.unwrap_or_default()
+        ));
+        if let Err(e) = keep_worst(Path::new(&self.cfg.state), &record) {
+            said.push(format!("worst case not kept: {e}"));
+        }
+        said
+    }
+
+    /// Stop watching.
+    pub fn stop(mut self) {
+        self.unwatch();
+    }
+}
+
+trait BelowOr {
+    fn is_none_or_below(&self, v: i64) -> bool;
+}
+
+impl BelowOr for Option<i64> {
+    fn is_none_or_below(&self, v: i64) -> bool {
+        self.map_or(true, |d| v > d)
+    }
+}
+
+/// Append a worst case to `STATE/worst.jsonl`, keeping the newest [`KEEP_WORST`].
+pub fn keep_worst(state: &Path, record: &serde_json::Value) -> std::io::Result<()> {
+    let p = state.join("worst.jsonl");
+    let text = std::fs::read_to_string(&p).unwrap_or_default();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let line = record.to_string();
+    lines.push(&line);
+    let from = lines.len().saturating_sub(KEEP_WORST);
+    let tmp = state.join("worst.jsonl.tmp");
+    std::fs::write(&tmp, lines[from..].join("\n") + "\n")?;
+    std::fs::rename(&tmp, &p)
+}
+
+/// The exposition of a view (see [`openmetrics`]).
+pub fn render(v: &View) -> String {
+    let mut e = Exposition::default();
+    e.family("rtlab_monitor_intervals", Type::Counter, None, "intervals closed");
+    e.sample("rtlab_monitor_intervals_total", &[], v.intervals as f64);
+    e.family(
+        "rtlab_monitor_worst_cases",
+        Type::Counter,
+        None,
+        "worst cases kept (the day's highest canary maximum, or above the limit)",
+    );
+    e.sample("rtlab_monitor_worst_cases_total", &[], v.worst_cases as f64);
+    e.family("rtlab_monitor_reloads", Type::Counter, None, "configurations reloaded on SIGHUP");
+    e.sample("rtlab_monitor_reloads_total", &[("result", "ok")], v.reloads as f64);
+    e.sample("rtlab_monitor_reloads_total", &[("result", "refused")], v.reload_failures as f64);
+    e.family(
+        "rtlab_monitor_cpu_seconds",
+        Type::Counter,
+        Some("seconds"),
+        "the monitor's own CPU time",
+    );
+    e.sample("rtlab_monitor_cpu_seconds_total", &[], v.cpu_seconds);
+    e.family(
+        "rtlab_monitor_resident_memory_bytes",
+        Type::Gauge,
+        Some("bytes"),
+        "the monitor's resident memory",
+    );
+    e.sample("rtlab_monitor_resident_memory_bytes", &[], v.rss_bytes as f64);
+    if let Some((c, s)) = &v.canary {
+        let cpu = c.cpu.map(|c| c.to_string()).unwrap_or_else(|| "any".into());
+        let l: [(&str, &str); 1] = [("cpu", &cpu)];
+        e.family(
+            "rtlab_canary_latency_seconds",
+            Type::Histogram,
+            Some("seconds"),
+            "the timer canary's wake-up latency (woken - expiry asked)",
+        );
+        e.histogram_ns("rtlab_canary_latency_seconds", &l, &s.latency.snapshot());
+        e.family(
+            "rtlab_canary_misses",
+            Type::Counter,
+            None,
+            "canary wake-ups later than its deadline",
+        );
+        e.sample("rtlab_canary_misses_total", &l, s.misses.load(Ordering::Relaxed) as f64);
+        e.family(
+            "rtlab_canary_overruns",
+            Type::Counter,
+            None,
+            "canary expiries skipped (a wake-up after the next expiry)",
+        );
+        e.sample("rtlab_canary_overruns_total", &l, s.overruns.load(Ordering::Relaxed) as f64);
+        e.family(
+            "rtlab_canary_interval_max_seconds",
+            Type::Gauge,
+            Some("seconds"),
+            "the canary's highest latency in the last interval",
+        );
+        if let Some(m) = v.canary_max_ns {
+            e.sample("rtlab_canary_interval_max_seconds", &l, m as f64 / 1e9);
+        }
+        e.family(
+            "rtlab_canary_cpu_seconds",
+            Type::Counter,
+            Some("seconds"),
+            "the canary thread's CPU time (its cost)",
+        );
+        e.sample("rtlab_canary_cpu_seconds_total", &l, v.canary_cpu_seconds);
+    }
+    if !v.topics.is_empty() {
+        topics_exposition(&mut e, v);
+    }
+    e.finish()
+}
+
+fn topics_exposition(e: &mut Exposition, v: &View) {
+    e.family("rtlab_topic_messages", Type::Counter, None, "messages received");
+    for (t, s, _) in &v.topics {
+        e.sample(
+            "rtlab_topic_messages_total",
+            &[("topic", &t.name)],
+            s.messages.load(Ordering::Relaxed) as f64,
+        );
+    }
+    e.family(
+        "rtlab_topic_period_seconds",
+        Type::Histogram,
+        Some("seconds"),
+        "the time between two arrivals",
+    );
+    for (t, s, _) in &v.topics {
+        e.histogram_ns("rtlab_topic_period_seconds", &[("topic", &t.name)], &s.period.snapshot());
+    }
+    e.family("rtlab_topic_rate_hertz", Type::Gauge, Some("hertz"), "the last interval's rate");
+    for (t, _, last) in &v.topics {
+        if let Some(l) = last {
+            e.sample("rtlab_topic_rate_hertz", &[("topic", &t.name)], l.rate_hz);
+        }
+    }
+    e.family(
+        "rtlab_topic_expected_rate_hertz",
+        Type::Gauge,
+        Some("hertz"),
+        "the rate the configuration expects",
+    );
+    for (t, _, _) in &v.topics {
+        e.sample(
+            "rtlab_topic_expected_rate_hertz",
+            &[("topic", &t.name)],
+            1e9 / t.rate.period_ns as f64,
+        );
+    }
+    e.family(
+        "rtlab_topic_interval_max_period_seconds",
+        Type::Gauge,
+        Some("seconds"),
+        "the longest time between two arrivals in the last interval",
+    );
+    for (t, _, last) in &v.topics {
+        if let Some(m) = last.as_ref().and_then(|l| l.max_period_ns) {
+            e.sample(
+                "rtlab_topic_interval_max_period_seconds",
+                &[("topic", &t.name)],
+                m as f64 / 1e9,
+            );
+        }
+    }
+    e.family(
+        "rtlab_topic_header_delay_seconds",
+        Type::Histogram,
+        Some("seconds"),
+        "arrival (wall clock) - the Header stamp, where the configuration reads it",
+    );
+    for (t, s, _) in v.topics.iter().filter(|t| t.0.header_delay.is_some()) {
+        e.histogram_ns(
+            "rtlab_topic_header_delay_seconds",
+            &[("topic", &t.name)],
+            &s.delay.snapshot(),
+        );
+    }
+    e.family("rtlab_topic_writers", Type::Gauge, None, "publishers the reader is matched with");
+    for (t, s, _) in &v.topics {
+        e.sample(
+            "rtlab_topic_writers",
+            &[("topic", &t.name)],
+            s.writers.load(Ordering::Relaxed) as f64,
+        );
+    }
+    e.family(
+        "rtlab_topic_state",
+        Type::StateSet,
+        None,
+        "the last interval's verdict: ok, late, stale or lost",
+    );
+    for (t, _, last) in &v.topics {
+        let Some(l) = last else { continue };
+        for s in Verdict::ALL {
+            let on = if l.verdict == s { 1.0 } else { 0.0 };
+            e.sample(
+                "rtlab_topic_state",
+                &[("topic", &t.name), ("rtlab_topic_state", s.name())],
+                on,
+            );
+        }
+    }
+}

@@ -241,6 +241,7 @@ fn prometheus_scrapes_the_canary_and_its_misses_and_the_worst_case_names_the_hog
             .find(|r| r["threads"][0]["comm"] == "rtlab-hog")
     });
     assert_eq!(hit["threads"][0]["policy"], "SCHED_FIFO", "{hit}");
+    assert_eq!(hit["threads"][0]["could_preempt"], true, "FIFO 90 over the canary's 80: {hit}");
     assert_eq!(hit["threads"][0]["cpu"], cpu, "{hit}");
     assert!(hit["misses"].as_u64().unwrap() > 0, "{hit}");
     assert_eq!(hit["why"], "the day's highest", "{hit}");

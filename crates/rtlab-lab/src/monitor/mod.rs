@@ -118,7 +118,7 @@ impl Monitor {
             .map_err(|e| format!("{}: state {}: {e}", path.display(), m.cfg.state))?;
         m.watch()?;
         // the first interval's evidence starts now
-        let _ = m.evidence.interval(m.cfg.canary.cpu, &[], 0);
+        let _ = m.evidence.interval(m.cfg.canary.cpu, None, &[], 0);
         Ok(m)
     }
 
@@ -207,11 +207,10 @@ impl Monitor {
         let mut said = Vec::new();
         // the canary itself is not a suspect
         let canary_tid = lock(&self.view).canary.as_ref().map(|c| c.1.tid.load(Ordering::Relaxed));
-        let evidence = self.evidence.interval(
-            self.cfg.canary.cpu,
-            &canary_tid.into_iter().collect::<Vec<_>>(),
-            8,
-        );
+        let c = &self.cfg.canary;
+        let preempt_at = c.policy.is_realtime().then_some(i64::from(c.priority));
+        let exclude: Vec<i32> = canary_tid.into_iter().collect();
+        let evidence = self.evidence.interval(c.cpu, preempt_at, &exclude, 8);
         let (cpu_seconds, rss_bytes) = own_cost();
         let mut v = lock(&self.view);
         v.intervals += 1;
@@ -286,7 +285,7 @@ impl Monitor {
             "misses": new_misses,
             "counters": evidence.counters,
             "threads": evidence.threads,
-            "note": "threads by the CPU time they took on the canary's CPU in the interval (every CPU when the canary has none); a thread that ended within the interval is not seen",
+            "note": "threads on the canary's CPU in the interval (every CPU when the canary has none): those that preempt it (real-time, its priority or above) first, then by the CPU time they took; a thread that ended within the interval is not seen",
         });
         let top = evidence.threads.first().map(|r| {
             format!(

@@ -24,6 +24,8 @@ pub struct Ran {
     /// Its policy (`SCHED_FIFO` ...), when not SCHED_OTHER.
     pub policy: Option<String>,
     pub priority: i64,
+    /// A real-time thread at or above the canary's priority: it preempts the canary.
+    pub could_preempt: bool,
 }
 
 /// One interval's kernel evidence.
@@ -40,8 +42,19 @@ pub struct Evidence {
     runtime: HashMap<i32, u64>,
 }
 
-/// (pid, tid, comm, cpu, run ns, policy, priority) of every thread now.
-fn threads() -> Vec<(i32, i32, String, Option<usize>, u64, i64, i64)> {
+/// A thread now.
+struct Task {
+    pid: i32,
+    tid: i32,
+    comm: String,
+    cpu: Option<usize>,
+    run_ns: u64,
+    policy: i64,
+    rt_priority: i64,
+}
+
+/// Every thread now.
+fn threads() -> Vec<Task> {
     let mut v = Vec::new();
     for p in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
@@ -65,10 +78,28 @@ fn threads() -> Vec<(i32, i32, String, Option<usize>, u64, i64, i64)> {
             // rest starts at field 3 (state): field N is f[N - 3]
             let num = |n: usize| f.get(n - 3).and_then(|x| x.parse::<i64>().ok());
             let cpu = num(39).and_then(|c| usize::try_from(c).ok());
-            v.push((pid, tid, comm, cpu, run, num(41).unwrap_or(0), num(40).unwrap_or(0)));
+            v.push(Task {
+                pid,
+                tid,
+                comm,
+                cpu,
+                run_ns: run,
+                policy: num(41).unwrap_or(0),
+                rt_priority: num(40).unwrap_or(0),
+            });
         }
     }
     v
+}
+
+trait AtMost {
+    fn is_none_or_le(&self, v: i64) -> bool;
+}
+
+impl AtMost for Option<i64> {
+    fn is_none_or_le(&self, v: i64) -> bool {
+        self.map_or(true, |p| p <= v)
+    }
 }
 
 fn policy_name(p: i64) -> Option<String> {
@@ -82,10 +113,13 @@ fn policy_name(p: i64) -> Option<String> {
 
 impl Evidence {
     /// What changed since the last call (the first call: since the machine started), the
-    /// threads on `cpu` (every CPU when None) but `exclude`, the `keep` busiest.
+    /// threads on `cpu` (every CPU when None) but `exclude`, the `keep` most suspect: those
+    /// that preempt a thread of real-time priority `preempt_at` first (any real-time thread
+    /// preempts one of SCHED_OTHER: None), then by the CPU time they took.
     pub fn interval(
         &mut self,
         cpu: Option<usize>,
+        preempt_at: Option<i64>,
         exclude: &[i32],
         keep: usize,
     ) -> IntervalEvidence {
@@ -97,7 +131,7 @@ impl Evidence {
         self.counters = Some(now);
         let mut ran = Vec::new();
         let mut runtime = HashMap::new();
-        for (pid, tid, comm, on, run, policy, prio) in threads() {
+        for Task { pid, tid, comm, cpu: on, run_ns: run, policy, rt_priority: prio } in threads() {
             runtime.insert(tid, run);
             let before = self.runtime.get(&tid).copied().unwrap_or(0);
             let d = run.saturating_sub(before);
@@ -105,11 +139,21 @@ impl Evidence {
                 let policy = policy_name(policy);
                 // a real-time thread's priority: its rt_priority (stat field 40)
                 let priority = if policy.is_some() { prio } else { 0 };
-                ran.push(Ran { pid, tid, comm, cpu: on, ran_ns: d, policy, priority });
+                let could_preempt = policy.is_some() && preempt_at.is_none_or_le(priority);
+                ran.push(Ran {
+                    pid,
+                    tid,
+                    comm,
+                    cpu: on,
+                    ran_ns: d,
+                    policy,
+                    priority,
+                    could_preempt,
+                });
             }
         }
         self.runtime = runtime;
-        ran.sort_by_key(|r| std::cmp::Reverse(r.ran_ns));
+        ran.sort_by_key(|r| std::cmp::Reverse((r.could_preempt, r.ran_ns)));
         ran.truncate(keep);
         IntervalEvidence { counters, threads: ran }
     }
@@ -122,7 +166,7 @@ mod tests {
     #[test]
     fn this_threads_own_work_shows_in_the_next_interval() {
         let mut e = Evidence::default();
-        let first = e.interval(None, &[], 10_000);
+        let first = e.interval(None, None, &[], 10_000);
         assert!(!first.threads.is_empty());
         // spin ~30 ms of CPU on this thread
         let t0 = std::time::Instant::now();
@@ -132,7 +176,7 @@ mod tests {
         }
         std::hint::black_box(x);
         let tid = rtlab_sys::tasks::gettid();
-        let next = e.interval(None, &[], 10_000);
+        let next = e.interval(None, None, &[], 10_000);
         let me = next.threads.iter().find(|r| r.tid == tid).expect("this thread ran");
         assert!(me.ran_ns > 0, "{me:?}");
         assert_eq!(me.pid, std::process::id() as i32);

@@ -62,7 +62,11 @@ impl Mon {
         let state = dir.path().join("state");
         std::fs::write(
             &cfg,
-            format!("listen = '127.0.0.1:{port}'\nstate = '{}'\n{config_body}", state.display()),
+            format!(
+                "listen = '127.0.0.1:{port}'\nstate = '{}'\ndb = '{}'\n{config_body}",
+                state.display(),
+                dir.path().join("r.db").display()
+            ),
         )
         .unwrap();
         let mut child = rtlab()
@@ -92,8 +96,8 @@ impl Mon {
         assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
     }
 
-    /// SIGTERM; (exit code, stderr).
-    fn stop(mut self) -> (Option<i32>, String) {
+    /// SIGTERM; (exit code, stderr). Its directory stays until it is dropped.
+    fn stop(&mut self) -> (Option<i32>, String) {
         self.signal("-TERM");
         let mut child = self.child.take().unwrap();
         let end = Instant::now() + Duration::from_secs(20);
@@ -212,7 +216,7 @@ fn prometheus_scrapes_the_canary_and_its_misses_and_the_worst_case_names_the_hog
     }
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let cpu = cpus - 1;
-    let mon = Mon::start(&format!("interval = '1s'\n[canary]\nrate = '200hz'\ncpu = {cpu}\n"));
+    let mut mon = Mon::start(&format!("interval = '1s'\n[canary]\nrate = '200hz'\ncpu = {cpu}\n"));
     let prom = Prometheus::start(mon.port);
     let count =
         wait_for("the canary's histogram through Prometheus", Duration::from_secs(60), || {
@@ -255,7 +259,7 @@ fn prometheus_scrapes_the_canary_and_its_misses_and_the_worst_case_names_the_hog
 
 #[test]
 fn sighup_keeps_the_running_file_when_the_new_one_is_broken() {
-    let mon = Mon::start(
+    let mut mon = Mon::start(
         "interval = '200ms'\n[canary]\nrate = '100hz'\npolicy = 'other'\npriority = 0\n",
     );
     wait_for("an interval", Duration::from_secs(10), || {
@@ -289,7 +293,7 @@ fn a_token_guards_metrics_and_paths_and_methods_are_refused() {
     let cfg = dir.path().join("m.toml");
     std::fs::write(
         &cfg,
-        format!("listen = '0.0.0.0:{port}'\ntoken = 's3cret'\nstate = '{}'\ninterval = '1s'\n[canary]\npolicy = 'other'\npriority = 0\n", dir.path().display()),
+        format!("listen = '0.0.0.0:{port}'\ntoken = 's3cret'\nstate = '{0}'\ndb = '{0}/r.db'\ninterval = '1s'\n[canary]\npolicy = 'other'\npriority = 0\n", dir.path().display()),
     )
     .unwrap();
     let mut child = rtlab()
@@ -323,7 +327,7 @@ fn bad_input_is_one_line() {
         &["monitor", "--config", "/nonexistent/m.toml"],
         &["--config", "/nonexistent/m.toml"],
     );
-    let f = p("a.toml", "listen = '0.0.0.0:9464'");
+    let f = p("a.toml", "listen = '0.0.0.0:9464'\ndb = '/nonexistent/r.db'");
     assert_error(&["monitor", "--config", &f], &["listen", "not a loopback address"]);
     let f = p("b.toml", "[[topic]]\nname = '/scan'");
     assert_error(&["monitor", "--config", &f, "--check"], &["b.toml:1", "missing field `rate`"]);
@@ -337,7 +341,7 @@ fn bad_input_is_one_line() {
     let f = p(
         "d.toml",
         &format!(
-            "listen = '127.0.0.1:{port}'\nstate = '{}'\n[canary]\npolicy = 'other'\npriority = 0\n",
+            "listen = '127.0.0.1:{port}'\nstate = '{0}'\ndb = '{0}/r.db'\n[canary]\npolicy = 'other'\npriority = 0\n",
             dir.path().display()
         ),
     );
@@ -372,7 +376,7 @@ fn an_rclpy_topic_is_ok_late_stale_and_ok_again() {
         return;
     }
     let domain = (60 + std::process::id() % 40).to_string();
-    let mon = Mon::start(&format!(
+    let mut mon = Mon::start(&format!(
         "interval = '1s'\ndomain = {domain}\n[canary]\nenabled = false\n[[topic]]\nname = '/scan'\nrate = '100hz'\ntolerance = 0.2\nstale = '500ms'\n"
     ));
     let wait_state = |want: &str, within: u64| {
@@ -399,4 +403,34 @@ fn an_rclpy_topic_is_ok_late_stale_and_ok_again() {
     for v in ["topic /scan: lost", "topic /scan: ok", "topic /scan: stale", "topic /scan: late"] {
         assert!(err.contains(v), "'{v}' not in {err}");
     }
+}
+
+#[test]
+fn the_intervals_are_stored_as_a_run_the_store_reports() {
+    let mut mon = Mon::start(
+        "interval = '200ms'\nstore_every = '1s'\n[canary]\nrate = '100hz'\npolicy = 'other'\npriority = 0\n",
+    );
+    // 2 s: one period stored at 1 s, the next one at the stop
+    wait_for("ten intervals", Duration::from_secs(20), || {
+        value(&mon.metrics(), "rtlab_monitor_intervals_total").filter(|&n| n >= 10.0)
+    });
+    let db = mon.dir.path().join("r.db");
+    let db = db.to_str().unwrap().to_string();
+    let (code, err) = mon.stop();
+    assert_eq!(code, Some(0), "{err}");
+    let stored: Vec<&str> =
+        err.lines().filter(|l| l.contains("as monitor/intervals of run")).collect();
+    assert!(stored.len() >= 2, "a period at 1 s and the last at the stop: {err}");
+    let o = run(&["runs", "--db", &db]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("monitor"), "{}", stdout(&o));
+    let o = run(&["export", "latest", "--db", &db, "--format", "json", "-o", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let text = v.to_string();
+    assert!(text.contains("monitor/intervals") && text.contains("interval_max_latency"), "{text}");
+    assert!(text.contains("\"worst_cases\""), "the period's worst cases: {text}");
+    let o = run(&["report", "--db", &db]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("monitor/intervals"), "{}", stdout(&o));
 }

@@ -88,6 +88,13 @@ pub struct MonitorConfig {
     pub token: Option<String>,
     /// Where the worst cases are kept (`worst.jsonl`, the newest 1000).
     pub state: String,
+    /// The store the intervals go to (a SQLite file or postgres://).
+    pub db: String,
+    /// How often the intervals so far are stored (one case `monitor/intervals` each).
+    pub store_every: Dur,
+    /// The file it was read from (not a key).
+    #[serde(skip)]
+    pub source: String,
     /// A canary's interval maximum above this is a worst case too (besides the day's highest).
     pub limit: Option<Dur>,
     /// The DDS domain of the topics (ROS_DOMAIN_ID).
@@ -109,6 +116,9 @@ impl Default for MonitorConfig {
             listen: "127.0.0.1:9464".into(),
             token: None,
             state: "/var/lib/rtlab/monitor".into(),
+            db: "/var/lib/rtlab/results/rtlab.db".into(),
+            store_every: Dur::s(3600),
+            source: String::new(),
             limit: None,
             domain: 0,
             interface: None,
@@ -123,7 +133,7 @@ impl MonitorConfig {
     /// Read and check `path`; one line naming the file and the key when it is wrong.
     pub fn load(path: &Path) -> Result<MonitorConfig, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let c: MonitorConfig = toml::from_str(&text).map_err(|e| {
+        let mut c: MonitorConfig = toml::from_str(&text).map_err(|e| {
             let m = e.message().trim().to_string();
             let line = e.span().map(|s| text[..s.start].lines().count().max(1));
             match line {
@@ -132,6 +142,7 @@ impl MonitorConfig {
             }
         })?;
         c.check().map_err(|(key, why)| format!("{}: {key}: {why}", path.display()))?;
+        c.source = path.display().to_string();
         Ok(c)
     }
 
@@ -140,6 +151,9 @@ impl MonitorConfig {
         let bad = |k: &str, w: String| Err((k.to_string(), w));
         if self.interval.0 < 100_000_000 {
             return bad("interval", format!("{} ns: at least 100ms", self.interval.0));
+        }
+        if self.store_every.0 < self.interval.0 {
+            return bad("store_every", "shorter than the interval".into());
         }
         let addr: std::net::SocketAddr = match self.listen.parse() {
             Ok(a) => a,

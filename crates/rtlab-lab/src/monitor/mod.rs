@@ -15,6 +15,7 @@
 
 pub mod canary;
 pub mod config;
+pub mod keep;
 pub mod openmetrics;
 pub mod stats;
 pub mod topics;
@@ -70,6 +71,7 @@ pub struct Monitor {
     last_misses: u64,
     last_interval_ns: i64,
     next_ns: i64,
+    keeper: Option<keep::Keeper>,
 }
 
 fn lock(v: &Mutex<View>) -> std::sync::MutexGuard<'_, View> {
@@ -112,10 +114,13 @@ impl Monitor {
             last_misses: 0,
             last_interval_ns: rtlab_sys::clock::monotonic_ns(),
             next_ns: 0,
+            keeper: None,
         };
         m.next_ns = m.last_interval_ns + m.cfg.interval.0;
         std::fs::create_dir_all(&m.cfg.state)
             .map_err(|e| format!("{}: state {}: {e}", path.display(), m.cfg.state))?;
+        m.keeper =
+            Some(keep::Keeper::open(&m.cfg).map_err(|e| format!("{}: {e}", path.display()))?);
         m.watch()?;
         // the first interval's evidence starts now
         let _ = m.evidence.interval(m.cfg.canary.cpu, None, &[], 0);
@@ -169,8 +174,13 @@ impl Monitor {
             }
         };
         let mut said = Vec::new();
-        if cfg.listen != self.cfg.listen || cfg.token != self.cfg.token {
-            said.push("listen and token take effect at the next start".to_string());
+        if cfg.listen != self.cfg.listen || cfg.token != self.cfg.token || cfg.db != self.cfg.db {
+            said.push("listen, token and db take effect at the next start".to_string());
+        }
+        // the period so far is stored under the configuration it was measured with
+        let now = rtlab_sys::clock::monotonic_ns();
+        if let Some(k) = self.keeper.as_mut() {
+            said.extend(k.maybe_store(&self.cfg, now, true));
         }
         let old = std::mem::replace(&mut self.cfg, cfg);
         self.unwatch();
@@ -216,41 +226,30 @@ impl Monitor {
         v.intervals += 1;
         v.cpu_seconds = cpu_seconds;
         v.rss_bytes = rss_bytes;
-        for (t, s, last) in v.topics.iter_mut() {
-            let e = Expect {
-                rate_hz: 1e9 / t.rate.period_ns as f64,
-                tolerance: t.tolerance,
-                stale_ns: t.stale_ns(),
-                max_delay_ns: t.header_delay.map(|d| d.0),
-            };
-            let last_ns = s.last_ns.load(Ordering::Relaxed);
-            let seen = Seen {
-                interval_ns,
-                messages: s.interval_messages.swap(0, Ordering::Relaxed),
-                last_ns: (last_ns > 0).then_some(last_ns),
-                now_ns: now,
-                writers: s.writers.load(Ordering::Relaxed),
-                max_delay_ns: s.max_delay.take(),
-            };
-            let tv = TopicView {
-                verdict: verdict::verdict(&e, &seen),
-                rate_hz: verdict::rate_hz(&seen),
-                max_period_ns: s.max_period.take(),
-                max_delay_ns: seen.max_delay_ns,
-                writers: seen.writers,
-            };
-            if last.as_ref().map(|l| l.verdict) != Some(tv.verdict) {
-                said.push(format!(
-                    "topic {}: {} ({:.1} Hz, expected {})",
-                    t.name,
-                    tv.verdict.name(),
-                    tv.rate_hz,
-                    t.rate.text
-                ));
+        let topics = topics_interval(&mut v, now, interval_ns, &mut said);
+        drop(v);
+        let (max, misses, worst) = self.canary_interval(now, interval_ns, evidence, &mut said);
+        if let Some(k) = self.keeper.as_mut() {
+            k.interval(&self.cfg, now, (max, misses), &topics);
+            if let Some(w) = worst {
+                k.worst(&self.cfg, now, w);
             }
-            *last = Some(tv);
+            said.extend(k.maybe_store(&self.cfg, now, false));
         }
-        let Some((c, stats)) = v.canary.clone() else { return said };
+        said
+    }
+
+    /// The canary's part of an interval: its maximum, its new misses, the worst case's record
+    /// when it is one (kept in `STATE/worst.jsonl` and said).
+    fn canary_interval(
+        &mut self,
+        now: i64,
+        interval_ns: i64,
+        evidence: worst::IntervalEvidence,
+        said: &mut Vec<String>,
+    ) -> (Option<i64>, u64, Option<serde_json::Value>) {
+        let mut v = lock(&self.view);
+        let Some((c, stats)) = v.canary.clone() else { return (None, 0, None) };
         v.canary_cpu_seconds = thread_cpu_seconds(stats.tid.load(Ordering::Relaxed));
         let max = stats.max.take();
         v.canary_max_ns = max;
@@ -262,14 +261,14 @@ impl Monitor {
             self.day = day;
             v.day_max_ns = None;
         }
-        let Some(max) = max else { return said };
-        let highest = v.day_max_ns.is_none_or_below(max);
-        let above = self.cfg.limit.is_some_and(|l| max > l.0);
+        let Some(m) = max else { return (None, new_misses, None) };
+        let highest = v.day_max_ns.is_none_or_below(m);
+        let above = self.cfg.limit.is_some_and(|l| m > l.0);
         if highest {
-            v.day_max_ns = Some(max);
+            v.day_max_ns = Some(m);
         }
         if !(highest || above) {
-            return said;
+            return (max, new_misses, None);
         }
         v.worst_cases += 1;
         drop(v);
@@ -279,7 +278,7 @@ impl Monitor {
             "monotonic_ns": now,
             "interval_ns": interval_ns,
             "why": why,
-            "canary_max_ns": max,
+            "canary_max_ns": m,
             "canary_cpu": c.cpu,
             "canary_priority": c.priority,
             "misses": new_misses,
@@ -298,18 +297,21 @@ impl Monitor {
         });
         said.push(format!(
             "worst case ({why}): canary {} us late{}",
-            max / 1000,
+            m / 1000,
             top.unwrap_or_default()
         ));
         if let Err(e) = keep_worst(Path::new(&self.cfg.state), &record) {
             said.push(format!("worst case not kept: {e}"));
         }
-        said
+        (max, new_misses, Some(record))
     }
 
-    /// Stop watching.
-    pub fn stop(mut self) {
+    /// Stop watching; the last period stored (what to say).
+    pub fn stop(mut self) -> Vec<String> {
         self.unwatch();
+        let now = rtlab_sys::clock::monotonic_ns();
+        let cfg = &self.cfg;
+        self.keeper.as_mut().and_then(|k| k.finish(cfg, now)).into_iter().collect()
     }
 }
 
@@ -321,6 +323,53 @@ impl BelowOr for Option<i64> {
     fn is_none_or_below(&self, v: i64) -> bool {
         self.map_or(true, |d| v > d)
     }
+}
+
+/// Each topic's verdict for the interval (a change said): (topic, its longest period, its
+/// verdict) for the store.
+fn topics_interval(
+    v: &mut View,
+    now: i64,
+    interval_ns: i64,
+    said: &mut Vec<String>,
+) -> Vec<(String, Option<i64>, &'static str)> {
+    let mut out = Vec::new();
+    for (t, s, last) in v.topics.iter_mut() {
+        let e = Expect {
+            rate_hz: 1e9 / t.rate.period_ns as f64,
+            tolerance: t.tolerance,
+            stale_ns: t.stale_ns(),
+            max_delay_ns: t.header_delay.map(|d| d.0),
+        };
+        let last_ns = s.last_ns.load(Ordering::Relaxed);
+        let seen = Seen {
+            interval_ns,
+            messages: s.interval_messages.swap(0, Ordering::Relaxed),
+            last_ns: (last_ns > 0).then_some(last_ns),
+            now_ns: now,
+            writers: s.writers.load(Ordering::Relaxed),
+            max_delay_ns: s.max_delay.take(),
+        };
+        let tv = TopicView {
+            verdict: verdict::verdict(&e, &seen),
+            rate_hz: verdict::rate_hz(&seen),
+            max_period_ns: s.max_period.take(),
+            max_delay_ns: seen.max_delay_ns,
+            writers: seen.writers,
+        };
+        if last.as_ref().map(|l| l.verdict) != Some(tv.verdict) {
+            said.push(format!(
+                "topic {}: {} ({:.1} Hz, expected {})",
+                t.name,
+                tv.verdict.name(),
+                tv.rate_hz,
+                t.rate.text
+            ));
+        }
+        out.push((t.name.clone(), tv.max_period_ns, tv.verdict.name()));
+        *last = Some(tv);
+    }
+    out
 }
 
 /// Append a worst case to `STATE/worst.jsonl`, keeping the newest [`KEEP_WORST`].

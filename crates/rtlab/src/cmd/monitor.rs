@@ -52,7 +52,7 @@ pub fn run(a: MonitorArgs) -> anyhow::Result<u8> {
     let server = match Server::http(addr) {
         Ok(s) => s,
         Err(e) => {
-            m.stop();
+            drop(m.stop());
             anyhow::bail!("--config {}: listen {addr}: {e}", a.config.display());
         }
     };
@@ -97,7 +97,9 @@ pub fn run(a: MonitorArgs) -> anyhow::Result<u8> {
             eprintln!("rtlab monitor: {line}");
         }
     }
-    m.stop();
+    for line in m.stop() {
+        eprintln!("rtlab monitor: {line}");
+    }
     let _ = http.join();
     eprintln!("rtlab monitor: stopped");
     Ok(0)

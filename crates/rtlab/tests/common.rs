@@ -266,3 +266,21 @@ pub fn run_interrupted(args: &[&str], first: &str) -> (String, Option<i32>) {
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
     (rest, child.wait().unwrap().code())
 }
+
+/// The uprobes and tracefs instances rtlab left (none after any run of `rtlab trace --pid`).
+pub fn uprobes_left() -> Vec<String> {
+    let t = "/sys/kernel/tracing";
+    let mut v: Vec<String> = std::fs::read_to_string(format!("{t}/uprobe_events"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("rtlab_"))
+        .map(String::from)
+        .collect();
+    for e in std::fs::read_dir(format!("{t}/instances")).into_iter().flatten().flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.starts_with("rtlab_") {
+            v.push(format!("instance {n}"));
+        }
+    }
+    v
+}

@@ -242,12 +242,12 @@ fn prometheus_scrapes_the_canary_and_its_misses_and_the_worst_case_names_the_hog
         let text = std::fs::read_to_string(&worst).ok()?;
         text.lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .find(|r| r["threads"][0]["comm"] == "rtlab-hog")
+            // the interval the canary woke late in (the hog may have begun in the one before)
+            .find(|r| r["threads"][0]["comm"] == "rtlab-hog" && r["misses"].as_u64() > Some(0))
     });
     assert_eq!(hit["threads"][0]["policy"], "SCHED_FIFO", "{hit}");
     assert_eq!(hit["threads"][0]["could_preempt"], true, "FIFO 90 over the canary's 80: {hit}");
     assert_eq!(hit["threads"][0]["cpu"], cpu, "{hit}");
-    assert!(hit["misses"].as_u64().unwrap() > 0, "{hit}");
     assert_eq!(hit["why"], "the day's highest", "{hit}");
     let (code, err) = mon.stop();
     assert_eq!(code, Some(0), "{err}");

@@ -353,25 +353,6 @@ fn a_scenarios_trace_is_stored_reported_gated_by_its_chain_and_compared() {
     assert_error(&["run", scenario.to_str().unwrap(), "--db", db], &["gate[0].chain", "topics"]);
 }
 
-/// rtlab's uprobes and their instance, as tracefs lists them (nothing of rtlab's once a trace
-/// ended).
-fn uprobes_left() -> Vec<String> {
-    let t = "/sys/kernel/tracing";
-    let mut v: Vec<String> = std::fs::read_to_string(format!("{t}/uprobe_events"))
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains("rtlab_"))
-        .map(String::from)
-        .collect();
-    for e in std::fs::read_dir(format!("{t}/instances")).into_iter().flatten().flatten() {
-        let n = e.file_name().to_string_lossy().into_owned();
-        if n.starts_with("rtlab_") {
-            v.push(format!("instance {n}"));
-        }
-    }
-    v
-}
-
 #[test]
 fn a_running_pipeline_is_traced_by_pid_through_uprobes_and_nothing_is_left() {
     if ros2_node::skip() {

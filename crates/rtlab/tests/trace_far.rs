@@ -269,24 +269,6 @@ fn a_far_command_that_cannot_start_is_one_line_and_leaves_no_agent() {
     assert_eq!(pids(&pair.ns_b), "", "a process outlived the run in the far namespace");
 }
 
-/// The uprobes and tracefs instances rtlab left (none, after any run).
-fn uprobes_left() -> Vec<String> {
-    let t = "/sys/kernel/tracing";
-    let mut v: Vec<String> = std::fs::read_to_string(format!("{t}/uprobe_events"))
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains("rtlab_"))
-        .map(String::from)
-        .collect();
-    for e in std::fs::read_dir(format!("{t}/instances")).into_iter().flatten().flatten() {
-        let n = e.file_name().to_string_lossy().into_owned();
-        if n.starts_with("rtlab_") {
-            v.push(format!("instance {n}"));
-        }
-    }
-    v
-}
-
 #[test]
 fn running_processes_on_the_far_side_alone_are_traced_by_pid() {
     if ros2_node::skip() {

@@ -47,7 +47,7 @@ pub struct TopicView {
 #[derive(Default)]
 pub struct View {
     pub canary: Option<(config::CanaryConfig, Arc<CanaryStats>)>,
-    pub topics: Vec<(config::TopicConfig, Arc<TopicStats>, Option<TopicView>)>,
+    pub topics: Vec<TopicRow>,
     pub intervals: u64,
     pub canary_max_ns: Option<i64>,
     pub day_max_ns: Option<i64>,
@@ -461,15 +461,30 @@ pub fn render(v: &View) -> String {
     e.finish()
 }
 
-fn topics_exposition(e: &mut Exposition, v: &View) {
-    e.family("rtlab_topic_messages", Type::Counter, None, "messages received");
-    for (t, s, _) in &v.topics {
-        e.sample(
-            "rtlab_topic_messages_total",
-            &[("topic", &t.name)],
-            s.messages.load(Ordering::Relaxed) as f64,
-        );
+/// A watched topic: its configuration, counts and last verdict.
+pub type TopicRow = (config::TopicConfig, Arc<TopicStats>, Option<TopicView>);
+
+/// A family with one sample per topic (`value` None: no sample for that topic).
+fn per_topic(
+    e: &mut Exposition,
+    v: &View,
+    (name, t, unit, help): (&str, Type, Option<&str>, &str),
+    value: impl Fn(&TopicRow) -> Option<f64>,
+) {
+    e.family(name, t, unit, help);
+    let sample = if t == Type::Counter { format!("{name}_total") } else { name.to_string() };
+    for row in &v.topics {
+        if let Some(x) = value(row) {
+            e.sample(&sample, &[("topic", &row.0.name)], x);
+        }
     }
+}
+
+fn topics_exposition(e: &mut Exposition, v: &View) {
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as f64;
+    per_topic(e, v, ("rtlab_topic_messages", Type::Counter, None, "messages received"), |r| {
+        Some(load(&r.1.messages))
+    });
     e.family(
         "rtlab_topic_period_seconds",
         Type::Histogram,
@@ -479,40 +494,20 @@ fn topics_exposition(e: &mut Exposition, v: &View) {
     for (t, s, _) in &v.topics {
         e.histogram_ns("rtlab_topic_period_seconds", &[("topic", &t.name)], &s.period.snapshot());
     }
-    e.family("rtlab_topic_rate_hertz", Type::Gauge, Some("hertz"), "the last interval's rate");
-    for (t, _, last) in &v.topics {
-        if let Some(l) = last {
-            e.sample("rtlab_topic_rate_hertz", &[("topic", &t.name)], l.rate_hz);
-        }
-    }
-    e.family(
-        "rtlab_topic_expected_rate_hertz",
-        Type::Gauge,
-        Some("hertz"),
-        "the rate the configuration expects",
-    );
-    for (t, _, _) in &v.topics {
-        e.sample(
-            "rtlab_topic_expected_rate_hertz",
-            &[("topic", &t.name)],
-            1e9 / t.rate.period_ns as f64,
-        );
-    }
-    e.family(
+    let hz = Some("hertz");
+    per_topic(e, v, ("rtlab_topic_rate_hertz", Type::Gauge, hz, "the last interval's rate"), |r| {
+        r.2.as_ref().map(|l| l.rate_hz)
+    });
+    let expected =
+        ("rtlab_topic_expected_rate_hertz", Type::Gauge, hz, "the rate the configuration expects");
+    per_topic(e, v, expected, |r| Some(1e9 / r.0.rate.period_ns as f64));
+    let max = (
         "rtlab_topic_interval_max_period_seconds",
         Type::Gauge,
         Some("seconds"),
         "the longest time between two arrivals in the last interval",
     );
-    for (t, _, last) in &v.topics {
-        if let Some(m) = last.as_ref().and_then(|l| l.max_period_ns) {
-            e.sample(
-                "rtlab_topic_interval_max_period_seconds",
-                &[("topic", &t.name)],
-                m as f64 / 1e9,
-            );
-        }
-    }
+    per_topic(e, v, max, |r| r.2.as_ref()?.max_period_ns.map(|m| m as f64 / 1e9));
     e.family(
         "rtlab_topic_header_delay_seconds",
         Type::Histogram,
@@ -526,14 +521,9 @@ fn topics_exposition(e: &mut Exposition, v: &View) {
             &s.delay.snapshot(),
         );
     }
-    e.family("rtlab_topic_writers", Type::Gauge, None, "publishers the reader is matched with");
-    for (t, s, _) in &v.topics {
-        e.sample(
-            "rtlab_topic_writers",
-            &[("topic", &t.name)],
-            s.writers.load(Ordering::Relaxed) as f64,
-        );
-    }
+    let writers =
+        ("rtlab_topic_writers", Type::Gauge, None, "publishers the reader is matched with");
+    per_topic(e, v, writers, |r| Some(load(&r.1.writers)));
     e.family(
         "rtlab_topic_state",
         Type::StateSet,

@@ -519,6 +519,8 @@ pub struct Policies {
     pub keep_all: bool,
     /// The keep-last depth.
     pub depth: i32,
+    /// The Deadline QoS's period, ns (None: infinite, the default).
+    pub deadline_ns: Option<i64>,
 }
 
 /// A writer or reader of the domain, as its built-in topic announces it.
@@ -625,6 +627,7 @@ fn policies(q: *const dds_qos_t) -> Policies {
     let mut dur: dds_durability_kind_t = dds_durability_kind_DDS_DURABILITY_VOLATILE;
     let mut hist: dds_history_kind_t = dds_history_kind_DDS_HISTORY_KEEP_LAST;
     let mut depth: i32 = 1;
+    let mut deadline: dds_duration_t = i64::MAX;
     if !q.is_null() {
         // SAFETY: q is a QoS owned by the sample being read (valid until the loan is
         // returned); the out-pointers are locals; an unset policy leaves them untouched.
@@ -632,6 +635,7 @@ fn policies(q: *const dds_qos_t) -> Policies {
             dds_qget_reliability(q, &mut rel, &mut blocking);
             dds_qget_durability(q, &mut dur);
             dds_qget_history(q, &mut hist, &mut depth);
+            dds_qget_deadline(q, &mut deadline);
         }
     }
     Policies {
@@ -646,6 +650,8 @@ fn policies(q: *const dds_qos_t) -> Policies {
         },
         keep_all: hist == dds_history_kind_DDS_HISTORY_KEEP_ALL,
         depth,
+        // DDS_INFINITY is i64::MAX: no deadline
+        deadline_ns: (deadline > 0 && deadline < i64::MAX).then_some(deadline),
     }
 }
 

@@ -16,6 +16,9 @@ pub struct EndpointQos {
     pub durability: String,
     /// `keep-last:N` or `keep-all`.
     pub history: String,
+    /// The Deadline QoS's period, ns (absent: infinite, DDS's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ns: Option<i64>,
 }
 
 /// A writer or a reader.

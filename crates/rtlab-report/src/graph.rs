@@ -67,16 +67,17 @@ pub fn render(g: &Graph, interface: Option<&str>, peers: &[String]) -> String {
             ));
         }
     }
-    s.push_str("\nendpoints (QoS: reliability, durability, history)\n");
+    s.push_str("\nendpoints (QoS: reliability, durability, history, deadline when it has one)\n");
     for (kind, list) in [("writer", &g.writers), ("reader", &g.readers)] {
         for e in list {
             s.push_str(&format!(
-                "  {kind} {} {}: {}, {}, {} (participant {}{})\n",
+                "  {kind} {} {}: {}, {}, {}{} (participant {}{})\n",
                 e.topic,
                 e.type_name,
                 e.qos.reliability,
                 e.qos.durability,
                 e.qos.history,
+                e.qos.deadline_ns.map(|d| format!(", deadline {d} ns")).unwrap_or_default(),
                 id(&e.participant),
                 e.node.as_ref().map(|n| format!(", node {n}")).unwrap_or_default()
             ));
@@ -120,6 +121,7 @@ mod tests {
                 reliability: "reliable".into(),
                 durability: "transient-local".into(),
                 history: "keep-last:1".into(),
+                deadline_ns: None,
             },
             node: node.map(String::from),
         }
@@ -136,6 +138,13 @@ mod tests {
             writers: vec![
                 endpoint("rt/chatter", "std_msgs::msg::dds_::String_", Some("/robot1/talker")),
                 endpoint("DDSPerfRDataKS", "KeyedSeq", None),
+                Endpoint {
+                    qos: EndpointQos {
+                        deadline_ns: Some(10_000_000),
+                        ..endpoint("x", "y", None).qos
+                    },
+                    ..endpoint("rt/scan", "sensor_msgs::msg::dds_::LaserScan_", None)
+                },
             ],
             readers: vec![endpoint(
                 "rq/robot1/talker/get_parametersRequest",
@@ -160,7 +169,7 @@ mod tests {
         };
         let s = render(&g, Some("eth0"), &[]);
         assert!(
-            s.starts_with("domain 3 (eth0, multicast discovery): 1 participants, 1 nodes, 2 writers, 1 readers\n"),
+            s.starts_with("domain 3 (eth0, multicast discovery): 1 participants, 1 nodes, 3 writers, 1 readers\n"),
             "{s}"
         );
         let nodes = "\nnodes (ROS 2)\n/robot1/talker (participant 0a0b0c0d)\n  publishers:\n    /chatter: std_msgs/msg/String\n  service servers:\n    /robot1/talker/get_parameters: rcl_interfaces/srv/GetParameters\n  2 more endpoint(s) announced by the node, not yet discovered (a longer --wait shows them)\n";
@@ -173,6 +182,10 @@ mod tests {
         assert!(
             s.contains("  writer DDSPerfRDataKS KeyedSeq: reliable, transient-local, keep-last:1 (participant 0a0b0c0d)\n"),
             "{s}"
+        );
+        assert!(
+            s.contains("  writer rt/scan sensor_msgs::msg::dds_::LaserScan_: reliable, transient-local, keep-last:1, deadline 10000000 ns (participant 0a0b0c0d)\n"),
+            "a Deadline QoS said: {s}"
         );
         assert!(s.ends_with("note: 1 ros_discovery_info sample(s) not read\n"), "{s}");
         // no ROS 2 participant: no node section

@@ -351,10 +351,15 @@ fn bad_input_is_one_line() {
 /// The pipeline's source publishing /scan at `rate` Hz `count` times (it starts once a reader
 /// is matched: the monitor's).
 fn source(domain: &str, rate: u32, count: u32) -> Child {
+    source_with(domain, rate, count, &[])
+}
+
+fn source_with(domain: &str, rate: u32, count: u32, more: &[&str]) -> Child {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/rclpy_pipeline.py");
     Command::new(ros2_node::PYTHON)
         .arg(p)
         .args(["source", "--rate", &rate.to_string(), "--count", &count.to_string()])
+        .args(more)
         .env("ROS_DOMAIN_ID", domain)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -433,4 +438,29 @@ fn the_intervals_are_stored_as_a_run_the_store_reports() {
     let o = run(&["report", "--db", &db]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("monitor/intervals"), "{}", stdout(&o));
+}
+
+#[test]
+fn a_topics_deadline_qos_stands_in_for_its_rate() {
+    if ros2_node::skip() {
+        return;
+    }
+    let domain = (20 + std::process::id() % 40).to_string();
+    let mut mon = Mon::start(&format!(
+        "interval = '1s'\ndomain = {domain}\n[canary]\nenabled = false\n[[topic]]\nname = '/scan'\ntolerance = 0.2\n"
+    ));
+    // a writer offering a 10 ms deadline, publishing at 50 Hz: late against its own QoS
+    let mut s = source_with(&domain, 50, 1000, &["--deadline-ms", "10"]);
+    let expected = wait_for("the writers' deadline", Duration::from_secs(40), || {
+        value(&mon.metrics(), "rtlab_topic_expected_rate_hertz{topic=\"/scan\"}")
+    });
+    assert_eq!(expected, 100.0, "one message a 10 ms deadline");
+    wait_for("/scan late", Duration::from_secs(20), || {
+        state_of(&mon.metrics()).filter(|s| s == "late")
+    });
+    let _ = s.kill();
+    let _ = s.wait();
+    let (code, err) = mon.stop();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("(its Deadline QoS)"), "{err}");
 }

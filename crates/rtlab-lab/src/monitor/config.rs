@@ -49,8 +49,10 @@ impl CanaryConfig {
 pub struct TopicConfig {
     /// Its ROS 2 name (`/scan`).
     pub name: String,
-    /// Its expected rate.
-    pub rate: Rate,
+    /// Its expected rate (default: from its writers' Deadline QoS, one message a deadline;
+    /// with neither, no rate is checked: only stale and lost).
+    #[serde(default)]
+    pub rate: Option<Rate>,
     /// How far below the rate an interval may fall and still be ok (a fraction: 0.1 is 10 %).
     #[serde(default = "default_tolerance")]
     pub tolerance: f64,
@@ -68,8 +70,14 @@ fn default_tolerance() -> f64 {
 }
 
 impl TopicConfig {
+    /// No message for this long is stale: as given, else three periods of `period_ns` (the
+    /// rate's, or the writers' deadline), else 3 s.
+    pub fn stale_ns_with(&self, period_ns: Option<i64>) -> i64 {
+        self.stale.map_or(3 * period_ns.unwrap_or(1_000_000_000), |d| d.0)
+    }
+    /// [`TopicConfig::stale_ns_with`] the configured rate.
     pub fn stale_ns(&self) -> i64 {
-        self.stale.map_or(3 * self.rate.period_ns, |d| d.0)
+        self.stale_ns_with(self.rate.as_ref().map(|r| r.period_ns))
     }
     /// The DDS topic of a ROS 2 name (`/scan` -> `rt/scan`).
     pub fn dds_topic(&self) -> String {
@@ -237,6 +245,10 @@ mod tests {
             (1_000_000, Some(1), 1_000_000)
         );
         assert_eq!(c.topics[0].stale_ns(), 30_000_000);
+        let no_rate = load("[[topic]]\nname = '/a'\n").unwrap();
+        assert_eq!(no_rate.topics[0].rate, None, "the writers' deadline, or no rate");
+        assert_eq!(no_rate.topics[0].stale_ns_with(Some(5_000_000)), 15_000_000);
+        assert_eq!(no_rate.topics[0].stale_ns(), 3_000_000_000);
         assert_eq!(c.topics[0].dds_topic(), "rt/scan");
         assert!(load("").is_ok(), "every key has a default (the canary alone)");
         for (text, want) in [
@@ -253,7 +265,7 @@ mod tests {
             ),
             ("colour = 'red'", "FILE:1: unknown field `colour`"),
             ("[canary]\nenabled = false", "FILE: topic: nothing to watch"),
-            ("[[topic]]\nname = '/a'", "FILE:1: missing field `rate`"),
+            ("[[topic]]\nname = '/a'\nrate = 5", "FILE:"),
         ] {
             let e = load(text).unwrap_err();
             assert!(e.starts_with(want) || e.contains(want), "{text}: {e}");

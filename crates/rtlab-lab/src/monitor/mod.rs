@@ -325,6 +325,13 @@ impl BelowOr for Option<i64> {
     }
 }
 
+/// The period a topic is expected to keep: the configured rate's, else its writers'
+/// Deadline QoS (None: neither).
+fn expected_period_ns(t: &config::TopicConfig, s: &TopicStats) -> Option<i64> {
+    let d = s.writers_deadline_ns.load(Ordering::Relaxed);
+    t.rate.as_ref().map(|r| r.period_ns).or((d > 0).then_some(d))
+}
+
 /// Each topic's verdict for the interval (a change said): (topic, its longest period, its
 /// verdict) for the store.
 fn topics_interval(
@@ -335,10 +342,11 @@ fn topics_interval(
 ) -> Vec<(String, Option<i64>, &'static str)> {
     let mut out = Vec::new();
     for (t, s, last) in v.topics.iter_mut() {
+        let period = expected_period_ns(t, s);
         let e = Expect {
-            rate_hz: 1e9 / t.rate.period_ns as f64,
+            rate_hz: period.map(|p| 1e9 / p as f64),
             tolerance: t.tolerance,
-            stale_ns: t.stale_ns(),
+            stale_ns: t.stale_ns_with(period),
             max_delay_ns: t.header_delay.map(|d| d.0),
         };
         let last_ns = s.last_ns.load(Ordering::Relaxed);
@@ -363,7 +371,11 @@ fn topics_interval(
                 t.name,
                 tv.verdict.name(),
                 tv.rate_hz,
-                t.rate.text
+                match (&t.rate, period) {
+                    (Some(r), _) => r.text.clone(),
+                    (None, Some(p)) => format!("{:.1} Hz (its Deadline QoS)", 1e9 / p as f64),
+                    (None, None) => "no rate".into(),
+                }
             ));
         }
         out.push((t.name.clone(), tv.max_period_ns, tv.verdict.name()));
@@ -498,9 +510,13 @@ fn topics_exposition(e: &mut Exposition, v: &View) {
     per_topic(e, v, ("rtlab_topic_rate_hertz", Type::Gauge, hz, "the last interval's rate"), |r| {
         r.2.as_ref().map(|l| l.rate_hz)
     });
-    let expected =
-        ("rtlab_topic_expected_rate_hertz", Type::Gauge, hz, "the rate the configuration expects");
-    per_topic(e, v, expected, |r| Some(1e9 / r.0.rate.period_ns as f64));
+    let expected = (
+        "rtlab_topic_expected_rate_hertz",
+        Type::Gauge,
+        hz,
+        "the rate expected (the configuration's, else the writers' Deadline QoS)",
+    );
+    per_topic(e, v, expected, |r| expected_period_ns(&r.0, &r.1).map(|p| 1e9 / p as f64));
     let max = (
         "rtlab_topic_interval_max_period_seconds",
         Type::Gauge,

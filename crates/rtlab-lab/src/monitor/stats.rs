@@ -117,6 +117,8 @@ pub struct TopicStats {
     pub writers: AtomicU64,
     /// Takes that failed.
     pub errors: AtomicU64,
+    /// The shortest Deadline QoS its writers offered when its reader opened, ns (0: none).
+    pub writers_deadline_ns: AtomicI64,
 }
 
 #[cfg(test)]

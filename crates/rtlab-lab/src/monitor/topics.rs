@@ -36,7 +36,7 @@ impl Watch {
             domain,
             net: net.clone(),
             topic: cfg.dds_topic(),
-            nominal_ns: Some(cfg.rate.period_ns),
+            nominal_ns: cfg.rate.as_ref().map(|r| r.period_ns),
             duration_ns: 0,
             window_ns: 1_000_000_000,
             reliability: None,
@@ -82,6 +82,8 @@ fn watch(oc: &ObserveConfig, s: &TopicStats, note: &Mutex<String>, stop: &Atomic
             }
         };
         set(note, live.note.clone());
+        let deadline = live.writers.iter().filter_map(|w| w.qos.deadline_ns).min();
+        s.writers_deadline_ns.store(deadline.unwrap_or(0), Ordering::Relaxed);
         let mut reader = live.reader;
         let mut checked = 0i64;
         while !stop.load(Ordering::Relaxed) {

@@ -33,7 +33,8 @@ impl Verdict {
 /// What a topic is expected to do.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Expect {
-    pub rate_hz: f64,
+    /// None: no rate is checked (none given, no Deadline QoS offered).
+    pub rate_hz: Option<f64>,
     /// The fraction of the rate it may fall short by (0.1: 10 %).
     pub tolerance: f64,
     /// No message for this long: stale.
@@ -69,7 +70,7 @@ pub fn verdict(e: &Expect, s: &Seen) -> Verdict {
     if s.now_ns - last > e.stale_ns {
         return Verdict::Stale;
     }
-    let slow = rate_hz(s) < e.rate_hz * (1.0 - e.tolerance);
+    let slow = e.rate_hz.is_some_and(|r| rate_hz(s) < r * (1.0 - e.tolerance));
     let delayed = matches!((e.max_delay_ns, s.max_delay_ns), (Some(l), Some(d)) if d > l);
     if slow || delayed {
         Verdict::Late
@@ -84,8 +85,12 @@ mod tests {
 
     #[test]
     fn each_verdict_from_what_the_interval_saw() {
-        let e =
-            Expect { rate_hz: 100.0, tolerance: 0.1, stale_ns: 300_000_000, max_delay_ns: None };
+        let e = Expect {
+            rate_hz: Some(100.0),
+            tolerance: 0.1,
+            stale_ns: 300_000_000,
+            max_delay_ns: None,
+        };
         let s = |messages, last: Option<i64>, writers| Seen {
             interval_ns: 1_000_000_000,
             messages,
@@ -111,5 +116,8 @@ mod tests {
         x.max_delay_ns = Some(4_000_000);
         assert_eq!(verdict(&d, &x), Verdict::Ok);
         assert_eq!(rate_hz(&s(50, recent, 1)), 50.0);
+        let any = Expect { rate_hz: None, ..e };
+        assert_eq!(verdict(&any, &s(3, recent, 1)), Verdict::Ok, "no rate: only stale and lost");
+        assert_eq!(verdict(&any, &s(0, Some(9_000_000_000), 1)), Verdict::Stale);
     }
 }

@@ -128,6 +128,7 @@ fn qos_of(p: &Policies) -> EndpointQos {
         }
         .into(),
         history: if p.keep_all { "keep-all".into() } else { format!("keep-last:{}", p.depth) },
+        deadline_ns: p.deadline_ns,
     }
 }
 
@@ -326,6 +327,7 @@ mod tests {
                 reliability: "reliable".into(),
                 durability: "volatile".into(),
                 history: "keep-last:1".into(),
+                deadline_ns: None,
             },
             node: None,
         }

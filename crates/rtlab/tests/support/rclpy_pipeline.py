@@ -34,6 +34,7 @@ def main():
     p.add_argument("--input", default="/scan")
     p.add_argument("--output", default="/filtered")
     p.add_argument("--seconds", type=float, default=60.0)
+    p.add_argument("--deadline-ms", type=float, default=0.0, help="the source's Deadline QoS (0: none)")
     a = p.parse_args()
 
     import rclpy
@@ -47,6 +48,10 @@ def main():
         depth=1000,
         durability=DurabilityPolicy.VOLATILE,
     )
+    if a.deadline_ms > 0:
+        from rclpy.duration import Duration
+
+        qos.deadline = Duration(nanoseconds=int(a.deadline_ms * 1e6))
     rclpy.init()
     node = rclpy.create_node(f"pipeline_{a.role}" + ("_" + a.output.strip("/") if a.role == "relay" else ""))
     ex = SingleThreadedExecutor()

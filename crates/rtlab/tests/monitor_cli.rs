@@ -329,8 +329,8 @@ fn bad_input_is_one_line() {
     );
     let f = p("a.toml", "listen = '0.0.0.0:9464'\ndb = '/nonexistent/r.db'");
     assert_error(&["monitor", "--config", &f], &["listen", "not a loopback address"]);
-    let f = p("b.toml", "[[topic]]\nname = '/scan'");
-    assert_error(&["monitor", "--config", &f, "--check"], &["b.toml:1", "missing field `rate`"]);
+    let f = p("b.toml", "[[topic]]\nname = '/scan'\ntolerance = 'much'\n");
+    assert_error(&["monitor", "--config", &f, "--check"], &["b.toml:3", "invalid type"]);
     let f = p("c.toml", "[[topic]]\nname = '/scan'\nrate = '10hz'\n");
     let o = run(&["monitor", "--config", &f, "--check"]);
     assert_eq!(o.status.code(), Some(0));

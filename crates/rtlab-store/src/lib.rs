@@ -35,6 +35,7 @@ mod insert;
 mod load;
 mod push;
 mod resume;
+mod retention;
 mod schema;
 pub mod url;
 

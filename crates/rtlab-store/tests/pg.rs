@@ -75,6 +75,17 @@ fn pg_a_run_round_trips_exactly_as_on_sqlite() {
     let p = s.reopen_run(id2, &["rtlab".into()]).unwrap();
     assert_eq!(p.done.len(), 1);
     assert_eq!(s.resumptions(id2).unwrap().len(), 1);
+    // a run removed (rtlab monitor's retention): every row of it, its foreign keys kept
+    s.delete_run(id2).unwrap();
+    assert!(s.load_run(id2).is_err());
+    assert_eq!(
+        pg.psql("roundtrip", &format!("SELECT COUNT(*) FROM cases WHERE run_id = {id2}")),
+        "0"
+    );
+    assert_eq!(
+        pg.psql("roundtrip", &format!("SELECT COUNT(*) FROM run_resumptions WHERE run_id = {id2}")),
+        "0"
+    );
     // reopening: the second connection migrates nothing and reads the same
     drop(s);
     let s = Store::open_existing(&url).unwrap();

@@ -413,11 +413,12 @@ fn an_rclpy_topic_is_ok_late_stale_and_ok_again() {
 #[test]
 fn the_intervals_are_stored_as_a_run_the_store_reports() {
     let mut mon = Mon::start(
-        "interval = '200ms'\nstore_every = '1s'\n[canary]\nrate = '100hz'\npolicy = 'other'\npriority = 0\n",
+        "interval = '200ms'\nstore_every = '1s'\nkeep = '1s'\n[canary]\nrate = '100hz'\npolicy = 'other'\npriority = 0\n",
     );
-    // 2 s: one period stored at 1 s, the next one at the stop
-    wait_for("ten intervals", Duration::from_secs(20), || {
-        value(&mon.metrics(), "rtlab_monitor_intervals_total").filter(|&n| n >= 10.0)
+    // 3.2 s: periods stored each second and at the stop; those started over a second before
+    // a store are removed by it
+    wait_for("sixteen intervals", Duration::from_secs(20), || {
+        value(&mon.metrics(), "rtlab_monitor_intervals_total").filter(|&n| n >= 16.0)
     });
     let db = mon.dir.path().join("r.db");
     let db = db.to_str().unwrap().to_string();

@@ -100,6 +100,9 @@ pub struct MonitorConfig {
     pub db: String,
     /// How often the intervals so far are stored (one case `monitor/intervals` each).
     pub store_every: Dur,
+    /// How long its stored runs are kept (older ones of this file are removed as new ones
+    /// are stored).
+    pub keep: Dur,
     /// The file it was read from (not a key).
     #[serde(skip)]
     pub source: String,
@@ -126,6 +129,7 @@ impl Default for MonitorConfig {
             state: "/var/lib/rtlab/monitor".into(),
             db: "/var/lib/rtlab/results/rtlab.db".into(),
             store_every: Dur::s(3600),
+            keep: Dur::s(30 * 24 * 3600),
             source: String::new(),
             limit: None,
             domain: 0,
@@ -159,6 +163,9 @@ impl MonitorConfig {
         let bad = |k: &str, w: String| Err((k.to_string(), w));
         if self.interval.0 < 100_000_000 {
             return bad("interval", format!("{} ns: at least 100ms", self.interval.0));
+        }
+        if self.keep.0 < self.store_every.0 {
+            return bad("keep", "shorter than store_every".into());
         }
         if self.store_every.0 < self.interval.0 {
             return bad("store_every", "shorter than the interval".into());

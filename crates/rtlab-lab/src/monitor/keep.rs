@@ -119,17 +119,22 @@ impl Keeper {
             return None;
         }
         Some(match self.store_period(cfg, p, now_ns) {
-            Ok((run, n)) => format!("stored {n} intervals as {CASE} of run {run} in {}", self.db),
+            Ok((run, n, 0)) => format!("stored {n} intervals as {CASE} of run {run} in {}", self.db),
+            Ok((run, n, removed)) => format!(
+                "stored {n} intervals as {CASE} of run {run} in {}; removed {removed} runs older than keep",
+                self.db
+            ),
             Err(e) => format!("the store did not take the intervals: {e}"),
         })
     }
 
+    /// Store a period as a run; (its id, its intervals, the runs removed by `keep`).
     fn store_period(
         &mut self,
         cfg: &MonitorConfig,
         p: Period,
         now_ns: i64,
-    ) -> Result<(i64, u64), String> {
+    ) -> Result<(i64, u64, usize), String> {
         let env = rtlab_sys::env::detect(std::path::Path::new("/"));
         let info = RunInfo {
             scenario: "monitor".into(),
@@ -194,7 +199,15 @@ impl Keeper {
         let stored = self.store.add_case(run, &case).map_err(|e| e.to_string());
         let status = if stored.is_ok() { RunStatus::Complete } else { RunStatus::Failed };
         self.store.finish_run(run, status).map_err(|e| e.to_string())?;
-        stored.map(|()| (run, p.seq))
+        stored?;
+        let cutoff = SystemTime::now() - std::time::Duration::from_nanos(cfg.keep.0 as u64);
+        let cutoff = humantime::format_rfc3339_seconds(cutoff).to_string();
+        let old = self.store.runs_started_before("monitor", &cfg.source, &cutoff);
+        let old = old.map_err(|e| e.to_string())?;
+        for id in &old {
+            self.store.delete_run(*id).map_err(|e| e.to_string())?;
+        }
+        Ok((run, p.seq, old.len()))
     }
 
     /// The monitor stops: the last period stored.

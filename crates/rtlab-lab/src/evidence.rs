@@ -45,6 +45,9 @@ pub struct EvidenceOptions {
     pub planned: Option<Duration>,
     /// The stream names of the hook's sources (index = source), for the spike's `stream`.
     pub sources: Vec<String>,
+    /// The flag the probe raises, when it keeps one across runs of the tracer (the monitor's
+    /// canary); None: a new one.
+    pub flag: Option<Arc<SpikeFlag>>,
 }
 
 impl EvidenceOptions {
@@ -59,6 +62,7 @@ impl EvidenceOptions {
             cpus: Vec::new(),
             planned: None,
             sources: Vec::new(),
+            flag: None,
         }
     }
 }
@@ -110,7 +114,7 @@ impl<'h> EvidenceRun<'h> {
                         None => LabError::Failed(format!("--trace-on-spike: {e}")),
                     })?;
                 tracer.avoid_cpus = o.cpus.clone();
-                let flag = Arc::new(SpikeFlag::default());
+                let flag = o.flag.clone().unwrap_or_default();
                 let watch_stop = Arc::new(AtomicBool::new(false));
                 let stamp = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)

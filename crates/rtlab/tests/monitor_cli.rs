@@ -216,7 +216,9 @@ fn prometheus_scrapes_the_canary_and_its_misses_and_the_worst_case_names_the_hog
     }
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let cpu = cpus - 1;
-    let mut mon = Mon::start(&format!("interval = '1s'\n[canary]\nrate = '200hz'\ncpu = {cpu}\n"));
+    let mut mon = Mon::start(&format!(
+        "interval = '1s'\ntrace_on_spike = '20ms'\n[canary]\nrate = '200hz'\ncpu = {cpu}\n"
+    ));
     let prom = Prometheus::start(mon.port);
     let count =
         wait_for("the canary's histogram through Prometheus", Duration::from_secs(60), || {
@@ -227,6 +229,10 @@ fn prometheus_scrapes_the_canary_and_its_misses_and_the_worst_case_names_the_hog
         prom.query("count(rtlab_canary_latency_seconds_bucket)")
     });
     assert_eq!(buckets, 15.0, "14 bounds and +Inf");
+    let taken = wait_for("the canary CPU's taken time", Duration::from_secs(10), || {
+        prom.query("count(rtlab_cpu_taken_seconds_total)")
+    });
+    assert_eq!(taken, 3.0, "irq, softirq and steal of the canary's CPU");
     let before = wait_for("the miss counter", Duration::from_secs(10), || {
         prom.query("rtlab_canary_misses_total")
     });
@@ -249,6 +255,16 @@ fn prometheus_scrapes_the_canary_and_its_misses_and_the_worst_case_names_the_hog
     assert_eq!(hit["threads"][0]["could_preempt"], true, "FIFO 90 over the canary's 80: {hit}");
     assert_eq!(hit["threads"][0]["cpu"], cpu, "{hit}");
     assert_eq!(hit["why"], "the day's highest", "{hit}");
+    // the kernel tracer armed at 20 ms: the spike traced and explained, naming the hog
+    let traced = wait_for("the traced spike", Duration::from_secs(15), || {
+        let text = std::fs::read_to_string(&worst).ok()?;
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|r| r["why"] == "a traced spike")
+    });
+    let spike = &traced["spike"];
+    assert!(spike["value_ns"].as_i64().unwrap() > 20_000_000, "{spike}");
+    assert!(spike["attribution"].to_string().contains("rtlab-hog"), "{spike}");
     let (code, err) = mon.stop();
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("worst case (the day's highest)") && err.contains("rtlab-hog"), "{err}");

@@ -108,6 +108,9 @@ pub struct MonitorConfig {
     pub source: String,
     /// A canary's interval maximum above this is a worst case too (besides the day's highest).
     pub limit: Option<Dur>,
+    /// Arm the kernel tracer: a canary wake-up later than this is traced and explained (the
+    /// first 8 of each arming; it is armed again after each explained spike).
+    pub trace_on_spike: Option<Dur>,
     /// The DDS domain of the topics (ROS_DOMAIN_ID).
     pub domain: u32,
     /// The interface to read the topics on (default: loopback only).
@@ -132,6 +135,7 @@ impl Default for MonitorConfig {
             keep: Dur::s(30 * 24 * 3600),
             source: String::new(),
             limit: None,
+            trace_on_spike: None,
             domain: 0,
             interface: None,
             peer: Vec::new(),
@@ -163,6 +167,9 @@ impl MonitorConfig {
         let bad = |k: &str, w: String| Err((k.to_string(), w));
         if self.interval.0 < 100_000_000 {
             return bad("interval", format!("{} ns: at least 100ms", self.interval.0));
+        }
+        if self.trace_on_spike.is_some() && !self.canary.enabled {
+            return bad("trace_on_spike", "traces the canary's spikes: enable the canary".into());
         }
         if self.keep.0 < self.store_every.0 {
             return bad("keep", "shorter than store_every".into());

@@ -72,6 +72,11 @@ pub struct Monitor {
     last_interval_ns: i64,
     next_ns: i64,
     keeper: Option<keep::Keeper>,
+    /// The kernel tracer armed for the canary's spikes (`trace_on_spike`).
+    spike: Option<crate::evidence::EvidenceRun<'static>>,
+    spike_flag: Arc<rtlab_core::sink::SpikeFlag>,
+    spikes_seen: u64,
+    spike_pending: bool,
 }
 
 fn lock(v: &Mutex<View>) -> std::sync::MutexGuard<'_, View> {
@@ -115,6 +120,10 @@ impl Monitor {
             last_interval_ns: rtlab_sys::clock::monotonic_ns(),
             next_ns: 0,
             keeper: None,
+            spike: None,
+            spike_flag: Arc::default(),
+            spikes_seen: 0,
+            spike_pending: false,
         };
         m.next_ns = m.last_interval_ns + m.cfg.interval.0;
         std::fs::create_dir_all(&m.cfg.state)
@@ -136,7 +145,8 @@ impl Monitor {
         if self.cfg.canary.enabled {
             let stats = Arc::new(CanaryStats::default());
             let stop = Arc::new(AtomicBool::new(false));
-            let t = canary::start(&self.cfg.canary, stats.clone(), stop.clone())?;
+            let hook = self.arm()?;
+            let t = canary::start(&self.cfg.canary, stats.clone(), stop.clone(), hook)?;
             self.canary = Some((stop, t));
             v.canary = Some((self.cfg.canary.clone(), stats));
         }
@@ -161,6 +171,68 @@ impl Monitor {
             let _ = t.join();
         }
         self.watches.clear();
+        // the tracer disarmed (tracefs put back); a spike not yet explained is dropped
+        if let Some(r) = self.spike.take() {
+            drop(r.finish(&[]));
+        }
+        self.spike_pending = false;
+    }
+
+    /// Arm the kernel tracer for the canary's spikes when the file asks (its flag cleared);
+    /// the canary's hook.
+    fn arm(&mut self) -> Result<Option<rtlab_core::sink::SpikeHook>, String> {
+        let Some(t) = self.cfg.trace_on_spike else { return Ok(None) };
+        let f = &self.spike_flag;
+        f.hit.store(false, Ordering::Release);
+        f.claimed.store(false, Ordering::Release);
+        let mut o = crate::evidence::EvidenceOptions::new(self.cfg.interval.0, "rtlab-canary");
+        o.counters = false;
+        o.trace_on_spike_ns = Some(t.0);
+        o.trace_dir = PathBuf::from(&self.cfg.state);
+        o.cpus = self.cfg.canary.cpu.into_iter().collect();
+        o.sources = vec!["canary".into()];
+        o.flag = Some(self.spike_flag.clone());
+        let run = crate::evidence::EvidenceRun::start(crate::host::host(), &o)
+            .map_err(|e| format!("{}: trace_on_spike: {e}", self.path.display()))?;
+        let hook = run.hook();
+        self.spike = Some(run);
+        Ok(hook)
+    }
+
+    /// A spike the canary raised in an earlier interval (its trace captured by now):
+    /// explained, kept as a worst case of its own, and the tracer armed again.
+    fn spike_interval(&mut self, now: i64, said: &mut Vec<String>) -> Option<serde_json::Value> {
+        let stats = lock(&self.view).canary.as_ref().map(|c| c.1.clone())?;
+        let record = if self.spike_pending {
+            self.spike_pending = false;
+            let run = self.spike.take()?;
+            let spike = run.finish(&[]).spike;
+            let record = serde_json::json!({
+                "at": humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+                "monotonic_ns": now,
+                "why": "a traced spike",
+                "canary_cpu": self.cfg.canary.cpu,
+                "canary_priority": self.cfg.canary.priority,
+                "spike": spike,
+            });
+            let first = record["spike"]["attribution"][0].as_str().unwrap_or("no explanation");
+            said.push(format!("traced spike: {first}"));
+            if let Err(e) = keep_worst(Path::new(&self.cfg.state), &record) {
+                said.push(format!("worst case not kept: {e}"));
+            }
+            if let Err(e) = self.arm() {
+                said.push(format!("the tracer could not be armed again: {e}"));
+            }
+            Some(record)
+        } else {
+            None
+        };
+        let n = stats.spikes.load(Ordering::Relaxed);
+        if n != self.spikes_seen {
+            self.spikes_seen = n;
+            self.spike_pending = self.spike.is_some();
+        }
+        record
     }
 
     /// Read the file again: the new configuration in force, or the line why not (the running
@@ -229,9 +301,10 @@ impl Monitor {
         let topics = topics_interval(&mut v, now, interval_ns, &mut said);
         drop(v);
         let (max, misses, worst) = self.canary_interval(now, interval_ns, evidence, &mut said);
+        let spike = self.spike_interval(now, &mut said);
         if let Some(k) = self.keeper.as_mut() {
             k.interval(&self.cfg, now, (max, misses), &topics);
-            if let Some(w) = worst {
+            for w in worst.into_iter().chain(spike) {
                 k.worst(&self.cfg, now, w);
             }
             said.extend(k.maybe_store(&self.cfg, now, false));
@@ -470,7 +543,42 @@ pub fn render(v: &View) -> String {
     if !v.topics.is_empty() {
         topics_exposition(&mut e, v);
     }
+    let cpus: Vec<usize> = v.canary.as_ref().and_then(|c| c.0.cpu).into_iter().collect();
+    noise_exposition(&mut e, &std::fs::read_to_string("/proc/stat").unwrap_or_default(), &cpus);
     e.finish()
+}
+
+/// USER_HZ: the unit of /proc/stat's times (100 on every Linux architecture rtlab runs on).
+const USER_HZ: f64 = 100.0;
+
+/// The time the kernel took from the tasks of `cpus` (every CPU when empty), from
+/// /proc/stat: interrupts, softirqs, and steal (the hypervisor ran something else).
+fn noise_exposition(e: &mut Exposition, stat: &str, cpus: &[usize]) {
+    e.family(
+        "rtlab_cpu_taken_seconds",
+        Type::Counter,
+        Some("seconds"),
+        "time taken from the tasks of the canary's CPU (every CPU without one) by interrupts, softirqs and steal (/proc/stat, 10 ms ticks)",
+    );
+    for l in stat.lines() {
+        let mut w = l.split_whitespace();
+        let Some(cpu) =
+            w.next().and_then(|c| c.strip_prefix("cpu")).and_then(|c| c.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        if !cpus.is_empty() && !cpus.contains(&cpu) {
+            continue;
+        }
+        // user nice system idle iowait irq softirq steal
+        let f: Vec<f64> = w.filter_map(|x| x.parse().ok()).collect();
+        let c = cpu.to_string();
+        for (by, i) in [("irq", 5), ("softirq", 6), ("steal", 7)] {
+            if let Some(t) = f.get(i) {
+                e.sample("rtlab_cpu_taken_seconds_total", &[("cpu", &c), ("by", by)], t / USER_HZ);
+            }
+        }
+    }
 }
 
 /// A watched topic: its configuration, counts and last verdict.
@@ -556,5 +664,39 @@ fn topics_exposition(e: &mut Exposition, v: &View) {
                 on,
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cpus_taken_time_from_proc_stat() {
+        let stat = "cpu  1 2 3 4 5 6 7 8 0 0\ncpu0 10 0 0 0 0 100 250 3 0 0\ncpu1 0 0 0 0 0 7 8 9 0 0\nintr 5\n";
+        let mut e = Exposition::default();
+        noise_exposition(&mut e, stat, &[1]);
+        let t = e.finish();
+        assert!(t.contains("rtlab_cpu_taken_seconds_total{cpu=\"1\",by=\"irq\"} 0.07\n"), "{t}");
+        assert!(t.contains("rtlab_cpu_taken_seconds_total{cpu=\"1\",by=\"steal\"} 0.09\n"), "{t}");
+        assert!(!t.contains("cpu=\"0\""), "{t}");
+        let mut e = Exposition::default();
+        noise_exposition(&mut e, stat, &[]);
+        let t = e.finish();
+        assert!(t.contains("rtlab_cpu_taken_seconds_total{cpu=\"0\",by=\"softirq\"} 2.5\n"), "{t}");
+        assert!(!t.contains("cpu=\"\""), "the total line is not a CPU: {t}");
+    }
+
+    #[test]
+    fn a_worst_case_file_keeps_the_newest() {
+        let d = tempfile::tempdir().unwrap();
+        for i in 0..(KEEP_WORST + 5) {
+            keep_worst(d.path(), &serde_json::json!({ "n": i })).unwrap();
+        }
+        let text = std::fs::read_to_string(d.path().join("worst.jsonl")).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), KEEP_WORST);
+        assert_eq!(lines[0], "{\"n\":5}");
+        assert_eq!(*lines.last().unwrap(), format!("{{\"n\":{}}}", KEEP_WORST + 4));
     }
 }

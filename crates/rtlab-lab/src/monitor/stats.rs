@@ -97,6 +97,8 @@ pub struct CanaryStats {
     pub overruns: AtomicU64,
     /// The canary thread's id (0 until it runs): its CPU time is read from /proc.
     pub tid: AtomicI32,
+    /// Wake-ups above `trace_on_spike` that raised the tracer's flag.
+    pub spikes: AtomicU64,
 }
 
 /// A watched topic's counts.

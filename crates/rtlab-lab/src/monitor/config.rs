@@ -85,6 +85,26 @@ impl TopicConfig {
     }
 }
 
+/// A chain of topics through the application, traced in its running processes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChainConfig {
+    /// Its topics, first to last (`["/scan", "/filtered", "/cmd_vel"]`).
+    pub topics: Vec<String>,
+    /// The processes to probe: each whose command line contains one of these.
+    pub processes: Vec<String>,
+    /// A message later than this end to end is a miss.
+    #[serde(default)]
+    pub deadline: Option<Dur>,
+}
+
+impl ChainConfig {
+    /// `/scan,/filtered`: the label of its metrics.
+    pub fn name(&self) -> String {
+        self.topics.join(",")
+    }
+}
+
 /// The whole file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -121,6 +141,9 @@ pub struct MonitorConfig {
     pub canary: CanaryConfig,
     #[serde(rename = "topic")]
     pub topics: Vec<TopicConfig>,
+    /// Chains traced in the application's running processes (uprobes: root).
+    #[serde(rename = "chain")]
+    pub chains: Vec<ChainConfig>,
 }
 
 impl Default for MonitorConfig {
@@ -141,6 +164,7 @@ impl Default for MonitorConfig {
             peer: Vec::new(),
             canary: CanaryConfig::default(),
             topics: Vec::new(),
+            chains: Vec::new(),
         }
     }
 }
@@ -218,7 +242,23 @@ impl MonitorConfig {
                 );
             }
         }
-        if !self.canary.enabled && self.topics.is_empty() {
+        for (i, c) in self.chains.iter().enumerate() {
+            let ok =
+                c.topics.len() >= 2 && c.topics.iter().all(|t| t.starts_with('/') && t.len() > 1);
+            if !ok {
+                return bad(
+                    &format!("chain[{i}].topics"),
+                    "two topics or more, each a ROS 2 name".into(),
+                );
+            }
+            if c.processes.is_empty() || c.processes.iter().any(|p| p.trim().is_empty()) {
+                return bad(
+                    &format!("chain[{i}].processes"),
+                    "a part of each command line to probe".into(),
+                );
+            }
+        }
+        if !self.canary.enabled && self.topics.is_empty() && self.chains.is_empty() {
             return bad("topic", "nothing to watch: no canary and no topic".into());
         }
         Ok(())
@@ -279,6 +319,8 @@ mod tests {
             ),
             ("colour = 'red'", "FILE:1: unknown field `colour`"),
             ("[canary]\nenabled = false", "FILE: topic: nothing to watch"),
+            ("[[chain]]\ntopics = ['/a']\nprocesses = ['x']", "FILE: chain[0].topics"),
+            ("[[chain]]\ntopics = ['/a', '/b']\nprocesses = []", "FILE: chain[0].processes"),
             ("[[topic]]\nname = '/a'\nrate = 5", "FILE:"),
         ] {
             let e = load(text).unwrap_err();

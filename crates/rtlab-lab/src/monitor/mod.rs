@@ -14,6 +14,7 @@
 //! nothing to restore.
 
 pub mod canary;
+pub mod chains;
 pub mod config;
 pub mod keep;
 pub mod openmetrics;
@@ -47,6 +48,8 @@ pub struct TopicView {
 #[derive(Default)]
 pub struct View {
     pub canary: Option<(config::CanaryConfig, Arc<CanaryStats>)>,
+    /// Each chain, its counts and its last interval's maximum.
+    pub chains: Vec<(config::ChainConfig, Arc<chains::ChainStats>, Option<i64>)>,
     pub topics: Vec<TopicRow>,
     pub intervals: u64,
     pub canary_max_ns: Option<i64>,
@@ -66,6 +69,8 @@ pub struct Monitor {
     pub view: Arc<Mutex<View>>,
     canary: Option<(Arc<AtomicBool>, rtlab_sys::sched::RtThread<()>)>,
     watches: Vec<topics::Watch>,
+    chain_watch: Option<chains::ChainWatch>,
+    chain_note: String,
     evidence: worst::Evidence,
     day: String,
     last_misses: u64,
@@ -114,6 +119,8 @@ impl Monitor {
             view: Arc::new(Mutex::new(View::default())),
             canary: None,
             watches: Vec::new(),
+            chain_watch: None,
+            chain_note: String::new(),
             evidence: worst::Evidence::default(),
             day: today(),
             last_misses: 0,
@@ -150,6 +157,18 @@ impl Monitor {
             self.canary = Some((stop, t));
             v.canary = Some((self.cfg.canary.clone(), stats));
         }
+        if !self.cfg.chains.is_empty() {
+            let w = chains::ChainWatch::start(&self.cfg.chains);
+            v.chains = self
+                .cfg
+                .chains
+                .iter()
+                .cloned()
+                .zip(w.stats.iter().cloned())
+                .map(|(c, s)| (c, s, None))
+                .collect();
+            self.chain_watch = Some(w);
+        }
         for t in &self.cfg.topics {
             let w = topics::Watch::start(t, self.cfg.domain, &net);
             v.topics.push((t.clone(), w.stats.clone(), None));
@@ -171,6 +190,9 @@ impl Monitor {
             let _ = t.join();
         }
         self.watches.clear();
+        // the chains' uprobes removed
+        self.chain_watch = None;
+        self.chain_note.clear();
         // the tracer disarmed (tracefs put back); a spike not yet explained is dropped
         if let Some(r) = self.spike.take() {
             drop(r.finish(&[]));
@@ -299,7 +321,19 @@ impl Monitor {
         v.cpu_seconds = cpu_seconds;
         v.rss_bytes = rss_bytes;
         let topics = topics_interval(&mut v, now, interval_ns, &mut said);
+        for (_, s, last) in v.chains.iter_mut() {
+            *last = s.max.take();
+        }
         drop(v);
+        if let Some(w) = &self.chain_watch {
+            // the watch closes its interval too: what it records shows at the next one
+            w.close.store(true, Ordering::Relaxed);
+            let note = w.note.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if note != self.chain_note {
+                said.push(format!("chains: {note}"));
+                self.chain_note = note;
+            }
+        }
         let (max, misses, worst) = self.canary_interval(now, interval_ns, evidence, &mut said);
         let spike = self.spike_interval(now, &mut said);
         if let Some(k) = self.keeper.as_mut() {
@@ -543,9 +577,56 @@ pub fn render(v: &View) -> String {
     if !v.topics.is_empty() {
         topics_exposition(&mut e, v);
     }
+    if !v.chains.is_empty() {
+        chains_exposition(&mut e, v);
+    }
     let cpus: Vec<usize> = v.canary.as_ref().and_then(|c| c.0.cpu).into_iter().collect();
     noise_exposition(&mut e, &std::fs::read_to_string("/proc/stat").unwrap_or_default(), &cpus);
     e.finish()
+}
+
+fn chains_exposition(e: &mut Exposition, v: &View) {
+    let name = |c: &config::ChainConfig| c.name();
+    e.family(
+        "rtlab_chain_latency_seconds",
+        Type::Histogram,
+        Some("seconds"),
+        "a traced chain's end-to-end latency: its last topic's take - its first topic's publish",
+    );
+    for (c, s, _) in &v.chains {
+        e.histogram_ns(
+            "rtlab_chain_latency_seconds",
+            &[("chain", &name(c))],
+            &s.latency.snapshot(),
+        );
+    }
+    e.family("rtlab_chain_messages", Type::Counter, None, "messages followed along the chain");
+    for (c, s, _) in &v.chains {
+        e.sample(
+            "rtlab_chain_messages_total",
+            &[("chain", &name(c))],
+            s.messages.load(Ordering::Relaxed) as f64,
+        );
+    }
+    e.family("rtlab_chain_misses", Type::Counter, None, "messages later than the chain's deadline");
+    for (c, s, _) in v.chains.iter().filter(|c| c.0.deadline.is_some()) {
+        e.sample(
+            "rtlab_chain_misses_total",
+            &[("chain", &name(c))],
+            s.misses.load(Ordering::Relaxed) as f64,
+        );
+    }
+    e.family(
+        "rtlab_chain_interval_max_seconds",
+        Type::Gauge,
+        Some("seconds"),
+        "the chain's highest end-to-end latency in the last interval (one interval behind)",
+    );
+    for (c, _, last) in &v.chains {
+        if let Some(m) = last {
+            e.sample("rtlab_chain_interval_max_seconds", &[("chain", &name(c))], *m as f64 / 1e9);
+        }
+    }
 }
 
 /// USER_HZ: the unit of /proc/stat's times (100 on every Linux architecture rtlab runs on).

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-fn tgid_of(tid: i32) -> Option<i32> {
+pub(crate) fn tgid_of(tid: i32) -> Option<i32> {
     let s = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
     s.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())
 }

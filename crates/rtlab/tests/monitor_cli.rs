@@ -545,4 +545,13 @@ fn a_chain_of_a_running_pipeline_is_followed_through_uprobes() {
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("chains: probing 3 processes through uprobes"), "{err}");
     assert_eq!(uprobes_left(), Vec::<String>::new(), "uprobes left behind");
+    // the period stored at the stop holds the chain's interval maxima as a stream
+    let db = mon.dir.path().join("r.db");
+    let o = run(&["export", "latest", "--db", db.to_str().unwrap(), "--format", "json", "-o", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("chain /scan -> /filtered") && text.contains("interval_max_chain_latency"),
+        "{text}"
+    );
 }

@@ -29,6 +29,7 @@ struct Period {
     seq: u64,
     canary: Option<Recorder>,
     topics: Vec<(String, Recorder)>,
+    chains: Vec<(Vec<String>, Recorder)>,
     verdicts: BTreeMap<String, BTreeMap<&'static str, u64>>,
     misses: u64,
     worst: Vec<serde_json::Value>,
@@ -72,6 +73,11 @@ impl Keeper {
                 .iter()
                 .map(|t| (t.name.clone(), recorder(t.stale_ns(), cfg)))
                 .collect(),
+            chains: cfg
+                .chains
+                .iter()
+                .map(|c| (c.topics.clone(), recorder(c.deadline.map_or(i64::MAX, |d| d.0), cfg)))
+                .collect(),
             verdicts: BTreeMap::new(),
             misses: 0,
             worst: Vec::new(),
@@ -85,6 +91,7 @@ impl Keeper {
         now_ns: i64,
         canary: (Option<i64>, u64),
         topics: &[(String, Option<i64>, &'static str)],
+        chains: &[Option<i64>],
     ) {
         let p = self.period(cfg, now_ns);
         let (t, i) = (now_ns - p.start_ns, p.seq);
@@ -98,6 +105,11 @@ impl Keeper {
                 r.record(i, t, *m);
             }
             *p.verdicts.entry(name.clone()).or_default().entry(verdict).or_default() += 1;
+        }
+        for ((_, r), max) in p.chains.iter_mut().zip(chains) {
+            if let Some(m) = max {
+                r.record(i, t, *m);
+            }
         }
     }
 
@@ -166,6 +178,15 @@ impl Keeper {
                 "interval_max_period",
                 "per interval, the topic's longest time between two arrivals",
                 BTreeMap::from([("topic".to_string(), name.clone())]),
+                r,
+            ));
+        }
+        for (topics, r) in &p.chains {
+            streams.push(Stream::from_recorder(
+                crate::probes::trace::chain_stream_name(topics),
+                "interval_max_chain_latency",
+                "per interval, a traced chain's highest end-to-end latency (its last topic's take - its first topic's publish), one interval behind",
+                BTreeMap::from([("chain".to_string(), topics.join(","))]),
                 r,
             ));
         }

@@ -300,6 +300,7 @@ impl Monitor {
         for (_, s, last) in v.chains.iter_mut() {
             *last = s.max.take();
         }
+        let chain_max: Vec<Option<i64>> = v.chains.iter().map(|c| c.2).collect();
         drop(v);
         if let Some(w) = &self.chain_watch {
             // the watch closes its interval too: what it records shows at the next one
@@ -313,7 +314,7 @@ impl Monitor {
         let (max, misses, worst) = self.canary_interval(now, interval_ns, evidence, &mut said);
         let spike = self.spike_interval(now, &mut said);
         if let Some(k) = self.keeper.as_mut() {
-            k.interval(&self.cfg, now, (max, misses), &topics);
+            k.interval(&self.cfg, now, (max, misses), &topics, &chain_max);
             for w in worst.into_iter().chain(spike) {
                 k.worst(&self.cfg, now, w);
             }

@@ -126,15 +126,23 @@ impl Drop for Mon {
     }
 }
 
-/// Processes killed when the test ends, however it ends.
+/// Stop a node as Ctrl-C would (its middleware removes its shared memory), SIGKILL 5 s later.
+fn stop_node(c: &mut Child) {
+    let _ = Command::new("kill").args(["-INT", &c.id().to_string()]).status();
+    let end = Instant::now() + Duration::from_secs(5);
+    while c.try_wait().ok().flatten().is_none() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+/// Nodes stopped when the test ends, however it ends.
 struct Children(Vec<Child>);
 
 impl Drop for Children {
     fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.0.iter_mut().for_each(stop_node);
     }
 }
 
@@ -430,17 +438,14 @@ fn an_rclpy_topic_is_ok_late_stale_and_ok_again() {
     wait_state("lost", 10);
     let mut s = source(&domain, 100, 1500);
     wait_state("ok", 40);
-    let _ = s.kill();
-    let _ = s.wait();
+    stop_node(&mut s);
     wait_state("stale", 10);
     let mut s = source(&domain, 50, 1000);
     wait_state("late", 40);
-    let _ = s.kill();
-    let _ = s.wait();
+    stop_node(&mut s);
     let mut s = source(&domain, 100, 1500);
     wait_state("ok", 40);
-    let _ = s.kill();
-    let _ = s.wait();
+    stop_node(&mut s);
     let (code, err) = mon.stop();
     assert_eq!(code, Some(0), "{err}");
     for v in ["topic /scan: lost", "topic /scan: ok", "topic /scan: stale", "topic /scan: late"] {
@@ -497,8 +502,7 @@ fn a_topics_deadline_qos_stands_in_for_its_rate() {
     wait_for("/scan late", Duration::from_secs(20), || {
         state_of(&mon.metrics()).filter(|s| s == "late")
     });
-    let _ = s.kill();
-    let _ = s.wait();
+    stop_node(&mut s);
     let (code, err) = mon.stop();
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("(its Deadline QoS)"), "{err}");
@@ -516,8 +520,11 @@ fn a_chain_of_a_running_pipeline_is_followed_through_uprobes() {
         c.arg(&p).args(args).env("ROS_DOMAIN_ID", &domain).stdout(Stdio::piped());
         let mut child = c.spawn().unwrap();
         let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        out.read_line(&mut line).unwrap();
         assert!(line.contains("ready"), "{line}");
+        // the rest read to its end: the node's last line has a reader
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
         child
     };
     let _nodes = Children(vec![

@@ -54,12 +54,15 @@ fn lib(e: Failed) -> TransportError {
     TransportError::Library { transport: NAME, what: e.what, why: e.why }
 }
 
-/// Cyclone configuration: loopback only, no multicast, unicast discovery on 127.0.0.1.
+/// Cyclone configuration: loopback only, no multicast, unicast discovery on 127.0.0.1,
+/// announced every second: without multicast a participant that starts later (a publisher
+/// restarted) learns of this one only from its next announcement (Cyclone's default: 30 s).
 pub fn loopback_config() -> String {
     concat!(
         "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface name=\"lo\"/></Interfaces>",
         "<AllowMulticast>false</AllowMulticast></General>",
         "<Discovery><ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>100</MaxAutoParticipantIndex>",
+        "<SPDPInterval>1s</SPDPInterval>",
         "<Peers><Peer address=\"127.0.0.1\"/></Peers></Discovery></Domain></CycloneDDS>"
     )
     .to_string()
@@ -216,11 +219,13 @@ pub fn config_xml(net: &DdsNetwork) -> Result<String, TransportError> {
         Iface::Address(a) => format!("<NetworkInterface address=\"{a}\"/>"),
     };
     let multicast = if net.peers.is_empty() { "true" } else { "false" };
+    // unicast discovery: announced every second, as on loopback (a peer that starts later
+    // hears of this participant at its next announcement)
     let peers = if net.peers.is_empty() {
         String::new()
     } else {
         let list: String = net.peers.iter().map(|p| format!("<Peer address=\"{p}\"/>")).collect();
-        format!("<Peers>{list}</Peers>")
+        format!("<SPDPInterval>1s</SPDPInterval><Peers>{list}</Peers>")
     };
     Ok(format!(
         "<CycloneDDS><Domain id=\"any\"><General><Interfaces>{iface}</Interfaces>\

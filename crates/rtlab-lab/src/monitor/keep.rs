@@ -42,8 +42,13 @@ pub struct Keeper {
     period: Option<Period>,
 }
 
+/// Windows a period's stream preallocates at most: a window an interval up to this many (an
+/// hour of 1 s intervals); a longer period's windows widen (the recorder doubles their width)
+/// rather than preallocating one an interval (720 h of 10 s: 44 MiB at the start).
+pub const MAX_WINDOWS: usize = 4096;
+
 fn recorder(deadline_ns: i64, cfg: &MonitorConfig) -> Recorder {
-    let windows = (cfg.store_every.0 / cfg.interval.0).max(1) as usize + 2;
+    let windows = ((cfg.store_every.0 / cfg.interval.0).max(1) as usize + 2).min(MAX_WINDOWS);
     let c = RecorderConfig {
         deadline_ns,
         window_ns: cfg.interval.0,

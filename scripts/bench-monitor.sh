@@ -40,7 +40,7 @@ for n in 1 10 50; do
   pub=$!
   pids+=("$pub")
   {
-    printf "interval = '1s'\nlisten = '127.0.0.1:%s'\nstate = '%s'\ndomain = %s\n" "$port" "$dir/state" "$domain"
+    printf "interval = '1s'\nlisten = '127.0.0.1:%s'\nstate = '%s'\ndb = '%s'\ndomain = %s\n" "$port" "$dir/state" "$dir/r.db" "$domain"
     printf "[canary]\nrate = '100hz'\npriority = 80\ncpu = %s\n" "$cpu"
     for i in $(seq 0 $((n - 1))); do printf "[[topic]]\nname = '/bench_%s'\nrate = '100hz'\n" "$i"; done
   } > "$dir/m.toml"

@@ -89,16 +89,6 @@ struct Watcher {
     close: Arc<AtomicBool>,
 }
 
-trait Before {
-    fn is_none_or_before(&self, t: i64) -> bool;
-}
-
-impl Before for Option<i64> {
-    fn is_none_or_before(&self, t: i64) -> bool {
-        self.map_or(true, |r| r < t)
-    }
-}
-
 /// The processes whose command line contains one of `patterns`.
 fn matching(patterns: &[&str]) -> Vec<i32> {
     let me = std::process::id() as i32;
@@ -167,7 +157,7 @@ impl Watcher {
         let mut resolved: Option<i64> = None;
         while !stop.load(Ordering::Relaxed) {
             let now = monotonic_ns();
-            if resolved.is_none_or_before(now - 1_000_000_000) {
+            if resolved.map_or(true, |r| r < now - 1_000_000_000) {
                 self.resolve(&mut pids, &mut probes);
                 resolved = Some(now);
             }

@@ -205,7 +205,7 @@ impl MonitorConfig {
             Ok(a) => a,
             Err(_) => return bad("listen", format!("'{}': expected ADDR:PORT", self.listen)),
         };
-        if !addr.ip().is_loopback() && self.token.as_deref().is_none_or_empty() {
+        if !addr.ip().is_loopback() && self.token.as_deref().map_or(true, str::is_empty) {
             return bad(
                 "listen",
                 format!(
@@ -262,16 +262,6 @@ impl MonitorConfig {
             return bad("topic", "nothing to watch: no canary and no topic".into());
         }
         Ok(())
-    }
-}
-
-trait EmptyOr {
-    fn is_none_or_empty(&self) -> bool;
-}
-
-impl EmptyOr for Option<&str> {
-    fn is_none_or_empty(&self) -> bool {
-        self.map_or(true, str::is_empty)
     }
 }
 

@@ -346,7 +346,7 @@ impl Monitor {
             v.day_max_ns = None;
         }
         let Some(m) = max else { return (None, new_misses, None) };
-        let highest = v.day_max_ns.is_none_or_below(m);
+        let highest = v.day_max_ns.map_or(true, |d| m > d);
         let above = self.cfg.limit.is_some_and(|l| m > l.0);
         if highest {
             v.day_max_ns = Some(m);
@@ -396,16 +396,6 @@ impl Monitor {
         let now = rtlab_sys::clock::monotonic_ns();
         let cfg = &self.cfg;
         self.keeper.as_mut().and_then(|k| k.finish(cfg, now)).into_iter().collect()
-    }
-}
-
-trait BelowOr {
-    fn is_none_or_below(&self, v: i64) -> bool;
-}
-
-impl BelowOr for Option<i64> {
-    fn is_none_or_below(&self, v: i64) -> bool {
-        self.map_or(true, |d| v > d)
     }
 }
 

@@ -92,16 +92,6 @@ fn threads() -> Vec<Task> {
     v
 }
 
-trait AtMost {
-    fn is_none_or_le(&self, v: i64) -> bool;
-}
-
-impl AtMost for Option<i64> {
-    fn is_none_or_le(&self, v: i64) -> bool {
-        self.map_or(true, |p| p <= v)
-    }
-}
-
 fn policy_name(p: i64) -> Option<String> {
     match p {
         1 => Some("SCHED_FIFO".into()),
@@ -139,7 +129,7 @@ impl Evidence {
                 let policy = policy_name(policy);
                 // a real-time thread's priority: its rt_priority (stat field 40)
                 let priority = if policy.is_some() { prio } else { 0 };
-                let could_preempt = policy.is_some() && preempt_at.is_none_or_le(priority);
+                let could_preempt = policy.is_some() && preempt_at.map_or(true, |p| p <= priority);
                 ran.push(Ran {
                     pid,
                     tid,

@@ -119,7 +119,7 @@ fn serve(server: &Server, view: &Mutex<View>, token: Option<&str>, stop: &Atomic
             .map(|(_, v)| v.clone())
             .or_else(|| super::serve::header_token(&req));
         let authorized =
-            token.is_none_or_ok(|t| given.as_deref().is_some_and(|g| super::serve::same(g, t)));
+            token.is_none_or(|t| given.as_deref().is_some_and(|g| super::serve::same(g, t)));
         let (code, body, kind) = if *req.method() != Method::Get {
             (405, "only GET\n".to_string(), "text/plain; charset=utf-8")
         } else if !authorized {
@@ -132,18 +132,5 @@ fn serve(server: &Server, view: &Mutex<View>, token: Option<&str>, stop: &Atomic
         };
         let h = Header::from_bytes(&b"Content-Type"[..], kind.as_bytes()).expect("a valid header");
         let _ = req.respond(Response::from_string(body).with_status_code(code).with_header(h));
-    }
-}
-
-trait NoneOr {
-    fn is_none_or_ok(&self, f: impl FnOnce(&str) -> bool) -> bool;
-}
-
-impl NoneOr for Option<&str> {
-    fn is_none_or_ok(&self, f: impl FnOnce(&str) -> bool) -> bool {
-        match self {
-            None => true,
-            Some(t) => f(t),
-        }
     }
 }

@@ -11,6 +11,11 @@
 //!   differs by rcl, the RMW and the type support alone. Without such an installation an
 //!   empty file stands in and `--fastdds-lib ros2` says this rtlab was built without it.
 //!
+//! - `librtlab_roscpp.so` against Debian's roscpp (ROS 1: libroscpp-dev 1.15; scripts/setup.sh
+//!   installs it), for `rtlab timer --mode roscpp*` (roscpp/shim.cpp). Without roscpp for the
+//!   target at build time an empty file stands in, and those modes say this rtlab was built
+//!   without it.
+//!
 //! - `librtlab_trace.so`, rtlab's tracepoint interposer (trace/interpose.c): `rtlab trace`
 //!   writes it beside its rings and preloads it into the application (`trace::INTERPOSER`).
 //!   It links libc alone.
@@ -26,6 +31,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=RTLAB_ROS2_PREFIX");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     interposer(&out);
+    roscpp(&out);
 
     let so = out.join("librtlab_fastdds29.so");
     shim(&out.join("v29"), &so, "librtlab_fastdds29.so", &[], &[], &["fastrtps", "fastcdr"]);
@@ -87,6 +93,54 @@ fn main() {
     }
     println!("cargo:rustc-env=RTLAB_FASTDDS3_SHIM={}", so3.display());
     println!("cargo:rustc-env=RTLAB_FASTDDS3_VERSION={}", v3.unwrap_or_default());
+}
+
+/// Compile roscpp/shim.cpp into `librtlab_roscpp.so` against Debian's roscpp for the target's
+/// architecture (its multiarch library directory), or stand an empty file in for it.
+fn roscpp(out: &Path) {
+    println!("cargo:rerun-if-changed=roscpp/shim.cpp");
+    println!("cargo:rerun-if-changed=roscpp/shim.h");
+    let so = out.join("librtlab_roscpp.so");
+    println!("cargo:rustc-env=RTLAB_ROSCPP_SHIM={}", so.display());
+    let target = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    let libdir = PathBuf::from(format!("/usr/lib/{target}-linux-gnu"));
+    let common = Path::new("/usr/include/ros/common.h");
+    println!("cargo:rerun-if-changed={}", common.display());
+    let version = std::fs::read_to_string(common).ok().and_then(|t| {
+        let part = |name: &str| {
+            t.lines()
+                .find(|l| l.starts_with(&format!("#define ROS_VERSION_{name} ")))?
+                .split_whitespace()
+                .nth(2)
+                .map(str::to_string)
+        };
+        Some(format!("{}.{}.{}", part("MAJOR")?, part("MINOR")?, part("PATCH")?))
+    });
+    let version = version.filter(|_| libdir.join("libroscpp.so").exists());
+    if version.is_none() {
+        std::fs::write(&so, b"").expect("writing the empty stand-in");
+        println!(
+            "cargo:warning=no roscpp for {target} ({}/libroscpp.so, /usr/include/ros: Debian's libroscpp-dev; scripts/setup.sh installs it): rtlab timer --mode roscpp will not be available",
+            libdir.display()
+        );
+    }
+    println!("cargo:rustc-env=RTLAB_ROSCPP_VERSION={}", version.clone().unwrap_or_default());
+    if version.is_none() {
+        return;
+    }
+    let objdir = out.join("roscpp");
+    std::fs::create_dir_all(&objdir).expect("object directory");
+    let mut build = cc::Build::new();
+    build.cpp(true).std("c++14").pic(true).file("roscpp/shim.cpp").warnings(true).out_dir(&objdir);
+    let objects = build.compile_intermediates();
+    let mut link = build.get_compiler().to_command();
+    link.arg("-shared").arg("-o").arg(&so).args(&objects);
+    link.arg("-Wl,-soname,librtlab_roscpp.so").arg("-Wl,-z,defs").arg("-L").arg(&libdir);
+    for l in ["roscpp", "rosconsole", "rostime"] {
+        link.arg(format!("-l{l}"));
+    }
+    let status = link.status().unwrap_or_else(|e| panic!("linking librtlab_roscpp.so: {e}"));
+    assert!(status.success(), "linking librtlab_roscpp.so: {link:?} failed with {status}");
 }
 
 /// Compile trace/interpose.c into `librtlab_trace.so` (C11, hidden but for the tracepoints).

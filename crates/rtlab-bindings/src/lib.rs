@@ -10,6 +10,8 @@
 //!   reader, write, take, wait;
 //! - [`rcl`]: ROS 2's C API (rcl, rcutils, rmw, rosidl) declared by hand and resolved from an
 //!   installation's libraries: node, publisher, subscription, publish, take, wait.
+//! - [`roscpp`]: the C++ shim over roscpp (ROS 1; `roscpp/shim.cpp`, built against Debian's
+//!   libroscpp-dev, embedded and loaded on first use): a node's timer spun on its thread;
 //! - [`trace`]: the tracepoint interposer `rtlab trace` preloads, and the reader of its rings.
 //!
 //! Contract: this crate and rtlab-sys are the only ones with `unsafe`; every other crate
@@ -22,6 +24,7 @@ pub mod cyclonedds;
 pub mod dl;
 pub mod fastdds;
 pub mod rcl;
+pub mod roscpp;
 pub mod trace;
 
 /// A library call that failed: what was being done, and the library's words for why.

@@ -16,6 +16,7 @@ pub mod pmqos;
 pub mod process;
 pub mod rt_access;
 pub mod sched;
+pub mod shared_ring;
 pub mod stamp;
 pub mod tasks;
 pub mod test_skip;

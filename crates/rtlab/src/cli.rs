@@ -69,6 +69,10 @@ pub enum Command {
     /// for a person to type, so not listed).
     #[command(hide = true)]
     Agent(crate::cmd::agent::AgentArgs),
+    /// One roscpp node with one timer, in a process of its own (started by `rtlab timer --mode
+    /// roscpp*`; not for a person to type, so not listed).
+    #[command(hide = true)]
+    RoscppNode(crate::cmd::roscpp_node::RoscppNodeArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(after_help = crate::examples::COMPLETIONS)]
     Completions(crate::cmd::gen::CompletionsArgs),

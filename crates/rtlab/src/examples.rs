@@ -5,7 +5,8 @@
 pub const TIMER: &str = "Examples:
   rtlab timer -D 10s                              # one thread, 1 ms, FIFO 80: wake-up latency
   rtlab timer -t 4 -p 80 -i 1ms -D 1m             # as cyclictest -t4 -p80 -i1000 -D1m
-  rtlab timer --mode oneshot -i 1ms --count 10000 --policy other   # S4's ROS timer at normal priority
+  rtlab timer --mode roscpp-oneshot -i 1ms --count 10000 --policy other   # S4's test on roscpp, normal priority
+  rtlab timer --mode roscpp --roscpp-rt after-init -D 30s   # RT set after ros::init: what reaches roscpp's threads
   rtlab timer -D 30s --trace-on-spike 500us       # the kernel's trace of the first wake-up above 500 us";
 
 pub const UDP: &str = "Examples:

@@ -106,6 +106,7 @@ fn dispatch(cli: cli::Cli) -> anyhow::Result<u8> {
         cli::Command::Cyclic(a) => cmd::cyclic::run(a),
         cli::Command::Noise(a) => cmd::noise::run(a),
         cli::Command::Agent(a) => cmd::agent::run(a),
+        cli::Command::RoscppNode(a) => cmd::roscpp_node::run(a),
         cli::Command::Observe(a) => cmd::observe::run(a),
         cli::Command::Trace(a) => cmd::trace::run(a),
         cli::Command::Monitor(a) => cmd::monitor::run(a),

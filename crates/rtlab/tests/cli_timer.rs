@@ -29,7 +29,7 @@ fn bad_input_is_one_line_and_exit_2() {
         &["--interval", "3 values for 2 threads"],
     );
     assert_error(&["timer", "--policy", "deadline", "--loops", "5"], &["--policy"]);
-    assert_error(&["timer", "--mode", "ros", "--loops", "5"], &["--mode", "oneshot"]);
+    assert_error(&["timer", "--mode", "ros", "--loops", "5"], &["--mode", "oneshot-model"]);
     assert_error(
         &["timer", "--mode", "oneshot", "--policy", "fifo", "--cpus", "0", "--loops", "5"],
         &["mode", "starve", "CPU 0"],
@@ -166,16 +166,44 @@ fn s2_threads_and_rel_mode() {
 #[test]
 fn ros_timer_models_write_their_streams() {
     let d = tempfile::tempdir().unwrap();
-    for (mode, names, metrics) in [
-        ("oneshot", vec!["thread0", "thread0.anchor"], vec!["timer_error", "anchor_error"]),
-        ("roscpp", vec!["thread0", "thread0.jitter"], vec!["timer_error", "cycle_jitter"]),
-        ("rclcpp", vec!["thread0", "thread0.jitter"], vec!["timer_error", "cycle_jitter"]),
+    // the models' names, and the two they had before roscpp itself ran here (still taken)
+    for (given, mode, names, metrics) in [
+        (
+            "oneshot-model",
+            "oneshot-model",
+            vec!["thread0", "thread0.anchor"],
+            vec!["timer_error", "anchor_error"],
+        ),
+        (
+            "roscpp-model",
+            "roscpp-model",
+            vec!["thread0", "thread0.jitter"],
+            vec!["timer_error", "cycle_jitter"],
+        ),
+        (
+            "rclcpp-model",
+            "rclcpp-model",
+            vec!["thread0", "thread0.jitter"],
+            vec!["timer_error", "cycle_jitter"],
+        ),
+        (
+            "oneshot",
+            "oneshot-model",
+            vec!["thread0", "thread0.anchor"],
+            vec!["timer_error", "anchor_error"],
+        ),
+        (
+            "rclcpp",
+            "rclcpp-model",
+            vec!["thread0", "thread0.jitter"],
+            vec!["timer_error", "cycle_jitter"],
+        ),
     ] {
-        let json = d.path().join(format!("{mode}.json"));
+        let json = d.path().join(format!("{given}.json"));
         let o = run(&[
             "timer",
             "--mode",
-            mode,
+            given,
             "--interval",
             "1ms",
             "--loops",
@@ -198,7 +226,7 @@ fn ros_timer_models_write_their_streams() {
         let s0 = &streams[0]["stats"];
         let overruns = s0["overruns"].as_u64().unwrap_or(0);
         assert_eq!(s0["count"].as_u64().unwrap() + overruns, 30, "{mode}");
-        if mode == "oneshot" {
+        if mode == "oneshot-model" {
             assert_eq!(streams[1]["stats"]["count"], 30, "one anchor value per callback");
         }
     }

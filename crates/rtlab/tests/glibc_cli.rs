@@ -114,6 +114,16 @@ fn root_in_the_debian_11_root_each_probe_runs_and_a_quick_run_completes() {
     for t in ["shm", "zenoh", "cyclonedds"] {
         ran(&r.sh(&format!("rtlab pubsub --transport {t} --count 50 --rate 1khz -q")), t);
     }
+    // no ROS 1 in this root: roscpp's modes say what to install, in one line, exit 2 (the
+    // user's master named, so that the node itself is what fails)
+    let o = r.sh("ROS_MASTER_URI=http://127.0.0.1:9/ rtlab timer --mode roscpp --count 5 -q");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("loading roscpp") && err.contains("install Debian's libroscpp-dev"),
+        "{err}"
+    );
     let check = ran(&r.sh("rtlab tune check"), "tune check");
     assert!(check.contains("real-time privilege") && check.contains("noise (measured)"), "{check}");
     // run quick: what the root lacks (stress-ng, iperf3) is a skip naming the package

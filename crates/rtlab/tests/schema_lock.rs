@@ -16,6 +16,7 @@ const TIMER_KEYS: &[&str] = &[
     "config.mlockall",
     "config.mode",
     "config.raw_file",
+    "config.roscpp_rt",
     "config.stack_prefault_bytes",
     "config.threads[].cpu",
     "config.threads[].deadline_ns",

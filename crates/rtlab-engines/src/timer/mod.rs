@@ -22,37 +22,83 @@ use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub mod ros;
+pub mod roscpp;
 pub mod run;
 
-/// How the timer waits: rtlab's own loops (`abs`, `rel`) or a model of a ROS timer
-/// (the `ros` module below: `oneshot`, `roscpp`, `rclcpp`).
+/// How the timer waits: rtlab's own loops (`abs`, `rel`), roscpp itself (`roscpp*`: a node of
+/// Debian's ROS 1 in a process of its own, the [`roscpp`] module), or a model of a ROS timer
+/// (the [`ros`] module: `oneshot-model`, `roscpp-model`, `rclcpp-model`; before roscpp could
+/// run here, `oneshot` and `rclcpp` named the models, and old documents still read so).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum TimerMode {
     /// Absolute wake-ups on the grid (clock_nanosleep TIMER_ABSTIME).
     Abs,
     /// Relative sleeps to the expected time, like ROS timers.
     Rel,
-    /// S4's one-shot test as the suite ran it: a roscpp one-shot timer re-armed each loop,
-    /// the test's reference read after roscpp's anchor, callbacks spun on the test thread.
-    Oneshot,
-    /// roscpp's (2014) periodic timer: a timer thread in whole-ms waits queues callbacks to a
-    /// `ros::spin` thread; one period on when due, restart from now when a period behind.
+    /// roscpp's `ros::Timer` (ROS time), its callbacks spun on the measuring thread.
     Roscpp,
-    /// ROS 2 (rcl/rclcpp) wall timer in a single-threaded executor: runs when due, skips whole
-    /// missed periods.
-    Rclcpp,
+    /// roscpp's `ros::WallTimer`.
+    RoscppWall,
+    /// roscpp's `ros::SteadyTimer` (CLOCK_MONOTONIC).
+    RoscppSteady,
+    /// S4's one-shot test on roscpp itself (bmwcarit/ros_realtime_tests' loop).
+    RoscppOneshot,
+    /// A model of S4's one-shot test as the suite ran it: a roscpp one-shot timer re-armed
+    /// each loop, the test's reference read after roscpp's anchor, callbacks spun on the test
+    /// thread.
+    #[serde(alias = "oneshot")]
+    OneshotModel,
+    /// A model of roscpp's (2014) periodic timer: a timer thread in whole-ms waits queues
+    /// callbacks to a `ros::spin` thread; one period on when due, restart from now when a
+    /// period behind.
+    RoscppModel,
+    /// A model of the ROS 2 (rcl/rclcpp) wall timer in a single-threaded executor: runs when
+    /// due, skips whole missed periods.
+    #[serde(alias = "rclcpp")]
+    RclcppModel,
 }
+
+/// Every mode's name, as the CLI and scenarios take it.
+pub const MODE_NAMES: [&str; 9] = [
+    "abs",
+    "rel",
+    "roscpp",
+    "roscpp-wall",
+    "roscpp-steady",
+    "roscpp-oneshot",
+    "oneshot-model",
+    "roscpp-model",
+    "rclcpp-model",
+];
 
 impl TimerMode {
     pub fn name(self) -> &'static str {
         match self {
             TimerMode::Abs => "abs",
             TimerMode::Rel => "rel",
-            TimerMode::Oneshot => "oneshot",
             TimerMode::Roscpp => "roscpp",
-            TimerMode::Rclcpp => "rclcpp",
+            TimerMode::RoscppWall => "roscpp-wall",
+            TimerMode::RoscppSteady => "roscpp-steady",
+            TimerMode::RoscppOneshot => "roscpp-oneshot",
+            TimerMode::OneshotModel => "oneshot-model",
+            TimerMode::RoscppModel => "roscpp-model",
+            TimerMode::RclcppModel => "rclcpp-model",
         }
+    }
+    /// roscpp itself (a node of its own), not a model.
+    pub fn is_roscpp(self) -> bool {
+        matches!(
+            self,
+            TimerMode::Roscpp
+                | TimerMode::RoscppWall
+                | TimerMode::RoscppSteady
+                | TimerMode::RoscppOneshot
+        )
+    }
+    /// A one-shot test (S4's), on roscpp or on the model: its second stream is `.anchor`.
+    pub fn is_oneshot(self) -> bool {
+        matches!(self, TimerMode::RoscppOneshot | TimerMode::OneshotModel)
     }
     /// The metric name of the primary sample in this mode.
     pub fn metric(self) -> &'static str {
@@ -65,9 +111,13 @@ impl TimerMode {
         match self {
             TimerMode::Abs => "actual wake time - scheduled absolute time (CLOCK_MONOTONIC, clock_nanosleep TIMER_ABSTIME)",
             TimerMode::Rel => "actual wake time - expected time, signed; each wait is a relative sleep to the expected time (ROS-style timer)",
-            TimerMode::Oneshot => "callback time - reference - period, signed, as S4 published it: the reference (CLOCK_MONOTONIC) is read after roscpp anchored the re-armed one-shot timer at its own now, so a preemption between the two makes it smaller (down to -period); the timer's own error is the .anchor stream",
-            TimerMode::Roscpp => "current_real - current_expected of a roscpp (2014) periodic timer on ROS time (CLOCK_REALTIME): timer thread in whole-ms waits, callbacks on a ros::spin thread; signed",
-            TimerMode::Rclcpp => "callback start - expected call time of a ROS 2 wall timer (CLOCK_MONOTONIC) in a single-threaded executor: runs only when due, skips whole missed periods",
+            TimerMode::Roscpp => "current_real - current_expected of roscpp's ros::Timer (ROS time: CLOCK_REALTIME), signed; its callbacks spun on the measuring thread of a node of its own",
+            TimerMode::RoscppWall => "current_real - current_expected of roscpp's ros::WallTimer (CLOCK_REALTIME), signed; its callbacks spun on the measuring thread of a node of its own",
+            TimerMode::RoscppSteady => "current_real - current_expected of roscpp's ros::SteadyTimer (CLOCK_MONOTONIC), signed; its callbacks spun on the measuring thread of a node of its own",
+            TimerMode::RoscppOneshot => "callback time - reference - period, signed, S4's one-shot test on roscpp itself: a ros::Timer one-shot re-armed by setPeriod, the reference (CLOCK_MONOTONIC) read after it, spinOnce busy on the same thread; the timer's own error is the .anchor stream",
+            TimerMode::OneshotModel => "callback time - reference - period, signed, as S4 published it, on a model of roscpp: the reference (CLOCK_MONOTONIC) is read after roscpp anchored the re-armed one-shot timer at its own now, so a preemption between the two makes it smaller (down to -period); the timer's own error is the .anchor stream",
+            TimerMode::RoscppModel => "current_real - current_expected of a model of roscpp's (2014) periodic timer on ROS time (CLOCK_REALTIME): timer thread in whole-ms waits, callbacks on a ros::spin thread; signed",
+            TimerMode::RclcppModel => "callback start - expected call time of a model of a ROS 2 wall timer (CLOCK_MONOTONIC) in a single-threaded executor: runs only when due, skips whole missed periods",
         }
     }
 }

@@ -536,7 +536,7 @@ mod tests {
     }
 
     fn sched(period: i64, slots: Option<u64>) -> Schedule {
-        Schedule { mode: TimerMode::Rclcpp, interval_ns: period, duration_ns: None, slots }
+        Schedule { mode: TimerMode::RclcppModel, interval_ns: period, duration_ns: None, slots }
     }
 
     #[test]
@@ -610,7 +610,7 @@ mod tests {
     fn oneshot_and_roscpp_threads_hand_callbacks_over() {
         use crate::clock::{MonotonicClock, RosWallClock};
         use std::sync::Arc;
-        for mode in [TimerMode::Oneshot, TimerMode::Roscpp] {
+        for mode in [TimerMode::OneshotModel, TimerMode::RoscppModel] {
             let s = Arc::new(RosTimerShared::new(0, None));
             let s2 = s.clone();
             let timer = std::thread::spawn(move || roscpp_timer_thread(&mut RosWallClock, &s2));
@@ -625,7 +625,7 @@ mod tests {
             let start = rtlab_sys::clock::monotonic_ns();
             let (mut r, mut m) = (RosWallClock, MonotonicClock);
             let end = match mode {
-                TimerMode::Oneshot => {
+                TimerMode::OneshotModel => {
                     oneshot_test_thread(&mut r, &mut m, &s, sc, start, &mut a, &mut b, &stop, &p)
                 }
                 _ => roscpp_spin_thread(&mut r, &mut m, &s, sc, start, &mut a, &mut b, &stop, &p),
@@ -633,7 +633,7 @@ mod tests {
             timer.join().unwrap();
             assert_eq!(end, LoopEnd::Count, "{mode:?}");
             assert_eq!(a.samples.len() as u64 + a.overruns, 20, "{mode:?}");
-            if mode == TimerMode::Oneshot {
+            if mode == TimerMode::OneshotModel {
                 assert_eq!(b.samples.len(), 20, "one anchor value per callback");
             }
         }

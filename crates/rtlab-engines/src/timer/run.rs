@@ -10,6 +10,7 @@ use crate::clock::{MonotonicClock, RosWallClock};
 use crate::timer::ros::{
     oneshot_test_thread, rclcpp_loop, roscpp_spin_thread, roscpp_timer_thread, RosTimerShared,
 };
+use crate::timer::roscpp::{Master, NodeConfigBase, NodeReport, RtOrder};
 use crate::timer::{run_loop, LoopEnd, Schedule, TimerMode};
 use rtlab_core::raw::{raw_ring, RawConsumer, RawProducer};
 use rtlab_core::schema::Stream;
@@ -56,6 +57,10 @@ pub struct TimerConfig {
     pub histogram_us_buckets: Option<usize>,
     /// Stream raw samples (CSV) to this file.
     pub raw_file: Option<String>,
+    /// roscpp modes: when the node sets the policy, priority and CPU (before `ros::init`, S4's
+    /// order, or after it).
+    #[serde(default)]
+    pub roscpp_rt: RtOrder,
 }
 
 /// Errors that stop the probe before it measures.
@@ -74,8 +79,12 @@ pub struct TimerThreadResult {
     pub config: TimerThreadConfig,
     pub latency: Recorder,
     pub jitter: Recorder,
-    /// `oneshot` mode: callback - roscpp's anchor - period (the `.anchor` stream).
+    /// The one-shot modes: callback - roscpp's anchor - period (the `.anchor` stream).
     pub anchor: Option<Recorder>,
+    /// roscpp's periodic modes: current_expired - current_expected (the `.expiry` stream).
+    pub expiry: Option<Recorder>,
+    /// roscpp modes: what the node said of itself.
+    pub roscpp: Option<NodeReport>,
     pub end: LoopEnd,
     /// Policy and priority the thread saw itself run with.
     pub policy_seen: (Option<Policy>, i32),
@@ -174,7 +183,20 @@ pub fn run_with_spike(
         .max()
         .unwrap_or(0);
     let window_capacity = crate::hold::window_capacity(longest, cfg.window_ns);
-    // roscpp's timer threads (oneshot, roscpp), each with the state it shares
+    // roscpp modes: the master every node registers with, and the binary that runs the nodes
+    let roscpp = match cfg.mode.is_roscpp() {
+        true => {
+            let master = Master::start().map_err(TimerError::Invalid)?;
+            let exe = std::env::current_exe().map_err(|e| {
+                TimerError::Invalid(format!(
+                    "finding the rtlab binary to start roscpp's nodes: {e}"
+                ))
+            })?;
+            Some((master, exe))
+        }
+        false => None,
+    };
+    // roscpp's timer threads (the oneshot and roscpp models), each with the state it shares
     let helpers: RosHelpers = std::cell::RefCell::new(Vec::new());
     let mut producers = producers.into_iter();
     let run = crate::hold::run_threads(
@@ -184,7 +206,8 @@ pub fn run_with_spike(
         &mut on_progress,
         |i, prog| {
             let raw = producers.next().flatten();
-            spawn_timer(cfg, i, raw, window_capacity, spike.as_ref(), &stop, prog, &helpers)
+            let nodes = roscpp.as_ref().map(|(m, exe)| (m.env.clone(), exe.clone()));
+            spawn_timer(cfg, i, raw, window_capacity, spike.as_ref(), &stop, prog, &helpers, nodes)
         },
         || {
             for (s, h) in helpers.borrow_mut().drain(..) {
@@ -211,6 +234,14 @@ pub fn run_with_spike(
         h.join().map_err(|_| TimerError::Invalid("a roscpp timer thread panicked".into()))?;
     }
     on_progress(threads.iter().map(|t| t.latency.count()).sum(), planned);
+    drop(roscpp);
+    // a roscpp node that could not run (roscpp not installed, the master gone): nothing
+    // was measured by it, and its one line is the error
+    let failed = threads.iter().filter(|t| t.latency.count() == 0);
+    if let Some(e) = failed.filter_map(|t| t.roscpp.as_ref()?.error.clone()).next() {
+        writer.finish();
+        return Err(TimerError::Invalid(e));
+    }
     let raw_dropped = writer.finish();
     drop(dma_guard);
     drop(memory_lock_guard);
@@ -283,6 +314,7 @@ fn spawn_timer(
     stop: &Arc<AtomicBool>,
     prog: Arc<AtomicU64>,
     helpers: &RosHelpers,
+    nodes: Option<(Vec<(String, String)>, std::path::PathBuf)>,
 ) -> Result<rtlab_sys::sched::RtThread<TimerThreadResult>, SysError> {
     let t = &cfg.threads[i];
     let rc = RecorderConfig {
@@ -315,8 +347,55 @@ fn spawn_timer(
         slots: cfg.loops,
     };
     let prefault = cfg.stack_prefault_bytes.min(STACK_BYTES / 2);
+    if let Some((env, exe)) = nodes {
+        // roscpp itself: the node is measured; this thread only reads its ring, unpinned at
+        // normal priority, so that it never competes with the node's threads
+        let spec = ThreadSpec { policy: Policy::Other, priority: 0, cpus: None, ..spec };
+        let node = NodeConfigBase {
+            policy: t.policy,
+            priority: t.priority,
+            cpu: t.cpu,
+            order: cfg.roscpp_rt,
+            mlockall: cfg.mlockall,
+        };
+        let (stop, config) = (stop.clone(), t.clone());
+        return spawn_rt(&spec, move || {
+            let (mut latency, mut jitter, mut second) = recorders;
+            let (end, report) = crate::timer::roscpp::measure(
+                &exe,
+                &env,
+                node,
+                sched,
+                &mut latency,
+                &mut jitter,
+                &mut second,
+                &stop,
+                &prog,
+            );
+            let seen = report.spin.as_ref();
+            let policy_seen = (
+                seen.and_then(|s| Policy::parse(&s.policy)),
+                seen.map(|s| s.priority).unwrap_or(0),
+            );
+            let (anchor, expiry) = match sched.mode.is_oneshot() {
+                true => (Some(second), None),
+                false => (None, Some(second)),
+            };
+            TimerThreadResult {
+                config,
+                latency,
+                jitter,
+                anchor,
+                expiry,
+                end,
+                policy_seen,
+                cpus_seen: Vec::new(),
+                roscpp: Some(report),
+            }
+        });
+    }
     let shared = match cfg.mode {
-        TimerMode::Oneshot | TimerMode::Roscpp => {
+        TimerMode::OneshotModel | TimerMode::RoscppModel => {
             let shared = Arc::new(RosTimerShared::new(0, None));
             let spec = ThreadSpec { name: format!("rtlab-rostimer{i}"), ..spec.clone() };
             let s = shared.clone();
@@ -353,7 +432,7 @@ fn measure_timer(
     // cost: this thread's counters right before its loop and right after it (not inside)
     let cost = rtlab_sys::usage::begin("timer");
     let end = match (mode, shared) {
-        (TimerMode::Oneshot | TimerMode::Roscpp, Some(s)) => {
+        (TimerMode::OneshotModel | TimerMode::RoscppModel, Some(s)) => {
             while !s.timer_thread_ready() && !stop.load(Ordering::Relaxed) {
                 std::thread::yield_now();
             }
@@ -362,7 +441,7 @@ fn measure_timer(
             latency.origin_monotonic_ns = Some(start);
             jitter.origin_monotonic_ns = Some(start);
             let (mut ros, mut test) = (RosWallClock, MonotonicClock);
-            if mode == TimerMode::Oneshot {
+            if mode == TimerMode::OneshotModel {
                 let mut own = anchor_recorder;
                 own.origin_monotonic_ns = Some(start);
                 let end = oneshot_test_thread(
@@ -398,7 +477,7 @@ fn measure_timer(
             latency.origin_monotonic_ns = Some(start);
             jitter.origin_monotonic_ns = Some(start);
             let (l, j) = (&mut latency, &mut jitter);
-            if mode == TimerMode::Rclcpp {
+            if mode == TimerMode::RclcppModel {
                 rclcpp_loop(&mut clock, sched, start, l, j, stop, prog)
             } else {
                 run_loop(&mut clock, sched, start, l, j, stop, prog)
@@ -406,7 +485,17 @@ fn measure_timer(
         }
     };
     cost.end();
-    TimerThreadResult { config, latency, jitter, anchor, end, policy_seen, cpus_seen }
+    TimerThreadResult {
+        config,
+        latency,
+        jitter,
+        anchor,
+        expiry: None,
+        end,
+        policy_seen,
+        cpus_seen,
+        roscpp: None,
+    }
 }
 
 /// Drain the rings to CSV until told to stop, then once more. Returns samples dropped.
@@ -477,6 +566,17 @@ impl TimerOutcome {
                 s.stats.overruns = None;
                 out.push(s);
                 continue;
+            }
+            if let Some(e) = &t.expiry {
+                let mut s = Stream::from_recorder(
+                    format!("thread{i}.expiry"),
+                    "expiry_error",
+                    "current_expired - current_expected, signed, on the timer's clock: how late roscpp's timer thread queued the callback (the rest of the thread's timer_error is the callback queue's wait for the spinning thread)",
+                    labels.clone(),
+                    e,
+                );
+                s.stats.overruns = None;
+                out.push(s);
             }
             let mut j = Stream::from_recorder(
                 format!("thread{i}.jitter"),

@@ -1,6 +1,8 @@
 //! The timer probe (`rtlab timer`, scenario `kind = "timer"`): wake-up latency like
-//! cyclictest (`abs`), ROS-style relative timer error (`rel`), the ROS timer models
-//! (`oneshot`, `roscpp`, `rclcpp`; rtlab-engines `ros_timer`), and cycle jitter.
+//! cyclictest (`abs`), ROS-style relative timer error (`rel`), roscpp's own timers (`roscpp`,
+//! `roscpp-wall`, `roscpp-steady`, `roscpp-oneshot`: a node of Debian's ROS 1 each;
+//! rtlab-engines `timer::roscpp`), the ROS timer models (`oneshot-model`, `roscpp-model`,
+//! `rclcpp-model`; rtlab-engines `timer::ros`), and cycle jitter.
 //!
 //! Contract: [`TimerProbeConfig`] is the one configuration: its defaults are the defaults
 //! of the CLI and of scenarios; `measure` runs the engine (rtlab-engines `timer_run`) under
@@ -13,9 +15,13 @@ use crate::probe::{Context, Plan, Probe, ProbeKind};
 use rtlab_core::rt::RtSettings;
 use rtlab_core::schema::ResultDocument;
 use rtlab_core::warnings::Warn;
+use rtlab_engines::timer::roscpp::RtOrder;
 use rtlab_engines::timer::run::{self, TimerError, TimerOutcome, TimerThreadConfig};
 use rtlab_engines::timer::TimerMode;
 use serde::{Deserialize, Serialize};
+
+/// Every mode's name (the CLI's choices).
+pub use rtlab_engines::timer::MODE_NAMES;
 
 /// The timer engine's configuration, as the probe makes it (the command prints it).
 pub use rtlab_engines::timer::run::TimerConfig;
@@ -39,10 +45,14 @@ pub struct TimerProbeConfig {
     pub interval: List<Dur>,
     /// Added to the interval of each further thread (cyclictest -d).
     pub distance: Option<Dur>,
-    /// `abs` (clock_nanosleep TIMER_ABSTIME), `rel` (relative sleeps, like a ROS timer), or
-    /// a ROS timer model (rtlab-engines `ros_timer`): `oneshot` (S4's one-shot test on
-    /// roscpp), `roscpp` (ROS 1 periodic timer), `rclcpp` (ROS 2 wall timer).
+    /// `abs` (clock_nanosleep TIMER_ABSTIME), `rel` (relative sleeps, like a ROS timer),
+    /// roscpp itself (`roscpp`: ros::Timer, `roscpp-wall`, `roscpp-steady`, `roscpp-oneshot`:
+    /// S4's one-shot test), or a ROS timer model (`oneshot-model`, `roscpp-model`,
+    /// `rclcpp-model`).
     pub mode: TimerMode,
+    /// roscpp modes: set the policy, priority and CPU `before-init` (S4's order: every roscpp
+    /// thread inherits them) or `after-init` (the spinning thread alone) [before-init].
+    pub roscpp_rt: Option<RtOrder>,
     /// How long to measure (30 s when neither this nor `count` is given).
     pub duration: Option<Dur>,
     /// Slots per thread (skipped slots count, so the run ends on time).
@@ -74,6 +84,7 @@ impl Default for TimerProbeConfig {
             interval: List::one(Dur::ms(1)),
             distance: None,
             mode: TimerMode::Abs,
+            roscpp_rt: None,
             duration: None,
             count: None,
             deadline: None,
@@ -118,6 +129,12 @@ impl Validate for TimerProbeConfig {
         if self.histogram_max.0 < 1_000 {
             return Err(ConfigError::new("histogram_max", "must be at least 1us"));
         }
+        if self.roscpp_rt.is_some() && !self.mode.is_roscpp() {
+            return Err(ConfigError::new(
+                "roscpp_rt",
+                format!("applies to the roscpp modes only (mode {})", self.mode.name()),
+            ));
+        }
         if let Some(p) = &self.priorities {
             if p.0.len() != self.threads && p.0.len() != 1 {
                 return Err(ConfigError::new(
@@ -146,15 +163,18 @@ impl TimerProbeConfig {
                 None => rt.priority,
             };
             rt.policy.check_priority(priority).map_err(|m| ConfigError::new("priority", m))?;
-            if let (TimerMode::Oneshot, true, Some(c)) =
-                (self.mode, rt.policy.is_realtime(), rt.cpu_of(i))
+            // on roscpp after init, the timer thread stays at normal priority: a pinned
+            // real-time spinner starves it just the same
+            if let (true, true, Some(c)) =
+                (self.mode.is_oneshot(), rt.policy.is_realtime(), rt.cpu_of(i))
             {
                 return Err(ConfigError::new(
                     "mode",
                     format!(
-                        "oneshot busy-spins its test thread (S4's spinOnce loop): under {} pinned \
+                        "{} busy-spins its test thread (S4's spinOnce loop): under {} pinned \
                          to CPU {c} it would starve roscpp's timer thread on the same CPU; run it \
                          unpinned or with policy other",
+                        self.mode.name(),
                         rt.policy.name()
                     ),
                 ));
@@ -181,6 +201,7 @@ impl TimerProbeConfig {
                 .histogram_file
                 .then_some((self.histogram_max.0 / 1_000) as usize),
             raw_file: self.raw_file.clone(),
+            roscpp_rt: self.roscpp_rt.unwrap_or_default(),
         })
     }
 
@@ -238,7 +259,12 @@ pub fn document(
     started: std::time::SystemTime,
     mlockall_off_by_profile: bool,
 ) -> Result<ResultDocument, LabError> {
-    let config = serde_json::to_value(cfg).map_err(LabError::failed)?;
+    let mut config = serde_json::to_value(cfg).map_err(LabError::failed)?;
+    let nodes: Vec<_> = outcome.threads.iter().filter_map(|t| t.roscpp.as_ref()).collect();
+    if !nodes.is_empty() {
+        config["roscpp"] = serde_json::to_value(&nodes).map_err(LabError::failed)?;
+        config["notes"] = serde_json::to_value(roscpp_notes(outcome)).map_err(LabError::failed)?;
+    }
     let o = outcome;
     let run = EngineRun::of(o.duration_ns, o.interrupted, &o.memory_lock, &o.cpu_dma_latency);
     let mut doc = run.document("timer", started, env, config, outcome.streams(cfg));
@@ -251,6 +277,21 @@ pub fn document(
         .collect();
     doc.warnings = run_warnings(&doc.environment, &facts, extra);
     Ok(doc)
+}
+
+/// What each roscpp node said: where its threads ran, and why one failed.
+pub fn roscpp_notes(outcome: &TimerOutcome) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (i, t) in outcome.threads.iter().enumerate() {
+        let Some(r) = &t.roscpp else { continue };
+        if let Some(line) = r.threads_line() {
+            notes.push(format!("thread{i}: {line}"));
+        }
+        if let Some(e) = &r.error {
+            notes.push(format!("thread{i}: roscpp's node: {e}"));
+        }
+    }
+    notes
 }
 
 impl Probe for TimerProbeConfig {

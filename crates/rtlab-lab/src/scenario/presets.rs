@@ -61,11 +61,22 @@ mod preset_tests {
         assert_eq!(worst.published.as_ref().unwrap().max_us, Some(46742.0));
 
         let s4 = Scenario::parse("s4", preset("s4-timer").unwrap(), 1.0).unwrap();
-        assert_eq!(s4.cases().len(), 12, "2 intervals x (normal + rr + fifo) x 2 loads");
+        assert_eq!(
+            s4.cases().len(),
+            28,
+            "2 intervals x 2 loads x ((normal + rr + fifo) x (roscpp, model) + fifo after init)"
+        );
         assert!(
             s4.cases().iter().all(|c| c.published.is_some()),
             "every S4 case has its published row"
         );
+        let modes = |m: &str| {
+            s4.cases()
+                .iter()
+                .filter(|c| c.params.get("mode").map(String::as_str) == Some(m))
+                .count()
+        };
+        assert_eq!((modes("roscpp-oneshot"), modes("oneshot-model")), (16, 12));
         let s3 = Scenario::parse("s3", preset("s3-ros2-rtt").unwrap(), 1.0).unwrap();
         assert!(s3.cases().iter().filter(|c| c.published.is_some()).count() >= 11);
         // the three DDS implementations, each case beside the study's DDS1 (DDS2, DDS3 in the label)

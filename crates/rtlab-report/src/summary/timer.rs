@@ -35,6 +35,10 @@ pub fn render(
         let _ = writeln!(text);
         let _ = writeln!(text, "{}: anchor error ({})", a.name, a.definition);
     }
+    if let Some(e) = doc.streams.iter().find(|s| s.name.ends_with(".expiry")) {
+        let _ = writeln!(text);
+        let _ = writeln!(text, "{}: expiry error ({})", e.name, e.definition);
+    }
     for s in &mains {
         if let (Some(max), Some(idx), Some(at)) =
             (s.stats.max_ns, s.stats.max_index, s.stats.max_at_ns)
@@ -54,6 +58,11 @@ pub fn render(
             let _ = writeln!(text, "\n{} histogram", s.name);
             text.push_str(&terminal_histogram(&s.histogram, 20, 40));
         }
+    }
+    // roscpp modes: where roscpp's threads ran (rtlab-lab's timer probe writes these)
+    let notes = doc.config.get("notes").and_then(|n| n.as_array());
+    for n in notes.into_iter().flatten().filter_map(|n| n.as_str()) {
+        let _ = writeln!(text, "note: {n}");
     }
     text
 }

@@ -16,6 +16,7 @@ pub mod observe;
 pub mod pubsub;
 pub mod push;
 pub mod report;
+pub mod roscpp_node;
 pub mod run;
 pub mod runs;
 pub mod serve;

@@ -57,12 +57,17 @@ pub struct TimerArgs {
     #[arg(long, action = clap::ArgAction::Help)]
     pub help: Option<bool>,
     /// How the timer waits [abs]: abs (clock_nanosleep TIMER_ABSTIME on a grid), rel
-    /// (relative sleeps to the expected time; signed error), or a ROS timer model: oneshot
-    /// (S4's one-shot test on roscpp: a re-armed one-shot timer, reference read after
-    /// roscpp's anchor), roscpp (ROS 1 periodic timer: timer thread + spin thread), rclcpp
+    /// (relative sleeps to the expected time; signed error); roscpp itself, a node of Debian's
+    /// ROS 1 per thread: roscpp (ros::Timer), roscpp-wall, roscpp-steady, roscpp-oneshot (S4's
+    /// one-shot test); or a model of a ROS timer: oneshot-model (S4's test on a model of
+    /// roscpp), roscpp-model (ROS 1 periodic timer: timer thread + spin thread), rclcpp-model
     /// (ROS 2 wall timer in an executor).
-    #[arg(long, value_parser = ["abs", "rel", "oneshot", "roscpp", "rclcpp"])]
+    #[arg(long, value_parser = mode_parser())]
     pub mode: Option<String>,
+    /// roscpp modes: set the policy, priority and CPU before ros::init (S4's order: every
+    /// roscpp thread inherits them) or after it (the spinning thread alone) [before-init].
+    #[arg(long, value_parser = ["before-init", "after-init"])]
+    pub roscpp_rt: Option<String>,
     #[command(flatten)]
     pub rt: RtArgs,
     #[command(flatten)]
@@ -123,6 +128,7 @@ impl TimerArgs {
             .list("interval", &self.interval.iter().map(|i| micros(i)).collect::<Vec<_>>())
             .str("distance", &self.distance.as_deref().map(micros))
             .str("mode", &mode)
+            .str("roscpp_rt", &self.roscpp_rt)
             .str("histogram_max", &histogram_max);
         measure.fill(&mut t);
         rt.fill(&mut t);
@@ -137,6 +143,14 @@ impl TimerArgs {
     fn cyclictest_histogram(&self) -> bool {
         self.cyclictest_us().is_some()
     }
+}
+
+/// The modes, and the models' names of before roscpp ran here (`oneshot`, `rclcpp`: hidden).
+fn mode_parser() -> clap::builder::PossibleValuesParser {
+    use clap::builder::PossibleValue;
+    let names = timer::MODE_NAMES.iter().map(|n| PossibleValue::new(*n));
+    let old = ["oneshot", "rclcpp"].map(|n| PossibleValue::new(n).hide(true));
+    clap::builder::PossibleValuesParser::new(names.chain(old))
 }
 
 /// A bare number is microseconds (cyclictest's -i, -d, -h); anything else as given.

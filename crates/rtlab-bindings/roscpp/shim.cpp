@@ -1,0 +1,233 @@
+// rtlab's shim over roscpp (shim.h documents the API). One node per process, one timer on a
+// callback queue of its own; the callback writes one rros1_sample into the shared ring and
+// allocates nothing (its boost::function and the queue's entry are roscpp's, made when the
+// timer fires; the sample path itself is stores and one atomic).
+#include "shim.h"
+
+#include <ros/callback_queue.h>
+#include <ros/console.h>
+#include <ros/master.h>
+#include <ros/ros.h>
+
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+
+namespace {
+
+int fail(char *err, size_t errlen, const char *what) {
+    if (err && errlen) {
+        std::snprintf(err, errlen, "%s", what);
+    }
+    return -1;
+}
+
+int64_t monotonic_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// A callback queue that notes the thread that adds to it: roscpp's timer thread.
+class SeenQueue : public ros::CallbackQueue {
+  public:
+    std::atomic<int32_t> adder{0};
+    void addCallback(const ros::CallbackInterfacePtr &cb, uint64_t removal_id) override {
+        adder.store(int32_t(syscall(SYS_gettid)), std::memory_order_relaxed);
+        ros::CallbackQueue::addCallback(cb, removal_id);
+    }
+};
+
+struct Node {
+    int kind = RROS1_TIMER;
+    int64_t period_ns = 0;
+    rros1_ring *ring = nullptr;
+    std::unique_ptr<ros::NodeHandle> nh;
+    SeenQueue queue;
+    ros::Timer timer;
+    ros::WallTimer wall;
+    ros::SteadyTimer steady;
+    uint64_t called = 0;
+    int64_t last_expected = 0;
+    // the one-shot test's reference + period, and whether its callback ran
+    int64_t oneshot_expected = 0;
+    bool oneshot_called = false;
+
+    void push(int64_t error, int64_t second, int64_t at) {
+        uint64_t h = __atomic_load_n(&ring->head, __ATOMIC_RELAXED);
+        uint64_t t = __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE);
+        called++;
+        if (h - t >= ring->capacity) {
+            __atomic_fetch_add(&ring->dropped, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        rros1_sample &s = ring->slots[h % ring->capacity];
+        s.error = error;
+        s.second = second;
+        s.at_monotonic = at;
+        __atomic_store_n(&ring->head, h + 1, __ATOMIC_RELEASE);
+    }
+
+    template <class Event> void periodic(const Event &e) {
+        int64_t at = monotonic_ns();
+        int64_t expected = int64_t(e.current_expected.toNSec());
+        if (last_expected != 0 && expected - last_expected > period_ns + period_ns / 2) {
+            uint64_t lost = uint64_t((expected - last_expected) / period_ns) - 1;
+            __atomic_fetch_add(&ring->skipped, lost, __ATOMIC_RELAXED);
+        }
+        last_expected = expected;
+        push(int64_t(e.current_real.toNSec()) - expected,
+             int64_t(e.current_expired.toNSec()) - expected, at);
+    }
+    void on_timer(const ros::TimerEvent &e) { periodic(e); }
+    void on_wall(const ros::WallTimerEvent &e) { periodic(e); }
+    void on_steady(const ros::SteadyTimerEvent &e) { periodic(e); }
+    // S4's timerCallback: read CLOCK_MONOTONIC, say the callback ran
+    void on_oneshot(const ros::TimerEvent &e) {
+        int64_t now = monotonic_ns();
+        push(now - oneshot_expected,
+             int64_t(e.current_real.toNSec()) - int64_t(e.current_expected.toNSec()), now);
+        oneshot_called = true;
+    }
+};
+
+Node *node = nullptr;
+std::string master_uri;
+
+}  // namespace
+
+extern "C" int rros1_init(const char *name, uint32_t master_timeout_ms, char *err, size_t errlen) {
+    try {
+        ros::M_string remappings;
+        ros::init(remappings, name,
+                  ros::init_options::AnonymousName | ros::init_options::NoSigintHandler |
+                      ros::init_options::NoRosout);
+        if (ros::console::set_logger_level(ROSCONSOLE_DEFAULT_NAME, ros::console::levels::Fatal)) {
+            ros::console::notifyLoggerLevelsChanged();
+        }
+        master_uri = ros::master::getURI();
+        ros::master::setRetryTimeout(ros::WallDuration(master_timeout_ms / 1000.0));
+        if (!ros::master::check()) {
+            std::string m = "the ROS master at " + master_uri + " (ROS_MASTER_URI) does not answer";
+            return fail(err, errlen, m.c_str());
+        }
+        return 0;
+    } catch (const std::exception &e) {
+        return fail(err, errlen, e.what());
+    }
+}
+
+extern "C" int rros1_timer_open(int kind, int64_t period_ns, rros1_ring *ring, char *err,
+                                size_t errlen) {
+    if (node) {
+        return fail(err, errlen, "this process already has a timer");
+    }
+    if (period_ns <= 0 || !ring || ring->capacity == 0) {
+        return fail(err, errlen, "a timer needs a period above zero and a ring");
+    }
+    try {
+        std::unique_ptr<Node> n(new Node());
+        n->kind = kind;
+        n->period_ns = period_ns;
+        n->ring = ring;
+        n->nh.reset(new ros::NodeHandle());
+        n->nh->setCallbackQueue(&n->queue);
+        Node *p = n.get();
+        switch (kind) {
+        case RROS1_TIMER:
+            p->timer = p->nh->createTimer(ros::Duration().fromNSec(period_ns), &Node::on_timer, p);
+            break;
+        case RROS1_WALL:
+            p->wall = p->nh->createWallTimer(ros::WallDuration().fromNSec(period_ns),
+                                             &Node::on_wall, p);
+            break;
+        case RROS1_STEADY:
+            p->steady = p->nh->createSteadyTimer(ros::WallDuration().fromNSec(period_ns),
+                                                 &Node::on_steady, p);
+            break;
+        case RROS1_ONESHOT:
+            // as the suite: a one-shot timer, re-armed by setPeriod in each loop
+            p->timer = p->nh->createTimer(ros::Duration().fromNSec(period_ns), &Node::on_oneshot,
+                                          p, true, false);
+            break;
+        default:
+            return fail(err, errlen, "unknown timer kind");
+        }
+        node = n.release();
+        return 0;
+    } catch (const std::exception &e) {
+        return fail(err, errlen, e.what());
+    }
+}
+
+extern "C" int rros1_spin(uint64_t count, int64_t deadline_monotonic_ns, char *err, size_t errlen) {
+    if (!node) {
+        return fail(err, errlen, "no timer to spin");
+    }
+    Node *n = node;
+    auto done = [&]() {
+        return __atomic_load_n(&n->ring->stop, __ATOMIC_RELAXED) != 0 ||
+               (count != 0 && n->called >= count) ||
+               (deadline_monotonic_ns != 0 && monotonic_ns() >= deadline_monotonic_ns) ||
+               !ros::ok();
+    };
+    try {
+        if (n->kind != RROS1_ONESHOT) {
+            while (!done()) {
+                n->queue.callAvailable(ros::WallDuration(0.01));
+            }
+            return 0;
+        }
+        // S4's loop (OneShotLatencyMeasurer): setPeriod, then the reference, then start (a
+        // no-op once started), then spinOnce busy on this thread until the callback ran
+        ros::Duration period = ros::Duration().fromNSec(n->period_ns);
+        bool started = false;
+        while (!done()) {
+            n->oneshot_called = false;
+            n->timer.setPeriod(period);
+            n->oneshot_expected = monotonic_ns() + n->period_ns;
+            if (!started) {
+                n->timer.start();
+                started = true;
+            }
+            while (!n->oneshot_called && !done()) {
+                n->queue.callAvailable(ros::WallDuration());
+            }
+        }
+        return 0;
+    } catch (const std::exception &e) {
+        return fail(err, errlen, e.what());
+    }
+}
+
+extern "C" int32_t rros1_timer_thread(void) {
+    return node ? node->queue.adder.load(std::memory_order_relaxed) : 0;
+}
+
+extern "C" uint64_t rros1_callbacks(void) { return node ? node->called : 0; }
+
+extern "C" void rros1_master(char *out, size_t outlen) {
+    if (out && outlen) {
+        std::snprintf(out, outlen, "%s", master_uri.c_str());
+    }
+}
+
+extern "C" void rros1_shutdown(void) {
+    if (node) {
+        node->timer.stop();
+        node->wall.stop();
+        node->steady.stop();
+        node->queue.disable();
+        node->queue.clear();
+        node->nh.reset();
+    }
+    if (ros::isInitialized()) {
+        ros::shutdown();
+    }
+}

@@ -124,6 +124,15 @@ pub enum Warn {
         threads: u32,
         middleware: String,
     },
+    /// roscpp's timer thread ran at a normal policy while the thread that runs the callbacks
+    /// was real-time (the policy set after `ros::init`).
+    TimerThreadNotRealtime {
+        thread: usize,
+        timer: String,
+        spin: String,
+        normal: u32,
+        others: u32,
+    },
 }
 
 impl Warn {
@@ -156,6 +165,7 @@ impl Warn {
             Warn::RtThreadPageFaults { .. } => "rt-thread-page-faults",
             Warn::RtThreadPreempted { .. } => "rt-thread-preempted",
             Warn::ReceiveThreadsNotRealtime { .. } => "receive-threads-not-realtime",
+            Warn::TimerThreadNotRealtime { .. } => "timer-thread-not-realtime",
         }
     }
 
@@ -246,6 +256,9 @@ impl Warn {
             ),
             Warn::ReceiveThreadsNotRealtime { group, normal, threads, middleware } => format!(
                 "{middleware}'s receive threads {group} ({normal} of {threads}) ran at a normal policy while rtlab's measuring threads were real-time: under CPU load a message waits for them behind every busy thread, late or lost; give them a real-time priority (pubsub --thread-priority, docs/ros2.md \"Threads and priorities\")"
+            ),
+            Warn::TimerThreadNotRealtime { thread, timer, spin, normal, others } => format!(
+                "thread{thread}: roscpp's timer thread ran at {timer} (and {normal} of its {others} other threads at a normal policy) while the callbacks ran at {spin}: it decides when a callback is queued, so under load the callbacks come late; set the policy before ros::init, as S4 did (--roscpp-rt before-init)"
             ),
         }
     }

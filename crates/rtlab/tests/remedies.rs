@@ -31,6 +31,8 @@ const OTHER_TOOLS: &[(&str, &[&str])] = &[
         &["--cap-add", "--ulimit", "--privileged", "--cgroup-parent", "--cpu-rt-runtime"],
     ),
     ("rtla", &["--version"]),
+    // the ROS 1 master rtlab starts for roscpp's timers
+    ("rtlab-engines/src/timer/roscpp.rs", &["--core"]),
     // the setup script's cross build (docs/aarch64.md)
     ("scripts/setup.sh", &["--target"]),
 ];
@@ -43,9 +45,9 @@ const HIDDEN: &[(&[&str], &str, &str)] = &[
     (&["tune", "check"], "--root", "/nonexistent"),
 ];
 
-/// Commands `--help` does not list (not for a person to type: the far side's agent), whose
-/// own `--help` still answers.
-const HIDDEN_COMMANDS: &[&str] = &["agent"];
+/// Commands `--help` does not list (not for a person to type: the far side's agent, the
+/// roscpp node of `timer --mode roscpp`), whose own `--help` still answers.
+const HIDDEN_COMMANDS: &[&str] = &["agent", "roscpp-node"];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap().flatten() {

@@ -130,6 +130,15 @@ fn the_policy_set_after_ros_init_does_not_reach_roscpps_timer_thread() {
         assert_eq!(t["policy"], "rr", "every roscpp thread inherited it: {node}");
     }
     assert!(text.contains("set before ros::init (S4's order)"), "{text}");
+    let codes = |doc: &Value| -> Vec<String> {
+        doc["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["code"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(!codes(&before).contains(&"timer-thread-not-realtime".to_string()));
 
     let (after, text) = timer(d.path(), "after", &args("after-init"));
     let node = &after["config"]["roscpp"][0];
@@ -144,6 +153,18 @@ fn the_policy_set_after_ros_init_does_not_reach_roscpps_timer_thread() {
     let notes = after["config"]["notes"].as_array().unwrap();
     assert!(notes[0].as_str().unwrap().contains("S4's warning"), "{notes:?}");
     assert_eq!(stats(&after, "thread0")["count"], 100);
+    // and the run warns, with what to do
+    let w = after["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["code"] == "timer-thread-not-realtime");
+    let w = w.unwrap_or_else(|| panic!("no timer-thread-not-realtime in {}", after["warnings"]));
+    assert!(
+        w["message"].as_str().unwrap().contains("ran at other")
+            && w["message"].as_str().unwrap().contains("--roscpp-rt before-init"),
+        "{w}"
+    );
 }
 
 #[test]

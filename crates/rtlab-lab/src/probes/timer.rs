@@ -271,12 +271,34 @@ pub fn document(
     let any_other = cfg.threads.iter().any(|t| !t.policy.is_realtime());
     let fewest = outcome.threads.iter().map(|t| t.latency.count()).min().unwrap_or(0);
     let facts = run.facts(any_other, mlockall_off_by_profile, fewest);
-    let extra = (outcome.raw_dropped > 0)
+    let mut extra: Vec<Warn> = (outcome.raw_dropped > 0)
         .then_some(Warn::RawSamplesDropped { dropped: outcome.raw_dropped })
         .into_iter()
         .collect();
+    extra.extend(roscpp_warnings(outcome));
     doc.warnings = run_warnings(&doc.environment, &facts, extra);
     Ok(doc)
+}
+
+/// A roscpp node whose timer thread ran at a normal policy while its callbacks ran
+/// real-time (the policy set after `ros::init`: S4's warning).
+fn roscpp_warnings(outcome: &TimerOutcome) -> Vec<Warn> {
+    let realtime = |p: &str| p == "fifo" || p == "rr";
+    let mut out = Vec::new();
+    for (i, t) in outcome.threads.iter().enumerate() {
+        let Some(r) = &t.roscpp else { continue };
+        let (Some(spin), Some(timer)) = (&r.spin, &r.timer) else { continue };
+        if realtime(&spin.policy) && !realtime(&timer.policy) {
+            out.push(Warn::TimerThreadNotRealtime {
+                thread: i,
+                timer: timer.describe(),
+                spin: spin.describe(),
+                normal: r.others.iter().filter(|o| !realtime(&o.policy)).count() as u32,
+                others: r.others.len() as u32,
+            });
+        }
+    }
+    out
 }
 
 /// What each roscpp node said: where its threads ran, and why one failed.

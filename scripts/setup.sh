@@ -37,7 +37,8 @@ PACKAGES=(
   openssh-server openssh-client                   # the far side over ssh (tests start a throw-away sshd)
   postgresql                                      # the team store (tests start a throw-away server: initdb + pg_ctl)
   prometheus                                      # rtlab monitor's /metrics scraped by a real Prometheus (tests start one)
-  libroscpp-dev python3-rosmaster                 # ROS 1 itself (Debian's roscpp 1.15 and its master): rtlab timer --mode roscpp*
+  libroscpp-dev python3-rosmaster                 # ROS 1 itself (Debian's roscpp 1.15 and its master): rtlab timer --mode roscpp*,
+  libstd-msgs-dev python3-rospy python3-std-msgs  # pubsub --transport ros1 (std_msgs), and the rospy peer of the tests
   python3 python3-venv libpython3.11              # ROS 2 from the package registry (below): its venv, and the
                                                   # libpython its wheels' libraries name
 )

@@ -8,6 +8,7 @@
 #include <ros/console.h>
 #include <ros/master.h>
 #include <ros/ros.h>
+#include <std_msgs/UInt8MultiArray.h>
 
 #include <sys/syscall.h>
 #include <time.h>
@@ -102,17 +103,30 @@ std::string master_uri;
 
 }  // namespace
 
-extern "C" int rros1_init(const char *name, uint32_t master_timeout_ms, char *err, size_t errlen) {
+extern "C" int rros1_init(const char *name, const char *master, const char *ip,
+                          uint32_t master_timeout_ms, char *err, size_t errlen) {
     try {
-        ros::M_string remappings;
-        ros::init(remappings, name,
-                  ros::init_options::AnonymousName | ros::init_options::NoSigintHandler |
-                      ros::init_options::NoRosout);
-        if (ros::console::set_logger_level(ROSCONSOLE_DEFAULT_NAME, ros::console::levels::Fatal)) {
-            ros::console::notifyLoggerLevelsChanged();
+        if (!ros::isInitialized()) {
+            ros::M_string remappings;
+            if (master) {
+                remappings["__master"] = master;
+            }
+            if (ip) {
+                remappings["__ip"] = ip;
+            }
+            ros::init(remappings, name,
+                      ros::init_options::AnonymousName | ros::init_options::NoSigintHandler |
+                          ros::init_options::NoRosout);
+            if (ros::console::set_logger_level(ROSCONSOLE_DEFAULT_NAME,
+                                               ros::console::levels::Fatal)) {
+                ros::console::notifyLoggerLevelsChanged();
+            }
+            master_uri = ros::master::getURI();
+            ros::master::setRetryTimeout(ros::WallDuration(master_timeout_ms / 1000.0));
+        } else if (master && master_uri != master) {
+            std::string m = "this process's node already uses the master at " + master_uri;
+            return fail(err, errlen, m.c_str());
         }
-        master_uri = ros::master::getURI();
-        ros::master::setRetryTimeout(ros::WallDuration(master_timeout_ms / 1000.0));
         if (!ros::master::check()) {
             std::string m = "the ROS master at " + master_uri + " (ROS_MASTER_URI) does not answer";
             return fail(err, errlen, m.c_str());
@@ -122,6 +136,114 @@ extern "C" int rros1_init(const char *name, uint32_t master_timeout_ms, char *er
         return fail(err, errlen, e.what());
     }
 }
+
+extern "C" int rros1_master_ok(void) { return ros::isInitialized() && ros::master::check(); }
+
+namespace {
+
+struct Pub {
+    ros::NodeHandle nh;
+    ros::Publisher pub;
+    std_msgs::UInt8MultiArray msg;
+};
+
+struct Sub {
+    ros::NodeHandle nh;
+    ros::CallbackQueue queue;
+    ros::Subscriber sub;
+    std_msgs::UInt8MultiArray::ConstPtr last;
+    void on_message(const std_msgs::UInt8MultiArray::ConstPtr &m) { last = m; }
+};
+
+}  // namespace
+
+extern "C" void *rros1_pub_create(const char *topic, uint32_t queue, int latch, char *err,
+                                  size_t errlen) {
+    try {
+        std::unique_ptr<Pub> p(new Pub());
+        p->pub = p->nh.advertise<std_msgs::UInt8MultiArray>(topic, queue, latch != 0);
+        if (!p->pub) {
+            fail(err, errlen, "advertise failed");
+            return nullptr;
+        }
+        return p.release();
+    } catch (const std::exception &e) {
+        fail(err, errlen, e.what());
+        return nullptr;
+    }
+}
+
+extern "C" int rros1_publish(void *pub, const uint8_t *data, size_t len, char *err,
+                             size_t errlen) {
+    try {
+        Pub *p = static_cast<Pub *>(pub);
+        // the message keeps its vector: after the first publish of a length, no allocation
+        // here (roscpp serializes into a buffer of its own)
+        p->msg.data.assign(data, data + len);
+        p->pub.publish(p->msg);
+        return 0;
+    } catch (const std::exception &e) {
+        return fail(err, errlen, e.what());
+    }
+}
+
+extern "C" uint32_t rros1_pub_subscribers(void *pub) {
+    return static_cast<Pub *>(pub)->pub.getNumSubscribers();
+}
+
+extern "C" void rros1_pub_delete(void *pub) { delete static_cast<Pub *>(pub); }
+
+extern "C" void *rros1_sub_create(const char *topic, uint32_t queue, int tcp_nodelay, int udp,
+                                  char *err, size_t errlen) {
+    try {
+        std::unique_ptr<Sub> s(new Sub());
+        s->nh.setCallbackQueue(&s->queue);
+        ros::TransportHints hints;
+        if (udp) {
+            hints = hints.udp();
+        } else {
+            hints = hints.tcp();
+        }
+        if (tcp_nodelay) {
+            hints = hints.tcpNoDelay();
+        }
+        s->sub = s->nh.subscribe(topic, queue, &Sub::on_message, s.get(), hints);
+        if (!s->sub) {
+            fail(err, errlen, "subscribe failed");
+            return nullptr;
+        }
+        return s.release();
+    } catch (const std::exception &e) {
+        fail(err, errlen, e.what());
+        return nullptr;
+    }
+}
+
+extern "C" int64_t rros1_take(void *sub, uint8_t *buf, size_t cap, int64_t timeout_ns,
+                              char *err, size_t errlen) {
+    try {
+        Sub *s = static_cast<Sub *>(sub);
+        s->last.reset();
+        s->queue.callOne(ros::WallDuration().fromNSec(timeout_ns > 0 ? timeout_ns : 0));
+        if (!s->last) {
+            return 0;
+        }
+        const std::vector<uint8_t> &d = s->last->data;
+        std::memcpy(buf, d.data(), d.size() < cap ? d.size() : cap);
+        int64_t n = int64_t(d.size());
+        s->last.reset();
+        return n;
+    } catch (const std::exception &e) {
+        fail(err, errlen, e.what());
+        return -1;
+    }
+}
+
+extern "C" uint32_t rros1_sub_publishers(void *sub) {
+    return static_cast<Sub *>(sub)->sub.getNumPublishers();
+}
+
+extern "C" void rros1_sub_delete(void *sub) { delete static_cast<Sub *>(sub); }
 
 extern "C" int rros1_timer_open(int kind, int64_t period_ns, rros1_ring *ring, char *err,
                                 size_t errlen) {

@@ -47,10 +47,34 @@ struct rros1_ring {
     struct rros1_sample slots[];
 };
 
-/* ros::init (anonymous name `name`, no SIGINT handler, no rosout) and ros::start; the master
- * is ROS_MASTER_URI. Fails, instead of waiting for ever, when the master does not answer
- * within `master_timeout_ms`. */
-int rros1_init(const char *name, uint32_t master_timeout_ms, char *err, size_t errlen);
+/* ros::init (anonymous name `name`, no SIGINT handler, no rosout); the master is `master`
+ * (NULL: ROS_MASTER_URI), this node's address `ip` (NULL: ROS_IP or the host name). Fails,
+ * instead of waiting for ever, when the master does not answer within `master_timeout_ms`.
+ * Once per process: a second call with the same master succeeds and does nothing. */
+int rros1_init(const char *name, const char *master, const char *ip, uint32_t master_timeout_ms,
+               char *err, size_t errlen);
+
+/* Whether the master answers now (ros::master::check, within the init's timeout). */
+int rros1_master_ok(void);
+
+/* Publishers and subscribers of std_msgs/UInt8MultiArray (its `data` is rtlab's message:
+ * the header, then the payload), on this process's node. `queue` is roscpp's queue size (0:
+ * unbounded); `latch` keeps the last message for late subscribers. A subscriber has a
+ * callback queue of its own, spun by rros1_take on the calling thread; `tcp_nodelay` and
+ * `udp` are its transport hints (UDPROS: roscpp's datagram transport, TCPROS otherwise). */
+void *rros1_pub_create(const char *topic, uint32_t queue, int latch, char *err, size_t errlen);
+int rros1_publish(void *pub, const uint8_t *data, size_t len, char *err, size_t errlen);
+uint32_t rros1_pub_subscribers(void *pub);
+void rros1_pub_delete(void *pub);
+void *rros1_sub_create(const char *topic, uint32_t queue, int tcp_nodelay, int udp, char *err,
+                       size_t errlen);
+/* The next message: runs at most one callback of the subscriber's queue, waiting at most
+ * `timeout_ns` (0: only one already there). Copies its first `cap` bytes into `buf`; returns
+ * its length, 0 when none came, -1 on an error (in `err`). */
+int64_t rros1_take(void *sub, uint8_t *buf, size_t cap, int64_t timeout_ns, char *err,
+                   size_t errlen);
+uint32_t rros1_sub_publishers(void *sub);
+void rros1_sub_delete(void *sub);
 
 /* A node handle, a callback queue of its own and a timer of `kind` and `period_ns` on it
  * (periodic kinds start at once; the one-shot kind is armed by rros1_spin). */

@@ -8,8 +8,9 @@
 //! binary links no roscpp, and runs where ROS 1 is not installed ([`load`] then says what to
 //! install, in one line).
 //!
-//! Contract: [`init`] once per process, then [`timer_open`] once, then [`spin`]; every error
-//! is one line. The callback allocates nothing of rtlab's (it writes one sample into the ring
+//! Contract: [`init`] once per process, then [`timer_open`] once, then [`spin`]; or
+//! [`Publisher`]s and [`Subscriber`]s of `std_msgs/UInt8MultiArray` (rtlab-pubsub's `ros1`
+//! transport). Every error is one line. The callback allocates nothing of rtlab's (it writes one sample into the ring
 //! and advances an atomic). Never prints (roscpp's console is set to fatal only).
 
 use crate::dl::{Bind, Library};
@@ -39,7 +40,17 @@ pub enum Kind {
 type Err = *mut c_char;
 
 struct Api {
-    init: unsafe extern "C" fn(*const c_char, u32, Err, usize) -> c_int,
+    init:
+        unsafe extern "C" fn(*const c_char, *const c_char, *const c_char, u32, Err, usize) -> c_int,
+    master_ok: unsafe extern "C" fn() -> c_int,
+    pub_create: unsafe extern "C" fn(*const c_char, u32, c_int, Err, usize) -> *mut c_void,
+    publish: unsafe extern "C" fn(*mut c_void, *const u8, usize, Err, usize) -> c_int,
+    pub_subscribers: unsafe extern "C" fn(*mut c_void) -> u32,
+    pub_delete: unsafe extern "C" fn(*mut c_void),
+    sub_create: unsafe extern "C" fn(*const c_char, u32, c_int, c_int, Err, usize) -> *mut c_void,
+    take: unsafe extern "C" fn(*mut c_void, *mut u8, usize, i64, Err, usize) -> i64,
+    sub_publishers: unsafe extern "C" fn(*mut c_void) -> u32,
+    sub_delete: unsafe extern "C" fn(*mut c_void),
     timer_open: unsafe extern "C" fn(c_int, i64, *mut c_void, Err, usize) -> c_int,
     spin: unsafe extern "C" fn(u64, i64, Err, usize) -> c_int,
     timer_thread: unsafe extern "C" fn() -> i32,
@@ -64,6 +75,15 @@ pub fn load() -> Result<(), String> {
         unsafe {
             Ok(Api {
                 init: lib.symbol("rros1_init")?,
+                master_ok: lib.symbol("rros1_master_ok")?,
+                pub_create: lib.symbol("rros1_pub_create")?,
+                publish: lib.symbol("rros1_publish")?,
+                pub_subscribers: lib.symbol("rros1_pub_subscribers")?,
+                pub_delete: lib.symbol("rros1_pub_delete")?,
+                sub_create: lib.symbol("rros1_sub_create")?,
+                take: lib.symbol("rros1_take")?,
+                sub_publishers: lib.symbol("rros1_sub_publishers")?,
+                sub_delete: lib.symbol("rros1_sub_delete")?,
                 timer_open: lib.symbol("rros1_timer_open")?,
                 spin: lib.symbol("rros1_spin")?,
                 timer_thread: lib.symbol("rros1_timer_thread")?,
@@ -94,13 +114,135 @@ fn checked(f: impl FnOnce(Err, usize) -> c_int) -> Result<(), String> {
     Err(unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy().into_owned())
 }
 
-/// `ros::init` as an anonymous node named `name` (no SIGINT handler, no rosout); fails when
-/// the master (ROS_MASTER_URI) does not answer within `master_timeout_ms`.
-pub fn init(name: &str, master_timeout_ms: u32) -> Result<(), String> {
+/// `ros::init` as an anonymous node named `name` (no SIGINT handler, no rosout), once per
+/// process, on the master `master` (None: ROS_MASTER_URI) with this node's address `ip` (None:
+/// ROS_IP or the host name); fails when the master does not answer within
+/// `master_timeout_ms`.
+pub fn init(
+    name: &str,
+    master: Option<&str>,
+    ip: Option<&str>,
+    master_timeout_ms: u32,
+) -> Result<(), String> {
     let a = api()?;
-    let name = CString::new(name).map_err(|_| "a node name with a NUL byte".to_string())?;
-    // SAFETY: name is NUL-terminated and outlives the call; err as `checked` says.
-    checked(|e, n| unsafe { (a.init)(name.as_ptr(), master_timeout_ms, e, n) })
+    let c = |s: &str| CString::new(s).map_err(|_| format!("{s:?}: a NUL byte"));
+    let name = c(name)?;
+    let master = master.map(c).transpose()?;
+    let ip = ip.map(c).transpose()?;
+    let ptr = |s: &Option<CString>| s.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
+    // SAFETY: every string is NUL-terminated (or NULL where the shim takes NULL) and
+    // outlives the call; err as `checked` says.
+    checked(|e, n| unsafe {
+        (a.init)(name.as_ptr(), ptr(&master), ptr(&ip), master_timeout_ms, e, n)
+    })
+}
+
+/// Whether the master answers now.
+pub fn master_ok() -> bool {
+    // SAFETY: no arguments; false before init.
+    api().is_ok_and(|a| unsafe { (a.master_ok)() } != 0)
+}
+
+/// Call a shim function that returns a handle (NULL with `err` filled on failure).
+fn made(f: impl FnOnce(Err, usize) -> *mut c_void) -> Result<*mut c_void, String> {
+    let mut err = [0 as c_char; 512];
+    let h = f(err.as_mut_ptr(), err.len());
+    if h.is_null() {
+        // SAFETY: the shim wrote a NUL-terminated line (snprintf) before returning NULL.
+        return Err(unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy().into_owned());
+    }
+    Ok(h)
+}
+
+/// A publisher of `std_msgs/UInt8MultiArray` on this process's node (after [`init`]).
+pub struct Publisher(*mut c_void);
+// SAFETY: a roscpp Publisher may be used from any thread; this handle is used by one at a
+// time (&mut self) and deleted once.
+unsafe impl Send for Publisher {}
+
+impl Publisher {
+    /// Advertise `topic` with roscpp's queue of `queue` (0: unbounded), latched or not.
+    pub fn new(topic: &str, queue: u32, latch: bool) -> Result<Publisher, String> {
+        let a = api()?;
+        let topic = CString::new(topic).map_err(|_| "a topic with a NUL byte".to_string())?;
+        // SAFETY: topic is NUL-terminated and outlives the call; err as `made` says.
+        made(|e, n| unsafe { (a.pub_create)(topic.as_ptr(), queue, c_int::from(latch), e, n) })
+            .map(Publisher)
+    }
+    /// Publish `data` as the message's `data`.
+    pub fn publish(&mut self, data: &[u8]) -> Result<(), String> {
+        let a = api()?;
+        // SAFETY: a live handle; data is valid for its length during the call.
+        checked(|e, n| unsafe { (a.publish)(self.0, data.as_ptr(), data.len(), e, n) })
+    }
+    /// The subscribers connected now.
+    pub fn subscribers(&self) -> u32 {
+        // SAFETY: a live handle (the API exists: it made it).
+        api().map_or(0, |a| unsafe { (a.pub_subscribers)(self.0) })
+    }
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        if let Ok(a) = api() {
+            // SAFETY: a live handle, deleted once.
+            unsafe { (a.pub_delete)(self.0) };
+        }
+    }
+}
+
+/// A subscriber of `std_msgs/UInt8MultiArray` with a callback queue of its own.
+pub struct Subscriber(*mut c_void);
+// SAFETY: its queue is spun by whichever thread holds it (&mut self), one at a time.
+unsafe impl Send for Subscriber {}
+
+impl Subscriber {
+    /// Subscribe to `topic` with roscpp's queue of `queue` (0: unbounded); over UDPROS
+    /// (`udp`) or TCPROS, with TCP_NODELAY or not.
+    pub fn new(
+        topic: &str,
+        queue: u32,
+        tcp_nodelay: bool,
+        udp: bool,
+    ) -> Result<Subscriber, String> {
+        let a = api()?;
+        let topic = CString::new(topic).map_err(|_| "a topic with a NUL byte".to_string())?;
+        // SAFETY: topic is NUL-terminated and outlives the call; err as `made` says.
+        made(|e, n| unsafe {
+            (a.sub_create)(topic.as_ptr(), queue, c_int::from(tcp_nodelay), c_int::from(udp), e, n)
+        })
+        .map(Subscriber)
+    }
+    /// The next message's length (its first `buf.len()` bytes copied into `buf`), waiting at
+    /// most `timeout_ns`; None when none came.
+    pub fn take(&mut self, buf: &mut [u8], timeout_ns: i64) -> Result<Option<usize>, String> {
+        let a = api()?;
+        let mut err = [0 as c_char; 512];
+        // SAFETY: a live handle; buf is valid for writes of its length; err as `checked`.
+        let n = unsafe {
+            (a.take)(self.0, buf.as_mut_ptr(), buf.len(), timeout_ns, err.as_mut_ptr(), err.len())
+        };
+        match n {
+            n if n > 0 => Ok(Some(n as usize)),
+            0 => Ok(None),
+            // SAFETY: the shim wrote a NUL-terminated line before returning -1.
+            _ => Err(unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy().into_owned()),
+        }
+    }
+    /// The publishers connected now.
+    pub fn publishers(&self) -> u32 {
+        // SAFETY: a live handle.
+        api().map_or(0, |a| unsafe { (a.sub_publishers)(self.0) })
+    }
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        if let Ok(a) = api() {
+            // SAFETY: a live handle, deleted once.
+            unsafe { (a.sub_delete)(self.0) };
+        }
+    }
 }
 
 /// The node's timer of `kind` and `period_ns`, writing into `ring` (kept for the process's
@@ -149,4 +291,122 @@ pub fn shutdown() {
         // SAFETY: no arguments; safe after a failed or no init.
         unsafe { (a.shutdown)() };
     }
+}
+
+/// A ROS master: the user's (`ROS_MASTER_URI`), or Debian's `rosmaster --core` started here
+/// on a free loopback port and stopped on drop. Its `ROS_HOME` (where it writes its log) is a
+/// directory of its own, removed as soon as it answers: its open log lives on unlinked, and
+/// nothing is left behind even when it is never dropped ([`shared_master`]).
+pub struct Master {
+    pub uri: String,
+    child: Option<std::process::Child>,
+    /// The variables a node of this master needs (ROS_MASTER_URI, and ROS_IP for one
+    /// started here: loopback).
+    pub env: Vec<(String, String)>,
+}
+
+impl Master {
+    /// The user's master, or one started here (it answers before this returns).
+    pub fn start() -> Result<Master, String> {
+        use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+        use std::process::{Command, Stdio};
+        use std::time::{Duration, Instant};
+        if let Ok(uri) = std::env::var("ROS_MASTER_URI") {
+            return Ok(Master { uri, child: None, env: Vec::new() });
+        }
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("finding a free port for the ROS master: {e}"))?
+            .port();
+        let home = std::env::temp_dir().join(format!("rtlab-ros1-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&home).map_err(|e| format!("{}: {e}", home.display()))?;
+        let mut cmd = Command::new("rosmaster");
+        cmd.args(["--core", "-p", &port.to_string(), "-w", "1"])
+            .env("ROS_HOME", &home)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // a group of its own: the terminal's Ctrl-C stops rtlab, which stops the master
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        rtlab_sys::process::die_with_parent(&mut cmd);
+        let spawned = cmd.spawn();
+        let gone = |why: String| {
+            let _ = std::fs::remove_dir_all(&home);
+            why
+        };
+        let mut child = spawned.map_err(|e| {
+            gone(format!("rosmaster: {e} (Debian's python3-rosmaster is ROS 1's master: scripts/setup.sh installs it)"))
+        })?;
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let until = Instant::now() + Duration::from_secs(15);
+        loop {
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                break;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+                return Err(gone(format!(
+                    "rosmaster on port {port} ended ({status}) before it answered: {last}"
+                )));
+            }
+            if Instant::now() >= until {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(gone(format!("rosmaster on port {port} did not answer within 15 s")));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = std::fs::remove_dir_all(&home);
+        let uri = format!("http://127.0.0.1:{port}/");
+        let mut env = vec![("ROS_MASTER_URI".to_string(), uri.clone())];
+        if std::env::var_os("ROS_IP").is_none() && std::env::var_os("ROS_HOSTNAME").is_none() {
+            env.push(("ROS_IP".into(), "127.0.0.1".into()));
+        }
+        Ok(Master { uri, child: Some(child), env })
+    }
+
+    /// Whether rtlab started this master (else it is the user's).
+    pub fn ours(&self) -> bool {
+        self.child.is_some()
+    }
+}
+
+impl Drop for Master {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = rtlab_sys::tasks::kill_pid(c.id() as i32, libc::SIGTERM);
+            rtlab_sys::process::wait_or_kill(&mut c, std::time::Duration::from_secs(5));
+        }
+    }
+}
+
+/// This process's master for its in-process node (a process has one roscpp node, on one
+/// master): the user's, or one started on a thread of its own that lives as long as the
+/// process, so that the master, started with the parent-death signal, ends with rtlab.
+pub fn shared_master() -> Result<(String, Option<String>), String> {
+    static SHARED: OnceLock<Result<(String, bool), String>> = OnceLock::new();
+    let got = SHARED.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new().name("rtlab-rosmaster".into()).spawn(move || {
+            match Master::start() {
+                Ok(m) => {
+                    let _ = tx.send(Ok((m.uri.clone(), m.ours())));
+                    // keep the master (and this thread, its parent) for the process's life
+                    loop {
+                        std::thread::park();
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            }
+        });
+        spawned.map_err(|e| format!("starting the ROS master's thread: {e}"))?;
+        rx.recv().map_err(|_| "the ROS master's thread ended".to_string())?
+    });
+    got.clone().map(|(uri, ours)| (uri, ours.then(|| "127.0.0.1".to_string())))
 }

@@ -41,7 +41,8 @@ use std::sync::Arc;
 /// `listen`, `connect` and `zenoh_mode`; dds `domain`, `interface` and `peers`; rustdds
 /// `domain` and `interface` (peers are refused); fastdds as dds, and `fastdds_shm`; ros2
 /// `ros2_prefix`, `rmw`, `domain`, and `interface`/`peers` as its discovery; udp
-/// `interface` (the address to bind) and `peers`. Fields a transport does not use are ignored.
+/// `interface` (the address to bind) and `peers`; ros1 `ros1_master`, `interface` (this node's
+/// address) and `tcp_nodelay`. Fields a transport does not use are ignored.
 pub fn open(spec: &engine::TransportSpec) -> Result<Arc<dyn Transport>, TransportError> {
     match spec.kind {
         TransportKind::Intra => Ok(Arc::new(transport::intra::IntraTransport::new())),
@@ -61,6 +62,11 @@ pub fn open(spec: &engine::TransportSpec) -> Result<Arc<dyn Transport>, Transpor
             &spec.listen,
             &spec.connect,
             spec.zenoh_mode.as_deref(),
+        )?)),
+        TransportKind::Ros1 => Ok(Arc::new(transport::ros1::Ros1Transport::open(
+            spec.ros1_master.as_deref(),
+            spec.interface.as_deref(),
+            spec.tcp_nodelay,
         )?)),
         TransportKind::RustDds => Ok(Arc::new(transport::rustdds::RustDdsTransport::new(
             spec.domain.unwrap_or_else(default_dds_domain),

@@ -233,3 +233,18 @@ fn fastdds_shared_memory_files_are_seen_by_the_leftover_check() {
     );
     drop((s, t));
 }
+
+instantiate_conformance_tests!(ros1, with_ros1);
+
+/// roscpp: this process's one node on the master it starts (rtlab-bindings
+/// `roscpp::shared_master`), both ends on it (roscpp's intraprocess links).
+fn with_ros1(rule: Rule) {
+    let make = || {
+        let t: Arc<dyn Transport> = Arc::new(
+            rtlab_pubsub::transport::ros1::Ros1Transport::open(None, None, false).unwrap(),
+        );
+        (t.clone(), t)
+    };
+    let leftovers = BTreeSet::new;
+    rule(&Subject { make: &make, leftovers: &leftovers });
+}

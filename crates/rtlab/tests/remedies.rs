@@ -32,7 +32,7 @@ const OTHER_TOOLS: &[(&str, &[&str])] = &[
     ),
     ("rtla", &["--version"]),
     // the ROS 1 master rtlab starts for roscpp's timers
-    ("rtlab-engines/src/timer/roscpp.rs", &["--core"]),
+    ("rtlab-bindings/src/roscpp.rs", &["--core"]),
     // the setup script's cross build (docs/aarch64.md)
     ("scripts/setup.sh", &["--target"]),
 ];

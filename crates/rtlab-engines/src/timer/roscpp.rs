@@ -10,9 +10,8 @@
 //! roscpp thread inherits them) or after the timer exists (only the thread that spins does).
 //! The node reports its threads' policies ([`NodeReport`]): the difference is shown.
 //!
-//! The master: the user's `ROS_MASTER_URI` when set; otherwise [`Master`] starts Debian's
-//! `rosmaster --core` on a free loopback port for the run, with `ROS_HOME` in a directory of
-//! its own (removed after), and stops it.
+//! The master: the user's `ROS_MASTER_URI` when set; otherwise [`Master`] (rtlab-bindings')
+//! starts Debian's `rosmaster --core` on a free loopback port for the run and stops it.
 //!
 //! Contract: the node's callbacks write into a [`SharedRing`]; the measuring thread here runs
 //! at normal priority, unpinned, reads the ring every 2 ms and records (off the node's hot
@@ -25,11 +24,10 @@ use rtlab_sys::sched::Policy;
 use rtlab_sys::shared_ring::SharedRing;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// When the node sets its policy, priority and CPU.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,89 +144,7 @@ impl NodeReport {
     }
 }
 
-/// A ROS master for the run: the user's (`ROS_MASTER_URI`), or Debian's `rosmaster --core`
-/// started here on a free loopback port and stopped on drop.
-pub struct Master {
-    pub uri: String,
-    child: Option<Child>,
-    home: PathBuf,
-    /// The variables every node of the run gets.
-    pub env: Vec<(String, String)>,
-}
-
-impl Master {
-    /// The user's master, or one started here (it answers before this returns).
-    pub fn start() -> Result<Master, String> {
-        let home = std::env::temp_dir().join(format!("rtlab-ros1-{}", std::process::id()));
-        std::fs::create_dir_all(&home).map_err(|e| format!("{}: {e}", home.display()))?;
-        let mut env = vec![("ROS_HOME".to_string(), home.display().to_string())];
-        if let Ok(uri) = std::env::var("ROS_MASTER_URI") {
-            return Ok(Master { uri, child: None, home, env });
-        }
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("finding a free port for the ROS master: {e}"))?
-            .port();
-        let mut cmd = Command::new("rosmaster");
-        cmd.args(["--core", "-p", &port.to_string(), "-w", "1"])
-            .env("ROS_HOME", &home)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        // a group of its own: the terminal's Ctrl-C stops rtlab, which stops the master
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        rtlab_sys::process::die_with_parent(&mut cmd);
-        let mut child = cmd.spawn().map_err(|e| {
-            format!("rosmaster: {e} (Debian's python3-rosmaster is ROS 1's master: scripts/setup.sh installs it)")
-        })?;
-        let uri = format!("http://127.0.0.1:{port}/");
-        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-        let until = Instant::now() + Duration::from_secs(15);
-        loop {
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                break;
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    let _ = e.read_to_string(&mut err);
-                }
-                let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-                let _ = std::fs::remove_dir_all(&home);
-                return Err(format!(
-                    "rosmaster on port {port} ended ({status}) before it answered: {last}"
-                ));
-            }
-            if Instant::now() >= until {
-                let _ = child.kill();
-                let _ = child.wait();
-                let _ = std::fs::remove_dir_all(&home);
-                return Err(format!("rosmaster on port {port} did not answer within 15 s"));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        env.push(("ROS_MASTER_URI".into(), uri.clone()));
-        if std::env::var_os("ROS_IP").is_none() && std::env::var_os("ROS_HOSTNAME").is_none() {
-            env.push(("ROS_IP".into(), "127.0.0.1".into()));
-        }
-        Ok(Master { uri, child: Some(child), home, env })
-    }
-
-    /// Whether rtlab started this master (else it is the user's).
-    pub fn ours(&self) -> bool {
-        self.child.is_some()
-    }
-}
-
-impl Drop for Master {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = rtlab_sys::tasks::kill_pid(c.id() as i32, libc::SIGTERM);
-            rtlab_sys::process::wait_or_kill(&mut c, Duration::from_secs(5));
-        }
-        let _ = std::fs::remove_dir_all(&self.home);
-    }
-}
+pub use rtlab_bindings::roscpp::Master;
 
 /// One measuring thread's node: started, read until it ends, its report.
 #[allow(clippy::too_many_arguments)]

@@ -60,7 +60,7 @@ fn node(json: &str, report: &mut NodeReport) -> Result<(), String> {
     if cfg.order == RtOrder::BeforeInit {
         rt(&cfg)?;
     }
-    roscpp::init("rtlab_timer", rtlab_engines::timer::roscpp::MASTER_TIMEOUT_MS)?;
+    roscpp::init("rtlab_timer", None, None, rtlab_engines::timer::roscpp::MASTER_TIMEOUT_MS)?;
     report.master = roscpp::master();
     let ran = roscpp::timer_open(kind, cfg.period_ns, ring).and_then(|()| {
         if cfg.order == RtOrder::AfterInit {

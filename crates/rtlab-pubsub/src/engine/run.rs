@@ -78,6 +78,13 @@ pub fn run_with(
         role_spec.ros2_found_by = None;
     }
     let in_process = far.is_none() && (cfg.in_process || spec.kind == TransportKind::Intra);
+    // ros1: a master that stops answering ends the run, saying so
+    let master_watch = (spec.kind == TransportKind::Ros1).then(|| {
+        crate::transport::ros1::MasterWatch::start(
+            spec.ros1_master.clone().unwrap_or_default(),
+            stop.clone(),
+        )
+    });
     let cases = cfg.cases();
     let mut out = Vec::new();
     for (ci, &(len, period, n)) in cases.iter().enumerate() {
@@ -111,8 +118,9 @@ pub fn run_with(
         }
     }
     progress(out.len(), cases.len());
-    let notes =
+    let mut notes =
         run_notes(cfg, &spec, transport.as_ref(), &out, in_process, private_netns.is_some());
+    notes.extend(master_watch.and_then(|w| w.lost()));
     let ros2 = transport.ros2_facts().or(far_ros2);
     drop(transport);
     drop(private_netns);
@@ -174,6 +182,14 @@ fn near_spec(cfg: &PubsubConfig, far: Option<&FarPlacement>) -> Result<Transport
         spec.ros2_prefix = Some(inst.prefix.display().to_string());
         spec.rmw = Some(inst.rmw);
         spec.ros2_found_by = Some(inst.found_by);
+    }
+    // ros1: every process of the run on one master (the user's, or this process's)
+    if spec.kind == TransportKind::Ros1 && spec.ros1_master.is_none() {
+        let (uri, ip) = rtlab_bindings::roscpp::shared_master().map_err(ProbeError::Setup)?;
+        spec.ros1_master = Some(uri);
+        if spec.interface.is_none() {
+            spec.interface = ip;
+        }
     }
     if let Some(f) = far {
         if spec.kind.is_dds() || spec.kind == TransportKind::Udp {
@@ -290,6 +306,11 @@ fn role_spec_of(
     role_spec.ros2_prefix = spec.ros2_prefix.clone();
     role_spec.rmw = spec.rmw.clone();
     role_spec.ros2_found_by = spec.ros2_found_by.clone();
+    role_spec.ros1_master = spec.ros1_master.clone();
+    role_spec.tcp_nodelay = spec.tcp_nodelay;
+    if far.is_none() && far_kind == TransportKind::Ros1 {
+        role_spec.interface = spec.interface.clone();
+    }
     if let Some(f) = far {
         if far_kind.is_dds() || far_kind == TransportKind::Udp {
             role_spec.interface = Some(f.far.clone());

@@ -25,10 +25,13 @@ pub enum TransportKind {
     /// ROS 2 itself: rcl and the installation's RMW ([`crate::transport::ros2`]).
     #[serde(rename = "ros2")]
     Ros2,
+    /// ROS 1 itself: roscpp ([`crate::transport::ros1`]).
+    #[serde(rename = "ros1")]
+    Ros1,
 }
 
 impl TransportKind {
-    pub const ALL: [TransportKind; 8] = [
+    pub const ALL: [TransportKind; 9] = [
         TransportKind::Intra,
         TransportKind::Udp,
         TransportKind::Shm,
@@ -37,6 +40,7 @@ impl TransportKind {
         TransportKind::FastDds,
         TransportKind::RustDds,
         TransportKind::Ros2,
+        TransportKind::Ros1,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -48,6 +52,7 @@ impl TransportKind {
             TransportKind::FastDds => "fastdds",
             TransportKind::RustDds => "rustdds",
             TransportKind::Ros2 => "ros2",
+            TransportKind::Ros1 => "ros1",
         }
     }
     pub fn parse(s: &str) -> Option<TransportKind> {
@@ -138,6 +143,13 @@ pub struct TransportSpec {
     /// ros2: how the probe found `ros2_prefix` when it resolved it (recorded as found).
     #[serde(default)]
     pub ros2_found_by: Option<String>,
+    /// ros1: the master (None: the user's `ROS_MASTER_URI`, else one rtlab starts); the
+    /// probe fills it for its role processes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ros1_master: Option<String>,
+    /// ros1: subscribers ask TCP_NODELAY of their publishers (`--tcp-nodelay`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tcp_nodelay: bool,
 }
 
 impl TransportSpec {
@@ -157,6 +169,8 @@ impl TransportSpec {
             ros2_prefix: None,
             rmw: None,
             ros2_found_by: None,
+            ros1_master: None,
+            tcp_nodelay: false,
         }
     }
 }

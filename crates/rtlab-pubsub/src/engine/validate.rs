@@ -156,6 +156,11 @@ pub fn far_transport_rule(
 /// Roles on a far host need a transport that leaves this host, role processes (not
 /// threads), and both addresses of the link.
 pub(super) fn check_far_placement(cfg: &PubsubConfig, f: &FarPlacement) -> Result<(), ProbeError> {
+    if cfg.transport.kind == TransportKind::Ros1 || cfg.far_transport == Some(TransportKind::Ros1) {
+        return Err(ProbeError::Invalid(
+            "--transport ros1: not across a far side yet (the far node would need the master and this host's address on the link); run it on one host, or run the far peer by hand with ROS_MASTER_URI (--role)".into(),
+        ));
+    }
     match cfg.transport.kind {
         TransportKind::Intra | TransportKind::Shm => {
             return Err(ProbeError::Invalid(format!(

@@ -33,6 +33,7 @@ pub mod cyclonedds;
 mod dds_common;
 pub mod fastdds;
 pub mod intra;
+pub mod ros1;
 pub mod ros2;
 pub mod rustdds;
 pub mod shm;

@@ -55,7 +55,7 @@ pub enum EchoArg {
     mut_arg("peer", |a| a.help("dds: unicast discovery peers (none: multicast on --interface); udp: hosts to join")),
 )]
 pub struct PubsubArgs {
-    /// Transport [intra]: intra (same process, zero copy), shm (iceoryx2), zenoh, cyclonedds (Cyclone DDS; also: dds), fastdds (eProsima Fast DDS), rustdds (RustDDS), ros2 (ROS 2 itself: rcl and an RMW), udp.
+    /// Transport [intra]: intra (same process, zero copy), shm (iceoryx2), zenoh, cyclonedds (Cyclone DDS; also: dds), fastdds (eProsima Fast DDS), rustdds (RustDDS), ros2 (ROS 2 itself: rcl and an RMW), ros1 (ROS 1 itself: roscpp, on ROS_MASTER_URI's master or one rtlab starts), udp.
     #[arg(long)]
     pub transport: Option<String>,
     /// The far side's transport (pong or subscribers), another DDS implementation: a cross-implementation case [--transport].
@@ -168,6 +168,9 @@ pub struct PubsubArgs {
     /// fastdds: the Fast DDS library: debian (Debian's 2.9) or ros2 (the ROS 2 installation's, which its rmw_fastrtps_cpp runs on) [debian].
     #[arg(help_heading = "Fast DDS", long, value_name = "debian|ros2")]
     pub fastdds_lib: Option<String>,
+    /// ros1: subscribers ask their publishers for TCP_NODELAY (roscpp's transport hint).
+    #[arg(help_heading = "ROS 1", long)]
+    pub tcp_nodelay: bool,
     /// ros2: the ROS 2 installation to use, an ament prefix such as /opt/ros/jazzy [AMENT_PREFIX_PATH, /opt/ros/*, then /opt/rtlab/ros2].
     #[arg(help_heading = "ROS 2", long, value_name = "DIR")]
     pub ros2_prefix: Option<String>,
@@ -250,6 +253,7 @@ impl PubsubArgs {
             .str("zenoh_mode", &self.zenoh_mode)
             .str("fastdds_shm", &self.fastdds_shm)
             .str("fastdds_lib", &self.fastdds_lib)
+            .flag("tcp_nodelay", self.tcp_nodelay, true)
             .str("ros2_prefix", &self.ros2_prefix)
             .str("rmw", &self.rmw)
             .str("role", &self.role)

@@ -70,6 +70,8 @@ pub struct PubsubProbeConfig {
     /// ros2: the RMW implementation (`rmw_fastrtps_cpp`, `rmw_cyclonedds_cpp`,
     /// `rmw_zenoh_cpp`...; default: `RMW_IMPLEMENTATION`, else the installation's default).
     pub rmw: Option<String>,
+    /// ros1: subscribers ask their publishers for TCP_NODELAY.
+    pub tcp_nodelay: bool,
     /// `oneway` (receive - send on one clock) or `roundtrip` (pong received - ping sent).
     pub mode: Mode,
     /// Round trips: `periodic` (pings on the rate's grid) or `closed-loop` (the next ping as
@@ -196,6 +198,7 @@ impl Default for PubsubProbeConfig {
             far_transport: None,
             fastdds_shm: None,
             fastdds_lib: None,
+            tcp_nodelay: false,
             ros2_prefix: None,
             rmw: None,
             mode: Mode::Oneway,
@@ -365,6 +368,18 @@ impl PubsubProbeConfig {
                     ),
                 ));
             }
+        }
+        if self.far.is_some() && self.transport == TransportKind::Ros1 {
+            return Err(ConfigError::new(
+                "far",
+                "is not supported with the ros1 transport yet (the far node would need the master and this host's address on the link): run it on one host, or the far peer by hand on ROS_MASTER_URI's master (--role)",
+            ));
+        }
+        if self.tcp_nodelay && self.transport != TransportKind::Ros1 {
+            return Err(ConfigError::new(
+                "tcp_nodelay",
+                format!("for the ros1 transport only (transport is {})", self.transport.name()),
+            ));
         }
         if let Some(rmw) = &self.rmw {
             if !rmw.starts_with("rmw_")
@@ -549,6 +564,7 @@ impl PubsubProbeConfig {
         transport.listen = self.listen.0.clone();
         transport.fastdds_shm = self.fastdds_shm.as_ref().map(|s| s.0).unwrap_or_default();
         transport.fastdds_lib = self.fastdds_lib.unwrap_or_default();
+        transport.tcp_nodelay = self.tcp_nodelay;
         transport.ros2_prefix = self.ros2_prefix.clone();
         transport.rmw = self.rmw.clone();
         transport.zenoh_mode = self.zenoh_mode.map(|m| match m {

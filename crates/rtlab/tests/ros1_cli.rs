@@ -1,0 +1,359 @@
+//! `rtlab pubsub --transport ros1` through the binary: roscpp (Debian's libroscpp 1.15) against
+//! roscpp (rtlab's own role processes, on a master rtlab starts) and against a real rospy
+//! node (tests/support/rospy_peer.py, Debian's python3-rospy), as on a robot: the master and
+//! the node on one host (namespace `a`), rtlab on another (namespace `b`), joined by a veth.
+//! Pairs: rtlab ping <-> rospy pong, rtlab sub <-> rospy pub, rtlab pub <-> rospy sub. And a
+//! master killed mid-run: the run ends there, saying so.
+//!
+//! Asserted: counts and sequence numbers (every message accounted for), never a latency.
+//! Every wait is bounded in time. The rospy tests need root (namespaces): skipped with a
+//! reason otherwise.
+
+mod common;
+#[path = "support/ros2_node.rs"]
+mod ros2_node;
+#[path = "support/sshd.rs"]
+mod sshd;
+
+use common::*;
+use ros2_node::Node;
+use serde_json::Value;
+use sshd::NetnsPair;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// A rosmaster of the test's own, in namespace `ns` (None: this one) on `ip`; stopped on drop.
+struct TestMaster {
+    child: Child,
+    uri: String,
+    home: tempfile::TempDir,
+}
+
+impl TestMaster {
+    fn start(ns: Option<&str>, ip: &str) -> TestMaster {
+        let port =
+            std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap().local_addr().unwrap().port();
+        let home = tempfile::tempdir().unwrap();
+        let mut c = match ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, "rosmaster"]);
+                c
+            }
+            None => Command::new("rosmaster"),
+        };
+        c.args(["--core", "-p", &port.to_string(), "-w", "1"]).env("ROS_HOME", home.path());
+        c.env("ROS_IP", ip).stdout(Stdio::null()).stderr(Stdio::null());
+        let child = c.spawn().expect("rosmaster (python3-rosmaster: scripts/setup.sh)");
+        let uri = format!("http://{ip}:{port}/");
+        let m = TestMaster { child, uri, home };
+        // it answers: the node of `rosnode`-like check through rtlab is not needed, a TCP
+        // connection is enough
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            let up = match ns {
+                Some(ns) => Command::new("ip")
+                    .args(["netns", "exec", ns, "python3", "-c"])
+                    .arg(format!("import socket; socket.create_connection(('{ip}', {port}), 1)"))
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success()),
+                None => std::net::TcpStream::connect((ip, port)).is_ok(),
+            };
+            if up {
+                break;
+            }
+            assert!(Instant::now() < end, "rosmaster on {ip}:{port} did not answer");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        m
+    }
+}
+
+impl Drop for TestMaster {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = self.home.path();
+    }
+}
+
+/// rospy_peer.py in `ns`, on `master`, at `ip`, once it said `ready`.
+fn rospy(ns: &str, master: &str, ip: &str, args: &[&str]) -> Node {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/rospy_peer.py");
+    let (m, i) = (format!("ROS_MASTER_URI={master}"), format!("ROS_IP={ip}"));
+    let mut a = vec![m.as_str(), i.as_str(), "/usr/bin/python3", script.to_str().unwrap()];
+    a.extend_from_slice(args);
+    Node::spawn(ns, Path::new("/usr/bin/env"), &a).ready(&format!("rospy_peer.py {args:?}"))
+}
+
+/// rtlab in namespace `ns` on `master`, its node at `ip`: `pubsub --transport ros1` by hand,
+/// reliable (TCPROS), a history enough for a stalled machine.
+fn rtlab_by_hand(pair: &NetnsPair, master: &str, role: &str, topic: &str) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", &pair.ns_b, env!("CARGO_BIN_EXE_rtlab")]);
+    c.env(
+        "RTLAB_LOCK",
+        std::env::temp_dir().join(format!("rtlab-test-lock-ros1-{}", std::process::id())),
+    );
+    c.env("ROS_MASTER_URI", master);
+    c.args(["pubsub", "--transport", "ros1", "--interface", &pair.ip_b]);
+    c.args(["--reliability", "reliable", "--history", "keep-last:100", "--no-mlockall", "-q"]);
+    c.args(["--role", role, "--topic", topic]);
+    c
+}
+
+fn root_or_skip() -> bool {
+    if !is_root() {
+        rtlab_sys::test_skip::skipped(format_args!("network namespaces need root"));
+        return false;
+    }
+    true
+}
+
+#[test]
+fn roscpp_to_roscpp_every_message_is_accounted_for_and_the_master_goes_with_rtlab() {
+    let d = tempfile::tempdir().unwrap();
+    for mode in ["oneway", "roundtrip"] {
+        let json = d.path().join(format!("{mode}.json"));
+        let o = run(&[
+            "pubsub",
+            "--transport",
+            "ros1",
+            "--mode",
+            mode,
+            "--rate",
+            "500hz",
+            "--count",
+            "500",
+            "--subscribers",
+            "2",
+            "--reliability",
+            "reliable",
+            "--history",
+            "keep-last:100",
+            "--tcp-nodelay",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{mode}: {}", stderr(&o));
+        let text = stdout(&o);
+        assert!(text.contains("ros1 ") && text.contains("TCPROS (TCP)"), "{text}");
+        let v = read_json(&json);
+        let notes = v["config"]["notes"].to_string();
+        assert!(
+            notes.contains("roscpp 1.15") && notes.contains("master http://127.0.0.1:"),
+            "{notes}"
+        );
+        let streams: Vec<&Value> = v["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["name"].as_str().unwrap().contains(".sub"))
+            .collect();
+        assert_eq!(streams.len(), 2, "{mode}: {}", v["streams"]);
+        for s in streams {
+            let st = &s["stats"];
+            // every slot is a message received, late, lost or skipped by the publisher
+            let all = u(&st["count"])
+                + u(&st["late"])
+                + u(&st["lost"])
+                + st["overruns"].as_u64().unwrap_or(0);
+            assert_eq!(all, 500, "{mode}: {st}");
+            assert_eq!(u(&st["lost"]), 0, "{mode}: reliable TCPROS on one host: {st}");
+            assert_eq!(u(&st["duplicates"]), 0, "{mode}: {st}");
+        }
+        assert_eq!(v["streams"][0]["labels"]["roscpp"], "1.15.15", "{}", v["streams"][0]["labels"]);
+    }
+    // the master rtlab started went with it
+    let left = Command::new("pgrep").args(["-f", "rosmaster --core -p"]).output().unwrap();
+    let mine: Vec<_> = String::from_utf8_lossy(&left.stdout).lines().map(str::to_string).collect();
+    for pid in mine {
+        let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&env).contains("rtlab-ros1-"),
+            "rtlab's rosmaster {pid} left running"
+        );
+    }
+}
+
+#[test]
+fn a_master_killed_mid_run_ends_the_run_saying_so() {
+    let master = TestMaster::start(None, "127.0.0.1");
+    let d = tempfile::tempdir().unwrap();
+    let json = d.path().join("k.json");
+    let child = rtlab()
+        .args(["pubsub", "--transport", "ros1", "--rate", "200hz", "--duration", "60s", "-q"])
+        .args(["--json", json.to_str().unwrap()])
+        .env("ROS_MASTER_URI", &master.uri)
+        .env("ROS_IP", "127.0.0.1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    let started = Instant::now();
+    drop(master);
+    let mut child = child;
+    let end = Instant::now() + Duration::from_secs(40);
+    while child.try_wait().unwrap().is_none() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = interrupt_if_running(child);
+    assert!(started.elapsed() < Duration::from_secs(40), "the run went on without its master");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = read_json(&json);
+    assert_eq!(v["interrupted"], true);
+    let notes = v["config"]["notes"].to_string();
+    assert!(
+        notes.contains("stopped answering") && notes.contains("the run ended there"),
+        "{notes}"
+    );
+    assert!(u(&v["streams"][0]["stats"]["count"]) > 0, "what was measured before is kept");
+}
+
+/// Its output, SIGINT first if it still runs.
+fn interrupt_if_running(mut child: Child) -> std::process::Output {
+    if child.try_wait().unwrap().is_none() {
+        return interrupt(child);
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn root_rtlab_ping_against_a_rospy_pong() {
+    if !root_or_skip() {
+        return;
+    }
+    let pair = NetnsPair::up("r1ping").unwrap();
+    let master = TestMaster::start(Some(&pair.ns_a), &pair.ip_a);
+    let topic = "joint";
+    let pong =
+        rospy(&pair.ns_a, &master.uri, &pair.ip_a, &["pong", "--topic", topic, "--seconds", "120"]);
+    let d = tempfile::tempdir().unwrap();
+    let json = d.path().join("ping.json");
+    let o = rtlab_by_hand(&pair, &master.uri, "ping", topic)
+        .args(["--rate", "100hz", "--count", "300", "--json", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = read_json(&json);
+    let st = &v["streams"][0]["stats"];
+    assert_eq!(v["streams"][0]["metric"], "rtt");
+    let all =
+        u(&st["count"]) + u(&st["late"]) + u(&st["lost"]) + st["overruns"].as_u64().unwrap_or(0);
+    assert_eq!(all, 300, "{st}");
+    assert_eq!(u(&st["lost"]), 0, "{st}");
+    let p = pong.summary(Duration::from_secs(5));
+    assert!(u(&p["echoed"]) >= 300, "the pong echoed every ping (and the warm-ups): {p}");
+}
+
+#[test]
+fn root_rtlab_sub_of_a_rospy_pub() {
+    if !root_or_skip() {
+        return;
+    }
+    let pair = NetnsPair::up("r1sub").unwrap();
+    let master = TestMaster::start(Some(&pair.ns_a), &pair.ip_a);
+    let topic = "joint_state";
+    let d = tempfile::tempdir().unwrap();
+    let json = d.path().join("sub.json");
+    let sub = rtlab_by_hand(&pair, &master.uri, "sub", topic)
+        .args([
+            "--synced-clocks",
+            "--rate",
+            "50hz",
+            "--duration",
+            "120s",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let count = 300u64;
+    let publisher = rospy(
+        &pair.ns_a,
+        &master.uri,
+        &pair.ip_a,
+        &["pub", "--topic", topic, "--rate", "50", "--count", &count.to_string()],
+    );
+    let p = publisher.summary(Duration::from_secs(60));
+    assert_eq!(p["matched"], true, "the node never saw rtlab's subscriber: {p}");
+    std::thread::sleep(Duration::from_millis(500));
+    let o = interrupt(sub);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = read_json(&json);
+    let s = &v["streams"][0];
+    assert_eq!(s["metric"], "one_way_latency", "{s}");
+    let st = &s["stats"];
+    assert_eq!(u(&st["count"]) + u(&st["late"]), count, "{st}");
+    assert_eq!(u(&st["lost"]), 0, "{st}");
+    assert_eq!(u(&st["duplicates"]), 0, "{st}");
+}
+
+#[test]
+fn root_rtlab_pub_to_a_rospy_sub() {
+    if !root_or_skip() {
+        return;
+    }
+    let pair = NetnsPair::up("r1pub").unwrap();
+    let master = TestMaster::start(Some(&pair.ns_a), &pair.ip_a);
+    let topic = "cmd";
+    let count = 300u64;
+    let subscriber = rospy(
+        &pair.ns_a,
+        &master.uri,
+        &pair.ip_a,
+        &["sub", "--topic", topic, "--count", &count.to_string(), "--seconds", "90"],
+    );
+    let d = tempfile::tempdir().unwrap();
+    let json = d.path().join("pub.json");
+    let o = rtlab_by_hand(&pair, &master.uri, "pub", topic)
+        .args(["--rate", "50hz", "--count", &count.to_string(), "--json", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = subscriber.summary(Duration::from_secs(60));
+    assert_eq!(r["first_seq"], 0, "the node missed the first messages: {r}");
+    assert_eq!(u(&r["last_seq"]), count - 1, "{r}");
+    assert_eq!(u(&r["received"]), count, "{r}");
+    assert_eq!(r["in_order"], true, "{r}");
+    assert_eq!(u(&r["duplicates"]), 0, "{r}");
+    let v = read_json(&json);
+    let s = &v["streams"][0];
+    assert_eq!(s["metric"], "send_lateness", "{s}");
+    let notes = v["config"]["notes"].to_string();
+    assert!(notes.contains("1 subscriber matched"), "{notes}");
+}
+
+#[test]
+fn bad_input_is_one_line() {
+    assert_error(
+        &["pubsub", "--transport", "cyclonedds", "--tcp-nodelay", "--count", "5"],
+        &["--tcp-nodelay", "ros1 transport only"],
+    );
+    assert_error(
+        &["pubsub", "--transport", "ros1", "--far", "netns:nowhere", "--count", "5"],
+        &["--far", "not supported with the ros1 transport"],
+    );
+    let o = rtlab()
+        .args(["pubsub", "--transport", "ros1", "--count", "5", "-q"])
+        .env("ROS_MASTER_URI", "http://127.0.0.1:9/")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("127.0.0.1:9") && err.contains("does not answer"), "{err}");
+}

@@ -136,7 +136,7 @@ fn roscpp(out: &Path) {
     let mut link = build.get_compiler().to_command();
     link.arg("-shared").arg("-o").arg(&so).args(&objects);
     link.arg("-Wl,-soname,librtlab_roscpp.so").arg("-Wl,-z,defs").arg("-L").arg(&libdir);
-    for l in ["roscpp", "rosconsole", "rostime", "roscpp_serialization"] {
+    for l in ["roscpp", "rosconsole", "rostime", "roscpp_serialization", "xmlrpcpp"] {
         link.arg(format!("-l{l}"));
     }
     let status = link.status().unwrap_or_else(|e| panic!("linking librtlab_roscpp.so: {e}"));

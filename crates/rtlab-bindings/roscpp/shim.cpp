@@ -7,7 +7,9 @@
 #include <ros/callback_queue.h>
 #include <ros/console.h>
 #include <ros/master.h>
+#include <ros/publication.h>
 #include <ros/ros.h>
+#include <ros/topic_manager.h>
 #include <std_msgs/UInt8MultiArray.h>
 
 #include <sys/syscall.h>
@@ -189,6 +191,27 @@ extern "C" int rros1_publish(void *pub, const uint8_t *data, size_t len, char *e
 
 extern "C" uint32_t rros1_pub_subscribers(void *pub) {
     return static_cast<Pub *>(pub)->pub.getNumSubscribers();
+}
+
+extern "C" int64_t rros1_pub_sent(void *pub) {
+    try {
+        Pub *p = static_cast<Pub *>(pub);
+        ros::PublicationPtr publication =
+            ros::TopicManager::instance()->lookupPublication(p->pub.getTopic());
+        if (!publication) {
+            return -1;
+        }
+        // [name, [[connection id, bytes sent, data sent, messages sent, connected], ...]]
+        XmlRpc::XmlRpcValue stats = publication->getStats();
+        int64_t fewest = -1;
+        for (int i = 0; i < stats[1].size(); ++i) {
+            int64_t sent = int(stats[1][i][3]);
+            fewest = fewest < 0 || sent < fewest ? sent : fewest;
+        }
+        return fewest;
+    } catch (const std::exception &) {
+        return -1;
+    }
 }
 
 extern "C" void rros1_pub_delete(void *pub) { delete static_cast<Pub *>(pub); }

@@ -65,6 +65,9 @@ int rros1_master_ok(void);
 void *rros1_pub_create(const char *topic, uint32_t queue, int latch, char *err, size_t errlen);
 int rros1_publish(void *pub, const uint8_t *data, size_t len, char *err, size_t errlen);
 uint32_t rros1_pub_subscribers(void *pub);
+/* The fewest messages roscpp has written to any of the publisher's subscriber links (its
+ * links' messages_sent); -1 with no link. */
+int64_t rros1_pub_sent(void *pub);
 void rros1_pub_delete(void *pub);
 void *rros1_sub_create(const char *topic, uint32_t queue, int tcp_nodelay, int udp, char *err,
                        size_t errlen);

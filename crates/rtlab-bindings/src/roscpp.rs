@@ -46,6 +46,7 @@ struct Api {
     pub_create: unsafe extern "C" fn(*const c_char, u32, c_int, Err, usize) -> *mut c_void,
     publish: unsafe extern "C" fn(*mut c_void, *const u8, usize, Err, usize) -> c_int,
     pub_subscribers: unsafe extern "C" fn(*mut c_void) -> u32,
+    pub_sent: unsafe extern "C" fn(*mut c_void) -> i64,
     pub_delete: unsafe extern "C" fn(*mut c_void),
     sub_create: unsafe extern "C" fn(*const c_char, u32, c_int, c_int, Err, usize) -> *mut c_void,
     take: unsafe extern "C" fn(*mut c_void, *mut u8, usize, i64, Err, usize) -> i64,
@@ -79,6 +80,7 @@ pub fn load() -> Result<(), String> {
                 pub_create: lib.symbol("rros1_pub_create")?,
                 publish: lib.symbol("rros1_publish")?,
                 pub_subscribers: lib.symbol("rros1_pub_subscribers")?,
+                pub_sent: lib.symbol("rros1_pub_sent")?,
                 pub_delete: lib.symbol("rros1_pub_delete")?,
                 sub_create: lib.symbol("rros1_sub_create")?,
                 take: lib.symbol("rros1_take")?,
@@ -174,6 +176,12 @@ impl Publisher {
         let a = api()?;
         // SAFETY: a live handle; data is valid for its length during the call.
         checked(|e, n| unsafe { (a.publish)(self.0, data.as_ptr(), data.len(), e, n) })
+    }
+    /// The fewest messages roscpp has written to any subscriber's link (None: no link).
+    pub fn sent(&self) -> Option<u64> {
+        // SAFETY: a live handle.
+        let n = api().map_or(-1, |a| unsafe { (a.pub_sent)(self.0) });
+        u64::try_from(n).ok()
     }
     /// The subscribers connected now.
     pub fn subscribers(&self) -> u32 {

@@ -24,6 +24,8 @@ use rtlab_bindings::roscpp;
 const NAME: &str = "ros1";
 /// The largest message offered (TCPROS itself carries up to 1 GB).
 pub const MAX_MESSAGE: usize = 64 << 20;
+/// How long a publisher lingers once roscpp handed its messages to its connections.
+const LINGER_NS: u64 = 500_000_000;
 /// How long opening waits for the master.
 const MASTER_TIMEOUT_MS: u32 = 5_000;
 
@@ -107,7 +109,7 @@ impl Transport for Ros1Transport {
         let latch = qos.durability == Durability::TransientLocal;
         let p = roscpp::Publisher::new(&ros_name(topic), queue(qos.history), latch)
             .map_err(lib("advertise"))?;
-        Ok(Box::new(Ros1Publisher { p, buf: vec![0u8; max_len] }))
+        Ok(Box::new(Ros1Publisher { p, buf: vec![0u8; max_len], published: 0 }))
     }
     fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Subscriber> {
         self.check(qos, max_len)?;
@@ -140,15 +142,42 @@ fn ros_name(topic: &str) -> String {
 struct Ros1Publisher {
     p: roscpp::Publisher,
     buf: Vec<u8>,
+    /// Messages handed to roscpp (warm-ups included).
+    published: u64,
 }
 
 impl Publisher for Ros1Publisher {
     fn publish(&mut self, seq: u64, stamp_ns: i64, len: usize) -> Result<(), TransportError> {
         encode_header(&mut self.buf, seq, stamp_ns);
-        self.p.publish(&self.buf[..len]).map_err(lib("publish"))
+        self.p.publish(&self.buf[..len]).map_err(lib("publish"))?;
+        self.published += 1;
+        Ok(())
     }
     fn matched(&self) -> Option<usize> {
         Some(self.p.subscribers() as usize)
+    }
+    /// TCPROS has no acknowledgements (a ROS 1 node that exits right after publishing loses
+    /// its last messages). What stands for one: roscpp has handed every message to every
+    /// subscriber's connection (its links' `messages_sent`), and then [`LINGER_NS`] more for
+    /// its poll thread to write them to the sockets, from where the kernel delivers them
+    /// even after the publisher closes. A link that joined late, or a queue that overflowed,
+    /// never gets there: false after the timeout.
+    fn wait_acknowledged(&self, timeout_ns: i64) -> Option<bool> {
+        let end = rtlab_sys::clock::monotonic_ns().saturating_add(timeout_ns);
+        loop {
+            match self.p.sent() {
+                Some(n) if n >= self.published => {
+                    std::thread::sleep(std::time::Duration::from_nanos(LINGER_NS));
+                    return Some(true);
+                }
+                None => return Some(self.p.subscribers() == 0),
+                _ => {}
+            }
+            if rtlab_sys::clock::monotonic_ns() >= end {
+                return Some(false);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 }
 

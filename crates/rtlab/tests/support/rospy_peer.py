@@ -3,7 +3,7 @@
 
 It speaks rtlab's ros1 mapping (docs/pubsub.md): std_msgs/UInt8MultiArray whose data is
 rtlab's message: the sequence number (u64, little endian), the send stamp (i64 ns,
-CLOCK_MONOTONIC), then the payload; a sequence number with bit 63 set is a warm-up message
+CLOCK_REALTIME: rtlab's roles by hand stamp and compare on the wall clock), then the payload; a sequence number with bit 63 set is a warm-up message
 rtlab does not measure.
 
     rospy_peer.py pub  --topic T --rate HZ --count N [--size BYTES]
@@ -41,7 +41,7 @@ def main():
 
     rospy.init_node(f"rospy_{a.role}", anonymous=True, disable_signals=True)
     out = lambda d: print(json.dumps(d), flush=True)
-    now = lambda: time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    now = time.time_ns
     try:
         if a.role == "pub":
             pub = rospy.Publisher(a.topic, UInt8MultiArray, queue_size=100)

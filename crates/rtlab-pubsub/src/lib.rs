@@ -42,7 +42,7 @@ use std::sync::Arc;
 /// `domain` and `interface` (peers are refused); fastdds as dds, and `fastdds_shm`; ros2
 /// `ros2_prefix`, `rmw`, `domain`, and `interface`/`peers` as its discovery; udp
 /// `interface` (the address to bind) and `peers`; ros1 `ros1_master`, `interface` (this node's
-/// address) and `tcp_nodelay`. Fields a transport does not use are ignored.
+/// address), `tcp_nodelay` and `udpros`. Fields a transport does not use are ignored.
 pub fn open(spec: &engine::TransportSpec) -> Result<Arc<dyn Transport>, TransportError> {
     match spec.kind {
         TransportKind::Intra => Ok(Arc::new(transport::intra::IntraTransport::new())),
@@ -67,6 +67,7 @@ pub fn open(spec: &engine::TransportSpec) -> Result<Arc<dyn Transport>, Transpor
             spec.ros1_master.as_deref(),
             spec.interface.as_deref(),
             spec.tcp_nodelay,
+            spec.udpros,
         )?)),
         TransportKind::RustDds => Ok(Arc::new(transport::rustdds::RustDdsTransport::new(
             spec.domain.unwrap_or_else(default_dds_domain),

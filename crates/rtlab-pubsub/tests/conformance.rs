@@ -241,7 +241,7 @@ instantiate_conformance_tests!(ros1, with_ros1);
 fn with_ros1(rule: Rule) {
     let make = || {
         let t: Arc<dyn Transport> = Arc::new(
-            rtlab_pubsub::transport::ros1::Ros1Transport::open(None, None, false).unwrap(),
+            rtlab_pubsub::transport::ros1::Ros1Transport::open(None, None, false, false).unwrap(),
         );
         (t.clone(), t)
     };

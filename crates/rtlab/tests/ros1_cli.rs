@@ -178,8 +178,7 @@ fn roscpp_to_roscpp_every_message_is_accounted_for_and_the_master_goes_with_rtla
         }
         assert_eq!(v["streams"][0]["labels"]["roscpp"], "1.15.15", "{}", v["streams"][0]["labels"]);
     }
-    // best effort is UDPROS between roscpp nodes: every message still accounted for (lost
-    // ones counted as lost, never missing)
+    // best effort is TCPROS unless --udpros: every message accounted for
     let json = d.path().join("udpros.json");
     let o = run(&[
         "pubsub",
@@ -195,7 +194,11 @@ fn roscpp_to_roscpp_every_message_is_accounted_for_and_the_master_goes_with_rtla
         json.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stdout(&o).contains("UDPROS where the publisher offers it"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("TCPROS (roscpp's best effort is UDPROS, opt-in: --udpros)"),
+        "{}",
+        stdout(&o)
+    );
     let v = read_json(&json);
     let st = &v["streams"][0]["stats"];
     let all =
@@ -380,6 +383,10 @@ fn bad_input_is_one_line() {
     assert_error(
         &["pubsub", "--transport", "cyclonedds", "--tcp-nodelay", "--count", "5"],
         &["--tcp-nodelay", "ros1 transport only"],
+    );
+    assert_error(
+        &["pubsub", "--transport", "ros1", "--udpros", "--reliability", "reliable", "--count", "5"],
+        &["--udpros", "best-effort"],
     );
     assert_error(
         &["pubsub", "--transport", "ros1", "--far", "netns:nowhere", "--count", "5"],

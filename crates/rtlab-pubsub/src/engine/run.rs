@@ -308,6 +308,7 @@ fn role_spec_of(
     role_spec.ros2_found_by = spec.ros2_found_by.clone();
     role_spec.ros1_master = spec.ros1_master.clone();
     role_spec.tcp_nodelay = spec.tcp_nodelay;
+    role_spec.udpros = spec.udpros;
     if far.is_none() && far_kind == TransportKind::Ros1 {
         role_spec.interface = spec.interface.clone();
     }

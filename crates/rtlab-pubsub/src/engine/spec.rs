@@ -150,6 +150,9 @@ pub struct TransportSpec {
     /// ros1: subscribers ask TCP_NODELAY of their publishers (`--tcp-nodelay`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tcp_nodelay: bool,
+    /// ros1: best-effort subscribers ask for UDPROS first (`--udpros`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub udpros: bool,
 }
 
 impl TransportSpec {
@@ -171,6 +174,7 @@ impl TransportSpec {
             ros2_found_by: None,
             ros1_master: None,
             tcp_nodelay: false,
+            udpros: false,
         }
     }
 }

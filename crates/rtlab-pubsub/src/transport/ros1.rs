@@ -9,10 +9,13 @@
 //! (`callOne` with the wait's timeout: a blocking take sleeps in roscpp's condition
 //! variable); the callback keeps the message and the take copies its header.
 //!
-//! QoS: reliable is TCPROS (TCP), best effort asks for UDPROS first (roscpp's datagram
-//! transport) and falls back to TCPROS where the publisher has no UDPROS (rospy); the history
-//! depth is roscpp's queue size on both ends (keep-all: 0, unbounded); transient-local is a
-//! latched publisher (its last message only). `tcp_nodelay` (TransportSpec) asks TCP_NODELAY.
+//! QoS: reliable is TCPROS (TCP); best effort is TCPROS too (closest), unless `udpros`
+//! (TransportSpec, `--udpros`) asks for UDPROS first (roscpp's datagram transport, falling
+//! back to TCPROS where the publisher has none: rospy). UDPROS is opt-in: a UDPROS subscriber
+//! process died here once in twelve loaded runs, without a word (not investigated yet), and
+//! its users report crashes too. The history depth is roscpp's queue size on both ends
+//! (keep-all: 0, unbounded); transient-local is a latched publisher (its last message only).
+//! `tcp_nodelay` (TransportSpec) asks TCP_NODELAY.
 //!
 //! roscpp serializes each published message into a buffer of its own and deserializes each
 //! taken one into a new message: it allocates per message, on its side (said in the notes).
@@ -37,6 +40,7 @@ fn lib(what: &'static str) -> impl Fn(String) -> TransportError {
 pub struct Ros1Transport {
     master: String,
     tcp_nodelay: bool,
+    udpros: bool,
 }
 
 impl Ros1Transport {
@@ -46,6 +50,7 @@ impl Ros1Transport {
         master: Option<&str>,
         ip: Option<&str>,
         tcp_nodelay: bool,
+        udpros: bool,
     ) -> Result<Ros1Transport, TransportError> {
         roscpp::load().map_err(lib("loading roscpp"))?;
         let (master, ip) = match master {
@@ -57,13 +62,47 @@ impl Ros1Transport {
         };
         roscpp::init("rtlab_pubsub", Some(&master), ip.as_deref(), MASTER_TIMEOUT_MS)
             .map_err(lib("ros::init"))?;
-        Ok(Ros1Transport { master, tcp_nodelay })
+        Ok(Ros1Transport { master, tcp_nodelay, udpros })
     }
 
     /// The master this process's node registered with.
     pub fn master(&self) -> &str {
         &self.master
     }
+}
+
+/// What `qos` becomes on roscpp (`udpros`: best effort asks for UDPROS).
+fn qos_mapping(qos: &Qos, udpros: bool) -> QosMapping {
+    let reliability = match (qos.reliability, udpros) {
+        (Reliability::Reliable, _) => item(qos.reliability, "TCPROS (TCP)", Fidelity::Exact),
+        (Reliability::BestEffort, true) => item(
+            qos.reliability,
+            "UDPROS where the publisher offers it (roscpp), else TCPROS (rospy has no UDPROS)",
+            Fidelity::Closest,
+        ),
+        (Reliability::BestEffort, false) => item(
+            qos.reliability,
+            "TCPROS (roscpp's best effort is UDPROS, opt-in: --udpros)",
+            Fidelity::Closest,
+        ),
+    };
+    let history = match qos.history {
+        History::KeepLast(n) => item(
+            qos.history,
+            format!("queue_size {n} on both ends (oldest dropped)"),
+            Fidelity::Exact,
+        ),
+        History::KeepAll => item(qos.history, "queue_size 0 (unbounded)", Fidelity::Exact),
+    };
+    let durability = match qos.durability {
+        Durability::Volatile => item(qos.durability, "not latched", Fidelity::Exact),
+        Durability::TransientLocal => item(
+            qos.durability,
+            "latched publisher (its last message only, whatever the depth)",
+            Fidelity::Closest,
+        ),
+    };
+    QosMapping { reliability, history, durability }
 }
 
 fn queue(h: History) -> u32 {
@@ -78,31 +117,7 @@ impl Transport for Ros1Transport {
         About { name: NAME, max_message: MAX_MESSAGE }
     }
     fn map_qos(&self, qos: &Qos) -> Result<QosMapping, TransportError> {
-        let reliability = match qos.reliability {
-            Reliability::Reliable => item(qos.reliability, "TCPROS (TCP)", Fidelity::Exact),
-            Reliability::BestEffort => item(
-                qos.reliability,
-                "UDPROS where the publisher offers it (roscpp), else TCPROS (rospy has no UDPROS)",
-                Fidelity::Closest,
-            ),
-        };
-        let history = match qos.history {
-            History::KeepLast(n) => item(
-                qos.history,
-                format!("queue_size {n} on both ends (oldest dropped)"),
-                Fidelity::Exact,
-            ),
-            History::KeepAll => item(qos.history, "queue_size 0 (unbounded)", Fidelity::Exact),
-        };
-        let durability = match qos.durability {
-            Durability::Volatile => item(qos.durability, "not latched", Fidelity::Exact),
-            Durability::TransientLocal => item(
-                qos.durability,
-                "latched publisher (its last message only, whatever the depth)",
-                Fidelity::Closest,
-            ),
-        };
-        Ok(QosMapping { reliability, history, durability })
+        Ok(qos_mapping(qos, self.udpros))
     }
     fn publisher(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Publisher> {
         self.check(qos, max_len)?;
@@ -113,7 +128,7 @@ impl Transport for Ros1Transport {
     }
     fn subscriber(&self, topic: &str, qos: &Qos, max_len: usize) -> Made<dyn Subscriber> {
         self.check(qos, max_len)?;
-        let udp = qos.reliability == Reliability::BestEffort;
+        let udp = self.udpros && qos.reliability == Reliability::BestEffort;
         let s =
             roscpp::Subscriber::new(&ros_name(topic), queue(qos.history), self.tcp_nodelay, udp)
                 .map_err(lib("subscribe"))?;
@@ -264,6 +279,19 @@ impl Drop for MasterWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn best_effort_is_udpros_only_when_asked() {
+        let be = Qos { reliability: Reliability::BestEffort, ..Qos::default() };
+        assert!(qos_mapping(&be, false).reliability.native.starts_with("TCPROS"));
+        assert!(qos_mapping(&be, true).reliability.native.starts_with("UDPROS"));
+        let rel = Qos { reliability: Reliability::Reliable, ..Qos::default() };
+        assert_eq!(qos_mapping(&rel, true).reliability.fidelity, Fidelity::Exact);
+        assert_eq!(
+            qos_mapping(&rel, false).history.native,
+            "queue_size 5 on both ends (oldest dropped)"
+        );
+    }
 
     #[test]
     fn names_and_queues() {

@@ -171,6 +171,9 @@ pub struct PubsubArgs {
     /// ros1: subscribers ask their publishers for TCP_NODELAY (roscpp's transport hint).
     #[arg(help_heading = "ROS 1", long)]
     pub tcp_nodelay: bool,
+    /// ros1: best-effort subscribers ask for UDPROS first (roscpp's datagram transport; TCPROS otherwise).
+    #[arg(help_heading = "ROS 1", long)]
+    pub udpros: bool,
     /// ros2: the ROS 2 installation to use, an ament prefix such as /opt/ros/jazzy [AMENT_PREFIX_PATH, /opt/ros/*, then /opt/rtlab/ros2].
     #[arg(help_heading = "ROS 2", long, value_name = "DIR")]
     pub ros2_prefix: Option<String>,
@@ -254,6 +257,7 @@ impl PubsubArgs {
             .str("fastdds_shm", &self.fastdds_shm)
             .str("fastdds_lib", &self.fastdds_lib)
             .flag("tcp_nodelay", self.tcp_nodelay, true)
+            .flag("udpros", self.udpros, true)
             .str("ros2_prefix", &self.ros2_prefix)
             .str("rmw", &self.rmw)
             .str("role", &self.role)

@@ -72,6 +72,8 @@ pub struct PubsubProbeConfig {
     pub rmw: Option<String>,
     /// ros1: subscribers ask their publishers for TCP_NODELAY.
     pub tcp_nodelay: bool,
+    /// ros1: best-effort subscribers ask for UDPROS first (roscpp's datagram transport).
+    pub udpros: bool,
     /// `oneway` (receive - send on one clock) or `roundtrip` (pong received - ping sent).
     pub mode: Mode,
     /// Round trips: `periodic` (pings on the rate's grid) or `closed-loop` (the next ping as
@@ -199,6 +201,7 @@ impl Default for PubsubProbeConfig {
             fastdds_shm: None,
             fastdds_lib: None,
             tcp_nodelay: false,
+            udpros: false,
             ros2_prefix: None,
             rmw: None,
             mode: Mode::Oneway,
@@ -373,6 +376,15 @@ impl PubsubProbeConfig {
             return Err(ConfigError::new(
                 "far",
                 "is not supported with the ros1 transport yet (the far node would need the master and this host's address on the link): run it on one host, or the far peer by hand on ROS_MASTER_URI's master (--role)",
+            ));
+        }
+        if self.udpros
+            && (self.transport != TransportKind::Ros1
+                || self.reliability != Reliability::BestEffort)
+        {
+            return Err(ConfigError::new(
+                "udpros",
+                "for the ros1 transport with best-effort reliability only (UDPROS has no retransmission)",
             ));
         }
         if self.tcp_nodelay && self.transport != TransportKind::Ros1 {
@@ -565,6 +577,7 @@ impl PubsubProbeConfig {
         transport.fastdds_shm = self.fastdds_shm.as_ref().map(|s| s.0).unwrap_or_default();
         transport.fastdds_lib = self.fastdds_lib.unwrap_or_default();
         transport.tcp_nodelay = self.tcp_nodelay;
+        transport.udpros = self.udpros;
         transport.ros2_prefix = self.ros2_prefix.clone();
         transport.rmw = self.rmw.clone();
         transport.zenoh_mode = self.zenoh_mode.map(|m| match m {

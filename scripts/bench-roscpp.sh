@@ -33,25 +33,12 @@ kill %1 2>/dev/null || true
 wait 2>/dev/null || true
 
 python3 - "$out" "$secs" <<'PY'
-import json, math, sys
+import json, sys
+sys.path.insert(0, "scripts")
+from cyclictest_summary import summary
 out, secs = sys.argv[1], sys.argv[2]
 def cyc(path):
-    hist, overflow, mx, mn, avg = [], 0, None, None, None
-    for line in open(path):
-        if line.startswith("# Max Latencies:"): mx = int(line.split(":")[1])
-        elif line.startswith("# Min Latencies:"): mn = int(line.split(":")[1])
-        elif line.startswith("# Avg Latencies:"): avg = int(line.split(":")[1])
-        elif line.startswith("# Histogram Overflows:"): overflow = int(line.split(":")[1])
-        elif line[:1].isdigit():
-            b, c = line.split()[:2]; hist.append((int(b), int(c)))
-    n = sum(c for _, c in hist) + overflow
-    def q(p):
-        rank, seen = max(1, math.ceil(p * n)), 0
-        for b, c in hist:
-            seen += c
-            if seen >= rank: return b
-        return mx
-    return dict(n=n, min=mn, avg=avg, p50=q(.5), p99=q(.99), max=mx, over="")
+    return summary(path, over="")
 def rt(path, name="thread0"):
     doc = json.load(open(path))
     s = next(st for st in doc["streams"] if st["name"] == name)["stats"]

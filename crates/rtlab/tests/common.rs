@@ -33,7 +33,13 @@ pub fn stdout(o: &Output) -> String {
 
 /// Exit 2 with exactly one line on stderr that contains every `needle`.
 pub fn assert_error(args: &[&str], needles: &[&str]) {
-    let o = run(args);
+    assert_error_of(rtlab().args(args), needles);
+}
+
+/// [`assert_error`] of a prepared command (its environment set).
+pub fn assert_error_of(cmd: &mut Command, needles: &[&str]) {
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+    let o = cmd.output().expect("run rtlab");
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{args:?}: expected exit 2, stderr: {err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: expected one line, got: {err}");
@@ -283,4 +289,22 @@ pub fn uprobes_left() -> Vec<String> {
         }
     }
     v
+}
+
+/// The ROS master rtlab started on `uri`'s port (named in its notes or report) is gone: it
+/// stops with rtlab (the parent-death signal; its exit may take a moment, waited for 10 s).
+pub fn assert_rosmaster_gone(uri: &str) {
+    let port = uri.trim_end_matches('/').rsplit(':').next().unwrap().to_string();
+    let running = || {
+        std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            (cmd.contains("rosmaster") && cmd.contains(&format!("-p {port} "))).then_some(cmd)
+        })
+    };
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while running().is_some() && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(running(), None, "rtlab's rosmaster on port {port} left running");
 }

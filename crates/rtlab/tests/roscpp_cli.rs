@@ -30,19 +30,6 @@ fn stats<'a>(doc: &'a Value, name: &str) -> &'a Value {
     &s.unwrap_or_else(|| panic!("no stream {name} in {}", doc["streams"]))["stats"]
 }
 
-/// No rosmaster serving `uri` (the one rtlab started) is left.
-fn assert_master_gone(uri: &str) {
-    let port = uri.trim_end_matches('/').rsplit(':').next().unwrap().to_string();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        assert!(
-            !(cmd.contains("rosmaster") && cmd.contains(&format!("-p {port} "))),
-            "rosmaster on port {port} left running: {cmd}"
-        );
-    }
-}
-
 #[test]
 fn every_roscpp_timer_runs_roscpp_itself_and_every_callback_is_accounted_for() {
     let d = tempfile::tempdir().unwrap();
@@ -96,7 +83,7 @@ fn every_roscpp_timer_runs_roscpp_itself_and_every_callback_is_accounted_for() {
         // the terminal says where roscpp's threads ran
         assert!(text.contains(&format!("{mode} mode")), "{text}");
         assert!(text.contains("note: thread0: roscpp's threads (node pid"), "{text}");
-        assert_master_gone(node["master"].as_str().unwrap());
+        assert_rosmaster_gone(node["master"].as_str().unwrap());
     }
 }
 
@@ -232,7 +219,7 @@ fn ctrl_c_stops_the_node_and_keeps_every_callback() {
     let callbacks = node["callbacks"].as_u64().unwrap();
     assert!(callbacks > 0);
     assert_eq!(stats(&doc, "thread0")["count"].as_u64().unwrap(), callbacks);
-    assert_master_gone(node["master"].as_str().unwrap());
+    assert_rosmaster_gone(node["master"].as_str().unwrap());
     let prefix = format!("rtlab-ros1-{pid}-");
     let left = std::fs::read_dir(std::env::temp_dir()).unwrap().flatten();
     let left: Vec<_> =
@@ -255,24 +242,18 @@ fn bad_input_and_missing_parts_are_one_line() {
         &["roscpp-oneshot", "starve", "CPU 0"],
     );
     // the user's master, not answering
-    let o = rtlab()
-        .args(["timer", "--mode", "roscpp", "--count", "5", "-q"])
-        .env("ROS_MASTER_URI", "http://127.0.0.1:9/")
-        .output()
-        .unwrap();
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(err.contains("http://127.0.0.1:9/ (ROS_MASTER_URI) does not answer"), "{err}");
+    assert_error_of(
+        rtlab()
+            .args(["timer", "--mode", "roscpp", "--count", "5", "-q"])
+            .env("ROS_MASTER_URI", "http://127.0.0.1:9/"),
+        &["http://127.0.0.1:9/ (ROS_MASTER_URI) does not answer"],
+    );
     // no master to start: rosmaster not on the PATH
-    let o = rtlab()
-        .args(["timer", "--mode", "roscpp", "--count", "5", "-q"])
-        .env("PATH", "/nonexistent")
-        .env_remove("ROS_MASTER_URI")
-        .output()
-        .unwrap();
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(err.contains("rosmaster") && err.contains("python3-rosmaster"), "{err}");
+    assert_error_of(
+        rtlab()
+            .args(["timer", "--mode", "roscpp", "--count", "5", "-q"])
+            .env("PATH", "/nonexistent")
+            .env_remove("ROS_MASTER_URI"),
+        &["rosmaster", "python3-rosmaster"],
+    );
 }

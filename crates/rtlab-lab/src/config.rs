@@ -85,7 +85,7 @@ where
         let message = if message.starts_with("unknown field") {
             format!("not a parameter of the probe (accepted: {})", fields_of::<C>().join(", "))
         } else if let Some(rest) = message.strip_prefix("unknown variant `") {
-            // "unknown variant `ros1`, expected one of `intra`, `udp` in `transport`"
+            // "unknown variant `ros3`, expected one of `intra`, `udp` in `transport`"
             let (value, rest) = rest.split_once('`').unwrap_or((rest, ""));
             let accepted = rest.split(" in `").next().unwrap_or("");
             let accepted = accepted.trim_start_matches(", expected ").trim_start_matches("one of ");

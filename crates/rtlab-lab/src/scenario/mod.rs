@@ -261,10 +261,10 @@ max_us = 464.0
         let e = err("name = \"x\"\n[[probe]]\nkind = \"timer\"\n");
         assert!(e.contains("probe[0].duration: no duration or count"), "{e}");
         let e = err(
-            "name = \"x\"\nduration = \"1s\"\n[[probe]]\nkind = \"pubsub\"\ntransport = \"ros1\"\n",
+            "name = \"x\"\nduration = \"1s\"\n[[probe]]\nkind = \"pubsub\"\ntransport = \"ros3\"\n",
         );
         assert!(
-            e.starts_with("s.toml:5: probe[0].transport: 'ros1' is not one of the accepted values"),
+            e.starts_with("s.toml:5: probe[0].transport: 'ros3' is not one of the accepted values"),
             "{e}"
         );
         let e = err("name = \"x\"\ncount = 0\n[[probe]]\nkind = \"timer\"\n");

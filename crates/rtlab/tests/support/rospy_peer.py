@@ -8,14 +8,15 @@ rtlab does not measure.
 
     rospy_peer.py pub  --topic T --rate HZ --count N [--size BYTES]
     rospy_peer.py sub  --topic T --count N [--seconds S]
-    rospy_peer.py pong --topic T [--seconds S]            (T_ping -> T_pong, unchanged)
+    rospy_peer.py pong --topic T [--seconds S] [--idle S]  (T_ping -> T_pong, unchanged)
 
 Prints `{"ready": ROLE}` once its topics are advertised and subscribed, then one summary
 line: pub `{"published":N,"matched":bool}`, sub `{"received":..,"first_seq":..,"last_seq":..,
 "in_order":..,"duplicates":..,"warmup":..,"max_stamp_age_ns":..}`, pong `{"echoed":N}`. A
 publisher first waits (20 s at most) for a subscriber, then sends warm-up messages for 1 s,
 then `--count` messages on the grid of `--rate`, then waits 1 s. SIGINT ends any role early
-with its summary.
+with its summary. A pong ends by itself `--idle` seconds (3) after the last ping, once a
+measured one (not a warm-up) came.
 """
 
 import argparse
@@ -35,6 +36,7 @@ def main():
     p.add_argument("--count", type=int, default=100)
     p.add_argument("--size", type=int, default=64)
     p.add_argument("--seconds", type=float, default=60.0)
+    p.add_argument("--idle", type=float, default=3.0)
     a = p.parse_args()
     import rospy
     from std_msgs.msg import UInt8MultiArray
@@ -110,21 +112,26 @@ def main():
             out(st)
         else:
             pub = rospy.Publisher(a.topic + "_pong", UInt8MultiArray, queue_size=100)
-            echoed = [0]
+            echoed, measured, last = [0], [0], [time.monotonic()]
 
             def echo(m):
                 pub.publish(m)
                 echoed[0] += 1
+                last[0] = time.monotonic()
+                data = bytes(m.data)
+                if len(data) >= 8 and not struct.unpack("<Q", data[:8])[0] & WARMUP_BIT:
+                    measured[0] += 1
 
             rospy.Subscriber(a.topic + "_ping", UInt8MultiArray, echo, queue_size=None)
             out({"ready": "pong"})
             end = time.monotonic() + a.seconds
             try:
-                while time.monotonic() < end:
+                while time.monotonic() < end and not (
+                        measured[0] > 0 and time.monotonic() - last[0] > a.idle):
                     time.sleep(0.05)
             except KeyboardInterrupt:
                 pass
-            out({"echoed": echoed[0]})
+            out({"echoed": echoed[0], "measured": measured[0]})
     finally:
         rospy.signal_shutdown("done")
 

@@ -40,15 +40,6 @@ pub enum RtOrder {
     AfterInit,
 }
 
-impl RtOrder {
-    pub fn name(self) -> &'static str {
-        match self {
-            RtOrder::BeforeInit => "before-init",
-            RtOrder::AfterInit => "after-init",
-        }
-    }
-}
-
 /// Samples the ring holds (about 65 s at 1 kHz: read every 2 ms, it never fills unless this
 /// process stalls that long).
 pub const RING_CAPACITY: u64 = 1 << 16;
@@ -196,14 +187,15 @@ pub fn measure(
     let mut second_index = 0u64;
     let mut cycles = Cycles::new(latency, jitter, prog);
     let mut asked_stop = false;
+    let mut record = |s: rtlab_sys::shared_ring::RingSample| {
+        let at = s.at_monotonic - start;
+        cycles.record(at, s.error);
+        second.record(second_index, at, s.second);
+        second_index += 1;
+    };
     let status = loop {
         let ended = child.try_wait();
-        ring.drain(|s| {
-            let at = s.at_monotonic - start;
-            cycles.record(at, s.error);
-            second.record(second_index, at, s.second);
-            second_index += 1;
-        });
+        ring.drain(&mut record);
         match ended {
             Ok(Some(status)) => break Some(status),
             Err(_) => break None,
@@ -215,12 +207,7 @@ pub fn measure(
         }
         std::thread::sleep(Duration::from_millis(2));
     };
-    ring.drain(|s| {
-        let at = s.at_monotonic - start;
-        cycles.record(at, s.error);
-        second.record(second_index, at, s.second);
-        second_index += 1;
-    });
+    ring.drain(&mut record);
     let mut out = String::new();
     if let Some(mut o) = child.stdout.take() {
         let _ = o.read_to_string(&mut out);

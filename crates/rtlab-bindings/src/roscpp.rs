@@ -302,7 +302,7 @@ pub fn shutdown() {
 }
 
 /// A ROS master: the user's (`ROS_MASTER_URI`), or Debian's `rosmaster --core` started here
-/// on a free loopback port and stopped on drop. Its `ROS_HOME` (where it writes its log) is a
+/// on a port free on loopback, listening on every address, and stopped on drop. Its `ROS_HOME` (where it writes its log) is a
 /// directory of its own, removed as soon as it answers: its open log lives on unlinked, and
 /// nothing is left behind even when it is never dropped ([`shared_master`]).
 pub struct Master {
@@ -329,8 +329,12 @@ impl Master {
         let home = std::env::temp_dir().join(format!("rtlab-ros1-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&home).map_err(|e| format!("{}: {e}", home.display()))?;
         let mut cmd = Command::new("rosmaster");
+        // neither ROS_IP nor ROS_HOSTNAME: it listens on every address of its namespace (a
+        // far node reaches it on the link), whatever the caller's environment says
         cmd.args(["--core", "-p", &port.to_string(), "-w", "1"])
             .env("ROS_HOME", &home)
+            .env_remove("ROS_IP")
+            .env_remove("ROS_HOSTNAME")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());

@@ -123,8 +123,8 @@ fn short(s: &str) -> String {
 
 /// The name of a raw scheduling policy.
 pub fn policy_name(raw: i32) -> String {
-    let flag = if raw & 0x4000_0000 != 0 { "|reset-on-fork" } else { "" };
-    let base = rtlab_sys::sched::policy_word((raw & !0x4000_0000).into()).unwrap_or("policy?");
+    let flag = if rtlab_sys::sched::base_policy(raw) != raw { "|reset-on-fork" } else { "" };
+    let base = rtlab_sys::sched::policy_word(raw.into()).unwrap_or("policy?");
     format!("{base}{flag}")
 }
 

@@ -356,3 +356,13 @@ fn closed_loop_needs_a_round_trip_and_one_rate() {
         engine::run(&cfg, &launcher, Arc::new(AtomicBool::new(false)), &mut |_, _| {}).unwrap_err();
     assert!(e.is_bad_input() && e.to_string().contains("--rate"), "{e}");
 }
+
+#[test]
+fn ros1_runs_apart_in_a_namespace_of_its_own_only() {
+    use rtlab_pubsub::engine::apart::{conflict, ROS1_APART};
+    let cfg = pubsub_config::config(TransportKind::Ros1, Mode::Oneway, vec![1], false);
+    // a scenario's case pair or --netns: roscpp's one node per process cannot follow it
+    assert_eq!(conflict(&cfg, true, true).as_deref(), Some(ROS1_APART));
+    assert_eq!(conflict(&cfg, false, true).as_deref(), Some(ROS1_APART));
+    assert_eq!(conflict(&cfg, false, false), None);
+}

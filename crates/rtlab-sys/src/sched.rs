@@ -183,10 +183,16 @@ pub fn set_current_policy(policy: Policy, priority: i32) -> Result<(), SysError>
     }
 }
 
-/// The kernel's word for a raw scheduling policy (`SCHED_FIFO` = 1: `fifo`); None for one
-/// it does not have.
+/// A raw scheduling policy without the `SCHED_RESET_ON_FORK` flag the kernel reports with
+/// it (sched_getscheduler(2)).
+pub fn base_policy(raw: i32) -> i32 {
+    raw & !libc::SCHED_RESET_ON_FORK
+}
+
+/// The kernel's word for a raw scheduling policy (`SCHED_FIFO` = 1: `fifo`), with or without
+/// `SCHED_RESET_ON_FORK`; None for one it does not have.
 pub fn policy_word(raw: i64) -> Option<&'static str> {
-    Some(match raw {
+    Some(match raw & !i64::from(libc::SCHED_RESET_ON_FORK) {
         0 => "other",
         1 => "fifo",
         2 => "rr",
@@ -269,6 +275,16 @@ pub fn may_use_realtime() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_policy_is_named_with_or_without_reset_on_fork() {
+        let fifo_reset = libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK;
+        assert_eq!(base_policy(fifo_reset), libc::SCHED_FIFO);
+        assert_eq!(base_policy(libc::SCHED_RR), libc::SCHED_RR);
+        assert_eq!(policy_word(fifo_reset.into()), Some("fifo"));
+        assert_eq!(policy_word(0), Some("other"));
+        assert_eq!(policy_word(4), None);
+    }
 
     #[test]
     fn priority_ranges_are_the_kernels() {

@@ -128,7 +128,7 @@ impl OwnThreads {
 pub fn restore_own_threads(before: &OwnThreads) -> (usize, Vec<(i32, SysError)>) {
     let me = std::process::id() as i32;
     let base = before.0.iter().find(|t| t.0 == me).map(|t| (t.1, t.2)).unwrap_or((0, 0));
-    let rt = |p: i32| matches!(p & !libc::SCHED_RESET_ON_FORK, libc::SCHED_FIFO | libc::SCHED_RR);
+    let rt = |p: i32| matches!(crate::sched::base_policy(p), libc::SCHED_FIFO | libc::SCHED_RR);
     let (mut changed, mut refused) = (0, Vec::new());
     for (tid, policy, prio) in OwnThreads::now().0 {
         let want = match before.0.iter().find(|t| t.0 == tid) {

@@ -50,9 +50,11 @@ fn presets_list_and_dry_run() {
     assert_eq!(o.status.code(), Some(0));
     let out = stdout(&o);
     assert!(out.contains("udp/stress/rt-isolation") && out.contains("6000 slots"), "{out}");
-    // udp: 4 profiles x 4 loads x 2 paths (socket, xdp); timer and noise: 4 profiles idle
+    // udp: 4 profiles x 4 loads x 2 paths (socket, xdp); pubsub through ros1: 4 x 4; timer
+    // and noise: 4 profiles idle
     assert!(out.contains("udp/tx/rt-normal/path=xdp"), "{out}");
-    assert!(out.contains("noise/idle/rt-isolation") && out.contains("40 cases"), "{out}");
+    assert!(out.contains("pubsub/rx/rt-affinities/transport=ros1"), "{out}");
+    assert!(out.contains("noise/idle/rt-isolation") && out.contains("56 cases"), "{out}");
 }
 
 /// A bare `rtlab run` runs nothing and changes nothing: it names the presets and asks for one
@@ -250,6 +252,13 @@ mode = "roundtrip"
 echo = "callback"
 rate = "1khz"
 count = 200
+[[probe]]
+kind = "pubsub"
+transport = "ros1"
+mode = "roundtrip"
+tcp_nodelay = true
+rate = "1khz"
+count = 200
 "#,
     )
     .unwrap();
@@ -260,8 +269,9 @@ count = 200
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let cases = v["cases"].as_array().unwrap();
-    // udp on both paths (socket, xdp: the far reflector too) and the pubsub, idle and loaded
-    assert_eq!(cases.len(), 6);
+    // udp on both paths (socket, xdp: the far reflector too) and the pubsub (dds, ros1), idle
+    // and loaded
+    assert_eq!(cases.len(), 8);
     for c in cases {
         assert_eq!(c["status"]["status"], "ok", "{}: {}", c["name"], c["status"]);
         let doc = &c["document"];
@@ -272,11 +282,19 @@ count = 200
         assert!(!far["counters"]["windows"].as_array().unwrap().is_empty(), "far counters");
         assert!(!doc["evidence"]["counters"]["windows"].as_array().unwrap().is_empty());
         if doc["probe"] == "pubsub" {
-            // the far pong answered from its listener (scenario key `echo`)
             let s = &doc["streams"][0];
-            assert_eq!(s["labels"]["echo"], "callback", "{}", c["name"]);
             let n = |k: &str| s["stats"][k].as_u64().unwrap();
             assert!(n("count") > 0, "{}", c["name"]);
+            if s["labels"]["transport"] == "ros1" {
+                // a roscpp pong on the far side, on the master rtlab started on this one
+                assert!(s["labels"]["roscpp"].is_string(), "{}", s["labels"]);
+                let notes = doc["config"]["notes"].to_string();
+                let master = format!("master http://{}:", far["near_address"].as_str().unwrap());
+                assert!(notes.contains(&master), "{}: {notes}", c["name"]);
+            } else {
+                // the far pong answered from its listener (scenario key `echo`)
+                assert_eq!(s["labels"]["echo"], "callback", "{}", c["name"]);
+            }
         }
         if doc["probe"] == "udp" {
             let r = doc["streams"].as_array().unwrap().iter().find(|s| s["name"] == "reflector");
@@ -294,7 +312,7 @@ count = 200
     let o = run(&["report", "--db", db.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
-    assert_eq!(out.matches("far kernel counters over").count(), 6, "{out}");
+    assert_eq!(out.matches("far kernel counters over").count(), 8, "{out}");
 }
 
 #[test]

@@ -368,6 +368,135 @@ fn root_rtlab_pub_to_a_rospy_sub() {
     assert!(notes.contains("1 subscriber matched"), "{notes}");
 }
 
+/// The processes whose network namespace is `ns`'s (`ip netns pids`).
+fn pids_in(ns: &str) -> String {
+    let o = Command::new("ip").args(["netns", "pids", ns]).output().unwrap();
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+#[test]
+fn root_far_netns_roscpp_nodes_on_both_sides_of_the_link_on_rtlabs_master() {
+    if !root_or_skip() {
+        return;
+    }
+    let pair = NetnsPair::up("r1far").unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let far = format!("netns:{}", pair.ns_b);
+    for mode in ["oneway", "roundtrip"] {
+        let json = d.path().join(format!("{mode}.json"));
+        let o = rtlab()
+            .env("RTLAB_FAR_JOURNAL", d.path().join("far-journal"))
+            .env_remove("ROS_MASTER_URI")
+            .args(["pubsub", "--transport", "ros1", "--mode", mode, "--subscribers", "2"])
+            .args(["--netns", &pair.ns_a, "--far", &far])
+            .args(["--rate", "200hz", "--count", "300", "--reliability", "reliable"])
+            .args(["--history", "keep-last:100", "-q", "--json", json.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{mode}: {}", stderr(&o));
+        let v = read_json(&json);
+        let f = &v["far"];
+        assert_eq!(f["link"], far.as_str(), "{f}");
+        assert_eq!(
+            (f["near_address"].as_str(), f["far_address"].as_str()),
+            (Some(pair.ip_a.as_str()), Some(pair.ip_b.as_str())),
+            "{f}"
+        );
+        // the master rtlab started, reached by the far nodes at this side's address on the link
+        let notes = v["config"]["notes"].to_string();
+        let master = format!("master http://{}:", pair.ip_a);
+        assert!(notes.contains(&master), "{mode}: {notes}");
+        // roscpp in a namespace of the case's own: the near side in a process of its own, its
+        // far roles started by this one through the agent
+        assert!(notes.contains("ran in a process of its own (roscpp holds one node"), "{notes}");
+        let subs: Vec<&Value> = v["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["name"].as_str().unwrap().contains(".sub"))
+            .collect();
+        assert_eq!(subs.len(), 2, "{mode}: {}", v["streams"]);
+        for s in subs {
+            let st = &s["stats"];
+            let all = u(&st["count"])
+                + u(&st["late"])
+                + u(&st["lost"])
+                + st["overruns"].as_u64().unwrap_or(0);
+            assert_eq!(all, 300, "{mode}: {st}");
+            assert_eq!(u(&st["lost"]), 0, "{mode}: reliable TCPROS across the link: {st}");
+        }
+        let uri = notes.split("master ").nth(1).and_then(|r| r.split('"').next()).unwrap();
+        let end = Instant::now() + Duration::from_secs(10);
+        while !(pids_in(&pair.ns_a).is_empty() && pids_in(&pair.ns_b).is_empty()) {
+            assert!(
+                Instant::now() < end,
+                "{mode}: left running: {} in {}, {} in {} (master {uri})",
+                pids_in(&pair.ns_a),
+                pair.ns_a,
+                pids_in(&pair.ns_b),
+                pair.ns_b
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    // Ctrl-C mid-run: the near side apart is told to stop, and the far subscribers' reports
+    // still reach it (through this process)
+    let json = d.path().join("stopped.json");
+    let child = rtlab()
+        .env("RTLAB_FAR_JOURNAL", d.path().join("far-journal"))
+        .env_remove("ROS_MASTER_URI")
+        .args(["pubsub", "--transport", "ros1", "--netns", &pair.ns_a, "--far", &far])
+        .args(["--rate", "200hz", "--duration", "60s", "-q", "--json", json.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // measuring: the document is written at the end only, so wait for the far side's roscpp
+    // node to be up (a process of the far namespace other than the agent) and a little more
+    let end = Instant::now() + Duration::from_secs(30);
+    while pids_in(&pair.ns_b).lines().count() < 2 {
+        assert!(Instant::now() < end, "the far side never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let o = interrupt(child);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = read_json(&json);
+    assert_eq!(v["interrupted"], true);
+    let sub = v["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"].as_str().unwrap().contains(".sub"));
+    let sub = sub.unwrap_or_else(|| panic!("no far subscriber's stream: {}", v["streams"]));
+    assert!(u(&sub["stats"]["count"]) > 0, "{}", sub["stats"]);
+    let end = Instant::now() + Duration::from_secs(10);
+    while !(pids_in(&pair.ns_a).is_empty() && pids_in(&pair.ns_b).is_empty()) {
+        assert!(
+            Instant::now() < end,
+            "left running after Ctrl-C: {} / {}",
+            pids_in(&pair.ns_a),
+            pids_in(&pair.ns_b)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // a user's master on loopback cannot be reached from the far side: one line
+    let o = rtlab()
+        .env("RTLAB_FAR_JOURNAL", d.path().join("far-journal"))
+        .env("ROS_MASTER_URI", "http://127.0.0.1:11311/")
+        .args(["pubsub", "--transport", "ros1", "--netns", &pair.ns_a, "--far", &far])
+        .args(["--count", "5", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    assert!(
+        e.contains("127.0.0.1:11311") && e.contains("loopback") && e.contains(&pair.ip_a),
+        "{e}"
+    );
+}
+
 #[test]
 fn bad_input_is_one_line() {
     assert_error(
@@ -377,10 +506,6 @@ fn bad_input_is_one_line() {
     assert_error(
         &["pubsub", "--transport", "ros1", "--udpros", "--reliability", "reliable", "--count", "5"],
         &["--udpros", "best-effort"],
-    );
-    assert_error(
-        &["pubsub", "--transport", "ros1", "--far", "netns:nowhere", "--count", "5"],
-        &["--far", "not supported with the ros1 transport"],
     );
     assert_error_of(
         rtlab()

@@ -175,7 +175,7 @@ fn running_threads() -> String {
             + stime.and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
         let (policy, prio) =
             rtlab_sys::tasks::sched_get(tid.parse().unwrap_or(0)).unwrap_or((0, 0));
-        let policy = match policy & !0x4000_0000 {
+        let policy = match rtlab_sys::sched::base_policy(policy) {
             1 => "fifo",
             2 => "rr",
             _ => "other",

@@ -82,9 +82,7 @@ fn see_threads(report: &mut NodeReport) {
     for (tid, policy, priority) in rtlab_sys::tasks::OwnThreads::now().0 {
         let seen = ThreadSeen {
             tid,
-            policy: rtlab_sys::sched::policy_word((policy & !0x4000_0000) as i64)
-                .unwrap_or("unknown")
-                .to_string(),
+            policy: rtlab_sys::sched::policy_word(policy.into()).unwrap_or("unknown").to_string(),
             priority,
         };
         if tid == me {

@@ -59,6 +59,13 @@ mod preset_tests {
         assert_eq!(udp[0].config.plan().count, Some(6000), "--scale 0.01 of 600,000 packets");
         let worst = udp.iter().find(|c| c.profile == "no-rt" && c.load == "stress").unwrap();
         assert_eq!(worst.published.as_ref().unwrap().max_us, Some(46742.0));
+        // the same round trip through ROS 1, every configuration and load, no published row
+        let ros1: Vec<_> = s1.cases().iter().filter(|c| c.probe == "pubsub").collect();
+        assert_eq!(ros1.len(), 16, "4 profiles x 4 loads");
+        assert!(ros1.iter().all(|c| c.published.is_none()
+            && c.params.get("transport").map(String::as_str) == Some("ros1")
+            && c.config.far() == Some(&crate::far::FarSpec::Pair)));
+        assert_eq!(ros1[0].config.plan().count, Some(6000));
 
         let s4 = Scenario::parse("s4", preset("s4-timer").unwrap(), 1.0).unwrap();
         assert_eq!(

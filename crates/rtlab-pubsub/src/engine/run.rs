@@ -183,13 +183,8 @@ fn near_spec(cfg: &PubsubConfig, far: Option<&FarPlacement>) -> Result<Transport
         spec.rmw = Some(inst.rmw);
         spec.ros2_found_by = Some(inst.found_by);
     }
-    // ros1: every process of the run on one master (the user's, or this process's)
-    if spec.kind == TransportKind::Ros1 && spec.ros1_master.is_none() {
-        let (uri, ip) = rtlab_bindings::roscpp::shared_master().map_err(ProbeError::Setup)?;
-        spec.ros1_master = Some(uri);
-        if spec.interface.is_none() {
-            spec.interface = ip;
-        }
+    if spec.kind == TransportKind::Ros1 {
+        ros1_network(&mut spec, far)?;
     }
     if let Some(f) = far {
         if spec.kind.is_dds() || spec.kind == TransportKind::Udp {
@@ -200,6 +195,52 @@ fn near_spec(cfg: &PubsubConfig, far: Option<&FarPlacement>) -> Result<Transport
         }
     }
     Ok(spec)
+}
+
+/// ros1: every process of the run on one master, the user's (`ROS_MASTER_URI`) or this
+/// process's. On a far link the far node reaches this process's master at this host's address
+/// on the link (the master rtlab starts listens on every address of its namespace), and this
+/// side's node is at that address too (unless `--interface` names another); a user's master
+/// on loopback cannot be reached from there: one line.
+fn ros1_network(spec: &mut TransportSpec, far: Option<&FarPlacement>) -> Result<(), ProbeError> {
+    let ours = spec.ros1_master.is_none();
+    if ours {
+        let (uri, ip) = rtlab_bindings::roscpp::shared_master().map_err(ProbeError::Setup)?;
+        spec.ros1_master = Some(match (far, &ip) {
+            (Some(f), Some(_)) => uri_with_host(&uri, &f.near),
+            _ => uri,
+        });
+        if far.is_none() && spec.interface.is_none() {
+            spec.interface = ip;
+        }
+    }
+    let Some(f) = far else { return Ok(()) };
+    let master = spec.ros1_master.as_deref().unwrap_or_default();
+    if loopback_uri(master) {
+        return Err(ProbeError::Invalid(format!(
+            "--far with ros1: the master {master} (ROS_MASTER_URI) is on this host's loopback, which the far node cannot reach; give its address on the link ({}), or leave ROS_MASTER_URI unset and rtlab starts one",
+            f.near
+        )));
+    }
+    spec.interface.get_or_insert_with(|| f.near.clone());
+    Ok(())
+}
+
+/// `uri` (`http://HOST:PORT/`) with `host` for its host.
+fn uri_with_host(uri: &str, host: &str) -> String {
+    let rest = uri.strip_prefix("http://").unwrap_or(uri);
+    let port = rest.split_once(':').map_or("", |(_, p)| p);
+    format!("http://{}:{port}", ip_in_endpoint(host))
+}
+
+/// Whether a master's URI names this host's loopback (`localhost`, 127/8, ::1).
+fn loopback_uri(uri: &str) -> bool {
+    let rest = uri.strip_prefix("http://").unwrap_or(uri);
+    let host = match rest.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => rest.split([':', '/']).next().unwrap_or(""),
+    };
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|a| a.is_loopback())
 }
 
 /// rustdds on one host (either side), no interface: RustDDS cannot be limited to an
@@ -313,7 +354,10 @@ fn role_spec_of(
         role_spec.interface = spec.interface.clone();
     }
     if let Some(f) = far {
-        if far_kind.is_dds() || far_kind == TransportKind::Udp {
+        if far_kind == TransportKind::Ros1 {
+            // the far node's own address on the link (the master's is in ros1_master)
+            role_spec.interface = Some(f.far.clone());
+        } else if far_kind.is_dds() || far_kind == TransportKind::Udp {
             role_spec.interface = Some(f.far.clone());
             if !multicast {
                 role_spec.peers = vec![f.near.clone()];
@@ -365,5 +409,42 @@ mod tests {
             role_spec_of(&c, TransportKind::FastDds, None, false).fastdds_shm,
             spec.fastdds_shm
         );
+    }
+
+    #[test]
+    fn a_ros1_far_node_gets_its_own_address_and_the_master_on_this_hosts_address() {
+        assert_eq!(uri_with_host("http://127.0.0.1:40123/", "10.9.0.1"), "http://10.9.0.1:40123/");
+        assert_eq!(uri_with_host("http://127.0.0.1:40123/", "fd00::1"), "http://[fd00::1]:40123/");
+        for (uri, lo) in [
+            ("http://127.0.0.1:11311/", true),
+            ("http://localhost:11311", true),
+            ("http://[::1]:11311/", true),
+            ("http://10.9.0.1:11311/", false),
+            ("http://robot:11311/", false),
+        ] {
+            assert_eq!(loopback_uri(uri), lo, "{uri}");
+        }
+        struct NoRoles;
+        impl crate::engine::FarRoles for NoRoles {
+            fn start(
+                &self,
+                _: &crate::engine::RoleConfig,
+                _: std::sync::mpsc::Sender<(usize, crate::engine::RoleEvent)>,
+            ) -> Result<Box<dyn crate::engine::FarRole>, String> {
+                Err("none".into())
+            }
+        }
+        let f = FarPlacement { near: "10.9.0.1".into(), far: "10.9.0.2".into(), roles: &NoRoles };
+        let mut spec = TransportSpec::new(TransportKind::Ros1);
+        spec.ros1_master = Some("http://10.9.0.1:11311/".into());
+        ros1_network(&mut spec, Some(&f)).unwrap();
+        assert_eq!(spec.interface.as_deref(), Some("10.9.0.1"));
+        let r = role_spec_of(&spec, TransportKind::Ros1, Some(&f), false);
+        assert_eq!(r.interface.as_deref(), Some("10.9.0.2"));
+        assert_eq!(r.ros1_master.as_deref(), Some("http://10.9.0.1:11311/"));
+        assert!(r.peers.is_empty());
+        spec.ros1_master = Some("http://localhost:11311/".into());
+        let e = ros1_network(&mut spec, Some(&f)).unwrap_err().to_string();
+        assert!(e.contains("loopback") && e.contains("10.9.0.1"), "{e}");
     }
 }

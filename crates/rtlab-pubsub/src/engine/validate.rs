@@ -156,22 +156,17 @@ pub fn far_transport_rule(
 /// Roles on a far host need a transport that leaves this host, role processes (not
 /// threads), and both addresses of the link.
 pub(super) fn check_far_placement(cfg: &PubsubConfig, f: &FarPlacement) -> Result<(), ProbeError> {
-    if cfg.transport.kind == TransportKind::Ros1 || cfg.far_transport == Some(TransportKind::Ros1) {
-        return Err(ProbeError::Invalid(
-            "--transport ros1: not across a far side yet (the far node would need the master and this host's address on the link); run it on one host, or run the far peer by hand with ROS_MASTER_URI (--role)".into(),
-        ));
-    }
     match cfg.transport.kind {
         TransportKind::Intra | TransportKind::Shm => {
             return Err(ProbeError::Invalid(format!(
-                "--transport {}: {} reaches one host only; a far side needs dds, zenoh or udp",
-                cfg.transport.kind.name(),
-                if cfg.transport.kind == TransportKind::Shm {
-                    "shared memory"
-                } else {
-                    "a process's own memory"
-                }
-            )))
+            "--transport {}: {} reaches one host only; a far side needs dds, ros1, zenoh or udp",
+            cfg.transport.kind.name(),
+            if cfg.transport.kind == TransportKind::Shm {
+                "shared memory"
+            } else {
+                "a process's own memory"
+            }
+        )))
         }
         _ if cfg.in_process => {
             return Err(ProbeError::Invalid(

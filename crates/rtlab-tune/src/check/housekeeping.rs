@@ -209,7 +209,7 @@ pub(super) fn ksoftirqd(host: &dyn Host) -> Check {
     let mut seen = Vec::new();
     for (pid, comm) in tasks(host).into_iter().filter(|(_, c)| c.starts_with("ksoftirqd/")) {
         if let Ok((pol, prio)) = host.sched_get(pid) {
-            seen.push((comm, pol & !0x4000_0000, prio));
+            seen.push((comm, rtlab_sys::sched::base_policy(pol), prio));
         }
     }
     if seen.is_empty() {

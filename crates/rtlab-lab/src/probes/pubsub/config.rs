@@ -372,12 +372,6 @@ impl PubsubProbeConfig {
                 ));
             }
         }
-        if self.far.is_some() && self.transport == TransportKind::Ros1 {
-            return Err(ConfigError::new(
-                "far",
-                "is not supported with the ros1 transport yet (the far node would need the master and this host's address on the link): run it on one host, or the far peer by hand on ROS_MASTER_URI's master (--role)",
-            ));
-        }
         if self.udpros
             && (self.transport != TransportKind::Ros1
                 || self.reliability != Reliability::BestEffort)
@@ -433,7 +427,7 @@ impl PubsubProbeConfig {
                 return Err(ConfigError::new(
                     "transport",
                     format!(
-                        "{}: one host only; a far side needs dds, zenoh or udp",
+                        "{}: one host only; a far side needs dds, ros1, zenoh or udp",
                         self.transport.name()
                     ),
                 ));

@@ -91,13 +91,10 @@ pub fn measure(
     let progress = &mut *ctx.progress;
     let stop = ctx.stop.clone();
     // a Fast DDS other than the one this process already holds (ros2 after fastdds in one
-    // run, or the reverse): the case's near side runs in a process of its own
-    let apart = rtlab_pubsub::engine::apart::conflict(&engine, placement.is_some());
-    if let (Some(why), Some(_)) = (&apart, &placement) {
-        return Err(LabError::Failed(format!(
-            "{why}; with a far side it cannot run in a process of its own here: run this case in an rtlab run of its own"
-        )));
-    }
+    // run, or the reverse), or roscpp in a namespace of the case's own: the case's near side
+    // runs in a process of its own (its far roles still started here, through the agent)
+    let apart =
+        rtlab_pubsub::engine::apart::conflict(&engine, placement.is_some(), near_netns.is_some());
     let outcome = run_cases(
         &engine,
         placement.as_ref(),
@@ -158,7 +155,7 @@ pub fn measure(
 }
 
 /// Run the cases: in this process, or in a process of its own when `apart` says why (another
-/// Fast DDS than the one this process holds); from inside the near side's namespace when it
+/// Fast DDS than the one this process holds, roscpp in a namespace of its own); from inside the near side's namespace when it
 /// has one: a thread of its own enters it, so the transport's sockets and threads and the
 /// local role processes are born there, and its progress comes back over a channel.
 fn run_cases(
@@ -179,7 +176,9 @@ fn run_cases(
                placement: Option<&engine::FarPlacement>,
                stop,
                progress: &mut dyn FnMut(usize, usize)| match apart {
-        Some(why) => rtlab_pubsub::engine::apart::run_apart(engine, exe, why, stop, progress),
+        Some(why) => {
+            rtlab_pubsub::engine::apart::run_apart(engine, exe, why, placement, stop, progress)
+        }
         None => engine::run_with(engine, &launcher, placement, stop, progress),
     };
     match near_netns {

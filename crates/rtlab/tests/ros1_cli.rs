@@ -224,7 +224,14 @@ fn a_master_killed_mid_run_ends_the_run_saying_so() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_secs(4));
+    // measuring: a topic with a publisher and a subscriber on the master (a loaded machine
+    // takes seconds to start rtlab and its roles), and a little more
+    let end = Instant::now() + Duration::from_secs(30);
+    while !publisher_and_subscriber(&master.uri) {
+        assert!(Instant::now() < end, "rtlab's nodes never registered with {}", master.uri);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(2));
     let started = Instant::now();
     drop(master);
     let mut child = child;
@@ -243,6 +250,20 @@ fn a_master_killed_mid_run_ends_the_run_saying_so() {
         "{notes}"
     );
     assert!(u(&v["streams"][0]["stats"]["count"]) > 0, "what was measured before is kept");
+}
+
+/// Whether the master at `uri` has a topic with a publisher and a subscriber
+/// (`getSystemState`, through Python's XML-RPC client).
+fn publisher_and_subscriber(uri: &str) -> bool {
+    let script = format!(
+        "import xmlrpc.client as x\n\
+         _, _, (pubs, subs, _) = x.ServerProxy('{uri}').getSystemState('/t')\n\
+         print(bool({{t for t, n in pubs if n}} & {{t for t, n in subs if n}}))"
+    );
+    Command::new("/usr/bin/python3")
+        .args(["-c", &script])
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "True")
 }
 
 /// Its output, SIGINT first if it still runs.
@@ -353,17 +374,20 @@ fn root_rtlab_pub_to_a_rospy_sub() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // the node ends at the last sequence number, or 3 s after its last message when rtlab
+    // skipped its last slots (a loaded machine)
     let r = subscriber.summary(Duration::from_secs(60));
-    assert_eq!(r["first_seq"], 0, "the node missed the first messages: {r}");
-    assert_eq!(u(&r["last_seq"]), count - 1, "{r}");
-    assert_eq!(u(&r["received"]), count, "{r}");
+    let v = read_json(&json);
+    let s = &v["streams"][0];
+    assert_eq!(s["metric"], "send_lateness", "{s}");
+    // every message rtlab sent (its slots but those it skipped) reached the node, in order
+    let sent = count - s["stats"]["overruns"].as_u64().unwrap_or(0);
+    assert_eq!(u(&r["received"]), sent, "{r} {}", s["stats"]);
+    assert!(r["first_seq"].as_u64().is_some_and(|f| f < count - sent + 1), "{r}");
     assert_eq!(r["in_order"], true, "{r}");
     assert_eq!(u(&r["duplicates"]), 0, "{r}");
     // the stamps are rtlab's wall clock (a check of the mapping, not a latency)
     assert!(r["max_stamp_age_ns"].as_i64().unwrap() > 0, "{r}");
-    let v = read_json(&json);
-    let s = &v["streams"][0];
-    assert_eq!(s["metric"], "send_lateness", "{s}");
     let notes = v["config"]["notes"].to_string();
     assert!(notes.contains("1 subscriber matched"), "{notes}");
 }
@@ -506,6 +530,11 @@ fn bad_input_is_one_line() {
     assert_error(
         &["pubsub", "--transport", "ros1", "--udpros", "--reliability", "reliable", "--count", "5"],
         &["--udpros", "best-effort"],
+    );
+    // UDPROS round trips stalled and crashed at exit here: one-way only
+    assert_error(
+        &["pubsub", "--transport", "ros1", "--udpros", "--mode", "roundtrip", "--count", "5"],
+        &["--udpros", "one-way runs only", "TCPROS"],
     );
     assert_error_of(
         rtlab()

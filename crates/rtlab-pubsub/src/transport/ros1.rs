@@ -11,9 +11,11 @@
 //!
 //! QoS: reliable is TCPROS (TCP); best effort is TCPROS too (closest), unless `udpros`
 //! (TransportSpec, `--udpros`) asks for UDPROS first (roscpp's datagram transport, falling
-//! back to TCPROS where the publisher has none: rospy). UDPROS is opt-in: a UDPROS subscriber
-//! process died here once in twelve loaded runs, without a word (not investigated yet), and
-//! its users report crashes too. The history depth is roscpp's queue size on both ends
+//! back to TCPROS where the publisher has none: rospy). UDPROS is opt-in, and one-way only
+//! (the probe's configuration refuses it with a round trip): a UDPROS subscriber process died
+//! here once in twelve loaded one-way runs, without a word, and UDPROS round trips stalled
+//! (the pong received nothing within 30 s in 3 of 4 idle runs, then the process died at its
+//! exit with SIGTRAP); neither is traced yet to roscpp or the shim. The history depth is roscpp's queue size on both ends
 //! (keep-all: 0, unbounded); transient-local is a latched publisher (its last message only).
 //! `tcp_nodelay` (TransportSpec) asks TCP_NODELAY.
 //!

@@ -171,7 +171,7 @@ pub struct PubsubArgs {
     /// ros1: subscribers ask their publishers for TCP_NODELAY (roscpp's transport hint).
     #[arg(help_heading = "ROS 1", long)]
     pub tcp_nodelay: bool,
-    /// ros1: best-effort subscribers ask for UDPROS first (roscpp's datagram transport; TCPROS otherwise).
+    /// ros1: best-effort subscribers ask for UDPROS first (roscpp's datagram transport; TCPROS otherwise); one-way runs only.
     #[arg(help_heading = "ROS 1", long)]
     pub udpros: bool,
     /// ros2: the ROS 2 installation to use, an ament prefix such as /opt/ros/jazzy [AMENT_PREFIX_PATH, /opt/ros/*, then /opt/rtlab/ros2].

@@ -7,7 +7,7 @@ CLOCK_REALTIME: rtlab's roles by hand stamp and compare on the wall clock), then
 rtlab does not measure.
 
     rospy_peer.py pub  --topic T --rate HZ --count N [--size BYTES]
-    rospy_peer.py sub  --topic T --count N [--seconds S]
+    rospy_peer.py sub  --topic T --count N [--seconds S] [--idle S]
     rospy_peer.py pong --topic T [--seconds S] [--idle S]  (T_ping -> T_pong, unchanged)
 
 Prints `{"ready": ROLE}` once its topics are advertised and subscribed, then one summary
@@ -16,7 +16,9 @@ line: pub `{"published":N,"matched":bool}`, sub `{"received":..,"first_seq":..,"
 publisher first waits (20 s at most) for a subscriber, then sends warm-up messages for 1 s,
 then `--count` messages on the grid of `--rate`, then waits 1 s. SIGINT ends any role early
 with its summary. A pong ends by itself `--idle` seconds (3) after the last ping, once a
-measured one (not a warm-up) came.
+measured one (not a warm-up) came; a sub after its last sequence number (`--count` - 1), or
+`--idle` seconds after the last measured message (a publisher that skipped its last slots
+sends fewer).
 """
 
 import argparse
@@ -76,7 +78,7 @@ def main():
         elif a.role == "sub":
             st = {"received": 0, "first_seq": None, "last_seq": None, "in_order": True,
                   "duplicates": 0, "warmup": 0, "max_stamp_age_ns": 0}
-            seen = set()
+            seen, last = set(), [time.monotonic()]
 
             def take(m):
                 data = bytes(m.data)
@@ -99,13 +101,15 @@ def main():
                     st["first_seq"] = seq
                 st["last_seq"] = max(seq, st["last_seq"] or 0)
                 st["max_stamp_age_ns"] = max(st["max_stamp_age_ns"], now() - stamp)
+                last[0] = time.monotonic()
 
             rospy.Subscriber(a.topic, UInt8MultiArray, take, queue_size=None)
             out({"ready": "sub"})
             end = time.monotonic() + a.seconds
             try:
                 while time.monotonic() < end and (
-                        st["last_seq"] is None or st["last_seq"] < a.count - 1):
+                        st["last_seq"] is None or st["last_seq"] < a.count - 1) and not (
+                        st["last_seq"] is not None and time.monotonic() - last[0] > a.idle):
                     time.sleep(0.05)
             except KeyboardInterrupt:
                 pass

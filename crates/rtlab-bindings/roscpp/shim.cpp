@@ -300,6 +300,11 @@ extern "C" int rros1_timer_open(int kind, int64_t period_ns, rros1_ring *ring, c
             // as the suite: a one-shot timer, re-armed by setPeriod in each loop
             p->timer = p->nh->createTimer(ros::Duration().fromNSec(period_ns), &Node::on_oneshot,
                                           p, true, false);
+            // roscpp starts its timer thread with the first timer it holds: started and
+            // stopped here, so that the thread exists once the timer does (a policy set
+            // after this, `after-init`, does not reach it, as with the periodic timers)
+            p->timer.start();
+            p->timer.stop();
             break;
         default:
             return fail(err, errlen, "unknown timer kind");

@@ -295,7 +295,7 @@ fn bad_far_specs_and_far_refusals_are_one_line_and_exit_2() {
             "--count",
             "3",
         ],
-        &["--transport shm", "one host only", "dds, zenoh or udp"],
+        &["--transport shm", "one host only", "dds, ros1, zenoh or udp"],
     );
     assert_error(
         &["pubsub", "--transport", "udp", "--mode", "oneway", "--far", "ssh:h", "--count", "3"],

@@ -31,6 +31,28 @@ fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 
+/// `subs` subscriber streams in `v`, each slot of the `slots` a message received, late or
+/// skipped by the publisher (none lost, none twice).
+fn every_slot_accounted(v: &Value, subs: usize, slots: u64, what: &str) {
+    let streams: Vec<&Value> = v["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["name"].as_str().unwrap().contains(".sub"))
+        .collect();
+    assert_eq!(streams.len(), subs, "{what}: {}", v["streams"]);
+    for s in streams {
+        let st = &s["stats"];
+        let all = u(&st["count"])
+            + u(&st["late"])
+            + u(&st["lost"])
+            + st["overruns"].as_u64().unwrap_or(0);
+        assert_eq!(all, slots, "{what}: {st}");
+        assert_eq!(u(&st["lost"]), 0, "{what}: {st}");
+        assert_eq!(u(&st["duplicates"]), 0, "{what}: {st}");
+    }
+}
+
 /// A rosmaster of the test's own, in namespace `ns` (None: this one) on `ip`; stopped on drop.
 struct TestMaster {
     child: Child,
@@ -158,24 +180,7 @@ fn roscpp_to_roscpp_every_message_is_accounted_for_and_the_master_goes_with_rtla
             notes.contains("roscpp 1.15") && notes.contains("master http://127.0.0.1:"),
             "{notes}"
         );
-        let streams: Vec<&Value> = v["streams"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|s| s["name"].as_str().unwrap().contains(".sub"))
-            .collect();
-        assert_eq!(streams.len(), 2, "{mode}: {}", v["streams"]);
-        for s in streams {
-            let st = &s["stats"];
-            // every slot is a message received, late, lost or skipped by the publisher
-            let all = u(&st["count"])
-                + u(&st["late"])
-                + u(&st["lost"])
-                + st["overruns"].as_u64().unwrap_or(0);
-            assert_eq!(all, 500, "{mode}: {st}");
-            assert_eq!(u(&st["lost"]), 0, "{mode}: reliable TCPROS on one host: {st}");
-            assert_eq!(u(&st["duplicates"]), 0, "{mode}: {st}");
-        }
+        every_slot_accounted(&v, 2, 500, &format!("{mode}, reliable TCPROS on one host"));
         assert_eq!(v["streams"][0]["labels"]["roscpp"], "1.15.15", "{}", v["streams"][0]["labels"]);
     }
     // best effort is TCPROS unless --udpros: every message accounted for
@@ -433,22 +438,7 @@ fn root_far_netns_roscpp_nodes_on_both_sides_of_the_link_on_rtlabs_master() {
         // roscpp in a namespace of the case's own: the near side in a process of its own, its
         // far roles started by this one through the agent
         assert!(notes.contains("ran in a process of its own (roscpp holds one node"), "{notes}");
-        let subs: Vec<&Value> = v["streams"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|s| s["name"].as_str().unwrap().contains(".sub"))
-            .collect();
-        assert_eq!(subs.len(), 2, "{mode}: {}", v["streams"]);
-        for s in subs {
-            let st = &s["stats"];
-            let all = u(&st["count"])
-                + u(&st["late"])
-                + u(&st["lost"])
-                + st["overruns"].as_u64().unwrap_or(0);
-            assert_eq!(all, 300, "{mode}: {st}");
-            assert_eq!(u(&st["lost"]), 0, "{mode}: reliable TCPROS across the link: {st}");
-        }
+        every_slot_accounted(&v, 2, 300, &format!("{mode}, reliable TCPROS across the link"));
         let uri = notes.split("master ").nth(1).and_then(|r| r.split('"').next()).unwrap();
         let end = Instant::now() + Duration::from_secs(10);
         while !(pids_in(&pair.ns_a).is_empty() && pids_in(&pair.ns_b).is_empty()) {

@@ -152,6 +152,19 @@ fn the_policy_set_after_ros_init_does_not_reach_roscpps_timer_thread() {
             && w["message"].as_str().unwrap().contains("--roscpp-rt before-init"),
         "{w}"
     );
+    // S4's one-shot loop too (the preset's after-init rows): roscpp's timer thread exists
+    // once the timer does, though the loop starts it later
+    let (oneshot, _) = timer(
+        d.path(),
+        "oneshot-after",
+        &["--mode", "roscpp-oneshot", "-i", "1ms", "--count", "100", "--policy", "rr"]
+            .into_iter()
+            .chain(["--priority", "70", "--roscpp-rt", "after-init"])
+            .collect::<Vec<_>>(),
+    );
+    let node = &oneshot["config"]["roscpp"][0];
+    assert_eq!(node["timer"]["policy"], "other", "{node}");
+    assert!(codes(&oneshot).contains(&"timer-thread-not-realtime".to_string()), "{node}");
 }
 
 #[test]

@@ -302,9 +302,10 @@ pub fn shutdown() {
 }
 
 /// A ROS master: the user's (`ROS_MASTER_URI`), or Debian's `rosmaster --core` started here
-/// on a port free on loopback, listening on every address, and stopped on drop. Its `ROS_HOME` (where it writes its log) is a
-/// directory of its own, removed as soon as it answers: its open log lives on unlinked, and
-/// nothing is left behind even when it is never dropped ([`shared_master`]).
+/// on a port free on loopback, listening on every address, and stopped on drop. Its
+/// `ROS_HOME` (where it writes its log) is a directory of its own, removed as soon as it
+/// answers: its open log lives on unlinked, and nothing is left behind even when it is never
+/// dropped ([`shared_master`]).
 pub struct Master {
     pub uri: String,
     child: Option<std::process::Child>,

@@ -403,6 +403,22 @@ fn pids_in(ns: &str) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
+/// No process is left in either namespace of `pair` (within 10 s).
+fn assert_pair_emptied(pair: &NetnsPair, what: &str) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while !(pids_in(&pair.ns_a).is_empty() && pids_in(&pair.ns_b).is_empty()) {
+        assert!(
+            Instant::now() < end,
+            "{what}: left running: {} in {}, {} in {}",
+            pids_in(&pair.ns_a),
+            pair.ns_a,
+            pids_in(&pair.ns_b),
+            pair.ns_b
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn root_far_netns_roscpp_nodes_on_both_sides_of_the_link_on_rtlabs_master() {
     if !root_or_skip() {
@@ -440,18 +456,7 @@ fn root_far_netns_roscpp_nodes_on_both_sides_of_the_link_on_rtlabs_master() {
         assert!(notes.contains("ran in a process of its own (roscpp holds one node"), "{notes}");
         every_slot_accounted(&v, 2, 300, &format!("{mode}, reliable TCPROS across the link"));
         let uri = notes.split("master ").nth(1).and_then(|r| r.split('"').next()).unwrap();
-        let end = Instant::now() + Duration::from_secs(10);
-        while !(pids_in(&pair.ns_a).is_empty() && pids_in(&pair.ns_b).is_empty()) {
-            assert!(
-                Instant::now() < end,
-                "{mode}: left running: {} in {}, {} in {} (master {uri})",
-                pids_in(&pair.ns_a),
-                pair.ns_a,
-                pids_in(&pair.ns_b),
-                pair.ns_b
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        assert_pair_emptied(&pair, &format!("{mode} (master {uri})"));
     }
     // Ctrl-C mid-run: the near side apart is told to stop, and the far subscribers' reports
     // still reach it (through this process)
@@ -484,16 +489,7 @@ fn root_far_netns_roscpp_nodes_on_both_sides_of_the_link_on_rtlabs_master() {
         .find(|s| s["name"].as_str().unwrap().contains(".sub"));
     let sub = sub.unwrap_or_else(|| panic!("no far subscriber's stream: {}", v["streams"]));
     assert!(u(&sub["stats"]["count"]) > 0, "{}", sub["stats"]);
-    let end = Instant::now() + Duration::from_secs(10);
-    while !(pids_in(&pair.ns_a).is_empty() && pids_in(&pair.ns_b).is_empty()) {
-        assert!(
-            Instant::now() < end,
-            "left running after Ctrl-C: {} / {}",
-            pids_in(&pair.ns_a),
-            pids_in(&pair.ns_b)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    assert_pair_emptied(&pair, "after Ctrl-C");
     // a user's master on loopback cannot be reached from the far side: one line
     let o = rtlab()
         .env("RTLAB_FAR_JOURNAL", d.path().join("far-journal"))

@@ -92,10 +92,10 @@ fn the_policy_set_after_ros_init_does_not_reach_roscpps_timer_thread() {
     // S4: "Priority and policy must be set before the middleware starts its threads, or the
     // threads it spawns run at normal priority"
     let d = tempfile::tempdir().unwrap();
-    let args = |order: &'static str| {
+    let args = |mode: &'static str, order: &'static str| {
         [
             "--mode",
-            "roscpp",
+            mode,
             "-i",
             "1ms",
             "--count",
@@ -108,7 +108,7 @@ fn the_policy_set_after_ros_init_does_not_reach_roscpps_timer_thread() {
             order,
         ]
     };
-    let (before, text) = timer(d.path(), "before", &args("before-init"));
+    let (before, text) = timer(d.path(), "before", &args("roscpp", "before-init"));
     let node = &before["config"]["roscpp"][0];
     assert_eq!(node["order"], "before-init");
     assert_eq!(node["timer"]["policy"], "rr", "{node}");
@@ -127,7 +127,7 @@ fn the_policy_set_after_ros_init_does_not_reach_roscpps_timer_thread() {
     };
     assert!(!codes(&before).contains(&"timer-thread-not-realtime".to_string()));
 
-    let (after, text) = timer(d.path(), "after", &args("after-init"));
+    let (after, text) = timer(d.path(), "after", &args("roscpp", "after-init"));
     let node = &after["config"]["roscpp"][0];
     assert_eq!(node["order"], "after-init");
     assert_eq!(node["spin"]["policy"], "rr", "{node}");
@@ -154,14 +154,7 @@ fn the_policy_set_after_ros_init_does_not_reach_roscpps_timer_thread() {
     );
     // S4's one-shot loop too (the preset's after-init rows): roscpp's timer thread exists
     // once the timer does, though the loop starts it later
-    let (oneshot, _) = timer(
-        d.path(),
-        "oneshot-after",
-        &["--mode", "roscpp-oneshot", "-i", "1ms", "--count", "100", "--policy", "rr"]
-            .into_iter()
-            .chain(["--priority", "70", "--roscpp-rt", "after-init"])
-            .collect::<Vec<_>>(),
-    );
+    let (oneshot, _) = timer(d.path(), "oneshot-after", &args("roscpp-oneshot", "after-init"));
     let node = &oneshot["config"]["roscpp"][0];
     assert_eq!(node["timer"]["policy"], "other", "{node}");
     assert!(codes(&oneshot).contains(&"timer-thread-not-realtime".to_string()), "{node}");

@@ -169,15 +169,19 @@ impl FarHere<'_> {
         tell(stdin, &ParentLine::Started(rc.index, why));
     }
 
+    /// Stop the far role of `index`; it leaves the list (stopped once).
     fn stop(&mut self, index: usize) {
-        for (_, r) in self.started.iter_mut().filter(|(i, _)| *i == index) {
-            r.stop();
-        }
+        self.started.retain_mut(|(i, r)| {
+            if *i == index {
+                r.stop();
+            }
+            *i != index
+        });
     }
 }
 
 impl Drop for FarHere<'_> {
-    /// Every far role is asked to stop (the child may have ended without asking).
+    /// Every far role the child did not stop is asked to (it may have ended without asking).
     fn drop(&mut self) {
         for (_, r) in self.started.iter_mut() {
             r.stop();

@@ -203,8 +203,7 @@ fn near_spec(cfg: &PubsubConfig, far: Option<&FarPlacement>) -> Result<Transport
 /// side's node is at that address too (unless `--interface` names another); a user's master
 /// on loopback cannot be reached from there: one line.
 fn ros1_network(spec: &mut TransportSpec, far: Option<&FarPlacement>) -> Result<(), ProbeError> {
-    let ours = spec.ros1_master.is_none();
-    if ours {
+    if spec.ros1_master.is_none() {
         let (uri, ip) = rtlab_bindings::roscpp::shared_master().map_err(ProbeError::Setup)?;
         spec.ros1_master = Some(match (far, &ip) {
             (Some(f), Some(_)) => uri_with_host(&uri, &f.near),

@@ -158,15 +158,15 @@ pub fn far_transport_rule(
 pub(super) fn check_far_placement(cfg: &PubsubConfig, f: &FarPlacement) -> Result<(), ProbeError> {
     match cfg.transport.kind {
         TransportKind::Intra | TransportKind::Shm => {
-            return Err(ProbeError::Invalid(format!(
-            "--transport {}: {} reaches one host only; a far side needs dds, ros1, zenoh or udp",
-            cfg.transport.kind.name(),
-            if cfg.transport.kind == TransportKind::Shm {
+            let what = if cfg.transport.kind == TransportKind::Shm {
                 "shared memory"
             } else {
                 "a process's own memory"
-            }
-        )))
+            };
+            return Err(ProbeError::Invalid(format!(
+                "--transport {}: {what} reaches one host only; a far side needs dds, ros1, zenoh or udp",
+                cfg.transport.kind.name()
+            )));
         }
         _ if cfg.in_process => {
             return Err(ProbeError::Invalid(

@@ -15,9 +15,9 @@
 //! (the probe's configuration refuses it with a round trip): a UDPROS subscriber process died
 //! here once in twelve loaded one-way runs, without a word, and UDPROS round trips stalled
 //! (the pong received nothing within 30 s in 3 of 4 idle runs, then the process died at its
-//! exit with SIGTRAP); neither is traced yet to roscpp or the shim. The history depth is roscpp's queue size on both ends
-//! (keep-all: 0, unbounded); transient-local is a latched publisher (its last message only).
-//! `tcp_nodelay` (TransportSpec) asks TCP_NODELAY.
+//! exit with SIGTRAP); neither is traced yet to roscpp or the shim. The history depth is
+//! roscpp's queue size on both ends (keep-all: 0, unbounded); transient-local is a latched
+//! publisher (its last message only). `tcp_nodelay` (TransportSpec) asks TCP_NODELAY.
 //!
 //! roscpp serializes each published message into a buffer of its own and deserializes each
 //! taken one into a new message: it allocates per message, on its side (said in the notes).

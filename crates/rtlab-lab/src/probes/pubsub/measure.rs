@@ -155,8 +155,8 @@ pub fn measure(
 }
 
 /// Run the cases: in this process, or in a process of its own when `apart` says why (another
-/// Fast DDS than the one this process holds, roscpp in a namespace of its own); from inside the near side's namespace when it
-/// has one: a thread of its own enters it, so the transport's sockets and threads and the
+/// Fast DDS than the one this process holds, roscpp in a namespace of its own); from inside
+/// the near side's namespace when it has one: a thread of its own enters it, so the transport's sockets and threads and the
 /// local role processes are born there, and its progress comes back over a channel.
 fn run_cases(
     engine: &PubsubConfig,

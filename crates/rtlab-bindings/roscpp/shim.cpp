@@ -21,6 +21,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 
 namespace {
 
@@ -101,6 +102,9 @@ struct Node {
 };
 
 Node *node = nullptr;
+// this process's node is made once, by one thread at a time: a second thread asking while
+// the first is inside ros::init saw ros::isInitialized() before master_uri was written
+std::mutex init_lock;
 std::string master_uri;
 
 }  // namespace
@@ -108,6 +112,7 @@ std::string master_uri;
 extern "C" int rros1_init(const char *name, const char *master, const char *ip,
                           uint32_t master_timeout_ms, char *err, size_t errlen) {
     try {
+        std::unique_lock<std::mutex> one_at_a_time(init_lock);
         if (!ros::isInitialized()) {
             ros::M_string remappings;
             if (master) {
@@ -129,6 +134,7 @@ extern "C" int rros1_init(const char *name, const char *master, const char *ip,
             std::string m = "this process's node already uses the master at " + master_uri;
             return fail(err, errlen, m.c_str());
         }
+        one_at_a_time.unlock();
         if (!ros::master::check()) {
             std::string m = "the ROS master at " + master_uri + " (ROS_MASTER_URI) does not answer";
             return fail(err, errlen, m.c_str());
@@ -364,6 +370,7 @@ extern "C" uint64_t rros1_callbacks(void) { return node ? node->called : 0; }
 
 extern "C" void rros1_master(char *out, size_t outlen) {
     if (out && outlen) {
+        std::lock_guard<std::mutex> made(init_lock);
         std::snprintf(out, outlen, "%s", master_uri.c_str());
     }
 }

@@ -248,3 +248,49 @@ fn with_ros1(rule: Rule) {
     let leftovers = BTreeSet::new;
     rule(&Subject { make: &make, leftovers: &leftovers });
 }
+
+/// Found in CI: the rules run on threads of one process, and two opening this process's
+/// roscpp node at once could see it half made (`ros::isInitialized()` before its master was
+/// recorded) and fail with "already uses the master at " (no master). Opening it is one step
+/// at a time: this opens it from 16 threads at once, in a process of its own (the node can be
+/// made once per process), three times.
+#[test]
+fn ros1_node_opened_from_many_threads_at_once() {
+    const CHILD: &str = "RTLAB_TEST_ROS1_OPEN_AT_ONCE";
+    if std::env::var_os(CHILD).is_none() {
+        for run in 0..3 {
+            let o = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "ros1_node_opened_from_many_threads_at_once", "--nocapture"])
+                .env(CHILD, "1")
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "run {run}: {}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            assert!(String::from_utf8_lossy(&o.stdout).contains("16 threads opened the node"));
+        }
+        return;
+    }
+    let at_once = Arc::new(std::sync::Barrier::new(16));
+    let threads: Vec<_> = (0..16)
+        .map(|_| {
+            let b = at_once.clone();
+            std::thread::spawn(move || {
+                b.wait();
+                rtlab_pubsub::transport::ros1::Ros1Transport::open(None, None, false, false)
+                    .map(|t| t.master().to_string())
+                    .map_err(|e| e.to_string())
+            })
+        })
+        .collect();
+    let masters: Vec<Result<String, String>> =
+        threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let first = masters[0].clone().unwrap();
+    for m in &masters {
+        assert_eq!(m.as_ref(), Ok(&first), "{masters:?}");
+    }
+    println!("16 threads opened the node on {first}");
+}

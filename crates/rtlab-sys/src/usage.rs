@@ -33,7 +33,8 @@ pub fn thread_usage() -> Option<Usage> {
     })
 }
 
-fn ticks_ns() -> i64 {
+/// One clock tick of proc(5)'s `utime` and `stime`, in ns (`sysconf(_SC_CLK_TCK)`).
+pub fn ticks_ns() -> i64 {
     // SAFETY: sysconf reads a constant of the system; no memory is touched.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     1_000_000_000 / if hz > 0 { hz as i64 } else { 100 }

@@ -14,6 +14,7 @@ mod common;
 mod ros2_node;
 
 use common::*;
+use ros2_node::Node;
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -123,26 +124,6 @@ impl Drop for Mon {
             let _ = c.kill();
             let _ = c.wait();
         }
-    }
-}
-
-/// Stop a node as Ctrl-C would (its middleware removes its shared memory), SIGKILL 5 s later.
-fn stop_node(c: &mut Child) {
-    let _ = Command::new("kill").args(["-INT", &c.id().to_string()]).status();
-    let end = Instant::now() + Duration::from_secs(5);
-    while c.try_wait().ok().flatten().is_none() && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = c.kill();
-    let _ = c.wait();
-}
-
-/// Nodes stopped when the test ends, however it ends.
-struct Children(Vec<Child>);
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        self.0.iter_mut().for_each(stop_node);
     }
 }
 
@@ -395,22 +376,16 @@ fn bad_input_is_one_line() {
 }
 
 /// The pipeline's source publishing /scan at `rate` Hz `count` times (it starts once a reader
-/// is matched: the monitor's).
-fn source(domain: &str, rate: u32, count: u32) -> Child {
+/// is matched: the monitor's); stopped as Ctrl-C would when dropped.
+fn source(domain: &str, rate: u32, count: u32) -> Node {
     source_with(domain, rate, count, &[])
 }
 
-fn source_with(domain: &str, rate: u32, count: u32, more: &[&str]) -> Child {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/rclpy_pipeline.py");
-    Command::new(ros2_node::PYTHON)
-        .arg(p)
-        .args(["source", "--rate", &rate.to_string(), "--count", &count.to_string()])
-        .args(more)
-        .env("ROS_DOMAIN_ID", domain)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
+fn source_with(domain: &str, rate: u32, count: u32, more: &[&str]) -> Node {
+    let (rate, count) = (rate.to_string(), count.to_string());
+    let mut args = vec!["source", "--rate", &rate, "--count", &count];
+    args.extend_from_slice(more);
+    Node::pipeline(None, domain, &args)
 }
 
 fn state_of(metrics: &str) -> Option<String> {
@@ -436,16 +411,16 @@ fn an_rclpy_topic_is_ok_late_stale_and_ok_again() {
         })
     };
     wait_state("lost", 10);
-    let mut s = source(&domain, 100, 1500);
+    let s = source(&domain, 100, 1500);
     wait_state("ok", 40);
-    stop_node(&mut s);
+    drop(s);
     wait_state("stale", 10);
-    let mut s = source(&domain, 50, 1000);
+    let s = source(&domain, 50, 1000);
     wait_state("late", 40);
-    stop_node(&mut s);
-    let mut s = source(&domain, 100, 1500);
+    drop(s);
+    let s = source(&domain, 100, 1500);
     wait_state("ok", 40);
-    stop_node(&mut s);
+    drop(s);
     let (code, err) = mon.stop();
     assert_eq!(code, Some(0), "{err}");
     for v in ["topic /scan: lost", "topic /scan: ok", "topic /scan: stale", "topic /scan: late"] {
@@ -494,7 +469,7 @@ fn a_topics_deadline_qos_stands_in_for_its_rate() {
         "interval = '1s'\ndomain = {domain}\n[canary]\nenabled = false\n[[topic]]\nname = '/scan'\ntolerance = 0.2\n"
     ));
     // a writer offering a 10 ms deadline, publishing at 50 Hz: late against its own QoS
-    let mut s = source_with(&domain, 50, 1000, &["--deadline-ms", "10"]);
+    let s = source_with(&domain, 50, 1000, &["--deadline-ms", "10"]);
     let expected = wait_for("the writers' deadline", Duration::from_secs(40), || {
         value(&mon.metrics(), "rtlab_topic_expected_rate_hertz{topic=\"/scan\"}")
     });
@@ -502,7 +477,7 @@ fn a_topics_deadline_qos_stands_in_for_its_rate() {
     wait_for("/scan late", Duration::from_secs(20), || {
         state_of(&mon.metrics()).filter(|s| s == "late")
     });
-    stop_node(&mut s);
+    drop(s);
     let (code, err) = mon.stop();
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("(its Deadline QoS)"), "{err}");
@@ -514,24 +489,12 @@ fn a_chain_of_a_running_pipeline_is_followed_through_uprobes() {
         return;
     }
     let domain = (100 + std::process::id() % 40).to_string();
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/rclpy_pipeline.py");
-    let ready = |args: &[&str]| {
-        let mut c = Command::new(ros2_node::PYTHON);
-        c.arg(&p).args(args).env("ROS_DOMAIN_ID", &domain).stdout(Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        let mut line = String::new();
-        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-        out.read_line(&mut line).unwrap();
-        assert!(line.contains("ready"), "{line}");
-        // the rest read to its end: the node's last line has a reader
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-        child
-    };
-    let _nodes = Children(vec![
-        ready(&["sink", "--input", "/filtered", "--count", "100000", "--seconds", "60"]),
-        ready(&["relay", "--input", "/scan", "--output", "/filtered", "--seconds", "60"]),
-        ready(&["source", "--rate", "100", "--count", "99991"]),
-    ]);
+    let node = |args: &[&str]| Node::pipeline(None, &domain, args).ready(args[0]);
+    let _nodes = [
+        node(&["sink", "--input", "/filtered", "--count", "100000", "--seconds", "60"]),
+        node(&["relay", "--input", "/scan", "--output", "/filtered", "--seconds", "60"]),
+        node(&["source", "--rate", "100", "--count", "99991"]),
+    ];
     let mut mon = Mon::start(
         "interval = '1s'\n[canary]\nenabled = false\n[[chain]]\ntopics = ['/scan', '/filtered']\nprocesses = ['relay --input /scan', 'sink --input /filtered', '--count 99991']\ndeadline = '1s'\n",
     );

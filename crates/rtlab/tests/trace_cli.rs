@@ -15,6 +15,7 @@ mod common;
 mod ros2_node;
 
 use common::*;
+use ros2_node::Node;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -33,7 +34,7 @@ fn script(dir: &std::path::Path, pair: &Pair, domain: u32, count: u32) -> PathBu
 /// The pipeline's script: its source in namespace `ns.0`, its relay and sink in `ns.1`.
 fn script_in(dir: &std::path::Path, ns: (&str, &str), domain: u32, count: u32) -> PathBuf {
     let py = ros2_node::PYTHON;
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/rclpy_pipeline.py");
+    let p = ros2_node::pipeline_script();
     let p = p.display();
     let sink = dir.join("sink.json");
     let text = format!(
@@ -360,54 +361,20 @@ fn a_running_pipeline_is_traced_by_pid_through_uprobes_and_nothing_is_left() {
     }
     let pair = Pair::up("tp");
     let d = domain().to_string();
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/rclpy_pipeline.py");
-    let p = p.to_str().unwrap();
-    let with_domain = |args: &[&str]| {
-        let mut c = std::process::Command::new("ip");
-        c.args(["netns", "exec", &pair.ns_a, ros2_node::PYTHON, p]).args(args);
-        c.env("ROS_DOMAIN_ID", &d).stdout(std::process::Stdio::piped());
-        c
-    };
-    let ready = |mut c: std::process::Command| {
-        use std::io::BufRead;
-        let mut child = c.spawn().unwrap();
-        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        assert!(line.contains("ready"), "{line}");
-        (child, out)
-    };
-    let (mut sink, _s) = ready(with_domain(&[
-        "sink",
-        "--input",
-        "/filtered",
-        "--count",
-        "100000",
-        "--seconds",
-        "40",
-    ]));
-    let (mut relay, _r) = ready(with_domain(&[
-        "relay",
-        "--input",
-        "/scan",
-        "--output",
-        "/filtered",
-        "--seconds",
-        "40",
-    ]));
-    let (mut source, _o) = ready(with_domain(&["source", "--rate", "100", "--count", "1500"]));
+    let node = |args: &[&str]| Node::pipeline(Some(&pair.ns_a), &d, args).ready(args[0]);
+    let sink = node(&["sink", "--input", "/filtered", "--count", "100000", "--seconds", "40"]);
+    let relay = node(&["relay", "--input", "/scan", "--output", "/filtered", "--seconds", "40"]);
+    let source = node(&["source", "--rate", "100", "--count", "1500"]);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("t.json");
-    let pids: Vec<String> = [&sink, &relay, &source].iter().map(|c| c.id().to_string()).collect();
+    let pids: Vec<String> =
+        [&sink, &relay, &source].iter().map(|n| n.child.id().to_string()).collect();
     let mut args = vec!["trace", "-D", "4s", "--json", json.to_str().unwrap()];
     for p in &pids {
         args.extend(["--pid", p]);
     }
     let o = rtlab().args(&args).output().unwrap();
-    for c in [&mut sink, &mut relay, &mut source] {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
+    drop((sink, relay, source));
     let out = ran(&o, "rtlab trace --pid");
     assert_eq!(uprobes_left(), Vec::<String>::new(), "uprobes left behind");
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();

@@ -19,6 +19,7 @@ mod ros2_node;
 mod sshd;
 
 use common::*;
+use ros2_node::Node;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -40,7 +41,7 @@ fn domain(n: u32) -> u32 {
 /// the trace stops.
 fn near_script(dir: &Path, ns_a: &str, domain: u32, count: u32) -> PathBuf {
     let py = ros2_node::PYTHON;
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/rclpy_pipeline.py");
+    let p = ros2_node::pipeline_script();
     let text = format!(
         "#!/bin/sh\nexport ROS_DOMAIN_ID={domain}\nsleep 3\n\
          ip netns exec {ns_a} {py} {p} source --rate 100 --count {count} > /dev/null\nsleep 2\n",
@@ -54,7 +55,7 @@ fn near_script(dir: &Path, ns_a: &str, domain: u32, count: u32) -> PathBuf {
 /// The far side's script (run by the agent, in its namespace): the relay and the sink.
 fn far_script(dir: &Path, domain: u32, count: u32) -> PathBuf {
     let py = ros2_node::PYTHON;
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/rclpy_pipeline.py");
+    let p = ros2_node::pipeline_script();
     let p = p.display();
     let text = format!(
         "#!/bin/sh\nexport ROS_DOMAIN_ID={domain}\n\
@@ -277,28 +278,14 @@ fn running_processes_on_the_far_side_alone_are_traced_by_pid() {
     let _g = serial();
     let pair = Pair::up("tq");
     let d = domain(0).to_string();
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/rclpy_pipeline.py");
-    let p = p.to_str().unwrap();
     // the whole pipeline on the far side, running before the trace
-    let ready = |args: &[&str]| {
-        use std::io::BufRead;
-        let mut c = std::process::Command::new("ip");
-        c.args(["netns", "exec", &pair.ns_b, ros2_node::PYTHON, p]).args(args);
-        c.env("ROS_DOMAIN_ID", &d).stdout(std::process::Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        assert!(line.contains("ready"), "{line}");
-        (child, out)
-    };
-    let (sink, _s) =
-        ready(&["sink", "--input", "/filtered", "--count", "100000", "--seconds", "40"]);
-    let (relay, _r) =
-        ready(&["relay", "--input", "/scan", "--output", "/filtered", "--seconds", "40"]);
-    let (source, _o) = ready(&["source", "--rate", "100", "--count", "1500"]);
-    let mut children = [sink, relay, source];
-    let pids: Vec<String> = children.iter().map(|c| c.id().to_string()).collect();
+    let node = |args: &[&str]| Node::pipeline(Some(&pair.ns_b), &d, args).ready(args[0]);
+    let children = [
+        node(&["sink", "--input", "/filtered", "--count", "100000", "--seconds", "40"]),
+        node(&["relay", "--input", "/scan", "--output", "/filtered", "--seconds", "40"]),
+        node(&["source", "--rate", "100", "--count", "1500"]),
+    ];
+    let pids: Vec<String> = children.iter().map(|n| n.child.id().to_string()).collect();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("t.json");
     let mut args = vec!["trace", "-D", "4s", "--json", json.to_str().unwrap()];
@@ -313,10 +300,7 @@ fn running_processes_on_the_far_side_alone_are_traced_by_pid() {
         .args(&args)
         .output()
         .unwrap();
-    for c in &mut children {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
+    drop(children);
     let out = ran(&o, "rtlab trace --far-pid");
     assert_eq!(uprobes_left(), Vec::<String>::new(), "uprobes left behind");
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();

@@ -70,13 +70,11 @@ fn today() -> String {
 
 /// This process's CPU time (s) and resident memory (bytes).
 fn own_cost() -> (f64, u64) {
+    use rtlab_sys::usage::{parse_stat, rss_kib, ticks_ns};
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let f: Vec<&str> =
-        stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
-    // utime and stime are fields 14 and 15 (f[0] is field 3), in clock ticks
-    let ticks: f64 = [11, 12].iter().filter_map(|&i| f.get(i)?.parse::<f64>().ok()).sum();
-    let rss = rtlab_sys::usage::rss_kib(std::process::id()).unwrap_or(0) * 1024;
-    (ticks / 100.0, rss)
+    let cpu_ns = parse_stat(&stat, ticks_ns()).map_or(0, |(_, u)| u.user_ns + u.system_ns);
+    let rss = rss_kib(std::process::id()).unwrap_or(0) * 1024;
+    (cpu_ns as f64 / 1e9, rss)
 }
 
 fn thread_cpu_seconds(tid: i32) -> f64 {

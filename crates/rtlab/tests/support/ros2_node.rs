@@ -2,7 +2,9 @@
 //! Fast DDS 3.2 from the venv scripts/setup.sh installs in /opt/rtlab/ros2; usually
 //! tests/support/rclpy_peer.py) or the RustDDS `ros2-client` node (examples/ros2_peer.rs).
 //! Its stdout lines are read by a thread (a node that prints nothing never blocks a test);
-//! it is stopped on drop (SIGINT, then SIGKILL). Used by rclpy_cli.rs and observe_ros2_cli.rs.
+//! it is stopped on drop (SIGINT, then SIGKILL). Used by rclpy_cli.rs, observe_ros2_cli.rs,
+//! ros1_cli.rs, and (the pipeline of tests/support/rclpy_pipeline.py) by trace_cli.rs,
+//! trace_far.rs and monitor_cli.rs.
 #![allow(dead_code)]
 
 use serde_json::Value;
@@ -29,6 +31,11 @@ pub fn skip() -> bool {
     false
 }
 
+/// tests/support/rclpy_pipeline.py: a source, relay and sink of rclpy nodes.
+pub fn pipeline_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/rclpy_pipeline.py")
+}
+
 /// A node process, its stdout lines on a channel.
 pub struct Node {
     pub child: Child,
@@ -38,15 +45,17 @@ pub struct Node {
 impl Node {
     /// `program args` in namespace `ns` (ROS_DOMAIN_ID unset: the node's own default, 0).
     pub fn spawn(ns: &str, program: &Path, args: &[&str]) -> Node {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", ns])
-            .arg(program)
-            .args(args)
-            .env_remove("ROS_DOMAIN_ID")
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns]).arg(program).args(args).env_remove("ROS_DOMAIN_ID");
+        Node::start(c, &format!("{} {args:?}", program.display()))
+    }
+
+    fn start(mut c: Command, what: &str) -> Node {
+        let mut child = c
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .unwrap_or_else(|e| panic!("start {} {args:?}: {e}", program.display()));
+            .unwrap_or_else(|e| panic!("start {what}: {e}"));
         let out = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -57,6 +66,22 @@ impl Node {
             }
         });
         Node { child, lines }
+    }
+
+    /// A node of the pipeline (`source`, `relay` or `sink` and its arguments) on ROS domain
+    /// `domain`, in namespace `ns` (None: here), without waiting for anything; its pid is
+    /// the node's (`ip netns exec` execs it).
+    pub fn pipeline(ns: Option<&str>, domain: &str, args: &[&str]) -> Node {
+        let mut c = match ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, PYTHON]);
+                c
+            }
+            None => Command::new(PYTHON),
+        };
+        c.arg(pipeline_script()).args(args).env("ROS_DOMAIN_ID", domain);
+        Node::start(c, &format!("rclpy_pipeline.py {args:?}"))
     }
 
     /// `python args` (a script and its arguments) in `ns`, without waiting for anything.

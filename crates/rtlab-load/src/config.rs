@@ -1,7 +1,7 @@
 //! What load to run ([`LoadConfig`]) and the exact command lines it becomes.
 //!
 //! Contract: [`command_of`] and the iperf3 server line are pure functions of the config and
-//! the time limit; the limit is passed to stress-ng (`--timeout`) and iperf3 (client `-t`,
+//! the time limit (and, [`command_in`], of stress-ng's directory); the limit is passed to stress-ng (`--timeout`) and iperf3 (client `-t`,
 //! server `--one-off --idle-timeout`), never to a user command. Options as in stress-ng(1)
 //! 0.15 and iperf3(1) 3.12 (Debian 12).
 
@@ -168,8 +168,18 @@ pub(crate) fn netns_prefix(ns: &Option<String>) -> Vec<String> {
     }
 }
 
-/// The argv a load runs (the iperf3 client only, for traffic), with its time limit.
+/// The argv a load runs (the iperf3 client only, for traffic), with its time limit; stress-ng
+/// keeps its files in the temporary directory.
 pub fn command_of(cfg: &LoadConfig, max_duration: Option<Duration>) -> Vec<String> {
+    command_in(cfg, max_duration, &std::env::temp_dir())
+}
+
+/// [`command_of`] with stress-ng's files (`--hdd`, `--io`) in `temp`.
+pub fn command_in(
+    cfg: &LoadConfig,
+    max_duration: Option<Duration>,
+    temp: &std::path::Path,
+) -> Vec<String> {
     match cfg {
         LoadConfig::Stress { cpu, vm, io, hdd, cpu_method, cpu_load } => {
             let mut v = vec!["stress-ng".to_string()];
@@ -189,7 +199,7 @@ pub fn command_of(cfg: &LoadConfig, max_duration: Option<Duration>) -> Vec<Strin
             }
             if *hdd > 0 || *io > 0 {
                 v.push("--temp-path".into());
-                v.push(std::env::temp_dir().display().to_string());
+                v.push(temp.display().to_string());
             }
             if let Some(d) = max_duration {
                 v.push("--timeout".into());

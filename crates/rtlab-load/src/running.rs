@@ -7,7 +7,7 @@
 //! own process group, killed whole by [`RunningLoad::stop`] or on drop. The pipes of a
 //! child are drained by reader threads, so a chatty tool never blocks on a full pipe.
 
-use crate::config::{command_of, server_command};
+use crate::config::{command_in, server_command};
 use crate::error::{last_line, need};
 use crate::iperf::{parse_iperf, wait_listening};
 use crate::{CpuTimes, LoadConfig, LoadError, TrafficSide};
@@ -15,6 +15,7 @@ use rtlab_core::error::Missing;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -184,6 +185,8 @@ pub struct RunningLoad {
     cpu_load: Option<u8>,
     max_duration: Option<Duration>,
     tool_limited: bool,
+    /// stress-ng's files (`--temp-path`), removed once the load is stopped.
+    scratch: Option<PathBuf>,
 }
 
 impl RunningLoad {
@@ -200,7 +203,12 @@ impl RunningLoad {
         max_duration: Option<Duration>,
     ) -> Result<RunningLoad, LoadError> {
         cfg.validate().map_err(LoadError::Invalid)?;
-        let command = command_of(cfg, max_duration);
+        let scratch = match cfg {
+            LoadConfig::Stress { io, hdd, .. } if *io > 0 || *hdd > 0 => Some(scratch_dir()?),
+            _ => None,
+        };
+        let temp = scratch.clone().unwrap_or_else(std::env::temp_dir);
+        let command = command_in(cfg, max_duration, &temp);
         let mut l = RunningLoad {
             name: cfg.name(),
             command: command.clone(),
@@ -213,6 +221,7 @@ impl RunningLoad {
             cpu_load: cfg.cpu_load(),
             max_duration,
             tool_limited: !matches!(cfg, LoadConfig::Command { .. }),
+            scratch,
         };
         // from here on, an error drops `l`, which kills what was started
         match cfg {
@@ -315,6 +324,7 @@ impl RunningLoad {
                 iperf_json = Some(p.stdout.text(Duration::from_secs(2)));
             }
         }
+        self.remove_scratch();
         let (all, per) = self.cpu0.busy_percent(&cpu1);
         let (bitrate, lost) =
             iperf_json.as_deref().map(|j| parse_iperf(j, self.udp)).unwrap_or((None, None));
@@ -353,11 +363,60 @@ fn terminate(c: &mut Child) {
     let _ = c.wait();
 }
 
+impl RunningLoad {
+    /// stress-ng's directory, once no process of the load is left.
+    fn remove_scratch(&mut self) {
+        if let Some(d) = self.scratch.take() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// A new directory for stress-ng's files, `rtlab-load-PID-N` in the temporary directory
+/// (removed when the load stops). Those of a process that is gone (an rtlab killed with
+/// SIGKILL: its stress-ng's workers ended by the same signal leave theirs) go first.
+fn scratch_dir() -> Result<PathBuf, LoadError> {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let base = std::env::temp_dir();
+    remove_left_scratch(&base);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = base.join(format!("rtlab-load-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&d).map_err(|source| LoadError::Start {
+        what: format!("stress-ng's directory {}", d.display()),
+        source,
+    })?;
+    Ok(d)
+}
+
+/// Remove the `rtlab-load-PID-N` directories in `base` of processes no longer running.
+fn remove_left_scratch(base: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    for e in std::fs::read_dir(base).into_iter().flatten().flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("rtlab-load-"))
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id()
+            && !Path::new(&format!("/proc/{pid}")).exists()
+            && std::fs::remove_dir_all(e.path()).is_ok()
+        {
+            removed.push(e.path());
+        }
+    }
+    removed
+}
+
 impl Drop for RunningLoad {
     fn drop(&mut self) {
         for p in self.children.iter_mut() {
             terminate(&mut p.child);
         }
+        self.remove_scratch();
     }
 }
 

@@ -10,6 +10,7 @@
 //! root (CI runs as root). No timing bound: the only limit is generous polling (5 s).
 
 use rtlab_load::{LoadConfig, LoadError, RunningLoad, TrafficConfig};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -69,11 +70,18 @@ impl Drop for Tidy {
 /// run in the load's groups before the kill, `at_least` processes in all (stress-ng's
 /// workers included).
 fn kill_the_parent_and_look(test: &str, comms: &[&str], at_least: usize) {
+    kill_the_parent_in(test, comms, at_least, &std::env::temp_dir());
+}
+
+/// [`kill_the_parent_and_look`] with the parent's temporary directory `tmp`; returns the
+/// parent's pid.
+fn kill_the_parent_in(test: &str, comms: &[&str], at_least: usize, tmp: &Path) -> u32 {
     let d = tempfile::tempdir().unwrap();
     let pid_file = d.path().join("pids");
     let mut parent = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(PARENT, &pid_file)
+        .env("TMPDIR", tmp)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -120,6 +128,7 @@ fn kill_the_parent_and_look(test: &str, comms: &[&str], at_least: usize) {
         assert!(Instant::now() < end, "still running 5 s after the parent's kill -9: {left:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
+    parent.id()
 }
 
 #[test]
@@ -133,6 +142,45 @@ fn kill9_of_the_parent_takes_stress_ng_and_its_workers_along() {
         &["stress-ng"],
         2,
     );
+}
+
+/// Set in a re-executed copy that starts its load, stops it and ends.
+const ONCE: &str = "RTLAB_LOAD_TEST_ONCE";
+
+/// stress-ng's files (`--hdd`) are in a directory of the load's own, `rtlab-load-PID-N` in
+/// the temporary directory: one a killed parent left (its workers died by SIGKILL with it)
+/// is removed by the next load that keeps files, and that load's own when it stops.
+#[test]
+fn kill9_of_the_parent_leaves_stress_ngs_files_to_the_next_load() {
+    let cfg = LoadConfig::Stress { cpu: 0, vm: 0, io: 0, hdd: 2, cpu_method: None, cpu_load: None };
+    if let Ok(f) = std::env::var(PARENT) {
+        be_the_parent(&cfg, &f);
+    }
+    if std::env::var(ONCE).is_ok() {
+        let load = RunningLoad::start(&cfg, Some(Duration::from_secs(60))).unwrap();
+        let dir = std::env::temp_dir().join(format!("rtlab-load-{}-0", std::process::id()));
+        assert!(load.command().join(" ").contains(&format!("--temp-path {}", dir.display())));
+        assert!(dir.is_dir(), "{}", dir.display());
+        std::thread::sleep(Duration::from_millis(300));
+        let r = load.stop();
+        assert!(r.alive_until_stop, "{:?}", r.ended);
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let test = "kill9_of_the_parent_leaves_stress_ngs_files_to_the_next_load";
+    let parent = kill_the_parent_in(test, &["stress-ng-hdd"], 3, tmp.path());
+    let left = tmp.path().join(format!("rtlab-load-{parent}-0"));
+    assert!(left.is_dir(), "the killed parent's directory: {}", left.display());
+    let o = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(ONCE, "1")
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    let after: Vec<_> =
+        std::fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(after.is_empty(), "{after:?}");
 }
 
 fn loopback_tcp(port: u16) -> LoadConfig {

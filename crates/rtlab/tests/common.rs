@@ -13,10 +13,28 @@ pub fn rtlab() -> Command {
 pub fn rtlab_at(bin: &std::path::Path) -> Command {
     // one machine lock per test binary: its tests run one measurement at a time, as rtlab
     // wants, and a test's lock never stands in the way of a real rtlab on this machine
-    let lock = std::env::temp_dir().join(format!("rtlab-test-lock-{}", std::process::id()));
+    let lock = scratch(&format!("rtlab-test-lock-{}", std::process::id()));
     let mut c = Command::new(bin);
     c.env("RTLAB_LOCK", lock);
     c
+}
+
+/// A file of this test binary's own (its machine lock, a tool it builds): in cargo's
+/// directory for them under target/ (gone with the build), or in the temporary directory
+/// where that cannot be written (the RT VM's guest sees the host's files read-only but /tmp).
+pub fn scratch(name: &str) -> std::path::PathBuf {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let t = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let probe = t.join(format!(".rtlab-writable-{}", std::process::id()));
+        if std::fs::write(&probe, b"").is_ok() {
+            let _ = std::fs::remove_file(&probe);
+            t
+        } else {
+            std::env::temp_dir()
+        }
+    });
+    dir.join(name)
 }
 
 pub fn run(args: &[&str]) -> Output {
@@ -131,7 +149,7 @@ impl ChildCgroup {
             .arg("sh")
             .arg(env!("CARGO_BIN_EXE_rtlab"))
             .args(args);
-        let lock = std::env::temp_dir().join(format!("rtlab-test-lock-{}", std::process::id()));
+        let lock = scratch(&format!("rtlab-test-lock-{}", std::process::id()));
         c.env("RTLAB_LOCK", lock);
         c
     }

@@ -62,8 +62,7 @@ fn scratch() -> (tempfile::TempDir, PathBuf) {
 /// The machine lock of this test binary, as `common::rtlab()` sets it (the agents of the
 /// ssh tests are told the same one, so their far lock is `<this>.far` too).
 fn test_lock() -> String {
-    std::env::temp_dir()
-        .join(format!("rtlab-test-lock-{}", std::process::id()))
+    crate::common::scratch(&format!("rtlab-test-lock-{}", std::process::id()))
         .to_string_lossy()
         .into_owned()
 }

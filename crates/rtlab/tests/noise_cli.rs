@@ -177,20 +177,25 @@ fn root_the_tracer_names_the_disturber_that_took_the_cpu() {
     let json = d.path().join("n.json");
     let stop = Arc::new(AtomicBool::new(false));
     let dist = disturber(cpu, 90, 100_000_000, 2_000_000, stop.clone());
-    let o = run(&[
-        "noise",
-        "--cpus",
-        &cpu.to_string(),
-        "--priority",
-        "50",
-        "--duration",
-        "1s",
-        "--trace-on-spike",
-        "1ms",
-        "-q",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+    // the traces around the spikes go to the temporary directory: the test's own
+    let o = rtlab()
+        .env("TMPDIR", d.path())
+        .args([
+            "noise",
+            "--cpus",
+            &cpu.to_string(),
+            "--priority",
+            "50",
+            "--duration",
+            "1s",
+            "--trace-on-spike",
+            "1ms",
+            "-q",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
     stop.store(true, Ordering::Relaxed);
     dist.join().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -199,6 +204,11 @@ fn root_the_tracer_names_the_disturber_that_took_the_cpu() {
     let spike = doc.evidence.as_ref().and_then(|e| e.spike.as_ref()).expect("spike evidence");
     assert!(!spike.spikes.is_empty(), "a gap above 1 ms was caught: {spike:?}");
     assert_eq!(spike.spikes[0].stream.as_deref(), Some(format!("cpu{cpu}").as_str()));
+    assert!(spike.spikes[0].trace_file.is_some(), "{:?}", spike.spikes[0]);
+    for f in spike.spikes.iter().filter_map(|s| s.trace_file.as_deref()) {
+        let f = std::path::Path::new(f);
+        assert!(f.starts_with(d.path()) && f.is_file(), "{}", f.display());
+    }
     // each caught gap is explained from what ran on the CPU: the disturber's bursts name it;
     // any other (the VM's own stalls: a CI host had more of them than bursts in the first
     // second) names what else ran or says that nothing traced did

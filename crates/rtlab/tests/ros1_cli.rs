@@ -129,7 +129,7 @@ fn rtlab_by_hand(pair: &NetnsPair, master: &str, role: &str, topic: &str) -> Com
     c.args(["netns", "exec", &pair.ns_b, env!("CARGO_BIN_EXE_rtlab")]);
     c.env(
         "RTLAB_LOCK",
-        std::env::temp_dir().join(format!("rtlab-test-lock-ros1-{}", std::process::id())),
+        crate::common::scratch(&format!("rtlab-test-lock-ros1-{}", std::process::id())),
     );
     c.env("ROS_MASTER_URI", master);
     c.args(["pubsub", "--transport", "ros1", "--interface", &pair.ip_b]);

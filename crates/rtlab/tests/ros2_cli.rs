@@ -81,7 +81,7 @@ fn rtlab_in(ns: &str) -> Command {
     c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_rtlab")]);
     c.env(
         "RTLAB_LOCK",
-        std::env::temp_dir().join(format!("rtlab-test-lock-ros2-{}", std::process::id())),
+        crate::common::scratch(&format!("rtlab-test-lock-ros2-{}", std::process::id())),
     );
     c
 }

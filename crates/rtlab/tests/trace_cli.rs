@@ -174,8 +174,7 @@ fn stand_in() -> PathBuf {
     BUILT
         .get_or_init(|| {
             let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/tracepoints.c");
-            let out =
-                std::env::temp_dir().join(format!("rtlab-tracepoints-{}", std::process::id()));
+            let out = crate::common::scratch(&format!("rtlab-tracepoints-{}", std::process::id()));
             let s = std::process::Command::new("cc")
                 .args(["-O2", "-o", out.to_str().unwrap(), src.to_str().unwrap(), "-ldl"])
                 .status()

@@ -3,7 +3,7 @@
 //! and a snapshot proving the machine is back as it was found.
 
 mod common;
-use common::ChildCgroup;
+use common::{rtlab, ChildCgroup};
 use rtlab_host::host::{FakeHost, Host, RealHost};
 use rtlab_host::snapshot;
 use rtlab_host::testing::{machine, put};
@@ -15,15 +15,6 @@ use std::time::{Duration, Instant};
 
 /// Root tests change the same machine: one at a time.
 static MACHINE: Mutex<()> = Mutex::new(());
-
-fn rtlab() -> Command {
-    // one machine lock per test binary: its tests run one measurement at a time, as rtlab
-    // wants, and a test's lock never stands in the way of a real rtlab on this machine
-    let lock = std::env::temp_dir().join(format!("rtlab-test-lock-{}", std::process::id()));
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rtlab"));
-    c.env("RTLAB_LOCK", lock);
-    c
-}
 
 fn out(c: &mut Command) -> (i32, String, String) {
     let o = c.output().unwrap();

@@ -5,19 +5,12 @@
 //! explained and never ask which came first. The spike tests need root (tracefs,
 //! SCHED_FIFO); CI runs as root.
 
+mod common;
+use common::rtlab;
 use rtlab_sys::sched::{spawn_rt, Policy, ThreadSpec};
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
-
-fn rtlab() -> Command {
-    // one machine lock per test binary: its tests run one measurement at a time, as rtlab
-    // wants, and a test's lock never stands in the way of a real rtlab on this machine
-    let lock = std::env::temp_dir().join(format!("rtlab-test-lock-{}", std::process::id()));
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rtlab"));
-    c.env("RTLAB_LOCK", lock);
-    c
-}
 
 #[test]
 fn tune_spike_bad_threshold_is_one_line_and_exit_2() {

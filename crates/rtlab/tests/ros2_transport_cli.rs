@@ -381,6 +381,53 @@ history = "keep-last:100"
     assert_eq!(versions[1], versions[2], "fastdds_lib ros2 runs on the RMW's Fast DDS");
 }
 
+/// The same pairing with a far side (each case's own namespace pair): the ros2 case's near
+/// side runs apart and asks this process for its far pong (the agent's), whose answers reach
+/// it; every round trip is accounted for on both.
+#[test]
+fn ros2_beside_fastdds_with_a_far_side() {
+    if !is_root() {
+        rtlab_sys::test_skip::skipped(format_args!("needs root (network namespaces)"));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("far.toml");
+    std::fs::write(
+        &scenario,
+        r#"name = "far-side"
+far = "pair"
+profiles = ["no-rt"]
+[[probe]]
+kind = "pubsub"
+transport = ["fastdds", "ros2"]
+mode = "roundtrip"
+rate = "200hz"
+count = 150
+reliability = "reliable"
+history = "keep-last:100"
+"#,
+    )
+    .unwrap();
+    let db = dir.path().join("r.db");
+    let o = run(&["run", scenario.to_str().unwrap(), "--db", db.to_str().unwrap(), "--wait", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["export", "1", "--db", db.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let d: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let cases = d["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 2, "{d}");
+    for (i, c) in cases.iter().enumerate() {
+        let doc = &c["document"];
+        assert!(doc.is_object(), "a case failed: {c}");
+        check_accounting(doc);
+        assert!(doc["far"]["link"].as_str().unwrap().starts_with("netns:"), "case {i}");
+        let notes = doc["config"]["notes"].to_string();
+        let apart = notes.contains("ran in a process of its own");
+        assert_eq!(apart, i == 1, "case {i}: fastdds here, then ros2 apart: {notes}");
+        assert_eq!(doc["streams"][0]["labels"]["transport"], ["fastdds", "ros2"][i], "case {i}");
+    }
+}
+
 /// A wrong `--ros2-prefix` is said at once, not after waiting for another rtlab's measurement
 /// to end (the machine's lock).
 #[test]

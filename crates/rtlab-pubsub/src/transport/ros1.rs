@@ -12,11 +12,15 @@
 //! QoS: reliable is TCPROS (TCP); best effort is TCPROS too (closest), unless `udpros`
 //! (TransportSpec, `--udpros`) asks for UDPROS first (roscpp's datagram transport, falling
 //! back to TCPROS where the publisher has none: rospy). UDPROS is opt-in, and one-way only
-//! (the probe's configuration refuses it with a round trip): a UDPROS subscriber process died
-//! here once in twelve loaded one-way runs, without a word, and UDPROS round trips stalled
-//! (the pong received nothing within 30 s in 3 of 4 idle runs, then the process died at its
-//! exit with SIGTRAP); neither is traced yet to roscpp or the shim. The history depth is
-//! roscpp's queue size on both ends (keep-all: 0, unbounded); transient-local is a latched
+//! (the probe's configuration refuses it with a round trip). Its round trips stalled here in
+//! 1 idle run in 6 to 15, in roscpp: the publisher answers `requestTopic`, connects its
+//! datagram socket and sends, but the subscriber's side of that connection is never
+//! completed, so nothing reads its socket (seen: 212 992 bytes queued) while roscpp's poll
+//! thread spins on it (perf: `ros::PollManager::threadFunc` in `epoll_wait`, the busy loop of
+//! ros_comm #2166); at exit roscpp's `~TransportUDP` asserts that the socket was never closed
+//! (`int3`: SIGTRAP). One-way runs: 20 of 20 idle runs complete; a subscriber process died
+//! once in twelve loaded runs, without a word (not traced). The history depth is roscpp's
+//! queue size on both ends (keep-all: 0, unbounded); transient-local is a latched
 //! publisher (its last message only). `tcp_nodelay` (TransportSpec) asks TCP_NODELAY.
 //!
 //! roscpp serializes each published message into a buffer of its own and deserializes each

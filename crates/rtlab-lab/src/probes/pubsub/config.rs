@@ -386,7 +386,7 @@ impl PubsubProbeConfig {
         if self.udpros && round_trip {
             return Err(ConfigError::new(
                 "udpros",
-                "one-way runs only: UDPROS round trips stalled here (the pong received nothing within 30 s in 3 of 4 idle runs, and rtlab then died at its exit with SIGTRAP; not yet traced to roscpp or rtlab's shim); without --udpros the round trip is TCPROS",
+                "one-way runs only: UDPROS round trips stall in roscpp (here 1 idle run in 6 to 15: the ping side's UDPROS socket fills with pongs while roscpp never completes that subscription's connection, its poll thread spinning on the socket, and roscpp's TransportUDP asserts at exit, SIGTRAP); without --udpros the round trip is TCPROS",
             ));
         }
         if self.tcp_nodelay && self.transport != TransportKind::Ros1 {

@@ -30,6 +30,20 @@ fn check_accounting(doc: &Value) {
     }
 }
 
+/// Run the scenario `toml` into a store of its own and return the run as `export` gives it.
+fn run_scenario(toml: &str) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("s.toml");
+    std::fs::write(&scenario, toml).unwrap();
+    let db = dir.path().join("r.db");
+    // --wait: the other tests of this binary measure beside (one measurement per machine)
+    let o = run(&["run", scenario.to_str().unwrap(), "--db", db.to_str().unwrap(), "--wait", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["export", "1", "--db", db.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
+}
+
 #[test]
 fn bad_ros2_flags_are_one_line_and_exit_2() {
     assert_error(
@@ -312,10 +326,7 @@ fn root_thread_priority_reaches_the_rmws_own_threads() {
 fn ros2_and_fastdds_side_by_side_in_one_run() {
     // one rtlab run process measures both: the case whose Fast DDS is not the one the
     // process holds runs its near side in a process of its own (a process holds one Fast DDS)
-    let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("side.toml");
-    std::fs::write(
-        &scenario,
+    let d = run_scenario(
         r#"name = "side"
 description = "ros2 beside fastdds"
 profiles = ["no-rt"]
@@ -335,15 +346,7 @@ count = 150
 reliability = "reliable"
 history = "keep-last:100"
 "#,
-    )
-    .unwrap();
-    let db = dir.path().join("r.db");
-    // --wait: the other tests of this binary measure beside (one measurement per machine)
-    let o = run(&["run", scenario.to_str().unwrap(), "--db", db.to_str().unwrap(), "--wait", "-q"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let o = run(&["export", "1", "--db", db.to_str().unwrap(), "--format", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let d: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    );
     let cases = d["cases"].as_array().unwrap();
     assert_eq!(cases.len(), 3, "{d}");
     let mut versions = Vec::new();
@@ -390,10 +393,7 @@ fn ros2_beside_fastdds_with_a_far_side() {
         rtlab_sys::test_skip::skipped(format_args!("needs root (network namespaces)"));
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("far.toml");
-    std::fs::write(
-        &scenario,
+    let d = run_scenario(
         r#"name = "far-side"
 far = "pair"
 profiles = ["no-rt"]
@@ -406,14 +406,7 @@ count = 150
 reliability = "reliable"
 history = "keep-last:100"
 "#,
-    )
-    .unwrap();
-    let db = dir.path().join("r.db");
-    let o = run(&["run", scenario.to_str().unwrap(), "--db", db.to_str().unwrap(), "--wait", "-q"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let o = run(&["export", "1", "--db", db.to_str().unwrap(), "--format", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let d: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    );
     let cases = d["cases"].as_array().unwrap();
     assert_eq!(cases.len(), 2, "{d}");
     for (i, c) in cases.iter().enumerate() {

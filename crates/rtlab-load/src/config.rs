@@ -1,7 +1,7 @@
 //! What load to run ([`LoadConfig`]) and the exact command lines it becomes.
 //!
 //! Contract: [`command_of`] and the iperf3 server line are pure functions of the config and
-//! the time limit (and, [`command_in`], of stress-ng's directory); the limit is passed to stress-ng (`--timeout`) and iperf3 (client `-t`,
+//! the time limit (and stress-ng's directory); the limit is passed to stress-ng (`--timeout`) and iperf3 (client `-t`,
 //! server `--one-off --idle-timeout`), never to a user command. Options as in stress-ng(1)
 //! 0.15 and iperf3(1) 3.12 (Debian 12).
 
@@ -169,13 +169,8 @@ pub(crate) fn netns_prefix(ns: &Option<String>) -> Vec<String> {
 }
 
 /// The argv a load runs (the iperf3 client only, for traffic), with its time limit; stress-ng
-/// keeps its files in the temporary directory.
-pub fn command_of(cfg: &LoadConfig, max_duration: Option<Duration>) -> Vec<String> {
-    command_in(cfg, max_duration, &std::env::temp_dir())
-}
-
-/// [`command_of`] with stress-ng's files (`--hdd`, `--io`) in `temp`.
-pub fn command_in(
+/// keeps its files (`--hdd`, `--io`) in `temp`.
+pub fn command_of(
     cfg: &LoadConfig,
     max_duration: Option<Duration>,
     temp: &std::path::Path,
@@ -253,6 +248,9 @@ pub(crate) fn server_command(t: &TrafficConfig, max_duration: Option<Duration>) 
 mod tests {
     use super::*;
 
+    /// stress-ng's directory in these commands.
+    const TEMP: &str = "/scratch";
+
     fn udp_rx() -> TrafficConfig {
         TrafficConfig {
             side: Default::default(),
@@ -269,15 +267,15 @@ mod tests {
     #[test]
     fn commands_are_the_studies() {
         assert_eq!(
-            command_of(&LoadConfig::s2_cpu(), None).join(" "),
+            command_of(&LoadConfig::s2_cpu(), None, TEMP.as_ref()).join(" "),
             "stress-ng --cpu 4 --cpu-method fft"
         );
-        let s3 = command_of(&LoadConfig::s3_mix(), None).join(" ");
+        let s3 = command_of(&LoadConfig::s3_mix(), None, TEMP.as_ref()).join(" ");
         assert!(s3.starts_with("stress-ng --cpu 8 --vm 8 --io 8 --hdd 8 --temp-path"), "{s3}");
         assert_eq!(LoadConfig::s3_mix().name(), "mix");
         let t = LoadConfig::Traffic(udp_rx());
         assert_eq!(
-            command_of(&t, None).join(" "),
+            command_of(&t, None, TEMP.as_ref()).join(" "),
             "iperf3 -c 127.0.0.1 -p 5201 -t 0 --json -u -b 100000000 -R"
         );
         assert_eq!(t.name(), "udp-rx");
@@ -293,7 +291,10 @@ mod tests {
             cpu_method: None,
             cpu_load: Some(80),
         };
-        assert_eq!(command_of(&c, None).join(" "), "stress-ng --cpu 2 --cpu-load 80");
+        assert_eq!(
+            command_of(&c, None, TEMP.as_ref()).join(" "),
+            "stress-ng --cpu 2 --cpu-load 80"
+        );
         assert_eq!(c.cpu_load(), Some(80));
         assert!(c.validate().is_ok());
         let bad = |cpu, p| {
@@ -310,12 +311,12 @@ mod tests {
     fn the_time_limit_reaches_the_tools() {
         let d = Some(Duration::from_millis(2500));
         assert_eq!(
-            command_of(&LoadConfig::s2_cpu(), d).join(" "),
+            command_of(&LoadConfig::s2_cpu(), d, TEMP.as_ref()).join(" "),
             "stress-ng --cpu 4 --cpu-method fft --timeout 3s"
         );
         let t = udp_rx();
         assert_eq!(
-            command_of(&LoadConfig::Traffic(t.clone()), d).join(" "),
+            command_of(&LoadConfig::Traffic(t.clone()), d, TEMP.as_ref()).join(" "),
             "iperf3 -c 127.0.0.1 -p 5201 -t 3 --json -u -b 100000000 -R"
         );
         assert_eq!(
@@ -327,9 +328,11 @@ mod tests {
             server_command(&ns, None).join(" "),
             "ip netns exec b iperf3 -s --one-off -p 5201"
         );
-        assert!(command_of(&LoadConfig::Traffic(ns), d).join(" ").starts_with("ip netns exec a "));
+        assert!(command_of(&LoadConfig::Traffic(ns), d, TEMP.as_ref())
+            .join(" ")
+            .starts_with("ip netns exec a "));
         let cmd = LoadConfig::Command { argv: vec!["sleep".into(), "9".into()] };
-        assert_eq!(command_of(&cmd, d), vec!["sleep", "9"]);
+        assert_eq!(command_of(&cmd, d, TEMP.as_ref()), vec!["sleep", "9"]);
         assert_eq!(tool_seconds(Duration::from_millis(1)), 1);
         assert_eq!(tool_seconds(Duration::ZERO), 1);
         assert_eq!(tool_seconds(Duration::from_secs(60)), 60);

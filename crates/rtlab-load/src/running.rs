@@ -7,7 +7,7 @@
 //! own process group, killed whole by [`RunningLoad::stop`] or on drop. The pipes of a
 //! child are drained by reader threads, so a chatty tool never blocks on a full pipe.
 
-use crate::config::{command_in, server_command};
+use crate::config::{command_of, server_command};
 use crate::error::{last_line, need};
 use crate::iperf::{parse_iperf, wait_listening};
 use crate::{CpuTimes, LoadConfig, LoadError, TrafficSide};
@@ -208,7 +208,7 @@ impl RunningLoad {
             _ => None,
         };
         let temp = scratch.clone().unwrap_or_else(std::env::temp_dir);
-        let command = command_in(cfg, max_duration, &temp);
+        let command = command_of(cfg, max_duration, &temp);
         let mut l = RunningLoad {
             name: cfg.name(),
             command: command.clone(),
@@ -389,8 +389,7 @@ fn scratch_dir() -> Result<PathBuf, LoadError> {
 }
 
 /// Remove the `rtlab-load-PID-N` directories in `base` of processes no longer running.
-fn remove_left_scratch(base: &Path) -> Vec<PathBuf> {
-    let mut removed = Vec::new();
+fn remove_left_scratch(base: &Path) {
     for e in std::fs::read_dir(base).into_iter().flatten().flatten() {
         let name = e.file_name();
         let Some(pid) = name
@@ -401,14 +400,10 @@ fn remove_left_scratch(base: &Path) -> Vec<PathBuf> {
         else {
             continue;
         };
-        if pid != std::process::id()
-            && !Path::new(&format!("/proc/{pid}")).exists()
-            && std::fs::remove_dir_all(e.path()).is_ok()
-        {
-            removed.push(e.path());
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
         }
     }
-    removed
 }
 
 impl Drop for RunningLoad {
